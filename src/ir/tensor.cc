@@ -1,0 +1,78 @@
+#include "ir/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace tessera {
+
+std::shared_ptr<void> aligned_alloc_shared(size_t bytes, size_t alignment) {
+  size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  if (rounded == 0) rounded = alignment;
+  void* p = std::aligned_alloc(alignment, rounded);
+  if (!p) throw std::bad_alloc();
+  std::memset(p, 0, rounded);
+  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+Tensor::Tensor(DType dtype, Dims dims) : dtype_(dtype), dims_(std::move(dims)) {
+  numel_ = ::tessera::numel(dims_);
+  storage_ = aligned_alloc_shared(nbytes());
+  data_ = storage_.get();
+}
+
+Tensor Tensor::View(DType dtype, Dims dims, void* data) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.dims_ = std::move(dims);
+  t.numel_ = ::tessera::numel(t.dims_);
+  t.data_ = data;
+  return t;
+}
+
+Tensor Tensor::Shared(DType dtype, Dims dims, void* data, std::shared_ptr<void> keep_alive) {
+  Tensor t = View(dtype, std::move(dims), data);
+  t.storage_ = std::move(keep_alive);
+  return t;
+}
+
+Tensor Tensor::reshaped(Dims dims) const {
+  Tensor t = *this;
+  t.dims_ = std::move(dims);
+  t.numel_ = ::tessera::numel(t.dims_);
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t(dtype_, dims_);
+  if (nbytes()) std::memcpy(t.data_, data_, nbytes());
+  return t;
+}
+
+double Tensor::as_double(int64_t i) const {
+  return visit_dtype(dtype_, [&](auto tag) -> double {
+    using T = decltype(tag);
+    return static_cast<double>(static_cast<const T*>(data_)[i]);
+  });
+}
+
+int64_t Tensor::as_int64(int64_t i) const {
+  return visit_dtype(dtype_, [&](auto tag) -> int64_t {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+      return static_cast<int64_t>(static_cast<float>(static_cast<const T*>(data_)[i]));
+    } else {
+      return static_cast<int64_t>(static_cast<const T*>(data_)[i]);
+    }
+  });
+}
+
+std::vector<int64_t> Tensor::to_int64_vector() const {
+  std::vector<int64_t> v(static_cast<size_t>(numel_));
+  for (int64_t i = 0; i < numel_; ++i) v[static_cast<size_t>(i)] = as_int64(i);
+  return v;
+}
+
+std::string Tensor::str() const { return std::string(dtype_name(dtype_)) + dims_str(dims_); }
+
+}  // namespace tessera

@@ -1,0 +1,74 @@
+// A dense tensor: dtype, concrete dims, and a pointer into storage that is
+// either owned (shared, 64-byte aligned) or borrowed (a view into an arena,
+// an mmap'd file, a caller's buffer). Copying a Tensor shares its storage.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ir/dtype.h"
+#include "ir/shape.h"
+
+namespace tessera {
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Allocates zero-initialised, 64-byte aligned storage.
+  Tensor(DType dtype, Dims dims);
+  // Borrows `data`; the caller keeps it alive.
+  static Tensor View(DType dtype, Dims dims, void* data);
+  // Shares ownership of `keep_alive` while pointing at `data`.
+  static Tensor Shared(DType dtype, Dims dims, void* data, std::shared_ptr<void> keep_alive);
+  template <class T>
+  static Tensor Scalar(T v) {
+    Tensor t(dtype_of<T>(), {});
+    *t.data<T>() = v;
+    return t;
+  }
+  template <class T>
+  static Tensor FromVector(const std::vector<T>& v, Dims dims) {
+    Tensor t(dtype_of<T>(), std::move(dims));
+    for (size_t i = 0; i < v.size() && static_cast<int64_t>(i) < t.numel(); ++i) t.data<T>()[i] = v[i];
+    return t;
+  }
+
+  bool defined() const { return dtype_ != DType::kUndefined; }
+  DType dtype() const { return dtype_; }
+  const Dims& dims() const { return dims_; }
+  int rank() const { return static_cast<int>(dims_.size()); }
+  int64_t dim(int i) const { return dims_[static_cast<size_t>(i)]; }
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
+
+  void* raw() { return data_; }
+  const void* raw() const { return data_; }
+  template <class T> T* data() { return static_cast<T*>(data_); }
+  template <class T> const T* data() const { return static_cast<const T*>(data_); }
+
+  // Same storage, new dims (numel must match).
+  Tensor reshaped(Dims dims) const;
+  // Deep copy into fresh owned storage.
+  Tensor clone() const;
+  // Element i converted to double / int64 (for small shape-like tensors).
+  double as_double(int64_t i) const;
+  int64_t as_int64(int64_t i) const;
+  // Reads a 0-D or 1-D integer tensor into a vector.
+  std::vector<int64_t> to_int64_vector() const;
+
+  std::string str() const;  // "float32[1,3]"
+
+ private:
+  DType dtype_ = DType::kUndefined;
+  Dims dims_;
+  int64_t numel_ = 0;
+  std::shared_ptr<void> storage_;
+  void* data_ = nullptr;
+};
+
+// Aligned allocation helper shared by tensors and arenas.
+std::shared_ptr<void> aligned_alloc_shared(size_t bytes, size_t alignment = 64);
+
+}  // namespace tessera

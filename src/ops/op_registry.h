@@ -1,0 +1,178 @@
+// Operator semantics for the native backend: for every supported ONNX op, a
+// shape/type inference function and a kernel factory. The op list lives in
+// op_list.inc; each family file (elementwise.cc, conv.cc, ...) registers the
+// ops of its family with TSR_REGISTER_OPS.
+//
+// Inference runs in two settings with the same code:
+//  * at compile time, on symbolic shapes, with input *values* only for
+//    constants (in_value() returns null otherwise);
+//  * at plan/run time, on concrete shapes, where in_value() may be available
+//    for every input the op declares as shape-relevant.
+// An inference function must therefore handle unknown dims and absent values
+// by producing unknown dims (never an error), and must report an error only
+// for inputs that are definitely invalid.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "runtime/thread_pool.h"
+#include "util/status.h"
+
+namespace tessera {
+
+class InferContext {
+ public:
+  InferContext(const Node& node, int64_t opset, std::vector<ValueInfo> in_info,
+               std::vector<const Tensor*> in_values);
+
+  const Node& node() const { return node_; }
+  int64_t opset() const { return opset_; }
+  int num_inputs() const { return static_cast<int>(in_info_.size()); }
+  bool has_input(int i) const { return node_.has_input(i); }
+  DType in_dtype(int i) const;
+  const Shape& in_shape(int i) const;
+  // Content of input i when known (constants at compile time, everything at
+  // run time), else null.
+  const Tensor* in_value(int i) const;
+  int num_outputs() const { return static_cast<int>(node_.outputs.size()); }
+
+  void set_output(int i, DType dtype, Shape shape);
+  void set_output(int i, DType dtype, const Dims& dims) { set_output(i, dtype, Shape::FromDims(dims)); }
+  const std::vector<ValueInfo>& outputs() const { return outputs_; }
+
+  // Error helper: "node 'x' (Op): <msg>".
+  Status error(const std::string& msg) const { return InvalidModel(node_.describe() + ": " + msg); }
+
+ private:
+  const Node& node_;
+  int64_t opset_;
+  std::vector<ValueInfo> in_info_;
+  std::vector<const Tensor*> in_values_;
+  std::vector<ValueInfo> outputs_;
+};
+
+using InferFn = Status (*)(InferContext&);
+
+// Runs a nested graph (If/Loop/Scan bodies). Provided by the executor.
+class SubgraphRunner {
+ public:
+  virtual ~SubgraphRunner() = default;
+  // `inputs` bind the subgraph's formal inputs in order; outer-scope values
+  // are resolved by name from the calling frame.
+  virtual Expected<std::vector<Tensor>> run(const Graph& g, const std::vector<Tensor>& inputs) = 0;
+};
+
+class KernelContext {
+ public:
+  KernelContext(const Node& node, std::vector<const Tensor*> inputs, std::vector<Tensor*> outputs,
+                ThreadPool* pool, SubgraphRunner* subgraphs)
+      : node_(node), inputs_(std::move(inputs)), outputs_(std::move(outputs)), pool_(pool), subgraphs_(subgraphs) {}
+
+  const Node& node() const { return node_; }
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  // Null when the optional input is absent.
+  const Tensor* input(int i) const {
+    return i < static_cast<int>(inputs_.size()) ? inputs_[static_cast<size_t>(i)] : nullptr;
+  }
+  int num_outputs() const { return static_cast<int>(outputs_.size()); }
+  // Preallocated output with the dtype/shape inference gave; null for an
+  // unused optional output. For ops whose output shape depends on running
+  // (control flow), the tensor is undefined and the kernel must call
+  // allocate_output.
+  Tensor* output(int i) const {
+    return i < static_cast<int>(outputs_.size()) ? outputs_[static_cast<size_t>(i)] : nullptr;
+  }
+  Tensor* allocate_output(int i, DType dtype, Dims dims);
+  ThreadPool& pool() const { return *pool_; }
+  SubgraphRunner* subgraphs() const { return subgraphs_; }
+  Status error(const std::string& msg) const { return RuntimeError(node_.describe() + ": " + msg); }
+
+ private:
+  const Node& node_;
+  std::vector<const Tensor*> inputs_;
+  std::vector<Tensor*> outputs_;
+  ThreadPool* pool_;
+  SubgraphRunner* subgraphs_;
+};
+
+// A prepared kernel for one node. run() must be safe to call from several
+// threads at once (prepared state is read-only after creation).
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual Status run(KernelContext& ctx) const = 0;
+};
+
+struct KernelInit {
+  const Node& node;
+  int64_t opset;
+  std::vector<ValueInfo> in_info;           // compile-time types/shapes of inputs
+  std::vector<const Tensor*> const_inputs;  // constant inputs (e.g. weights) or null
+};
+
+using KernelFactory = Expected<std::unique_ptr<Kernel>> (*)(const KernelInit&);
+
+// A stateless kernel from a plain function.
+using KernelFn = Status (*)(KernelContext&);
+class FnKernel final : public Kernel {
+ public:
+  explicit FnKernel(KernelFn fn) : fn_(fn) {}
+  Status run(KernelContext& ctx) const override { return fn_(ctx); }
+
+ private:
+  KernelFn fn_;
+};
+
+struct OpSchema {
+  std::string op_type;
+  std::string domain;      // "" = default ONNX domain
+  InferFn infer = nullptr;
+  KernelFactory create = nullptr;
+  KernelFn fn = nullptr;   // used when create is null: a stateless kernel
+  // Inputs whose *content* shapes the outputs (Reshape's shape, Slice's
+  // starts...). The planner asks for their values at plan time.
+  std::vector<int> shape_inputs;
+};
+
+class OpRegistry {
+ public:
+  static OpRegistry& instance();
+  void add(OpSchema schema);
+  const OpSchema* find(const std::string& domain, const std::string& op_type) const;
+  std::vector<std::string> op_types() const;
+
+ private:
+  std::vector<OpSchema> ops_;
+};
+
+// Creates the kernel for a node through its schema.
+Expected<std::unique_ptr<Kernel>> create_kernel(const OpSchema& schema, const KernelInit& init);
+
+// Registration: in a family file,
+//   TSR_REGISTER_OPS(elementwise) {
+//     reg.add({"Relu", "", infer_unary, nullptr, run_relu});
+//   }
+// The family name must appear in op_list.inc.
+using RegisterFn = void (*)(OpRegistry& reg);
+#define TSR_REGISTER_OPS(family) void register_ops_##family(::tessera::OpRegistry& reg)
+
+// ---- helpers shared by inference functions -------------------------------
+
+// Output 0 = input 0's dtype and shape.
+Status infer_same_as_input0(InferContext& ctx);
+// Output 0 = broadcast of all present inputs; dtype of input 0 (or `out_dtype`).
+Status infer_broadcast(InferContext& ctx, DType out_dtype = DType::kUndefined);
+
+// ---- helpers shared by kernels -------------------------------------------
+
+// Iterates over the broadcast of `in` to `out` dims: strides of `in` aligned
+// to out's rank with 0 for broadcast dims.
+std::vector<int64_t> broadcast_strides(const Dims& in, const Dims& out);
+std::vector<int64_t> contiguous_strides(const Dims& d);
+
+}  // namespace tessera

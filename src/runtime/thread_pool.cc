@@ -1,0 +1,105 @@
+#include "runtime/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+
+namespace tessera {
+
+namespace {
+thread_local bool t_in_parallel = false;
+}
+
+struct ThreadPool::Job {
+  const std::function<void(int64_t, int64_t)>* fn = nullptr;
+  int64_t n = 0;
+  int64_t chunk = 1;
+  int64_t num_chunks = 0;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> done{0};
+  std::mutex mu;
+  std::condition_variable cv;
+};
+
+ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+bool ThreadPool::in_parallel_region() { return t_in_parallel; }
+
+void ThreadPool::run_chunks(Job& job) {
+  bool was = t_in_parallel;
+  t_in_parallel = true;
+  int64_t finished = 0;
+  for (;;) {
+    int64_t c = job.next.fetch_add(1, std::memory_order_relaxed);
+    if (c >= job.num_chunks) break;
+    int64_t b = c * job.chunk;
+    int64_t e = std::min(job.n, b + job.chunk);
+    (*job.fn)(b, e);
+    ++finished;
+  }
+  t_in_parallel = was;
+  if (finished > 0 && job.done.fetch_add(finished) + finished == job.num_chunks) {
+    std::lock_guard<std::mutex> lock(job.mu);
+    job.cv.notify_all();
+  }
+}
+
+void ThreadPool::worker_loop() {
+  for (;;) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (stop_ && queue_.empty()) return;
+      job = queue_.front();
+      // Leave the job queued until all its chunks are claimed so other idle
+      // workers can join in.
+      if (job->next.load() >= job->num_chunks) {
+        queue_.pop_front();
+        continue;
+      }
+    }
+    run_chunks(*job);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!queue_.empty() && queue_.front() == job) queue_.pop_front();
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t grain,
+                              const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  if (num_threads_ == 1 || t_in_parallel || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  auto job = std::make_shared<Job>();
+  job->fn = &fn;
+  job->n = n;
+  int64_t max_chunks = static_cast<int64_t>(num_threads_) * 4;
+  job->chunk = std::max(grain, (n + max_chunks - 1) / max_chunks);
+  job->num_chunks = (n + job->chunk - 1) / job->chunk;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(job);
+  }
+  cv_.notify_all();
+  run_chunks(*job);
+  std::unique_lock<std::mutex> lock(job->mu);
+  job->cv.wait(lock, [&] { return job->done.load() == job->num_chunks; });
+  std::lock_guard<std::mutex> qlock(mu_);
+  auto it = std::find(queue_.begin(), queue_.end(), job);
+  if (it != queue_.end()) queue_.erase(it);
+}
+
+}  // namespace tessera

@@ -1,0 +1,49 @@
+// A fixed pool of worker threads shared by every kernel of a session.
+// parallel_for may be called from several threads at once (several
+// concurrent runs of one session) and from inside a task, where it runs the
+// range inline so nesting never deadlocks or oversubscribes.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tessera {
+
+class ThreadPool {
+ public:
+  // num_threads counts the calling thread: 1 means no workers.
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return num_threads_; }
+
+  // Calls fn(begin, end) on disjoint chunks covering [0, n). Chunks hold at
+  // least `grain` iterations; at most about 4 chunks per thread are made.
+  // Returns when every chunk has run.
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+  // True on a pool worker or inside a parallel_for task.
+  static bool in_parallel_region();
+
+ private:
+  struct Job;
+  void worker_loop();
+  static void run_chunks(Job& job);
+
+  int num_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool stop_ = false;
+};
+
+}  // namespace tessera
