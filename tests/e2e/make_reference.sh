@@ -12,7 +12,8 @@
 # inputs, run ONNX Runtime with graph optimizations disabled (the plain node-by-node computation) to produce the
 # expected outputs, check that the output files load with onnx and match the graph outputs, and run ONNX Runtime a
 # second time with every optimization and two threads: a reference whose two runs differ by more than the e2e
-# tolerance (rtol 1e-4, atol 1e-5) is too fragile to test against, and the script fails.
+# tolerance (rtol 1e-4, atol 1e-5) is too fragile to test against, and the script fails. reference/<model>/model.sha256
+# records the model the outputs came from; run_e2e.sh warns when a regenerated model differs from it.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -39,6 +40,7 @@ for m in "${models[@]}"; do
   rm -rf "$here/reference/$m"
   mkdir -p "$ref"
   cp "$tmp/data/$m/test_data_set_0"/input_*.pb "$ref/"
+  sha256sum "$tmp/models/$m.onnx" | cut -d' ' -f1 >"$here/reference/$m/model.sha256"
   "$NODE" "$here/ort_reference.js" "$tmp/models/$m.onnx" "$ref"
   "$NODE" "$here/ort_reference.js" "$tmp/models/$m.onnx" "$ref" --opt all --threads 2 --out "$tmp/check/$m" >/dev/null
   "$PYTHON" - "$tmp/models/$m.onnx" "$ref" "$tmp/check/$m" <<'EOF'

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# One end-to-end model test: tessera's outputs on a generated model must match ONNX Runtime's checked-in outputs.
+#
+#     tests/e2e/run_e2e.sh MODEL BUILD_DIR [EXTRA tessera check FLAGS...]      e.g.  run_e2e.sh resnet50 build --backends native
+#
+# (Re)generates BUILD_DIR/e2e/MODEL.onnx with gen_models.py (skipped when it is newer than gen_models.py; set
+# TESSERA_E2E_REGEN=1 to force), lays out the ONNX test case BUILD_DIR/e2e/MODEL/{model.onnx, test_data_set_0} with
+# test_data_set_0 linking to tests/e2e/reference/MODEL/test_data_set_0, and runs
+#     tessera check CASE --rtol 1e-4 --atol 1e-5 [EXTRA...]
+# Exit status is tessera's (0 = pass); 77 (CTest "skipped") when the Python with onnx is missing.
+# Environment: TESSERA_BIN (default BUILD_DIR/bin/tessera), PYTHON (default /usr/bin/python3).
+set -euo pipefail
+
+if [ "$#" -lt 2 ]; then
+  echo "usage: $0 MODEL BUILD_DIR [tessera check flags...]" >&2
+  exit 2
+fi
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+model="$1"
+build="$(cd "$2" && pwd)"
+shift 2
+PYTHON="${PYTHON:-/usr/bin/python3}"
+tessera="${TESSERA_BIN:-$build/bin/tessera}"
+ref="$here/reference/$model/test_data_set_0"
+
+if [ ! -d "$ref" ]; then
+  echo "run_e2e: no reference data for '$model' in $here/reference (see make_reference.sh)" >&2
+  exit 2
+fi
+if [ ! -x "$tessera" ]; then
+  echo "run_e2e: $tessera is not built" >&2
+  exit 2
+fi
+if ! "$PYTHON" -c "import onnx, numpy" 2>/dev/null; then
+  echo "run_e2e: $PYTHON cannot import onnx and numpy (install python3-onnx); skipping" >&2
+  exit 77
+fi
+
+out="$build/e2e"
+mkdir -p "$out"
+onnx_file="$out/$model.onnx"
+if [ "${TESSERA_E2E_REGEN:-0}" = 1 ] || [ ! -s "$onnx_file" ] || [ "$here/gen_models.py" -nt "$onnx_file" ]; then
+  start=$(date +%s%N)
+  "$PYTHON" "$here/gen_models.py" "$out" --models "$model"
+  echo "run_e2e: generated $onnx_file in $(( ($(date +%s%N) - start) / 1000000 )) ms"
+fi
+
+# A model that differs from the one the reference was made from (gen_models.py edited without make_reference.sh)
+# makes the comparison meaningless; say so up front.
+if [ -f "$here/reference/$model/model.sha256" ] && command -v sha256sum >/dev/null; then
+  if [ "$(sha256sum "$onnx_file" | cut -d' ' -f1)" != "$(cat "$here/reference/$model/model.sha256")" ]; then
+    echo "run_e2e: warning: $onnx_file differs from the model the reference outputs were made from" \
+         "(rerun tests/e2e/make_reference.sh after changing gen_models.py)" >&2
+  fi
+fi
+
+case_dir="$out/$model"
+mkdir -p "$case_dir"
+ln -sfn "../$model.onnx" "$case_dir/model.onnx"
+ln -sfn "$ref" "$case_dir/test_data_set_0"
+
+echo "run_e2e: $tessera check $case_dir --rtol 1e-4 --atol 1e-5 $*"
+exec "$tessera" check "$case_dir" --rtol 1e-4 --atol 1e-5 "$@"
