@@ -1,0 +1,434 @@
+#include "passes/canonicalize.h"
+
+#include <cmath>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "passes/dce.h"
+
+namespace tessera {
+namespace {
+
+bool is_op(const Node& n, const char* op) {
+  return n.op_type == op && (n.domain.empty() || n.domain == "ai.onnx");
+}
+
+bool is_conv(const Node& n) { return is_op(n, "Conv") || is_op(n, "ConvTranspose"); }
+
+// Copies a 1-D per-channel parameter into doubles.
+std::vector<double> to_doubles(const Tensor& t) {
+  std::vector<double> v(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) v[static_cast<size_t>(i)] = t.as_double(i);
+  return v;
+}
+
+Tensor from_doubles(DType dtype, const std::vector<double>& v) {
+  Tensor t(dtype, {static_cast<int64_t>(v.size())});
+  if (dtype == DType::kFloat64) {
+    for (size_t i = 0; i < v.size(); ++i) t.data<double>()[i] = v[i];
+  } else {
+    for (size_t i = 0; i < v.size(); ++i) t.data<float>()[i] = static_cast<float>(v[i]);
+  }
+  return t;
+}
+
+// Facts about a convolution with constant weights, enough to rescale its
+// output channels.
+struct ConvInfo {
+  const Tensor* w = nullptr;
+  const Tensor* b = nullptr;  // null when absent
+  bool transpose = false;
+  int64_t group = 1;
+  int64_t out_channels = 0;
+};
+
+// Returns W with output channel o multiplied by s[o]. Conv weights are
+// [M, C/group, k...]; ConvTranspose weights are [C, M/group, k...] where
+// output channel o = (c / (C/group)) * (M/group) + j.
+template <class T>
+Tensor scale_output_channels_t(const ConvInfo& c, const std::vector<double>& s) {
+  const Tensor& w = *c.w;
+  Tensor out(w.dtype(), w.dims());
+  const T* src = w.data<T>();
+  T* dst = out.data<T>();
+  int64_t inner = 1;
+  for (int i = 2; i < w.rank(); ++i) inner *= w.dim(i);
+  const int64_t d0 = w.dim(0), d1 = w.dim(1);
+  const int64_t in_per_group = c.transpose ? d0 / c.group : 0;
+  for (int64_t a = 0; a < d0; ++a) {
+    for (int64_t j = 0; j < d1; ++j) {
+      int64_t o = c.transpose ? (a / in_per_group) * d1 + j : a;
+      const double f = s[static_cast<size_t>(o)];
+      const int64_t base = (a * d1 + j) * inner;
+      for (int64_t k = 0; k < inner; ++k) {
+        dst[base + k] = static_cast<T>(static_cast<double>(src[base + k]) * f);
+      }
+    }
+  }
+  return out;
+}
+
+Tensor scale_output_channels(const ConvInfo& c, const std::vector<double>& s) {
+  return c.w->dtype() == DType::kFloat64 ? scale_output_channels_t<double>(c, s)
+                                         : scale_output_channels_t<float>(c, s);
+}
+
+class Canonicalizer {
+ public:
+  Canonicalizer(Graph& g, const GraphScope* parent, const CanonicalizeOptions& opts, CanonicalizeStats* stats)
+      : g_(g), scope_(g, parent), opts_(opts), stats_(stats) {}
+
+  void run() {
+    for (Node& n : g_.nodes) {
+      for (Graph* sg : nested_graphs(n)) Canonicalizer(*sg, &scope_, opts_, stats_).run();
+    }
+    removed_.assign(g_.nodes.size(), false);
+    // One rewrite can enable another earlier in the list (a renamed producer),
+    // so sweep until nothing changes.
+    for (int sweep = 0; sweep < 8; ++sweep) {
+      bool changed = false;
+      rebuild_uses();
+      for (size_t i = 0; i < g_.nodes.size(); ++i) {
+        if (removed_[i]) continue;
+        if (rewrite(i)) {
+          changed = true;
+          rebuild_uses();
+        }
+      }
+      if (!changed) break;
+    }
+    std::vector<Node> kept;
+    kept.reserve(g_.nodes.size());
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (!removed_[i]) kept.push_back(std::move(g_.nodes[i]));
+    }
+    g_.nodes = std::move(kept);
+  }
+
+ private:
+  // ---- use/def bookkeeping ----------------------------------------------
+
+  void rebuild_uses() {
+    reads_.clear();
+    nested_.clear();
+    producer_.clear();
+    outputs_ = std::unordered_set<std::string>(g_.outputs.begin(), g_.outputs.end());
+    inputs_ = std::unordered_set<std::string>(g_.inputs.begin(), g_.inputs.end());
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (removed_[i]) continue;
+      const Node& n = g_.nodes[i];
+      for (const auto& in : n.inputs) {
+        if (!in.empty()) ++reads_[in];
+      }
+      if (!n.attrs.empty()) {
+        for (auto& v : nested_reads(n)) nested_.insert(v);
+      }
+      for (const auto& o : n.outputs) {
+        if (!o.empty()) producer_[o] = i;
+      }
+    }
+  }
+
+  int reads(const std::string& v) const {
+    auto it = reads_.find(v);
+    return it == reads_.end() ? 0 : it->second;
+  }
+  bool unused(const std::string& v) const {
+    return v.empty() || (reads(v) == 0 && !nested_.count(v) && !outputs_.count(v));
+  }
+  // Read by exactly one node input slot and nothing else.
+  bool single_use(const std::string& v) const {
+    return reads(v) == 1 && !nested_.count(v) && !outputs_.count(v) && !inputs_.count(v);
+  }
+  // The live node producing `v` in this graph, or null.
+  Node* producer(const std::string& v) {
+    auto it = producer_.find(v);
+    return it == producer_.end() ? nullptr : &g_.nodes[it->second];
+  }
+  const Tensor* constant(const std::string& v) const { return v.empty() ? nullptr : scope_.constant(v); }
+  const ValueInfo* info(const std::string& v) const { return scope_.info(v); }
+
+  std::string add_constant(const std::string& base, Tensor t) {
+    std::string name = g_.unique_name(base);
+    while (scope_.visible(name)) name = g_.unique_name(base);
+    g_.values[name] = ValueInfo{t.dtype(), Shape::FromDims(t.dims())};
+    g_.constants[name] = std::move(t);
+    return name;
+  }
+
+  void remove_node(size_t i) {
+    removed_[i] = true;
+  }
+
+  // ---- rewrites ------------------------------------------------------------
+
+  bool rewrite(size_t i) {
+    const Node& n = g_.nodes[i];
+    if (identity_like(n)) return remove_identity(i);
+    if (opts_.fold_batchnorm && is_op(n, "BatchNormalization")) return fold_batchnorm(i);
+    if (is_op(n, "Add") || is_op(n, "Mul")) {
+      if (opts_.fold_conv_bias && fold_conv_affine(i)) return true;
+      if (opts_.matmul_add_to_gemm && is_op(n, "Add") && fuse_gemm(i)) return true;
+    }
+    return false;
+  }
+
+  bool same_static_shape(const std::string& a, const std::string& b) const {
+    const ValueInfo* ia = info(a);
+    const ValueInfo* ib = info(b);
+    if (!ia || !ib || ia->dtype == DType::kUndefined || ia->dtype != ib->dtype) return false;
+    if (!ia->shape.fully_known() || !ib->shape.fully_known()) return false;
+    return ia->shape.concrete() == ib->shape.concrete();
+  }
+
+  // A node whose output 0 always equals its input 0.
+  bool identity_like(const Node& n) const {
+    if (!n.has_input(0) || !n.has_output(0)) return false;
+    if (!n.domain.empty() && n.domain != "ai.onnx") return false;
+    for (size_t k = 1; k < n.outputs.size(); ++k) {
+      if (!unused(n.outputs[k])) return false;
+    }
+    const std::string& op = n.op_type;
+    if (op == "Identity") return true;
+    if (op == "Dropout") {
+      // Inference mode unless training_mode (opset 12+) is given and not a
+      // constant false.
+      if (!n.has_input(2)) return true;
+      const Tensor* mode = constant(n.inputs[2]);
+      return mode && mode->numel() == 1 && mode->as_int64(0) == 0;
+    }
+    if (op == "Cast") {
+      const ValueInfo* vi = info(n.inputs[0]);
+      return vi && vi->dtype != DType::kUndefined && static_cast<int64_t>(vi->dtype) == n.attr_int("to", -1);
+    }
+    if (op == "Transpose") {
+      const ValueInfo* vi = info(n.inputs[0]);
+      if (!n.has_attr("perm")) return vi && vi->shape.rank_known && vi->shape.rank() <= 1;
+      std::vector<int64_t> perm = n.attr_ints("perm");
+      if (vi && vi->shape.rank_known && vi->shape.rank() != static_cast<int>(perm.size())) return false;
+      for (size_t k = 0; k < perm.size(); ++k) {
+        if (perm[k] != static_cast<int64_t>(k)) return false;
+      }
+      return true;
+    }
+    if (op == "Reshape" || op == "Expand" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
+      return same_static_shape(n.inputs[0], n.outputs[0]);
+    }
+    return false;
+  }
+
+  bool remove_identity(size_t i) {
+    Node& n = g_.nodes[i];
+    const std::string x = n.inputs[0];
+    const std::string y = n.outputs[0];
+    if (x == y) return false;
+    if (outputs_.count(y)) {
+      // y must keep its name: rename x's producer instead, when x is a plain
+      // intermediate of this graph.
+      if (outputs_.count(x) || inputs_.count(x)) return false;
+      Node* p = producer(x);
+      if (!p) return false;  // a constant or an outer value: leave the copy
+      if (!replace_reads(g_, x, y)) return false;
+      for (auto& o : p->outputs) {
+        if (o == x) o = y;
+      }
+      g_.values.erase(x);
+    } else {
+      if (!replace_reads(g_, y, x)) return false;
+      g_.values.erase(y);
+    }
+    for (size_t k = 1; k < n.outputs.size(); ++k) {
+      if (!n.outputs[k].empty()) g_.values.erase(n.outputs[k]);
+    }
+    remove_node(i);
+    ++stats_->removed_identities;
+    return true;
+  }
+
+  // The convolution producing `v`, when `v` is its only output, nothing else
+  // reads `v`, and its weights (and bias, if any) are float constants.
+  bool conv_producing(const std::string& v, Node** conv, ConvInfo* ci) {
+    Node* p = producer(v);
+    if (!p || !is_conv(*p) || !single_use(v)) return false;
+    if (p->outputs.size() != 1 || p->outputs[0] != v || !p->has_input(1)) return false;
+    ci->w = constant(p->inputs[1]);
+    if (!ci->w || (ci->w->dtype() != DType::kFloat32 && ci->w->dtype() != DType::kFloat64)) return false;
+    if (ci->w->rank() < 3) return false;
+    ci->b = nullptr;
+    if (p->has_input(2)) {
+      ci->b = constant(p->inputs[2]);
+      if (!ci->b || ci->b->dtype() != ci->w->dtype()) return false;
+    }
+    ci->transpose = is_op(*p, "ConvTranspose");
+    ci->group = p->attr_int("group", 1);
+    if (ci->group < 1) return false;
+    if (ci->transpose) {
+      if (ci->w->dim(0) % ci->group != 0) return false;
+      ci->out_channels = ci->w->dim(1) * ci->group;
+    } else {
+      ci->out_channels = ci->w->dim(0);
+    }
+    if (ci->b && (ci->b->rank() != 1 || ci->b->dim(0) != ci->out_channels)) return false;
+    *conv = p;
+    return true;
+  }
+
+  std::vector<double> conv_bias(const ConvInfo& ci) const {
+    return ci.b ? to_doubles(*ci.b) : std::vector<double>(static_cast<size_t>(ci.out_channels), 0.0);
+  }
+
+  // Points the convolution at new weights/bias and makes it produce `out`,
+  // the output of the node `i` it absorbed.
+  void retarget_conv(Node& conv, const ConvInfo& ci, const Tensor* new_w, const std::vector<double>& bias,
+                     size_t i) {
+    const std::string old_out = conv.outputs[0];
+    if (new_w) conv.inputs[1] = add_constant(conv.inputs[1] + "_folded", *new_w);
+    std::string bias_base = conv.has_input(2) ? conv.inputs[2] : conv.inputs[1] + "_bias";
+    if (conv.inputs.size() < 3) conv.inputs.resize(3);
+    conv.inputs[2] = add_constant(bias_base + "_folded", from_doubles(ci.w->dtype(), bias));
+    const Node& absorbed = g_.nodes[i];
+    conv.outputs[0] = absorbed.outputs[0];
+    for (const auto& o : absorbed.outputs) {
+      if (!o.empty() && o != conv.outputs[0]) g_.values.erase(o);
+    }
+    g_.values.erase(old_out);
+    remove_node(i);
+  }
+
+  bool fold_batchnorm(size_t i) {
+    const Node& bn = g_.nodes[i];
+    if (bn.attr_int("training_mode", 0) != 0 || bn.attr_int("spatial", 1) != 1) return false;
+    if (!bn.has_output(0)) return false;
+    for (size_t k = 1; k < bn.outputs.size(); ++k) {
+      if (!unused(bn.outputs[k])) return false;
+    }
+    for (int k = 0; k < 5; ++k) {
+      if (!bn.has_input(k)) return false;
+    }
+    Node* conv = nullptr;
+    ConvInfo ci;
+    if (!conv_producing(bn.inputs[0], &conv, &ci)) return false;
+    const Tensor* params[4];
+    for (int k = 0; k < 4; ++k) {
+      params[k] = constant(bn.inputs[static_cast<size_t>(k + 1)]);
+      if (!params[k] || params[k]->dtype() != ci.w->dtype() || params[k]->rank() != 1 ||
+          params[k]->dim(0) != ci.out_channels) {
+        return false;
+      }
+    }
+    const double eps = bn.attr_float("epsilon", 1e-5f);
+    std::vector<double> scale = to_doubles(*params[0]), shift = to_doubles(*params[1]),
+                        mean = to_doubles(*params[2]), var = to_doubles(*params[3]);
+    std::vector<double> bias = conv_bias(ci);
+    std::vector<double> s(scale.size());
+    for (size_t c = 0; c < s.size(); ++c) {
+      s[c] = scale[c] / std::sqrt(var[c] + eps);
+      bias[c] = (bias[c] - mean[c]) * s[c] + shift[c];
+    }
+    Tensor w = scale_output_channels(ci, s);
+    retarget_conv(*conv, ci, &w, bias, i);
+    ++stats_->folded_batchnorms;
+    return true;
+  }
+
+  // Add/Mul of the convolution output with a constant that is constant along
+  // every axis but the channel axis and cannot grow the output's shape.
+  bool fold_conv_affine(size_t i) {
+    const Node& n = g_.nodes[i];
+    if (n.num_inputs() != 2 || !n.has_input(0) || !n.has_input(1) || !n.has_output(0)) return false;
+    for (int side = 0; side < 2; ++side) {
+      const std::string& v = n.inputs[static_cast<size_t>(side)];
+      const Tensor* k = constant(n.inputs[static_cast<size_t>(1 - side)]);
+      if (!k) continue;
+      Node* conv = nullptr;
+      ConvInfo ci;
+      if (!conv_producing(v, &conv, &ci)) continue;
+      if (k->dtype() != ci.w->dtype()) continue;
+      const int r = ci.w->rank();  // the convolution output's rank
+      if (k->rank() > r) continue;
+      bool per_channel = false, ok = true;
+      for (int a = 0; a < k->rank(); ++a) {
+        int axis = r - k->rank() + a;
+        int64_t d = k->dim(a);
+        if (axis == 1 && d == ci.out_channels && d != 1) {
+          per_channel = true;
+        } else if (d != 1) {
+          ok = false;
+        }
+      }
+      if (!ok) continue;
+      std::vector<double> f(static_cast<size_t>(ci.out_channels));
+      for (int64_t c = 0; c < ci.out_channels; ++c) f[static_cast<size_t>(c)] = k->as_double(per_channel ? c : 0);
+      std::vector<double> bias = conv_bias(ci);
+      if (is_op(n, "Add")) {
+        for (size_t c = 0; c < bias.size(); ++c) bias[c] += f[c];
+        retarget_conv(*conv, ci, nullptr, bias, i);
+      } else {
+        for (size_t c = 0; c < bias.size(); ++c) bias[c] *= f[c];
+        Tensor w = scale_output_channels(ci, f);
+        retarget_conv(*conv, ci, &w, bias, i);
+      }
+      ++stats_->folded_conv_affines;
+      return true;
+    }
+    return false;
+  }
+
+  // MatMul(A[M,K], B[K,N]) + C  ->  Gemm(A, B, C) when C is a constant that
+  // broadcasts unidirectionally to [M, N] (so the Add cannot grow the result).
+  bool fuse_gemm(size_t i) {
+    const Node& add = g_.nodes[i];
+    if (add.num_inputs() != 2 || !add.has_input(0) || !add.has_input(1) || !add.has_output(0)) return false;
+    for (int side = 0; side < 2; ++side) {
+      const std::string& v = add.inputs[static_cast<size_t>(side)];
+      const std::string& c_name = add.inputs[static_cast<size_t>(1 - side)];
+      const Tensor* c = constant(c_name);
+      if (!c) continue;
+      Node* mm = producer(v);
+      if (!mm || !is_op(*mm, "MatMul") || !single_use(v) || mm->outputs.size() != 1) continue;
+      if (!mm->has_input(0) || !mm->has_input(1)) continue;
+      const ValueInfo* ia = info(mm->inputs[0]);
+      const ValueInfo* ib = info(mm->inputs[1]);
+      if (!ia || !ib || !ia->shape.rank_known || !ib->shape.rank_known) continue;
+      if (ia->shape.rank() != 2 || ib->shape.rank() != 2) continue;
+      DType dt = ia->dtype;
+      if (dt != DType::kFloat32 && dt != DType::kFloat64 && dt != DType::kFloat16) continue;
+      if (ib->dtype != dt || c->dtype() != dt || c->rank() > 2) continue;
+      const Dim& m = ia->shape[0];
+      const Dim& nd = ib->shape[1];
+      auto fits = [](int64_t d, const Dim& want) { return d == 1 || (want.known() && d == want.value); };
+      if (c->rank() >= 1 && !fits(c->dim(c->rank() - 1), nd)) continue;
+      if (c->rank() == 2 && !fits(c->dim(0), m)) continue;
+      mm->op_type = "Gemm";
+      mm->inputs = {mm->inputs[0], mm->inputs[1], c_name};
+      mm->attrs.clear();
+      mm->outputs[0] = add.outputs[0];
+      g_.values.erase(v);
+      remove_node(i);
+      ++stats_->fused_gemms;
+      return true;
+    }
+    return false;
+  }
+
+  Graph& g_;
+  GraphScope scope_;
+  const CanonicalizeOptions& opts_;
+  CanonicalizeStats* stats_;
+  std::vector<bool> removed_;
+  std::unordered_map<std::string, int> reads_;
+  std::unordered_set<std::string> nested_;
+  std::unordered_set<std::string> outputs_;
+  std::unordered_set<std::string> inputs_;
+  std::unordered_map<std::string, size_t> producer_;
+};
+
+}  // namespace
+
+Status canonicalize(Graph& g, CanonicalizeStats* stats, const CanonicalizeOptions& opts) {
+  CanonicalizeStats local;
+  Canonicalizer(g, nullptr, opts, stats ? stats : &local).run();
+  return Status::Ok();
+}
+
+}  // namespace tessera

@@ -1,0 +1,50 @@
+// Canonicalisation: local rewrites that keep exact ONNX semantics and leave
+// backends fewer, larger ops.
+//   * identity-like nodes disappear: Identity, inference-mode Dropout (mask
+//     unused), Cast to the same type, Transpose by the identity permutation,
+//     Reshape/Expand to the very same static shape. Consumers read the input
+//     instead; when the output is a graph output its name survives by renaming
+//     the producer's output (the node stays when that is impossible).
+//   * BatchNormalization (inference) after a Conv/ConvTranspose whose output
+//     it alone reads, with constant weights and statistics, folds into the
+//     convolution's weights and bias.
+//   * Add / Mul of a constant per-channel (or scalar) tensor after such a
+//     convolution folds into its bias / weights, when broadcasting cannot
+//     change the output shape.
+//   * MatMul(A 2-D, B 2-D) + Add(constant C broadcastable to [M, N]) becomes
+//     Gemm.
+// Rewrites apply inside nested graphs too. Values a nested graph reads are
+// renamed consistently or left alone; graph outputs keep their names.
+#pragma once
+
+#include "ir/graph.h"
+#include "util/status.h"
+
+namespace tessera {
+
+struct CanonicalizeOptions {
+  bool fold_batchnorm = true;
+  bool fold_conv_bias = true;      // Conv + Add/Mul by per-channel constants
+  bool matmul_add_to_gemm = true;
+};
+
+struct CanonicalizeStats {
+  int removed_identities = 0;
+  int folded_batchnorms = 0;
+  int folded_conv_affines = 0;  // Add/Mul folded into a convolution
+  int fused_gemms = 0;
+  bool changed() const {
+    return removed_identities + folded_batchnorms + folded_conv_affines + fused_gemms > 0;
+  }
+  CanonicalizeStats& operator+=(const CanonicalizeStats& o) {
+    removed_identities += o.removed_identities;
+    folded_batchnorms += o.folded_batchnorms;
+    folded_conv_affines += o.folded_conv_affines;
+    fused_gemms += o.fused_gemms;
+    return *this;
+  }
+};
+
+Status canonicalize(Graph& g, CanonicalizeStats* stats = nullptr, const CanonicalizeOptions& opts = {});
+
+}  // namespace tessera
