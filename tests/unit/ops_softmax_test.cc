@@ -1,0 +1,133 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "runtime/node_runner.h"
+#include "runtime/thread_pool.h"
+
+namespace tessera {
+namespace {
+
+Node make_node(const std::string& op, int64_t axis, bool set_axis = true) {
+  Node n;
+  n.name = "n";
+  n.op_type = op;
+  n.inputs = {"x"};
+  n.outputs = {"y"};
+  if (set_axis) {
+    Attribute a;
+    a.kind = Attribute::Kind::kInt;
+    a.i = axis;
+    n.attrs["axis"] = a;
+  }
+  return n;
+}
+
+std::vector<float> random_vec(size_t n, float scale = 3.f, unsigned seed = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// Reference on [outer, n, inner] in double.
+std::vector<double> reference(const std::vector<float>& x, int64_t outer, int64_t n, int64_t inner, bool log) {
+  std::vector<double> y(x.size());
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      double m = -INFINITY, s = 0;
+      for (int64_t j = 0; j < n; ++j) m = std::max<double>(m, x[(o * n + j) * inner + i]);
+      for (int64_t j = 0; j < n; ++j) s += std::exp(x[(o * n + j) * inner + i] - m);
+      for (int64_t j = 0; j < n; ++j) {
+        double v = x[(o * n + j) * inner + i] - m;
+        y[(o * n + j) * inner + i] = log ? v - std::log(s) : std::exp(v) / s;
+      }
+    }
+  }
+  return y;
+}
+
+void expect_close(const Tensor& t, const std::vector<double>& ref, double tol) {
+  ASSERT_EQ(t.numel(), static_cast<int64_t>(ref.size()));
+  for (size_t i = 0; i < ref.size(); ++i) {
+    EXPECT_NEAR(t.as_double(static_cast<int64_t>(i)), ref[i], tol + 1e-5 * std::abs(ref[i])) << "at " << i;
+  }
+}
+
+TEST(Softmax, LastAxisMatchesReferenceOnLongRows) {
+  ThreadPool pool(2);
+  auto x = random_vec(8 * 133);
+  auto out = run_node_once(make_node("Softmax", -1), 13, {Tensor::FromVector(x, {8, 133})}, &pool);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  expect_close(out.value()[0], reference(x, 8, 133, 1, false), 1e-7);
+}
+
+TEST(Softmax, MiddleAxisOpset13ReducesOnlyThatDimension) {
+  auto x = random_vec(3 * 4 * 300);
+  auto out = run_node_once(make_node("Softmax", 1), 13, {Tensor::FromVector(x, {3, 4, 300})});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  expect_close(out.value()[0], reference(x, 3, 4, 300, false), 1e-7);
+}
+
+TEST(Softmax, Opset11CoercesTo2DAtAxis) {
+  auto x = random_vec(3 * 4 * 5);
+  // Default axis 1 before opset 13: rows of 4*5 elements.
+  auto out = run_node_once(make_node("Softmax", 0, false), 11, {Tensor::FromVector(x, {3, 4, 5})});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  expect_close(out.value()[0], reference(x, 3, 20, 1, false), 1e-7);
+}
+
+TEST(Softmax, LargeNumbersStayFinite) {
+  std::vector<float> x = {10000.f, 10001.f, 10002.f, 10003.f};
+  auto out = run_node_once(make_node("Softmax", -1), 13, {Tensor::FromVector(x, {1, 4})});
+  ASSERT_TRUE(out.ok());
+  expect_close(out.value()[0], {0.0320586, 0.08714432, 0.23688284, 0.64391428}, 1e-6);
+}
+
+TEST(Softmax, DoubleAndHalfInputs) {
+  auto x = random_vec(2 * 7);
+  std::vector<double> xd(x.begin(), x.end());
+  auto out = run_node_once(make_node("Softmax", 0), 13, {Tensor::FromVector(xd, {2, 7})});
+  ASSERT_TRUE(out.ok());
+  expect_close(out.value()[0], reference(x, 1, 2, 7, false), 1e-12);
+  std::vector<Float16> xh;
+  for (float v : x) xh.push_back(Float16(v));
+  std::vector<float> xr;
+  for (auto h : xh) xr.push_back(float(h));
+  auto outh = run_node_once(make_node("Softmax", -1), 13, {Tensor::FromVector(xh, {2, 7})});
+  ASSERT_TRUE(outh.ok());
+  expect_close(outh.value()[0], reference(xr, 2, 7, 1, false), 2e-3);
+}
+
+TEST(LogSoftmax, LastAndMiddleAxes) {
+  auto x = random_vec(5 * 6 * 7, 20.f);
+  auto a = run_node_once(make_node("LogSoftmax", -1), 13, {Tensor::FromVector(x, {5, 6, 7})});
+  ASSERT_TRUE(a.ok());
+  expect_close(a.value()[0], reference(x, 30, 7, 1, true), 1e-5);
+  auto b = run_node_once(make_node("LogSoftmax", 0), 13, {Tensor::FromVector(x, {5, 6, 7})});
+  ASSERT_TRUE(b.ok());
+  expect_close(b.value()[0], reference(x, 1, 5, 42, true), 1e-5);
+}
+
+TEST(Hardmax, MarksFirstMaximumOnly) {
+  std::vector<float> x = {1, 3, 3, 2, 5, 0, 0, 5};
+  auto out = run_node_once(make_node("Hardmax", -1), 13, {Tensor::FromVector(x, {2, 4})});
+  ASSERT_TRUE(out.ok());
+  expect_close(out.value()[0], {0, 1, 0, 0, 1, 0, 0, 0}, 0);
+  auto axis0 = run_node_once(make_node("Hardmax", 0), 13, {Tensor::FromVector(x, {2, 4})});
+  ASSERT_TRUE(axis0.ok());
+  expect_close(axis0.value()[0], {0, 1, 1, 0, 1, 0, 0, 1}, 0);
+}
+
+TEST(Softmax, RejectsOutOfRangeAxis) {
+  auto out = run_node_once(make_node("Softmax", 2), 13, {Tensor::FromVector(std::vector<float>{1, 2}, {1, 2})});
+  EXPECT_FALSE(out.ok());
+}
+
+}  // namespace
+}  // namespace tessera
