@@ -1,1 +1,418 @@
-int main() { return 0; }
+// The tessera command line. Contract (see docs/cli.md and the design):
+//   tessera run MODEL --input-dir DIR --output-dir DIR [--backends L] [--threads N]
+//   tessera check CASE_DIR [--backends L] [--rtol R] [--atol A]
+//   tessera bench MODEL [--backends L] [--threads N] [--runs R] [--warmup W] [--json]
+// Exit codes: 0 success, 1 a run or check failed, 2 bad input (with a
+// one-line message on stderr).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "onnx/onnx_import.h"
+#include "runtime/session.h"
+
+namespace fs = std::filesystem;
+using namespace tessera;
+
+namespace {
+
+int fail(const Status& st) {
+  std::string msg = st.message();
+  std::replace(msg.begin(), msg.end(), '\n', ' ');
+  std::fprintf(stderr, "tessera: error: %s\n", msg.c_str());
+  return st.exit_code();
+}
+
+int usage_error(const std::string& msg) { return fail(InvalidInput(msg)); }
+
+const char* kUsage =
+    "usage: tessera <command> [options]\n"
+    "commands:\n"
+    "  run MODEL [--input-dir DIR] [--output-dir DIR] [--backends LIST] [--threads N] [--shape NAME=D0,D1,..]\n"
+    "      reads input_<i>.pb (ONNX TensorProto, graph input order) from DIR, or makes random inputs;\n"
+    "      writes output_<i>.pb (graph output order) to --output-dir, else prints a summary\n"
+    "  check CASE_DIR [--backends LIST] [--threads N] [--rtol R] [--atol A]\n"
+    "      runs an ONNX backend test case (model.onnx + test_data_set_*/) against its expected outputs\n"
+    "  bench MODEL [--backends LIST] [--threads N] [--runs R] [--warmup W] [--shape NAME=D0,..] [--json]\n"
+    "      times inference and prints the median\n";
+
+struct Args {
+  std::string command;
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> opts;
+  std::vector<std::string> shapes;
+  bool json = false;
+};
+
+// Flags that take a value, per command.
+const std::map<std::string, std::vector<std::string>> kValueFlags = {
+    {"run", {"--input-dir", "--output-dir", "--backends", "--threads", "--shape"}},
+    {"check", {"--backends", "--threads", "--rtol", "--atol"}},
+    {"bench", {"--backends", "--threads", "--runs", "--warmup", "--shape"}},
+};
+
+Expected<Args> parse_args(int argc, char** argv) {
+  Args a;
+  if (argc < 2) return InvalidInput("no command given\n" + std::string(kUsage));
+  a.command = argv[1];
+  auto it = kValueFlags.find(a.command);
+  if (it == kValueFlags.end()) {
+    return InvalidInput("unknown command '" + a.command + "' (commands: run, check, bench)");
+  }
+  const auto& flags = it->second;
+  for (int i = 2; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s == "--json" && a.command == "bench") {
+      a.json = true;
+    } else if (s.rfind("--", 0) == 0) {
+      std::string key = s, value;
+      bool inline_value = false;
+      if (auto eq = s.find('='); eq != std::string::npos) {
+        key = s.substr(0, eq);
+        value = s.substr(eq + 1);
+        inline_value = true;
+      }
+      if (std::find(flags.begin(), flags.end(), key) == flags.end()) {
+        return InvalidInput("unknown option '" + key + "' for '" + a.command + "'");
+      }
+      if (!inline_value) {
+        if (i + 1 >= argc) return InvalidInput("option '" + key + "' needs a value");
+        value = argv[++i];
+      }
+      if (key == "--shape") a.shapes.push_back(value);
+      else a.opts[key] = value;
+    } else {
+      a.positional.push_back(s);
+    }
+  }
+  return a;
+}
+
+Expected<int64_t> int_opt(const Args& a, const std::string& key, int64_t def, int64_t min_value) {
+  auto it = a.opts.find(key);
+  if (it == a.opts.end()) return def;
+  char* end = nullptr;
+  long long v = std::strtoll(it->second.c_str(), &end, 10);
+  if (it->second.empty() || *end != '\0' || v < min_value) {
+    return InvalidInput("option " + key + " expects an integer >= " + std::to_string(min_value) + ", got '" +
+                        it->second + "'");
+  }
+  return static_cast<int64_t>(v);
+}
+
+Expected<double> float_opt(const Args& a, const std::string& key, double def) {
+  auto it = a.opts.find(key);
+  if (it == a.opts.end()) return def;
+  char* end = nullptr;
+  double v = std::strtod(it->second.c_str(), &end);
+  if (it->second.empty() || *end != '\0' || !(v >= 0)) {
+    return InvalidInput("option " + key + " expects a non-negative number, got '" + it->second + "'");
+  }
+  return v;
+}
+
+// The backends this build provides. Issue-3 plugins extend this list.
+Status check_backends(const Args& a) {
+  auto it = a.opts.find("--backends");
+  if (it == a.opts.end()) return Status::Ok();
+  std::string list = it->second;
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    size_t comma = list.find(',', pos);
+    std::string name = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (name != "native") {
+      return InvalidInput("unknown backend '" + name + "' in --backends (available: native)");
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return Status::Ok();
+}
+
+Expected<std::unique_ptr<InferenceSession>> open_session(const std::string& path, const Args& a) {
+  TSR_RETURN_IF_ERROR(check_backends(a));
+  int64_t threads;
+  TSR_ASSIGN_OR_RETURN(threads, int_opt(a, "--threads", 0, 1));
+  if (!fs::exists(path)) return IoError("model '" + path + "' does not exist");
+  if (fs::is_directory(path)) return InvalidInput("model '" + path + "' is a directory, not a file");
+  if (path.size() >= 4 && path.substr(path.size() - 4) == ".tsr") {
+    return Unsupported("'" + path + "': .tsr artifacts are not supported by this build");
+  }
+  SessionOptions opts;
+  opts.num_threads = static_cast<int>(threads);
+  Graph g;
+  TSR_ASSIGN_OR_RETURN(g, import_onnx_file(path));
+  // --shape NAME=D0,D1 pins symbolic input dims.
+  for (const auto& spec : a.shapes) {
+    auto eq = spec.find('=');
+    if (eq == std::string::npos) return InvalidInput("--shape expects NAME=D0,D1,..., got '" + spec + "'");
+    std::string name = spec.substr(0, eq);
+    if (std::find(g.inputs.begin(), g.inputs.end(), name) == g.inputs.end()) {
+      return InvalidInput("--shape: the model has no input named '" + name + "'");
+    }
+    std::vector<Dim> dims;
+    std::string rest = spec.substr(eq + 1);
+    size_t p = 0;
+    while (p < rest.size()) {
+      size_t c = rest.find(',', p);
+      std::string tok = rest.substr(p, c == std::string::npos ? std::string::npos : c - p);
+      char* end = nullptr;
+      long long v = std::strtoll(tok.c_str(), &end, 10);
+      if (tok.empty() || *end != '\0' || v < 0) return InvalidInput("--shape: bad dimension '" + tok + "'");
+      dims.emplace_back(v);
+      if (c == std::string::npos) break;
+      p = c + 1;
+    }
+    g.values[name].shape = Shape(std::move(dims));
+  }
+  return InferenceSession::Create(std::move(g), opts);
+}
+
+Expected<std::vector<Tensor>> read_inputs(const std::string& dir, const InferenceSession& s) {
+  if (!fs::is_directory(dir)) return IoError("input directory '" + dir + "' does not exist");
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < s.inputs().size(); ++i) {
+    std::string path = dir + "/input_" + std::to_string(i) + ".pb";
+    if (!fs::exists(path)) {
+      return InvalidInput("input '" + s.inputs()[i].name + "' is missing: no file '" + path + "'");
+    }
+    Tensor t;
+    TSR_ASSIGN_OR_RETURN(t, read_tensor_file(path));
+    inputs.push_back(std::move(t));
+  }
+  std::string extra = dir + "/input_" + std::to_string(s.inputs().size()) + ".pb";
+  if (fs::exists(extra)) {
+    return InvalidInput("'" + extra + "': the model has only " + std::to_string(s.inputs().size()) + " inputs");
+  }
+  return inputs;
+}
+
+// Random inputs for models run without data: symbolic dims become 1, floats
+// are uniform in [-1, 1), integers are 0 or 1 (valid ids and mask values).
+Expected<std::vector<Tensor>> random_inputs(const InferenceSession& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uf(-1.f, 1.f);
+  std::vector<Tensor> inputs;
+  for (const auto& in : s.inputs()) {
+    if (!in.shape.rank_known) return InvalidInput("input '" + in.name + "' has an unknown rank; give --shape");
+    Dims d;
+    for (const Dim& x : in.shape.dims) d.push_back(x.known() ? x.value : 1);
+    DType dt = in.dtype == DType::kUndefined ? DType::kFloat32 : in.dtype;
+    Tensor t(dt, d);
+    visit_dtype(dt, [&](auto tag) {
+      using T = decltype(tag);
+      T* p = t.data<T>();
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        if constexpr (std::is_same_v<T, bool>) p[i] = (rng() & 1) != 0;
+        else if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>)
+          p[i] = static_cast<T>(uf(rng));
+        else p[i] = static_cast<T>(rng() & 1);
+      }
+    });
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
+}
+
+void print_summary(const std::string& name, const Tensor& t) {
+  std::printf("  %s: %s", name.c_str(), t.str().c_str());
+  int64_t n = std::min<int64_t>(t.numel(), 8);
+  if (t.dtype() != DType::kUndefined) {
+    std::printf(" [");
+    for (int64_t i = 0; i < n; ++i) std::printf("%s%.6g", i ? ", " : "", t.as_double(i));
+    std::printf("%s]", t.numel() > n ? ", ..." : "");
+  }
+  std::printf("\n");
+}
+
+int cmd_run(const Args& a) {
+  if (a.positional.size() != 1) return usage_error("run: expected exactly one MODEL argument");
+  auto session = open_session(a.positional[0], a);
+  if (!session.ok()) return fail(session.status());
+  const InferenceSession& s = **session;
+  std::vector<Tensor> inputs;
+  if (auto it = a.opts.find("--input-dir"); it != a.opts.end()) {
+    auto r = read_inputs(it->second, s);
+    if (!r.ok()) return fail(r.status());
+    inputs = std::move(r).value();
+  } else {
+    auto r = random_inputs(s, 42);
+    if (!r.ok()) return fail(r.status());
+    inputs = std::move(r).value();
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto out = s.run(inputs);
+  auto t1 = std::chrono::steady_clock::now();
+  if (!out.ok()) return fail(out.status());
+  if (auto it = a.opts.find("--output-dir"); it != a.opts.end()) {
+    std::error_code ec;
+    fs::create_directories(it->second, ec);
+    for (size_t i = 0; i < out->size(); ++i) {
+      Status st = write_tensor_file(it->second + "/output_" + std::to_string(i) + ".pb", (*out)[i], s.outputs()[i].name);
+      if (!st.ok()) return fail(st);
+    }
+  } else {
+    std::printf("outputs (%.3f ms):\n", std::chrono::duration<double, std::milli>(t1 - t0).count());
+    for (size_t i = 0; i < out->size(); ++i) print_summary(s.outputs()[i].name, (*out)[i]);
+  }
+  return 0;
+}
+
+// ONNX backend-test comparison: |actual - expected| <= atol + rtol * |expected|,
+// NaN matches NaN, infinities must match exactly, integers exactly.
+std::string compare(const Tensor& expected, const Tensor& actual, double rtol, double atol) {
+  if (expected.dtype() != actual.dtype()) {
+    return std::string("dtype ") + dtype_name(actual.dtype()) + ", expected " + dtype_name(expected.dtype());
+  }
+  if (expected.dims() != actual.dims()) return "shape " + dims_str(actual.dims()) + ", expected " + dims_str(expected.dims());
+  bool is_float = dtype_is_float(expected.dtype());
+  int64_t bad = 0, first_bad = -1;
+  double worst = 0;
+  for (int64_t i = 0; i < expected.numel(); ++i) {
+    double e = expected.as_double(i), v = actual.as_double(i);
+    bool ok;
+    if (!is_float) ok = expected.as_int64(i) == actual.as_int64(i) && e == v;
+    else if (std::isnan(e)) ok = std::isnan(v);
+    else if (std::isinf(e)) ok = e == v;
+    else ok = std::fabs(v - e) <= atol + rtol * std::fabs(e);
+    if (!ok) {
+      if (first_bad < 0) first_bad = i;
+      ++bad;
+      if (!std::isnan(v)) worst = std::max(worst, std::fabs(v - e));
+      else worst = INFINITY;
+    }
+  }
+  if (bad == 0) return "";
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%lld of %lld values differ (max abs diff %.3g; first at %lld: got %.9g, expected %.9g)",
+                static_cast<long long>(bad), static_cast<long long>(expected.numel()), worst,
+                static_cast<long long>(first_bad), actual.as_double(first_bad), expected.as_double(first_bad));
+  return buf;
+}
+
+int cmd_check(const Args& a) {
+  if (a.positional.size() != 1) return usage_error("check: expected exactly one CASE_DIR argument");
+  std::string dir = a.positional[0];
+  auto rtol = float_opt(a, "--rtol", 1e-3);
+  auto atol = float_opt(a, "--atol", 1e-7);
+  if (!rtol.ok()) return fail(rtol.status());
+  if (!atol.ok()) return fail(atol.status());
+  if (!fs::is_directory(dir)) return fail(IoError("case directory '" + dir + "' does not exist"));
+  auto session = open_session(dir + "/model.onnx", a);
+  if (!session.ok()) return fail(session.status());
+  const InferenceSession& s = **session;
+  std::vector<std::string> sets;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string n = e.path().filename().string();
+    if (n.rfind("test_data_set_", 0) == 0 && fs::is_directory(e.path())) sets.push_back(e.path().string());
+  }
+  std::sort(sets.begin(), sets.end());
+  if (sets.empty()) return fail(InvalidInput("case '" + dir + "' has no test_data_set_* directory"));
+  int failures = 0;
+  for (const auto& set : sets) {
+    auto inputs = read_inputs(set, s);
+    if (!inputs.ok()) return fail(inputs.status());
+    auto out = s.run(*inputs);
+    if (!out.ok()) {
+      std::fprintf(stderr, "tessera: error: %s: %s\n", set.c_str(), out.status().message().c_str());
+      return out.status().exit_code() == 2 ? 2 : 1;
+    }
+    for (size_t i = 0; i < out->size(); ++i) {
+      std::string path = set + "/output_" + std::to_string(i) + ".pb";
+      auto expected = read_tensor_file(path);
+      if (!expected.ok()) return fail(expected.status());
+      std::string diff = compare(*expected, (*out)[i], *rtol, *atol);
+      if (!diff.empty()) {
+        std::printf("FAIL %s output %zu '%s': %s\n", fs::path(set).filename().c_str(), i, s.outputs()[i].name.c_str(),
+                    diff.c_str());
+        ++failures;
+      }
+    }
+  }
+  if (failures) return 1;
+  std::printf("PASS %s (%zu data sets)\n", dir.c_str(), sets.size());
+  return 0;
+}
+
+int cmd_bench(const Args& a) {
+  if (a.positional.size() != 1) return usage_error("bench: expected exactly one MODEL argument");
+  auto runs = int_opt(a, "--runs", 20, 1);
+  auto warmup = int_opt(a, "--warmup", 3, 0);
+  if (!runs.ok()) return fail(runs.status());
+  if (!warmup.ok()) return fail(warmup.status());
+  auto session = open_session(a.positional[0], a);
+  if (!session.ok()) return fail(session.status());
+  const InferenceSession& s = **session;
+  auto inputs = random_inputs(s, 42);
+  if (!inputs.ok()) return fail(inputs.status());
+  for (int64_t i = 0; i < *warmup; ++i) {
+    auto out = s.run(*inputs);
+    if (!out.ok()) return fail(out.status());
+  }
+  std::vector<double> ms;
+  for (int64_t i = 0; i < *runs; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto out = s.run(*inputs);
+    auto t1 = std::chrono::steady_clock::now();
+    if (!out.ok()) return fail(out.status());
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
+                                    : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+  double mean = 0;
+  for (double v : ms) mean += v;
+  mean /= static_cast<double>(ms.size());
+  std::vector<Dims> dims;
+  for (const auto& t : *inputs) dims.push_back(t.dims());
+  auto stats = s.stats(dims);
+  size_t arena = stats.ok() ? stats->arena_bytes : 0;
+  std::string backends = a.opts.count("--backends") ? a.opts.at("--backends") : "native";
+  if (a.json) {
+    std::printf(
+        "{\"model\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"mean_ms\": %.4f, \"max_ms\": %.4f, "
+        "\"runs\": %lld, \"warmup\": %lld, \"threads\": %d, \"backends\": \"%s\", \"arena_bytes\": %zu}\n",
+        a.positional[0].c_str(), median, sorted.front(), mean, sorted.back(), static_cast<long long>(*runs),
+        static_cast<long long>(*warmup), s.num_threads(), backends.c_str(), arena);
+  } else {
+    std::printf("%s: median %.3f ms, min %.3f ms, mean %.3f ms, max %.3f ms over %lld runs (%d threads, backends %s, "
+                "arena %.2f MiB)\n",
+                a.positional[0].c_str(), median, sorted.front(), mean, sorted.back(), static_cast<long long>(*runs),
+                s.num_threads(), backends.c_str(), static_cast<double>(arena) / (1 << 20));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
+                    std::strcmp(argv[1], "help") == 0)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (argc >= 2 && std::strcmp(argv[1], "--version") == 0) {
+    std::printf("tessera %s\n", TESSERA_VERSION);
+    return 0;
+  }
+  auto args = parse_args(argc, argv);
+  if (!args.ok()) return fail(args.status());
+  try {
+    if (args->command == "run") return cmd_run(*args);
+    if (args->command == "check") return cmd_check(*args);
+    if (args->command == "bench") return cmd_bench(*args);
+  } catch (const std::bad_alloc&) {
+    return fail(InvalidInput("out of memory (is a dimension in the model or input absurdly large?)"));
+  } catch (const std::exception& e) {
+    return fail(InternalError(e.what()));
+  }
+  return 0;
+}

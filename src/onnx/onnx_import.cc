@@ -1,0 +1,390 @@
+#include "onnx/onnx_import.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <onnx/onnx_pb.h>
+#include "ops/op_registry.h"
+
+namespace tessera {
+
+namespace {
+
+Expected<std::string> read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return IoError("cannot open '" + path + "'");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) return IoError("cannot read '" + path + "'");
+  return ss.str();
+}
+
+std::string dir_of(const std::string& path) {
+  auto pos = path.find_last_of('/');
+  return pos == std::string::npos ? "." : path.substr(0, pos);
+}
+
+bool parse_proto(const std::string& bytes, google::protobuf::MessageLite* msg) {
+  google::protobuf::io::ArrayInputStream raw(bytes.data(), static_cast<int>(bytes.size()));
+  google::protobuf::io::CodedInputStream coded(&raw);
+  coded.SetTotalBytesLimit(std::numeric_limits<int>::max());
+  return msg->ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
+}
+
+template <class Dst, class Src>
+void copy_typed(const Src& src, Tensor* t) {
+  Dst* d = t->data<Dst>();
+  for (int64_t i = 0; i < t->numel(); ++i) d[i] = static_cast<Dst>(src.Get(static_cast<int>(i)));
+}
+
+Status load_external(const onnx::TensorProto& p, const std::string& base_dir, std::string* out) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : p.external_data()) {
+    if (kv.key() == "location") location = kv.value();
+    else if (kv.key() == "offset") offset = std::atoll(kv.value().c_str());
+    else if (kv.key() == "length") length = std::atoll(kv.value().c_str());
+  }
+  if (location.empty()) return InvalidModel("tensor '" + p.name() + "': external data without a location");
+  if (base_dir.empty()) return InvalidModel("tensor '" + p.name() + "': external data is not allowed here");
+  if (location.find("..") != std::string::npos || location[0] == '/') {
+    return InvalidModel("tensor '" + p.name() + "': external data location '" + location + "' leaves the model directory");
+  }
+  std::string path = base_dir + "/" + location;
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return IoError("tensor '" + p.name() + "': cannot open external data file '" + path + "'");
+  f.seekg(0, std::ios::end);
+  int64_t size = f.tellg();
+  if (offset < 0 || offset > size) return InvalidModel("tensor '" + p.name() + "': external data offset past the end of '" + path + "'");
+  if (length < 0) length = size - offset;
+  if (offset + length > size) return InvalidModel("tensor '" + p.name() + "': external data length past the end of '" + path + "'");
+  out->resize(static_cast<size_t>(length));
+  f.seekg(offset);
+  f.read(out->data(), length);
+  if (!f) return IoError("tensor '" + p.name() + "': cannot read external data '" + path + "'");
+  return Status::Ok();
+}
+
+Expected<ValueInfo> value_info_from_proto(const onnx::ValueInfoProto& vi) {
+  ValueInfo info;
+  if (!vi.has_type()) return info;
+  const auto& type = vi.type();
+  if (!type.has_tensor_type()) {
+    return Unsupported("value '" + vi.name() + "': only tensor types are supported (sequence, map and optional are not)");
+  }
+  const auto& tt = type.tensor_type();
+  info.dtype = dtype_from_onnx(tt.elem_type());
+  if (tt.elem_type() != 0 && !dtype_is_supported(info.dtype)) {
+    return Unsupported("value '" + vi.name() + "': element type " + std::to_string(tt.elem_type()) +
+                       (tt.elem_type() == 8 ? " (string)" : "") + " is not supported");
+  }
+  if (tt.has_shape()) {
+    std::vector<Dim> dims;
+    for (const auto& d : tt.shape().dim()) {
+      if (d.has_dim_value()) {
+        if (d.dim_value() < 0) return InvalidModel("value '" + vi.name() + "': negative dimension");
+        dims.emplace_back(d.dim_value());
+      } else if (d.has_dim_param()) {
+        dims.push_back(Dim::Symbol(d.dim_param()));
+      } else {
+        dims.emplace_back();
+      }
+    }
+    info.shape = Shape(std::move(dims));
+  }
+  return info;
+}
+
+struct Importer {
+  std::string base_dir;
+  int64_t opset = 0;
+
+  Expected<Attribute> attribute(const onnx::AttributeProto& a, const std::string& where) {
+    Attribute out;
+    using AP = onnx::AttributeProto;
+    switch (a.type()) {
+      case AP::FLOAT: out.kind = Attribute::Kind::kFloat; out.f = a.f(); break;
+      case AP::INT: out.kind = Attribute::Kind::kInt; out.i = a.i(); break;
+      case AP::STRING: out.kind = Attribute::Kind::kString; out.s = a.s(); break;
+      case AP::TENSOR: {
+        out.kind = Attribute::Kind::kTensor;
+        TSR_ASSIGN_OR_RETURN(out.t, tensor_from_proto(a.t(), base_dir));
+        break;
+      }
+      case AP::GRAPH: {
+        out.kind = Attribute::Kind::kGraph;
+        Graph g;
+        TSR_RETURN_IF_ERROR(graph(a.g(), &g, true));
+        out.g = std::make_shared<Graph>(std::move(g));
+        break;
+      }
+      case AP::FLOATS: out.kind = Attribute::Kind::kFloats; out.floats.assign(a.floats().begin(), a.floats().end()); break;
+      case AP::INTS: out.kind = Attribute::Kind::kInts; out.ints.assign(a.ints().begin(), a.ints().end()); break;
+      case AP::STRINGS: out.kind = Attribute::Kind::kStrings; out.strings.assign(a.strings().begin(), a.strings().end()); break;
+      case AP::TENSORS: {
+        out.kind = Attribute::Kind::kTensors;
+        for (const auto& t : a.tensors()) {
+          Tensor x;
+          TSR_ASSIGN_OR_RETURN(x, tensor_from_proto(t, base_dir));
+          out.tensors.push_back(std::move(x));
+        }
+        break;
+      }
+      case AP::GRAPHS: {
+        out.kind = Attribute::Kind::kGraphs;
+        for (const auto& gp : a.graphs()) {
+          Graph g;
+          TSR_RETURN_IF_ERROR(graph(gp, &g, true));
+          out.graphs.push_back(std::make_shared<Graph>(std::move(g)));
+        }
+        break;
+      }
+      default:
+        return Unsupported(where + ": attribute '" + a.name() + "' has an unsupported type");
+    }
+    return out;
+  }
+
+  // Constant node -> tensor.
+  Expected<Tensor> constant_value(const Node& n) {
+    if (const Tensor* t = n.attr_tensor("value")) return *t;
+    if (const Attribute* a = n.attr("value_float")) return Tensor::Scalar<float>(a->f);
+    if (const Attribute* a = n.attr("value_int")) return Tensor::Scalar<int64_t>(a->i);
+    if (const Attribute* a = n.attr("value_floats")) {
+      return Tensor::FromVector<float>(a->floats, {static_cast<int64_t>(a->floats.size())});
+    }
+    if (const Attribute* a = n.attr("value_ints")) {
+      return Tensor::FromVector<int64_t>(a->ints, {static_cast<int64_t>(a->ints.size())});
+    }
+    return Unsupported(n.describe() + ": only tensor, float(s) and int(s) constant values are supported");
+  }
+
+  Status graph(const onnx::GraphProto& gp, Graph* g, bool nested) {
+    g->name = gp.name();
+    g->opset = opset;
+    for (const auto& init : gp.initializer()) {
+      if (init.name().empty()) return InvalidModel("graph '" + gp.name() + "': initializer without a name");
+      Tensor t;
+      TSR_ASSIGN_OR_RETURN(t, tensor_from_proto(init, base_dir));
+      g->values[init.name()] = ValueInfo{t.dtype(), Shape::FromDims(t.dims())};
+      g->constants[init.name()] = std::move(t);
+    }
+    if (gp.sparse_initializer_size() > 0) return Unsupported("graph '" + gp.name() + "': sparse initializers are not supported");
+    for (const auto& in : gp.input()) {
+      ValueInfo vi;
+      TSR_ASSIGN_OR_RETURN(vi, value_info_from_proto(in));
+      if (g->constants.count(in.name())) continue;  // initializer listed as input (IR < 4 style)
+      if (!nested && vi.dtype == DType::kUndefined) {
+        return InvalidModel("graph input '" + in.name() + "' has no tensor type");
+      }
+      g->inputs.push_back(in.name());
+      g->values[in.name()] = vi;
+    }
+    for (const auto& vi_proto : gp.value_info()) {
+      ValueInfo vi;
+      auto r = value_info_from_proto(vi_proto);
+      if (!r.ok()) continue;  // extra annotations are advisory
+      vi = r.value();
+      if (!g->values.count(vi_proto.name())) g->values[vi_proto.name()] = vi;
+    }
+    for (const auto& np : gp.node()) {
+      Node n;
+      n.name = np.name();
+      n.op_type = np.op_type();
+      n.domain = np.domain() == "ai.onnx" ? "" : np.domain();
+      n.inputs.assign(np.input().begin(), np.input().end());
+      n.outputs.assign(np.output().begin(), np.output().end());
+      if (n.name.empty()) n.name = n.op_type + "_" + std::to_string(g->nodes.size());
+      for (const auto& ap : np.attribute()) {
+        Attribute a;
+        TSR_ASSIGN_OR_RETURN(a, attribute(ap, n.describe()));
+        n.attrs[ap.name()] = std::move(a);
+      }
+      if (!n.domain.empty() && !OpRegistry::instance().find(n.domain, n.op_type)) {
+        return Unsupported(n.describe() + ": domain '" + n.domain + "' is not supported");
+      }
+      if (n.domain.empty() && n.op_type == "Constant" && n.outputs.size() == 1 && !n.outputs[0].empty()) {
+        Tensor t;
+        TSR_ASSIGN_OR_RETURN(t, constant_value(n));
+        g->values[n.outputs[0]] = ValueInfo{t.dtype(), Shape::FromDims(t.dims())};
+        g->constants[n.outputs[0]] = std::move(t);
+        continue;
+      }
+      if (!OpRegistry::instance().find(n.domain, n.op_type)) {
+        return Unsupported(n.describe() + ": operator '" + n.op_type + "' is not supported (opset " +
+                           std::to_string(opset) + ")");
+      }
+      g->nodes.push_back(std::move(n));
+    }
+    for (const auto& out : gp.output()) {
+      ValueInfo vi;
+      TSR_ASSIGN_OR_RETURN(vi, value_info_from_proto(out));
+      g->outputs.push_back(out.name());
+      auto it = g->values.find(out.name());
+      if (it == g->values.end() || it->second.dtype == DType::kUndefined) g->values[out.name()] = vi;
+    }
+    return Status::Ok();
+  }
+};
+
+}  // namespace
+
+Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir) {
+  const std::string where = "tensor '" + p.name() + "'";
+  DType dt = dtype_from_onnx(p.data_type());
+  if (!dtype_is_supported(dt)) {
+    return Unsupported(where + ": element type " + std::to_string(p.data_type()) +
+                       (p.data_type() == 8 ? " (string)" : "") + " is not supported");
+  }
+  Dims dims;
+  int64_t n = 1;
+  for (int64_t d : p.dims()) {
+    if (d < 0) return InvalidModel(where + ": negative dimension " + std::to_string(d));
+    if (d > 0 && n > std::numeric_limits<int64_t>::max() / d) return InvalidModel(where + ": too many elements");
+    n *= d;
+    dims.push_back(d);
+  }
+  if (p.segment().end() != 0) return Unsupported(where + ": segmented tensors are not supported");
+  size_t esize = dtype_size(dt);
+  std::string external;
+  const std::string* raw = nullptr;
+  if (p.data_location() == onnx::TensorProto::EXTERNAL) {
+    TSR_RETURN_IF_ERROR(load_external(p, base_dir, &external));
+    raw = &external;
+  } else if (p.has_raw_data()) {
+    raw = &p.raw_data();
+  }
+  if (raw) {
+    if (raw->size() != static_cast<size_t>(n) * esize) {
+      return InvalidModel(where + ": raw data holds " + std::to_string(raw->size()) + " bytes, expected " +
+                          std::to_string(static_cast<size_t>(n) * esize) + " for " +
+                          std::string(dtype_name(dt)) + dims_str(dims));
+    }
+    Tensor t(dt, dims);
+    if (n) std::memcpy(t.raw(), raw->data(), raw->size());
+    return t;
+  }
+  Tensor t(dt, dims);
+  auto check = [&](int have) -> Status {
+    if (have != n) {
+      return InvalidModel(where + ": holds " + std::to_string(have) + " values, expected " + std::to_string(n));
+    }
+    return Status::Ok();
+  };
+  switch (dt) {
+    case DType::kFloat32:
+      TSR_RETURN_IF_ERROR(check(p.float_data_size()));
+      copy_typed<float>(p.float_data(), &t);
+      break;
+    case DType::kFloat64:
+      TSR_RETURN_IF_ERROR(check(p.double_data_size()));
+      copy_typed<double>(p.double_data(), &t);
+      break;
+    case DType::kInt64:
+      TSR_RETURN_IF_ERROR(check(p.int64_data_size()));
+      copy_typed<int64_t>(p.int64_data(), &t);
+      break;
+    case DType::kUInt32:
+    case DType::kUInt64:
+      TSR_RETURN_IF_ERROR(check(p.uint64_data_size()));
+      if (dt == DType::kUInt32) copy_typed<uint32_t>(p.uint64_data(), &t);
+      else copy_typed<uint64_t>(p.uint64_data(), &t);
+      break;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      TSR_RETURN_IF_ERROR(check(p.int32_data_size()));
+      copy_typed<uint16_t>(p.int32_data(), &t);
+      break;
+    case DType::kInt32: TSR_RETURN_IF_ERROR(check(p.int32_data_size())); copy_typed<int32_t>(p.int32_data(), &t); break;
+    case DType::kInt16: TSR_RETURN_IF_ERROR(check(p.int32_data_size())); copy_typed<int16_t>(p.int32_data(), &t); break;
+    case DType::kUInt16: TSR_RETURN_IF_ERROR(check(p.int32_data_size())); copy_typed<uint16_t>(p.int32_data(), &t); break;
+    case DType::kInt8: TSR_RETURN_IF_ERROR(check(p.int32_data_size())); copy_typed<int8_t>(p.int32_data(), &t); break;
+    case DType::kUInt8: TSR_RETURN_IF_ERROR(check(p.int32_data_size())); copy_typed<uint8_t>(p.int32_data(), &t); break;
+    case DType::kBool: TSR_RETURN_IF_ERROR(check(p.int32_data_size())); copy_typed<bool>(p.int32_data(), &t); break;
+    default:
+      return Unsupported(where + ": element type not supported");
+  }
+  return t;
+}
+
+void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p) {
+  p->Clear();
+  p->set_name(name);
+  p->set_data_type(static_cast<int32_t>(t.dtype()));
+  for (int64_t d : t.dims()) p->add_dims(d);
+  p->set_raw_data(t.raw(), t.nbytes());
+}
+
+Expected<Graph> import_onnx_model(const onnx::ModelProto& model, const std::string& base_dir) {
+  Importer imp;
+  imp.base_dir = base_dir;
+  bool have_default = false;
+  for (const auto& os : model.opset_import()) {
+    if (os.domain().empty() || os.domain() == "ai.onnx") {
+      have_default = true;
+      imp.opset = os.version();
+    }
+  }
+  if (!have_default) {
+    if (model.ir_version() >= 3 || model.opset_import_size() > 0) {
+      // Models may legally omit the default domain if they use no default ops.
+      imp.opset = kMaxOpset;
+    } else {
+      imp.opset = 1;
+    }
+  }
+  if (imp.opset < kMinOpset || imp.opset > kMaxOpset) {
+    return Unsupported("model: default-domain opset " + std::to_string(imp.opset) + " is not supported (supported: " +
+                       std::to_string(kMinOpset) + "-" + std::to_string(kMaxOpset) + ")");
+  }
+  if (!model.has_graph()) return InvalidModel("model: no graph");
+  Graph g;
+  g.ir_version = model.ir_version();
+  g.producer_name = model.producer_name();
+  TSR_RETURN_IF_ERROR(imp.graph(model.graph(), &g, false));
+  TSR_RETURN_IF_ERROR(verify_graph(g));
+  return g;
+}
+
+Expected<Graph> import_onnx_bytes(const std::string& bytes, const std::string& base_dir, const std::string& what) {
+  onnx::ModelProto model;
+  if (bytes.empty()) return InvalidModel(what + ": file is empty");
+  if (!parse_proto(bytes, &model)) return InvalidModel(what + ": not a valid ONNX model (protobuf parse failed)");
+  auto g = import_onnx_model(model, base_dir);
+  if (!g.ok()) return g.status().with_context(what + ": ");
+  return g;
+}
+
+Expected<Graph> import_onnx_file(const std::string& path) {
+  std::string bytes;
+  TSR_ASSIGN_OR_RETURN(bytes, read_file(path));
+  return import_onnx_bytes(bytes, dir_of(path), path);
+}
+
+Expected<Tensor> read_tensor_file(const std::string& path, std::string* name) {
+  std::string bytes;
+  TSR_ASSIGN_OR_RETURN(bytes, read_file(path));
+  onnx::TensorProto p;
+  if (!parse_proto(bytes, &p)) return InvalidInput(path + ": not a valid ONNX TensorProto");
+  if (name) *name = p.name();
+  auto t = tensor_from_proto(p, dir_of(path));
+  if (!t.ok()) return Status(t.status().code() == ErrorCode::kInvalidModel ? ErrorCode::kInvalidInput : t.status().code(),
+                             path + ": " + t.status().message());
+  return t;
+}
+
+Status write_tensor_file(const std::string& path, const Tensor& t, const std::string& name) {
+  onnx::TensorProto p;
+  tensor_to_proto(t, name, &p);
+  std::ofstream f(path, std::ios::binary);
+  if (!f) return IoError("cannot write '" + path + "'");
+  if (!p.SerializeToOstream(&f)) return IoError("cannot write '" + path + "'");
+  return Status::Ok();
+}
+
+}  // namespace tessera

@@ -1,0 +1,280 @@
+#include "runtime/execution_plan.h"
+
+#include <cstring>
+#include <unordered_set>
+
+#include "runtime/memory_planner.h"
+#include "runtime/node_runner.h"
+#include "runtime/subgraph_runner.h"
+
+namespace tessera {
+
+namespace {
+
+// Names a nested graph reads from enclosing scopes.
+void collect_captures(const Graph& g, std::unordered_set<std::string>* out) {
+  std::unordered_set<std::string> local(g.inputs.begin(), g.inputs.end());
+  for (const auto& kv : g.constants) local.insert(kv.first);
+  for (const Node& n : g.nodes) {
+    for (const auto& i : n.inputs) {
+      if (!i.empty() && !local.count(i)) out->insert(i);
+    }
+    for (const auto& kv : n.attrs) {
+      std::unordered_set<std::string> inner;
+      if (kv.second.g) collect_captures(*kv.second.g, &inner);
+      for (const auto& sg : kv.second.graphs) collect_captures(*sg, &inner);
+      for (const auto& v : inner) {
+        if (!local.count(v)) out->insert(v);
+      }
+    }
+    for (const auto& o : n.outputs) local.insert(o);
+  }
+  for (const auto& o : g.outputs) {
+    if (!local.count(o)) out->insert(o);
+  }
+}
+
+}  // namespace
+
+class ExecutionPlan::Frame final : public ValueScope {
+ public:
+  Frame(const ExecutionPlan& plan) : plan_(plan), tensors_(plan.slots_.size()) {}
+  const Tensor* lookup(const std::string& name) const override {
+    auto it = plan_.slot_of_.find(name);
+    if (it == plan_.slot_of_.end()) return nullptr;
+    const Tensor& t = tensors_[static_cast<size_t>(it->second)];
+    return t.defined() ? &t : nullptr;
+  }
+  std::vector<Tensor>& tensors() { return tensors_; }
+
+ private:
+  const ExecutionPlan& plan_;
+  std::vector<Tensor> tensors_;
+};
+
+Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPool* pool) {
+  auto plan = std::shared_ptr<ExecutionPlan>(new ExecutionPlan());
+  plan->graph_ = std::move(g);
+  plan->pool_ = pool;
+  const Graph& graph = plan->graph_;
+
+  auto add_slot = [&](const std::string& name) -> int {
+    auto it = plan->slot_of_.find(name);
+    if (it != plan->slot_of_.end()) return it->second;
+    Slot s;
+    s.name = name;
+    if (const ValueInfo* vi = graph.info(name)) {
+      s.dtype = vi->dtype;
+      if (vi->shape.fully_known() && vi->dtype != DType::kUndefined) {
+        s.dims = vi->shape.concrete();
+        s.kind = Slot::Kind::kArena;
+      }
+    }
+    int idx = static_cast<int>(plan->slots_.size());
+    plan->slots_.push_back(std::move(s));
+    plan->slot_of_[name] = idx;
+    return idx;
+  };
+
+  for (size_t i = 0; i < graph.inputs.size(); ++i) {
+    int s = add_slot(graph.inputs[i]);
+    plan->slots_[static_cast<size_t>(s)].kind = Slot::Kind::kInput;
+    plan->slots_[static_cast<size_t>(s)].input_index = static_cast<int>(i);
+  }
+  for (const auto& kv : graph.constants) {
+    int s = add_slot(kv.first);
+    Slot& slot = plan->slots_[static_cast<size_t>(s)];
+    if (slot.kind == Slot::Kind::kInput) continue;
+    slot.kind = Slot::Kind::kConstant;
+    slot.constant = kv.second;
+    slot.dtype = kv.second.dtype();
+    slot.dims = kv.second.dims();
+  }
+
+  // Steps, with the last use of every slot for liveness.
+  std::vector<int> first_def, last_use;
+  auto touch = [&](int slot, int step, bool def) {
+    if (static_cast<size_t>(slot) >= first_def.size()) {
+      first_def.resize(static_cast<size_t>(slot) + 1, -1);
+      last_use.resize(static_cast<size_t>(slot) + 1, -1);
+    }
+    if (def && first_def[static_cast<size_t>(slot)] < 0) first_def[static_cast<size_t>(slot)] = step;
+    last_use[static_cast<size_t>(slot)] = std::max(last_use[static_cast<size_t>(slot)], step);
+  };
+  for (const Node& n : graph.nodes) {
+    Step st;
+    st.node = &n;
+    st.schema = OpRegistry::instance().find(n.domain, n.op_type);
+    if (!st.schema) return Unsupported(n.describe() + ": operator is not supported");
+    int step_idx = static_cast<int>(plan->steps_.size());
+    for (const auto& in : n.inputs) {
+      if (in.empty()) {
+        st.in.push_back(-1);
+        continue;
+      }
+      auto it = plan->slot_of_.find(in);
+      if (it == plan->slot_of_.end()) return InvalidModel(n.describe() + ": input '" + in + "' is never produced");
+      st.in.push_back(it->second);
+      touch(it->second, step_idx, false);
+    }
+    std::unordered_set<std::string> captures;
+    for (const auto& kv : n.attrs) {
+      if (kv.second.g) collect_captures(*kv.second.g, &captures);
+      for (const auto& sg : kv.second.graphs) collect_captures(*sg, &captures);
+      st.has_subgraphs = st.has_subgraphs || kv.second.g || !kv.second.graphs.empty();
+    }
+    for (const auto& c : captures) {
+      auto it = plan->slot_of_.find(c);
+      if (it != plan->slot_of_.end()) touch(it->second, step_idx, false);
+    }
+    for (const auto& out : n.outputs) {
+      if (out.empty()) {
+        st.out.push_back(-1);
+        continue;
+      }
+      int s = add_slot(out);
+      st.out.push_back(s);
+      touch(s, step_idx, true);
+      if (plan->slots_[static_cast<size_t>(s)].kind == Slot::Kind::kDynamic) st.dynamic = true;
+    }
+    // Kernels are created now, never on the first run.
+    KernelInit init{n, graph.opset, {}, {}};
+    for (int s : st.in) {
+      if (s < 0) {
+        init.in_info.emplace_back();
+        init.const_inputs.push_back(nullptr);
+        continue;
+      }
+      const Slot& slot = plan->slots_[static_cast<size_t>(s)];
+      const ValueInfo* vi = graph.info(slot.name);
+      init.in_info.push_back(vi ? *vi : ValueInfo{slot.dtype, Shape::FromDims(slot.dims)});
+      init.const_inputs.push_back(slot.kind == Slot::Kind::kConstant ? &slot.constant : nullptr);
+    }
+    auto kernel = create_kernel(*st.schema, init);
+    if (!kernel.ok()) return kernel.status();
+    st.kernel = std::move(kernel).value();
+    plan->steps_.push_back(std::move(st));
+  }
+
+  for (const auto& o : graph.outputs) {
+    int s = add_slot(o);
+    plan->output_slots_.push_back(s);
+    Slot& slot = plan->slots_[static_cast<size_t>(s)];
+    if (slot.kind == Slot::Kind::kArena) slot.kind = Slot::Kind::kOutput;
+  }
+
+  // Memory plan over arena slots.
+  std::vector<BufferRequest> reqs;
+  std::vector<int> req_slot;
+  int num_steps = static_cast<int>(plan->steps_.size());
+  for (size_t s = 0; s < plan->slots_.size(); ++s) {
+    Slot& slot = plan->slots_[s];
+    if (slot.kind != Slot::Kind::kArena) continue;
+    int first = s < first_def.size() && first_def[s] >= 0 ? first_def[s] : 0;
+    int last = s < last_use.size() && last_use[s] >= 0 ? last_use[s] : num_steps;
+    reqs.push_back({static_cast<size_t>(numel(slot.dims)) * dtype_size(slot.dtype), first, last});
+    req_slot.push_back(static_cast<int>(s));
+  }
+  MemoryPlan mp = plan_memory(reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) plan->slots_[static_cast<size_t>(req_slot[i])].offset = mp.offsets[i];
+  plan->stats_.arena_bytes = mp.arena_bytes;
+  plan->stats_.naive_bytes = mp.naive_bytes;
+  plan->stats_.num_steps = num_steps;
+  for (const Step& st : plan->steps_) plan->stats_.num_dynamic_steps += st.dynamic ? 1 : 0;
+  return plan;
+}
+
+std::shared_ptr<void> ExecutionPlan::acquire_arena() const {
+  {
+    std::lock_guard<std::mutex> lock(arena_mu_);
+    if (!free_arenas_.empty()) {
+      auto a = std::move(free_arenas_.back());
+      free_arenas_.pop_back();
+      return a;
+    }
+  }
+  return aligned_alloc_shared(stats_.arena_bytes);
+}
+
+void ExecutionPlan::release_arena(std::shared_ptr<void> a) const {
+  std::lock_guard<std::mutex> lock(arena_mu_);
+  free_arenas_.push_back(std::move(a));
+}
+
+Expected<std::vector<Tensor>> ExecutionPlan::run(const std::vector<Tensor>& inputs) const {
+  Frame frame(*this);
+  std::vector<Tensor>& t = frame.tensors();
+  std::shared_ptr<void> arena = acquire_arena();
+  char* base = static_cast<char*>(arena.get());
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    const Slot& slot = slots_[s];
+    switch (slot.kind) {
+      case Slot::Kind::kConstant: t[s] = slot.constant; break;
+      case Slot::Kind::kInput: t[s] = inputs[static_cast<size_t>(slot.input_index)]; break;
+      case Slot::Kind::kArena: t[s] = Tensor::View(slot.dtype, slot.dims, base + slot.offset); break;
+      case Slot::Kind::kOutput: break;  // allocated by its producing step
+      case Slot::Kind::kDynamic: break;
+    }
+  }
+  EagerSubgraphRunner runner(&frame, graph_.opset, pool_);
+  std::vector<const Tensor*> in_ptrs;
+  std::vector<Tensor*> out_ptrs;
+  Status status;
+  for (const Step& st : steps_) {
+    in_ptrs.clear();
+    out_ptrs.clear();
+    for (int s : st.in) in_ptrs.push_back(s >= 0 && t[static_cast<size_t>(s)].defined() ? &t[static_cast<size_t>(s)] : nullptr);
+    std::vector<ValueInfo> dyn_info;
+    if (st.dynamic) {
+      std::vector<Tensor> in_vals(st.in.size());
+      for (size_t i = 0; i < st.in.size(); ++i) {
+        if (in_ptrs[i]) in_vals[i] = *in_ptrs[i];
+      }
+      auto info = infer_node_concrete(*st.node, graph_.opset, in_vals);
+      if (!info.ok()) {
+        status = info.status();
+        break;
+      }
+      dyn_info = std::move(info).value();
+    }
+    for (size_t i = 0; i < st.out.size(); ++i) {
+      int s = st.out[i];
+      if (s < 0) {
+        out_ptrs.push_back(nullptr);
+        continue;
+      }
+      const Slot& slot = slots_[static_cast<size_t>(s)];
+      Tensor& ot = t[static_cast<size_t>(s)];
+      if (slot.kind == Slot::Kind::kOutput) {
+        ot = Tensor(slot.dtype, slot.dims);
+      } else if (slot.kind == Slot::Kind::kDynamic) {
+        const ValueInfo& vi = dyn_info[i];
+        if (vi.dtype != DType::kUndefined && vi.shape.fully_known()) ot = Tensor(vi.dtype, vi.shape.concrete());
+        else ot = Tensor();
+      }
+      out_ptrs.push_back(&ot);
+    }
+    KernelContext ctx(*st.node, in_ptrs, out_ptrs, pool_, st.has_subgraphs ? &runner : nullptr);
+    status = st.kernel->run(ctx);
+    if (!status.ok()) break;
+  }
+  release_arena(std::move(arena));
+  if (!status.ok()) return status;
+  std::vector<Tensor> outs;
+  outs.reserve(output_slots_.size());
+  for (int s : output_slots_) {
+    const Slot& slot = slots_[static_cast<size_t>(s)];
+    Tensor& v = t[static_cast<size_t>(s)];
+    if (!v.defined()) return InternalError("graph output '" + slot.name + "' was not produced");
+    // Inputs, constants and arena views must not escape: copy them.
+    if (slot.kind == Slot::Kind::kOutput ||
+        (slot.kind == Slot::Kind::kDynamic && v.raw() != nullptr)) {
+      outs.push_back(v);
+    } else {
+      outs.push_back(v.clone());
+    }
+  }
+  return outs;
+}
+
+}  // namespace tessera

@@ -1,0 +1,64 @@
+// An ExecutionPlan is a graph specialised to concrete input shapes, ready to
+// run: one prepared kernel per node, one slot per value, and an arena layout
+// for every intermediate whose shape is static. Values whose shape is only
+// known while running (data-dependent shapes, control flow) are allocated per
+// run. Graph outputs never live in the arena, so they are handed to the
+// caller without a copy.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ops/op_registry.h"
+#include "runtime/session.h"
+
+namespace tessera {
+
+class ExecutionPlan {
+ public:
+  // `g` must be shape-inferred with the concrete input shapes.
+  static Expected<std::shared_ptr<ExecutionPlan>> Build(Graph g, ThreadPool* pool);
+
+  // Inputs in graph-input order, already checked by the session.
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) const;
+  const RunStats& stats() const { return stats_; }
+
+ private:
+  struct Slot {
+    enum class Kind { kConstant, kInput, kArena, kOutput, kDynamic };
+    Kind kind = Kind::kDynamic;
+    std::string name;
+    DType dtype = DType::kUndefined;
+    Dims dims;
+    size_t offset = 0;
+    int input_index = -1;
+    Tensor constant;
+  };
+  struct Step {
+    const Node* node = nullptr;
+    const OpSchema* schema = nullptr;
+    std::unique_ptr<Kernel> kernel;
+    std::vector<int> in, out;  // slot indices, -1 = absent
+    bool dynamic = false;      // output shapes inferred at run time
+    bool has_subgraphs = false;
+  };
+  class Frame;
+
+  std::shared_ptr<void> acquire_arena() const;
+  void release_arena(std::shared_ptr<void> a) const;
+
+  Graph graph_;
+  ThreadPool* pool_ = nullptr;
+  std::vector<Slot> slots_;
+  std::vector<Step> steps_;
+  std::vector<int> output_slots_;
+  std::unordered_map<std::string, int> slot_of_;
+  RunStats stats_;
+  mutable std::mutex arena_mu_;
+  mutable std::vector<std::shared_ptr<void>> free_arenas_;
+};
+
+}  // namespace tessera

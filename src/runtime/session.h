@@ -1,0 +1,81 @@
+// InferenceSession: the runtime object a user creates from a model.
+//
+// Creation optimizes the graph once. Execution plans are specialised per set
+// of concrete input shapes: the graph is re-inferred with those shapes (so
+// exporter-style shape arithmetic folds away), kernels are created (weights
+// packed) and every statically shaped intermediate gets an offset in one
+// arena from the liveness-based memory planner. A model whose inputs are all
+// static is planned at creation, so the first run does no planning.
+//
+// run() is const and thread-safe: several threads may run one session at
+// once; each run takes its own arena from a pool.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "runtime/thread_pool.h"
+#include "util/status.h"
+
+namespace tessera {
+
+struct SessionOptions {
+  int num_threads = 0;      // 0 = number of hardware threads
+  bool optimize = true;     // run graph optimisations (folding, canonicalisation)
+};
+
+struct IOInfo {
+  std::string name;
+  DType dtype = DType::kUndefined;
+  Shape shape;
+};
+
+struct RunStats {
+  size_t arena_bytes = 0;      // peak arena of the plan used
+  size_t naive_bytes = 0;      // bytes without buffer reuse
+  int num_steps = 0;
+  int num_dynamic_steps = 0;   // nodes whose shapes were only known at run time
+};
+
+class ExecutionPlan;
+
+class InferenceSession {
+ public:
+  ~InferenceSession();
+
+  static Expected<std::unique_ptr<InferenceSession>> Load(const std::string& onnx_path,
+                                                          const SessionOptions& opts = {});
+  static Expected<std::unique_ptr<InferenceSession>> Create(Graph graph, const SessionOptions& opts = {});
+
+  const std::vector<IOInfo>& inputs() const { return inputs_; }
+  const std::vector<IOInfo>& outputs() const { return outputs_; }
+  const Graph& graph() const { return graph_; }
+  int num_threads() const { return pool_->num_threads(); }
+
+  // Inputs in graph-input order. Returns outputs in graph-output order.
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) const;
+  // Inputs by name (every graph input must be given).
+  Expected<std::vector<Tensor>> run(const std::map<std::string, Tensor>& inputs) const;
+
+  // Plan statistics for the given concrete input dims (plans if needed).
+  Expected<RunStats> stats(const std::vector<Dims>& input_dims) const;
+
+ private:
+  InferenceSession() = default;
+  Status check_inputs(const std::vector<Tensor>& inputs) const;
+  Expected<std::shared_ptr<const ExecutionPlan>> plan_for(const std::vector<Dims>& dims) const;
+
+  Graph graph_;
+  SessionOptions opts_;
+  std::vector<IOInfo> inputs_, outputs_;
+  std::unique_ptr<ThreadPool> pool_;
+  mutable std::mutex plans_mu_;
+  mutable std::map<std::vector<Dims>, std::shared_ptr<const ExecutionPlan>> plans_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,34 @@
+// Eager execution of nested graphs (If/Loop/Scan bodies). Names a body reads
+// from enclosing graphs resolve through a chain of ValueScopes: the running
+// frame of the enclosing plan, or of an enclosing body.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ops/op_registry.h"
+
+namespace tessera {
+
+class ValueScope {
+ public:
+  virtual ~ValueScope() = default;
+  // The value named `name` visible at this point, or null.
+  virtual const Tensor* lookup(const std::string& name) const = 0;
+};
+
+class EagerSubgraphRunner final : public SubgraphRunner {
+ public:
+  EagerSubgraphRunner(const ValueScope* outer, int64_t opset, ThreadPool* pool)
+      : outer_(outer), opset_(opset), pool_(pool) {}
+  Expected<std::vector<Tensor>> run(const Graph& g, const std::vector<Tensor>& inputs) override;
+
+ private:
+  const ValueScope* outer_;
+  int64_t opset_;
+  ThreadPool* pool_;
+};
+
+}  // namespace tessera
