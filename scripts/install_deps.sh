@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs Tessera's build and test dependencies from Debian 12 packages.
+# Does nothing when they are already present.
+set -euo pipefail
+PKGS=(cmake ninja-build g++ pkg-config libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
+      python3-onnx python3-numpy libgtest-dev libgmock-dev)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  echo "installing: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" > /dev/null
+fi

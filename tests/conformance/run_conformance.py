@@ -1,0 +1,150 @@
+#!/usr/bin/python3
+"""Runs ONNX's backend test cases through `tessera check` in parallel.
+
+Suites come from Debian's libonnx-testdata (node, pytorch-converted,
+pytorch-operator, simple). Every case is run; the outcome is compared with
+expectations.txt, which lists each case expected to fail or to be skipped,
+with a one-line reason. The run fails when a case outside the list fails and
+when a listed failure starts passing, so the list stays honest.
+
+Prints, last, "N passed, M failed, K skipped" (M counts every failing case,
+expected or not).
+"""
+import argparse
+import concurrent.futures
+import os
+import subprocess
+import sys
+
+DEFAULT_ROOT = "/usr/share/libonnx-testdata/data"
+SUITES = ["node", "pytorch-converted", "pytorch-operator", "simple"]
+
+
+def load_expectations(path):
+    exp = {}
+    with open(path) as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            parts = line.split(None, 2)
+            if len(parts) < 3 or parts[1] not in ("fail", "skip"):
+                sys.exit(f"{path}:{lineno}: expected 'SUITE/CASE fail|skip REASON'")
+            exp[parts[0]] = (parts[1], parts[2])
+    return exp
+
+
+def run_case(tessera, case_dir, timeout, extra):
+    cmd = [tessera, "check", case_dir, "--threads", "1"] + extra
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "fail", f"timeout after {timeout}s"
+    msg = (p.stdout + p.stderr).strip().splitlines()
+    msg = msg[-1] if msg else ""
+    if p.returncode == 0:
+        return "pass", ""
+    if p.returncode < 0:
+        return "fail", f"crashed with signal {-p.returncode}"
+    return "fail", msg[:300]
+
+
+def float_cases(root):
+    """Names of node cases whose outputs are all float32 and inputs float32/int64."""
+    try:
+        import onnx  # Debian's python3-onnx
+    except ImportError:
+        return None
+    sel = set()
+    ndir = os.path.join(root, "node")
+    for c in os.listdir(ndir):
+        try:
+            m = onnx.load(os.path.join(ndir, c, "model.onnx"), load_external_data=False)
+        except Exception:
+            continue
+        et = lambda v: v.type.tensor_type.elem_type if v.type.HasField("tensor_type") else None
+        if all(et(o) == 1 for o in m.graph.output) and all(et(i) in (1, 7) for i in m.graph.input):
+            sel.add("node/" + c)
+    return sel
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tessera", required=True)
+    ap.add_argument("--root", default=DEFAULT_ROOT)
+    ap.add_argument("--suites", default=",".join(SUITES))
+    ap.add_argument("--expectations", default=os.path.join(os.path.dirname(__file__), "expectations.txt"))
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--filter", default="", help="only cases whose name contains this")
+    ap.add_argument("--backends", default="", help="passed to tessera check --backends")
+    ap.add_argument("--write-expectations", metavar="FILE",
+                    help="write the failures of this run as an expectations file (reasons from the error)")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args()
+
+    if not os.path.isdir(args.root):
+        print(f"conformance: {args.root} not found (install libonnx-testdata)", file=sys.stderr)
+        return 2
+    exp = load_expectations(args.expectations) if os.path.exists(args.expectations) else {}
+    cases = []
+    for suite in args.suites.split(","):
+        d = os.path.join(args.root, suite)
+        for c in sorted(os.listdir(d)):
+            name = f"{suite}/{c}"
+            if args.filter and args.filter not in name:
+                continue
+            cases.append((name, os.path.join(d, c)))
+
+    extra = ["--backends", args.backends] if args.backends else []
+    results = {}
+    skipped = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futs = {}
+        for name, path in cases:
+            if exp.get(name, ("",))[0] == "skip":
+                skipped.append(name)
+                continue
+            futs[pool.submit(run_case, args.tessera, path, args.timeout, extra)] = name
+        for fut in concurrent.futures.as_completed(futs):
+            results[futs[fut]] = fut.result()
+
+    passed = sorted(n for n, (s, _) in results.items() if s == "pass")
+    failed = sorted(n for n, (s, _) in results.items() if s != "pass")
+    unexpected_fail = [n for n in failed if n not in exp]
+    unexpected_pass = [n for n in passed if n in exp]
+
+    for n in unexpected_fail:
+        print(f"UNEXPECTED FAIL {n}: {results[n][1]}")
+    for n in unexpected_pass:
+        print(f"UNEXPECTED PASS {n} (listed as: {exp[n][1]}); remove it from {os.path.basename(args.expectations)}")
+    if args.verbose:
+        for n in failed:
+            if n in exp:
+                print(f"expected fail {n}: {results[n][1]}")
+
+    if args.write_expectations:
+        with open(args.write_expectations, "w") as f:
+            for n in sorted(set(failed) | set(skipped)):
+                if n in exp:
+                    f.write(f"{n} {exp[n][0]} {exp[n][1]}\n")
+                else:
+                    f.write(f"{n} fail {results[n][1]}\n")
+
+    fl = float_cases(args.root)
+    if fl is not None and not args.filter and not args.backends and "node" in args.suites:
+        fp = len([n for n in passed if n in fl])
+        print(f"float-output node cases: {fp}/{len(fl)} passed ({100.0 * fp / max(1, len(fl)):.1f}%)")
+    by_suite = {}
+    for n in passed:
+        by_suite.setdefault(n.split("/")[0], [0, 0])[0] += 1
+    for n in failed:
+        by_suite.setdefault(n.split("/")[0], [0, 0])[1] += 1
+    for s, (p, f) in sorted(by_suite.items()):
+        print(f"  {s}: {p} passed, {f} failed")
+    print(f"{len(passed)} passed, {len(failed)} failed, {len(skipped)} skipped")
+    return 1 if unexpected_fail or unexpected_pass else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
