@@ -1,0 +1,525 @@
+// Graph passes: each test builds a small graph by hand, runs a pass, checks
+// the structure, and where numbers matter evaluates the graph before and after
+// with run_node_once.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/graph.h"
+#include "passes/canonicalize.h"
+#include "passes/constant_folding.h"
+#include "passes/dce.h"
+#include "passes/pipeline.h"
+#include "runtime/node_runner.h"
+
+namespace tessera {
+namespace {
+
+Node make_node(const std::string& op, std::vector<std::string> inputs, std::vector<std::string> outputs,
+               std::map<std::string, Attribute> attrs = {}) {
+  Node n;
+  n.name = outputs.empty() ? op : outputs[0] + "_node";
+  n.op_type = op;
+  n.inputs = std::move(inputs);
+  n.outputs = std::move(outputs);
+  n.attrs = std::move(attrs);
+  return n;
+}
+
+Attribute int_attr(int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInt;
+  a.i = v;
+  return a;
+}
+
+Attribute ints_attr(std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+
+Attribute float_attr(float v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kFloat;
+  a.f = v;
+  return a;
+}
+
+Attribute graph_attr(Graph g) {
+  Attribute a;
+  a.kind = Attribute::Kind::kGraph;
+  a.g = std::make_shared<Graph>(std::move(g));
+  return a;
+}
+
+// Deterministic pseudo-random floats in [lo, hi).
+Tensor random_tensor(Dims dims, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  Tensor t(DType::kFloat32, std::move(dims));
+  uint32_t s = seed * 2654435761u + 12345u;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    s = s * 1664525u + 1013904223u;
+    t.data<float>()[i] = lo + (hi - lo) * static_cast<float>(s >> 8) / static_cast<float>(1u << 24);
+  }
+  return t;
+}
+
+void set_input(Graph& g, const std::string& name, DType dtype, const Dims& dims) {
+  g.inputs.push_back(name);
+  g.values[name] = ValueInfo{dtype, Shape::FromDims(dims)};
+}
+
+// Runs the graph's nodes in order with run_node_once (no nested graphs).
+Expected<std::vector<Tensor>> evaluate(const Graph& g, const std::map<std::string, Tensor>& feeds) {
+  std::unordered_map<std::string, Tensor> env(g.constants.begin(), g.constants.end());
+  for (const auto& kv : feeds) env[kv.first] = kv.second;
+  for (const Node& n : g.nodes) {
+    std::vector<Tensor> ins(n.inputs.size());
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (n.inputs[i].empty()) continue;
+      auto it = env.find(n.inputs[i]);
+      if (it == env.end()) return InternalError("unbound value " + n.inputs[i]);
+      ins[i] = it->second;
+    }
+    std::vector<Tensor> outs;
+    TSR_ASSIGN_OR_RETURN(outs, run_node_once(n, g.opset, ins));
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      if (!n.outputs[i].empty()) env[n.outputs[i]] = outs[i];
+    }
+  }
+  std::vector<Tensor> result;
+  for (const auto& o : g.outputs) {
+    auto it = env.find(o);
+    if (it == env.end()) return InternalError("graph output " + o + " was not computed");
+    result.push_back(it->second);
+  }
+  return result;
+}
+
+void expect_close(const Tensor& a, const Tensor& b, float tol) {
+  ASSERT_EQ(a.dims(), b.dims());
+  ASSERT_EQ(a.dtype(), DType::kFloat32);
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    ASSERT_NEAR(a.data<float>()[i], b.data<float>()[i], tol) << "element " << i;
+  }
+}
+
+// X -> Conv(W, B) -> BatchNormalization -> y, with random parameters.
+Graph conv_bn_graph(bool transpose, int64_t group) {
+  Graph g;
+  g.opset = 17;
+  const int64_t cin = 4;
+  const int64_t cout = 6;
+  set_input(g, "x", DType::kFloat32, {1, cin, 5, 5});
+  if (transpose) {
+    g.constants["w"] = random_tensor({cin, cout / group, 3, 3}, 1);
+  } else {
+    g.constants["w"] = random_tensor({cout, cin / group, 3, 3}, 1);
+  }
+  g.constants["b"] = random_tensor({cout}, 2);
+  g.constants["scale"] = random_tensor({cout}, 3, 0.5f, 2.f);
+  g.constants["shift"] = random_tensor({cout}, 4);
+  g.constants["mean"] = random_tensor({cout}, 5);
+  g.constants["var"] = random_tensor({cout}, 6, 0.1f, 3.f);
+  g.nodes.push_back(make_node(transpose ? "ConvTranspose" : "Conv", {"x", "w", "b"}, {"c"},
+                              {{"group", int_attr(group)}, {"pads", ints_attr({1, 1, 1, 1})}}));
+  g.nodes.push_back(make_node("BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"y"},
+                              {{"epsilon", float_attr(1e-3f)}}));
+  g.outputs = {"y"};
+  return g;
+}
+
+void check_bn_folds(bool transpose, int64_t group) {
+  Graph g = conv_bn_graph(transpose, group);
+  std::map<std::string, Tensor> feeds{{"x", random_tensor({1, 4, 5, 5}, 7)}};
+  auto before = evaluate(g, feeds);
+  ASSERT_TRUE(before.ok()) << before.status().message();
+
+  CanonicalizeStats stats;
+  ASSERT_TRUE(canonicalize(g, &stats).ok());
+  EXPECT_EQ(stats.folded_batchnorms, 1);
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].op_type, transpose ? "ConvTranspose" : "Conv");
+  EXPECT_EQ(g.nodes[0].outputs[0], "y");
+  ASSERT_TRUE(verify_graph(g).ok());
+
+  auto after = evaluate(g, feeds);
+  ASSERT_TRUE(after.ok()) << after.status().message();
+  expect_close((*before)[0], (*after)[0], 1e-4f);
+
+  // The original weights are no longer read and go away with DCE.
+  ASSERT_TRUE(dce(g).ok());
+  EXPECT_FALSE(g.is_constant("w"));
+  EXPECT_FALSE(g.is_constant("var"));
+}
+
+TEST(Canonicalize, BatchNormFoldsIntoConvWithSameResults) { check_bn_folds(false, 1); }
+TEST(Canonicalize, BatchNormFoldsIntoGroupedConvWithSameResults) { check_bn_folds(false, 2); }
+TEST(Canonicalize, BatchNormFoldsIntoGroupedConvTransposeWithSameResults) { check_bn_folds(true, 2); }
+
+TEST(Canonicalize, BatchNormStaysWhenConvOutputIsAlsoAGraphOutput) {
+  Graph g = conv_bn_graph(false, 1);
+  g.outputs.push_back("c");
+  CanonicalizeStats stats;
+  ASSERT_TRUE(canonicalize(g, &stats).ok());
+  EXPECT_EQ(stats.folded_batchnorms, 0);
+  EXPECT_EQ(g.nodes.size(), 2u);
+}
+
+TEST(Canonicalize, BatchNormStaysWhenStatisticsAreRuntimeInputs) {
+  Graph g = conv_bn_graph(false, 1);
+  g.constants.erase("var");
+  set_input(g, "var", DType::kFloat32, {6});
+  ASSERT_TRUE(canonicalize(g).ok());
+  EXPECT_EQ(g.nodes.size(), 2u);
+}
+
+TEST(Canonicalize, PerChannelAddAndMulFoldIntoConv) {
+  Graph g = conv_bn_graph(false, 1);
+  g.nodes.pop_back();
+  g.constants["k_add"] = random_tensor({1, 6, 1, 1}, 11);
+  g.constants["k_mul"] = random_tensor({6, 1, 1}, 12);
+  g.nodes.push_back(make_node("Add", {"k_add", "c"}, {"a"}));
+  g.nodes.push_back(make_node("Mul", {"a", "k_mul"}, {"y"}));
+  std::map<std::string, Tensor> feeds{{"x", random_tensor({1, 4, 5, 5}, 7)}};
+  auto before = evaluate(g, feeds);
+  ASSERT_TRUE(before.ok()) << before.status().message();
+
+  CanonicalizeStats stats;
+  ASSERT_TRUE(canonicalize(g, &stats).ok());
+  EXPECT_EQ(stats.folded_conv_affines, 2);
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].outputs[0], "y");
+  auto after = evaluate(g, feeds);
+  ASSERT_TRUE(after.ok()) << after.status().message();
+  expect_close((*before)[0], (*after)[0], 1e-4f);
+}
+
+TEST(Canonicalize, AddAlongTheLastAxisDoesNotFoldIntoConvBias) {
+  Graph g = conv_bn_graph(false, 1);
+  g.nodes.pop_back();
+  g.constants["k"] = random_tensor({5}, 11);  // broadcasts along width, not channels
+  g.nodes.push_back(make_node("Add", {"c", "k"}, {"y"}));
+  CanonicalizeStats stats;
+  ASSERT_TRUE(canonicalize(g, &stats).ok());
+  EXPECT_EQ(stats.folded_conv_affines, 0);
+  EXPECT_EQ(g.nodes.size(), 2u);
+}
+
+TEST(Canonicalize, IdentityBeforeGraphOutputKeepsTheOutputName) {
+  Graph g;
+  set_input(g, "x", DType::kFloat32, {2, 3});
+  g.nodes.push_back(make_node("Relu", {"x"}, {"r"}));
+  g.nodes.push_back(make_node("Identity", {"r"}, {"y"}));
+  g.nodes.push_back(make_node("Neg", {"r"}, {"z"}));
+  g.outputs = {"y", "z"};
+  CanonicalizeStats stats;
+  ASSERT_TRUE(canonicalize(g, &stats).ok());
+  EXPECT_EQ(stats.removed_identities, 1);
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[0].op_type, "Relu");
+  EXPECT_EQ(g.nodes[0].outputs[0], "y");
+  EXPECT_EQ(g.nodes[1].inputs[0], "y");
+  EXPECT_EQ(g.outputs, (std::vector<std::string>{"y", "z"}));
+  EXPECT_TRUE(verify_graph(g).ok());
+}
+
+TEST(Canonicalize, IdentityOfGraphInputToGraphOutputStays) {
+  Graph g;
+  set_input(g, "x", DType::kFloat32, {2});
+  g.nodes.push_back(make_node("Identity", {"x"}, {"y"}));
+  g.outputs = {"y"};
+  ASSERT_TRUE(canonicalize(g).ok());
+  EXPECT_EQ(g.nodes.size(), 1u);
+}
+
+TEST(Canonicalize, IdentityBetweenTwoGraphOutputsStays) {
+  Graph g;
+  set_input(g, "x", DType::kFloat32, {2});
+  g.nodes.push_back(make_node("Relu", {"x"}, {"r"}));
+  g.nodes.push_back(make_node("Identity", {"r"}, {"y"}));
+  g.outputs = {"r", "y"};
+  ASSERT_TRUE(canonicalize(g).ok());
+  EXPECT_EQ(g.nodes.size(), 2u);
+}
+
+TEST(Canonicalize, IdentityReadByNestedGraphIsRenamedInside) {
+  Graph g;
+  set_input(g, "x", DType::kFloat32, {2});
+  set_input(g, "cond", DType::kBool, {});
+  g.nodes.push_back(make_node("Relu", {"x"}, {"r"}));
+  g.nodes.push_back(make_node("Identity", {"r"}, {"i"}));
+  Graph then_g;
+  then_g.nodes.push_back(make_node("Neg", {"i"}, {"t"}));
+  then_g.outputs = {"t"};
+  Graph else_g;
+  else_g.outputs = {"i"};
+  g.nodes.push_back(
+      make_node("If", {"cond"}, {"y"}, {{"then_branch", graph_attr(then_g)}, {"else_branch", graph_attr(else_g)}}));
+  g.outputs = {"y"};
+  ASSERT_TRUE(canonicalize(g).ok());
+  ASSERT_EQ(g.nodes.size(), 2u);
+  const Node& if_node = g.nodes[1];
+  EXPECT_EQ(if_node.attr_graph("then_branch")->nodes[0].inputs[0], "r");
+  EXPECT_EQ(if_node.attr_graph("else_branch")->outputs[0], "r");
+  EXPECT_TRUE(verify_graph(g).ok());
+}
+
+TEST(Canonicalize, InferenceDropoutIsRemovedButTrainingDropoutStays) {
+  Graph g;
+  set_input(g, "x", DType::kFloat32, {4});
+  set_input(g, "train", DType::kBool, {});
+  g.nodes.push_back(make_node("Relu", {"x"}, {"r"}));
+  g.nodes.push_back(make_node("Dropout", {"r"}, {"d", "mask"}));
+  g.nodes.push_back(make_node("Dropout", {"d", "", "train"}, {"y"}));
+  g.outputs = {"y"};
+  ASSERT_TRUE(canonicalize(g).ok());
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[1].op_type, "Dropout");
+  EXPECT_EQ(g.nodes[1].inputs[0], "r");
+}
+
+TEST(Canonicalize, CastToSameTypeAndIdentityTransposeAreRemoved) {
+  Graph g;
+  set_input(g, "x", DType::kFloat32, {2, 3});
+  g.nodes.push_back(make_node("Cast", {"x"}, {"c"}, {{"to", int_attr(1)}}));
+  g.nodes.push_back(make_node("Transpose", {"c"}, {"t"}, {{"perm", ints_attr({0, 1})}}));
+  g.nodes.push_back(make_node("Transpose", {"t"}, {"y"}, {{"perm", ints_attr({1, 0})}}));
+  g.outputs = {"y"};
+  ASSERT_TRUE(canonicalize(g).ok());
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].inputs[0], "x");
+  EXPECT_EQ(g.nodes[0].outputs[0], "y");
+}
+
+TEST(Canonicalize, MatMulPlusBiasBecomesGemmOnlyFor2D) {
+  for (int rank : {2, 3}) {
+    Graph g;
+    Dims a_dims = rank == 2 ? Dims{3, 4} : Dims{2, 3, 4};
+    set_input(g, "a", DType::kFloat32, a_dims);
+    g.constants["w"] = random_tensor({4, 5}, 1);
+    g.values["w"] = ValueInfo{DType::kFloat32, Shape::FromDims({4, 5})};
+    g.constants["bias"] = random_tensor({5}, 2);
+    g.nodes.push_back(make_node("MatMul", {"a", "w"}, {"m"}));
+    g.nodes.push_back(make_node("Add", {"m", "bias"}, {"y"}));
+    g.outputs = {"y"};
+    std::map<std::string, Tensor> feeds{{"a", random_tensor(a_dims, 3)}};
+    auto before = evaluate(g, feeds);
+    ASSERT_TRUE(before.ok()) << before.status().message();
+    CanonicalizeStats stats;
+    ASSERT_TRUE(canonicalize(g, &stats).ok());
+    if (rank == 3) {
+      EXPECT_EQ(stats.fused_gemms, 0);
+      EXPECT_EQ(g.nodes.size(), 2u);
+      continue;
+    }
+    EXPECT_EQ(stats.fused_gemms, 1);
+    ASSERT_EQ(g.nodes.size(), 1u);
+    EXPECT_EQ(g.nodes[0].op_type, "Gemm");
+    EXPECT_EQ(g.nodes[0].outputs[0], "y");
+    auto after = evaluate(g, feeds);
+    ASSERT_TRUE(after.ok()) << after.status().message();
+    expect_close((*before)[0], (*after)[0], 1e-5f);
+  }
+}
+
+// x[2,3,4] -> Shape -> Gather(0) -> Unsqueeze -> Concat(-1) -> Reshape(x).
+Graph shape_chain_graph(Shape x_shape) {
+  Graph g;
+  g.inputs = {"x"};
+  g.values["x"] = ValueInfo{DType::kFloat32, std::move(x_shape)};
+  g.constants["zero"] = Tensor::Scalar<int64_t>(0);
+  g.constants["axes"] = Tensor::FromVector<int64_t>({0}, {1});
+  g.constants["minus_one"] = Tensor::FromVector<int64_t>({-1}, {1});
+  g.nodes.push_back(make_node("Shape", {"x"}, {"s"}));
+  g.nodes.push_back(make_node("Gather", {"s", "zero"}, {"s0"}, {{"axis", int_attr(0)}}));
+  g.nodes.push_back(make_node("Unsqueeze", {"s0", "axes"}, {"s0u"}));
+  g.nodes.push_back(make_node("Concat", {"s0u", "minus_one"}, {"shp"}, {{"axis", int_attr(0)}}));
+  g.nodes.push_back(make_node("Reshape", {"x", "shp"}, {"y"}));
+  g.outputs = {"y"};
+  return g;
+}
+
+TEST(ConstantFolding, ShapeChainOfStaticInputBecomesConstant) {
+  Graph g = shape_chain_graph(Shape::FromDims({2, 3, 4}));
+  ConstantFoldingStats stats;
+  ASSERT_TRUE(constant_folding(g, &stats).ok());
+  EXPECT_EQ(stats.folded_shapes, 1);
+  EXPECT_EQ(stats.folded_nodes, 3);
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].op_type, "Reshape");
+  const Tensor* shp = g.constant("shp");
+  ASSERT_NE(shp, nullptr);
+  EXPECT_EQ(shp->to_int64_vector(), (std::vector<int64_t>{2, -1}));
+  ASSERT_TRUE(dce(g).ok());
+  EXPECT_FALSE(g.is_constant("s"));
+  EXPECT_TRUE(g.is_constant("shp"));
+  EXPECT_TRUE(verify_graph(g).ok());
+}
+
+TEST(ConstantFolding, ShapeOfSymbolicBatchIsNotFolded) {
+  Graph g = shape_chain_graph(Shape({Dim::Symbol("batch"), Dim(3), Dim(4)}));
+  ConstantFoldingStats stats;
+  ASSERT_TRUE(constant_folding(g, &stats).ok());
+  EXPECT_FALSE(stats.changed());
+  EXPECT_EQ(g.nodes.size(), 5u);
+}
+
+TEST(ConstantFolding, ShapeHonoursStartAndEnd) {
+  Graph g;
+  g.inputs = {"x"};
+  g.values["x"] = ValueInfo{DType::kFloat32, Shape({Dim::Symbol("n"), Dim(3), Dim(4)})};
+  g.nodes.push_back(make_node("Shape", {"x"}, {"s"}, {{"start", int_attr(-2)}}));
+  g.nodes.push_back(make_node("Size", {"x"}, {"n"}));
+  g.outputs = {"s", "n"};
+  ASSERT_TRUE(constant_folding(g).ok());
+  ASSERT_EQ(g.nodes.size(), 1u);  // Size needs the symbolic dim
+  EXPECT_EQ(g.constant("s")->to_int64_vector(), (std::vector<int64_t>{3, 4}));
+}
+
+TEST(ConstantFolding, ConstantNodesAndConstantArithmeticFold) {
+  Graph g;
+  set_input(g, "x", DType::kFloat32, {2});
+  Attribute v;
+  v.kind = Attribute::Kind::kTensor;
+  v.t = Tensor::FromVector<float>({1.f, 2.f}, {2});
+  g.nodes.push_back(make_node("Constant", {}, {"c"}, {{"value", v}}));
+  g.nodes.push_back(make_node("Relu", {"c"}, {"r"}));
+  g.nodes.push_back(make_node("Add", {"x", "r"}, {"y"}));
+  g.outputs = {"y"};
+  ConstantFoldingStats stats;
+  ASSERT_TRUE(constant_folding(g, &stats).ok());
+  EXPECT_EQ(stats.folded_nodes, 2);
+  ASSERT_EQ(g.nodes.size(), 1u);
+  ASSERT_NE(g.constant("r"), nullptr);
+  EXPECT_EQ(g.constant("r")->data<float>()[1], 2.f);
+}
+
+TEST(ConstantFolding, HugeBlowUpFromSmallInputIsNotMaterialised) {
+  Graph g;
+  set_input(g, "x", DType::kFloat32, {4096, 4096});
+  g.constants["shape"] = Tensor::FromVector<int64_t>({4096, 4096}, {2});
+  g.nodes.push_back(make_node("ConstantOfShape", {"shape"}, {"big"}));  // 64 MiB of float zeros
+  g.nodes.push_back(make_node("Add", {"x", "big"}, {"y"}));
+  g.outputs = {"y"};
+  ConstantFoldingStats stats;
+  ASSERT_TRUE(constant_folding(g, &stats).ok());
+  EXPECT_EQ(stats.skipped_large, 1);
+  EXPECT_EQ(g.nodes.size(), 2u);
+}
+
+TEST(ConstantFolding, RandomGeneratorsAreNotFolded) {
+  Graph g;
+  g.constants["like"] = Tensor::FromVector<float>({1.f, 2.f}, {2});
+  g.nodes.push_back(make_node("RandomUniformLike", {"like"}, {"y"}));
+  g.outputs = {"y"};
+  ASSERT_TRUE(constant_folding(g).ok());
+  EXPECT_EQ(g.nodes.size(), 1u);
+}
+
+TEST(ConstantFolding, NestedGraphFoldsAgainstOuterConstants) {
+  Graph g;
+  set_input(g, "cond", DType::kBool, {});
+  g.constants["k"] = Tensor::FromVector<float>({-1.f, 3.f}, {2});
+  Graph then_g;
+  then_g.nodes.push_back(make_node("Relu", {"k"}, {"t"}));
+  then_g.outputs = {"t"};
+  Graph else_g;
+  else_g.outputs = {"k"};
+  g.nodes.push_back(
+      make_node("If", {"cond"}, {"y"}, {{"then_branch", graph_attr(then_g)}, {"else_branch", graph_attr(else_g)}}));
+  g.outputs = {"y"};
+  ASSERT_TRUE(constant_folding(g).ok());
+  ASSERT_EQ(g.nodes.size(), 1u);  // the If itself is not executed
+  const Graph& body = *g.nodes[0].attr_graph("then_branch");
+  EXPECT_TRUE(body.nodes.empty());
+  ASSERT_NE(body.constant("t"), nullptr);
+  EXPECT_EQ(body.constant("t")->data<float>()[0], 0.f);
+}
+
+TEST(Dce, RemovesDeadNodesAndConstantsButKeepsWhatNestedGraphsRead) {
+  Graph g;
+  set_input(g, "x", DType::kFloat32, {2});
+  set_input(g, "cond", DType::kBool, {});
+  set_input(g, "unused_input", DType::kFloat32, {2});
+  g.constants["k_inner"] = Tensor::FromVector<float>({1.f, 2.f}, {2});
+  g.constants["k_dead"] = Tensor::FromVector<float>({1.f, 2.f}, {2});
+  g.nodes.push_back(make_node("Relu", {"x"}, {"u"}));            // read only inside the branch
+  g.nodes.push_back(make_node("Neg", {"x"}, {"dead"}));          // read by nobody
+  g.nodes.push_back(make_node("Add", {"dead", "k_dead"}, {"dead2"}));
+  Graph then_g;
+  then_g.constants["local_dead"] = Tensor::Scalar<float>(1.f);
+  then_g.nodes.push_back(make_node("Add", {"u", "k_inner"}, {"t"}));
+  then_g.nodes.push_back(make_node("Neg", {"t"}, {"t_dead"}));
+  then_g.outputs = {"t"};
+  Graph else_g;
+  else_g.outputs = {"x"};
+  g.nodes.push_back(
+      make_node("If", {"cond"}, {"y"}, {{"then_branch", graph_attr(then_g)}, {"else_branch", graph_attr(else_g)}}));
+  g.outputs = {"y"};
+  DceStats stats;
+  ASSERT_TRUE(dce(g, &stats).ok());
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[0].outputs[0], "u");
+  EXPECT_EQ(g.nodes[1].op_type, "If");
+  EXPECT_TRUE(g.is_constant("k_inner"));
+  EXPECT_FALSE(g.is_constant("k_dead"));
+  EXPECT_EQ(g.inputs.size(), 3u);
+  const Graph& body = *g.nodes[1].attr_graph("then_branch");
+  EXPECT_EQ(body.nodes.size(), 1u);
+  EXPECT_FALSE(body.is_constant("local_dead"));
+  EXPECT_EQ(stats.removed_nodes, 3);
+  EXPECT_EQ(stats.removed_constants, 2);
+  EXPECT_TRUE(verify_graph(g).ok());
+}
+
+TEST(Dce, GraphWithoutNodesKeepsInputThatIsAlsoOutput) {
+  Graph g;
+  set_input(g, "x", DType::kFloat32, {2});
+  g.outputs = {"x"};
+  DceStats stats;
+  ASSERT_TRUE(dce(g, &stats).ok());
+  EXPECT_FALSE(stats.changed());
+  EXPECT_EQ(g.inputs, g.outputs);
+}
+
+TEST(Pipeline, ShapeChainConvBnAndIdentitiesCollapse) {
+  // x -> Conv -> BN -> Identity -> Reshape(Shape chain of the BN output) -> y
+  Graph g = conv_bn_graph(false, 1);
+  g.nodes.back().outputs[0] = "bn";
+  g.nodes.push_back(make_node("Identity", {"bn"}, {"id"}));
+  g.constants["zero"] = Tensor::Scalar<int64_t>(0);
+  g.constants["axes"] = Tensor::FromVector<int64_t>({0}, {1});
+  g.constants["minus_one"] = Tensor::FromVector<int64_t>({-1}, {1});
+  g.nodes.push_back(make_node("Shape", {"id"}, {"s"}));
+  g.nodes.push_back(make_node("Gather", {"s", "zero"}, {"s0"}, {{"axis", int_attr(0)}}));
+  g.nodes.push_back(make_node("Unsqueeze", {"s0", "axes"}, {"s0u"}));
+  g.nodes.push_back(make_node("Concat", {"s0u", "minus_one"}, {"shp"}, {{"axis", int_attr(0)}}));
+  g.nodes.push_back(make_node("Reshape", {"id", "shp"}, {"y"}));
+  g.outputs = {"y"};
+  std::map<std::string, Tensor> feeds{{"x", random_tensor({1, 4, 5, 5}, 7)}};
+  auto before = evaluate(g, feeds);
+  ASSERT_TRUE(before.ok()) << before.status().message();
+
+  OptimizeStats stats;
+  Status st = optimize_graph(g, OptimizeOptions{}, &stats);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_EQ(g.nodes.size(), 2u) << print_graph(g);
+  EXPECT_EQ(g.nodes[0].op_type, "Conv");
+  EXPECT_EQ(g.nodes[1].op_type, "Reshape");
+  EXPECT_EQ(g.outputs, std::vector<std::string>{"y"});
+  const ValueInfo* yi = g.info("y");
+  ASSERT_NE(yi, nullptr);
+  EXPECT_EQ(yi->shape.str(), "[1,150]");
+  auto after = evaluate(g, feeds);
+  ASSERT_TRUE(after.ok()) << after.status().message();
+  expect_close((*before)[0], (*after)[0], 1e-4f);
+}
+
+}  // namespace
+}  // namespace tessera
