@@ -1,8 +1,539 @@
-// Placeholder: the rnn family registers no ops yet.
+// Recurrent layers: RNN, GRU and LSTM (ONNX opsets 7-17, including the
+// opset-14 `layout` attribute).
+//
+// Input: X [T,B,I] (layout 0) or [B,T,I] (layout 1), weights W [D,G*H,I],
+// R [D,G*H,H], optional bias, sequence_lens, initial states and peepholes.
+// Output: Y [T,D,B,H] / [B,T,D,H] and the final states Y_h (and Y_c).
+//
+// Method: per direction, the input projection of every time step X*W^T (+ the
+// biases that are plain additive terms) is one large GEMM up front; the
+// recurrence then does one small GEMM per step (H_{t-1}*R^T for the whole
+// batch) followed by the gate arithmetic in vector-friendly passes over
+// contiguous rows. W and R are packed transposed ([I,G*H], [H,G*H]) once at
+// kernel creation when they are constants.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
 #include "ops/op_registry.h"
+#include "ops/rnn_gemm.h"
 
 namespace tessera {
+namespace {
 
-TSR_REGISTER_OPS(rnn) { (void)reg; }
+enum class Cell { kRnn, kGru, kLstm };
+
+int gates_of(Cell c) { return c == Cell::kRnn ? 1 : c == Cell::kGru ? 3 : 4; }
+int acts_of(Cell c) { return c == Cell::kRnn ? 1 : c == Cell::kGru ? 2 : 3; }
+
+// ---- activation functions -------------------------------------------------
+
+enum class ActKind {
+  kSigmoid, kTanh, kRelu, kAffine, kLeakyRelu, kThresholdedRelu, kScaledTanh, kHardSigmoid, kElu,
+  kSoftsign, kSoftplus
+};
+
+struct Act {
+  ActKind kind = ActKind::kSigmoid;
+  float alpha = 0.f;
+  float beta = 0.f;
+};
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Parses the `activations` attribute. Alphas and betas are consumed in order
+// by the activations that take them; missing ones take the defaults of the
+// corresponding ONNX operators.
+Status parse_activations(const Node& node, Cell cell, int num_dirs, std::vector<Act>* out) {
+  static const char* kDefaults[3][3] = {{"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
+  int per_dir = acts_of(cell);
+  std::vector<std::string> names = node.has_attr("activations") ? node.attr("activations")->strings
+                                                                 : std::vector<std::string>{};
+  if (names.empty()) {
+    for (int d = 0; d < num_dirs; ++d)
+      for (int k = 0; k < per_dir; ++k) names.push_back(kDefaults[static_cast<int>(cell)][k]);
+  }
+  if (static_cast<int>(names.size()) == per_dir && num_dirs == 2) {
+    std::vector<std::string> twice = names;
+    twice.insert(twice.end(), names.begin(), names.end());
+    names = twice;
+  }
+  if (static_cast<int>(names.size()) != per_dir * num_dirs) {
+    return InvalidModel(node.describe() + ": expected " + std::to_string(per_dir * num_dirs) +
+                        " activations, got " + std::to_string(names.size()));
+  }
+  std::vector<float> alphas = node.attr_floats("activation_alpha");
+  std::vector<float> betas = node.attr_floats("activation_beta");
+  size_t ai = 0, bi = 0;
+  auto take_alpha = [&](float def) { return ai < alphas.size() ? alphas[ai++] : def; };
+  auto take_beta = [&](float def) { return bi < betas.size() ? betas[bi++] : def; };
+  out->clear();
+  for (const std::string& raw : names) {
+    std::string n = lower(raw);
+    Act a;
+    if (n == "sigmoid") {
+      a.kind = ActKind::kSigmoid;
+    } else if (n == "tanh") {
+      a.kind = ActKind::kTanh;
+    } else if (n == "relu") {
+      a.kind = ActKind::kRelu;
+    } else if (n == "affine") {
+      a.kind = ActKind::kAffine;
+      a.alpha = take_alpha(1.f);
+      a.beta = take_beta(0.f);
+    } else if (n == "leakyrelu") {
+      a.kind = ActKind::kLeakyRelu;
+      a.alpha = take_alpha(0.01f);
+    } else if (n == "thresholdedrelu") {
+      a.kind = ActKind::kThresholdedRelu;
+      a.alpha = take_alpha(1.f);
+    } else if (n == "scaledtanh") {
+      a.kind = ActKind::kScaledTanh;
+      a.alpha = take_alpha(1.f);
+      a.beta = take_beta(1.f);
+    } else if (n == "hardsigmoid") {
+      a.kind = ActKind::kHardSigmoid;
+      a.alpha = take_alpha(0.2f);
+      a.beta = take_beta(0.5f);
+    } else if (n == "elu") {
+      a.kind = ActKind::kElu;
+      a.alpha = take_alpha(1.f);
+    } else if (n == "softsign") {
+      a.kind = ActKind::kSoftsign;
+    } else if (n == "softplus") {
+      a.kind = ActKind::kSoftplus;
+    } else {
+      return Unsupported(node.describe() + ": unsupported activation '" + raw + "'");
+    }
+    out->push_back(a);
+  }
+  return Status::Ok();
+}
+
+// Applies `a` in place to n values, optionally clipping the input first.
+template <class T>
+void apply_act(const Act& a, T* x, int64_t n, T clip) {
+  if (clip > T(0)) {
+    for (int64_t i = 0; i < n; ++i) x[i] = std::min(std::max(x[i], -clip), clip);
+  }
+  const T al = static_cast<T>(a.alpha), be = static_cast<T>(a.beta);
+  switch (a.kind) {
+    case ActKind::kSigmoid:
+      for (int64_t i = 0; i < n; ++i) x[i] = T(1) / (T(1) + std::exp(-x[i]));
+      break;
+    case ActKind::kTanh:
+      for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
+      break;
+    case ActKind::kRelu:
+      for (int64_t i = 0; i < n; ++i) x[i] = std::max(x[i], T(0));
+      break;
+    case ActKind::kAffine:
+      for (int64_t i = 0; i < n; ++i) x[i] = al * x[i] + be;
+      break;
+    case ActKind::kLeakyRelu:
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] < T(0) ? al * x[i] : x[i];
+      break;
+    case ActKind::kThresholdedRelu:
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] > al ? x[i] : T(0);
+      break;
+    case ActKind::kScaledTanh:
+      for (int64_t i = 0; i < n; ++i) x[i] = al * std::tanh(be * x[i]);
+      break;
+    case ActKind::kHardSigmoid:
+      for (int64_t i = 0; i < n; ++i) x[i] = std::min(T(1), std::max(T(0), al * x[i] + be));
+      break;
+    case ActKind::kElu:
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] < T(0) ? al * (std::exp(x[i]) - T(1)) : x[i];
+      break;
+    case ActKind::kSoftsign:
+      for (int64_t i = 0; i < n; ++i) x[i] = x[i] / (T(1) + std::abs(x[i]));
+      break;
+    case ActKind::kSoftplus:
+      for (int64_t i = 0; i < n; ++i) x[i] = std::log1p(std::exp(x[i]));
+      break;
+  }
+}
+
+// ---- attributes -----------------------------------------------------------
+
+struct RnnAttrs {
+  Cell cell = Cell::kLstm;
+  int64_t hidden = -1;  // -1: take from R
+  int num_dirs = 1;
+  bool reverse_only = false;
+  int64_t layout = 0;
+  float clip = 0.f;  // 0 = no clipping
+  bool input_forget = false;
+  bool linear_before_reset = false;
+  std::vector<Act> acts;  // acts_of(cell) per direction
+};
+
+Status parse_attrs(const Node& node, Cell cell, RnnAttrs* a) {
+  a->cell = cell;
+  a->hidden = node.attr_int("hidden_size", -1);
+  std::string dir = node.attr_string("direction", "forward");
+  if (dir == "forward") {
+    a->num_dirs = 1;
+  } else if (dir == "reverse") {
+    a->num_dirs = 1;
+    a->reverse_only = true;
+  } else if (dir == "bidirectional") {
+    a->num_dirs = 2;
+  } else {
+    return InvalidModel(node.describe() + ": bad direction '" + dir + "'");
+  }
+  a->layout = node.attr_int("layout", 0);
+  if (a->layout != 0 && a->layout != 1) return InvalidModel(node.describe() + ": layout must be 0 or 1");
+  a->clip = node.has_attr("clip") ? node.attr_float("clip", 0.f) : 0.f;
+  if (node.has_attr("clip") && !(a->clip > 0.f)) return InvalidModel(node.describe() + ": clip must be positive");
+  a->input_forget = node.attr_int("input_forget", 0) != 0;
+  a->linear_before_reset = node.attr_int("linear_before_reset", 0) != 0;
+  return parse_activations(node, cell, a->num_dirs, &a->acts);
+}
+
+// ---- inference --------------------------------------------------------------
+
+template <Cell kCell>
+Status infer_rnn(InferContext& ctx) {
+  const Node& node = ctx.node();
+  RnnAttrs a;
+  TSR_RETURN_IF_ERROR(parse_attrs(node, kCell, &a));
+  const Shape& xs = ctx.in_shape(0);
+  if (xs.rank_known && xs.rank() != 3) return ctx.error("X must be 3-D, got " + xs.str());
+  const Shape& ws = ctx.in_shape(1);
+  const Shape& rs = ctx.in_shape(2);
+  if (ws.rank_known && ws.rank() != 3) return ctx.error("W must be 3-D, got " + ws.str());
+  if (rs.rank_known && rs.rank() != 3) return ctx.error("R must be 3-D, got " + rs.str());
+  Dim hidden = a.hidden > 0 ? Dim(a.hidden) : (rs.rank_known ? rs[2] : Dim());
+  Dim seq, batch;
+  if (xs.rank_known) {
+    seq = a.layout == 0 ? xs[0] : xs[1];
+    batch = a.layout == 0 ? xs[1] : xs[0];
+  }
+  if (ws.rank_known && ws[1].known() && hidden.known() && ws[1].value != gates_of(kCell) * hidden.value) {
+    return ctx.error("W has " + ws[1].str() + " rows, expected " + std::to_string(gates_of(kCell)) +
+                     " * hidden_size " + hidden.str());
+  }
+  if (ws.rank_known && ws[0].known() && ws[0].value != a.num_dirs) {
+    return ctx.error("W's first dim " + ws[0].str() + " does not match the direction count");
+  }
+  if (xs.rank_known && ws.rank_known && xs[2].known() && ws[2].known() && xs[2].value != ws[2].value) {
+    return ctx.error("X's input size " + xs[2].str() + " does not match W's " + ws[2].str());
+  }
+  DType dt = ctx.in_dtype(0);
+  Dim dirs(a.num_dirs);
+  if (a.layout == 0) {
+    ctx.set_output(0, dt, Shape({seq, dirs, batch, hidden}));
+    ctx.set_output(1, dt, Shape({dirs, batch, hidden}));
+    ctx.set_output(2, dt, Shape({dirs, batch, hidden}));
+  } else {
+    ctx.set_output(0, dt, Shape({batch, seq, dirs, hidden}));
+    ctx.set_output(1, dt, Shape({batch, dirs, hidden}));
+    ctx.set_output(2, dt, Shape({batch, dirs, hidden}));
+  }
+  return Status::Ok();
+}
+
+// ---- kernel -----------------------------------------------------------------
+
+// Packed, transposed weights of one node: per direction Wt [I,G*H], Rt [H,G*H].
+template <class T>
+struct PackedWeights {
+  int64_t input = 0, hidden = 0;
+  std::vector<std::vector<T>> wt, rt;
+};
+
+template <class T>
+PackedWeights<T> pack_weights(const Tensor& w, const Tensor& r, int num_dirs, int gates) {
+  PackedWeights<T> p;
+  p.input = w.dim(2);
+  p.hidden = r.dim(2);
+  const int64_t n = gates * p.hidden;
+  for (int d = 0; d < num_dirs; ++d) {
+    p.wt.push_back(transpose_pack(w.data<T>() + d * n * p.input, n, p.input));
+    p.rt.push_back(transpose_pack(r.data<T>() + d * n * p.hidden, n, p.hidden));
+  }
+  return p;
+}
+
+class RnnKernel final : public Kernel {
+ public:
+  RnnKernel(RnnAttrs attrs) : a_(std::move(attrs)) {}
+
+  static Expected<std::unique_ptr<Kernel>> create(const KernelInit& init, Cell cell) {
+    RnnAttrs a;
+    TSR_RETURN_IF_ERROR(parse_attrs(init.node, cell, &a));
+    auto k = std::make_unique<RnnKernel>(std::move(a));
+    const Tensor* w = init.const_inputs.size() > 1 ? init.const_inputs[1] : nullptr;
+    const Tensor* r = init.const_inputs.size() > 2 ? init.const_inputs[2] : nullptr;
+    if (w && r && w->rank() == 3 && r->rank() == 3 && w->dtype() == r->dtype() &&
+        w->dim(0) == k->a_.num_dirs && r->dim(0) == k->a_.num_dirs &&
+        w->dim(1) == gates_of(cell) * r->dim(2) && r->dim(1) == w->dim(1)) {
+      if (w->dtype() == DType::kFloat32) k->packed_f_ = pack_weights<float>(*w, *r, k->a_.num_dirs, gates_of(cell));
+      if (w->dtype() == DType::kFloat64) k->packed_d_ = pack_weights<double>(*w, *r, k->a_.num_dirs, gates_of(cell));
+    }
+    return std::unique_ptr<Kernel>(std::move(k));
+  }
+
+  Status run(KernelContext& ctx) const override {
+    const Tensor* x = ctx.input(0);
+    switch (x->dtype()) {
+      case DType::kFloat32: return run_typed<float>(ctx, packed_f_);
+      case DType::kFloat64: return run_typed<double>(ctx, packed_d_);
+      default: return Unsupported(ctx.node().describe() + ": dtype " + dtype_name(x->dtype()) + " is not supported");
+    }
+  }
+
+ private:
+  template <class T>
+  Status run_typed(KernelContext& ctx, const PackedWeights<T>& prepacked) const;
+
+  RnnAttrs a_;
+  PackedWeights<float> packed_f_;
+  PackedWeights<double> packed_d_;
+};
+
+template <class T>
+Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacked) const {
+  const Node& node = ctx.node();
+  const Tensor* x = ctx.input(0);
+  const Tensor* w = ctx.input(1);
+  const Tensor* r = ctx.input(2);
+  const Tensor* bias = ctx.input(3);
+  const Tensor* seq_lens = ctx.input(4);
+  const Tensor* init_h = ctx.input(5);
+  const Tensor* init_c = a_.cell == Cell::kLstm ? ctx.input(6) : nullptr;
+  const Tensor* peep = a_.cell == Cell::kLstm ? ctx.input(7) : nullptr;
+  const int G = gates_of(a_.cell);
+  const int D = a_.num_dirs;
+  if (!x || !w || !r || x->rank() != 3 || w->rank() != 3 || r->rank() != 3) {
+    return ctx.error("X, W and R must be present and 3-D");
+  }
+  for (const Tensor* t : {w, r, bias, init_h, init_c, peep}) {
+    if (t && t->dtype() != x->dtype()) return ctx.error("all float inputs must share X's dtype");
+  }
+  const int64_t T_ = a_.layout == 0 ? x->dim(0) : x->dim(1);
+  const int64_t B = a_.layout == 0 ? x->dim(1) : x->dim(0);
+  const int64_t I = x->dim(2);
+  const int64_t H = r->dim(2);
+  const int64_t GH = G * H;
+  if (a_.hidden > 0 && a_.hidden != H) return ctx.error("R's last dim does not match hidden_size");
+  if (w->dim(0) != D || r->dim(0) != D || w->dim(1) != GH || r->dim(1) != GH || w->dim(2) != I) {
+    return ctx.error("W " + dims_str(w->dims()) + " / R " + dims_str(r->dims()) + " do not match X " +
+                     dims_str(x->dims()) + " and hidden size " + std::to_string(H));
+  }
+  if (bias && (bias->rank() != 2 || bias->dim(0) != D || bias->dim(1) != 2 * GH)) {
+    return ctx.error("B must be [" + std::to_string(D) + "," + std::to_string(2 * GH) + "]");
+  }
+  const Dims state_dims = a_.layout == 0 ? Dims{D, B, H} : Dims{B, D, H};
+  if (init_h && init_h->dims() != state_dims) return ctx.error("initial_h must be " + dims_str(state_dims));
+  if (init_c && init_c->dims() != state_dims) return ctx.error("initial_c must be " + dims_str(state_dims));
+  if (peep && (peep->rank() != 2 || peep->dim(0) != D || peep->dim(1) != 3 * H)) {
+    return ctx.error("P must be [" + std::to_string(D) + "," + std::to_string(3 * H) + "]");
+  }
+  std::vector<int64_t> lens(static_cast<size_t>(B), T_);
+  if (seq_lens) {
+    if (seq_lens->numel() != B) return ctx.error("sequence_lens must have batch_size entries");
+    for (int64_t b = 0; b < B; ++b) {
+      lens[static_cast<size_t>(b)] = seq_lens->as_int64(b);
+      if (lens[static_cast<size_t>(b)] < 0 || lens[static_cast<size_t>(b)] > T_) {
+        return ctx.error("sequence_lens entry out of range [0, seq_length]");
+      }
+    }
+  }
+
+  PackedWeights<T> local;
+  const PackedWeights<T>* pw = &prepacked;
+  if (prepacked.wt.empty() || prepacked.input != I || prepacked.hidden != H) {
+    local = pack_weights<T>(*w, *r, D, G);
+    pw = &local;
+  }
+
+  Tensor* y = ctx.output(0);
+  Tensor* yh = ctx.output(1);
+  Tensor* yc = a_.cell == Cell::kLstm ? ctx.output(2) : nullptr;
+  if (y && y->defined()) std::memset(y->raw(), 0, y->nbytes());
+  if (yh && yh->defined()) std::memset(yh->raw(), 0, yh->nbytes());
+  if (yc && yc->defined()) std::memset(yc->raw(), 0, yc->nbytes());
+
+  const T clip = static_cast<T>(a_.clip);
+  const T* xd = x->data<T>();
+  // Row of X / XW for (t, b).
+  auto xrow = [&](int64_t t, int64_t b) { return a_.layout == 0 ? t * B + b : b * T_ + t; };
+  auto yoff = [&](int64_t t, int d, int64_t b) {
+    return a_.layout == 0 ? ((t * D + d) * B + b) * H : ((b * T_ + t) * D + d) * H;
+  };
+  auto soff = [&](int d, int64_t b) { return a_.layout == 0 ? (d * B + b) * H : (b * D + d) * H; };
+
+  std::vector<T> xw(static_cast<size_t>(T_ * B * GH));
+  std::vector<T> gates(static_cast<size_t>(B * GH));
+  std::vector<T> h(static_cast<size_t>(B * H)), c(static_cast<size_t>(B * H));
+  std::vector<T> tmp(static_cast<size_t>(B * H)), tmp2(static_cast<size_t>(B * H));
+  std::vector<T> addb(static_cast<size_t>(GH));  // bias folded into the input projection
+  std::vector<T> rbh(static_cast<size_t>(H));    // GRU linear_before_reset: Rb_h
+  const bool all_full = std::all_of(lens.begin(), lens.end(), [&](int64_t l) { return l == T_; });
+
+  for (int d = 0; d < D; ++d) {
+    const bool reverse = a_.reverse_only || d == 1;
+    const Act* acts = &a_.acts[static_cast<size_t>(d * acts_of(a_.cell))];
+    // Folded bias: Wb + Rb, except GRU's Rb_h under linear_before_reset.
+    std::fill(addb.begin(), addb.end(), T(0));
+    std::fill(rbh.begin(), rbh.end(), T(0));
+    if (bias) {
+      const T* bd = bias->data<T>() + d * 2 * GH;
+      for (int64_t j = 0; j < GH; ++j) addb[j] = bd[j] + bd[GH + j];
+      if (a_.cell == Cell::kGru && a_.linear_before_reset) {
+        for (int64_t j = 0; j < H; ++j) {
+          addb[2 * H + j] = bd[2 * H + j];
+          rbh[j] = bd[GH + 2 * H + j];
+        }
+      }
+    }
+    // Input projection for all steps: XW[row] = X[row] * W^T + addb.
+    rnn_gemm<T>(&ctx.pool(), T_ * B, GH, I, xd, I, pw->wt[d].data(), GH, xw.data(), GH, addb.data());
+
+    // Initial states.
+    for (int64_t b = 0; b < B; ++b) {
+      T* hb = h.data() + b * H;
+      T* cb = c.data() + b * H;
+      if (init_h) std::memcpy(hb, init_h->data<T>() + soff(d, b), sizeof(T) * H);
+      else std::fill(hb, hb + H, T(0));
+      if (init_c) std::memcpy(cb, init_c->data<T>() + soff(d, b), sizeof(T) * H);
+      else std::fill(cb, cb + H, T(0));
+    }
+    const T* pi = peep ? peep->data<T>() + d * 3 * H : nullptr;
+    const T* po = pi ? pi + H : nullptr;
+    const T* pf = pi ? pi + 2 * H : nullptr;
+    const T* rt = pw->rt[d].data();
+
+    for (int64_t step = 0; step < T_; ++step) {
+      const int64_t t = reverse ? T_ - 1 - step : step;
+      // For reversed sequences of length L < T, batch b's step s reads time
+      // L-1-s; handle that by per-batch time indices.
+      auto time_of = [&](int64_t b) { return reverse ? lens[static_cast<size_t>(b)] - 1 - step : step; };
+      auto active = [&](int64_t b) { return step < lens[static_cast<size_t>(b)]; };
+      // gates = XW[time] (+ H*R^T below).
+      for (int64_t b = 0; b < B; ++b) {
+        int64_t tb = all_full ? t : time_of(b);
+        if (!active(b)) tb = 0;
+        std::memcpy(gates.data() + b * GH, xw.data() + xrow(tb, b) * GH, sizeof(T) * GH);
+      }
+      if (a_.cell == Cell::kGru) {
+        // z and r: gates[:, 0:2H] += H * R[0:2H]^T.
+        rnn_gemm_acc<T>(&ctx.pool(), B, 2 * H, H, h.data(), H, rt, GH, gates.data(), GH);
+        for (int64_t b = 0; b < B; ++b) {
+          T* g = gates.data() + b * GH;
+          apply_act(acts[0], g, 2 * H, clip);  // z and r share f
+        }
+        if (a_.linear_before_reset) {
+          // tmp = H * Rh^T + Rb_h; then h~ = g(xw_h + r . tmp).
+          for (int64_t b = 0; b < B; ++b) std::copy(rbh.begin(), rbh.end(), tmp.begin() + b * H);
+          rnn_gemm_acc<T>(&ctx.pool(), B, H, H, h.data(), H, rt + 2 * H, GH, tmp.data(), H);
+          for (int64_t b = 0; b < B; ++b) {
+            T* g = gates.data() + b * GH;
+            const T* tb = tmp.data() + b * H;
+            for (int64_t j = 0; j < H; ++j) g[2 * H + j] += g[H + j] * tb[j];
+          }
+        } else {
+          // tmp = r . H; h~ = g(xw_h + tmp * Rh^T).
+          for (int64_t b = 0; b < B; ++b) {
+            const T* g = gates.data() + b * GH;
+            const T* hb = h.data() + b * H;
+            T* tb = tmp.data() + b * H;
+            for (int64_t j = 0; j < H; ++j) tb[j] = g[H + j] * hb[j];
+          }
+          // Write into a contiguous temp then add, since gates' h block is strided.
+          std::fill(tmp2.begin(), tmp2.end(), T(0));
+          rnn_gemm_acc<T>(&ctx.pool(), B, H, H, tmp.data(), H, rt + 2 * H, GH, tmp2.data(), H);
+          for (int64_t b = 0; b < B; ++b) {
+            T* g = gates.data() + b * GH + 2 * H;
+            const T* t2 = tmp2.data() + b * H;
+            for (int64_t j = 0; j < H; ++j) g[j] += t2[j];
+          }
+        }
+        for (int64_t b = 0; b < B; ++b) {
+          if (!active(b)) continue;
+          T* g = gates.data() + b * GH;
+          apply_act(acts[1], g + 2 * H, H, clip);
+          T* hb = h.data() + b * H;
+          const T* z = g;
+          const T* hc = g + 2 * H;
+          for (int64_t j = 0; j < H; ++j) hb[j] = (T(1) - z[j]) * hc[j] + z[j] * hb[j];
+        }
+      } else {
+        rnn_gemm_acc<T>(&ctx.pool(), B, GH, H, h.data(), H, rt, GH, gates.data(), GH);
+        for (int64_t b = 0; b < B; ++b) {
+          if (!active(b)) continue;
+          T* g = gates.data() + b * GH;
+          T* hb = h.data() + b * H;
+          if (a_.cell == Cell::kRnn) {
+            apply_act(acts[0], g, H, clip);
+            std::memcpy(hb, g, sizeof(T) * H);
+            continue;
+          }
+          // LSTM gate blocks: i, o, f, c.
+          T* gi = g;
+          T* go = g + H;
+          T* gf = g + 2 * H;
+          T* gc = g + 3 * H;
+          T* cb = c.data() + b * H;
+          if (pi) {
+            for (int64_t j = 0; j < H; ++j) gi[j] += pi[j] * cb[j];
+            for (int64_t j = 0; j < H; ++j) gf[j] += pf[j] * cb[j];
+          }
+          apply_act(acts[0], gi, H, clip);
+          if (a_.input_forget) {
+            for (int64_t j = 0; j < H; ++j) gf[j] = T(1) - gi[j];
+          } else {
+            apply_act(acts[0], gf, H, clip);
+          }
+          apply_act(acts[1], gc, H, clip);
+          for (int64_t j = 0; j < H; ++j) cb[j] = gf[j] * cb[j] + gi[j] * gc[j];
+          if (po) {
+            for (int64_t j = 0; j < H; ++j) go[j] += po[j] * cb[j];
+          }
+          apply_act(acts[0], go, H, clip);
+          T* th = tmp.data() + b * H;
+          std::memcpy(th, cb, sizeof(T) * H);
+          apply_act(acts[2], th, H, T(0));
+          for (int64_t j = 0; j < H; ++j) hb[j] = go[j] * th[j];
+        }
+      }
+      if (y && y->defined()) {
+        T* yd = y->data<T>();
+        for (int64_t b = 0; b < B; ++b) {
+          if (!active(b)) continue;
+          int64_t tb = all_full ? t : time_of(b);
+          std::memcpy(yd + yoff(tb, d, b), h.data() + b * H, sizeof(T) * H);
+        }
+      }
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      if (yh && yh->defined()) std::memcpy(yh->data<T>() + soff(d, b), h.data() + b * H, sizeof(T) * H);
+      if (yc && yc->defined()) std::memcpy(yc->data<T>() + soff(d, b), c.data() + b * H, sizeof(T) * H);
+    }
+  }
+  (void)node;
+  return Status::Ok();
+}
+
+Expected<std::unique_ptr<Kernel>> create_rnn(const KernelInit& init) { return RnnKernel::create(init, Cell::kRnn); }
+Expected<std::unique_ptr<Kernel>> create_gru(const KernelInit& init) { return RnnKernel::create(init, Cell::kGru); }
+Expected<std::unique_ptr<Kernel>> create_lstm(const KernelInit& init) {
+  return RnnKernel::create(init, Cell::kLstm);
+}
+
+}  // namespace
+
+TSR_REGISTER_OPS(rnn) {
+  reg.add(OpSchema{"RNN", "", infer_rnn<Cell::kRnn>, create_rnn, nullptr, {}});
+  reg.add(OpSchema{"GRU", "", infer_rnn<Cell::kGru>, create_gru, nullptr, {}});
+  reg.add(OpSchema{"LSTM", "", infer_rnn<Cell::kLstm>, create_lstm, nullptr, {}});
+}
 
 }  // namespace tessera
