@@ -1,8 +1,484 @@
-// Placeholder: the conv family registers no ops yet.
+// The convolution family: Conv (1-D/2-D/3-D, groups, dilations, strides,
+// pads, auto_pad), ConvTranspose, ConvInteger, and com.microsoft FusedConv
+// (Conv + activation, optional summand Z) which graph fusion produces.
+//
+// float32 Conv lowers each (image, group) to one GEMM: the weights, packed
+// once at kernel creation when constant, times the im2col matrix, which
+// Im2colSource writes straight into the GEMM's packed panels (a pointwise
+// convolution uses the input planes as-is). Bias and activation run in the
+// GEMM epilogue. Depthwise convolutions take a direct path.
+// ConvTranspose is GEMM (W^T X) followed by col2im.
+// float16/bfloat16/float64 convert through float32.
+#include <algorithm>
+#include <cstring>
+
+#include "ops/conv_im2col.h"
+#include "ops/conv_util.h"
+#include "ops/kernels/fused_activation.h"
+#include "ops/kernels/gemm.h"
 #include "ops/op_registry.h"
 
 namespace tessera {
 
-TSR_REGISTER_OPS(conv) { (void)reg; }
+namespace {
+
+using kernels::Epilogue;
+using kernels::GemmA;
+using kernels::GemmB;
+using kernels::PackedMatrix;
+
+// Per-(image, group) GEMMs smaller than this run one per thread.
+constexpr double kSmallGemmFlops = 4.0e6;
+
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+bool float_convertible(DType t) {
+  return t == DType::kFloat16 || t == DType::kBFloat16 || t == DType::kFloat64;
+}
+
+// Spatial rank of a convolution from X or W; -1 when both are unranked.
+int conv_rank(const Shape& x, const Shape& w) {
+  if (x.rank_known) return x.rank();
+  if (w.rank_known) return w.rank();
+  return -1;
+}
+
+std::vector<int64_t> weight_kernel(const Shape& w, int spatial) {
+  std::vector<int64_t> k(static_cast<size_t>(spatial), -1);
+  if (w.rank_known && w.rank() == spatial + 2) {
+    for (int i = 0; i < spatial; ++i) k[static_cast<size_t>(i)] = w[i + 2].known() ? w[i + 2].value : -1;
+  }
+  return k;
+}
+
+// ---- Conv ---------------------------------------------------------------------
+
+Status infer_conv(InferContext& ctx) {
+  const Shape& x = ctx.in_shape(0);
+  const Shape& w = ctx.in_shape(1);
+  const DType dtype = ctx.node().op_type == "ConvInteger" ? DType::kInt32 : ctx.in_dtype(0);
+  const int rank = conv_rank(x, w);
+  if (rank < 0) {
+    ctx.set_output(0, dtype, Shape::Unranked());
+    return Status::Ok();
+  }
+  if (rank < 3) return ctx.error("input must have rank >= 3, got " + x.str());
+  if (x.rank_known && w.rank_known && x.rank() != w.rank()) {
+    return ctx.error("X " + x.str() + " and W " + w.str() + " differ in rank");
+  }
+  const int spatial = rank - 2;
+  SpatialAttrs a;
+  TSR_RETURN_IF_ERROR(read_spatial_attrs(ctx.node(), spatial, weight_kernel(w, spatial), false, &a));
+  const int64_t group = ctx.node().attr_int("group", 1);
+  if (group <= 0) return ctx.error("group must be positive");
+  if (x.rank_known && w.rank_known && x[1].known() && w[1].known() && x[1].value != w[1].value * group) {
+    return ctx.error("X has " + std::to_string(x[1].value) + " channels but W expects " +
+                     std::to_string(w[1].value) + " x group " + std::to_string(group));
+  }
+  std::vector<Dim> out;
+  out.push_back(x.rank_known ? x[0] : Dim());
+  out.push_back(w.rank_known ? w[0] : Dim());
+  if (x.rank_known) {
+    for (const Dim& d : conv_output_dims(x, a)) out.push_back(d);
+  } else {
+    for (int i = 0; i < spatial; ++i) out.push_back(Dim());
+  }
+  ctx.set_output(0, dtype, Shape(out));
+  return Status::Ok();
+}
+
+// Checks X/W/B against each other and computes the geometry.
+struct ConvSetup {
+  int64_t n, c, m, group, cg, mg;
+  Geometry g;
+};
+
+Expected<ConvSetup> conv_setup(const Node& node, const Dims& xd, const Dims& wd, const Tensor* bias) {
+  if (xd.size() < 3 || wd.size() != xd.size()) {
+    return InvalidInput(node.describe() + ": X " + dims_str(xd) + " and W " + dims_str(wd) +
+                        " must have the same rank >= 3");
+  }
+  ConvSetup s;
+  s.n = xd[0];
+  s.c = xd[1];
+  s.m = wd[0];
+  s.group = node.attr_int("group", 1);
+  if (s.group <= 0 || s.c % s.group != 0 || s.m % s.group != 0 || wd[1] * s.group != s.c) {
+    return InvalidInput(node.describe() + ": channels of X " + dims_str(xd) + " and W " + dims_str(wd) +
+                        " do not match group " + std::to_string(s.group));
+  }
+  s.cg = wd[1];
+  s.mg = s.m / s.group;
+  if (bias && bias->numel() != s.m) {
+    return InvalidInput(node.describe() + ": bias has " + std::to_string(bias->numel()) + " values for " +
+                        std::to_string(s.m) + " output channels");
+  }
+  const int spatial = static_cast<int>(xd.size()) - 2;
+  SpatialAttrs a;
+  TSR_RETURN_IF_ERROR(read_spatial_attrs(node, spatial, Dims(wd.begin() + 2, wd.end()), false, &a));
+  for (int i = 0; i < spatial; ++i) {
+    if (a.kernel[static_cast<size_t>(i)] != wd[static_cast<size_t>(i) + 2]) {
+      return InvalidInput(node.describe() + ": kernel_shape does not match W " + dims_str(wd));
+    }
+  }
+  TSR_ASSIGN_OR_RETURN(s.g, conv_geometry(Dims(xd.begin() + 2, xd.end()), a, node.describe()));
+  return s;
+}
+
+class ConvKernel final : public Kernel {
+ public:
+  static Expected<std::unique_ptr<Kernel>> Create(const KernelInit& init) {
+    auto k = std::make_unique<ConvKernel>();
+    const Node& node = init.node;
+    if (node.op_type == "FusedConv") TSR_RETURN_IF_ERROR(kernels::activation_from_conv_attrs(node, &k->act_));
+    const Tensor* w = init.const_inputs.size() > 1 ? init.const_inputs[1] : nullptr;
+    const int64_t group = node.attr_int("group", 1);
+    if (w && w->dtype() == DType::kFloat32 && w->rank() >= 3 && group > 0 && w->dim(0) % group == 0 &&
+        w->dim(1) > 1) {
+      // Depthwise weights (one input channel per group) are used directly.
+      const int64_t mg = w->dim(0) / group;
+      const int64_t kk = w->numel() / w->dim(0);
+      for (int64_t g = 0; g < group; ++g) {
+        k->packed_.push_back(PackedMatrix::PackA(w->data<float>() + g * mg * kk, kk, false, mg, kk));
+      }
+      k->packed_dims_ = w->dims();
+    }
+    return std::unique_ptr<Kernel>(std::move(k));
+  }
+
+  Status run(KernelContext& ctx) const override {
+    const Tensor& x = *ctx.input(0);
+    const Tensor& w = *ctx.input(1);
+    const Tensor* b = ctx.input(2);
+    const Tensor* z = ctx.node().op_type == "FusedConv" ? ctx.input(3) : nullptr;
+    Tensor& y = *ctx.output(0);
+    TSR_ASSIGN_OR_RETURN(ConvSetup s, conv_setup(ctx.node(), x.dims(), w.dims(), b));
+    Dims yd = {s.n, s.m};
+    yd.insert(yd.end(), s.g.out.begin(), s.g.out.end());
+    if (y.dims() != yd) return ctx.error("output is " + dims_str(y.dims()) + ", expected " + dims_str(yd));
+    if (z && z->dims() != yd) return ctx.error("summand Z " + dims_str(z->dims()) + " must match the output");
+    if (y.numel() == 0) return Status::Ok();
+    if (x.dtype() == DType::kFloat32) {
+      run_float(ctx, s, x.data<float>(), w.data<float>(), b ? b->data<float>() : nullptr,
+                z ? z->data<float>() : nullptr, w.dims() == packed_dims_, y.data<float>());
+      return Status::Ok();
+    }
+    if (!float_convertible(x.dtype())) {
+      return Unsupported(ctx.node().describe() + ": Conv on " + dtype_name(x.dtype()));
+    }
+    Tensor xf = to_float32(x), wf = to_float32(w), yf(DType::kFloat32, y.dims());
+    Tensor bf, zf;
+    if (b) bf = to_float32(*b);
+    if (z) zf = to_float32(*z);
+    run_float(ctx, s, xf.data<float>(), wf.data<float>(), b ? bf.data<float>() : nullptr,
+              z ? zf.data<float>() : nullptr, false, yf.data<float>());
+    assign_from_float32(yf, &y);
+    return Status::Ok();
+  }
+
+ private:
+  void run_float(KernelContext& ctx, const ConvSetup& s, const float* x, const float* w, const float* bias,
+                 const float* z, bool use_packed, float* y) const {
+    const Geometry& g = s.g;
+    const int64_t isz = g.in_size();
+    const int64_t osz = g.out_size();
+    const int64_t ksz = g.kernel_size();
+    const int64_t kdim = s.cg * ksz;
+    const bool accumulate = z != nullptr;
+    if (z && z != y) std::memcpy(y, z, sizeof(float) * static_cast<size_t>(s.n * s.m * osz));
+    ThreadPool& pool = ctx.pool();
+    const int64_t tasks = s.n * s.group;
+
+    if (s.cg == 1 && g.in.size() <= 2) {
+      pool.parallel_for(tasks, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t n = t / s.group, gi = t % s.group;
+          depthwise_conv2d(x + (n * s.c + gi) * isz, w + gi * s.mg * ksz, bias ? bias + gi * s.mg : nullptr, s.mg,
+                           g, accumulate, act_, y + (n * s.m + gi * s.mg) * osz);
+        }
+      });
+      return;
+    }
+
+    const bool pointwise = is_pointwise(g);
+    auto one = [&](int64_t t, ThreadPool* p) {
+      const int64_t n = t / s.group, gi = t % s.group;
+      const float* xg = x + (n * s.c + gi * s.cg) * isz;
+      GemmA ga{w + gi * s.mg * kdim, kdim, false, nullptr};
+      if (use_packed) ga = GemmA{nullptr, 0, false, &packed_[static_cast<size_t>(gi)]};
+      Im2colSource src(xg, s.cg, g);
+      GemmB gb{nullptr, 0, false, nullptr, &src};
+      if (pointwise) gb = GemmB{xg, isz, false, nullptr, nullptr};
+      Epilogue ep = act_;
+      if (bias) {
+        ep.bias_kind = Epilogue::Bias::kPerRow;
+        ep.bias = bias + gi * s.mg;
+      }
+      kernels::gemm(p, s.mg, osz, kdim, 1.f, ga, gb, accumulate ? 1.f : 0.f, y + (n * s.m + gi * s.mg) * osz, osz,
+                    ep);
+    };
+    const double flops = 2.0 * static_cast<double>(s.mg * osz) * static_cast<double>(kdim);
+    if (tasks > 1 && flops < kSmallGemmFlops) {
+      pool.parallel_for(tasks, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) one(t, nullptr);
+      });
+    } else {
+      for (int64_t t = 0; t < tasks; ++t) one(t, &pool);
+    }
+  }
+
+  Epilogue act_;
+  std::vector<PackedMatrix> packed_;  // per group, when W is a constant float32 tensor
+  Dims packed_dims_;
+};
+
+// ---- ConvInteger ----------------------------------------------------------------
+
+// Direct integer convolution: y[n, oc, o] = sum (x - xz) * (w - wz).
+Status run_conv_integer(KernelContext& ctx) {
+  const Tensor& x = *ctx.input(0);
+  const Tensor& w = *ctx.input(1);
+  const Tensor* xz = ctx.input(2);
+  const Tensor* wz = ctx.input(3);
+  Tensor& y = *ctx.output(0);
+  TSR_ASSIGN_OR_RETURN(ConvSetup s, conv_setup(ctx.node(), x.dims(), w.dims(), nullptr));
+  auto load = [](const Tensor& t, int64_t i) -> int32_t {
+    return t.dtype() == DType::kInt8 ? static_cast<int32_t>(t.data<int8_t>()[i])
+                                     : static_cast<int32_t>(t.data<uint8_t>()[i]);
+  };
+  const Geometry& g = s.g;
+  const size_t r = g.in.size();
+  const int64_t isz = g.in_size(), osz = g.out_size(), ksz = g.kernel_size();
+  const int32_t x0 = xz && xz->numel() > 0 ? load(*xz, 0) : 0;
+  int32_t* yp = y.data<int32_t>();
+  ctx.pool().parallel_for(s.n * s.m, 1, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> oidx(r), kidx(r);
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t n = t / s.m, oc = t % s.m, gi = oc / s.mg;
+      const int32_t w0 = wz && wz->numel() > 0 ? load(*wz, wz->numel() == 1 ? 0 : oc) : 0;
+      for (int64_t o = 0; o < osz; ++o) {
+        int64_t rem = o;
+        for (size_t i = r; i-- > 0;) {
+          oidx[i] = rem % g.out[i];
+          rem /= g.out[i];
+        }
+        int32_t acc = 0;
+        for (int64_t c = 0; c < s.cg; ++c) {
+          const int64_t xbase = (n * s.c + gi * s.cg + c) * isz;
+          const int64_t wbase = (oc * s.cg + c) * ksz;
+          for (int64_t k = 0; k < ksz; ++k) {
+            int64_t kr = k, off = 0;
+            bool ok = true;
+            for (size_t i = r; i-- > 0;) {
+              kidx[i] = kr % g.kernel[i];
+              kr /= g.kernel[i];
+            }
+            for (size_t i = 0; i < r && ok; ++i) {
+              const int64_t p = oidx[i] * g.strides[i] - g.pad_begin[i] + kidx[i] * g.dilations[i];
+              ok = p >= 0 && p < g.in[i];
+              off = off * g.in[i] + p;
+            }
+            if (ok) acc += (load(x, xbase + off) - x0) * (load(w, wbase + k) - w0);
+          }
+        }
+        yp[t * osz + o] = acc;
+      }
+    }
+  });
+  return Status::Ok();
+}
+
+// ---- ConvTranspose ------------------------------------------------------------
+
+struct ConvTransposeAttrs {
+  SpatialAttrs a;
+  std::vector<int64_t> output_padding;
+  std::vector<int64_t> output_shape;  // spatial only; empty when absent
+};
+
+Status read_convtranspose_attrs(const Node& node, int spatial, const std::vector<int64_t>& kernel_from_w,
+                                ConvTransposeAttrs* out) {
+  TSR_RETURN_IF_ERROR(read_spatial_attrs(node, spatial, kernel_from_w, false, &out->a));
+  const auto r = static_cast<size_t>(spatial);
+  out->output_padding = node.attr_ints("output_padding", std::vector<int64_t>(r, 0));
+  if (out->output_padding.empty()) out->output_padding.assign(r, 0);
+  if (out->output_padding.size() != r) return InvalidModel(node.describe() + ": output_padding has the wrong length");
+  std::vector<int64_t> os = node.attr_ints("output_shape");
+  if (os.size() == r + 2) os.erase(os.begin(), os.begin() + 2);
+  if (!os.empty() && os.size() != r) return InvalidModel(node.describe() + ": output_shape has the wrong length");
+  out->output_shape = os;
+  return Status::Ok();
+}
+
+// Output size and begin pad of one axis; out = -1 when unknown.
+void convtranspose_axis(const ConvTransposeAttrs& t, int axis, int64_t in, int64_t* out, int64_t* pad_begin) {
+  const auto i = static_cast<size_t>(axis);
+  const SpatialAttrs& a = t.a;
+  *out = -1;
+  *pad_begin = 0;
+  if (in < 0 || a.kernel[i] < 0) {
+    if (!t.output_shape.empty()) *out = t.output_shape[i];
+    return;
+  }
+  const int64_t s = a.strides[i];
+  const int64_t eff = (a.kernel[i] - 1) * a.dilations[i] + 1;
+  const int64_t full = s * (in - 1) + t.output_padding[i] + eff;
+  const bool same = a.auto_pad == AutoPad::kSameUpper || a.auto_pad == AutoPad::kSameLower;
+  if (!t.output_shape.empty() || same) {
+    *out = !t.output_shape.empty() ? t.output_shape[i] : in * s;
+    const int64_t total = full - *out;
+    const int64_t half = floor_div(total, 2);
+    *pad_begin = a.auto_pad == AutoPad::kSameUpper ? half : total - half;
+    return;
+  }
+  if (a.auto_pad == AutoPad::kValid) {
+    *out = full;
+    return;
+  }
+  *pad_begin = a.pads[i];
+  *out = full - a.pads[i] - a.pads[i + static_cast<size_t>(a.rank)];
+}
+
+Status infer_convtranspose(InferContext& ctx) {
+  const Shape& x = ctx.in_shape(0);
+  const Shape& w = ctx.in_shape(1);
+  const int rank = conv_rank(x, w);
+  if (rank < 0) {
+    ctx.set_output(0, ctx.in_dtype(0), Shape::Unranked());
+    return Status::Ok();
+  }
+  if (rank < 3) return ctx.error("input must have rank >= 3, got " + x.str());
+  const int spatial = rank - 2;
+  ConvTransposeAttrs t;
+  TSR_RETURN_IF_ERROR(read_convtranspose_attrs(ctx.node(), spatial, weight_kernel(w, spatial), &t));
+  const int64_t group = ctx.node().attr_int("group", 1);
+  if (group <= 0) return ctx.error("group must be positive");
+  if (x.rank_known && w.rank_known && x[1].known() && w[0].known() && x[1].value != w[0].value) {
+    return ctx.error("X has " + std::to_string(x[1].value) + " channels but W has " + std::to_string(w[0].value));
+  }
+  std::vector<Dim> out;
+  out.push_back(x.rank_known ? x[0] : Dim());
+  out.push_back(w.rank_known && w[1].known() ? Dim(w[1].value * group) : Dim());
+  for (int i = 0; i < spatial; ++i) {
+    const int64_t in = x.rank_known && x[i + 2].known() ? x[i + 2].value : -1;
+    int64_t o, pb;
+    convtranspose_axis(t, i, in, &o, &pb);
+    if (o < -1 || (o == -1 && in >= 0 && t.a.kernel[static_cast<size_t>(i)] >= 0)) {
+      return ctx.error("negative output size");
+    }
+    out.push_back(o >= 0 ? Dim(o) : Dim());
+  }
+  ctx.set_output(0, ctx.in_dtype(0), Shape(out));
+  return Status::Ok();
+}
+
+class ConvTransposeKernel final : public Kernel {
+ public:
+  static Expected<std::unique_ptr<Kernel>> Create(const KernelInit& init) {
+    auto k = std::make_unique<ConvTransposeKernel>();
+    const Tensor* w = init.const_inputs.size() > 1 ? init.const_inputs[1] : nullptr;
+    const int64_t group = init.node.attr_int("group", 1);
+    if (w && w->dtype() == DType::kFloat32 && w->rank() >= 3 && group > 0 && w->dim(0) % group == 0) {
+      const int64_t cg = w->dim(0) / group;
+      const int64_t rows = w->numel() / w->dim(0);  // Mg * kernel size
+      for (int64_t g = 0; g < group; ++g) {
+        k->packed_.push_back(PackedMatrix::PackA(w->data<float>() + g * cg * rows, rows, true, rows, cg));
+      }
+      k->packed_dims_ = w->dims();
+    }
+    return std::unique_ptr<Kernel>(std::move(k));
+  }
+
+  Status run(KernelContext& ctx) const override {
+    const Tensor& x = *ctx.input(0);
+    const Tensor& w = *ctx.input(1);
+    const Tensor* b = ctx.input(2);
+    Tensor& y = *ctx.output(0);
+    const Node& node = ctx.node();
+    if (x.rank() < 3 || w.rank() != x.rank()) return ctx.error("X and W must have the same rank >= 3");
+    const int spatial = x.rank() - 2;
+    ConvTransposeAttrs t;
+    TSR_RETURN_IF_ERROR(read_convtranspose_attrs(node, spatial, Dims(w.dims().begin() + 2, w.dims().end()), &t));
+    const int64_t group = node.attr_int("group", 1);
+    const int64_t n = x.dim(0), c = x.dim(1);
+    if (group <= 0 || w.dim(0) != c || c % group != 0) return ctx.error("channels of X and W do not match");
+    const int64_t cg = c / group, mg = w.dim(1), m = mg * group;
+    if (b && b->numel() != m) return ctx.error("bias must have one value per output channel");
+    Geometry g;  // the forward convolution from Y to X
+    for (int i = 0; i < spatial; ++i) {
+      const auto si = static_cast<size_t>(i);
+      int64_t o, pb;
+      convtranspose_axis(t, i, x.dim(i + 2), &o, &pb);
+      if (t.a.kernel[si] != w.dim(i + 2)) return ctx.error("kernel_shape does not match W");
+      g.in.push_back(o);
+      g.out.push_back(x.dim(i + 2));
+      g.kernel.push_back(t.a.kernel[si]);
+      g.strides.push_back(t.a.strides[si]);
+      g.dilations.push_back(t.a.dilations[si]);
+      g.pad_begin.push_back(pb);
+      g.pad_end.push_back(0);
+    }
+    Dims yd = {n, m};
+    yd.insert(yd.end(), g.in.begin(), g.in.end());
+    if (y.dims() != yd) return ctx.error("output is " + dims_str(y.dims()) + ", expected " + dims_str(yd));
+    if (y.numel() == 0) return Status::Ok();
+    if (x.dtype() == DType::kFloat32) {
+      run_float(ctx, g, n, c, m, group, cg, mg, x.data<float>(), w.data<float>(), b ? b->data<float>() : nullptr,
+                w.dims() == packed_dims_, y.data<float>());
+      return Status::Ok();
+    }
+    if (!float_convertible(x.dtype())) {
+      return Unsupported(node.describe() + ": ConvTranspose on " + dtype_name(x.dtype()));
+    }
+    Tensor xf = to_float32(x), wf = to_float32(w), yf(DType::kFloat32, y.dims()), bf;
+    if (b) bf = to_float32(*b);
+    run_float(ctx, g, n, c, m, group, cg, mg, xf.data<float>(), wf.data<float>(), b ? bf.data<float>() : nullptr,
+              false, yf.data<float>());
+    assign_from_float32(yf, &y);
+    return Status::Ok();
+  }
+
+ private:
+  void run_float(KernelContext& ctx, const Geometry& g, int64_t n, int64_t c, int64_t m, int64_t group, int64_t cg,
+                 int64_t mg, const float* x, const float* w, const float* bias, bool use_packed, float* y) const {
+    const int64_t xsz = g.out_size();  // input plane
+    const int64_t ysz = g.in_size();   // output plane
+    const int64_t ksz = g.kernel_size();
+    const int64_t rows = mg * ksz;
+    std::vector<float> col(static_cast<size_t>(rows * xsz));
+    ThreadPool& pool = ctx.pool();
+    for (int64_t in = 0; in < n; ++in) {
+      for (int64_t gi = 0; gi < group; ++gi) {
+        GemmA ga{w + gi * cg * rows, rows, true, nullptr};
+        if (use_packed) ga = GemmA{nullptr, 0, false, &packed_[static_cast<size_t>(gi)]};
+        GemmB gb{x + (in * c + gi * cg) * xsz, xsz, false, nullptr, nullptr};
+        kernels::gemm(&pool, rows, xsz, cg, 1.f, ga, gb, 0.f, col.data(), xsz);
+        float* yg = y + (in * m + gi * mg) * ysz;
+        pool.parallel_for(mg, 1, [&](int64_t begin, int64_t end) {
+          col2im(col.data() + begin * ksz * xsz, end - begin, g, yg + begin * ysz);
+          for (int64_t j = begin; j < end; ++j) {
+            float* plane = yg + j * ysz;
+            if (bias) {
+              const float bv = bias[gi * mg + j];
+              for (int64_t e = 0; e < ysz; ++e) plane[e] += bv;
+            }
+          }
+        });
+      }
+    }
+  }
+
+  std::vector<PackedMatrix> packed_;  // per group: W_g^T, when W is a constant float32 tensor
+  Dims packed_dims_;
+};
+
+}  // namespace
+
+TSR_REGISTER_OPS(conv) {
+  reg.add(OpSchema{"Conv", "", infer_conv, ConvKernel::Create, nullptr, {}});
+  reg.add(OpSchema{"FusedConv", "com.microsoft", infer_conv, ConvKernel::Create, nullptr, {}});
+  reg.add(OpSchema{"ConvInteger", "", infer_conv, nullptr, run_conv_integer, {}});
+  reg.add(OpSchema{"ConvTranspose", "", infer_convtranspose, ConvTransposeKernel::Create, nullptr, {}});
+}
 
 }  // namespace tessera

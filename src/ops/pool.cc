@@ -1,8 +1,387 @@
-// Placeholder: the pool family registers no ops yet.
+// The pooling family: MaxPool (with optional Indices, storage_order,
+// dilations, ceil_mode), AveragePool (count_include_pad), LpPool, their
+// Global* forms, and MaxUnpool. Windows follow the same geometry as Conv
+// (conv_util.h). Kernels run one (image, channel) plane per task; 1-D and
+// 2-D pools run as 3-D with unit leading axes.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "ops/conv_util.h"
 #include "ops/op_registry.h"
 
 namespace tessera {
 
-TSR_REGISTER_OPS(pool) { (void)reg; }
+namespace {
+
+enum class PoolKind { kMax, kAvg, kLp };
+
+PoolKind pool_kind(const std::string& op) {
+  if (op == "MaxPool" || op == "GlobalMaxPool") return PoolKind::kMax;
+  if (op == "AveragePool" || op == "GlobalAveragePool") return PoolKind::kAvg;
+  return PoolKind::kLp;
+}
+
+bool pool_dtype_ok(PoolKind kind, DType t) {
+  if (t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kFloat16 || t == DType::kBFloat16) return true;
+  return kind == PoolKind::kMax && (t == DType::kInt8 || t == DType::kUInt8);
+}
+
+// ---- inference ------------------------------------------------------------------
+
+Status infer_pool(InferContext& ctx) {
+  const Shape& x = ctx.in_shape(0);
+  const DType dt = ctx.in_dtype(0);
+  const bool has_indices = ctx.num_outputs() > 1;
+  if (!x.rank_known) {
+    ctx.set_output(0, dt, Shape::Unranked());
+    if (has_indices) ctx.set_output(1, DType::kInt64, Shape::Unranked());
+    return Status::Ok();
+  }
+  if (x.rank() < 3) return ctx.error("input must have rank >= 3, got " + x.str());
+  const std::string& op = ctx.node().op_type;
+  SpatialAttrs a;
+  TSR_RETURN_IF_ERROR(read_spatial_attrs(ctx.node(), x.rank() - 2, {}, op != "LpPool", &a));
+  std::vector<Dim> out = {x[0], x[1]};
+  for (const Dim& d : conv_output_dims(x, a)) out.push_back(d);
+  ctx.set_output(0, dt, Shape(out));
+  if (has_indices) ctx.set_output(1, DType::kInt64, Shape(out));
+  return Status::Ok();
+}
+
+Status infer_global_pool(InferContext& ctx) {
+  const Shape& x = ctx.in_shape(0);
+  if (!x.rank_known) {
+    ctx.set_output(0, ctx.in_dtype(0), Shape::Unranked());
+    return Status::Ok();
+  }
+  if (x.rank() < 3) return ctx.error("input must have rank >= 3, got " + x.str());
+  std::vector<Dim> out = {x[0], x[1]};
+  for (int i = 2; i < x.rank(); ++i) out.push_back(Dim(1));
+  ctx.set_output(0, ctx.in_dtype(0), Shape(out));
+  return Status::Ok();
+}
+
+// ---- windowed pools -------------------------------------------------------------
+
+// Geometry padded to three spatial axes (leading unit axes for 1-D/2-D).
+struct Pool3 {
+  int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
+  int64_t in_size() const { return in[0] * in[1] * in[2]; }
+  int64_t out_size() const { return out[0] * out[1] * out[2]; }
+};
+
+Pool3 to_pool3(const Geometry& g) {
+  Pool3 p;
+  const int r = static_cast<int>(g.in.size());
+  for (int i = 0; i < 3; ++i) {
+    const int j = i - (3 - r);
+    if (j < 0) {
+      p.in[i] = p.out[i] = p.k[i] = p.s[i] = p.d[i] = 1;
+      p.pb[i] = p.pe[i] = 0;
+    } else {
+      const auto u = static_cast<size_t>(j);
+      p.in[i] = g.in[u];
+      p.out[i] = g.out[u];
+      p.k[i] = g.kernel[u];
+      p.s[i] = g.strides[u];
+      p.d[i] = g.dilations[u];
+      p.pb[i] = g.pad_begin[u];
+      p.pe[i] = g.pad_end[u];
+    }
+  }
+  return p;
+}
+
+// Taps j in [lo, hi) of a window starting at `start` that fall inside [0, in).
+inline void tap_range(int64_t start, int64_t d, int64_t k, int64_t in, int64_t* lo, int64_t* hi) {
+  int64_t l = start >= 0 ? 0 : (-start + d - 1) / d;
+  int64_t h = in - 1 - start < 0 ? 0 : (in - 1 - start) / d + 1;
+  *lo = std::min(l, k);
+  *hi = std::max(std::min(h, k), *lo);
+}
+
+template <class T>
+using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+struct PoolOptions {
+  PoolKind kind;
+  bool count_include_pad = false;
+  int64_t p = 2;  // LpPool
+  bool column_major = false;  // MaxPool storage_order
+};
+
+// Pools one plane. `idx_base` is the plane's offset in the flattened input
+// (for Indices).
+template <class T>
+void pool_plane(const T* x, const Pool3& g, const PoolOptions& o, T* y, int64_t* indices, int64_t idx_base) {
+  using A = Acc<T>;
+  const int64_t in_hw = g.in[1] * g.in[2];
+  for (int64_t a = 0; a < g.out[0]; ++a) {
+    const int64_t sa = a * g.s[0] - g.pb[0];
+    int64_t alo, ahi;
+    tap_range(sa, g.d[0], g.k[0], g.in[0], &alo, &ahi);
+    for (int64_t b = 0; b < g.out[1]; ++b) {
+      const int64_t sb = b * g.s[1] - g.pb[1];
+      int64_t blo, bhi;
+      tap_range(sb, g.d[1], g.k[1], g.in[1], &blo, &bhi);
+      T* yrow = y + (a * g.out[1] + b) * g.out[2];
+      int64_t* irow = indices ? indices + (a * g.out[1] + b) * g.out[2] : nullptr;
+      for (int64_t c = 0; c < g.out[2]; ++c) {
+        const int64_t sc = c * g.s[2] - g.pb[2];
+        int64_t clo, chi;
+        tap_range(sc, g.d[2], g.k[2], g.in[2], &clo, &chi);
+        if (o.kind == PoolKind::kMax) {
+          A best = std::numeric_limits<A>::lowest();
+          int64_t arg = -1;
+          for (int64_t i = alo; i < ahi; ++i) {
+            const int64_t pa = sa + i * g.d[0];
+            for (int64_t j = blo; j < bhi; ++j) {
+              const int64_t pbb = sb + j * g.d[1];
+              const T* xr = x + pa * in_hw + pbb * g.in[2];
+              for (int64_t l = clo; l < chi; ++l) {
+                const int64_t pc = sc + l * g.d[2];
+                const A v = static_cast<A>(xr[pc]);
+                if (v > best || arg < 0) {
+                  best = v;
+                  arg = o.column_major ? pa + pbb * g.in[0] + pc * g.in[0] * g.in[1] : (pa * g.in[1] + pbb) * g.in[2] + pc;
+                }
+              }
+            }
+          }
+          yrow[c] = static_cast<T>(best);
+          if (irow) irow[c] = idx_base + arg;
+        } else {
+          A sum = 0;
+          for (int64_t i = alo; i < ahi; ++i) {
+            const int64_t pa = sa + i * g.d[0];
+            for (int64_t j = blo; j < bhi; ++j) {
+              const T* xr = x + pa * in_hw + (sb + j * g.d[1]) * g.in[2];
+              for (int64_t l = clo; l < chi; ++l) {
+                const A v = static_cast<A>(xr[sc + l * g.d[2]]);
+                if (o.kind == PoolKind::kAvg) {
+                  sum += v;
+                } else if (o.p == 1) {
+                  sum += std::abs(v);
+                } else if (o.p == 2) {
+                  sum += v * v;
+                } else {
+                  sum += std::pow(std::abs(v), static_cast<A>(o.p));
+                }
+              }
+            }
+          }
+          A r;
+          if (o.kind == PoolKind::kAvg) {
+            int64_t count;
+            if (o.count_include_pad) {
+              // Taps inside the padded extent [-pb, in + pe).
+              auto padded = [&](int axis, int64_t start) {
+                int64_t lo, hi;
+                tap_range(start + g.pb[axis], g.d[axis], g.k[axis], g.in[axis] + g.pb[axis] + g.pe[axis], &lo, &hi);
+                return hi - lo;
+              };
+              count = padded(0, sa) * padded(1, sb) * padded(2, sc);
+            } else {
+              count = (ahi - alo) * (bhi - blo) * (chi - clo);
+            }
+            r = count > 0 ? sum / static_cast<A>(count) : A(0);
+          } else {
+            r = o.p == 1 ? sum : o.p == 2 ? std::sqrt(sum) : std::pow(sum, A(1) / static_cast<A>(o.p));
+          }
+          yrow[c] = static_cast<T>(r);
+        }
+      }
+    }
+  }
+}
+
+Status run_pool(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const Tensor& x = *ctx.input(0);
+  Tensor& y = *ctx.output(0);
+  Tensor* ind = ctx.output(1);
+  const PoolKind kind = pool_kind(node.op_type);
+  if (!pool_dtype_ok(kind, x.dtype())) {
+    return Unsupported(node.describe() + ": " + node.op_type + " on " + dtype_name(x.dtype()));
+  }
+  if (x.rank() < 3 || x.rank() > 5) {
+    return Unsupported(node.describe() + ": pooling supports 1 to 3 spatial axes, got input " + dims_str(x.dims()));
+  }
+  SpatialAttrs a;
+  TSR_RETURN_IF_ERROR(read_spatial_attrs(node, x.rank() - 2, {}, node.op_type != "LpPool", &a));
+  TSR_ASSIGN_OR_RETURN(Geometry geo, conv_geometry(Dims(x.dims().begin() + 2, x.dims().end()), a, node.describe()));
+  Dims yd = {x.dim(0), x.dim(1)};
+  yd.insert(yd.end(), geo.out.begin(), geo.out.end());
+  if (y.dims() != yd) return ctx.error("output is " + dims_str(y.dims()) + ", expected " + dims_str(yd));
+  if (y.numel() == 0) return Status::Ok();
+  const Pool3 g = to_pool3(geo);
+  PoolOptions o;
+  o.kind = kind;
+  o.count_include_pad = node.attr_int("count_include_pad", 0) != 0;
+  o.p = node.attr_int("p", 2);
+  o.column_major = node.attr_int("storage_order", 0) != 0;
+  const int64_t planes = x.dim(0) * x.dim(1);
+  const int64_t isz = g.in_size(), osz = g.out_size();
+  int64_t* ip = ind && ind->defined() ? ind->data<int64_t>() : nullptr;
+  visit_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, Float16> ||
+                  std::is_same_v<T, BFloat16> || std::is_same_v<T, int8_t> || std::is_same_v<T, uint8_t>) {
+      const T* xp = x.data<T>();
+      T* yp = y.data<T>();
+      ctx.pool().parallel_for(planes, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          pool_plane<T>(xp + i * isz, g, o, yp + i * osz, ip ? ip + i * osz : nullptr, i * isz);
+        }
+      });
+    }
+  });
+  return Status::Ok();
+}
+
+// ---- global pools -------------------------------------------------------------
+
+Status run_global_pool(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const Tensor& x = *ctx.input(0);
+  Tensor& y = *ctx.output(0);
+  const PoolKind kind = pool_kind(node.op_type);
+  if (!pool_dtype_ok(kind, x.dtype()) || x.dtype() == DType::kInt8 || x.dtype() == DType::kUInt8) {
+    return Unsupported(node.describe() + ": " + node.op_type + " on " + dtype_name(x.dtype()));
+  }
+  if (x.rank() < 3) return ctx.error("input must have rank >= 3");
+  const int64_t planes = x.dim(0) * x.dim(1);
+  const int64_t sz = planes == 0 ? 0 : x.numel() / planes;
+  const int64_t p = node.attr_int("p", 2);
+  visit_dtype(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, Float16> ||
+                  std::is_same_v<T, BFloat16>) {
+      using A = Acc<T>;
+      const T* xp = x.data<T>();
+      T* yp = y.data<T>();
+      ctx.pool().parallel_for(planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(sz, 1)),
+                              [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          const T* v = xp + i * sz;
+          A r;
+          if (kind == PoolKind::kMax) {
+            r = sz > 0 ? static_cast<A>(v[0]) : A(0);
+            for (int64_t j = 1; j < sz; ++j) r = std::max(r, static_cast<A>(v[j]));
+          } else if (kind == PoolKind::kAvg) {
+            A s = 0;
+            for (int64_t j = 0; j < sz; ++j) s += static_cast<A>(v[j]);
+            r = sz > 0 ? s / static_cast<A>(sz) : A(0);
+          } else {
+            A s = 0;
+            for (int64_t j = 0; j < sz; ++j) {
+              const A e = std::abs(static_cast<A>(v[j]));
+              s += p == 1 ? e : p == 2 ? e * e : std::pow(e, static_cast<A>(p));
+            }
+            r = p == 1 ? s : p == 2 ? std::sqrt(s) : std::pow(s, A(1) / static_cast<A>(p));
+          }
+          yp[i] = static_cast<T>(r);
+        }
+      });
+    }
+  });
+  return Status::Ok();
+}
+
+// ---- MaxUnpool -------------------------------------------------------------------
+
+Status infer_maxunpool(InferContext& ctx) {
+  const Shape& x = ctx.in_shape(0);
+  const DType dt = ctx.in_dtype(0);
+  if (ctx.has_input(2)) {
+    if (const Tensor* os = ctx.in_value(2)) {
+      ctx.set_output(0, dt, Shape::FromDims(os->to_int64_vector()));
+    } else {
+      const Shape& s = ctx.in_shape(2);
+      if (s.rank_known && s.rank() == 1 && s[0].known()) {
+        ctx.set_output(0, dt, Shape::Unknown(static_cast<int>(s[0].value)));
+      } else {
+        ctx.set_output(0, dt, x.rank_known ? Shape::Unknown(x.rank()) : Shape::Unranked());
+      }
+    }
+    return Status::Ok();
+  }
+  if (!x.rank_known) {
+    ctx.set_output(0, dt, Shape::Unranked());
+    return Status::Ok();
+  }
+  if (x.rank() < 3) return ctx.error("input must have rank >= 3, got " + x.str());
+  SpatialAttrs a;
+  TSR_RETURN_IF_ERROR(read_spatial_attrs(ctx.node(), x.rank() - 2, {}, false, &a));
+  std::vector<Dim> out = {x[0], x[1]};
+  for (int i = 0; i < a.rank; ++i) {
+    const auto u = static_cast<size_t>(i);
+    const Dim& d = x[i + 2];
+    out.push_back(d.known() ? Dim((d.value - 1) * a.strides[u] + a.kernel[u] - a.pads[u] - a.pads[u + a.pads.size() / 2])
+                            : Dim());
+  }
+  ctx.set_output(0, dt, Shape(out));
+  return Status::Ok();
+}
+
+Status run_maxunpool(KernelContext& ctx) {
+  const Tensor& x = *ctx.input(0);
+  const Tensor& idx = *ctx.input(1);
+  Tensor& y = *ctx.output(0);
+  if (idx.numel() != x.numel()) return ctx.error("I must have the shape of X");
+  const size_t es = dtype_size(x.dtype());
+  if (es == 0 || y.dtype() != x.dtype() || x.rank() < 3 || y.rank() != x.rank()) {
+    return ctx.error("unsupported input " + x.str() + " or output " + y.str());
+  }
+  // Indices address the default unpooled shape ((in-1)*stride + kernel -
+  // pads); an explicit output_shape places the same coordinates into a
+  // larger tensor.
+  SpatialAttrs a;
+  TSR_RETURN_IF_ERROR(read_spatial_attrs(ctx.node(), x.rank() - 2, {}, false, &a));
+  Dims def = {x.dim(0), x.dim(1)};
+  for (int i = 0; i < a.rank; ++i) {
+    const auto u = static_cast<size_t>(i);
+    def.push_back((x.dim(i + 2) - 1) * a.strides[u] + a.kernel[u] - a.pads[u] - a.pads[u + a.pads.size() / 2]);
+  }
+  const bool remap = def != y.dims();
+  std::memset(y.raw(), 0, y.nbytes());
+  const auto* src = static_cast<const char*>(x.raw());
+  auto* dst = static_cast<char*>(y.raw());
+  const int64_t total = numel(def);
+  const Dims& yd = y.dims();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t t = idx.as_int64(i);
+    if (t < 0 || t >= total) {
+      return ctx.error("index " + std::to_string(t) + " out of range for unpooled shape " + dims_str(def));
+    }
+    if (remap) {
+      int64_t off = 0, stride = 1;
+      for (size_t d = def.size(); d-- > 0;) {
+        const int64_t c = t % def[d];
+        t /= def[d];
+        if (c >= yd[d]) return ctx.error("index does not fit output_shape " + dims_str(yd));
+        off += c * stride;
+        stride *= yd[d];
+      }
+      t = off;
+    }
+    std::memcpy(dst + static_cast<size_t>(t) * es, src + static_cast<size_t>(i) * es, es);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+TSR_REGISTER_OPS(pool) {
+  reg.add(OpSchema{"MaxPool", "", infer_pool, nullptr, run_pool, {}});
+  reg.add(OpSchema{"AveragePool", "", infer_pool, nullptr, run_pool, {}});
+  reg.add(OpSchema{"LpPool", "", infer_pool, nullptr, run_pool, {}});
+  reg.add(OpSchema{"GlobalMaxPool", "", infer_global_pool, nullptr, run_global_pool, {}});
+  reg.add(OpSchema{"GlobalAveragePool", "", infer_global_pool, nullptr, run_global_pool, {}});
+  reg.add(OpSchema{"GlobalLpPool", "", infer_global_pool, nullptr, run_global_pool, {}});
+  reg.add(OpSchema{"MaxUnpool", "", infer_maxunpool, nullptr, run_maxunpool, {2}});
+}
 
 }  // namespace tessera

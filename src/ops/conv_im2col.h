@@ -1,0 +1,54 @@
+// Lowering of convolutions to GEMM for NC[D]HW float32 tensors.
+//
+// Conv: Y[oc, p] = sum_k W[oc, k] * col[k, p] where k runs over (c, kernel
+// offsets) and p over output positions. Im2colSource produces `col` straight
+// into the GEMM's packed B panels, one block at a time, so the full im2col
+// matrix is never materialised.
+//
+// ConvTranspose: col = W^T * X, then col2im scatters col into Y.
+//
+// Depthwise convolution (one input channel per group) has too little reuse
+// for GEMM; depthwise_conv2d computes it directly, row by row.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/conv_util.h"
+#include "ops/kernels/gemm.h"
+
+namespace tessera {
+
+class Im2colSource final : public kernels::BPackSource {
+ public:
+  // `x` points at the first of `channels` input planes of one image/group.
+  Im2colSource(const float* x, int64_t channels, const Geometry& g);
+  void pack(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) const override;
+
+ private:
+  void pack_2d(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) const;
+  void pack_nd(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) const;
+
+  const float* x_;
+  int64_t channels_;
+  const Geometry& g_;
+  bool is_2d_;  // rank 1 or 2: handled as 2-D with H = 1 for rank 1
+  int64_t ih_, iw_, oh_, ow_, kh_, kw_, sh_, sw_, dh_, dw_, ph_, pw_;
+};
+
+// True when the convolution is a plain GEMM on the input planes (every kernel
+// extent 1, stride 1, no padding).
+bool is_pointwise(const Geometry& g);
+
+// Depthwise 2-D (or 1-D) convolution of one input plane `x` into `mult`
+// output planes `y` with weights `w` (mult x kernel). When `accumulate` is
+// set, y already holds values to add to. Applies bias (per output plane) and
+// the epilogue's activation.
+void depthwise_conv2d(const float* x, const float* w, const float* bias, int64_t mult, const Geometry& g,
+                      bool accumulate, const kernels::Epilogue& ep, float* y);
+
+// Scatters col [(mult * kernel), in_positions] into `mult` output planes of
+// ConvTranspose (zeroed first). `g` describes the forward convolution from
+// the output to the input: g.in = ConvTranspose output, g.out = its input.
+void col2im(const float* col, int64_t mult, const Geometry& g, float* y);
+
+}  // namespace tessera

@@ -1,0 +1,162 @@
+#include "ops/conv_util.h"
+
+#include <algorithm>
+
+namespace tessera {
+
+Status read_spatial_attrs(const Node& node, int rank, const std::vector<int64_t>& kernel_from_weights, bool with_ceil,
+                          SpatialAttrs* out) {
+  SpatialAttrs a;
+  a.rank = rank;
+  const std::string ap = node.attr_string("auto_pad", "NOTSET");
+  if (ap == "NOTSET" || ap.empty()) {
+    a.auto_pad = AutoPad::kNotSet;
+  } else if (ap == "VALID") {
+    a.auto_pad = AutoPad::kValid;
+  } else if (ap == "SAME_UPPER") {
+    a.auto_pad = AutoPad::kSameUpper;
+  } else if (ap == "SAME_LOWER") {
+    a.auto_pad = AutoPad::kSameLower;
+  } else {
+    return InvalidModel(node.describe() + ": unknown auto_pad '" + ap + "'");
+  }
+  const auto r = static_cast<size_t>(rank);
+  if (node.has_attr("kernel_shape")) {
+    a.kernel = node.attr_ints("kernel_shape");
+  } else if (!kernel_from_weights.empty()) {
+    a.kernel = kernel_from_weights;
+  } else {
+    return InvalidModel(node.describe() + ": attribute kernel_shape is required");
+  }
+  if (a.kernel.size() != r) {
+    return InvalidModel(node.describe() + ": kernel_shape has " + std::to_string(a.kernel.size()) +
+                        " values for " + std::to_string(rank) + " spatial axes");
+  }
+  a.strides = node.attr_ints("strides", std::vector<int64_t>(r, 1));
+  a.dilations = node.attr_ints("dilations", std::vector<int64_t>(r, 1));
+  a.pads = node.attr_ints("pads", std::vector<int64_t>(2 * r, 0));
+  if (a.strides.empty()) a.strides.assign(r, 1);
+  if (a.dilations.empty()) a.dilations.assign(r, 1);
+  if (a.pads.empty()) a.pads.assign(2 * r, 0);
+  if (a.strides.size() != r || a.dilations.size() != r || a.pads.size() != 2 * r) {
+    return InvalidModel(node.describe() + ": strides/dilations/pads do not match " + std::to_string(rank) +
+                        " spatial axes");
+  }
+  for (size_t i = 0; i < r; ++i) {
+    if (a.strides[i] <= 0 || a.dilations[i] <= 0) {
+      return InvalidModel(node.describe() + ": strides and dilations must be positive");
+    }
+    if (a.kernel[i] == 0 || a.kernel[i] < -1) return InvalidModel(node.describe() + ": bad kernel size");
+  }
+  for (int64_t p : a.pads) {
+    if (p < 0) return InvalidModel(node.describe() + ": pads must be non-negative");
+  }
+  a.ceil_mode = with_ceil && node.attr_int("ceil_mode", 0) != 0;
+  *out = std::move(a);
+  return Status::Ok();
+}
+
+AxisGeometry conv_axis(int64_t in, const SpatialAttrs& a, int axis) {
+  const auto i = static_cast<size_t>(axis);
+  const int64_t k = a.kernel[i];
+  const int64_t s = a.strides[i];
+  const int64_t d = a.dilations[i];
+  AxisGeometry g;
+  if (in < 0 || k < 0) return g;
+  const int64_t eff_k = (k - 1) * d + 1;
+  switch (a.auto_pad) {
+    case AutoPad::kSameUpper:
+    case AutoPad::kSameLower: {
+      g.out = (in + s - 1) / s;
+      const int64_t total = std::max<int64_t>(0, (g.out - 1) * s + eff_k - in);
+      if (a.auto_pad == AutoPad::kSameUpper) {
+        g.pad_begin = total / 2;
+        g.pad_end = total - total / 2;
+      } else {
+        g.pad_begin = total - total / 2;
+        g.pad_end = total / 2;
+      }
+      return g;
+    }
+    case AutoPad::kValid:
+      g.pad_begin = g.pad_end = 0;
+      break;
+    case AutoPad::kNotSet:
+      g.pad_begin = a.pads[i];
+      g.pad_end = a.pads[i + static_cast<size_t>(a.rank)];
+      break;
+  }
+  const int64_t span = in + g.pad_begin + g.pad_end - eff_k;
+  if (span < 0) {
+    g.out = 0;
+    return g;
+  }
+  if (a.ceil_mode) {
+    g.out = (span + s - 1) / s + 1;
+    // A window must start inside the input or the leading padding.
+    if ((g.out - 1) * s >= in + g.pad_begin) --g.out;
+  } else {
+    g.out = span / s + 1;
+  }
+  return g;
+}
+
+int64_t Geometry::in_size() const { return numel(in); }
+int64_t Geometry::out_size() const { return numel(out); }
+int64_t Geometry::kernel_size() const { return numel(kernel); }
+
+Expected<Geometry> conv_geometry(const Dims& in_spatial, const SpatialAttrs& a, const std::string& who) {
+  Geometry g;
+  g.in = in_spatial;
+  g.kernel = a.kernel;
+  g.strides = a.strides;
+  g.dilations = a.dilations;
+  for (int i = 0; i < a.rank; ++i) {
+    const AxisGeometry ax = conv_axis(in_spatial[static_cast<size_t>(i)], a, i);
+    const int64_t eff_k = (a.kernel[static_cast<size_t>(i)] - 1) * a.dilations[static_cast<size_t>(i)] + 1;
+    if (in_spatial[static_cast<size_t>(i)] + ax.pad_begin + ax.pad_end < eff_k) {
+      return InvalidInput(who + ": kernel of extent " + std::to_string(eff_k) + " does not fit spatial axis " +
+                          std::to_string(i) + " of size " + std::to_string(in_spatial[static_cast<size_t>(i)]) +
+                          " with padding");
+    }
+    g.out.push_back(ax.out);
+    g.pad_begin.push_back(ax.pad_begin);
+    g.pad_end.push_back(ax.pad_end);
+  }
+  return g;
+}
+
+std::vector<Dim> conv_output_dims(const Shape& x, const SpatialAttrs& a) {
+  std::vector<Dim> out;
+  for (int i = 0; i < a.rank; ++i) {
+    const Dim& d = x[i + 2];
+    const AxisGeometry ax = conv_axis(d.known() ? d.value : -1, a, i);
+    out.push_back(ax.out >= 0 ? Dim(ax.out) : Dim());
+  }
+  return out;
+}
+
+Tensor to_float32(const Tensor& t) {
+  if (t.dtype() == DType::kFloat32) return t;
+  Tensor out(DType::kFloat32, t.dims());
+  float* o = out.data<float>();
+  const int64_t n = t.numel();
+  visit_dtype(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(p[i]);
+  });
+  return out;
+}
+
+void assign_from_float32(const Tensor& src, Tensor* dst) {
+  const float* s = src.data<float>();
+  const int64_t n = std::min(src.numel(), dst->numel());
+  visit_dtype(dst->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* d = dst->data<T>();
+    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<T>(s[i]);
+  });
+}
+
+}  // namespace tessera

@@ -1,0 +1,131 @@
+// Single-precision GEMM for the native backend:
+//   C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, then an optional
+//   epilogue (bias per row or per column, then an activation),
+// all row-major with arbitrary leading dimensions.
+//
+// Method (Goto/BLIS style): K is cut into blocks of kc; op(B) is packed per
+// block into panels of NR columns (kc x NR, contiguous), op(A) into panels of
+// MR rows; a register-blocked MR x NR micro-kernel (AVX-512 when available,
+// a portable blocked C++ kernel otherwise) accumulates one panel pair in
+// registers and writes C once per K block, applying alpha/beta and, on the
+// last block, the epilogue while the tile is still in registers. The output
+// is split into tiles of whole panels that run on the thread pool; every tile
+// packs what it needs into thread-local buffers sized for L1/L2.
+//
+// Either operand can instead be packed once ahead of time (PackedMatrix, used
+// for constant weights), and B can come from a BPackSource that writes packed
+// panels directly (Conv's im2col packs straight into the panel layout).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace tessera {
+class ThreadPool;
+}
+
+namespace tessera::kernels {
+
+enum class Activation : uint8_t {
+  kNone,
+  kRelu,       // max(x, 0)
+  kClip,       // min(max(x, lo), hi)
+  kLeakyRelu,  // x < 0 ? alpha * x : x
+  kHardSigmoid,  // max(0, min(1, alpha * x + beta))
+  kSigmoid,
+  kTanh,
+};
+
+// Applied to each output element after alpha/beta, in this order: bias, then
+// activation.
+struct Epilogue {
+  enum class Bias : uint8_t { kNone, kPerRow, kPerCol };
+  Bias bias_kind = Bias::kNone;
+  const float* bias = nullptr;  // M values (per row) or N values (per column)
+  Activation act = Activation::kNone;
+  float lo = 0.f;     // Clip min
+  float hi = 0.f;     // Clip max
+  float alpha = 0.f;  // LeakyRelu slope, HardSigmoid alpha
+  float beta = 0.f;   // HardSigmoid beta
+
+  bool empty() const { return bias_kind == Bias::kNone && act == Activation::kNone; }
+};
+
+// Register-tile and block sizes of the compiled micro-kernel.
+int gemm_mr();
+int gemm_nr();
+int64_t gemm_kc();
+
+// An operand packed once in the micro-kernel's panel layout. Immutable after
+// creation; copies share storage.
+class PackedMatrix {
+ public:
+  enum class Side : uint8_t { kA, kB };
+  PackedMatrix() = default;
+
+  // op(A) is M x K; op(A) = A (M x K, row stride lda) or A^T (A is K x M).
+  static PackedMatrix PackA(const float* a, int64_t lda, bool trans, int64_t m, int64_t k);
+  // op(B) is K x N; op(B) = B (K x N, row stride ldb) or B^T (B is N x K).
+  static PackedMatrix PackB(const float* b, int64_t ldb, bool trans, int64_t k, int64_t n);
+
+  bool empty() const { return data_ == nullptr; }
+  Side side() const { return side_; }
+  int64_t rows() const { return rows_; }  // M for A, K for B
+  int64_t cols() const { return cols_; }  // K for A, N for B
+  int64_t padded() const { return padded_; }  // M or N rounded up to whole panels
+  const float* data() const { return data_.get(); }
+  size_t bytes() const;
+
+ private:
+  Side side_ = Side::kA;
+  int64_t rows_ = 0;
+  int64_t cols_ = 0;
+  int64_t padded_ = 0;
+  std::shared_ptr<float> data_;
+};
+
+// Produces packed blocks of op(B) on demand.
+class BPackSource {
+ public:
+  virtual ~BPackSource() = default;
+  // Writes rows [k0, k0+kc) and columns [n0, n0+nc) of op(B) into `dst` as
+  // ceil(nc/NR) panels; panel p (columns n0+p*NR ...) is kc rows of NR floats
+  // starting at dst + p*NR*kc. Columns past nc in the last panel must be zero.
+  // n0 is a multiple of NR. Called concurrently from several threads.
+  virtual void pack(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) const = 0;
+};
+
+// Operand descriptions: exactly one of data/packed (/source for B) is set.
+struct GemmA {
+  const float* data = nullptr;
+  int64_t ld = 0;
+  bool trans = false;
+  const PackedMatrix* packed = nullptr;
+};
+struct GemmB {
+  const float* data = nullptr;
+  int64_t ld = 0;
+  bool trans = false;
+  const PackedMatrix* packed = nullptr;
+  const BPackSource* source = nullptr;
+};
+
+// The general entry point. `pool` may be null (single-threaded); inside a
+// parallel region the pool runs inline, so callers may parallelise over
+// batches and call gemm per item.
+void gemm(ThreadPool* pool, int64_t m, int64_t n, int64_t k, float alpha, const GemmA& a, const GemmB& b,
+          float beta, float* c, int64_t ldc, const Epilogue& ep = {});
+
+// BLAS-like convenience wrapper.
+void sgemm(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+           const Epilogue& ep = {});
+
+// Applies an epilogue to an M x N row-major matrix in place (for kernels that
+// compute outside gemm, e.g. depthwise convolution).
+void apply_epilogue(const Epilogue& ep, int64_t m, int64_t n, float* c, int64_t ldc);
+// Applies only the activation of `ep` to `n` contiguous values.
+void apply_activation(const Epilogue& ep, float* x, int64_t n);
+
+}  // namespace tessera::kernels
