@@ -1,0 +1,112 @@
+#include <gtest/gtest.h>
+
+#include <onnx/onnx_pb.h>
+
+#include "onnx/onnx_export.h"
+#include "onnx/onnx_import.h"
+
+namespace tessera {
+namespace {
+
+onnx::ModelProto tiny_model() {
+  onnx::ModelProto m;
+  m.set_ir_version(7);
+  auto* os = m.add_opset_import();
+  os->set_domain("");
+  os->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("g");
+  auto* in = g->add_input();
+  in->set_name("x");
+  auto* tt = in->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(1);
+  tt->mutable_shape()->add_dim()->set_dim_param("N");
+  tt->mutable_shape()->add_dim()->set_dim_value(2);
+  // Initializer in a typed field, listed as an input too (old exporters).
+  auto* w = g->add_initializer();
+  w->set_name("w");
+  w->set_data_type(1);
+  w->add_dims(2);
+  w->add_float_data(0.5f);
+  w->add_float_data(-1.f);
+  g->add_input()->set_name("w");
+  auto* n = g->add_node();
+  n->set_op_type("Mul");
+  n->add_input("x");
+  n->add_input("w");
+  n->add_output("y");
+  auto* out = g->add_output();
+  out->set_name("y");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(1);
+  return m;
+}
+
+TEST(OnnxImport, ReadsTypedInitializersListedAsInputsAndSymbolicDims) {
+  auto g = import_onnx_model(tiny_model(), "");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  ASSERT_EQ(g->inputs.size(), 1u);  // w is a constant, not a runtime input
+  EXPECT_EQ(g->info("x")->shape.str(), "[N,2]");
+  ASSERT_TRUE(g->is_constant("w"));
+  EXPECT_EQ(g->constant("w")->data<float>()[1], -1.f);
+  EXPECT_EQ(g->nodes[0].name, "Mul_0");  // unnamed nodes get a stable name
+}
+
+TEST(OnnxImport, RejectsUnknownOpWithNodeName) {
+  auto m = tiny_model();
+  m.mutable_graph()->mutable_node(0)->set_op_type("NoSuchOp");
+  m.mutable_graph()->mutable_node(0)->set_name("weird");
+  auto g = import_onnx_model(m, "");
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(g.status().message().find("'weird'"), std::string::npos);
+  EXPECT_NE(g.status().message().find("NoSuchOp"), std::string::npos);
+}
+
+TEST(OnnxImport, RejectsGarbageAndOpsetOutOfRange) {
+  EXPECT_EQ(import_onnx_bytes("\x08\x07garbage\xff\xff", "").status().code(), ErrorCode::kInvalidModel);
+  EXPECT_EQ(import_onnx_bytes("", "").status().code(), ErrorCode::kInvalidModel);
+  auto m = tiny_model();
+  m.mutable_opset_import(0)->set_version(99);
+  EXPECT_EQ(import_onnx_model(m, "").status().code(), ErrorCode::kUnsupported);
+}
+
+TEST(OnnxImport, RejectsRawDataOfWrongSize) {
+  auto m = tiny_model();
+  auto* w = m.mutable_graph()->mutable_initializer(0);
+  w->clear_float_data();
+  w->set_raw_data(std::string(7, '\0'));
+  auto g = import_onnx_model(m, "");
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("'w'"), std::string::npos);
+}
+
+TEST(OnnxExport, RoundTripsGraphWithShapesAndConstants) {
+  auto g = import_onnx_model(tiny_model(), "");
+  ASSERT_TRUE(g.ok());
+  g->values["y"] = ValueInfo{DType::kFloat32, Shape({Dim::Symbol("N"), Dim(2)})};
+  auto bytes = export_onnx_bytes(*g);
+  ASSERT_TRUE(bytes.ok());
+  auto back = import_onnx_bytes(*bytes, "");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->inputs, g->inputs);
+  EXPECT_EQ(back->outputs, g->outputs);
+  EXPECT_EQ(back->info("y")->shape.str(), "[N,2]");
+  EXPECT_EQ(back->constant("w")->data<float>()[0], 0.5f);
+  EXPECT_EQ(back->nodes.size(), 1u);
+  EXPECT_EQ(back->nodes[0].op_type, "Mul");
+}
+
+TEST(TensorIo, WritesAndReadsTensorProtoFiles) {
+  Tensor t = Tensor::FromVector<int64_t>({1, -2, 3}, {3});
+  std::string path = ::testing::TempDir() + "/t.pb";
+  ASSERT_TRUE(write_tensor_file(path, t, "ids").ok());
+  std::string name;
+  auto r = read_tensor_file(path, &name);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(name, "ids");
+  EXPECT_EQ(r->dtype(), DType::kInt64);
+  EXPECT_EQ(r->data<int64_t>()[1], -2);
+}
+
+}  // namespace
+}  // namespace tessera

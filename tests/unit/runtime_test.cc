@@ -1,0 +1,161 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "ir/graph.h"
+#include "runtime/memory_planner.h"
+#include "runtime/session.h"
+#include "runtime/thread_pool.h"
+
+namespace tessera {
+namespace {
+
+TEST(MemoryPlanner, ReusesBuffersWhoseLifetimesDoNotOverlap) {
+  // a:[0,1] b:[1,2] c:[2,3]; a and c may share memory, b may not.
+  MemoryPlan p = plan_memory({{1000, 0, 1}, {1000, 1, 2}, {1000, 2, 3}});
+  EXPECT_EQ(p.offsets[0], p.offsets[2]);
+  EXPECT_NE(p.offsets[0], p.offsets[1]);
+  EXPECT_EQ(p.arena_bytes, 2 * 1024u);
+  EXPECT_EQ(p.naive_bytes, 3 * 1024u);
+}
+
+TEST(MemoryPlanner, NeverOverlapsLiveBuffers) {
+  std::vector<BufferRequest> reqs;
+  for (int i = 0; i < 200; ++i) {
+    reqs.push_back({static_cast<size_t>((i * 7919) % 5000 + 1), i % 37, i % 37 + (i * 31) % 11});
+  }
+  MemoryPlan p = plan_memory(reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    for (size_t j = i + 1; j < reqs.size(); ++j) {
+      bool live_together = reqs[i].first_step <= reqs[j].last_step && reqs[j].first_step <= reqs[i].last_step;
+      bool bytes_overlap = p.offsets[i] < p.offsets[j] + reqs[j].size && p.offsets[j] < p.offsets[i] + reqs[i].size;
+      EXPECT_FALSE(live_together && bytes_overlap) << i << " " << j;
+    }
+    EXPECT_LE(p.offsets[i] + reqs[i].size, p.arena_bytes);
+  }
+}
+
+TEST(ThreadPool, CoversRangeExactlyOnceAndNests) {
+  ThreadPool pool(2);
+  std::vector<std::atomic<int>> hits(10000);
+  pool.parallel_for(10000, 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+    pool.parallel_for(4, 1, [](int64_t, int64_t) {});  // nested: runs inline
+  });
+  for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+}
+
+// y = Relu(x + c) with x [2,3] float and c a constant.
+Graph small_graph() {
+  Graph g;
+  g.opset = 13;
+  g.inputs = {"x"};
+  g.values["x"] = ValueInfo{DType::kFloat32, Shape({Dim::Symbol("batch"), Dim(3)})};
+  g.constants["c"] = Tensor::FromVector<float>({1.f, -2.f, 3.f}, {3});
+  Node add;
+  add.name = "add";
+  add.op_type = "Add";
+  add.inputs = {"x", "c"};
+  add.outputs = {"s"};
+  Node relu;
+  relu.name = "relu";
+  relu.op_type = "Relu";
+  relu.inputs = {"s"};
+  relu.outputs = {"y"};
+  g.nodes = {add, relu};
+  g.outputs = {"y"};
+  return g;
+}
+
+TEST(InferenceSession, RunsWithSymbolicBatchAndChecksInputs) {
+  auto s = InferenceSession::Create(small_graph());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  Tensor x = Tensor::FromVector<float>({0.f, 0.f, 0.f, -5.f, 5.f, -5.f}, {2, 3});
+  auto out = (*s)->run(std::vector<Tensor>{x});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  const float* y = (*out)[0].data<float>();
+  std::vector<float> expect = {1, 0, 3, 0, 3, 0};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(y[i], expect[static_cast<size_t>(i)]);
+
+  auto bad_dtype = (*s)->run(std::vector<Tensor>{Tensor(DType::kInt64, {2, 3})});
+  EXPECT_EQ(bad_dtype.status().code(), ErrorCode::kInvalidInput);
+  auto bad_shape = (*s)->run(std::vector<Tensor>{Tensor(DType::kFloat32, {2, 4})});
+  EXPECT_EQ(bad_shape.status().code(), ErrorCode::kInvalidInput);
+  EXPECT_NE(bad_shape.status().message().find("'x'"), std::string::npos);
+  auto missing = (*s)->run(std::vector<Tensor>{});
+  EXPECT_EQ(missing.status().code(), ErrorCode::kInvalidInput);
+}
+
+TEST(InferenceSession, ConcurrentRunsFromManyThreadsAreCorrect) {
+  SessionOptions o;
+  o.num_threads = 2;
+  auto s = InferenceSession::Create(small_graph(), o);
+  ASSERT_TRUE(s.ok());
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int it = 0; it < 200; ++it) {
+        int64_t batch = 1 + (t + it) % 4;
+        Tensor x(DType::kFloat32, {batch, 3});
+        for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(t * 100 + it + i);
+        auto out = (*s)->run(std::vector<Tensor>{x});
+        if (!out.ok()) {
+          errors++;
+          continue;
+        }
+        const float* y = (*out)[0].data<float>();
+        const float c[3] = {1.f, -2.f, 3.f};
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          float want = std::max(0.f, x.data<float>()[i] + c[i % 3]);
+          if (y[i] != want) errors++;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors.load(), 0);
+}
+
+TEST(InferenceSession, GraphWithNoNodesReturnsItsInput) {
+  Graph g;
+  g.inputs = {"x"};
+  g.values["x"] = ValueInfo{DType::kFloat32, Shape::FromDims({4})};
+  g.outputs = {"x"};
+  auto s = InferenceSession::Create(g);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  Tensor x = Tensor::FromVector<float>({1, 2, 3, 4}, {4});
+  auto out = (*s)->run(std::vector<Tensor>{x});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ((*out)[0].data<float>()[3], 4.f);
+  EXPECT_NE((*out)[0].raw(), x.raw());  // outputs never alias the caller's inputs
+}
+
+TEST(InferenceSession, ReportsPeakArenaBelowNaiveSum) {
+  // A chain of 6 Relus: each intermediate dies after its consumer.
+  Graph g;
+  g.opset = 13;
+  g.inputs = {"v0"};
+  g.values["v0"] = ValueInfo{DType::kFloat32, Shape::FromDims({1024})};
+  for (int i = 0; i < 6; ++i) {
+    Node n;
+    n.name = "r" + std::to_string(i);
+    n.op_type = "Relu";
+    n.inputs = {"v" + std::to_string(i)};
+    n.outputs = {"v" + std::to_string(i + 1)};
+    g.nodes.push_back(n);
+  }
+  g.outputs = {"v6"};
+  SessionOptions o;
+  o.optimize = false;
+  auto s = InferenceSession::Create(g, o);
+  ASSERT_TRUE(s.ok());
+  auto st = (*s)->stats({{1024}});
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->arena_bytes, 2 * 4096u);
+  EXPECT_EQ(st->naive_bytes, 5 * 4096u);
+}
+
+}  // namespace
+}  // namespace tessera
