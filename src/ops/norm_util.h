@@ -28,6 +28,7 @@
 
 #include "ir/dtype.h"
 #include "ir/shape.h"
+#include "ops/op_registry.h"
 
 namespace tessera::normk {
 
@@ -46,6 +47,25 @@ bool visit_float(DType t, Fn&& fn) {
     case DType::kBFloat16: fn(BFloat16{}); return true;
     default: return false;
   }
+}
+
+// A stateless kernel that also needs the model's opset (KernelContext does
+// not carry it): register with make_opset_kernel<fn> as the factory.
+using OpsetKernelFn = Status (*)(KernelContext& ctx, int64_t opset);
+
+class OpsetKernel final : public Kernel {
+ public:
+  OpsetKernel(OpsetKernelFn fn, int64_t opset) : fn_(fn), opset_(opset) {}
+  Status run(KernelContext& ctx) const override { return fn_(ctx, opset_); }
+
+ private:
+  OpsetKernelFn fn_;
+  int64_t opset_;
+};
+
+template <OpsetKernelFn kFn>
+Expected<std::unique_ptr<Kernel>> make_opset_kernel(const KernelInit& init) {
+  return std::unique_ptr<Kernel>(std::make_unique<OpsetKernel>(kFn, init.opset));
 }
 
 inline int64_t prod(const Dims& d, size_t begin, size_t end) {

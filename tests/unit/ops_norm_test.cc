@@ -1,0 +1,220 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "runtime/node_runner.h"
+#include "runtime/thread_pool.h"
+
+namespace tessera {
+namespace {
+
+Node make_node(const std::string& op, std::vector<std::string> inputs, std::vector<std::string> outputs) {
+  Node n;
+  n.name = "n";
+  n.op_type = op;
+  n.inputs = std::move(inputs);
+  n.outputs = std::move(outputs);
+  return n;
+}
+
+void set_int(Node& n, const std::string& name, int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInt;
+  a.i = v;
+  n.attrs[name] = a;
+}
+
+void set_float(Node& n, const std::string& name, float v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kFloat;
+  a.f = v;
+  n.attrs[name] = a;
+}
+
+void set_ints(Node& n, const std::string& name, std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInts;
+  a.ints = std::move(v);
+  n.attrs[name] = a;
+}
+
+std::vector<float> random_vec(size_t n, unsigned seed = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-2.f, 2.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+void expect_close(const Tensor& t, const std::vector<double>& ref, double tol) {
+  ASSERT_EQ(t.numel(), static_cast<int64_t>(ref.size()));
+  for (size_t i = 0; i < ref.size(); ++i) {
+    EXPECT_NEAR(t.as_double(static_cast<int64_t>(i)), ref[i], tol + 1e-5 * std::abs(ref[i])) << "at " << i;
+  }
+}
+
+// Normalises each of `rows` rows of `inner` values (population variance).
+std::vector<double> normalize_rows(const std::vector<float>& x, int64_t rows, int64_t inner, double eps,
+                                   std::vector<double>* means = nullptr, std::vector<double>* rstds = nullptr) {
+  std::vector<double> y(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = 0, v = 0;
+    for (int64_t i = 0; i < inner; ++i) m += x[r * inner + i];
+    m /= inner;
+    for (int64_t i = 0; i < inner; ++i) v += (x[r * inner + i] - m) * (x[r * inner + i] - m);
+    v /= inner;
+    double rs = 1.0 / std::sqrt(v + eps);
+    for (int64_t i = 0; i < inner; ++i) y[r * inner + i] = (x[r * inner + i] - m) * rs;
+    if (means) means->push_back(m);
+    if (rstds) rstds->push_back(rs);
+  }
+  return y;
+}
+
+TEST(BatchNormalization, InferenceUsesRunningStatistics) {
+  // x: [2, 2, 1, 2]
+  std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8};
+  Node n = make_node("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y"});
+  auto out = run_node_once(n, 15,
+                           {Tensor::FromVector(x, {2, 2, 1, 2}), Tensor::FromVector<float>({1, 2}, {2}),
+                            Tensor::FromVector<float>({0, 1}, {2}), Tensor::FromVector<float>({1, 2}, {2}),
+                            Tensor::FromVector<float>({4, 1}, {2})});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  std::vector<double> ref;
+  const double s[] = {1, 2}, b[] = {0, 1}, m[] = {1, 2}, v[] = {4, 1};
+  for (int i = 0; i < 8; ++i) {
+    int c = (i / 2) % 2;
+    ref.push_back((x[i] - m[c]) / std::sqrt(v[c] + 1e-5) * s[c] + b[c]);
+  }
+  expect_close(out.value()[0], ref, 1e-5);
+}
+
+TEST(BatchNormalization, TrainingModeOutputsUpdatedRunningStatistics) {
+  std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8};
+  Node n = make_node("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y", "rm", "rv"});
+  set_int(n, "training_mode", 1);
+  auto out = run_node_once(n, 15,
+                           {Tensor::FromVector(x, {2, 2, 1, 2}), Tensor::FromVector<float>({1, 1}, {2}),
+                            Tensor::FromVector<float>({0, 0}, {2}), Tensor::FromVector<float>({0, 0}, {2}),
+                            Tensor::FromVector<float>({1, 1}, {2})});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  // Channel 0 holds {1, 2, 5, 6}: mean 3.5, var 4.25. Channel 1 {3, 4, 7, 8}: mean 5.5, var 4.25.
+  expect_close(out.value()[1], {0.1 * 3.5, 0.1 * 5.5}, 1e-6);
+  expect_close(out.value()[2], {0.9 + 0.1 * 4.25, 0.9 + 0.1 * 4.25}, 1e-6);
+  EXPECT_NEAR(out.value()[0].as_double(0), (1 - 3.5) / std::sqrt(4.25 + 1e-5), 1e-5);
+}
+
+TEST(InstanceNormalization, NormalizesEachChannelOfEachSample) {
+  auto x = random_vec(2 * 3 * 37);
+  Node n = make_node("InstanceNormalization", {"x", "s", "b"}, {"y"});
+  set_float(n, "epsilon", 0.01f);
+  auto out = run_node_once(n, 6,
+                           {Tensor::FromVector(x, {2, 3, 37}), Tensor::FromVector<float>({1, 2, 3}, {3}),
+                            Tensor::FromVector<float>({0, -1, 1}, {3})});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  auto ref = normalize_rows(x, 6, 37, 0.01);
+  for (size_t i = 0; i < ref.size(); ++i) {
+    int c = static_cast<int>((i / 37) % 3);
+    ref[i] = ref[i] * (c + 1) + (c == 0 ? 0 : c == 1 ? -1 : 1);
+  }
+  expect_close(out.value()[0], ref, 1e-5);
+}
+
+TEST(LayerNormalization, LastAxisWithMeanAndInvStdDevOutputs) {
+  ThreadPool pool(2);
+  auto x = random_vec(6 * 100);
+  auto s = random_vec(100, 2), b = random_vec(100, 3);
+  Node n = make_node("LayerNormalization", {"x", "s", "b"}, {"y", "mean", "rstd"});
+  auto out = run_node_once(n, 17, {Tensor::FromVector(x, {2, 3, 100}), Tensor::FromVector(s, {100}),
+                                   Tensor::FromVector(b, {100})}, &pool);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  std::vector<double> means, rstds;
+  auto ref = normalize_rows(x, 6, 100, 1e-5, &means, &rstds);
+  for (size_t i = 0; i < ref.size(); ++i) ref[i] = ref[i] * s[i % 100] + b[i % 100];
+  expect_close(out.value()[0], ref, 1e-5);
+  EXPECT_EQ(out.value()[1].dims(), (Dims{2, 3, 1}));
+  expect_close(out.value()[1], means, 1e-6);
+  expect_close(out.value()[2], rstds, 1e-5);
+}
+
+TEST(LayerNormalization, Axis1WithoutBiasAndBroadcastScale) {
+  auto x = random_vec(2 * 3 * 4);
+  Node n = make_node("LayerNormalization", {"x", "s"}, {"y"});
+  set_int(n, "axis", 1);
+  // Scale [4] broadcasts over the normalised [3, 4] block.
+  std::vector<float> s = {1, 2, 3, 4};
+  auto out = run_node_once(n, 17, {Tensor::FromVector(x, {2, 3, 4}), Tensor::FromVector(s, {4})});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  auto ref = normalize_rows(x, 2, 12, 1e-5);
+  for (size_t i = 0; i < ref.size(); ++i) ref[i] *= s[i % 4];
+  expect_close(out.value()[0], ref, 1e-5);
+}
+
+TEST(LayerNormalization, DoubleInput) {
+  auto xf = random_vec(3 * 5);
+  std::vector<double> x(xf.begin(), xf.end());
+  Node n = make_node("LayerNormalization", {"x", "s"}, {"y"});
+  auto out = run_node_once(n, 17, {Tensor::FromVector(x, {3, 5}), Tensor::FromVector<double>({1, 1, 1, 1, 1}, {5})});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  expect_close(out.value()[0], normalize_rows(xf, 3, 5, 1e-5), 1e-9);
+}
+
+TEST(LRN, MatchesSpecFormula) {
+  auto x = random_vec(1 * 5 * 3);
+  Node n = make_node("LRN", {"x"}, {"y"});
+  set_int(n, "size", 3);
+  set_float(n, "alpha", 0.1f);
+  set_float(n, "beta", 0.75f);
+  set_float(n, "bias", 2.f);
+  auto out = run_node_once(n, 13, {Tensor::FromVector(x, {1, 5, 3})});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  std::vector<double> ref(x.size());
+  for (int c = 0; c < 5; ++c) {
+    for (int i = 0; i < 3; ++i) {
+      double sq = 0;
+      for (int k = std::max(0, c - 1); k <= std::min(4, c + 1); ++k) sq += double(x[k * 3 + i]) * x[k * 3 + i];
+      ref[c * 3 + i] = x[c * 3 + i] / std::pow(2.0 + 0.1 / 3 * sq, 0.75);
+    }
+  }
+  expect_close(out.value()[0], ref, 1e-6);
+}
+
+TEST(LpNormalization, L1AndL2AlongAxis) {
+  std::vector<float> x = {3, 4, -1, 1};
+  Node n = make_node("LpNormalization", {"x"}, {"y"});
+  auto l2 = run_node_once(n, 13, {Tensor::FromVector(x, {2, 2})});
+  ASSERT_TRUE(l2.ok());
+  expect_close(l2.value()[0], {0.6, 0.8, -1 / std::sqrt(2.0), 1 / std::sqrt(2.0)}, 1e-6);
+  set_int(n, "p", 1);
+  set_int(n, "axis", 0);
+  auto l1 = run_node_once(n, 13, {Tensor::FromVector(x, {2, 2})});
+  ASSERT_TRUE(l1.ok());
+  expect_close(l1.value()[0], {0.75, 0.8, -0.25, 0.2}, 1e-6);
+}
+
+TEST(MeanVarianceNormalization, DefaultAxesNormalizePerChannel) {
+  auto x = random_vec(2 * 3 * 2 * 2);
+  Node n = make_node("MeanVarianceNormalization", {"x"}, {"y"});
+  auto out = run_node_once(n, 13, {Tensor::FromVector(x, {2, 3, 2, 2})});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  std::vector<double> ref(x.size());
+  for (int c = 0; c < 3; ++c) {
+    double m = 0, v = 0;
+    for (int b = 0; b < 2; ++b) for (int i = 0; i < 4; ++i) m += x[(b * 3 + c) * 4 + i];
+    m /= 8;
+    for (int b = 0; b < 2; ++b) for (int i = 0; i < 4; ++i) v += std::pow(x[(b * 3 + c) * 4 + i] - m, 2);
+    double sd = std::sqrt(v / 8) + 1e-9;
+    for (int b = 0; b < 2; ++b) for (int i = 0; i < 4; ++i) ref[(b * 3 + c) * 4 + i] = (x[(b * 3 + c) * 4 + i] - m) / sd;
+  }
+  expect_close(out.value()[0], ref, 1e-5);
+  set_ints(n, "axes", {1});
+  auto per_pos = run_node_once(n, 13, {Tensor::FromVector(x, {2, 3, 2, 2})});
+  ASSERT_TRUE(per_pos.ok());
+}
+
+}  // namespace
+}  // namespace tessera
