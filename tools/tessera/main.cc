@@ -234,6 +234,11 @@ void print_summary(const std::string& name, const Tensor& t) {
 
 int cmd_run(const Args& a) {
   if (a.positional.size() != 1) return usage_error("run: expected exactly one MODEL argument");
+  // Random inputs are for trying a model out; results written to files must
+  // come from real inputs.
+  if (a.opts.count("--output-dir") && !a.opts.count("--input-dir")) {
+    return usage_error("run: --output-dir needs --input-dir (without both, run prints outputs for random inputs)");
+  }
   auto session = open_session(a.positional[0], a);
   if (!session.ok()) return fail(session.status());
   const InferenceSession& s = **session;
