@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Side-by-side latency of tessera and ONNX Runtime (CPU) on the generated benchmark models.
+#
+# Usage: bench/compare_ort.sh [BUILD_DIR] [MODELS...]
+#   BUILD_DIR  a tessera build directory holding bin/tessera (default: build)
+#   MODELS     names known to tests/e2e/gen_models.py (default: resnet50 mobilenet_v2 bert_tiny; bert_base is a
+#              heavier optional one)
+# Environment: THREADS (default "1 2"), REPEATS (default 3), RUNS (default 20), WARMUP (default 3),
+#              PYTHON (a python with onnx + numpy; default /usr/bin/python3).
+#
+# What it does:
+#   * installs onnxruntime-node into bench/node_modules (npm install --ignore-scripts --no-save) unless it is there;
+#   * generates the models into BUILD_DIR/bench-models (kept between runs: the generator is deterministic);
+#   * for each thread count and model, runs `tessera bench` and bench/ort_bench.js alternately REPEATS times (the
+#     order flips every repeat), each RUNS timed runs after WARMUP warm-up runs, pinned with taskset to cores 0..N-1
+#     when taskset exists and the machine has enough cores;
+#   * takes the median of the per-process medians and prints a Markdown table (also written to
+#     BUILD_DIR/bench-results.md); ratio = ORT ms / tessera ms, so > 1 means tessera is faster.
+# Progress and errors go to stderr, the table to stdout. A model that fails under one engine gets "fail" in that
+# column and its error line under the table; the script still exits 0 unless nothing could be measured at all.
+set -euo pipefail
+
+script_start=$(date +%s)
+bench_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo_dir=$(dirname "$bench_dir")
+
+build_dir=${1:-build}
+[[ $# -gt 0 ]] && shift
+if [[ $# -gt 0 ]]; then models=("$@"); else models=(resnet50 mobilenet_v2 bert_tiny); fi
+read -r -a thread_counts <<<"${THREADS:-1 2}"
+repeats=${REPEATS:-3}
+runs=${RUNS:-20}
+warmup=${WARMUP:-3}
+python=${PYTHON:-/usr/bin/python3}
+[[ -x $python ]] || python=python3
+
+log() { printf '%s\n' "$*" >&2; }
+die() { log "compare_ort: $*"; exit 1; }
+
+case $build_dir in /*) ;; *) build_dir=$repo_dir/$build_dir ;; esac
+tessera=$build_dir/bin/tessera
+[[ -x $tessera ]] || die "no $tessera (build it: cmake -G Ninja -B $build_dir -DCMAKE_BUILD_TYPE=Release && ninja -C $build_dir tessera)"
+command -v node >/dev/null || die "node is not installed (ONNX Runtime is driven through onnxruntime-node)"
+
+# --- ONNX Runtime -------------------------------------------------------------------------------------------------
+if [[ ! -f $bench_dir/node_modules/onnxruntime-node/package.json ]]; then
+  log "installing onnxruntime-node into $bench_dir/node_modules ..."
+  command -v npm >/dev/null || die "npm is not installed"
+  npm install --prefix "$bench_dir" --ignore-scripts --no-save --no-audit --no-fund onnxruntime-node >&2 ||
+    die "npm install onnxruntime-node failed"
+fi
+export NODE_PATH=$bench_dir/node_modules${NODE_PATH:+:$NODE_PATH}
+ort_version=$(node -e "process.stdout.write(require('onnxruntime-node/package.json').version)" 2>/dev/null) ||
+  die "onnxruntime-node cannot be loaded from $bench_dir/node_modules"
+
+# --- models -------------------------------------------------------------------------------------------------------
+model_dir=$build_dir/bench-models
+mkdir -p "$model_dir"
+missing=()
+for m in "${models[@]}"; do [[ -s $model_dir/$m.onnx ]] || missing+=("$m"); done
+if [[ ${#missing[@]} -gt 0 ]]; then
+  log "generating ${missing[*]} into $model_dir ..."
+  (IFS=,; "$python" "$repo_dir/tests/e2e/gen_models.py" "$model_dir" --models "${missing[*]}") >&2 ||
+    die "model generation failed (needs a python with onnx + numpy; set PYTHON)"
+fi
+
+# --- helpers ------------------------------------------------------------------------------------------------------
+ncpu=$(nproc 2>/dev/null || echo 1)
+pin_cmd() {  # prints the taskset prefix for N threads, or nothing
+  local n=$1
+  if command -v taskset >/dev/null && ((n <= ncpu)); then
+    local cpus=0 i
+    for ((i = 1; i < n; ++i)); do cpus+=",$i"; done
+    printf 'taskset -c %s' "$cpus"
+  fi
+}
+json_field() { sed -n "s/.*\"$1\": *\([-0-9.eE+]*\).*/\1/p" | head -n1; }
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+fmt_ms() { if [[ -z $1 ]]; then echo fail; else awk -v v="$1" 'BEGIN { printf(v < 1 ? "%.3f" : "%.2f", v) }'; fi; }
+last_line() { grep -v '^[[:space:]]*$' "$1" | tail -n1; }
+
+errfile=$(mktemp)
+trap 'rm -f "$errfile"' EXIT
+declare -A tessera_ms=() ort_ms=()
+
+# Each run_* sets `val` to the process's median ms and returns 0, or records the error line and returns 1.
+run_engine() {  # engine model threads
+  local engine=$1 m=$2 n=$3 out cmd
+  if [[ $engine == tessera ]]; then
+    cmd=("$tessera" bench "$model_dir/$m.onnx" --threads "$n" --runs "$runs" --warmup "$warmup" --json)
+  else
+    cmd=(node "$bench_dir/ort_bench.js" "$model_dir/$m.onnx" --threads "$n" --runs "$runs" --warmup "$warmup")
+  fi
+  # shellcheck disable=SC2046
+  if out=$($(pin_cmd "$n") "${cmd[@]}" 2>"$errfile"); then
+    val=$(json_field median_ms <<<"$out")
+    [[ -n $val ]] && return 0
+  fi
+  local msg
+  msg=$( (last_line "$errfile"; printf '%s\n' "$out") | grep -v '^[[:space:]]*$' | head -n1 || true)
+  errors[$engine/$m/$n]=${msg:-"$engine exited with an error and no message"}
+  return 1
+}
+
+# --- measure ------------------------------------------------------------------------------------------------------
+declare -A errors=()
+for n in "${thread_counts[@]}"; do
+  for m in "${models[@]}"; do
+    t_list=() o_list=()
+    for ((r = 0; r < repeats; ++r)); do
+      # Alternate which engine goes first, so neither always runs on a cooler (or warmer) machine.
+      for engine in $( ((r % 2)) && echo "ort tessera" || echo "tessera ort"); do
+        if [[ -n ${errors[$engine/$m/$n]:-} ]]; then continue; fi  # a failing engine is not retried for this model
+        run_engine "$engine" "$m" "$n" || continue
+        if [[ $engine == tessera ]]; then t_list+=("$val"); else o_list+=("$val"); fi
+      done
+    done
+    if [[ ${#t_list[@]} -gt 0 ]]; then tessera_ms[$m/$n]=$(printf '%s\n' "${t_list[@]}" | median); fi
+    if [[ ${#o_list[@]} -gt 0 ]]; then ort_ms[$m/$n]=$(printf '%s\n' "${o_list[@]}" | median); fi
+    log "$(printf '%-14s %d thread(s): tessera %s [%s]  ORT %s [%s]' "$m" "$n" "${tessera_ms[$m/$n]:-fail}" \
+      "${t_list[*]:-}" "${ort_ms[$m/$n]:-fail}" "${o_list[*]:-}")"
+    for engine in tessera ort; do
+      if [[ -n ${errors[$engine/$m/$n]:-} ]]; then log "  $engine error: ${errors[$engine/$m/$n]}"; fi
+    done
+  done
+done
+
+# --- report -------------------------------------------------------------------------------------------------------
+results=$build_dir/bench-results.md
+cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head -n1)
+{
+  echo "| model | threads | tessera ms | ORT ms | ratio |"
+  echo "|---|---:|---:|---:|---:|"
+  for n in "${thread_counts[@]}"; do
+    for m in "${models[@]}"; do
+      t=${tessera_ms[$m/$n]:-} o=${ort_ms[$m/$n]:-}
+      ratio="-"
+      if [[ -n $t && -n $o ]]; then ratio=$(awk -v t="$t" -v o="$o" 'BEGIN { printf "%.2f", o / t }'); fi
+      printf '| %s | %s | %s | %s | %s |\n' "$m" "$n" "$(fmt_ms "$t")" "$(fmt_ms "$o")" "$ratio"
+    done
+  done
+  echo
+  echo "Median of $repeats per-process medians ($runs runs after $warmup warm-up each, engines interleaved);" \
+    "ratio = ORT ms / tessera ms (> 1: tessera faster)."
+  echo "ONNX Runtime $ort_version (onnxruntime-node, CPU EP, graph optimisation 'all', inter-op 1);" \
+    "${cpu:-unknown CPU}, $ncpu cores; pinning: $(command -v taskset >/dev/null && echo taskset || echo none)."
+  for n in "${thread_counts[@]}"; do
+    for m in "${models[@]}"; do
+      if [[ -n ${errors[tessera/$m/$n]:-} ]]; then echo "- tessera $m, $n thread(s): ${errors[tessera/$m/$n]}"; fi
+      if [[ -n ${errors[ort/$m/$n]:-} ]]; then echo "- ORT $m, $n thread(s): ${errors[ort/$m/$n]}"; fi
+    done
+  done
+} | tee "$results"
+
+log "written $results ($(($(date +%s) - script_start)) s)"
+if [[ ${#tessera_ms[@]} -eq 0 && ${#ort_ms[@]} -eq 0 ]]; then exit 1; fi
