@@ -1,8 +1,508 @@
-// Placeholder: the resize family registers no ops yet.
+// Resize (opsets 10, 11, 13) and Upsample (opsets 7-9).
+//
+// Input: X of any rank, with output sizes given directly (`sizes`) or as
+// per-axis scales (output = floor(input * scale)); for tf_crop_and_resize a
+// region of interest.
+// Output: X resampled along every axis with nearest, (multi)linear or cubic
+// interpolation, following the ONNX reference implementation (coordinates in
+// double precision, edge-replicated neighbours, exclude_outside renormalising
+// the cubic weights).
+//
+// Method: interpolation is separable, so each axis gets a table of taps
+// (source index + weight per output index, 1/2/4 taps for
+// nearest/linear/cubic) and the tensor is resampled one axis at a time as
+// [pre, in, post] -> [pre, out, post]; axes whose table is the identity are
+// skipped. With post > 1 the inner loop is a contiguous weighted sum of rows.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
 #include "ops/op_registry.h"
+#include "ops/resize_sampling.h"
 
 namespace tessera {
+namespace {
 
-TSR_REGISTER_OPS(resize) { (void)reg; }
+enum class Mode { kNearest, kLinear, kCubic };
+enum class Coord { kHalfPixel, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfHalfPixelForNn, kTfCropAndResize };
+enum class Nearest { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kSimple };
+
+struct ResizeAttrs {
+  Mode mode = Mode::kNearest;
+  Coord coord = Coord::kHalfPixel;
+  Nearest nearest = Nearest::kRoundPreferFloor;
+  double cubic_a = -0.75;
+  bool exclude_outside = false;
+  double extrapolation = 0.0;
+};
+
+bool is_upsample(const Node& n) { return n.op_type == "Upsample"; }
+// Resize-10 and Upsample take (X, scales); Resize-11+ takes (X, roi, scales, sizes).
+bool legacy_form(const Node& n, int64_t opset) { return is_upsample(n) || opset < 11; }
+
+Status parse_attrs(const Node& node, int64_t opset, ResizeAttrs* a) {
+  std::string mode = node.attr_string("mode", "nearest");
+  if (mode == "nearest") {
+    a->mode = Mode::kNearest;
+  } else if (mode == "linear" || mode == "bilinear" || mode == "trilinear") {
+    a->mode = Mode::kLinear;
+  } else if (mode == "cubic" && !legacy_form(node, opset)) {
+    a->mode = Mode::kCubic;
+  } else {
+    return InvalidModel(node.describe() + ": unsupported mode '" + mode + "'");
+  }
+  if (legacy_form(node, opset)) {
+    a->coord = Coord::kAsymmetric;
+    a->nearest = Nearest::kSimple;
+    return Status::Ok();
+  }
+  std::string coord = node.attr_string("coordinate_transformation_mode", "half_pixel");
+  if (coord == "half_pixel") a->coord = Coord::kHalfPixel;
+  else if (coord == "pytorch_half_pixel") a->coord = Coord::kPytorchHalfPixel;
+  else if (coord == "align_corners") a->coord = Coord::kAlignCorners;
+  else if (coord == "asymmetric") a->coord = Coord::kAsymmetric;
+  else if (coord == "tf_half_pixel_for_nn") a->coord = Coord::kTfHalfPixelForNn;
+  else if (coord == "tf_crop_and_resize") a->coord = Coord::kTfCropAndResize;
+  else return InvalidModel(node.describe() + ": unsupported coordinate_transformation_mode '" + coord + "'");
+  std::string nm = node.attr_string("nearest_mode", "round_prefer_floor");
+  if (nm == "round_prefer_floor") a->nearest = Nearest::kRoundPreferFloor;
+  else if (nm == "round_prefer_ceil") a->nearest = Nearest::kRoundPreferCeil;
+  else if (nm == "floor") a->nearest = Nearest::kFloor;
+  else if (nm == "ceil") a->nearest = Nearest::kCeil;
+  else return InvalidModel(node.describe() + ": unsupported nearest_mode '" + nm + "'");
+  a->cubic_a = node.attr_float("cubic_coeff_a", -0.75f);
+  a->exclude_outside = node.attr_int("exclude_outside", 0) != 0;
+  a->extrapolation = node.attr_float("extrapolation_value", 0.f);
+  return Status::Ok();
+}
+
+// Which inputs hold scales / sizes / roi for this node form (-1: none).
+int scales_input(const Node& n, int64_t opset) {
+  // Upsample-7/8 carry scales as an attribute, Upsample-9 as input 1.
+  if (is_upsample(n)) return n.has_input(1) ? 1 : -1;
+  return opset < 11 ? 1 : 2;
+}
+int sizes_input(const Node& n, int64_t opset) { return legacy_form(n, opset) ? -1 : 3; }
+int roi_input(const Node& n, int64_t opset) { return legacy_form(n, opset) ? -1 : 1; }
+
+// The output dims and the per-axis scales used in coordinate transforms.
+struct ResizePlan {
+  Dims out;
+  std::vector<double> scales;
+  std::vector<double> roi;  // 2*rank (starts, ends); empty when unused
+};
+
+const Tensor* nonempty(const Tensor* t) { return t && t->numel() > 0 ? t : nullptr; }
+
+// Builds the plan from concrete inputs. `scales`/`sizes`/`roi` may be null.
+Status make_plan(const Node& node, const Dims& in, const std::vector<double>* attr_scales, const Tensor* scales,
+                 const Tensor* sizes, const Tensor* roi, ResizePlan* p) {
+  const size_t rank = in.size();
+  p->out.assign(rank, 0);
+  p->scales.assign(rank, 1.0);
+  if (sizes && scales) return InvalidModel(node.describe() + ": only one of 'scales' and 'sizes' may be given");
+  if (sizes) {
+    if (static_cast<size_t>(sizes->numel()) != rank) {
+      return InvalidModel(node.describe() + ": 'sizes' has " + std::to_string(sizes->numel()) +
+                          " entries for an input of rank " + std::to_string(rank));
+    }
+    for (size_t i = 0; i < rank; ++i) {
+      p->out[i] = sizes->as_int64(static_cast<int64_t>(i));
+      if (p->out[i] < 0) return InvalidModel(node.describe() + ": negative output size");
+      p->scales[i] = in[i] > 0 ? static_cast<double>(p->out[i]) / static_cast<double>(in[i]) : 1.0;
+    }
+  } else {
+    std::vector<double> s;
+    if (scales) {
+      for (int64_t i = 0; i < scales->numel(); ++i) s.push_back(static_cast<double>(static_cast<float>(scales->as_double(i))));
+    } else if (attr_scales) {
+      s = *attr_scales;
+    } else {
+      return InvalidModel(node.describe() + ": one of 'scales' and 'sizes' must be given");
+    }
+    if (s.size() != rank) {
+      return InvalidModel(node.describe() + ": 'scales' has " + std::to_string(s.size()) +
+                          " entries for an input of rank " + std::to_string(rank));
+    }
+    for (size_t i = 0; i < rank; ++i) {
+      if (!(s[i] > 0)) return InvalidModel(node.describe() + ": scales must be positive");
+      p->scales[i] = s[i];
+      p->out[i] = static_cast<int64_t>(std::floor(s[i] * static_cast<double>(in[i])));
+    }
+  }
+  if (roi) {
+    if (static_cast<size_t>(roi->numel()) == 2 * rank) {
+      for (int64_t i = 0; i < roi->numel(); ++i) p->roi.push_back(roi->as_double(i));
+    }
+  }
+  return Status::Ok();
+}
+
+std::vector<double> attr_scales_of(const Node& node) {
+  std::vector<double> s;
+  for (float f : node.attr_floats("scales")) s.push_back(f);
+  return s;
+}
+
+// ---- inference --------------------------------------------------------------
+
+Status infer_resize(InferContext& ctx) {
+  const Node& node = ctx.node();
+  const int64_t opset = ctx.opset();
+  ResizeAttrs a;
+  TSR_RETURN_IF_ERROR(parse_attrs(node, opset, &a));
+  const Shape& xs = ctx.in_shape(0);
+  DType dt = ctx.in_dtype(0);
+  const int si = scales_input(node, opset), zi = sizes_input(node, opset);
+  const Tensor* scales = si >= 0 && ctx.has_input(si) ? ctx.in_value(si) : nullptr;
+  const Tensor* sizes = zi >= 0 && ctx.has_input(zi) ? ctx.in_value(zi) : nullptr;
+  const bool scales_present = si >= 0 && ctx.has_input(si);
+  const bool sizes_present = zi >= 0 && ctx.has_input(zi);
+  // A present input whose value is unknown may still be the empty one.
+  const bool scales_unknown = scales_present && !scales;
+  const bool sizes_unknown = sizes_present && !sizes;
+  scales = nonempty(scales);
+  sizes = nonempty(sizes);
+  std::vector<double> attr_scales = attr_scales_of(node);
+  const bool use_attr = is_upsample(node) && !node.has_input(1);
+
+  int rank = xs.rank_known ? xs.rank() : -1;
+  if (rank < 0 && sizes) rank = static_cast<int>(sizes->numel());
+  if (rank < 0 && scales) rank = static_cast<int>(scales->numel());
+  if (rank < 0 && use_attr && !attr_scales.empty()) rank = static_cast<int>(attr_scales.size());
+  if (rank < 0) {
+    ctx.set_output(0, dt, Shape::Unranked());
+    return Status::Ok();
+  }
+  std::vector<Dim> out(static_cast<size_t>(rank));
+  if (sizes) {
+    if (sizes->numel() != rank) return ctx.error("'sizes' length does not match the input rank");
+    for (int i = 0; i < rank; ++i) out[static_cast<size_t>(i)] = Dim(sizes->as_int64(i));
+  } else if (sizes_unknown && !scales) {
+    // Unknown sizes: unknown dims.
+  } else if (scales || use_attr) {
+    std::vector<double> s;
+    if (scales) {
+      for (int64_t i = 0; i < scales->numel(); ++i) s.push_back(static_cast<float>(scales->as_double(i)));
+    } else {
+      s = attr_scales;
+    }
+    if (static_cast<int>(s.size()) != rank) return ctx.error("'scales' length does not match the input rank");
+    for (int i = 0; i < rank; ++i) {
+      const Dim& d = xs.rank_known ? xs[i] : Dim();
+      if (s[static_cast<size_t>(i)] == 1.0) {
+        out[static_cast<size_t>(i)] = d;
+      } else if (d.known()) {
+        out[static_cast<size_t>(i)] =
+            Dim(static_cast<int64_t>(std::floor(s[static_cast<size_t>(i)] * static_cast<double>(d.value))));
+      }
+    }
+  } else if (!scales_unknown && !sizes_unknown && !use_attr) {
+    return ctx.error("one of 'scales' and 'sizes' must be given");
+  }
+  ctx.set_output(0, dt, Shape(std::move(out)));
+  return Status::Ok();
+}
+
+// ---- axis tables ------------------------------------------------------------
+
+struct AxisTable {
+  int64_t in = 0, out = 0;
+  int taps = 1;
+  std::vector<int64_t> idx;     // out * taps, clamped to [0, in)
+  std::vector<double> w;        // out * taps
+  std::vector<uint8_t> extrap;  // out; 1 = use the extrapolation value
+  bool identity = false;
+};
+
+void cubic_coeffs(double r, double A, double c[4]) {
+  c[0] = ((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A;
+  c[1] = ((A + 2) * r - (A + 3)) * r * r + 1;
+  c[2] = ((A + 2) * (1 - r) - (A + 3)) * (1 - r) * (1 - r) + 1;
+  c[3] = ((A * ((1 - r) + 1) - 5 * A) * ((1 - r) + 1) + 8 * A) * ((1 - r) + 1) - 4 * A;
+}
+
+AxisTable make_axis(const ResizeAttrs& a, int64_t in, int64_t out, double scale, double roi_start, double roi_end) {
+  AxisTable t;
+  t.in = in;
+  t.out = out;
+  t.taps = a.mode == Mode::kNearest ? 1 : a.mode == Mode::kLinear ? 2 : 4;
+  t.idx.resize(static_cast<size_t>(out * t.taps));
+  t.w.resize(static_cast<size_t>(out * t.taps));
+  t.extrap.assign(static_cast<size_t>(out), 0);
+  const double in_len = static_cast<double>(in);
+  // The reference implementation's "output width" is scale * input length,
+  // which differs from the floored output size when scales are given.
+  const double out_len = scale * in_len;
+  auto clamp_idx = [&](int64_t i) { return std::min<int64_t>(std::max<int64_t>(i, 0), in - 1); };
+  bool identity = in == out;
+  for (int64_t o = 0; o < out; ++o) {
+    const double xr = static_cast<double>(o);
+    double x = 0;
+    switch (a.coord) {
+      case Coord::kHalfPixel: x = (xr + 0.5) / scale - 0.5; break;
+      case Coord::kPytorchHalfPixel: x = out_len > 1 ? (xr + 0.5) / scale - 0.5 : 0.0; break;
+      case Coord::kAlignCorners: x = out_len == 1 ? 0.0 : xr * (in_len - 1) / (out_len - 1); break;
+      case Coord::kAsymmetric: x = xr / scale; break;
+      case Coord::kTfHalfPixelForNn: x = (xr + 0.5) / scale; break;
+      case Coord::kTfCropAndResize:
+        x = out_len == 1 ? (roi_end - roi_start) * (in_len - 1) / 2
+                         : xr * (roi_end - roi_start) * (in_len - 1) / (out_len - 1);
+        x += roi_start * (in_len - 1);
+        if (x < 0 || x > in_len - 1) t.extrap[static_cast<size_t>(o)] = 1;
+        break;
+    }
+    int64_t* idx = &t.idx[static_cast<size_t>(o * t.taps)];
+    double* w = &t.w[static_cast<size_t>(o * t.taps)];
+    const double fl = std::floor(x);
+    const bool integral = x == fl;
+    const int64_t xi = static_cast<int64_t>(fl);
+    const double ratio = x - fl;
+    if (a.mode == Mode::kNearest) {
+      int64_t n = xi;
+      if (!integral) {
+        switch (a.nearest) {
+          case Nearest::kRoundPreferFloor: n = ratio <= 0.5 ? xi : xi + 1; break;
+          case Nearest::kRoundPreferCeil: n = ratio < 0.5 ? xi : xi + 1; break;
+          case Nearest::kFloor: n = xi; break;
+          case Nearest::kCeil: n = xi + 1; break;
+          case Nearest::kSimple: n = scale < 1 ? xi + 1 : xi; break;
+        }
+      }
+      idx[0] = clamp_idx(n);
+      w[0] = 1.0;
+      if (idx[0] != o) identity = false;
+    } else if (a.mode == Mode::kLinear) {
+      idx[0] = clamp_idx(xi);
+      idx[1] = clamp_idx(xi + 1);
+      w[0] = 1.0 - ratio;
+      w[1] = ratio;
+      if (!(idx[0] == o && w[1] == 0.0)) identity = false;
+    } else {
+      double c[4];
+      cubic_coeffs(integral ? 0.0 : ratio, a.cubic_a, c);
+      double sum = 0;
+      for (int k = 0; k < 4; ++k) {
+        const int64_t raw = xi - 1 + k;
+        if (a.exclude_outside && (raw < 0 || raw >= in)) c[k] = 0;
+        sum += c[k];
+      }
+      for (int k = 0; k < 4; ++k) {
+        idx[k] = clamp_idx(xi - 1 + k);
+        w[k] = a.exclude_outside && sum != 0 ? c[k] / sum : c[k];
+      }
+      if (!(integral && xi == o)) identity = false;
+    }
+    if (t.extrap[static_cast<size_t>(o)]) identity = false;
+  }
+  t.identity = identity;
+  return t;
+}
+
+// ---- resampling ---------------------------------------------------------------
+
+// dst[p, o, q] = sum_k w[o,k] * src[p, idx[o,k], q].
+template <class T>
+void resample_axis(ThreadPool& pool, const T* src, T* dst, int64_t pre, int64_t post, const AxisTable& t,
+                   T extrap) {
+  const int64_t rows = pre * t.out;
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(post * t.taps, 1));
+  const int taps = t.taps;
+  pool.parallel_for(rows, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t row = lo; row < hi; ++row) {
+      const int64_t p = row / t.out, o = row % t.out;
+      T* d = dst + row * post;
+      if (t.extrap[static_cast<size_t>(o)]) {
+        std::fill(d, d + post, extrap);
+        continue;
+      }
+      const int64_t* idx = &t.idx[static_cast<size_t>(o * taps)];
+      const double* w = &t.w[static_cast<size_t>(o * taps)];
+      const T* base = src + p * t.in * post;
+      if (taps == 1) {
+        std::memcpy(d, base + idx[0] * post, sizeof(T) * static_cast<size_t>(post));
+        continue;
+      }
+      if (post == 1) {
+        T acc = T(0);
+        for (int k = 0; k < taps; ++k) acc += static_cast<T>(w[k]) * base[idx[k]];
+        d[0] = acc;
+        continue;
+      }
+      const T w0 = static_cast<T>(w[0]);
+      const T* s0 = base + idx[0] * post;
+      for (int64_t q = 0; q < post; ++q) d[q] = w0 * s0[q];
+      for (int k = 1; k < taps; ++k) {
+        const T wk = static_cast<T>(w[k]);
+        const T* sk = base + idx[k] * post;
+        for (int64_t q = 0; q < post; ++q) d[q] += wk * sk[q];
+      }
+    }
+  });
+}
+
+// Nearest-only resampling for any element type (copies whole elements).
+void resample_axis_bytes(ThreadPool& pool, const uint8_t* src, uint8_t* dst, int64_t pre, int64_t post,
+                         size_t elem, const AxisTable& t) {
+  const int64_t rows = pre * t.out;
+  const size_t row_bytes = static_cast<size_t>(post) * elem;
+  pool.parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(post, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t row = lo; row < hi; ++row) {
+      const int64_t p = row / t.out, o = row % t.out;
+      std::memcpy(dst + static_cast<size_t>(row) * row_bytes,
+                  src + static_cast<size_t>(p * t.in + t.idx[static_cast<size_t>(o)]) * row_bytes, row_bytes);
+    }
+  });
+}
+
+template <class T>
+void run_passes(ThreadPool& pool, const std::vector<AxisTable>& axes, const Dims& in_dims, const T* src, T* dst,
+                T extrap) {
+  std::vector<int> todo;
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (!axes[i].identity) todo.push_back(static_cast<int>(i));
+  Dims cur = in_dims;
+  if (todo.empty()) {
+    std::memcpy(dst, src, sizeof(T) * static_cast<size_t>(numel(cur)));
+    return;
+  }
+  std::vector<T> bufs[2];
+  const T* from = src;
+  for (size_t n = 0; n < todo.size(); ++n) {
+    const int ax = todo[n];
+    int64_t pre = 1, post = 1;
+    for (int i = 0; i < ax; ++i) pre *= cur[static_cast<size_t>(i)];
+    for (size_t i = static_cast<size_t>(ax) + 1; i < cur.size(); ++i) post *= cur[i];
+    cur[static_cast<size_t>(ax)] = axes[static_cast<size_t>(ax)].out;
+    T* to = dst;
+    if (n + 1 < todo.size()) {
+      bufs[n % 2].resize(static_cast<size_t>(numel(cur)));
+      to = bufs[n % 2].data();
+    }
+    resample_axis<T>(pool, from, to, pre, post, axes[static_cast<size_t>(ax)], extrap);
+    from = to;
+  }
+}
+
+void run_passes_bytes(ThreadPool& pool, const std::vector<AxisTable>& axes, const Dims& in_dims, const uint8_t* src,
+                      uint8_t* dst, size_t elem) {
+  std::vector<int> todo;
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (!axes[i].identity) todo.push_back(static_cast<int>(i));
+  Dims cur = in_dims;
+  if (todo.empty()) {
+    std::memcpy(dst, src, elem * static_cast<size_t>(numel(cur)));
+    return;
+  }
+  std::vector<uint8_t> bufs[2];
+  const uint8_t* from = src;
+  for (size_t n = 0; n < todo.size(); ++n) {
+    const int ax = todo[n];
+    int64_t pre = 1, post = 1;
+    for (int i = 0; i < ax; ++i) pre *= cur[static_cast<size_t>(i)];
+    for (size_t i = static_cast<size_t>(ax) + 1; i < cur.size(); ++i) post *= cur[i];
+    cur[static_cast<size_t>(ax)] = axes[static_cast<size_t>(ax)].out;
+    uint8_t* to = dst;
+    if (n + 1 < todo.size()) {
+      bufs[n % 2].resize(static_cast<size_t>(numel(cur)) * elem);
+      to = bufs[n % 2].data();
+    }
+    resample_axis_bytes(pool, from, to, pre, post, elem, axes[static_cast<size_t>(ax)]);
+    from = to;
+  }
+}
+
+class ResizeKernel final : public Kernel {
+ public:
+  explicit ResizeKernel(int64_t opset) : opset_(opset) {}
+  static Expected<std::unique_ptr<Kernel>> create(const KernelInit& init) {
+    ResizeAttrs a;
+    TSR_RETURN_IF_ERROR(parse_attrs(init.node, init.opset, &a));
+    return std::unique_ptr<Kernel>(std::make_unique<ResizeKernel>(init.opset));
+  }
+  Status run(KernelContext& ctx) const override;
+
+ private:
+  int64_t opset_;
+};
+
+Status ResizeKernel::run(KernelContext& ctx) const {
+  const Node& node = ctx.node();
+  const int64_t opset = opset_;
+  ResizeAttrs a;
+  TSR_RETURN_IF_ERROR(parse_attrs(node, opset, &a));
+  const Tensor* x = ctx.input(0);
+  const int si = scales_input(node, opset), zi = sizes_input(node, opset), ri = roi_input(node, opset);
+  const Tensor* scales = si >= 0 ? nonempty(ctx.input(si)) : nullptr;
+  const Tensor* sizes = zi >= 0 ? nonempty(ctx.input(zi)) : nullptr;
+  const Tensor* roi = ri >= 0 ? nonempty(ctx.input(ri)) : nullptr;
+  std::vector<double> attr_scales = attr_scales_of(node);
+  ResizePlan plan;
+  TSR_RETURN_IF_ERROR(make_plan(node, x->dims(), si < 0 ? &attr_scales : nullptr, scales, sizes, roi, &plan));
+  Tensor* y = ctx.output(0);
+  if (y->dims() != plan.out) {
+    return ctx.error("output buffer " + dims_str(y->dims()) + " does not match computed " + dims_str(plan.out));
+  }
+  if (y->numel() == 0) return Status::Ok();
+  if (x->numel() == 0) return ctx.error("cannot resize an empty tensor to a non-empty one");
+  const size_t rank = x->dims().size();
+  if (a.coord == Coord::kTfCropAndResize && plan.roi.size() != 2 * rank) {
+    return ctx.error("tf_crop_and_resize needs a roi of 2 * rank values");
+  }
+  std::vector<AxisTable> axes;
+  for (size_t i = 0; i < rank; ++i) {
+    double rs = 0, re = 1;
+    if (a.coord == Coord::kTfCropAndResize) {
+      rs = plan.roi[i];
+      re = plan.roi[rank + i];
+    }
+    axes.push_back(make_axis(a, x->dims()[i], plan.out[i], plan.scales[i], rs, re));
+  }
+  const DType dt = x->dtype();
+  if (dt == DType::kFloat32) {
+    run_passes<float>(ctx.pool(), axes, x->dims(), x->data<float>(), y->data<float>(),
+                      static_cast<float>(a.extrapolation));
+  } else if (dt == DType::kFloat64) {
+    run_passes<double>(ctx.pool(), axes, x->dims(), x->data<double>(), y->data<double>(), a.extrapolation);
+  } else if (a.mode == Mode::kNearest && a.coord != Coord::kTfCropAndResize && dtype_size(dt) > 0) {
+    run_passes_bytes(ctx.pool(), axes, x->dims(), static_cast<const uint8_t*>(x->raw()),
+                     static_cast<uint8_t*>(y->raw()), dtype_size(dt));
+  } else if (dt == DType::kFloat16 || dt == DType::kBFloat16 || dtype_is_integer(dt)) {
+    // Compute in float and convert back (integers round to nearest, saturating).
+    std::vector<float> xf(static_cast<size_t>(x->numel())), yf(static_cast<size_t>(y->numel()));
+    for (int64_t i = 0; i < x->numel(); ++i) xf[static_cast<size_t>(i)] = static_cast<float>(x->as_double(i));
+    run_passes<float>(ctx.pool(), axes, x->dims(), xf.data(), yf.data(), static_cast<float>(a.extrapolation));
+    visit_dtype(dt, [&](auto tag) {
+      using T = decltype(tag);
+      T* out = y->data<T>();
+      for (int64_t i = 0; i < y->numel(); ++i) {
+        float v = yf[static_cast<size_t>(i)];
+        if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+          out[i] = T(v);
+        } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+          double r = std::nearbyint(static_cast<double>(v));
+          r = std::min<double>(std::max<double>(r, static_cast<double>(std::numeric_limits<T>::lowest())),
+                               static_cast<double>(std::numeric_limits<T>::max()));
+          out[i] = static_cast<T>(r);
+        } else {
+          out[i] = static_cast<T>(v);
+        }
+      }
+    });
+  } else {
+    return Unsupported(node.describe() + ": dtype " + dtype_name(dt) + " is not supported");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+TSR_REGISTER_OPS(resize) {
+  // Resize-10's scales are input 1; Resize-11+'s scales/sizes are inputs 2/3.
+  reg.add(OpSchema{"Resize", "", infer_resize, ResizeKernel::create, nullptr, {1, 2, 3}});
+  reg.add(OpSchema{"Upsample", "", infer_resize, ResizeKernel::create, nullptr, {1}});
+  register_sampling_ops(reg);
+}
 
 }  // namespace tessera
