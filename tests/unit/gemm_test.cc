@@ -24,6 +24,9 @@ float ref_act(const Epilogue& ep, float x) {
     case Activation::kRelu: return std::max(x, 0.f);
     case Activation::kClip: return std::min(std::max(x, ep.lo), ep.hi);
     case Activation::kLeakyRelu: return x < 0 ? x * ep.alpha : x;
+    case Activation::kHardSigmoid: return std::min(std::max(ep.alpha * x + ep.beta, 0.f), 1.f);
+    case Activation::kSigmoid: return 1.f / (1.f + std::exp(-x));
+    case Activation::kTanh: return std::tanh(x);
     default: return x;
   }
 }
@@ -82,6 +85,7 @@ void run_case(const Case& cs, ThreadPool* pool, std::mt19937& rng) {
   ep.lo = -0.5f;
   ep.hi = 0.75f;
   ep.alpha = 0.1f;
+  ep.beta = 0.4f;
   for (int64_t i = 0; i < cs.m; ++i) {
     for (int64_t j = 0; j < cs.n; ++j) {
       double acc = 0;
@@ -141,7 +145,7 @@ TEST(Gemm, MatchesReferenceOnRandomShapes) {
     cs.beta = betas[rng() % 3];
     cs.pad = rng() % 2 ? 0 : static_cast<int>(rng() % 5);
     cs.bias = static_cast<Epilogue::Bias>(rng() % 3);
-    cs.act = static_cast<Activation>(rng() % 4);
+    cs.act = static_cast<Activation>(rng() % 7);
     cs.mode = static_cast<int>(rng() % 5);
     run_case(cs, it % 2 ? &pool2 : &pool1, rng);
     if (HasFatalFailure()) return;

@@ -1,0 +1,291 @@
+// Pooling ops against naive references: MaxPool (Indices, storage_order,
+// dilations, ceil_mode), AveragePool (count_include_pad), LpPool, the global
+// pools and MaxUnpool.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/op_registry.h"
+#include "runtime/node_runner.h"
+#include "runtime/thread_pool.h"
+
+namespace tessera {
+namespace {
+
+Attribute ints_attr(std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+Attribute int_attr(int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInt;
+  a.i = v;
+  return a;
+}
+Attribute str_attr(std::string s) {
+  Attribute a;
+  a.kind = Attribute::Kind::kString;
+  a.s = std::move(s);
+  return a;
+}
+
+Tensor random_tensor(Dims d, std::mt19937& rng) {
+  Tensor t(DType::kFloat32, std::move(d));
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+  return t;
+}
+
+struct PoolCase {
+  std::string op;
+  int r;
+  Dims in, k, s, d, pb, pe;
+  std::string auto_pad = "NOTSET";
+  bool ceil = false;
+  bool include_pad = false;
+  bool column_major = false;
+  int64_t p = 2;
+};
+
+// Output size by the ONNX formulas (with the PyTorch rule that a ceil-mode
+// window must start inside the input or left padding).
+Dims pool_out(PoolCase& c) {
+  Dims out;
+  for (int i = 0; i < c.r; ++i) {
+    const int64_t eff = (c.k[i] - 1) * c.d[i] + 1;
+    if (c.auto_pad == "SAME_UPPER" || c.auto_pad == "SAME_LOWER") {
+      const int64_t o = (c.in[i] + c.s[i] - 1) / c.s[i];
+      const int64_t total = std::max<int64_t>(0, (o - 1) * c.s[i] + eff - c.in[i]);
+      c.pb[i] = c.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      c.pe[i] = total - c.pb[i];
+      out.push_back(o);
+      continue;
+    }
+    if (c.auto_pad == "VALID") c.pb[i] = c.pe[i] = 0;
+    const int64_t span = c.in[i] + c.pb[i] + c.pe[i] - eff;
+    int64_t o = c.ceil ? (span + c.s[i] - 1) / c.s[i] + 1 : span / c.s[i] + 1;
+    if (c.ceil && (o - 1) * c.s[i] >= c.in[i] + c.pb[i]) --o;
+    out.push_back(o);
+  }
+  return out;
+}
+
+void ref_pool(const PoolCase& c, const Dims& out, int64_t planes, const Tensor& x, std::vector<float>* y,
+              std::vector<int64_t>* idx) {
+  const int64_t isz = numel(c.in), osz = numel(out);
+  std::vector<int64_t> oi(c.r);
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    for (int64_t o = 0; o < osz; ++o) {
+      int64_t rem = o;
+      for (int i = c.r - 1; i >= 0; --i) {
+        oi[i] = rem % out[i];
+        rem /= out[i];
+      }
+      double best = -std::numeric_limits<double>::infinity(), sum = 0;
+      int64_t arg = -1, count = 0, padded = 1;
+      for (int i = 0; i < c.r; ++i) {
+        int64_t n = 0;
+        for (int64_t j = 0; j < c.k[i]; ++j) {
+          const int64_t pos = oi[i] * c.s[i] - c.pb[i] + j * c.d[i];
+          if (pos >= -c.pb[i] && pos < c.in[i] + c.pe[i]) ++n;
+        }
+        padded *= n;
+      }
+      const int64_t ksz = numel(c.k);
+      for (int64_t kk = 0; kk < ksz; ++kk) {
+        int64_t kr = kk, off = 0, coff = 0, cstride = 1;
+        std::vector<int64_t> ki(c.r);
+        for (int i = c.r - 1; i >= 0; --i) {
+          ki[i] = kr % c.k[i];
+          kr /= c.k[i];
+        }
+        bool ok = true;
+        for (int i = 0; i < c.r; ++i) {
+          const int64_t pos = oi[i] * c.s[i] - c.pb[i] + ki[i] * c.d[i];
+          ok = ok && pos >= 0 && pos < c.in[i];
+          off = off * c.in[i] + pos;
+          coff += pos * cstride;
+          cstride *= c.in[i];
+        }
+        if (!ok) continue;
+        const double v = x.data<float>()[pl * isz + off];
+        ++count;
+        if (c.op == "MaxPool") {
+          if (v > best) {
+            best = v;
+            arg = pl * isz + (c.column_major ? coff : off);
+          }
+        } else if (c.op == "AveragePool") {
+          sum += v;
+        } else {
+          sum += std::pow(std::abs(v), double(c.p));
+        }
+      }
+      float r;
+      if (c.op == "MaxPool") {
+        r = static_cast<float>(best);
+      } else if (c.op == "AveragePool") {
+        r = static_cast<float>(sum / double(c.include_pad ? padded : count));
+      } else {
+        r = static_cast<float>(std::pow(sum, 1.0 / double(c.p)));
+      }
+      (*y)[static_cast<size_t>(pl * osz + o)] = r;
+      if (idx) (*idx)[static_cast<size_t>(pl * osz + o)] = arg;
+    }
+  }
+}
+
+Node pool_node(const PoolCase& c, bool indices) {
+  Node node;
+  node.name = "pool";
+  node.op_type = c.op;
+  node.inputs = {"x"};
+  node.outputs = {"y"};
+  if (indices) node.outputs.push_back("i");
+  node.attrs["kernel_shape"] = ints_attr(c.k);
+  node.attrs["strides"] = ints_attr(c.s);
+  if (c.op == "MaxPool") node.attrs["dilations"] = ints_attr(c.d);
+  if (c.auto_pad == "NOTSET") {
+    Dims pads = c.pb;
+    pads.insert(pads.end(), c.pe.begin(), c.pe.end());
+    node.attrs["pads"] = ints_attr(pads);
+  } else {
+    node.attrs["auto_pad"] = str_attr(c.auto_pad);
+  }
+  if (c.op != "LpPool") node.attrs["ceil_mode"] = int_attr(c.ceil);
+  if (c.op == "AveragePool") node.attrs["count_include_pad"] = int_attr(c.include_pad);
+  if (c.op == "MaxPool") node.attrs["storage_order"] = int_attr(c.column_major);
+  if (c.op == "LpPool") node.attrs["p"] = int_attr(c.p);
+  return node;
+}
+
+TEST(Pool, WindowedPoolsMatchNaiveReference) {
+  std::mt19937 rng(11);
+  ThreadPool pool(2);
+  auto uni = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  const std::string ops[] = {"MaxPool", "AveragePool", "LpPool"};
+  const std::string modes[] = {"NOTSET", "NOTSET", "NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"};
+  for (int it = 0; it < 300; ++it) {
+    PoolCase c;
+    c.op = ops[it % 3];
+    c.r = static_cast<int>(uni(1, 3));
+    c.auto_pad = modes[uni(0, 5)];
+    c.ceil = c.op != "LpPool" && c.auto_pad == "NOTSET" && uni(0, 1);
+    c.include_pad = uni(0, 1);
+    c.column_major = uni(0, 1);
+    c.p = uni(1, 3);
+    for (int i = 0; i < c.r; ++i) {
+      c.k.push_back(uni(1, 3));
+      c.s.push_back(uni(1, 3));
+      c.d.push_back(c.op == "MaxPool" ? uni(1, 2) : 1);
+      // ONNX requires pads smaller than the kernel.
+      c.pb.push_back(uni(0, c.k.back() - 1));
+      c.pe.push_back(uni(0, c.k.back() - 1));
+      const int64_t eff = (c.k.back() - 1) * c.d.back() + 1;
+      c.in.push_back(uni(eff, c.r == 3 ? 6 : 11));
+    }
+    Dims out = pool_out(c);
+    const int64_t n = uni(1, 2), ch = uni(1, 3);
+    Dims xd = {n, ch};
+    xd.insert(xd.end(), c.in.begin(), c.in.end());
+    Tensor x = random_tensor(xd, rng);
+    const bool indices = c.op == "MaxPool" && uni(0, 1);
+    auto res = run_node_once(pool_node(c, indices), 13, {x}, &pool);
+    ASSERT_TRUE(res.ok()) << res.status().message();
+    Dims yd = {n, ch};
+    yd.insert(yd.end(), out.begin(), out.end());
+    ASSERT_EQ(res->at(0).dims(), yd) << c.op << " it " << it;
+    std::vector<float> want(static_cast<size_t>(numel(yd)));
+    std::vector<int64_t> want_idx(want.size());
+    ref_pool(c, out, n * ch, x, &want, indices ? &want_idx : nullptr);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(res->at(0).data<float>()[i], want[i], 1e-5f) << c.op << " it " << it << " at " << i;
+      if (indices) {
+        ASSERT_EQ(res->at(1).data<int64_t>()[i], want_idx[i]) << "indices it " << it;
+      }
+    }
+  }
+}
+
+TEST(Pool, GlobalPoolsReduceEverySpatialAxis) {
+  std::mt19937 rng(2);
+  Tensor x = random_tensor({2, 3, 4, 5}, rng);
+  for (const char* op : {"GlobalMaxPool", "GlobalAveragePool", "GlobalLpPool"}) {
+    Node node;
+    node.name = "g";
+    node.op_type = op;
+    node.inputs = {"x"};
+    node.outputs = {"y"};
+    auto res = run_node_once(node, 13, {x});
+    ASSERT_TRUE(res.ok()) << res.status().message();
+    ASSERT_EQ(res->at(0).dims(), (Dims{2, 3, 1, 1}));
+    for (int64_t pl = 0; pl < 6; ++pl) {
+      double mx = -1e30, sum = 0, sq = 0;
+      for (int64_t j = 0; j < 20; ++j) {
+        const double v = x.data<float>()[pl * 20 + j];
+        mx = std::max(mx, v);
+        sum += v;
+        sq += v * v;
+      }
+      const double want = std::string(op) == "GlobalMaxPool" ? mx : std::string(op) == "GlobalAveragePool" ? sum / 20 : std::sqrt(sq);
+      EXPECT_NEAR(res->at(0).data<float>()[pl], want, 1e-5) << op;
+    }
+  }
+}
+
+TEST(Pool, MaxPoolOnUint8KeepsDtype) {
+  Tensor x(DType::kUInt8, {1, 1, 2, 2});
+  const uint8_t v[] = {3, 200, 7, 9};
+  for (int i = 0; i < 4; ++i) x.data<uint8_t>()[i] = v[i];
+  PoolCase c{"MaxPool", 2, {2, 2}, {2, 2}, {1, 1}, {1, 1}, {0, 0}, {0, 0}};
+  auto res = run_node_once(pool_node(c, false), 13, {x});
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  ASSERT_EQ(res->at(0).dtype(), DType::kUInt8);
+  EXPECT_EQ(res->at(0).data<uint8_t>()[0], 200);
+}
+
+TEST(Pool, MaxUnpoolInvertsMaxPoolIndices) {
+  std::mt19937 rng(4);
+  Tensor x = random_tensor({1, 2, 4, 6}, rng);
+  PoolCase c{"MaxPool", 2, {4, 6}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}};
+  auto pooled = run_node_once(pool_node(c, true), 13, {x});
+  ASSERT_TRUE(pooled.ok());
+  Node node;
+  node.name = "u";
+  node.op_type = "MaxUnpool";
+  node.inputs = {"x", "i"};
+  node.outputs = {"y"};
+  node.attrs["kernel_shape"] = ints_attr({2, 2});
+  node.attrs["strides"] = ints_attr({2, 2});
+  auto res = run_node_once(node, 13, {pooled->at(0), pooled->at(1)});
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  ASSERT_EQ(res->at(0).dims(), x.dims());
+  const Tensor& y = res->at(0);
+  int nonzero = 0;
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    if (y.data<float>()[i] != 0.f) {
+      ++nonzero;
+      EXPECT_EQ(y.data<float>()[i], x.data<float>()[i]);
+    }
+  }
+  EXPECT_EQ(nonzero, 12);
+}
+
+TEST(Pool, InferenceRejectsMissingKernelShape) {
+  Node node;
+  node.name = "p";
+  node.op_type = "MaxPool";
+  node.inputs = {"x"};
+  node.outputs = {"y"};
+  InferContext ctx(node, 13, {ValueInfo{DType::kFloat32, Shape::FromDims({1, 1, 4, 4})}}, {});
+  EXPECT_FALSE(OpRegistry::instance().find("", "MaxPool")->infer(ctx).ok());
+}
+
+}  // namespace
+}  // namespace tessera
