@@ -2,6 +2,9 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "onnx/onnx_export.h"
 #include "onnx/onnx_import.h"
 
@@ -78,6 +81,44 @@ TEST(OnnxImport, RejectsRawDataOfWrongSize) {
   auto g = import_onnx_model(m, "");
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("'w'"), std::string::npos);
+}
+
+TEST(OnnxImport, ReadsExternalDataNextToTheModelAndRefusesEscapes) {
+  std::string dir = ::testing::TempDir() + "/extdata";
+  std::filesystem::create_directories(dir);
+  float values[4] = {9.f, 0.5f, -1.f, 7.f};  // w = values[1..2] at byte offset 4
+  {
+    std::ofstream f(dir + "/weights.bin", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(values), sizeof values);
+  }
+  auto m = tiny_model();
+  auto* w = m.mutable_graph()->mutable_initializer(0);
+  w->clear_float_data();
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto add = [&](const char* k, const char* v) {
+    auto* e = w->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  add("location", "weights.bin");
+  add("offset", "4");
+  add("length", "8");
+  {
+    std::ofstream f(dir + "/model.onnx", std::ios::binary);
+    ASSERT_TRUE(m.SerializeToOstream(&f));
+  }
+  auto g = import_onnx_file(dir + "/model.onnx");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->constant("w")->data<float>()[0], 0.5f);
+  EXPECT_EQ(g->constant("w")->data<float>()[1], -1.f);
+
+  w->mutable_external_data(0)->set_value("../outside.bin");
+  EXPECT_FALSE(import_onnx_model(m, dir).ok());
+  w->mutable_external_data(0)->set_value("weights.bin");
+  w->mutable_external_data(1)->set_value("12");  // 12 + 8 > 16 bytes
+  auto past_end = import_onnx_model(m, dir);
+  ASSERT_FALSE(past_end.ok());
+  EXPECT_NE(past_end.status().message().find("past the end"), std::string::npos);
 }
 
 TEST(OnnxExport, RoundTripsGraphWithShapesAndConstants) {
