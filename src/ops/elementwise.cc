@@ -108,7 +108,7 @@ TSR_FLOAT_UNARY(Reciprocal, C(1) / x)
 // floor/ceil, vectorizes without -fno-trapping-math.
 TSR_FLOAT_UNARY(Round, std::rint(x))
 TSR_FLOAT_UNARY(Floor, std::rint(x) - (std::rint(x) > x ? C(1) : C(0)))
-TSR_FLOAT_UNARY(Ceil, std::rint(x) + (std::rint(x) < x ? C(1) : C(0)))
+TSR_FLOAT_UNARY(Ceil, -(std::rint(-x) - (std::rint(-x) > -x ? C(1) : C(0))))  // -floor(-x) keeps -0
 #undef TSR_FLOAT_UNARY
 
 struct ExpOp {
@@ -148,8 +148,9 @@ struct AbsOp {
       return std::fabs(x);
     } else if constexpr (std::is_unsigned_v<C>) {
       return x;
-    } else {
-      return static_cast<C>(x < 0 ? -x : x);
+    } else {  // wraps for the most negative value, as numpy does
+      using U = std::make_unsigned_t<C>;
+      return static_cast<C>(x < 0 ? static_cast<U>(U(0) - static_cast<U>(x)) : static_cast<U>(x));
     }
   }
 };
