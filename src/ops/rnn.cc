@@ -15,9 +15,12 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "ops/op_registry.h"
+#include "ops/elementwise_math.h"
+#include "ops/kernels/gemm.h"
 #include "ops/rnn_gemm.h"
 
 namespace tessera {
@@ -124,10 +127,18 @@ void apply_act(const Act& a, T* x, int64_t n, T clip) {
   const T al = static_cast<T>(a.alpha), be = static_cast<T>(a.beta);
   switch (a.kind) {
     case ActKind::kSigmoid:
-      for (int64_t i = 0; i < n; ++i) x[i] = T(1) / (T(1) + std::exp(-x[i]));
+      if constexpr (std::is_same_v<T, float>) {
+        for (int64_t i = 0; i < n; ++i) x[i] = fastmath::sigmoid(x[i]);
+      } else {
+        for (int64_t i = 0; i < n; ++i) x[i] = T(1) / (T(1) + std::exp(-x[i]));
+      }
       break;
     case ActKind::kTanh:
-      for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
+      if constexpr (std::is_same_v<T, float>) {
+        for (int64_t i = 0; i < n; ++i) x[i] = fastmath::tanh(x[i]);
+      } else {
+        for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
+      }
       break;
     case ActKind::kRelu:
       for (int64_t i = 0; i < n; ++i) x[i] = std::max(x[i], T(0));
@@ -241,24 +252,82 @@ Status infer_rnn(InferContext& ctx) {
 
 // ---- kernel -----------------------------------------------------------------
 
-// Packed, transposed weights of one node: per direction Wt [I,G*H], Rt [H,G*H].
+// Weights of one direction prepared for the matrix products: for float, the
+// shared SGEMM's pre-packed panels of W^T and R^T (GRU's R split into its
+// z|r and h column blocks); for double, plain transposes for rnn_gemm.
 template <class T>
-struct PackedWeights {
-  int64_t input = 0, hidden = 0;
-  std::vector<std::vector<T>> wt, rt;
+struct DirWeights {
+  std::vector<T> wt, rt;  // double: [I,G*H], [H,G*H]
+  kernels::PackedMatrix wp, rp, rp_zr, rp_h;  // float
 };
 
 template <class T>
-PackedWeights<T> pack_weights(const Tensor& w, const Tensor& r, int num_dirs, int gates) {
+struct PackedWeights {
+  int64_t input = 0, hidden = 0;
+  std::vector<DirWeights<T>> dirs;
+  bool empty() const { return dirs.empty(); }
+};
+
+enum class RCols { kAll, kZr, kH };
+
+template <class T>
+PackedWeights<T> pack_weights(const Tensor& w, const Tensor& r, int num_dirs, Cell cell) {
   PackedWeights<T> p;
   p.input = w.dim(2);
   p.hidden = r.dim(2);
-  const int64_t n = gates * p.hidden;
+  const int64_t H = p.hidden, I = p.input;
+  const int64_t n = gates_of(cell) * H;
   for (int d = 0; d < num_dirs; ++d) {
-    p.wt.push_back(transpose_pack(w.data<T>() + d * n * p.input, n, p.input));
-    p.rt.push_back(transpose_pack(r.data<T>() + d * n * p.hidden, n, p.hidden));
+    DirWeights<T> dw;
+    const T* wd = w.data<T>() + d * n * I;
+    const T* rd = r.data<T>() + d * n * H;
+    if constexpr (std::is_same_v<T, float>) {
+      dw.wp = kernels::PackedMatrix::PackB(wd, I, true, I, n);
+      if (cell == Cell::kGru) {
+        dw.rp_zr = kernels::PackedMatrix::PackB(rd, H, true, H, 2 * H);
+        dw.rp_h = kernels::PackedMatrix::PackB(rd + 2 * H * H, H, true, H, H);
+      } else {
+        dw.rp = kernels::PackedMatrix::PackB(rd, H, true, H, n);
+      }
+    } else {
+      dw.wt = transpose_pack(wd, n, I);
+      dw.rt = transpose_pack(rd, n, H);
+    }
+    p.dirs.push_back(std::move(dw));
   }
   return p;
+}
+
+// out[M, G*H] = x[M, I] * W^T + bias.
+template <class T>
+void project(ThreadPool* pool, int64_t M, int64_t N, int64_t K, const T* x, const DirWeights<T>& dw, T* out,
+             const T* bias) {
+  if constexpr (std::is_same_v<T, float>) {
+    kernels::Epilogue ep;
+    ep.bias_kind = kernels::Epilogue::Bias::kPerCol;
+    ep.bias = bias;
+    kernels::GemmA a{x, K, false, nullptr};
+    kernels::GemmB b{nullptr, 0, false, &dw.wp, nullptr};
+    kernels::gemm(pool, M, N, K, 1.f, a, b, 0.f, out, N, ep);
+  } else {
+    rnn_gemm<T>(pool, M, N, K, x, K, dw.wt.data(), N, out, N, bias);
+  }
+}
+
+// c[M, cols] += a[M, H] * R^T[:, cols].
+template <class T>
+void recur(ThreadPool* pool, int64_t M, int64_t H, int64_t GH, RCols cols, const T* a, const DirWeights<T>& dw,
+           T* c, int64_t ldc) {
+  const int64_t n = cols == RCols::kAll ? GH : cols == RCols::kZr ? 2 * H : H;
+  if constexpr (std::is_same_v<T, float>) {
+    const kernels::PackedMatrix* pm = cols == RCols::kAll ? &dw.rp : cols == RCols::kZr ? &dw.rp_zr : &dw.rp_h;
+    kernels::GemmA ga{a, H, false, nullptr};
+    kernels::GemmB gb{nullptr, 0, false, pm, nullptr};
+    kernels::gemm(pool, M, n, H, 1.f, ga, gb, 1.f, c, ldc);
+  } else {
+    const int64_t off = cols == RCols::kH ? 2 * H : 0;
+    rnn_gemm_acc<T>(pool, M, n, H, a, H, dw.rt.data() + off, GH, c, ldc);
+  }
 }
 
 class RnnKernel final : public Kernel {
@@ -274,8 +343,8 @@ class RnnKernel final : public Kernel {
     if (w && r && w->rank() == 3 && r->rank() == 3 && w->dtype() == r->dtype() &&
         w->dim(0) == k->a_.num_dirs && r->dim(0) == k->a_.num_dirs &&
         w->dim(1) == gates_of(cell) * r->dim(2) && r->dim(1) == w->dim(1)) {
-      if (w->dtype() == DType::kFloat32) k->packed_f_ = pack_weights<float>(*w, *r, k->a_.num_dirs, gates_of(cell));
-      if (w->dtype() == DType::kFloat64) k->packed_d_ = pack_weights<double>(*w, *r, k->a_.num_dirs, gates_of(cell));
+      if (w->dtype() == DType::kFloat32) k->packed_f_ = pack_weights<float>(*w, *r, k->a_.num_dirs, cell);
+      if (w->dtype() == DType::kFloat64) k->packed_d_ = pack_weights<double>(*w, *r, k->a_.num_dirs, cell);
     }
     return std::unique_ptr<Kernel>(std::move(k));
   }
@@ -349,8 +418,8 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
 
   PackedWeights<T> local;
   const PackedWeights<T>* pw = &prepacked;
-  if (prepacked.wt.empty() || prepacked.input != I || prepacked.hidden != H) {
-    local = pack_weights<T>(*w, *r, D, G);
+  if (prepacked.empty() || prepacked.input != I || prepacked.hidden != H) {
+    local = pack_weights<T>(*w, *r, D, a_.cell);
     pw = &local;
   }
 
@@ -395,7 +464,8 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
       }
     }
     // Input projection for all steps: XW[row] = X[row] * W^T + addb.
-    rnn_gemm<T>(&ctx.pool(), T_ * B, GH, I, xd, I, pw->wt[d].data(), GH, xw.data(), GH, addb.data());
+    const DirWeights<T>& dw = pw->dirs[static_cast<size_t>(d)];
+    project<T>(&ctx.pool(), T_ * B, GH, I, xd, dw, xw.data(), addb.data());
 
     // Initial states.
     for (int64_t b = 0; b < B; ++b) {
@@ -409,7 +479,6 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
     const T* pi = peep ? peep->data<T>() + d * 3 * H : nullptr;
     const T* po = pi ? pi + H : nullptr;
     const T* pf = pi ? pi + 2 * H : nullptr;
-    const T* rt = pw->rt[d].data();
 
     for (int64_t step = 0; step < T_; ++step) {
       const int64_t t = reverse ? T_ - 1 - step : step;
@@ -425,7 +494,7 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
       }
       if (a_.cell == Cell::kGru) {
         // z and r: gates[:, 0:2H] += H * R[0:2H]^T.
-        rnn_gemm_acc<T>(&ctx.pool(), B, 2 * H, H, h.data(), H, rt, GH, gates.data(), GH);
+        recur<T>(&ctx.pool(), B, H, GH, RCols::kZr, h.data(), dw, gates.data(), GH);
         for (int64_t b = 0; b < B; ++b) {
           T* g = gates.data() + b * GH;
           apply_act(acts[0], g, 2 * H, clip);  // z and r share f
@@ -433,7 +502,7 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
         if (a_.linear_before_reset) {
           // tmp = H * Rh^T + Rb_h; then h~ = g(xw_h + r . tmp).
           for (int64_t b = 0; b < B; ++b) std::copy(rbh.begin(), rbh.end(), tmp.begin() + b * H);
-          rnn_gemm_acc<T>(&ctx.pool(), B, H, H, h.data(), H, rt + 2 * H, GH, tmp.data(), H);
+          recur<T>(&ctx.pool(), B, H, GH, RCols::kH, h.data(), dw, tmp.data(), H);
           for (int64_t b = 0; b < B; ++b) {
             T* g = gates.data() + b * GH;
             const T* tb = tmp.data() + b * H;
@@ -449,7 +518,7 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
           }
           // Write into a contiguous temp then add, since gates' h block is strided.
           std::fill(tmp2.begin(), tmp2.end(), T(0));
-          rnn_gemm_acc<T>(&ctx.pool(), B, H, H, tmp.data(), H, rt + 2 * H, GH, tmp2.data(), H);
+          recur<T>(&ctx.pool(), B, H, GH, RCols::kH, tmp.data(), dw, tmp2.data(), H);
           for (int64_t b = 0; b < B; ++b) {
             T* g = gates.data() + b * GH + 2 * H;
             const T* t2 = tmp2.data() + b * H;
@@ -466,7 +535,7 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
           for (int64_t j = 0; j < H; ++j) hb[j] = (T(1) - z[j]) * hc[j] + z[j] * hb[j];
         }
       } else {
-        rnn_gemm_acc<T>(&ctx.pool(), B, GH, H, h.data(), H, rt, GH, gates.data(), GH);
+        recur<T>(&ctx.pool(), B, H, GH, RCols::kAll, h.data(), dw, gates.data(), GH);
         for (int64_t b = 0; b < B; ++b) {
           if (!active(b)) continue;
           T* g = gates.data() + b * GH;
