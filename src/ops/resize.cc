@@ -306,37 +306,68 @@ AxisTable make_axis(const ResizeAttrs& a, int64_t in, int64_t out, double scale,
 template <class T>
 void resample_axis(ThreadPool& pool, const T* src, T* dst, int64_t pre, int64_t post, const AxisTable& t,
                    T extrap) {
-  const int64_t rows = pre * t.out;
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(post * t.taps, 1));
   const int taps = t.taps;
-  pool.parallel_for(rows, grain, [&](int64_t lo, int64_t hi) {
+  const int64_t in = t.in, out = t.out;
+  std::vector<T> wt(t.w.size());
+  for (size_t i = 0; i < t.w.size(); ++i) wt[i] = static_cast<T>(t.w[i]);
+  const int64_t* idx = t.idx.data();
+  const T* w = wt.data();
+  const uint8_t* ex = t.extrap.data();
+  const bool any_extrap = std::any_of(t.extrap.begin(), t.extrap.end(), [](uint8_t e) { return e != 0; });
+  if (post == 1) {
+    // Innermost axis: a gather per output element, one input row at a time.
+    pool.parallel_for(pre, std::max<int64_t>(1, 16384 / std::max<int64_t>(out * taps, 1)), [&](int64_t lo, int64_t hi) {
+      for (int64_t p = lo; p < hi; ++p) {
+        const T* s = src + p * in;
+        T* d = dst + p * out;
+        if (taps == 1) {
+          for (int64_t o = 0; o < out; ++o) d[o] = s[idx[o]];
+        } else if (taps == 2) {
+          for (int64_t o = 0; o < out; ++o) d[o] = w[2 * o] * s[idx[2 * o]] + w[2 * o + 1] * s[idx[2 * o + 1]];
+        } else {
+          for (int64_t o = 0; o < out; ++o) {
+            const int64_t* ix = idx + 4 * o;
+            const T* wo = w + 4 * o;
+            d[o] = wo[0] * s[ix[0]] + wo[1] * s[ix[1]] + wo[2] * s[ix[2]] + wo[3] * s[ix[3]];
+          }
+        }
+        if (any_extrap) {
+          for (int64_t o = 0; o < out; ++o)
+            if (ex[o]) d[o] = extrap;
+        }
+      }
+    });
+    return;
+  }
+  // Outer axes: whole rows of `post` contiguous values.
+  const int64_t rows = pre * out;
+  pool.parallel_for(rows, std::max<int64_t>(1, 16384 / (post * taps)), [&](int64_t lo, int64_t hi) {
+    int64_t p = lo / out, o = lo % out;
     for (int64_t row = lo; row < hi; ++row) {
-      const int64_t p = row / t.out, o = row % t.out;
       T* d = dst + row * post;
-      if (t.extrap[static_cast<size_t>(o)]) {
+      const T* base = src + p * in * post;
+      if (ex[o]) {
         std::fill(d, d + post, extrap);
-        continue;
+      } else if (taps == 1) {
+        std::memcpy(d, base + idx[o] * post, sizeof(T) * static_cast<size_t>(post));
+      } else {
+        const int64_t* ix = idx + o * taps;
+        const T* wo = w + o * taps;
+        const T* __restrict s0 = base + ix[0] * post;
+        const T* __restrict s1 = base + ix[1] * post;
+        if (taps == 2) {
+          const T w0 = wo[0], w1 = wo[1];
+          for (int64_t q = 0; q < post; ++q) d[q] = w0 * s0[q] + w1 * s1[q];
+        } else {
+          const T* __restrict s2 = base + ix[2] * post;
+          const T* __restrict s3 = base + ix[3] * post;
+          const T w0 = wo[0], w1 = wo[1], w2 = wo[2], w3 = wo[3];
+          for (int64_t q = 0; q < post; ++q) d[q] = w0 * s0[q] + w1 * s1[q] + w2 * s2[q] + w3 * s3[q];
+        }
       }
-      const int64_t* idx = &t.idx[static_cast<size_t>(o * taps)];
-      const double* w = &t.w[static_cast<size_t>(o * taps)];
-      const T* base = src + p * t.in * post;
-      if (taps == 1) {
-        std::memcpy(d, base + idx[0] * post, sizeof(T) * static_cast<size_t>(post));
-        continue;
-      }
-      if (post == 1) {
-        T acc = T(0);
-        for (int k = 0; k < taps; ++k) acc += static_cast<T>(w[k]) * base[idx[k]];
-        d[0] = acc;
-        continue;
-      }
-      const T w0 = static_cast<T>(w[0]);
-      const T* s0 = base + idx[0] * post;
-      for (int64_t q = 0; q < post; ++q) d[q] = w0 * s0[q];
-      for (int k = 1; k < taps; ++k) {
-        const T wk = static_cast<T>(w[k]);
-        const T* sk = base + idx[k] * post;
-        for (int64_t q = 0; q < post; ++q) d[q] += wk * sk[q];
+      if (++o == out) {
+        o = 0;
+        ++p;
       }
     }
   });
@@ -345,13 +376,41 @@ void resample_axis(ThreadPool& pool, const T* src, T* dst, int64_t pre, int64_t 
 // Nearest-only resampling for any element type (copies whole elements).
 void resample_axis_bytes(ThreadPool& pool, const uint8_t* src, uint8_t* dst, int64_t pre, int64_t post,
                          size_t elem, const AxisTable& t) {
-  const int64_t rows = pre * t.out;
+  const int64_t* idx = t.idx.data();
+  const int64_t in = t.in, out = t.out;
+  if (post == 1) {
+    pool.parallel_for(pre, std::max<int64_t>(1, 16384 / std::max<int64_t>(out, 1)), [&](int64_t lo, int64_t hi) {
+      for (int64_t p = lo; p < hi; ++p) {
+        const uint8_t* s = src + static_cast<size_t>(p * in) * elem;
+        uint8_t* d = dst + static_cast<size_t>(p * out) * elem;
+        switch (elem) {
+          case 1: for (int64_t o = 0; o < out; ++o) d[o] = s[idx[o]]; break;
+          case 2: {
+            auto* d2 = reinterpret_cast<uint16_t*>(d);
+            auto* s2 = reinterpret_cast<const uint16_t*>(s);
+            for (int64_t o = 0; o < out; ++o) d2[o] = s2[idx[o]];
+            break;
+          }
+          case 4: {
+            auto* d4 = reinterpret_cast<uint32_t*>(d);
+            auto* s4 = reinterpret_cast<const uint32_t*>(s);
+            for (int64_t o = 0; o < out; ++o) d4[o] = s4[idx[o]];
+            break;
+          }
+          default:
+            for (int64_t o = 0; o < out; ++o) std::memcpy(d + static_cast<size_t>(o) * elem, s + static_cast<size_t>(idx[o]) * elem, elem);
+        }
+      }
+    });
+    return;
+  }
+  const int64_t rows = pre * out;
   const size_t row_bytes = static_cast<size_t>(post) * elem;
   pool.parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(post, 1)), [&](int64_t lo, int64_t hi) {
     for (int64_t row = lo; row < hi; ++row) {
-      const int64_t p = row / t.out, o = row % t.out;
+      const int64_t p = row / out, o = row % out;
       std::memcpy(dst + static_cast<size_t>(row) * row_bytes,
-                  src + static_cast<size_t>(p * t.in + t.idx[static_cast<size_t>(o)]) * row_bytes, row_bytes);
+                  src + static_cast<size_t>(p * in + idx[o]) * row_bytes, row_bytes);
     }
   });
 }
