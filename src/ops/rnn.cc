@@ -439,8 +439,13 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
   };
   auto soff = [&](int d, int64_t b) { return a_.layout == 0 ? (d * B + b) * H : (b * D + d) * H; };
 
-  std::vector<T> xw(static_cast<size_t>(T_ * B * GH));
-  std::vector<T> gates(static_cast<size_t>(B * GH));
+  // The input projection is computed for `chunk` steps at a time: all of
+  // them unless that buffer would exceed 64 MiB (long sequences, big batches).
+  const int64_t chunk = std::clamp<int64_t>((int64_t{64} << 20) / static_cast<int64_t>(sizeof(T)) /
+                                                std::max<int64_t>(B * GH, 1),
+                                            1, std::max<int64_t>(T_, 1));
+  std::vector<T> xw(static_cast<size_t>(chunk * B * GH));
+  std::vector<T> xg;  // gathered input rows when X's own order does not match
   std::vector<T> h(static_cast<size_t>(B * H)), c(static_cast<size_t>(B * H));
   std::vector<T> tmp(static_cast<size_t>(B * H)), tmp2(static_cast<size_t>(B * H));
   std::vector<T> addb(static_cast<size_t>(GH));  // bias folded into the input projection
@@ -463,9 +468,7 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
         }
       }
     }
-    // Input projection for all steps: XW[row] = X[row] * W^T + addb.
     const DirWeights<T>& dw = pw->dirs[static_cast<size_t>(d)];
-    project<T>(&ctx.pool(), T_ * B, GH, I, xd, dw, xw.data(), addb.data());
 
     // Initial states.
     for (int64_t b = 0; b < B; ++b) {
@@ -486,17 +489,32 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
       // L-1-s; handle that by per-batch time indices.
       auto time_of = [&](int64_t b) { return reverse ? lens[static_cast<size_t>(b)] - 1 - step : step; };
       auto active = [&](int64_t b) { return step < lens[static_cast<size_t>(b)]; };
-      // gates = XW[time] (+ H*R^T below).
-      for (int64_t b = 0; b < B; ++b) {
-        int64_t tb = all_full ? t : time_of(b);
-        if (!active(b)) tb = 0;
-        std::memcpy(gates.data() + b * GH, xw.data() + xrow(tb, b) * GH, sizeof(T) * GH);
+      if (step % chunk == 0) {
+        // Rows (step, batch) of X * W^T + addb for the next chunk of steps;
+        // batch entry b reads its own time index (reversed, shorter sequences).
+        const int64_t len = std::min(chunk, T_ - step);
+        const T* a = xd + step * B * I;
+        if (!(a_.layout == 0 && !reverse)) {
+          xg.resize(static_cast<size_t>(len * B * I));
+          for (int64_t s = 0; s < len; ++s) {
+            for (int64_t b = 0; b < B; ++b) {
+              const int64_t st = step + s;
+              int64_t tb = reverse ? lens[static_cast<size_t>(b)] - 1 - st : st;
+              if (st >= lens[static_cast<size_t>(b)]) tb = 0;
+              std::memcpy(xg.data() + (s * B + b) * I, xd + xrow(tb, b) * I, sizeof(T) * I);
+            }
+          }
+          a = xg.data();
+        }
+        project<T>(&ctx.pool(), len * B, GH, I, a, dw, xw.data(), addb.data());
       }
+      // gates = XW[step] (+ H*R^T below), updated in place.
+      T* const gates = xw.data() + (step % chunk) * B * GH;
       if (a_.cell == Cell::kGru) {
         // z and r: gates[:, 0:2H] += H * R[0:2H]^T.
-        recur<T>(&ctx.pool(), B, H, GH, RCols::kZr, h.data(), dw, gates.data(), GH);
+        recur<T>(&ctx.pool(), B, H, GH, RCols::kZr, h.data(), dw, gates, GH);
         for (int64_t b = 0; b < B; ++b) {
-          T* g = gates.data() + b * GH;
+          T* g = gates + b * GH;
           apply_act(acts[0], g, 2 * H, clip);  // z and r share f
         }
         if (a_.linear_before_reset) {
@@ -504,14 +522,14 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
           for (int64_t b = 0; b < B; ++b) std::copy(rbh.begin(), rbh.end(), tmp.begin() + b * H);
           recur<T>(&ctx.pool(), B, H, GH, RCols::kH, h.data(), dw, tmp.data(), H);
           for (int64_t b = 0; b < B; ++b) {
-            T* g = gates.data() + b * GH;
+            T* g = gates + b * GH;
             const T* tb = tmp.data() + b * H;
             for (int64_t j = 0; j < H; ++j) g[2 * H + j] += g[H + j] * tb[j];
           }
         } else {
           // tmp = r . H; h~ = g(xw_h + tmp * Rh^T).
           for (int64_t b = 0; b < B; ++b) {
-            const T* g = gates.data() + b * GH;
+            const T* g = gates + b * GH;
             const T* hb = h.data() + b * H;
             T* tb = tmp.data() + b * H;
             for (int64_t j = 0; j < H; ++j) tb[j] = g[H + j] * hb[j];
@@ -520,14 +538,14 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
           std::fill(tmp2.begin(), tmp2.end(), T(0));
           recur<T>(&ctx.pool(), B, H, GH, RCols::kH, tmp.data(), dw, tmp2.data(), H);
           for (int64_t b = 0; b < B; ++b) {
-            T* g = gates.data() + b * GH + 2 * H;
+            T* g = gates + b * GH + 2 * H;
             const T* t2 = tmp2.data() + b * H;
             for (int64_t j = 0; j < H; ++j) g[j] += t2[j];
           }
         }
         for (int64_t b = 0; b < B; ++b) {
           if (!active(b)) continue;
-          T* g = gates.data() + b * GH;
+          T* g = gates + b * GH;
           apply_act(acts[1], g + 2 * H, H, clip);
           T* hb = h.data() + b * H;
           const T* z = g;
@@ -535,10 +553,10 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
           for (int64_t j = 0; j < H; ++j) hb[j] = (T(1) - z[j]) * hc[j] + z[j] * hb[j];
         }
       } else {
-        recur<T>(&ctx.pool(), B, H, GH, RCols::kAll, h.data(), dw, gates.data(), GH);
+        recur<T>(&ctx.pool(), B, H, GH, RCols::kAll, h.data(), dw, gates, GH);
         for (int64_t b = 0; b < B; ++b) {
           if (!active(b)) continue;
-          T* g = gates.data() + b * GH;
+          T* g = gates + b * GH;
           T* hb = h.data() + b * H;
           if (a_.cell == Cell::kRnn) {
             apply_act(acts[0], g, H, clip);
