@@ -6,7 +6,8 @@
 #   MODELS     names known to tests/e2e/gen_models.py (default: resnet50 mobilenet_v2 bert_tiny; bert_base is a
 #              heavier optional one)
 # Environment: THREADS (default "1 2"), REPEATS (default 3), RUNS (default 20), WARMUP (default 3),
-#              PYTHON (a python with onnx + numpy; default /usr/bin/python3).
+#              PYTHON (a python with onnx + numpy; default /usr/bin/python3), ORT_SPIN (default 1; 0 passes
+#              --no-spin to ort_bench.js: ORT's spin-waiting pool threads collapse on an oversubscribed machine).
 #
 # What it does:
 #   * installs onnxruntime-node into bench/node_modules (npm install --ignore-scripts --no-save) unless it is there;
@@ -32,6 +33,7 @@ repeats=${REPEATS:-3}
 runs=${RUNS:-20}
 warmup=${WARMUP:-3}
 python=${PYTHON:-/usr/bin/python3}
+ort_spin=${ORT_SPIN:-1}
 [[ -x $python ]] || python=python3
 
 log() { printf '%s\n' "$*" >&2; }
@@ -90,6 +92,7 @@ run_engine() {  # engine model threads
     cmd=("$tessera" bench "$model_dir/$m.onnx" --threads "$n" --runs "$runs" --warmup "$warmup" --json)
   else
     cmd=(node "$bench_dir/ort_bench.js" "$model_dir/$m.onnx" --threads "$n" --runs "$runs" --warmup "$warmup")
+    if [[ $ort_spin == 0 ]]; then cmd+=(--no-spin); fi
   fi
   # shellcheck disable=SC2046
   if out=$($(pin_cmd "$n") "${cmd[@]}" 2>"$errfile"); then
@@ -142,7 +145,7 @@ cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head 
   echo
   echo "Median of $repeats per-process medians ($runs runs after $warmup warm-up each, engines interleaved);" \
     "ratio = ORT ms / tessera ms (> 1: tessera faster)."
-  echo "ONNX Runtime $ort_version (onnxruntime-node, CPU EP, graph optimisation 'all', inter-op 1);" \
+  echo "ONNX Runtime $ort_version (onnxruntime-node, CPU EP, graph optimisation 'all', inter-op 1, spinning $([[ $ort_spin == 0 ]] && echo off || echo on));" \
     "${cpu:-unknown CPU}, $ncpu cores; pinning: $(command -v taskset >/dev/null && echo taskset || echo none)."
   for n in "${thread_counts[@]}"; do
     for m in "${models[@]}"; do

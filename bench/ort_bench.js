@@ -2,7 +2,7 @@
 // Times ONNX Runtime (CPU execution provider, via onnxruntime-node) on one model, as the reference point for
 // `tessera bench`.
 //
-// Usage: node bench/ort_bench.js MODEL [--threads N] [--runs R] [--warmup W] [--shape NAME=D0,D1,..]...
+// Usage: node bench/ort_bench.js MODEL [--threads N] [--runs R] [--warmup W] [--shape NAME=D0,D1,..]... [--no-spin]
 //
 // Inputs are random tensors of the model's declared shapes (symbolic or unknown dims become 1 unless --shape gives
 // them); float inputs are uniform in [-1, 1) from a fixed seed, integer inputs are filled with 0/1 so that token ids,
@@ -10,18 +10,20 @@
 // inter-op threads 1, graph optimisation level 'all' and sequential execution. After W warm-up runs, R runs are timed
 // one by one (wall clock around each awaited session.run) and one JSON line is printed:
 //   {"median_ms": .., "min_ms": .., "runs": R, "threads": N, "session_create_ms": ..}
+// --no-spin sets session.intra_op.allow_spinning=0: ORT's pool threads then sleep instead of spin-waiting between
+// parallel sections, which is slower on an idle machine but far less erratic on an oversubscribed one.
 // Needs onnxruntime-node on the module path (e.g. `npm install --ignore-scripts onnxruntime-node`, or NODE_PATH).
 'use strict';
 
 function usage(msg) {
   if (msg) process.stderr.write(`ort_bench: ${msg}\n`);
   process.stderr.write(
-      'usage: node ort_bench.js MODEL [--threads N] [--runs R] [--warmup W] [--shape NAME=D0,D1,..]...\n');
+      'usage: node ort_bench.js MODEL [--threads N] [--runs R] [--warmup W] [--shape NAME=D0,D1,..]... [--no-spin]\n');
   process.exit(2);
 }
 
 function parseArgs(argv) {
-  const a = {model: null, threads: 1, runs: 20, warmup: 3, shapes: {}};
+  const a = {model: null, threads: 1, runs: 20, warmup: 3, shapes: {}, spin: true};
   const intOpt = (name, v, min) => {
     if (v === undefined || !/^\d+$/.test(v) || Number(v) < min) usage(`${name} expects an integer >= ${min}`);
     return Number(v);
@@ -31,6 +33,7 @@ function parseArgs(argv) {
     if (s === '--threads') a.threads = intOpt(s, argv[++i], 1);
     else if (s === '--runs') a.runs = intOpt(s, argv[++i], 1);
     else if (s === '--warmup') a.warmup = intOpt(s, argv[++i], 0);
+    else if (s === '--no-spin') a.spin = false;
     else if (s === '--shape') {
       const v = argv[++i];
       const m = v === undefined ? null : /^([^=]+)=(\d+(,\d+)*)?$/.exec(v);
@@ -96,6 +99,7 @@ async function main() {
     graphOptimizationLevel: 'all',
     executionMode: 'sequential',
   };
+  if (!a.spin) options.extra = {session: {intra_op: {allow_spinning: '0'}}};
   const t0 = process.hrtime.bigint();
   const session = await ort.InferenceSession.create(a.model, options);
   const createMs = Number(process.hrtime.bigint() - t0) / 1e6;
