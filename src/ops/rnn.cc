@@ -330,6 +330,14 @@ void recur(ThreadPool* pool, int64_t M, int64_t H, int64_t GH, RCols cols, const
   }
 }
 
+bool is_half(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
+
+Tensor to_float(const Tensor& t) {
+  Tensor f(DType::kFloat32, t.dims());
+  for (int64_t i = 0; i < t.numel(); ++i) f.data<float>()[i] = static_cast<float>(t.as_double(i));
+  return f;
+}
+
 class RnnKernel final : public Kernel {
  public:
   RnnKernel(RnnAttrs attrs) : a_(std::move(attrs)) {}
@@ -345,6 +353,9 @@ class RnnKernel final : public Kernel {
         w->dim(1) == gates_of(cell) * r->dim(2) && r->dim(1) == w->dim(1)) {
       if (w->dtype() == DType::kFloat32) k->packed_f_ = pack_weights<float>(*w, *r, k->a_.num_dirs, cell);
       if (w->dtype() == DType::kFloat64) k->packed_d_ = pack_weights<double>(*w, *r, k->a_.num_dirs, cell);
+      if (is_half(w->dtype())) {
+        k->packed_f_ = pack_weights<float>(to_float(*w), to_float(*r), k->a_.num_dirs, cell);
+      }
     }
     return std::unique_ptr<Kernel>(std::move(k));
   }
@@ -354,6 +365,8 @@ class RnnKernel final : public Kernel {
     switch (x->dtype()) {
       case DType::kFloat32: return run_typed<float>(ctx, packed_f_);
       case DType::kFloat64: return run_typed<double>(ctx, packed_d_);
+      case DType::kFloat16:
+      case DType::kBFloat16: return run_half(ctx);
       default: return Unsupported(ctx.node().describe() + ": dtype " + dtype_name(x->dtype()) + " is not supported");
     }
   }
@@ -361,6 +374,41 @@ class RnnKernel final : public Kernel {
  private:
   template <class T>
   Status run_typed(KernelContext& ctx, const PackedWeights<T>& prepacked) const;
+
+  // float16/bfloat16: computes in float32 and rounds the outputs back.
+  Status run_half(KernelContext& ctx) const {
+    std::vector<Tensor> in(static_cast<size_t>(ctx.num_inputs()));
+    std::vector<const Tensor*> in_ptrs(in.size(), nullptr);
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      const Tensor* t = ctx.input(i);
+      if (!t) continue;
+      in[static_cast<size_t>(i)] = is_half(t->dtype()) ? to_float(*t) : *t;
+      in_ptrs[static_cast<size_t>(i)] = &in[static_cast<size_t>(i)];
+    }
+    std::vector<Tensor> out(static_cast<size_t>(ctx.num_outputs()));
+    std::vector<Tensor*> out_ptrs(out.size(), nullptr);
+    for (int i = 0; i < ctx.num_outputs(); ++i) {
+      const Tensor* t = ctx.output(i);
+      if (!t || !t->defined()) continue;
+      out[static_cast<size_t>(i)] = Tensor(DType::kFloat32, t->dims());
+      out_ptrs[static_cast<size_t>(i)] = &out[static_cast<size_t>(i)];
+    }
+    KernelContext fctx(ctx.node(), in_ptrs, out_ptrs, &ctx.pool(), ctx.subgraphs());
+    TSR_RETURN_IF_ERROR(run_typed<float>(fctx, packed_f_));
+    for (int i = 0; i < ctx.num_outputs(); ++i) {
+      Tensor* t = ctx.output(i);
+      if (!out_ptrs[static_cast<size_t>(i)]) continue;
+      const float* src = out[static_cast<size_t>(i)].data<float>();
+      visit_dtype(t->dtype(), [&](auto tag) {
+        using U = decltype(tag);
+        if constexpr (std::is_same_v<U, Float16> || std::is_same_v<U, BFloat16>) {
+          U* dst = t->data<U>();
+          for (int64_t j = 0; j < t->numel(); ++j) dst[j] = U(src[j]);
+        }
+      });
+    }
+    return Status::Ok();
+  }
 
   RnnAttrs a_;
   PackedWeights<float> packed_f_;

@@ -297,6 +297,27 @@ TEST(RnnOps, LstmDefaultsMatchOnnxReference) {
   for (int b = 0; b < 3; ++b) EXPECT_NEAR((*res)[1].data<float>()[b * 3], expect[b], 1e-6);
 }
 
+TEST(RnnOps, Float16ComputesInFloatAndRoundsBack) {
+  std::mt19937 rng(7);
+  Tensor x = random_tensor({4, 2, 3}, rng, 1.f);
+  Tensor w = random_tensor({1, 12, 3}, rng);
+  Tensor r = random_tensor({1, 12, 4}, rng);
+  auto half = [](const Tensor& t) {
+    Tensor h(DType::kFloat16, t.dims());
+    for (int64_t i = 0; i < t.numel(); ++i) h.data<Float16>()[i] = Float16(t.data<float>()[i]);
+    return h;
+  };
+  NodeBuilder nb("GRU", {"x", "w", "r"}, {"y", "yh"});
+  nb.i("hidden_size", 4);
+  auto ref = run_node_once(nb.n, 14, {x, w, r});
+  auto got = run_node_once(nb.n, 14, {half(x), half(w), half(r)});
+  ASSERT_TRUE(ref.ok() && got.ok()) << got.status().message();
+  ASSERT_EQ((*got)[0].dtype(), DType::kFloat16);
+  for (int64_t i = 0; i < (*ref)[0].numel(); ++i) {
+    EXPECT_NEAR(static_cast<float>((*got)[0].data<Float16>()[i]), (*ref)[0].data<float>()[i], 5e-3);
+  }
+}
+
 TEST(RnnOps, InferenceGivesLayoutDependentShapes) {
   NodeBuilder nb("LSTM", {"x", "w", "r"}, {"y", "yh", "yc"});
   nb.i("hidden_size", 5).i("layout", 1).s("direction", "bidirectional");
