@@ -11,7 +11,7 @@
 #include <limits>
 #include <vector>
 
-#include "ops/misc_einsum.h"
+#include "ops/misc_ops.h"
 #include "ops/norm_util.h"
 #include "ops/op_registry.h"
 
@@ -248,6 +248,7 @@ TSR_REGISTER_OPS(misc) {
   reg.add(OpSchema{"SoftmaxCrossEntropyLoss", "", loss_infer, nullptr, sce_run, {}});
   reg.add(OpSchema{"Det", "", det_infer, nullptr, det_run, {}});
   register_einsum(reg);
+  register_tfidf(reg);
 }
 
 }  // namespace tessera

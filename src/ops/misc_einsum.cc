@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/misc_einsum.h"
+#include "ops/misc_ops.h"
 #include "ops/norm_util.h"
 
 namespace tessera {

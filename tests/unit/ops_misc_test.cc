@@ -191,3 +191,30 @@ TEST(Einsum, RejectsMismatchedTermCount) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST(TfIdfVectorizer, CountsBigramsAcrossSkips) {
+  Node n = make_node("TfIdfVectorizer", {"x"}, {"y"});
+  set_string(n, "mode", "TF");
+  set_int(n, "min_gram_length", 1);
+  set_int(n, "max_gram_length", 2);
+  set_int(n, "max_skip_count", 5);
+  auto ints = [&](const std::string& name, std::vector<int64_t> v) {
+    Attribute a;
+    a.kind = Attribute::Kind::kInts;
+    a.ints = std::move(v);
+    n.attrs[name] = a;
+  };
+  ints("ngram_counts", {0, 4});
+  ints("ngram_indexes", {0, 1, 2, 3, 4, 5, 6});
+  ints("pool_int64s", {2, 3, 5, 4, 5, 6, 7, 8, 6, 7});
+  std::vector<int32_t> x = {1, 1, 3, 3, 3, 7, 8, 6, 7, 5, 6, 8};
+  auto r = run_node_once(n, 9, {Tensor::FromVector(x, {12})});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  expect_close(r.value()[0], {0, 3, 1, 0, 1, 3, 1}, 0);
+}
+
+}  // namespace
+}  // namespace tessera
