@@ -414,9 +414,23 @@ Status lrn_run(KernelContext& ctx) {
         }
         const T* xr = xp + r * inner;
         T* yr = yp + r * inner;
-        for (int64_t i = 0; i < inner; ++i) {
-          A den = std::pow(static_cast<A>(bias) + static_cast<A>(a) * sq[static_cast<size_t>(i)], static_cast<A>(beta));
-          yr[i] = static_cast<T>(static_cast<A>(xr[i]) / den);
+        // base^-beta; the common betas (0.75 in AlexNet/GoogLeNet, 0.5)
+        // avoid pow.
+        const A ab = static_cast<A>(bias), aa = static_cast<A>(a);
+        if (beta == 0.75f) {
+          for (int64_t i = 0; i < inner; ++i) {
+            A base = ab + aa * sq[static_cast<size_t>(i)], r = std::sqrt(base);
+            yr[i] = static_cast<T>(static_cast<A>(xr[i]) / (r * std::sqrt(r)));
+          }
+        } else if (beta == 0.5f) {
+          for (int64_t i = 0; i < inner; ++i) {
+            yr[i] = static_cast<T>(static_cast<A>(xr[i]) / std::sqrt(ab + aa * sq[static_cast<size_t>(i)]));
+          }
+        } else {
+          for (int64_t i = 0; i < inner; ++i) {
+            A den = std::pow(ab + aa * sq[static_cast<size_t>(i)], static_cast<A>(beta));
+            yr[i] = static_cast<T>(static_cast<A>(xr[i]) / den);
+          }
         }
       }
     });
