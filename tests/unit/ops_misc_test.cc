@@ -218,3 +218,38 @@ TEST(TfIdfVectorizer, CountsBigramsAcrossSkips) {
 
 }  // namespace
 }  // namespace tessera
+
+#include "ops/op_registry.h"
+
+namespace tessera {
+namespace {
+
+TEST(Einsum, CompileTimeInferenceKeepsSymbolsAndHandlesUnknownRank) {
+  const OpSchema* schema = OpRegistry::instance().find("", "Einsum");
+  ASSERT_NE(schema, nullptr);
+  Node n = make_node("Einsum", {"a", "b"}, {"y"});
+  set_string(n, "equation", "bij,bjk->bik");
+  Shape a({Dim::Symbol("B"), Dim(3), Dim(4)}), b({Dim::Symbol("B"), Dim(4), Dim()});
+  InferContext ctx(n, 12, {ValueInfo{DType::kFloat32, a}, ValueInfo{DType::kFloat32, b}}, {});
+  ASSERT_TRUE(schema->infer(ctx).ok());
+  EXPECT_EQ(ctx.outputs()[0].shape.str(), "[B,3,?]");
+  set_string(n, "equation", "...ij->...ji");
+  Node n1 = make_node("Einsum", {"a"}, {"y"});
+  n1.attrs = n.attrs;
+  InferContext ctx1(n1, 12, {ValueInfo{DType::kFloat32, Shape::Unranked()}}, {});
+  ASSERT_TRUE(schema->infer(ctx1).ok());
+  EXPECT_FALSE(ctx1.outputs()[0].shape.rank_known);
+}
+
+TEST(NegativeLogLikelihoodLoss, CompileTimeInferenceOfNoneReduction) {
+  const OpSchema* schema = OpRegistry::instance().find("", "NegativeLogLikelihoodLoss");
+  Node n = make_node("NegativeLogLikelihoodLoss", {"x", "t"}, {"loss"});
+  set_string(n, "reduction", "none");
+  Shape x({Dim::Symbol("N"), Dim(5), Dim(7)});
+  InferContext ctx(n, 13, {ValueInfo{DType::kFloat32, x}, ValueInfo{DType::kInt64, Shape::Unranked()}}, {});
+  ASSERT_TRUE(schema->infer(ctx).ok());
+  EXPECT_EQ(ctx.outputs()[0].shape.str(), "[N,7]");
+}
+
+}  // namespace
+}  // namespace tessera

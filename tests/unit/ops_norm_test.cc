@@ -218,3 +218,45 @@ TEST(MeanVarianceNormalization, DefaultAxesNormalizePerChannel) {
 
 }  // namespace
 }  // namespace tessera
+
+#include "ops/op_registry.h"
+
+namespace tessera {
+namespace {
+
+TEST(BatchNormalization, Opset7SpatialZeroUsesPerElementParameters) {
+  // x: [1, 2, 2]; parameters [2, 2] (C x spatial).
+  Node n = make_node("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y"});
+  set_int(n, "spatial", 0);
+  set_float(n, "epsilon", 0.f);
+  auto out = run_node_once(n, 7,
+                           {Tensor::FromVector<float>({1, 2, 3, 4}, {1, 2, 2}), Tensor::FromVector<float>({1, 2, 3, 4}, {2, 2}),
+                            Tensor::FromVector<float>({0, 0, 0, 1}, {2, 2}), Tensor::FromVector<float>({1, 1, 1, 1}, {2, 2}),
+                            Tensor::FromVector<float>({1, 4, 1, 4}, {2, 2})});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  expect_close(out.value()[0], {0, 1, 6, 7}, 1e-6);
+}
+
+TEST(LayerNormalization, CompileTimeInferenceKeepsSymbolicBatch) {
+  const OpSchema* schema = OpRegistry::instance().find("", "LayerNormalization");
+  ASSERT_NE(schema, nullptr);
+  Node n = make_node("LayerNormalization", {"x", "s"}, {"y", "mean", "rstd"});
+  Shape x({Dim::Symbol("batch"), Dim(128), Dim(768)});
+  InferContext ctx(n, 17, {ValueInfo{DType::kFloat16, x}, ValueInfo{DType::kFloat16, Shape::FromDims({768})}}, {});
+  ASSERT_TRUE(schema->infer(ctx).ok());
+  EXPECT_EQ(ctx.outputs()[0].shape.str(), "[batch,128,768]");
+  EXPECT_EQ(ctx.outputs()[1].shape.str(), "[batch,128,1]");
+  EXPECT_EQ(ctx.outputs()[1].dtype, DType::kFloat32);  // stash_type defaults to float
+}
+
+TEST(Softmax, CompileTimeInferenceAcceptsUnrankedInput) {
+  const OpSchema* schema = OpRegistry::instance().find("", "Softmax");
+  ASSERT_NE(schema, nullptr);
+  Node n = make_node("Softmax", {"x"}, {"y"});
+  InferContext ctx(n, 13, {ValueInfo{DType::kFloat32, Shape::Unranked()}}, {});
+  ASSERT_TRUE(schema->infer(ctx).ok());
+  EXPECT_FALSE(ctx.outputs()[0].shape.rank_known);
+}
+
+}  // namespace
+}  // namespace tessera
