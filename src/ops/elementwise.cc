@@ -10,6 +10,11 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
+
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 #include "ops/elementwise_common.h"
 #include "ops/elementwise_math.h"
@@ -37,6 +42,19 @@ Status infer_unary_to_bool(InferContext& ctx) {
   return Status::Ok();
 }
 
+struct SqrtOp;
+
+// sqrt sets errno for negative inputs, so GCC does not vectorize std::sqrt
+// without -fno-math-errno; the instruction itself is IEEE-exact.
+void sqrt_f32(const float* x, float* y, int64_t b, int64_t e) {
+#if defined(__AVX512F__)
+  for (; b + 16 <= e; b += 16) _mm512_storeu_ps(y + b, _mm512_sqrt_ps(_mm512_loadu_ps(x + b)));
+#elif defined(__AVX__)
+  for (; b + 8 <= e; b += 8) _mm256_storeu_ps(y + b, _mm256_sqrt_ps(_mm256_loadu_ps(x + b)));
+#endif
+  for (; b < e; ++b) y[b] = std::sqrt(x[b]);
+}
+
 // y = op(x) for every element; Op(node) reads the attributes.
 template <class Op>
 Status run_unary(KernelContext& ctx) {
@@ -51,7 +69,11 @@ Status run_unary(KernelContext& ctx) {
       const T* px = x.data<T>();
       T* py = y.data<T>();
       ctx.pool().parallel_for(x.numel(), kGrain, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) py[i] = to_storage<T>(op(static_cast<C>(px[i])));
+        if constexpr (std::is_same_v<Op, SqrtOp> && std::is_same_v<T, float>) {
+          sqrt_f32(px, py, b, e);
+        } else {
+          for (int64_t i = b; i < e; ++i) py[i] = to_storage<T>(op(static_cast<C>(px[i])));
+        }
       });
     }
   });

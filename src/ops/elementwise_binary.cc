@@ -59,8 +59,10 @@ Status infer_where(InferContext& ctx) {
 // PRelu broadcasts the slope to X (unidirectional). A 1-D slope of X's
 // channel count that does not fit X's last dim is read as per-channel
 // ([C] -> [C,1,...,1]), as models converted from per-channel PRelu expect.
-bool prelu_channel_slope(const Dims& x, const Dims& slope) {
-  return slope.size() == 1 && x.size() >= 3 && x[1] == slope[0] && x.back() != slope[0] && slope[0] != 1;
+bool prelu_channel_slope(const Shape& x, const Shape& slope) {
+  if (!x.rank_known || !slope.rank_known || slope.rank() != 1 || x.rank() < 3) return false;
+  const Dim& c = slope[0];
+  return c.known() && c.value != 1 && x[1] == c && x[x.rank() - 1].known() && x[x.rank() - 1] != c;
 }
 
 Status infer_prelu(InferContext& ctx) {
@@ -69,7 +71,7 @@ Status infer_prelu(InferContext& ctx) {
   const Shape& x = ctx.in_shape(0);
   const Shape& s = ctx.in_shape(1);
   if (x.rank_known && s.rank_known) {
-    bool channel = x.fully_known() && s.fully_known() && prelu_channel_slope(x.concrete(), s.concrete());
+    bool channel = prelu_channel_slope(x, s);
     Shape out;
     if (!channel && (s.rank() > x.rank() || !broadcast_shapes(x, s, &out))) {
       return ctx.error("slope of shape " + s.str() + " cannot be broadcast to input shape " + x.str());
@@ -308,7 +310,7 @@ Status run_prelu(KernelContext& ctx) {
   Tensor& o = *ctx.output(0);
   TSR_RETURN_IF_ERROR(check_tensor_dtype(ctx, x, kNumericTypes));
   TSR_RETURN_IF_ERROR(check_same_tensor_dtype(ctx, x, slope));
-  if (prelu_channel_slope(x.dims(), slope.dims())) {
+  if (prelu_channel_slope(Shape::FromDims(x.dims()), Shape::FromDims(slope.dims()))) {
     Dims d(x.dims().size() - 1, 1);
     d[0] = slope.dims()[0];
     slope = slope.reshaped(d);
@@ -458,9 +460,15 @@ Status run_pow(KernelContext& ctx) {
 
 // ---- Where ----------------------------------------------------------------
 
+// Both values are loaded before the select: a load under the condition
+// could fault, so GCC would keep a branch instead of a blend.
 template <class T, bool SC, bool SX, bool SY>
 void where_run(const bool* c, const T* x, const T* y, T* o, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) o[i] = c[SC ? i : 0] ? x[SX ? i : 0] : y[SY ? i : 0];
+  for (int64_t i = 0; i < n; ++i) {
+    const T a = x[SX ? i : 0];
+    const T b = y[SY ? i : 0];
+    o[i] = c[SC ? i : 0] ? a : b;
+  }
 }
 
 // Copies by element size, so every dtype shares four instantiations.

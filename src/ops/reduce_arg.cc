@@ -4,7 +4,10 @@
 // contiguous row, otherwise rows of `inner` running best values are updated
 // elementwise. NaN counts as the extreme, and the first NaN wins (numpy).
 #include <algorithm>
+#include <array>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ops/elementwise_common.h"
@@ -43,57 +46,96 @@ Status infer_arg(InferContext& ctx) {
 // True when x should replace best.
 template <bool kMax, bool kLast, class C>
 inline bool better(C x, C best) {
+  const bool b = kMax ? (kLast ? x >= best : x > best) : (kLast ? x <= best : x < best);
   if constexpr (std::is_floating_point_v<C>) {
-    if (best != best) return false;  // a NaN already won
-    if (x != x) return true;
-  }
-  if constexpr (kMax) {
-    return kLast ? x >= best : x > best;
+    return best == best && (b || x != x);  // a NaN wins and then stays
   } else {
-    return kLast ? x <= best : x < best;
+    return b;
   }
+}
+
+// Extreme of a contiguous row with independent lanes (vectorizable); NaN
+// sticks for floats.
+template <bool kMax, class C, class T>
+C row_extreme(const T* row, int64_t n) {
+  constexpr int kLanes = 16;
+  std::array<C, kLanes> acc;
+  acc.fill(static_cast<C>(row[0]));
+  auto comb = [](C a, C x) {
+    if constexpr (std::is_floating_point_v<C>) {
+      return (kMax ? x > a : x < a) || x != x ? x : a;
+    } else {
+      return (kMax ? x > a : x < a) ? x : a;
+    }
+  };
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      acc[static_cast<size_t>(j)] = comb(acc[static_cast<size_t>(j)], static_cast<C>(row[i + j]));
+    }
+  }
+  C r = acc[0];
+  for (int j = 1; j < kLanes; ++j) r = comb(r, acc[static_cast<size_t>(j)]);
+  for (; i < n; ++i) r = comb(r, static_cast<C>(row[i]));
+  return r;
 }
 
 template <bool kMax, bool kLast, class T>
 void arg_typed(ThreadPool& pool, const T* in, int64_t* out, int64_t outer, int64_t n, int64_t inner) {
   using C = compute_t<T>;
   if (inner == 1) {
+    // Two passes per row: the extreme value, then its first (last) position.
     pool.parallel_for(outer, std::max<int64_t>(1, ew::kGrain / n), [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o) {
         const T* row = in + o * n;
-        C best = static_cast<C>(row[0]);
+        const C m = row_extreme<kMax, C>(row, n);
         int64_t bi = 0;
-        for (int64_t k = 1; k < n; ++k) {
-          C v = static_cast<C>(row[k]);
-          if (better<kMax, kLast>(v, best)) {
-            best = v;
-            bi = k;
-          }
+        if (m != m) {  // first NaN, whatever select_last_index says (numpy)
+          while (static_cast<C>(row[bi]) == static_cast<C>(row[bi])) ++bi;
+        } else if (kLast) {
+          bi = n - 1;
+          while (static_cast<C>(row[bi]) != m) --bi;
+        } else {
+          while (static_cast<C>(row[bi]) != m) ++bi;
         }
         out[o] = bi;
       }
     });
     return;
   }
-  pool.parallel_for(outer, std::max<int64_t>(1, ew::kGrain / (n * inner)), [&](int64_t b, int64_t e) {
-    std::vector<C> best(static_cast<size_t>(inner));
-    for (int64_t o = b; o < e; ++o) {
-      const T* base = in + o * n * inner;
-      int64_t* idx = out + o * inner;
-      for (int64_t j = 0; j < inner; ++j) {
+  // Rows of `inner` running extremes, in blocks so that the work splits
+  // across threads even when outer is 1 (ArgMax over channels of [1,C,H,W]).
+  // Indices are kept as wide as the values so the update loop vectorizes.
+  using I = std::conditional_t<sizeof(C) == 8, int64_t, int32_t>;
+  constexpr int64_t kBlock = 256;
+  const int64_t blocks = (inner + kBlock - 1) / kBlock;
+  const int64_t work = std::max<int64_t>(1, n * std::min(inner, kBlock));
+  pool.parallel_for(outer * blocks, std::max<int64_t>(1, ew::kGrain / work), [&](int64_t b, int64_t e) {
+    std::array<C, kBlock> best;
+    std::array<I, kBlock> bidx;
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t o = item / blocks;
+      const int64_t j0 = (item % blocks) * kBlock;
+      const int64_t m = std::min(kBlock, inner - j0);
+      const T* base = in + o * n * inner + j0;
+      for (int64_t j = 0; j < m; ++j) {
         best[static_cast<size_t>(j)] = static_cast<C>(base[j]);
-        idx[j] = 0;
+        bidx[static_cast<size_t>(j)] = 0;
       }
       for (int64_t k = 1; k < n; ++k) {
         const T* row = base + k * inner;
-        for (int64_t j = 0; j < inner; ++j) {
-          C v = static_cast<C>(row[j]);
-          if (better<kMax, kLast>(v, best[static_cast<size_t>(j)])) {
-            best[static_cast<size_t>(j)] = v;
-            idx[j] = k;
-          }
+        const I ki = static_cast<I>(k);
+        for (int64_t j = 0; j < m; ++j) {
+          const size_t uj = static_cast<size_t>(j);
+          const C v = static_cast<C>(row[j]);
+          const C cur = best[uj];
+          const bool take = better<kMax, kLast>(v, cur);
+          best[uj] = take ? v : cur;
+          bidx[uj] = take ? ki : bidx[uj];
         }
       }
+      int64_t* dst = out + o * inner + j0;
+      for (int64_t j = 0; j < m; ++j) dst[j] = bidx[static_cast<size_t>(j)];
     }
   });
 }
@@ -112,6 +154,7 @@ Status run_arg(KernelContext& ctx) {
   const int64_t n = x.dim(a);
   if (y.numel() == 0) return Status::Ok();
   if (n == 0) return ctx.error("cannot take the index of an extreme over an empty axis");
+  if (n > std::numeric_limits<int32_t>::max()) return ctx.error("axis of length " + std::to_string(n) + " is too long");
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (ew::type_in<T>(ew::kNumericTypes)) {

@@ -517,6 +517,12 @@ TEST(ElementwiseBinary, PReluBroadcastsSlopeToInput) {
   EXPECT_EQ(yc[17], -1.f);
   auto bad = run_node_once(make_node("PRelu", 2), 16, {x, Tensor::FromVector<float>({1, 2}, {2, 1, 1, 1})});
   EXPECT_FALSE(bad.ok());
+  // The per-channel reading also holds at compile time with a symbolic batch.
+  Node n = make_node("PRelu", 2);
+  Shape xs({Dim::Symbol("batch"), Dim(64), Dim(56), Dim(56)});
+  InferContext ctx(n, 9, {ValueInfo{DType::kFloat32, xs}, ValueInfo{DType::kFloat32, Shape::FromDims({64})}}, {});
+  ASSERT_TRUE(OpRegistry::instance().find("", "PRelu")->infer(ctx).ok());
+  EXPECT_EQ(ctx.outputs()[0].shape.str(), "[batch,64,56,56]");
 }
 
 TEST(ElementwiseVariadic, SumMeanMaxMinFoldManyBroadcastInputs) {
