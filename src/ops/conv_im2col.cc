@@ -4,6 +4,10 @@
 #include <cstring>
 #include <vector>
 
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
 namespace tessera {
 
 namespace {
@@ -222,6 +226,386 @@ void dw_row(const float* __restrict xr, const float* __restrict w, int64_t kw_rt
 
 }  // namespace
 
+#ifdef __AVX512F__
+
+// Depthwise convolution with AVX-512 for kernels up to 8 wide and horizontal
+// strides 1 and 2. Stride 2 first splits each input row into its even and
+// odd columns, so every tap reads contiguous columns of one of them. Each
+// block of up to 4 x 16 outputs of a row keeps its accumulators in registers
+// across all taps. Vectors that touch the left/right border use masked loads
+// (the masks supply the zero padding) and are kept in blocks of their own;
+// interior blocks use plain loads. Blocks and masks depend only on columns,
+// so they are computed once per plane.
+constexpr int kDwMaxKW = 8;
+
+struct DwTap {
+  int src;        // 0: the input (stride 1) or its even columns; 1: odd columns
+  int64_t shift;  // source column of output column 0
+};
+
+struct DwBlock {
+  int64_t ow0 = 0;
+  int vecs = 0;
+  bool masked = false;
+  __mmask16 in[kDwMaxKW][4];  // per tap and vector: lanes inside the source row
+  __mmask16 out[4];           // output lanes to store
+};
+
+struct DwPlan {
+  std::vector<DwTap> taps;
+  int64_t width[2] = {0, 0};  // columns of each source row
+  std::vector<DwBlock> blocks;
+};
+
+DwPlan dw_plan(int64_t iw, int64_t ow, int64_t kw, int64_t sw, int64_t pw, int64_t dw) {
+  DwPlan plan;
+  auto floor_div2 = [](int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); };
+  if (sw == 1) {
+    plan.width[0] = iw;
+  } else {
+    plan.width[0] = (iw + 1) / 2;
+    plan.width[1] = iw / 2;
+  }
+  for (int64_t b = 0; b < kw; ++b) {
+    const int64_t off = b * dw - pw;
+    if (sw == 1) {
+      plan.taps.push_back({0, off});
+    } else {
+      const int64_t q = floor_div2(off);
+      plan.taps.push_back({static_cast<int>(off - 2 * q), q});
+    }
+  }
+  auto lanes = [](int64_t first, int64_t width) -> __mmask16 {
+    const int64_t lo = std::clamp<int64_t>(-first, 0, 16);
+    const int64_t hi = std::clamp<int64_t>(width - first, 0, 16);
+    if (hi <= lo) return 0;
+    return static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+  };
+  // Classify each output vector, then group runs of interior vectors.
+  const int64_t nvec = (ow + 15) / 16;
+  auto interior = [&](int64_t v) {
+    if (16 * (v + 1) > ow) return false;
+    for (int64_t b = 0; b < kw; ++b) {
+      const DwTap& t = plan.taps[static_cast<size_t>(b)];
+      if (lanes(16 * v + t.shift, plan.width[t.src]) != 0xFFFF) return false;
+    }
+    return true;
+  };
+  for (int64_t v = 0; v < nvec;) {
+    DwBlock blk;
+    blk.ow0 = 16 * v;
+    const int n = static_cast<int>(std::min<int64_t>(4, nvec - v));
+    blk.masked = false;
+    for (int j = 0; j < n; ++j) blk.masked = blk.masked || !interior(v + j);
+    blk.vecs = n;
+    for (int j = 0; j < 4; ++j) {
+      const int64_t left = ow - (blk.ow0 + 16 * j);
+      blk.out[j] = j >= n ? static_cast<__mmask16>(0)
+                   : left >= 16 ? static_cast<__mmask16>(0xFFFF)
+                                : static_cast<__mmask16>((1u << left) - 1u);
+      for (int64_t b = 0; b < kw; ++b) {
+        const DwTap& t = plan.taps[static_cast<size_t>(b)];
+        blk.in[b][j] = j < n ? lanes(blk.ow0 + 16 * j + t.shift, plan.width[t.src]) : 0;
+      }
+    }
+    plan.blocks.push_back(blk);
+    v += n;
+  }
+  return plan;
+}
+
+// Computes output rows [o, o + R) of one column block. src[0..1] are the
+// source planes (row strides plan.width[]). Every loaded input vector feeds
+// each of the R rows whose window covers its row.
+template <int R, int V, bool kMasked>
+void dw_block_avx512(const DwPlan& plan, const DwBlock& blk, const float* const src[2], int64_t ih, const float* w,
+                     int64_t kh, int64_t kw, int64_t o, int64_t sh, int64_t ph, int64_t dh, float bias,
+                     bool accumulate, float* y, int64_t ow) {
+  const int64_t ow0 = blk.ow0;
+  __m512 acc[R][V];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      acc[r][v] = _mm512_set1_ps(bias);
+      if (accumulate) {
+        acc[r][v] = _mm512_add_ps(acc[r][v], _mm512_maskz_loadu_ps(blk.out[v], y + (o + r) * ow + ow0 + 16 * v));
+      }
+    }
+  }
+  const int64_t first = std::max<int64_t>(0, o * sh - ph);
+  const int64_t last = std::min<int64_t>(ih - 1, (o + R - 1) * sh - ph + (kh - 1) * dh);
+  for (int64_t i = first; i <= last; ++i) {
+    // Kernel row used by each output row for input row i, or null.
+    const float* wr[R];
+    bool any = false;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const int64_t a = i - ((o + r) * sh - ph);
+      wr[r] = a >= 0 && a % dh == 0 && a / dh < kh ? w + (a / dh) * kw : nullptr;
+      any = any || wr[r] != nullptr;
+    }
+    if (!any) continue;
+    for (int64_t b = 0; b < kw; ++b) {
+      const DwTap& t = plan.taps[static_cast<size_t>(b)];
+      const float* p = src[t.src] + i * plan.width[t.src] + ow0 + t.shift;
+      __m512 xv[V];
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) {
+        xv[v] = kMasked ? _mm512_maskz_loadu_ps(blk.in[b][v], p + 16 * v) : _mm512_loadu_ps(p + 16 * v);
+      }
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        if (!wr[r]) continue;
+        const __m512 wv = _mm512_set1_ps(wr[r][b]);
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(wv, xv[v], acc[r][v]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      float* dst = y + (o + r) * ow + ow0 + 16 * v;
+      if (kMasked) {
+        _mm512_mask_storeu_ps(dst, blk.out[v], acc[r][v]);
+      } else {
+        _mm512_storeu_ps(dst, acc[r][v]);
+      }
+    }
+  }
+}
+
+template <int R>
+void dw_rows_avx512(const DwPlan& plan, const float* const src[2], int64_t ih, const float* w, int64_t kh,
+                    int64_t kw, int64_t o, int64_t ow, int64_t sh, int64_t ph, int64_t dh, float bias,
+                    bool accumulate, float* y) {
+  for (const DwBlock& blk : plan.blocks) {
+#define TSR_DW_CASE(V)                                                                                        \
+  if (blk.masked) {                                                                                           \
+    dw_block_avx512<R, V, true>(plan, blk, src, ih, w, kh, kw, o, sh, ph, dh, bias, accumulate, y, ow);       \
+  } else {                                                                                                    \
+    dw_block_avx512<R, V, false>(plan, blk, src, ih, w, kh, kw, o, sh, ph, dh, bias, accumulate, y, ow);      \
+  }
+    switch (blk.vecs) {
+      case 4: TSR_DW_CASE(4) break;
+      case 3: TSR_DW_CASE(3) break;
+      case 2: TSR_DW_CASE(2) break;
+      default: TSR_DW_CASE(1) break;
+    }
+#undef TSR_DW_CASE
+  }
+}
+
+void dw_plane_avx512(const DwPlan& plan, const float* const src[2], int64_t ih, const float* w, int64_t kh,
+                     int64_t kw, int64_t oh, int64_t ow, int64_t sh, int64_t ph, int64_t dh, float bias,
+                     bool accumulate, const kernels::Epilogue& act, float* y) {
+  int64_t o = 0;
+  for (; o + 2 <= oh; o += 2) {
+    dw_rows_avx512<2>(plan, src, ih, w, kh, kw, o, ow, sh, ph, dh, bias, accumulate, y);
+    kernels::apply_activation(act, y + o * ow, 2 * ow);
+  }
+  if (o < oh) {
+    dw_rows_avx512<1>(plan, src, ih, w, kh, kw, o, ow, sh, ph, dh, bias, accumulate, y);
+    kernels::apply_activation(act, y + o * ow, ow);
+  }
+}
+
+// Splits every row of an ih x iw plane into its even columns (ceil(iw/2) per
+// row, into `even`) and odd columns (floor(iw/2), into `odd`).
+void deinterleave_columns(const float* x, int64_t ih, int64_t iw, float* even, float* odd) {
+  const int64_t we = (iw + 1) / 2, wo = iw / 2;
+  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  for (int64_t i = 0; i < ih; ++i) {
+    const float* r = x + i * iw;
+    float* e = even + i * we;
+    float* d = odd + i * wo;
+    int64_t j = 0;
+    for (; 2 * j + 32 <= iw; j += 16) {
+      const __m512 a = _mm512_loadu_ps(r + 2 * j), b = _mm512_loadu_ps(r + 2 * j + 16);
+      _mm512_storeu_ps(e + j, _mm512_permutex2var_ps(a, ie, b));
+      _mm512_storeu_ps(d + j, _mm512_permutex2var_ps(a, io, b));
+    }
+    for (; 2 * j < iw; ++j) {
+      e[j] = r[2 * j];
+      if (2 * j + 1 < iw) d[j] = r[2 * j + 1];
+    }
+  }
+}
+
+thread_local std::vector<float> t_dw_scratch;
+
+// Fast path for square K x K kernels (K = 3, 5), unit dilation and equal
+// strides S = 1, 2: the plane is first copied into a zero-padded buffer (for
+// S = 2 split into even and odd padded columns) so that every tap is a plain
+// unaligned load and the whole tap loop unrolls at compile time with the
+// weights in registers.
+struct PaddedPlane {
+  const float* src[2];  // S = 1: src[0]; S = 2: even, odd columns
+  int64_t stride;       // floats per padded row (of each source)
+};
+
+// Copies x (ih x iw) into zero-padded rows starting ph rows and pw columns
+// in; for S = 2 the padded rows are split into their even and odd columns
+// in the same pass.
+PaddedPlane pad_plane(const float* x, int64_t ih, int64_t iw, int64_t ph, int64_t pw, int64_t rows, int64_t cols,
+                      int s) {
+  PaddedPlane pp;
+  const int64_t half = (cols + 1) / 2;
+  const size_t need = static_cast<size_t>(s == 1 ? rows * cols : 2 * rows * half);
+  if (t_dw_scratch.size() < need) t_dw_scratch.resize(need);
+  float* buf = t_dw_scratch.data();
+  if (s == 1) {
+    for (int64_t r = 0; r < rows; ++r) {
+      float* d = buf + r * cols;
+      const int64_t i = r - ph;
+      if (i < 0 || i >= ih) {
+        std::memset(d, 0, sizeof(float) * static_cast<size_t>(cols));
+        continue;
+      }
+      const int64_t n = std::min(iw, cols - pw);
+      std::memset(d, 0, sizeof(float) * static_cast<size_t>(pw));
+      std::memcpy(d + pw, x + i * iw, sizeof(float) * static_cast<size_t>(n));
+      std::memset(d + pw + n, 0, sizeof(float) * static_cast<size_t>(cols - pw - n));
+    }
+    pp.src[0] = buf;
+    pp.src[1] = nullptr;
+    pp.stride = cols;
+    return pp;
+  }
+  float* even = buf;
+  float* odd = buf + rows * half;
+  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* e = even + r * half;
+    float* d = odd + r * half;
+    const int64_t i = r - ph;
+    if (i < 0 || i >= ih) {
+      std::memset(e, 0, sizeof(float) * static_cast<size_t>(half));
+      std::memset(d, 0, sizeof(float) * static_cast<size_t>(half));
+      continue;
+    }
+    const float* xr = x + i * iw;
+    // Padded column c holds x[c - pw]: even[j] = x[2j - pw], odd[j] = x[2j + 1 - pw].
+    auto at = [&](int64_t c) { return c >= 0 && c < iw ? xr[c] : 0.f; };
+    int64_t j = 0;
+    for (; j < half && 2 * j - pw < 0; ++j) {
+      e[j] = at(2 * j - pw);
+      d[j] = at(2 * j + 1 - pw);
+    }
+    for (; j + 16 <= half && 2 * j - pw + 32 <= iw; j += 16) {
+      const __m512 lo = _mm512_loadu_ps(xr + 2 * j - pw), hi = _mm512_loadu_ps(xr + 2 * j - pw + 16);
+      _mm512_storeu_ps(e + j, _mm512_permutex2var_ps(lo, ie, hi));
+      _mm512_storeu_ps(d + j, _mm512_permutex2var_ps(lo, io, hi));
+    }
+    for (; j < half; ++j) {
+      e[j] = at(2 * j - pw);
+      d[j] = at(2 * j + 1 - pw);
+    }
+  }
+  pp.src[0] = even;
+  pp.src[1] = odd;
+  pp.stride = half;
+  return pp;
+}
+
+// Rows [o, o + R) x vectors [v0, v0 + V) of the output; x rows/cols are
+// padded coordinates.
+template <int K, int S, int R, int V>
+inline void dw_fast_block(const PaddedPlane& pp, const __m512 (&wv)[K * K], float bias, int64_t o, int64_t ow0,
+                          int64_t ow, bool accumulate, __mmask16 tail, bool last, float* y) {
+  __m512 acc[R][V];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      acc[r][v] = _mm512_set1_ps(bias);
+      if (accumulate) {
+        const __mmask16 m = last && v == V - 1 ? tail : static_cast<__mmask16>(0xFFFF);
+        acc[r][v] = _mm512_add_ps(acc[r][v], _mm512_maskz_loadu_ps(m, y + (o + r) * ow + ow0 + 16 * v));
+      }
+    }
+  }
+  // Input rows (o*S + i) for i in [0, (R-1)*S + K) feed output row r with
+  // kernel row a = i - r*S.
+#pragma GCC unroll 16
+  for (int i = 0; i < (R - 1) * S + K; ++i) {
+#pragma GCC unroll 8
+    for (int b = 0; b < K; ++b) {
+      const float* p = S == 1 ? pp.src[0] + (o * S + i) * pp.stride + ow0 + b
+                              : pp.src[b % 2] + (o * S + i) * pp.stride + ow0 + b / 2;
+      __m512 xv[V];
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) xv[v] = _mm512_loadu_ps(p + 16 * v);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const int a = i - r * S;
+        if (a < 0 || a >= K) continue;
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(wv[a * K + b], xv[v], acc[r][v]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      float* dst = y + (o + r) * ow + ow0 + 16 * v;
+      if (last && v == V - 1) {
+        _mm512_mask_storeu_ps(dst, tail, acc[r][v]);
+      } else {
+        _mm512_storeu_ps(dst, acc[r][v]);
+      }
+    }
+  }
+}
+
+template <int K, int S, int R>
+void dw_fast_rows(const PaddedPlane& pp, const __m512 (&wv)[K * K], float bias, int64_t o, int64_t ow,
+                  bool accumulate, float* y) {
+  const int64_t nvec = (ow + 15) / 16;
+  const int64_t rem = ow - 16 * (nvec - 1);
+  const __mmask16 tail = rem >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << rem) - 1u);
+  int64_t v = 0;
+  for (; v + 4 <= nvec; v += 4) dw_fast_block<K, S, R, 4>(pp, wv, bias, o, 16 * v, ow, accumulate, tail, v + 4 == nvec, y);
+  switch (nvec - v) {
+    case 3: dw_fast_block<K, S, R, 3>(pp, wv, bias, o, 16 * v, ow, accumulate, tail, true, y); break;
+    case 2: dw_fast_block<K, S, R, 2>(pp, wv, bias, o, 16 * v, ow, accumulate, tail, true, y); break;
+    case 1: dw_fast_block<K, S, R, 1>(pp, wv, bias, o, 16 * v, ow, accumulate, tail, true, y); break;
+    default: break;
+  }
+}
+
+template <int K, int S>
+void dw_fast_plane(const float* x, const float* w, const float* bias, int64_t mult, int64_t ih, int64_t iw,
+                   int64_t oh, int64_t ow, int64_t ph, int64_t pw, bool accumulate, const kernels::Epilogue& act,
+                   float* y) {
+  // Padded extent read by the last (partial) vector of the last row.
+  const int64_t rows = (oh - 1) * S + K;
+  const int64_t cols = ((ow + 15) / 16 * 16) * S + K + 16;
+  const PaddedPlane pp = pad_plane(x, ih, iw, ph, pw, rows, cols, S);
+  for (int64_t m = 0; m < mult; ++m) {
+    __m512 wv[K * K];
+    for (int t = 0; t < K * K; ++t) wv[t] = _mm512_set1_ps(w[m * K * K + t]);
+    const float b = bias ? bias[m] : 0.f;
+    float* ym = y + m * oh * ow;
+    int64_t o = 0;
+    for (; o + 2 <= oh; o += 2) {
+      dw_fast_rows<K, S, 2>(pp, wv, b, o, ow, accumulate, ym);
+      kernels::apply_activation(act, ym + o * ow, 2 * ow);
+    }
+    if (o < oh) {
+      dw_fast_rows<K, S, 1>(pp, wv, b, o, ow, accumulate, ym);
+      kernels::apply_activation(act, ym + o * ow, ow);
+    }
+  }
+}
+
+#endif
+
 void depthwise_conv2d(const float* x, const float* w, const float* bias, int64_t mult, const Geometry& g,
                       bool accumulate, const kernels::Epilogue& ep, float* y) {
   const bool one = g.in.size() == 1;
@@ -231,9 +615,35 @@ void depthwise_conv2d(const float* x, const float* w, const float* bias, int64_t
   const int64_t sh = one ? 1 : g.strides[0], sw = g.strides.back();
   const int64_t dh = one ? 1 : g.dilations[0], dw = g.dilations.back();
   const int64_t ph = one ? 0 : g.pad_begin[0], pw = g.pad_begin.back();
-  auto row_fn = kw == 3 ? &dw_row<3> : kw == 5 ? &dw_row<5> : kw == 7 ? &dw_row<7> : &dw_row<0>;
   kernels::Epilogue act = ep;
   act.bias_kind = kernels::Epilogue::Bias::kNone;
+#ifdef __AVX512F__
+  if (kh == kw && (kw == 3 || kw == 5) && sh == sw && (sw == 1 || sw == 2) && dh == 1 && dw == 1) {
+    auto fast = kw == 3 ? (sw == 1 ? &dw_fast_plane<3, 1> : &dw_fast_plane<3, 2>)
+                        : (sw == 1 ? &dw_fast_plane<5, 1> : &dw_fast_plane<5, 2>);
+    fast(x, w, bias, mult, ih, iw, oh, ow, ph, pw, accumulate, act, y);
+    return;
+  }
+  if ((sw == 1 || sw == 2) && kw <= kDwMaxKW) {
+    const DwPlan plan = dw_plan(iw, ow, kw, sw, pw, dw);
+    const float* src[2] = {x, nullptr};
+    if (sw == 2) {
+      t_dw_scratch.resize(static_cast<size_t>(ih * iw));
+      float* even = t_dw_scratch.data();
+      float* odd = even + ih * plan.width[0];
+      deinterleave_columns(x, ih, iw, even, odd);
+      src[0] = even;
+      src[1] = odd;
+    }
+    for (int64_t m = 0; m < mult; ++m) {
+      const float b = bias ? bias[m] : 0.f;
+      dw_plane_avx512(plan, src, ih, w + m * kh * kw, kh, kw, oh, ow, sh, ph, dh, b, accumulate, act,
+                      y + m * oh * ow);
+    }
+    return;
+  }
+#endif
+  auto row_fn = kw == 3 ? &dw_row<3> : kw == 5 ? &dw_row<5> : kw == 7 ? &dw_row<7> : &dw_row<0>;
   for (int64_t m = 0; m < mult; ++m) {
     const float* wm = w + m * kh * kw;
     float* ym = y + m * oh * ow;

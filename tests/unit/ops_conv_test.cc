@@ -255,9 +255,11 @@ TEST(Conv, LargeChannelCountsUseSeveralKBlocks) {
 TEST(Conv, FusedConvAppliesSummandThenActivation) {
   std::mt19937 rng(9);
   ThreadPool pool(2);
-  for (int depthwise = 0; depthwise < 2; ++depthwise) {
-    ConvParams p{2, 2, depthwise ? 4 : 1, depthwise ? 1 : 3, 5, {7, 6}, {3, 3}, {1, 2}, {1, 1}, {1, 1}, {1, 0},
-                 "NOTSET"};
+  for (int variant = 0; variant < 4; ++variant) {
+    const bool depthwise = variant > 0;
+    const Dims strides = variant == 2 ? Dims{1, 1} : variant == 3 ? Dims{2, 2} : Dims{1, 2};
+    ConvParams p{2, 2, depthwise ? 4 : 1, depthwise ? 1 : 3, depthwise ? 1 : 5, {7, 6}, {3, 3}, strides, {1, 1},
+                 {1, 1}, {1, 0}, "NOTSET"};
     Dims out;
     conv_out(p, &out);
     const int64_t c = p.group * p.cg, m = p.group * p.mg;
@@ -274,6 +276,34 @@ TEST(Conv, FusedConvAppliesSummandThenActivation) {
     std::vector<float> want = ref_conv(p, out, x, w, &b);
     for (size_t i = 0; i < want.size(); ++i) want[i] = std::min(std::max(want[i] + z.data<float>()[i], -0.5f), 0.6f);
     expect_close(res->at(0), want, depthwise ? "depthwise" : "gemm");
+  }
+}
+
+TEST(Conv, DepthwiseFastPathsMatchReference) {
+  // Square 3x3/5x5 kernels with equal strides 1/2 take the padded AVX-512
+  // path; others the masked or scalar paths. Sweep widths around the vector
+  // length and every padding.
+  std::mt19937 rng(31);
+  ThreadPool pool(2);
+  for (int64_t k : {3, 5, 4}) {
+    for (int64_t s : {1, 2}) {
+      for (int64_t pad = 0; pad <= 2; ++pad) {
+        for (int64_t w : {5, 16, 17, 33, 64, 70}) {
+          for (int64_t mult : {1, 2}) {
+            const int64_t h = 6 + (w % 3);
+            if (w + 2 * pad < k || h + 2 * pad < k) continue;
+            ConvParams p{2, 1, 3, 1, mult, {h, w}, {k, k}, {s, s}, {1, 1}, {pad, pad}, {pad, pad % 2}, "NOTSET"};
+            Dims out;
+            conv_out(p, &out);
+            Tensor x = random_tensor({1, 3, h, w}, rng), wt = random_tensor({3 * mult, 1, k, k}, rng),
+                   b = random_tensor({3 * mult}, rng);
+            auto res = run_node(conv_node(p, true), {x, wt, b}, true, &pool);
+            ASSERT_TRUE(res.ok()) << res.status().message();
+            expect_close(res->at(0), ref_conv(p, out, x, wt, &b), describe(p));
+          }
+        }
+      }
+    }
   }
 }
 

@@ -21,18 +21,28 @@ namespace {
 // AVX-512: 8 x 48 keeps 24 accumulators, 3 B vectors and a broadcast in the
 // 32 zmm registers.
 constexpr int kLanes = 16;
+#ifndef TSR_GEMM_MR  // overridable for tuning experiments (bench/gemm_bench.cc)
 #ifdef __AVX512F__
-constexpr int kMR = 8;
-constexpr int kNV = 3;
+#define TSR_GEMM_MR 8
+#define TSR_GEMM_NV 3
 #else
-constexpr int kMR = 4;
-constexpr int kNV = 2;
+#define TSR_GEMM_MR 4
+#define TSR_GEMM_NV 2
 #endif
+#endif
+#ifndef TSR_GEMM_KC
+#define TSR_GEMM_KC 256
+#endif
+#ifndef TSR_GEMM_NC_PANELS
+#define TSR_GEMM_NC_PANELS 16
+#endif
+constexpr int kMR = TSR_GEMM_MR;
+constexpr int kNV = TSR_GEMM_NV;
 constexpr int kNR = kNV * kLanes;
 // K block: a B panel (kKC x kNR) stays in L1/L2, an A panel (kMR x kKC) in
 // L1. N block: the packed B block (kKC x kNC) stays in L2.
-constexpr int64_t kKC = 256;
-constexpr int64_t kNC = 8 * kNR * 2;  // multiple of kNR
+constexpr int64_t kKC = TSR_GEMM_KC;
+constexpr int64_t kNC = TSR_GEMM_NC_PANELS * kNR;
 // Below this many flops a GEMM runs on the calling thread.
 constexpr double kMinParallelFlops = 2.0e6;
 
@@ -114,6 +124,13 @@ inline __m512 act_vec(const Epilogue& ep, __m512 x) {
 template <int R, int V>
 void micro_kernel(int64_t kc, const float* __restrict a, const float* __restrict b, float* __restrict c,
                   int64_t ldc, int nr, const TileArgs& t) {
+  // C is read (beta != 0) or written after the K loop; fetch its lines now
+  // so the tile store does not wait on memory.
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + v * kLanes), _MM_HINT_T0);
+  }
   __m512 acc[R][V];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)

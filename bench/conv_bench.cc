@@ -1,0 +1,109 @@
+// Micro-benchmark of the native Conv kernel on typical CNN layers: prints
+// GFLOP/s with 1 thread (wall and thread-CPU time, the latter unaffected by
+// other processes on a shared machine) and with 2 threads (wall). Not built
+// by CMake; after building build-<dir>/libtessera_core.a:
+//   g++ -std=c++20 -O3 -march=native -DONNX_ML=1 -DONNX_NAMESPACE=onnx -Isrc bench/conv_bench.cc
+//       build-conv/libtessera_core.a -lonnx -lonnx_proto -lprotobuf -lpthread -o /tmp/conv_bench
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/op_registry.h"
+#include "runtime/thread_pool.h"
+
+using namespace tessera;
+
+namespace {
+
+struct Layer {
+  const char* name;
+  int64_t n, c, h, w, m, k, stride, pad, group;
+};
+
+double thread_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+Attribute ints(std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Optional argument: run only layers whose name contains it.
+  const std::string filter = argc > 1 ? argv[1] : "";
+  const Layer layers[] = {
+      {"resnet 3x3 256->64 @56", 1, 256, 56, 56, 64, 3, 1, 1, 1},
+      {"resnet 3x3 64->64 @56", 1, 64, 56, 56, 64, 3, 1, 1, 1},
+      {"resnet 1x1 256->64 @56", 1, 256, 56, 56, 64, 1, 1, 0, 1},
+      {"resnet 1x1 64->256 @56", 1, 64, 56, 56, 256, 1, 1, 0, 1},
+      {"resnet 3x3 256->256 @14", 1, 256, 14, 14, 256, 3, 1, 1, 1},
+      {"resnet stem 7x7/2 3->64", 1, 3, 224, 224, 64, 7, 2, 3, 1},
+      {"mobilenet dw 3x3 32 @112", 1, 32, 112, 112, 32, 3, 1, 1, 32},
+      {"mobilenet dw 3x3/2 96 @112", 1, 96, 112, 112, 96, 3, 2, 1, 96},
+      {"mobilenet dw 3x3 144 @56", 1, 144, 56, 56, 144, 3, 1, 1, 144},
+      {"mobilenet 1x1 144->24 @56", 1, 144, 56, 56, 24, 1, 1, 0, 1},
+  };
+  ThreadPool p1(1), p2(2);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::printf("%-30s %9s %9s %9s %9s\n", "layer", "GFLOP", "1t wall", "1t cpu", "2t wall");
+  for (const Layer& l : layers) {
+    if (!filter.empty() && std::string(l.name).find(filter) == std::string::npos) continue;
+    const int64_t oh = (l.h + 2 * l.pad - l.k) / l.stride + 1, ow = (l.w + 2 * l.pad - l.k) / l.stride + 1;
+    Tensor x(DType::kFloat32, {l.n, l.c, l.h, l.w}), w(DType::kFloat32, {l.m, l.c / l.group, l.k, l.k}),
+        b(DType::kFloat32, {l.m}), y(DType::kFloat32, {l.n, l.m, oh, ow});
+    for (Tensor* t : {&x, &w, &b}) {
+      for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = dist(rng);
+    }
+    Node node;
+    node.name = "conv";
+    node.op_type = "Conv";
+    node.inputs = {"x", "w", "b"};
+    node.outputs = {"y"};
+    node.attrs["kernel_shape"] = ints({l.k, l.k});
+    node.attrs["strides"] = ints({l.stride, l.stride});
+    node.attrs["pads"] = ints({l.pad, l.pad, l.pad, l.pad});
+    Attribute g;
+    g.kind = Attribute::Kind::kInt;
+    g.i = l.group;
+    node.attrs["group"] = g;
+    KernelInit init{node, 13, {}, {nullptr, &w, &b}};
+    for (const Tensor* t : {&x, &w, &b}) init.in_info.push_back(ValueInfo{t->dtype(), Shape::FromDims(t->dims())});
+    auto kernel = create_kernel(*OpRegistry::instance().find("", "Conv"), init);
+    if (!kernel.ok()) {
+      std::printf("%s: %s\n", l.name, kernel.status().message().c_str());
+      return 1;
+    }
+    const double flops = 2.0 * static_cast<double>(l.n * l.m * oh * ow) * static_cast<double>(l.c / l.group * l.k * l.k);
+    auto measure = [&](ThreadPool* pool, bool cpu) {
+      KernelContext ctx(node, {&x, &w, &b}, {&y}, pool, nullptr);
+      (void)kernel.value()->run(ctx);
+      const int runs = std::clamp(static_cast<int>(3e10 / flops), 5, 3000);
+      double best = 1e30;
+      for (int r = 0; r < runs; ++r) {
+        const double t0 = cpu ? thread_cpu_seconds() : wall_seconds();
+        (void)kernel.value()->run(ctx);
+        best = std::min(best, (cpu ? thread_cpu_seconds() : wall_seconds()) - t0);
+      }
+      return flops / best / 1e9;
+    };
+    const double w1 = measure(&p1, false), c1 = measure(&p1, true), w2 = measure(&p2, false);
+    std::printf("%-30s %9.3f %9.1f %9.1f %9.1f\n", l.name, flops / 1e9, w1, c1, w2);
+  }
+  return 0;
+}
