@@ -165,6 +165,8 @@ class Canonicalizer {
   bool rewrite(size_t i) {
     const Node& n = g_.nodes[i];
     if (identity_like(n)) return remove_identity(i);
+    if (is_op(n, "Transpose") && merge_transposes(i)) return true;
+    if (is_op(n, "Reshape") && merge_reshape(i)) return true;
     if (opts_.fold_batchnorm && is_op(n, "BatchNormalization")) return fold_batchnorm(i);
     if (is_op(n, "Add") || is_op(n, "Mul")) {
       if (opts_.fold_conv_bias && fold_conv_affine(i)) return true;
@@ -242,6 +244,69 @@ class Canonicalizer {
     }
     remove_node(i);
     ++stats_->removed_identities;
+    return true;
+  }
+
+  // The permutation of a Transpose node, or empty when it cannot be known
+  // (no perm attribute and unknown rank).
+  std::vector<int64_t> transpose_perm(const Node& t) const {
+    if (t.has_attr("perm")) return t.attr_ints("perm");
+    const ValueInfo* vi = info(t.inputs[0]);
+    if (!vi || !vi->shape.rank_known) return {};
+    std::vector<int64_t> perm(static_cast<size_t>(vi->shape.rank()));
+    for (size_t k = 0; k < perm.size(); ++k) perm[k] = static_cast<int64_t>(perm.size() - 1 - k);
+    return perm;
+  }
+
+  // Transpose(Transpose(x, p1), p2) = Transpose(x, q) with q[i] = p1[p2[i]].
+  bool merge_transposes(size_t i) {
+    Node& outer = g_.nodes[i];
+    if (!outer.has_input(0) || !outer.has_output(0)) return false;
+    const std::string t = outer.inputs[0];
+    Node* inner = producer(t);
+    if (!inner || !is_op(*inner, "Transpose") || !single_use(t) || !inner->has_input(0)) return false;
+    std::vector<int64_t> p1 = transpose_perm(*inner), p2 = transpose_perm(outer);
+    if (p1.empty() || p1.size() != p2.size()) return false;
+    std::vector<int64_t> q(p2.size());
+    for (size_t k = 0; k < p2.size(); ++k) {
+      if (p2[k] < 0 || p2[k] >= static_cast<int64_t>(p1.size())) return false;
+      q[k] = p1[static_cast<size_t>(p2[k])];
+    }
+    Attribute perm;
+    perm.kind = Attribute::Kind::kInts;
+    perm.ints = q;
+    outer.attrs["perm"] = perm;
+    outer.inputs[0] = inner->inputs[0];
+    g_.values.erase(t);
+    remove_node(producer_.at(t));
+    ++stats_->merged_layout_ops;
+    return true;
+  }
+
+  // Reshape(L(x), s) = Reshape(x, s) when L only relabels dims (Reshape,
+  // Flatten, Squeeze, Unsqueeze) and s is a constant that does not copy
+  // dims from its input (no 0 entries, or allowzero=1).
+  bool merge_reshape(size_t i) {
+    Node& outer = g_.nodes[i];
+    if (!outer.has_input(0) || !outer.has_input(1) || !outer.has_output(0)) return false;
+    const Tensor* shape = constant(outer.inputs[1]);
+    if (!shape || !dtype_is_integer(shape->dtype())) return false;
+    if (outer.attr_int("allowzero", 0) == 0) {
+      for (int64_t k = 0; k < shape->numel(); ++k) {
+        if (shape->as_int64(k) == 0) return false;
+      }
+    }
+    const std::string t = outer.inputs[0];
+    Node* inner = producer(t);
+    if (!inner || !single_use(t) || !inner->has_input(0) || inner->outputs.size() != 1) return false;
+    if (!is_op(*inner, "Reshape") && !is_op(*inner, "Flatten") && !is_op(*inner, "Squeeze") &&
+        !is_op(*inner, "Unsqueeze")) {
+      return false;
+    }
+    outer.inputs[0] = inner->inputs[0];
+    g_.values.erase(t);
+    remove_node(producer_.at(t));
+    ++stats_->merged_layout_ops;
     return true;
   }
 

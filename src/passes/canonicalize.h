@@ -2,7 +2,7 @@
 // backends fewer, larger ops.
 //   * identity-like nodes disappear: Identity, inference-mode Dropout (mask
 //     unused), Cast to the same type, Transpose by the identity permutation,
-//     Reshape/Expand to the very same static shape. Consumers read the input
+//     Reshape/Expand/Flatten/Squeeze/Unsqueeze to the very same static shape. Consumers read the input
 //     instead; when the output is a graph output its name survives by renaming
 //     the producer's output (the node stays when that is impossible).
 //   * BatchNormalization (inference) after a Conv/ConvTranspose whose output
@@ -11,6 +11,9 @@
 //   * Add / Mul of a constant per-channel (or scalar) tensor after such a
 //     convolution folds into its bias / weights, when broadcasting cannot
 //     change the output shape.
+//   * Transpose of a Transpose becomes one Transpose (composed permutation);
+//     a Reshape to a constant shape skips a Reshape/Flatten/Squeeze/Unsqueeze
+//     before it.
 //   * MatMul(A 2-D, B 2-D) + Add(constant C broadcastable to [M, N]) becomes
 //     Gemm.
 // Rewrites apply inside nested graphs too. Values a nested graph reads are
@@ -33,14 +36,16 @@ struct CanonicalizeStats {
   int folded_batchnorms = 0;
   int folded_conv_affines = 0;  // Add/Mul folded into a convolution
   int fused_gemms = 0;
+  int merged_layout_ops = 0;    // Transpose pairs and Reshape chains merged
   bool changed() const {
-    return removed_identities + folded_batchnorms + folded_conv_affines + fused_gemms > 0;
+    return removed_identities + folded_batchnorms + folded_conv_affines + fused_gemms + merged_layout_ops > 0;
   }
   CanonicalizeStats& operator+=(const CanonicalizeStats& o) {
     removed_identities += o.removed_identities;
     folded_batchnorms += o.folded_batchnorms;
     folded_conv_affines += o.folded_conv_affines;
     fused_gemms += o.fused_gemms;
+    merged_layout_ops += o.merged_layout_ops;
     return *this;
   }
 };

@@ -297,6 +297,42 @@ TEST(Canonicalize, CastToSameTypeAndIdentityTransposeAreRemoved) {
   EXPECT_EQ(g.nodes[0].outputs[0], "y");
 }
 
+TEST(Canonicalize, TransposePairsMergeAndReshapeChainsShortcut) {
+  Graph g;
+  set_input(g, "x", DType::kFloat32, {2, 3, 4});
+  g.constants["shape"] = Tensor::FromVector<int64_t>({4, -1}, {2});
+  g.constants["axes"] = Tensor::FromVector<int64_t>({0}, {1});
+  g.nodes.push_back(make_node("Transpose", {"x"}, {"t1"}, {{"perm", ints_attr({1, 2, 0})}}));
+  g.nodes.push_back(make_node("Transpose", {"t1"}, {"t2"}, {{"perm", ints_attr({0, 2, 1})}}));
+  g.nodes.push_back(make_node("Unsqueeze", {"t2", "axes"}, {"u"}));
+  g.nodes.push_back(make_node("Reshape", {"u", "shape"}, {"y"}));
+  g.outputs = {"y"};
+  std::map<std::string, Tensor> feeds{{"x", random_tensor({2, 3, 4}, 5)}};
+  auto before = evaluate(g, feeds);
+  ASSERT_TRUE(before.ok()) << before.status().message();
+  CanonicalizeStats stats;
+  ASSERT_TRUE(canonicalize(g, &stats).ok());
+  EXPECT_EQ(stats.merged_layout_ops, 2);
+  ASSERT_EQ(g.nodes.size(), 2u) << print_graph(g);
+  EXPECT_EQ(g.nodes[0].attr_ints("perm"), (std::vector<int64_t>{1, 0, 2}));
+  EXPECT_EQ(g.nodes[1].inputs[0], g.nodes[0].outputs[0]);
+  auto after = evaluate(g, feeds);
+  ASSERT_TRUE(after.ok()) << after.status().message();
+  expect_close((*before)[0], (*after)[0], 0.f);
+}
+
+TEST(Canonicalize, ReshapeCopyingInputDimsDoesNotSkipItsProducer) {
+  Graph g;
+  set_input(g, "x", DType::kFloat32, {2, 3, 4});
+  g.constants["s1"] = Tensor::FromVector<int64_t>({6, 4}, {2});
+  g.constants["s2"] = Tensor::FromVector<int64_t>({0, -1}, {2});  // 0 copies the (new) first dim
+  g.nodes.push_back(make_node("Reshape", {"x", "s1"}, {"r"}));
+  g.nodes.push_back(make_node("Reshape", {"r", "s2"}, {"y"}));
+  g.outputs = {"y"};
+  ASSERT_TRUE(canonicalize(g).ok());
+  EXPECT_EQ(g.nodes.size(), 2u);
+}
+
 TEST(Canonicalize, MatMulPlusBiasBecomesGemmOnlyFor2D) {
   for (int rank : {2, 3}) {
     Graph g;
