@@ -226,7 +226,7 @@ struct IsInfOp {
   template <class C>
   bool operator()(C x) const {
     constexpr C kInf = std::numeric_limits<C>::infinity();
-    return (pos && x == kInf) || (neg && x == -kInf);
+    return (pos & (x == kInf)) | (neg & (x == -kInf));
   }
 };
 

@@ -183,14 +183,14 @@ struct AndOp {
   static constexpr uint32_t kTypes = kBoolType;
   static constexpr bool kBoolOut = true;
   explicit AndOp(const Node&) {}
-  bool operator()(bool a, bool b) const { return a && b; }
+  bool operator()(bool a, bool b) const { return a & b; }
 };
 
 struct OrOp {
   static constexpr uint32_t kTypes = kBoolType;
   static constexpr bool kBoolOut = true;
   explicit OrOp(const Node&) {}
-  bool operator()(bool a, bool b) const { return a || b; }
+  bool operator()(bool a, bool b) const { return a | b; }
 };
 
 struct XorOp {
@@ -238,7 +238,7 @@ struct MaxOp {
   template <class C>
   C operator()(C a, C b) const {
     if constexpr (std::is_floating_point_v<C>) {
-      return (a > b || a != a) ? a : b;
+      return ((a > b) | (a != a)) ? a : b;
     } else {
       return a > b ? a : b;
     }
@@ -252,7 +252,7 @@ struct MinOp {
   template <class C>
   C operator()(C a, C b) const {
     if constexpr (std::is_floating_point_v<C>) {
-      return (a < b || a != a) ? a : b;
+      return ((a < b) | (a != a)) ? a : b;
     } else {
       return a < b ? a : b;
     }

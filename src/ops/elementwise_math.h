@@ -71,7 +71,7 @@ inline float expm1(float x) {
   p = p * z + 0.5f;
   p = p * z * z + z;
   float e = exp(x) - 1.0f;
-  return (x > -0.35f && x < 0.35f) ? p : e;
+  return select((x > -0.35f) & (x < 0.35f), p, e);
 }
 
 // log(x): frexp by bit manipulation, Cephes logf polynomial.

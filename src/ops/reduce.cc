@@ -245,10 +245,10 @@ struct Reducer {
   }
   static A comb(A a, A b) {
     if constexpr (K == Kind::kMax) {
-      if constexpr (std::is_floating_point_v<A>) return (b > a || b != b) ? b : a;  // NaN sticks
+      if constexpr (std::is_floating_point_v<A>) return ((b > a) | (b != b)) ? b : a;  // NaN sticks; | keeps it branch-free
       else return b > a ? b : a;
     } else if constexpr (K == Kind::kMin) {
-      if constexpr (std::is_floating_point_v<A>) return (b < a || b != b) ? b : a;
+      if constexpr (std::is_floating_point_v<A>) return ((b < a) | (b != b)) ? b : a;
       else return b < a ? b : a;
     } else if constexpr (K == Kind::kProd) {
       return wrap_mul(a, b);
@@ -294,6 +294,8 @@ inline A reduce_row(const T* x, int64_t n, A shift) {
   acc.fill(R::init());
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
+    // Unrolled fully, the lanes become scalars that GCC cannot vectorize.
+#pragma GCC unroll 1
     for (int j = 0; j < kLanes; ++j) {
       acc[static_cast<size_t>(j)] =
           R::comb(acc[static_cast<size_t>(j)], R::pre(static_cast<A>(static_cast<C>(x[i + j])), shift));
@@ -324,7 +326,7 @@ void reduce_core(ThreadPool& pool, const Layout& L, const T* in, int64_t out_num
     return;
   }
   // Column mode: outputs come in rows of `inner`, processed in blocks.
-  constexpr int64_t kBlock = 512;
+  constexpr int64_t kBlock = 2048;
   const int64_t out_rows = out_numel / L.inner;
   const int64_t blocks = (L.inner + kBlock - 1) / kBlock;
   const int64_t work = std::max<int64_t>(1, L.red_rows * std::min(L.inner, kBlock));

@@ -48,7 +48,7 @@ template <bool kMax, bool kLast, class C>
 inline bool better(C x, C best) {
   const bool b = kMax ? (kLast ? x >= best : x > best) : (kLast ? x <= best : x < best);
   if constexpr (std::is_floating_point_v<C>) {
-    return best == best && (b || x != x);  // a NaN wins and then stays
+    return (best == best) & (b | (x != x));  // a NaN wins and then stays
   } else {
     return b;
   }
@@ -58,18 +58,20 @@ inline bool better(C x, C best) {
 // sticks for floats.
 template <bool kMax, class C, class T>
 C row_extreme(const T* row, int64_t n) {
-  constexpr int kLanes = 16;
+  constexpr int kLanes = static_cast<int>(128 / sizeof(C));
   std::array<C, kLanes> acc;
   acc.fill(static_cast<C>(row[0]));
   auto comb = [](C a, C x) {
     if constexpr (std::is_floating_point_v<C>) {
-      return (kMax ? x > a : x < a) || x != x ? x : a;
+      return ((kMax ? x > a : x < a) | (x != x)) ? x : a;
     } else {
       return (kMax ? x > a : x < a) ? x : a;
     }
   };
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
+    // Unrolled fully, the lanes become scalars that GCC cannot vectorize.
+#pragma GCC unroll 1
     for (int j = 0; j < kLanes; ++j) {
       acc[static_cast<size_t>(j)] = comb(acc[static_cast<size_t>(j)], static_cast<C>(row[i + j]));
     }
@@ -107,7 +109,7 @@ void arg_typed(ThreadPool& pool, const T* in, int64_t* out, int64_t outer, int64
   // across threads even when outer is 1 (ArgMax over channels of [1,C,H,W]).
   // Indices are kept as wide as the values so the update loop vectorizes.
   using I = std::conditional_t<sizeof(C) == 8, int64_t, int32_t>;
-  constexpr int64_t kBlock = 256;
+  constexpr int64_t kBlock = 2048;
   const int64_t blocks = (inner + kBlock - 1) / kBlock;
   const int64_t work = std::max<int64_t>(1, n * std::min(inner, kBlock));
   pool.parallel_for(outer * blocks, std::max<int64_t>(1, ew::kGrain / work), [&](int64_t b, int64_t e) {
