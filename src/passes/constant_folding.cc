@@ -1,6 +1,8 @@
 #include "passes/constant_folding.h"
 
 #include <algorithm>
+#include <optional>
+#include <unordered_map>
 #include <string_view>
 
 #include "passes/dce.h"
@@ -46,15 +48,21 @@ class Folder {
 
   void fold_graph(Graph& g, const GraphScope* parent) {
     GraphScope scope(g, parent);
+    std::unordered_map<std::string, const Node*> shape_of;
+    shape_of_ = &shape_of;
     std::vector<bool> folded(g.nodes.size(), false);
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       Node& n = g.nodes[i];
       std::vector<Graph*> subs = nested_graphs(n);
       if (!subs.empty()) {
         for (Graph* sg : subs) fold_graph(*sg, &scope);
+        shape_of_ = &shape_of;
         continue;
       }
       folded[i] = try_fold(scope, n);
+      if (!folded[i] && is_default_domain(n) && n.op_type == "Shape" && n.has_input(0) && n.has_output(0)) {
+        shape_of[n.outputs[0]] = &n;
+      }
     }
     std::vector<Node> kept;
     kept.reserve(g.nodes.size());
@@ -70,6 +78,83 @@ class Folder {
     g.values[name] = ValueInfo{t.dtype(), Shape::FromDims(t.dims())};
     g.constants[name] = std::move(t);
     scope.now_constant(name);
+  }
+
+  // The dims a Shape node reports (start/end applied), known or not; empty
+  // optional when the rank is unknown.
+  std::optional<std::vector<Dim>> shape_node_dims(const GraphScope& scope, const Node& shape_node) const {
+    const ValueInfo* vi = scope.info(shape_node.inputs[0]);
+    if (!vi || !vi->shape.rank_known) return std::nullopt;
+    const int64_t rank = vi->shape.rank();
+    auto clamp = [&](int64_t v) {
+      if (v < 0) v += rank;
+      return std::clamp<int64_t>(v, 0, rank);
+    };
+    int64_t start = clamp(shape_node.attr_int("start", 0));
+    int64_t end = clamp(shape_node.attr_int("end", rank));
+    std::vector<Dim> dims;
+    for (int64_t d = start; d < end; ++d) dims.push_back(vi->shape[static_cast<int>(d)]);
+    return dims;
+  }
+
+  // Gather / Slice picking only known entries out of Shape(x) when other
+  // entries (a symbolic batch) are unknown: x.size(1) with a dynamic batch.
+  bool try_fold_shape_pick(GraphScope& scope, const Node& n) {
+    if (!n.has_input(0) || !n.has_output(0)) return false;
+    auto it = shape_of_->find(n.inputs[0]);
+    if (it == shape_of_->end()) return false;
+    std::optional<std::vector<Dim>> dims = shape_node_dims(scope, *it->second);
+    if (!dims) return false;
+    const auto len = static_cast<int64_t>(dims->size());
+    std::vector<int64_t> picked;
+    Dims out_dims;
+    auto pick = [&](int64_t k) {
+      if (k < 0) k += len;
+      if (k < 0 || k >= len || !(*dims)[static_cast<size_t>(k)].known()) return false;
+      picked.push_back((*dims)[static_cast<size_t>(k)].value);
+      return true;
+    };
+    if (n.op_type == "Gather") {
+      if (n.attr_int("axis", 0) != 0 && n.attr_int("axis", 0) != -1) return false;
+      const Tensor* idx = n.has_input(1) ? scope.constant(n.inputs[1]) : nullptr;
+      if (!idx || !dtype_is_integer(idx->dtype()) || idx->rank() > 1) return false;
+      for (int64_t k = 0; k < idx->numel(); ++k) {
+        if (!pick(idx->as_int64(k))) return false;
+      }
+      out_dims = idx->dims();
+    } else {  // Slice, opset 10+ (inputs)
+      if (scope.graph().opset < 10 || !n.has_input(1) || !n.has_input(2)) return false;
+      const Tensor* starts = scope.constant(n.inputs[1]);
+      const Tensor* ends = scope.constant(n.inputs[2]);
+      const Tensor* axes = n.has_input(3) ? scope.constant(n.inputs[3]) : nullptr;
+      const Tensor* steps = n.has_input(4) ? scope.constant(n.inputs[4]) : nullptr;
+      if (!starts || !ends || starts->numel() != 1 || ends->numel() != 1) return false;
+      if (n.has_input(3) && (!axes || axes->numel() != 1 || (axes->as_int64(0) != 0 && axes->as_int64(0) != -1))) {
+        return false;
+      }
+      if (n.has_input(4) && (!steps || steps->numel() != 1)) return false;
+      const int64_t step = steps ? steps->as_int64(0) : 1;
+      if (step == 0) return false;
+      int64_t start = starts->as_int64(0), end = ends->as_int64(0);
+      if (start < 0) start += len;
+      if (end < 0) end += len;
+      if (step > 0) {
+        start = std::clamp<int64_t>(start, 0, len);
+        end = std::clamp<int64_t>(end, 0, len);
+        for (int64_t k = start; k < end; k += step) {
+          if (!pick(k)) return false;
+        }
+      } else {
+        start = std::clamp<int64_t>(start, 0, len - 1);
+        end = std::clamp<int64_t>(end, -1, len - 1);
+        for (int64_t k = start; k > end; k += step) {
+          if (!pick(k)) return false;
+        }
+      }
+      out_dims = {static_cast<int64_t>(picked.size())};
+    }
+    set_constant(scope, n.outputs[0], Tensor::FromVector<int64_t>(picked, out_dims));
+    return true;
   }
 
   // Shape / Size of a value whose shape is statically known.
@@ -134,6 +219,10 @@ class Folder {
         ++stats_->folded_shapes;
         return true;
       }
+      if (is_default_domain(n) && (n.op_type == "Gather" || n.op_type == "Slice") && try_fold_shape_pick(scope, n)) {
+        ++stats_->folded_shapes;
+        return true;
+      }
       return false;
     }
     if (!any_input) return false;  // sources other than Constant are generators
@@ -191,6 +280,8 @@ class Folder {
 
   const ConstantFoldingOptions& opts_;
   ConstantFoldingStats* stats_;
+  // Outputs of Shape nodes of the graph being folded that stayed nodes.
+  std::unordered_map<std::string, const Node*>* shape_of_ = nullptr;
 };
 
 }  // namespace

@@ -4,7 +4,9 @@
 // been executed once (run_node_once) and replaced by constants of the same
 // names, and where Shape/Size of values with fully known shapes are
 // constants. Exporter-style Shape -> Gather -> Concat -> Reshape chains thus
-// collapse to a constant shape when the input shapes are concrete.
+// collapse to a constant shape when the input shapes are concrete. When only
+// some dims are known (a symbolic batch), a Gather or Slice that picks known
+// entries out of Shape(x) still becomes a constant.
 //
 // Nodes are visited in topological order, so a chain folds in one sweep.
 // Nested graphs are folded too (they may read outer constants by name); a

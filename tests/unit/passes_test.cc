@@ -406,6 +406,28 @@ TEST(ConstantFolding, ShapeOfSymbolicBatchIsNotFolded) {
   EXPECT_EQ(g.nodes.size(), 5u);
 }
 
+TEST(ConstantFolding, KnownEntriesPickedFromASymbolicShapeFold) {
+  Graph g;
+  g.inputs = {"x"};
+  g.values["x"] = ValueInfo{DType::kFloat32, Shape({Dim::Symbol("batch"), Dim(3), Dim(4)})};
+  g.constants["one"] = Tensor::FromVector<int64_t>({1, -1}, {2});
+  g.constants["start"] = Tensor::FromVector<int64_t>({1}, {1});
+  g.constants["end"] = Tensor::FromVector<int64_t>({INT64_MAX}, {1});
+  g.constants["zero"] = Tensor::Scalar<int64_t>(0);
+  g.nodes.push_back(make_node("Shape", {"x"}, {"s"}));
+  g.nodes.push_back(make_node("Gather", {"s", "one"}, {"picked"}, {{"axis", int_attr(0)}}));
+  g.nodes.push_back(make_node("Slice", {"s", "start", "end"}, {"tail"}));
+  g.nodes.push_back(make_node("Gather", {"s", "zero"}, {"batch"}, {{"axis", int_attr(0)}}));
+  g.outputs = {"picked", "tail", "batch"};
+  ConstantFoldingStats stats;
+  ASSERT_TRUE(constant_folding(g, &stats).ok());
+  EXPECT_EQ(stats.folded_shapes, 2);
+  ASSERT_EQ(g.nodes.size(), 2u);  // Shape and the Gather of the symbolic batch stay
+  EXPECT_EQ(g.constant("picked")->to_int64_vector(), (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(g.constant("tail")->to_int64_vector(), (std::vector<int64_t>{3, 4}));
+  EXPECT_FALSE(g.is_constant("batch"));
+}
+
 TEST(ConstantFolding, ShapeHonoursStartAndEnd) {
   Graph g;
   g.inputs = {"x"};
