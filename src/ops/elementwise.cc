@@ -155,10 +155,14 @@ struct TanhOp {
 };
 
 struct ErfOp {
-  static constexpr uint32_t kTypes = kFloatTypes;
+  static constexpr uint32_t kTypes = kNumericTypes;  // integers since opset 9 (result truncated)
   explicit ErfOp(const Node&) {}
   float operator()(float x) const { return fm::erf(x); }
   double operator()(double x) const { return std::erf(x); }
+  template <class C>
+  C operator()(C x) const {
+    return static_cast<C>(std::erf(static_cast<double>(x)));
+  }
 };
 
 struct AbsOp {
@@ -474,7 +478,7 @@ void register_unary_ops(OpRegistry& reg) {
   TSR_ADD_UNARY(Sqrt, F);
   TSR_ADD_UNARY(Exp, F);
   TSR_ADD_UNARY(Log, F);
-  TSR_ADD_UNARY(Erf, F);
+  TSR_ADD_UNARY(Erf, kNumericTypes);
   TSR_ADD_UNARY(Relu, kSignedTypes);
   TSR_ADD_UNARY(LeakyRelu, F);
   TSR_ADD_UNARY(Elu, F);

@@ -192,6 +192,11 @@ TEST(ElementwiseUnary, SignAndReluKeepNaN) {
   EXPECT_EQ(r[1], 0.f);
 }
 
+TEST(ElementwiseUnary, ErfOfIntegersTruncates) {
+  EXPECT_EQ(values<int32_t>(run1(make_node("Erf", 1), {Tensor::FromVector<int32_t>({-3, 0, 2}, {3})})),
+            (std::vector<int32_t>{0, 0, 0}));
+}
+
 TEST(ElementwiseUnary, SqrtOfIntegersIsRejectedAtInference) {
   auto r = run_node_once(make_node("Sqrt", 1), 17, {Tensor::FromVector<int32_t>({4}, {1})});
   ASSERT_FALSE(r.ok());
@@ -617,6 +622,29 @@ TEST(ElementwiseCast, HalfTypesRoundOnceAndBFloat16Truncates) {
   Tensor b = run1(n, {Tensor::FromVector<float>({1.0078125f + 0.0078125f * 0.75f, kNaN}, {2})});
   EXPECT_EQ(b.data<BFloat16>()[0].bits, 0x3f81);  // truncated, not rounded up to 0x3f82
   EXPECT_TRUE(std::isnan(static_cast<float>(b.data<BFloat16>()[1])));
+}
+
+TEST(ElementwiseCast, EveryDtypePairRoundTripsSmallValues) {
+  const DType types[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kInt8,
+                         DType::kUInt8,   DType::kInt16,   DType::kUInt16,  DType::kInt32,    DType::kUInt32,
+                         DType::kInt64,   DType::kUInt64,  DType::kBool};
+  Tensor src = Tensor::FromVector<float>({0.f, 1.f, 2.f, 5.f, 100.f}, {5});
+  for (DType a : types) {
+    for (DType b : types) {
+      Node to_a = make_node("Cast", 1);
+      set_int(to_a, "to", static_cast<int64_t>(a));
+      Node to_b = make_node("Cast", 1);
+      set_int(to_b, "to", static_cast<int64_t>(b));
+      Node to_f = make_node("Cast", 1);
+      set_int(to_f, "to", static_cast<int64_t>(DType::kFloat32));
+      Tensor y = run1(to_f, {run1(to_b, {run1(to_a, {src})})});
+      const bool via_bool = a == DType::kBool || b == DType::kBool;
+      for (int64_t i = 0; i < 5; ++i) {
+        float want = via_bool ? (src.data<float>()[i] != 0 ? 1.f : 0.f) : src.data<float>()[i];
+        EXPECT_EQ(y.data<float>()[i], want) << dtype_name(a) << " -> " << dtype_name(b) << " at " << i;
+      }
+    }
+  }
 }
 
 TEST(ElementwiseCast, StringsAreRejectedWithAClearError) {
