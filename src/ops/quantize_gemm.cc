@@ -1,0 +1,219 @@
+#include "ops/quantize_gemm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "runtime/thread_pool.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#include <immintrin.h>
+#define TSR_QGEMM_AVX512 1
+#endif
+
+namespace tessera::qgemm {
+
+namespace {
+
+constexpr int64_t kPanelPairs = kQNR * 2;  // int16 values per k pair of a B panel
+
+// Bytes of packed B a tile aims to keep in L2.
+constexpr int64_t kBlockBytes = 256 * 1024;
+
+#ifdef TSR_QGEMM_AVX512
+inline __m512i madd(__m512i acc, __m512i a, __m512i b) {
+#ifdef __AVX512VNNI__
+  return _mm512_dpwssd_epi32(acc, a, b);
+#else
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+#endif
+}
+
+// One kQMR x kQNR tile over all k pairs; writes the top-left mr x nr of it.
+void micro_kernel(const int16_t* ap, const int16_t* bp, int64_t kp, int32_t* c, int64_t ldc, int mr, int nr) {
+  static_assert(kQNR == 32, "the AVX-512 micro-kernel holds 32 columns in two registers");
+  __m512i acc0[kQMR], acc1[kQMR];
+#pragma GCC unroll 8
+  for (int r = 0; r < kQMR; ++r) {
+    acc0[r] = _mm512_setzero_si512();
+    acc1[r] = _mm512_setzero_si512();
+  }
+  for (int64_t q = 0; q < kp; ++q) {
+    const __m512i b0 = _mm512_loadu_si512(bp);
+    const __m512i b1 = _mm512_loadu_si512(bp + 32);
+    bp += kPanelPairs;
+#pragma GCC unroll 8
+    for (int r = 0; r < kQMR; ++r) {
+      int32_t pair;
+      std::memcpy(&pair, ap + 2 * r, sizeof pair);
+      const __m512i a = _mm512_set1_epi32(pair);
+      acc0[r] = madd(acc0[r], a, b0);
+      acc1[r] = madd(acc1[r], a, b1);
+    }
+    ap += 2 * kQMR;
+  }
+  if (nr == kQNR) {
+    for (int r = 0; r < mr; ++r) {
+      _mm512_storeu_si512(c + r * ldc, acc0[r]);
+      _mm512_storeu_si512(c + r * ldc + 16, acc1[r]);
+    }
+    return;
+  }
+  const auto m0 = static_cast<__mmask16>(nr >= 16 ? 0xFFFFu : (1u << nr) - 1u);
+  const auto m1 = static_cast<__mmask16>(nr > 16 ? (1u << (nr - 16)) - 1u : 0u);
+  for (int r = 0; r < mr; ++r) {
+    _mm512_mask_storeu_epi32(c + r * ldc, m0, acc0[r]);
+    _mm512_mask_storeu_epi32(c + r * ldc + 16, m1, acc1[r]);
+  }
+}
+#else
+void micro_kernel(const int16_t* ap, const int16_t* bp, int64_t kp, int32_t* c, int64_t ldc, int mr, int nr) {
+  int32_t acc[kQMR][kQNR] = {};
+  for (int64_t q = 0; q < kp; ++q) {
+    for (int r = 0; r < kQMR; ++r) {
+      const int32_t a0 = ap[2 * r], a1 = ap[2 * r + 1];
+      for (int j = 0; j < kQNR; ++j) acc[r][j] += a0 * bp[2 * j] + a1 * bp[2 * j + 1];
+    }
+    ap += 2 * kQMR;
+    bp += kPanelPairs;
+  }
+  for (int r = 0; r < mr; ++r) {
+    for (int j = 0; j < nr; ++j) c[r * ldc + j] = acc[r][j];
+  }
+}
+#endif
+
+}  // namespace
+
+QPackedA QPackedA::Pack(Int8Ref a, int64_t lda, int64_t m, int64_t k, ZeroPoints za) {
+  QPackedA p;
+  p.m_ = m;
+  p.k_ = k;
+  const int64_t kp = k_pairs(k);
+  p.data_.assign(static_cast<size_t>(p.panels() * kp * kQMR * 2), 0);
+  for (int64_t i = 0; i < m; ++i) {
+    int16_t* dst = p.data_.data() + (i / kQMR) * kp * kQMR * 2 + (i % kQMR) * 2;
+    const int32_t z = za.at(i);
+    const int64_t row = i * lda;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      dst[(kk / 2) * kQMR * 2 + (kk & 1)] = static_cast<int16_t>(a.at(row + kk) - z);
+    }
+  }
+  return p;
+}
+
+void QMatrixB::pack(int64_t n0, int64_t nc, int16_t* dst) const {
+  const int64_t kp = k_pairs(k_);
+  const int64_t panels = (nc + kQNR - 1) / kQNR;
+  std::memset(dst, 0, sizeof(int16_t) * static_cast<size_t>(panels * kp * kPanelPairs));
+  int32_t zb[kQNR];
+  for (int64_t p = 0; p < panels; ++p) {
+    const int64_t j0 = n0 + p * kQNR;
+    const int cols = static_cast<int>(std::min<int64_t>(kQNR, n0 + nc - j0));
+    for (int j = 0; j < cols; ++j) zb[j] = zb_.at(j0 + j);
+    int16_t* panel = dst + p * kp * kPanelPairs;
+    for (int64_t kk = 0; kk < k_; ++kk) {
+      int16_t* d = panel + (kk / 2) * kPanelPairs + (kk & 1);
+      const int64_t row = kk * ldb_ + j0;
+      if (b_.is_signed) {
+        const int8_t* s = static_cast<const int8_t*>(b_.data) + row;
+        for (int j = 0; j < cols; ++j) d[2 * j] = static_cast<int16_t>(s[j] - zb[j]);
+      } else {
+        const uint8_t* s = static_cast<const uint8_t*>(b_.data) + row;
+        for (int j = 0; j < cols; ++j) d[2 * j] = static_cast<int16_t>(s[j] - zb[j]);
+      }
+    }
+  }
+}
+
+QPackedB QPackedB::Pack(const QBSource& src, int64_t k, int64_t n) {
+  QPackedB p;
+  p.k_ = k;
+  p.n_ = n;
+  p.data_.assign(static_cast<size_t>(round_up(std::max<int64_t>(n, 1), kQNR) * k_pairs(k) * 2), 0);
+  if (n > 0) src.pack(0, n, p.data_.data());
+  return p;
+}
+
+void QPackedB::pack(int64_t n0, int64_t nc, int16_t* dst) const {
+  const int64_t panels = (nc + kQNR - 1) / kQNR;
+  std::memcpy(dst, packed(n0), sizeof(int16_t) * static_cast<size_t>(panels * k_pairs(k_) * kPanelPairs));
+}
+
+void qgemm(ThreadPool* pool, const QPackedA& a, const QBSource& b, int64_t n, int32_t* c, int64_t ldc) {
+  const int64_t m = a.m(), kp = k_pairs(a.k());
+  if (m == 0 || n == 0) return;
+  if (a.k() == 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0);
+    return;
+  }
+  const int64_t n_panels = (n + kQNR - 1) / kQNR;
+  const int64_t panel_bytes = kp * kPanelPairs * static_cast<int64_t>(sizeof(int16_t));
+  const int64_t block_panels = std::clamp<int64_t>(kBlockBytes / panel_bytes, 1, 16);
+  const int64_t tiles_n = (n_panels + block_panels - 1) / block_panels;
+  const int threads = pool ? pool->num_threads() : 1;
+  // Split rows too when the column blocks alone cannot keep every thread busy;
+  // each row tile then packs its own copy of the B block.
+  int64_t tiles_m = 1;
+  const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(a.k());
+  if (threads > 1 && work > 1.0e6 && tiles_n < 4 * threads) {
+    tiles_m = std::clamp<int64_t>((4 * threads + tiles_n - 1) / tiles_n, 1, a.panels());
+  }
+  const int64_t m_panels_per_tile = (a.panels() + tiles_m - 1) / tiles_m;
+  tiles_m = (a.panels() + m_panels_per_tile - 1) / m_panels_per_tile;
+
+  auto run_tile = [&](int64_t t) {
+    const int64_t tm = t / tiles_n, tn = t % tiles_n;
+    const int64_t n0 = tn * block_panels * kQNR;
+    const int64_t nc = std::min(n - n0, block_panels * kQNR);
+    const int16_t* bblock = b.packed(n0);
+    if (!bblock) {
+      thread_local std::vector<int16_t> buf;
+      const auto need = static_cast<size_t>(round_up(nc, kQNR) * kp * 2);
+      if (buf.size() < need) buf.resize(need);
+      b.pack(n0, nc, buf.data());
+      bblock = buf.data();
+    }
+    const int64_t p0 = tm * m_panels_per_tile, p1 = std::min(a.panels(), p0 + m_panels_per_tile);
+    for (int64_t j0 = 0; j0 < nc; j0 += kQNR) {
+      const int16_t* bp = bblock + (j0 / kQNR) * kp * kPanelPairs;
+      const int nr = static_cast<int>(std::min<int64_t>(kQNR, nc - j0));
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t i0 = p * kQMR;
+        const int mr = static_cast<int>(std::min<int64_t>(kQMR, m - i0));
+        micro_kernel(a.panel(p), bp, kp, c + i0 * ldc + n0 + j0, ldc, mr, nr);
+      }
+    }
+  };
+  const int64_t tiles = tiles_m * tiles_n;
+  if (!pool || tiles == 1 || work < 2.0e5) {
+    for (int64_t t = 0; t < tiles; ++t) run_tile(t);
+    return;
+  }
+  pool->parallel_for(tiles, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) run_tile(t);
+  });
+}
+
+template <class T>
+void requantize(const int32_t* acc, int64_t n, const float* scales, int64_t scale_stride, int32_t zp, T* y) {
+  // Clamp first, in the output's range shifted by the zero point, so the
+  // rounding below only sees |v| < 2^22: adding and subtracting 1.5 * 2^23
+  // then rounds to nearest even under the default rounding mode. NaN clamps
+  // to the low end.
+  const float lo = static_cast<float>(std::numeric_limits<T>::min() - zp);
+  const float hi = static_cast<float>(std::numeric_limits<T>::max() - zp);
+  constexpr float kMagic = 12582912.f;
+  for (int64_t j = 0; j < n; ++j) {
+    float v = static_cast<float>(acc[j]) * scales[j * scale_stride];
+    v = v > lo ? v : lo;
+    v = v < hi ? v : hi;
+    v = (v + kMagic) - kMagic;
+    y[j] = static_cast<T>(static_cast<int32_t>(v) + zp);
+  }
+}
+
+template void requantize<uint8_t>(const int32_t*, int64_t, const float*, int64_t, int32_t, uint8_t*);
+template void requantize<int8_t>(const int32_t*, int64_t, const float*, int64_t, int32_t, int8_t*);
+
+}  // namespace tessera::qgemm

@@ -1,0 +1,290 @@
+// MatMulInteger and QLinearMatMul: numpy matmul semantics (1-D promotion,
+// batch broadcasting) over 8-bit operands on the integer GEMM of
+// quantize_gemm.h.
+//
+// Zero points (and QLinearMatMul's scales) of A are per tensor or per row,
+// those of B per tensor or per column; a per-row/column tensor may also hold
+// one set per batch matrix ([..., M, 1] / [..., 1, N]). A constant B with a
+// constant zero point is packed once when the kernel is created.
+// QLinearMatMul requantizes the int32 products with
+//   y = saturate(round_half_even(acc * (a_scale * b_scale / y_scale)) + y_zp).
+#include <algorithm>
+
+#include "ops/quantize_gemm.h"
+#include "ops/quantize_ops.h"
+#include "runtime/thread_pool.h"
+
+namespace tessera::quant {
+
+namespace {
+
+using qgemm::Int8Ref;
+using qgemm::QPackedA;
+using qgemm::QPackedB;
+using qgemm::ZeroPoints;
+
+// Batches whose GEMMs are smaller than this run one per thread.
+constexpr double kSmallGemmOps = 4.0e6;
+
+Status infer_qmatmul(InferContext& ctx, int a_index, int b_index, DType out_dtype) {
+  const Shape& a = ctx.in_shape(a_index);
+  const Shape& b = ctx.in_shape(b_index);
+  if (!a.rank_known || !b.rank_known) {
+    ctx.set_output(0, out_dtype, Shape::Unranked());
+    return Status::Ok();
+  }
+  if (a.rank() == 0 || b.rank() == 0) return ctx.error("inputs must have rank >= 1");
+  std::vector<Dim> ad = a.dims, bd = b.dims;
+  const bool a1 = ad.size() == 1, b1 = bd.size() == 1;
+  if (a1) ad.insert(ad.begin(), Dim(1));
+  if (b1) bd.push_back(Dim(1));
+  const Dim& ka = ad[ad.size() - 1];
+  const Dim& kb = bd[bd.size() - 2];
+  if (ka.known() && kb.known() && ka.value != kb.value) {
+    return ctx.error("inner dimensions differ: " + a.str() + " x " + b.str());
+  }
+  Shape batch;
+  if (!broadcast_shapes(Shape(std::vector<Dim>(ad.begin(), ad.end() - 2)),
+                        Shape(std::vector<Dim>(bd.begin(), bd.end() - 2)), &batch)) {
+    return ctx.error("batch dimensions of " + a.str() + " and " + b.str() + " cannot be broadcast");
+  }
+  std::vector<Dim> out = batch.dims;
+  if (!a1) out.push_back(ad[ad.size() - 2]);
+  if (!b1) out.push_back(bd[bd.size() - 1]);
+  ctx.set_output(0, out_dtype, Shape(out));
+  return Status::Ok();
+}
+
+Status infer_matmul_integer(InferContext& ctx) { return infer_qmatmul(ctx, 0, 1, DType::kInt32); }
+
+Status infer_qlinear_matmul(InferContext& ctx) {
+  const DType out = ctx.in_dtype(7) == DType::kUndefined ? DType::kUInt8 : ctx.in_dtype(7);
+  return infer_qmatmul(ctx, 0, 3, out);
+}
+
+// Concrete layout of a batched matmul.
+struct QMatMulDims {
+  int64_t m = 0, n = 0, k = 0;
+  Dims batch;
+  std::vector<int64_t> a_stride, b_stride;  // per batch dim, in matrices (0 = broadcast)
+  int64_t batch_count = 1, a_matrices = 1, b_matrices = 1;
+
+  void offsets(int64_t idx, int64_t* ai, int64_t* bi) const {
+    int64_t a = 0, b = 0;
+    for (size_t i = batch.size(); i-- > 0;) {
+      const int64_t c = idx % batch[i];
+      idx /= batch[i];
+      a += c * a_stride[i];
+      b += c * b_stride[i];
+    }
+    *ai = a;
+    *bi = b;
+  }
+};
+
+Expected<QMatMulDims> qmatmul_dims(const KernelContext& ctx, const Dims& a_in, const Dims& b_in) {
+  Dims a = a_in, b = b_in;
+  if (a.empty() || b.empty()) return ctx.error("inputs must have rank >= 1");
+  if (a.size() == 1) a.insert(a.begin(), 1);
+  if (b.size() == 1) b.push_back(1);
+  QMatMulDims d;
+  d.m = a[a.size() - 2];
+  d.k = a.back();
+  d.n = b.back();
+  if (b[b.size() - 2] != d.k) return ctx.error("inner dimensions differ: " + dims_str(a_in) + " x " + dims_str(b_in));
+  Dims ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+  if (!broadcast_dims(ab, bb, &d.batch)) return ctx.error("batch dimensions cannot be broadcast");
+  d.a_stride = broadcast_strides(ab, d.batch);
+  d.b_stride = broadcast_strides(bb, d.batch);
+  d.batch_count = numel(d.batch);
+  d.a_matrices = numel(ab);
+  d.b_matrices = numel(bb);
+  return d;
+}
+
+// Expands per-tensor / per-row (or column) / per-batch-row values to one per
+// row of every matrix: `rows` rows in each of `matrices` matrices.
+template <class V>
+Expected<std::vector<V>> expand_per_row(const KernelContext& ctx, const std::vector<V>& v, int64_t rows,
+                                        int64_t matrices, const char* what) {
+  const auto n = static_cast<int64_t>(v.size());
+  std::vector<V> out(static_cast<size_t>(rows * matrices), V{});
+  if (n == 0) return out;
+  if (n != 1 && n != rows && n != rows * matrices) {
+    return ctx.error(std::string(what) + " has " + std::to_string(n) + " values; expected 1, " +
+                     std::to_string(rows) + " or " + std::to_string(rows * matrices));
+  }
+  for (int64_t i = 0; i < rows * matrices; ++i) out[static_cast<size_t>(i)] = v[static_cast<size_t>(i % n)];
+  return out;
+}
+
+// B matrices (with their zero points) packed at kernel creation.
+struct PackedWeights {
+  std::vector<QPackedB> matrices;
+  Dims dims;  // dims of the constant B; empty when nothing is packed
+};
+
+// Packs a constant B when it and its zero point are known.
+PackedWeights pack_constant_b(const KernelInit& init, int b_index, int zb_index) {
+  PackedWeights w;
+  const auto in = [&](int i) -> const Tensor* {
+    return i < static_cast<int>(init.const_inputs.size()) ? init.const_inputs[static_cast<size_t>(i)] : nullptr;
+  };
+  const Tensor* b = in(b_index);
+  const bool zb_present = init.node.has_input(zb_index);
+  const Tensor* zb = in(zb_index);
+  if (!b || !is_8bit(b->dtype()) || b->rank() < 1 || (zb_present && (!zb || zb->dtype() != b->dtype()))) return w;
+  Dims bd = b->dims();
+  if (bd.size() == 1) bd.push_back(1);
+  const int64_t k = bd[bd.size() - 2], n = bd.back();
+  const int64_t count = numel(Dims(bd.begin(), bd.end() - 2));
+  const std::vector<int32_t> zv = int_values(zb_present ? zb : nullptr);
+  const auto zn = static_cast<int64_t>(zv.size());
+  if (zn > 1 && zn != n && zn != n * count) return w;  // reported when the kernel runs
+  std::vector<int32_t> cols(static_cast<size_t>(n * count), 0);
+  for (int64_t i = 0; zn > 0 && i < n * count; ++i) cols[static_cast<size_t>(i)] = zv[static_cast<size_t>(i % zn)];
+  for (int64_t i = 0; i < count; ++i) {
+    const Int8Ref ref{static_cast<const int8_t*>(b->raw()) + i * k * n, b->dtype() == DType::kInt8};
+    qgemm::QMatrixB src(ref, n, k, n, ZeroPoints{cols.data() + i * n, 1});
+    w.matrices.push_back(QPackedB::Pack(src, k, n));
+  }
+  w.dims = b->dims();
+  return w;
+}
+
+// Y[batch, M, N] (int32) = (A - za) x (B - zb) with za one value per row of
+// every A matrix and zb one per column of every B matrix.
+void run_int_matmul(ThreadPool* pool, const QMatMulDims& d, const Tensor& a, const Tensor& b,
+                    const std::vector<int32_t>& za, const std::vector<int32_t>& zb, const PackedWeights* packed,
+                    int32_t* y) {
+  const Int8Ref ar = qgemm::int8_ref(a);
+  auto a_matrix = [&](int64_t ai, int64_t count) {
+    const Int8Ref r{static_cast<const int8_t*>(ar.data) + ai * d.m * d.k, ar.is_signed};
+    return QPackedA::Pack(r, d.k, d.m * count, d.k, ZeroPoints{za.data() + ai * d.m, 1});
+  };
+  auto one = [&](const QPackedA& pa, int64_t bi, int32_t* yp, ThreadPool* p) {
+    if (packed) {
+      qgemm::qgemm(p, pa, packed->matrices[static_cast<size_t>(bi)], d.n, yp, d.n);
+      return;
+    }
+    const Int8Ref r{static_cast<const int8_t*>(b.raw()) + bi * d.k * d.n, b.dtype() == DType::kInt8};
+    qgemm::QMatrixB src(r, d.n, d.k, d.n, ZeroPoints{zb.data() + bi * d.n, 1});
+    qgemm::qgemm(p, pa, src, d.n, yp, d.n);
+  };
+  if (d.b_matrices == 1 && d.a_matrices == d.batch_count) {
+    // Every A matrix meets the same B: one GEMM over all rows of A.
+    one(a_matrix(0, d.a_matrices), 0, y, pool);
+    return;
+  }
+  const double ops = 2.0 * static_cast<double>(d.m * d.n) * static_cast<double>(d.k);
+  auto item = [&](int64_t i, ThreadPool* p) {
+    int64_t ai, bi;
+    d.offsets(i, &ai, &bi);
+    one(a_matrix(ai, 1), bi, y + i * d.m * d.n, p);
+  };
+  if (pool && d.batch_count > 1 && ops < kSmallGemmOps) {
+    pool->parallel_for(d.batch_count, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) item(i, nullptr);
+    });
+    return;
+  }
+  for (int64_t i = 0; i < d.batch_count; ++i) item(i, pool);
+}
+
+class QMatMulKernel final : public Kernel {
+ public:
+  static Expected<std::unique_ptr<Kernel>> Create(const KernelInit& init) {
+    auto k = std::make_unique<QMatMulKernel>();
+    k->qlinear_ = init.node.op_type == "QLinearMatMul";
+    k->packed_ = pack_constant_b(init, k->qlinear_ ? 3 : 1, k->qlinear_ ? 5 : 3);
+    return std::unique_ptr<Kernel>(std::move(k));
+  }
+
+  Status run(KernelContext& ctx) const override {
+    const int ai = 0, bi = qlinear_ ? 3 : 1, zai = 2, zbi = qlinear_ ? 5 : 3;
+    TSR_RETURN_IF_ERROR(check_8bit_input(ctx, ai, "A"));
+    TSR_RETURN_IF_ERROR(check_8bit_input(ctx, bi, "B"));
+    const Tensor& a = *ctx.input(ai);
+    const Tensor& b = *ctx.input(bi);
+    const Tensor* za = ctx.input(zai);
+    const Tensor* zb = ctx.input(zbi);
+    if (za && za->defined() && za->dtype() != a.dtype()) return ctx.error("A and its zero point differ in type");
+    if (zb && zb->defined() && zb->dtype() != b.dtype()) return ctx.error("B and its zero point differ in type");
+    TSR_ASSIGN_OR_RETURN(QMatMulDims d, qmatmul_dims(ctx, a.dims(), b.dims()));
+    TSR_ASSIGN_OR_RETURN(std::vector<int32_t> za_rows,
+                         expand_per_row(ctx, int_values(za), d.m, d.a_matrices, "A's zero point"));
+    TSR_ASSIGN_OR_RETURN(std::vector<int32_t> zb_cols,
+                         expand_per_row(ctx, int_values(zb), d.n, d.b_matrices, "B's zero point"));
+    Tensor& y = *ctx.output(0);
+    if (y.numel() == 0) return Status::Ok();
+    const PackedWeights* packed = !packed_.dims.empty() && b.dims() == packed_.dims ? &packed_ : nullptr;
+    if (!qlinear_) {
+      run_int_matmul(&ctx.pool(), d, a, b, za_rows, zb_cols, packed, y.data<int32_t>());
+      return Status::Ok();
+    }
+    return run_qlinear(ctx, d, a, b, za_rows, zb_cols, packed, y);
+  }
+
+ private:
+  Status run_qlinear(KernelContext& ctx, const QMatMulDims& d, const Tensor& a, const Tensor& b,
+                     const std::vector<int32_t>& za, const std::vector<int32_t>& zb, const PackedWeights* packed,
+                     Tensor& y) const {
+    for (int i : {1, 4, 6}) {
+      const Tensor* s = ctx.input(i);
+      if (!s || !dtype_is_float(s->dtype())) return ctx.error("scales must be float tensors");
+    }
+    TSR_RETURN_IF_ERROR(check_8bit_input(ctx, 7, "y_zero_point"));
+    if (ctx.input(7)->dtype() != y.dtype()) return ctx.error("y and its zero point differ in type");
+    const std::vector<float> ys = float_values(*ctx.input(6));
+    const std::vector<int32_t> yz = int_values(ctx.input(7));
+    if (ys.size() != 1 || yz.size() != 1) return ctx.error("y_scale and y_zero_point must hold one value");
+    TSR_ASSIGN_OR_RETURN(std::vector<float> sa,
+                         expand_per_row(ctx, float_values(*ctx.input(1)), d.m, d.a_matrices, "a_scale"));
+    TSR_ASSIGN_OR_RETURN(std::vector<float> sb,
+                         expand_per_row(ctx, float_values(*ctx.input(4)), d.n, d.b_matrices, "b_scale"));
+    const int64_t mn = d.m * d.n;
+    std::vector<int32_t> acc(static_cast<size_t>(d.batch_count * mn));
+    run_int_matmul(&ctx.pool(), d, a, b, za, zb, packed, acc.data());
+    const float y_scale = ys[0];
+    const int32_t y_zp = yz[0];
+    ctx.pool().parallel_for(d.batch_count * d.m, std::max<int64_t>(1, 16384 / std::max<int64_t>(d.n, 1)),
+                            [&](int64_t begin, int64_t end) {
+      std::vector<float> mult(static_cast<size_t>(d.n));
+      float last_ra = 0.f;
+      int64_t last_bm = -1;
+      for (int64_t r = begin; r < end; ++r) {
+        int64_t am, bm;
+        d.offsets(r / d.m, &am, &bm);
+        const float ra = sa[static_cast<size_t>(am * d.m + r % d.m)];
+        if (bm != last_bm || ra != last_ra) {
+          const float* cb = sb.data() + bm * d.n;
+          for (int64_t j = 0; j < d.n; ++j) mult[static_cast<size_t>(j)] = ra * cb[j] / y_scale;
+          last_ra = ra;
+          last_bm = bm;
+        }
+        const int32_t* row = acc.data() + r * d.n;
+        if (y.dtype() == DType::kUInt8) {
+          qgemm::requantize<uint8_t>(row, d.n, mult.data(), 1, y_zp, y.data<uint8_t>() + r * d.n);
+        } else {
+          qgemm::requantize<int8_t>(row, d.n, mult.data(), 1, y_zp, y.data<int8_t>() + r * d.n);
+        }
+      }
+    });
+    return Status::Ok();
+  }
+
+  bool qlinear_ = false;
+  PackedWeights packed_;
+};
+
+}  // namespace
+
+OpSchema qlinear_matmul_schema() {
+  return OpSchema{"QLinearMatMul", "", infer_qlinear_matmul, QMatMulKernel::Create, nullptr, {}};
+}
+
+OpSchema matmul_integer_schema() {
+  return OpSchema{"MatMulInteger", "", infer_matmul_integer, QMatMulKernel::Create, nullptr, {}};
+}
+
+}  // namespace tessera::quant
