@@ -7,6 +7,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 #include "ops/conv_util.h"
 #include "ops/op_registry.h"
@@ -197,6 +202,201 @@ void pool_plane(const T* x, const Pool3& g, const PoolOptions& o, T* y, int64_t*
   }
 }
 
+#ifdef __AVX512F__
+// p[0], p[2], ..., p[30] (never reads p[31]).
+inline __m512 load_even(const float* p) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  return _mm512_permutex2var_ps(_mm512_loadu_ps(p), even, _mm512_maskz_loadu_ps(0x7FFF, p + 16));
+}
+
+// Lanes j of p[j * S] for j in `lanes`, others `fill`.
+template <int S>
+inline __m512 load_masked(const float* p, __mmask16 lanes, __m512 fill) {
+  if constexpr (S == 1) {
+    return _mm512_mask_loadu_ps(fill, lanes, p);
+  } else {
+#ifdef __BMI2__
+    const uint32_t spread = _pdep_u32(lanes, 0x55555555u);  // lane j -> position 2j
+#else
+    uint32_t spread = 0;
+    for (uint32_t m = lanes; m != 0; m &= m - 1) spread |= 1u << (2 * __builtin_ctz(m));
+#endif
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512 lo = _mm512_mask_loadu_ps(fill, static_cast<__mmask16>(spread & 0xFFFF), p);
+    const __m512 hi = _mm512_mask_loadu_ps(fill, static_cast<__mmask16>(spread >> 16), p + 16);
+    return _mm512_permutex2var_ps(lo, even, hi);
+  }
+}
+
+// Max/average pooling of one plane with horizontal stride S = 1 or 2: blocks
+// of V x 16 output columns of a row keep their accumulators in registers
+// across all taps; vectors partly outside a tap's valid columns use masked
+// loads.
+template <bool kMax, int S, int V>
+void pool_block_avx512(const float* x, int64_t iw, int64_t row0, int64_t nrows, int64_t dh, int64_t kw, int64_t dw,
+                       int64_t pw, const int64_t* col_lo, const int64_t* col_hi, int64_t c0, int64_t ow,
+                       float inv_rows, const float* inv_cols, float* yr) {
+  const __m512 fill = kMax ? _mm512_set1_ps(-std::numeric_limits<float>::infinity()) : _mm512_setzero_ps();
+  __m512 acc[V];
+#pragma GCC unroll 4
+  for (int v = 0; v < V; ++v) acc[v] = fill;
+  for (int64_t a = 0; a < nrows; ++a) {
+    const float* xr = x + (row0 + a * dh) * iw;
+    for (int64_t b = 0; b < kw; ++b) {
+      const int64_t lo = col_lo[b], hi = col_hi[b];
+      const float* base = xr + b * dw - pw;  // base[c * S] for output column c
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) {
+        const int64_t c = c0 + 16 * v;
+        __m512 xv;
+        if (c >= lo && c + 16 <= hi) {
+          xv = S == 1 ? _mm512_loadu_ps(base + c) : load_even(base + 2 * c);
+        } else {
+          const int64_t l = std::clamp<int64_t>(lo - c, 0, 16), h = std::clamp<int64_t>(hi - c, 0, 16);
+          if (h <= l) continue;
+          const auto m = static_cast<__mmask16>(((1u << h) - 1u) & ~((1u << l) - 1u));
+          xv = load_masked<S>(base + c * S, m, fill);
+        }
+        acc[v] = kMax ? _mm512_maskz_max_ps(0xFFFF, acc[v], xv) : _mm512_add_ps(acc[v], xv);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int v = 0; v < V; ++v) {
+    const int64_t c = c0 + 16 * v;
+    const int64_t left = ow - c;
+    const auto m = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
+    __m512 r = acc[v];
+    if (!kMax) r = _mm512_mul_ps(_mm512_mul_ps(r, _mm512_set1_ps(inv_rows)), _mm512_maskz_loadu_ps(m, inv_cols + c));
+    _mm512_mask_storeu_ps(yr + c, m, r);
+  }
+}
+
+template <bool kMax, int S>
+void pool2d_plane_avx512(const float* x, const Pool3& g, bool include_pad, const int64_t* col_lo,
+                         const int64_t* col_hi, const float* inv_cols, float* y) {
+  const int64_t ih = g.in[1], iw = g.in[2], oh = g.out[1], ow = g.out[2];
+  const int64_t kh = g.k[1], kw = g.k[2], sh = g.s[1], dh = g.d[1], dw = g.d[2];
+  const int64_t ph = g.pb[1], pw = g.pb[2];
+  for (int64_t r = 0; r < oh; ++r) {
+    const int64_t start = r * sh - ph;
+    int64_t alo, ahi;
+    tap_range(start, dh, kh, ih, &alo, &ahi);
+    int64_t rows = ahi - alo;
+    if (!kMax && include_pad) {
+      int64_t plo, phi;
+      tap_range(start + ph, dh, kh, ih + ph + g.pe[1], &plo, &phi);
+      rows = phi - plo;
+    }
+    const float inv_rows = rows > 0 ? 1.f / static_cast<float>(rows) : 0.f;
+    const int64_t row0 = start + alo * dh;
+    float* yr = y + r * ow;
+    int64_t c0 = 0;
+    for (; c0 + 64 < ow; c0 += 64) {
+      pool_block_avx512<kMax, S, 4>(x, iw, row0, ahi - alo, dh, kw, dw, pw, col_lo, col_hi, c0, ow, inv_rows,
+                                    inv_cols, yr);
+    }
+    switch ((ow - c0 + 15) / 16) {
+      case 4: pool_block_avx512<kMax, S, 4>(x, iw, row0, ahi - alo, dh, kw, dw, pw, col_lo, col_hi, c0, ow, inv_rows, inv_cols, yr); break;
+      case 3: pool_block_avx512<kMax, S, 3>(x, iw, row0, ahi - alo, dh, kw, dw, pw, col_lo, col_hi, c0, ow, inv_rows, inv_cols, yr); break;
+      case 2: pool_block_avx512<kMax, S, 2>(x, iw, row0, ahi - alo, dh, kw, dw, pw, col_lo, col_hi, c0, ow, inv_rows, inv_cols, yr); break;
+      case 1: pool_block_avx512<kMax, S, 1>(x, iw, row0, ahi - alo, dh, kw, dw, pw, col_lo, col_hi, c0, ow, inv_rows, inv_cols, yr); break;
+      default: break;
+    }
+  }
+}
+#endif
+
+// Fast path for float 2-D (and 1-D) pools without Indices: one output row
+// at a time into a row accumulator, iterating over kernel taps with the
+// valid output columns of each tap precomputed, so the inner loops are
+// bounds-check free and vectorise. Window counts are separable (rows x
+// columns).
+void pool2d_plane_f32(const float* __restrict x, const Pool3& g, const PoolOptions& o, float* __restrict y,
+                      float* __restrict acc,
+                      const int64_t* col_lo, const int64_t* col_hi, const float* col_count) {
+  const int64_t ih = g.in[1], iw = g.in[2], oh = g.out[1], ow = g.out[2];
+  const int64_t kh = g.k[1], kw = g.k[2], sh = g.s[1], sw = g.s[2], dh = g.d[1], dw = g.d[2];
+  const int64_t ph = g.pb[1], pw = g.pb[2];
+  for (int64_t r = 0; r < oh; ++r) {
+    const int64_t start = r * sh - ph;
+    int64_t alo, ahi;
+    tap_range(start, dh, kh, ih, &alo, &ahi);
+    if (o.kind == PoolKind::kMax) {
+      std::fill(acc, acc + ow, -std::numeric_limits<float>::infinity());
+    } else {
+      std::fill(acc, acc + ow, 0.f);
+    }
+    for (int64_t a = alo; a < ahi; ++a) {
+      const float* xr = x + (start + a * dh) * iw;
+      for (int64_t b = 0; b < kw; ++b) {
+        const float* xs = xr + b * dw - pw;  // xs[c * sw] for output column c
+        const int64_t lo = col_lo[b], hi = col_hi[b];
+        if (o.kind == PoolKind::kMax) {
+          if (sw == 1) {
+            for (int64_t c = lo; c < hi; ++c) acc[c] = std::max(acc[c], xs[c]);
+          } else {
+            int64_t c = lo;
+#ifdef __AVX512F__
+            if (sw == 2) {
+              for (; c + 16 <= hi; c += 16) {
+                const __m512 v = load_even(xs + 2 * c);
+                _mm512_storeu_ps(acc + c, _mm512_maskz_max_ps(0xFFFF, _mm512_loadu_ps(acc + c), v));
+              }
+            }
+#endif
+            for (; c < hi; ++c) acc[c] = std::max(acc[c], xs[c * sw]);
+          }
+        } else if (o.kind == PoolKind::kAvg || o.p == 1) {
+          const bool absv = o.kind == PoolKind::kLp;
+          if (sw == 1 && !absv) {
+            for (int64_t c = lo; c < hi; ++c) acc[c] += xs[c];
+          } else if (!absv) {
+            int64_t c = lo;
+#ifdef __AVX512F__
+            if (sw == 2) {
+              for (; c + 16 <= hi; c += 16) {
+                _mm512_storeu_ps(acc + c, _mm512_add_ps(_mm512_loadu_ps(acc + c), load_even(xs + 2 * c)));
+              }
+            }
+#endif
+            for (; c < hi; ++c) acc[c] += xs[c * sw];
+          } else {
+            for (int64_t c = lo; c < hi; ++c) acc[c] += std::abs(xs[c * sw]);
+          }
+        } else if (o.p == 2) {
+          for (int64_t c = lo; c < hi; ++c) acc[c] += xs[c * sw] * xs[c * sw];
+        } else {
+          const float p = static_cast<float>(o.p);
+          for (int64_t c = lo; c < hi; ++c) acc[c] += std::pow(std::abs(xs[c * sw]), p);
+        }
+      }
+    }
+    float* yr = y + r * ow;
+    if (o.kind == PoolKind::kMax) {
+      std::copy(acc, acc + ow, yr);
+    } else if (o.kind == PoolKind::kAvg) {
+      int64_t rows;
+      if (o.count_include_pad) {
+        int64_t plo, phi;
+        tap_range(start + ph, dh, kh, ih + ph + g.pe[1], &plo, &phi);
+        rows = phi - plo;
+      } else {
+        rows = ahi - alo;
+      }
+      const float inv_rows = rows > 0 ? 1.f / static_cast<float>(rows) : 0.f;
+      for (int64_t c = 0; c < ow; ++c) yr[c] = col_count[c] > 0 ? acc[c] * inv_rows / col_count[c] : 0.f;
+    } else if (o.p == 1) {
+      std::copy(acc, acc + ow, yr);
+    } else if (o.p == 2) {
+      for (int64_t c = 0; c < ow; ++c) yr[c] = std::sqrt(acc[c]);
+    } else {
+      const float inv = 1.f / static_cast<float>(o.p);
+      for (int64_t c = 0; c < ow; ++c) yr[c] = std::pow(acc[c], inv);
+    }
+  }
+}
+
 Status run_pool(KernelContext& ctx) {
   const Node& node = ctx.node();
   const Tensor& x = *ctx.input(0);
@@ -225,6 +425,59 @@ Status run_pool(KernelContext& ctx) {
   const int64_t planes = x.dim(0) * x.dim(1);
   const int64_t isz = g.in_size(), osz = g.out_size();
   int64_t* ip = ind && ind->defined() ? ind->data<int64_t>() : nullptr;
+  if (x.dtype() == DType::kFloat32 && !ip && g.in[0] == 1 && g.k[0] == 1) {
+    // Per-column tap ranges and column counts, shared by every plane.
+    const int64_t ow = g.out[2];
+    std::vector<int64_t> col_lo(static_cast<size_t>(g.k[2])), col_hi(static_cast<size_t>(g.k[2]));
+    for (int64_t b = 0; b < g.k[2]; ++b) {
+      // Output columns c with 0 <= c*s - pb + b*d < in.
+      const int64_t off = b * g.d[2] - g.pb[2];
+      int64_t lo = off >= 0 ? 0 : (-off + g.s[2] - 1) / g.s[2];
+      int64_t hi = g.in[2] - 1 - off < 0 ? 0 : (g.in[2] - 1 - off) / g.s[2] + 1;
+      lo = std::min(lo, ow);
+      col_lo[static_cast<size_t>(b)] = lo;
+      col_hi[static_cast<size_t>(b)] = std::max(lo, std::min(hi, ow));
+    }
+    std::vector<float> col_count(static_cast<size_t>(ow));
+    for (int64_t c = 0; c < ow; ++c) {
+      const int64_t start = c * g.s[2] - g.pb[2];
+      int64_t lo, hi;
+      if (o.count_include_pad) {
+        tap_range(start + g.pb[2], g.d[2], g.k[2], g.in[2] + g.pb[2] + g.pe[2], &lo, &hi);
+      } else {
+        tap_range(start, g.d[2], g.k[2], g.in[2], &lo, &hi);
+      }
+      col_count[static_cast<size_t>(c)] = static_cast<float>(hi - lo);
+    }
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+#ifdef __AVX512F__
+    if (o.kind != PoolKind::kLp && (g.s[2] == 1 || g.s[2] == 2)) {
+      std::vector<float> inv_cols(static_cast<size_t>(ow));
+      for (int64_t c = 0; c < ow; ++c) {
+        const float n = col_count[static_cast<size_t>(c)];
+        inv_cols[static_cast<size_t>(c)] = n > 0 ? 1.f / n : 0.f;
+      }
+      const bool mx = o.kind == PoolKind::kMax;
+      auto plane = mx ? (g.s[2] == 1 ? &pool2d_plane_avx512<true, 1> : &pool2d_plane_avx512<true, 2>)
+                      : (g.s[2] == 1 ? &pool2d_plane_avx512<false, 1> : &pool2d_plane_avx512<false, 2>);
+      ctx.pool().parallel_for(planes, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          plane(xp + i * isz, g, o.count_include_pad, col_lo.data(), col_hi.data(), inv_cols.data(), yp + i * osz);
+        }
+      });
+      return Status::Ok();
+    }
+#endif
+    ctx.pool().parallel_for(planes, 1, [&](int64_t begin, int64_t end) {
+      std::vector<float> acc(static_cast<size_t>(ow));
+      for (int64_t i = begin; i < end; ++i) {
+        pool2d_plane_f32(xp + i * isz, g, o, yp + i * osz, acc.data(), col_lo.data(), col_hi.data(),
+                         col_count.data());
+      }
+    });
+    return Status::Ok();
+  }
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, Float16> ||

@@ -213,6 +213,37 @@ TEST(Pool, WindowedPoolsMatchNaiveReference) {
   }
 }
 
+TEST(Pool, WideRowsMatchNaiveReference) {
+  // Rows wider than the vector blocks, every stride-1/2 vector path and
+  // border.
+  std::mt19937 rng(13);
+  ThreadPool pool(2);
+  for (const char* op : {"MaxPool", "AveragePool", "LpPool"}) {
+    for (int64_t k : {1, 2, 3, 5}) {
+      for (int64_t s : {1, 2, 3}) {
+        for (int64_t w : {16, 31, 70, 112, 129}) {
+          for (int64_t pad = 0; pad < k && pad <= 2; ++pad) {
+            PoolCase c{op, 2, {5, w}, {k, k}, {s, s}, {1, 1}, {pad, pad}, {pad, pad % 2}};
+            c.include_pad = w % 2 == 1;
+            c.ceil = std::string(op) != "LpPool" && k == 3;
+            Dims out = pool_out(c);
+            Tensor x = random_tensor({1, 2, 5, w}, rng);
+            auto res = run_node_once(pool_node(c, false), 13, {x}, &pool);
+            ASSERT_TRUE(res.ok()) << res.status().message();
+            std::vector<float> want(static_cast<size_t>(2 * numel(out)));
+            ref_pool(c, out, 2, x, &want, nullptr);
+            ASSERT_EQ(res->at(0).numel(), static_cast<int64_t>(want.size()));
+            for (size_t i = 0; i < want.size(); ++i) {
+              ASSERT_NEAR(res->at(0).data<float>()[i], want[i], 1e-5f)
+                  << op << " k" << k << " s" << s << " w" << w << " pad" << pad << " at " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Pool, GlobalPoolsReduceEverySpatialAxis) {
   std::mt19937 rng(2);
   Tensor x = random_tensor({2, 3, 4, 5}, rng);
