@@ -1,5 +1,6 @@
 #include "runtime/execution_plan.h"
 
+#include <chrono>
 #include <cstring>
 #include <unordered_set>
 
@@ -201,7 +202,7 @@ void ExecutionPlan::release_arena(std::shared_ptr<void> a) const {
   free_arenas_.push_back(std::move(a));
 }
 
-Expected<std::vector<Tensor>> ExecutionPlan::run(const std::vector<Tensor>& inputs) const {
+Expected<std::vector<Tensor>> ExecutionPlan::run(const std::vector<Tensor>& inputs, RunProfile* profile) const {
   Frame frame(*this);
   std::vector<Tensor>& t = frame.tensors();
   std::shared_ptr<void> arena = acquire_arena();
@@ -255,7 +256,12 @@ Expected<std::vector<Tensor>> ExecutionPlan::run(const std::vector<Tensor>& inpu
       out_ptrs.push_back(&ot);
     }
     KernelContext ctx(*st.node, in_ptrs, out_ptrs, pool_, st.has_subgraphs ? &runner : nullptr);
+    auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     status = st.kernel->run(ctx);
+    if (profile) {
+      double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      profile->entries.push_back({st.node->name, st.node->op_type, us});
+    }
     if (!status.ok()) break;
   }
   release_arena(std::move(arena));

@@ -23,7 +23,7 @@ class ExecutionPlan {
   static Expected<std::shared_ptr<ExecutionPlan>> Build(Graph g, ThreadPool* pool);
 
   // Inputs in graph-input order, already checked by the session.
-  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) const;
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, RunProfile* profile = nullptr) const;
   const RunStats& stats() const { return stats_; }
 
  private:

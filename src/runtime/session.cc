@@ -112,14 +112,14 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const 
   return std::shared_ptr<const ExecutionPlan>(plan);
 }
 
-Expected<std::vector<Tensor>> InferenceSession::run(const std::vector<Tensor>& inputs) const {
+Expected<std::vector<Tensor>> InferenceSession::run(const std::vector<Tensor>& inputs, RunProfile* profile) const {
   TSR_RETURN_IF_ERROR(check_inputs(inputs));
   std::vector<Dims> dims;
   dims.reserve(inputs.size());
   for (const auto& t : inputs) dims.push_back(t.dims());
   std::shared_ptr<const ExecutionPlan> plan;
   TSR_ASSIGN_OR_RETURN(plan, plan_for(dims));
-  return plan->run(inputs);
+  return plan->run(inputs, profile);
 }
 
 Expected<std::vector<Tensor>> InferenceSession::run(const std::map<std::string, Tensor>& inputs) const {

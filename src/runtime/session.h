@@ -42,6 +42,16 @@ struct RunStats {
   int num_dynamic_steps = 0;   // nodes whose shapes were only known at run time
 };
 
+// Per-node wall times of one run, in execution order (filled when a
+// profile is passed to run()).
+struct RunProfile {
+  struct Entry {
+    std::string node, op_type;
+    double us = 0;
+  };
+  std::vector<Entry> entries;
+};
+
 class ExecutionPlan;
 
 class InferenceSession {
@@ -58,7 +68,7 @@ class InferenceSession {
   int num_threads() const { return pool_->num_threads(); }
 
   // Inputs in graph-input order. Returns outputs in graph-output order.
-  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) const;
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, RunProfile* profile = nullptr) const;
   // Inputs by name (every graph input must be given).
   Expected<std::vector<Tensor>> run(const std::map<std::string, Tensor>& inputs) const;
 

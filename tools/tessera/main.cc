@@ -40,8 +40,8 @@ const char* kUsage =
     "      writes output_<i>.pb (graph output order) to --output-dir, else prints a summary\n"
     "  check CASE_DIR [--backends LIST] [--threads N] [--rtol R] [--atol A]\n"
     "      runs an ONNX backend test case (model.onnx + test_data_set_*/) against its expected outputs\n"
-    "  bench MODEL [--backends LIST] [--threads N] [--runs R] [--warmup W] [--shape NAME=D0,..] [--json]\n"
-    "      times inference and prints the median\n";
+    "  bench MODEL [--backends LIST] [--threads N] [--runs R] [--warmup W] [--shape NAME=D0,..] [--json] [--profile]\n"
+    "      times inference and prints the median; --profile adds time per op type and the slowest nodes\n";
 
 struct Args {
   std::string command;
@@ -49,6 +49,7 @@ struct Args {
   std::map<std::string, std::string> opts;
   std::vector<std::string> shapes;
   bool json = false;
+  bool profile = false;
 };
 
 // Flags that take a value, per command.
@@ -71,6 +72,8 @@ Expected<Args> parse_args(int argc, char** argv) {
     std::string s = argv[i];
     if (s == "--json" && a.command == "bench") {
       a.json = true;
+    } else if (s == "--profile" && a.command == "bench") {
+      a.profile = true;
     } else if (s.rfind("--", 0) == 0) {
       std::string key = s, value;
       bool inline_value = false;
@@ -346,6 +349,42 @@ int cmd_check(const Args& a) {
   return 0;
 }
 
+// Median per node over `runs` profiled runs, summed per op type.
+void print_profile(const InferenceSession& s, const std::vector<Tensor>& inputs, int runs) {
+  std::vector<RunProfile> profiles(static_cast<size_t>(runs));
+  for (auto& p : profiles) {
+    if (!s.run(inputs, &p).ok()) return;
+  }
+  const auto& first = profiles[0].entries;
+  std::vector<std::pair<double, size_t>> node_us;
+  std::map<std::string, std::pair<double, int>> by_op;
+  double total = 0;
+  for (size_t i = 0; i < first.size(); ++i) {
+    std::vector<double> v;
+    for (const auto& p : profiles) v.push_back(p.entries[i].us);
+    std::sort(v.begin(), v.end());
+    double med = v[v.size() / 2];
+    node_us.push_back({med, i});
+    by_op[first[i].op_type].first += med;
+    by_op[first[i].op_type].second += 1;
+    total += med;
+  }
+  std::vector<std::pair<double, std::string>> ops;
+  for (const auto& kv : by_op) ops.push_back({kv.second.first, kv.first});
+  std::sort(ops.rbegin(), ops.rend());
+  std::printf("time per op type (median per node, summed; %.3f ms in kernels):\n", total / 1000);
+  for (const auto& o : ops) {
+    std::printf("  %-24s %9.3f ms  %5.1f%%  (%d nodes)\n", o.second.c_str(), o.first / 1000, 100 * o.first / total,
+                by_op[o.second].second);
+  }
+  std::sort(node_us.rbegin(), node_us.rend());
+  std::printf("slowest nodes:\n");
+  for (size_t i = 0; i < std::min<size_t>(10, node_us.size()); ++i) {
+    const auto& e = first[node_us[i].second];
+    std::printf("  %-40s %-16s %9.3f ms\n", e.node.c_str(), e.op_type.c_str(), node_us[i].first / 1000);
+  }
+}
+
 int cmd_bench(const Args& a) {
   if (a.positional.size() != 1) return usage_error("bench: expected exactly one MODEL argument");
   auto runs = int_opt(a, "--runs", 20, 1);
@@ -376,6 +415,7 @@ int cmd_bench(const Args& a) {
   double mean = 0;
   for (double v : ms) mean += v;
   mean /= static_cast<double>(ms.size());
+  if (a.profile) print_profile(s, *inputs, static_cast<int>(*runs));
   std::vector<Dims> dims;
   for (const auto& t : *inputs) dims.push_back(t.dims());
   auto stats = s.stats(dims);
