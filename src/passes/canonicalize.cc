@@ -82,6 +82,7 @@ class Canonicalizer {
     for (Node& n : g_.nodes) {
       for (Graph* sg : nested_graphs(n)) Canonicalizer(*sg, &scope_, opts_, stats_).run();
     }
+    if (opts_.inline_constant_if && inline_constant_ifs()) scope_ = GraphScope(g_, scope_.parent());
     removed_.assign(g_.nodes.size(), false);
     // One rewrite can enable another earlier in the list (a renamed producer),
     // so sweep until nothing changes.
@@ -158,6 +159,134 @@ class Canonicalizer {
 
   void remove_node(size_t i) {
     removed_[i] = true;
+  }
+
+  // ---- If with a constant condition -----------------------------------------
+
+  static bool defined_anywhere(const Graph& g, const std::string& name) {
+    if (defines(g, name)) return true;
+    for (const Node& n : g.nodes) {
+      for (const Graph* sg : nested_graphs(n)) {
+        if (defined_anywhere(*sg, name)) return true;
+      }
+    }
+    return false;
+  }
+
+  // Replaces every If whose condition is a constant by the nodes of the branch
+  // it takes. Branch-local names get fresh names in this graph; the If's
+  // output names survive (renaming the branch value that produced them, or
+  // through an Identity for a value from outside the branch).
+  bool inline_constant_ifs() {
+    bool any = false;
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      const Node& n = g_.nodes[i];
+      if (!is_op(n, "If") || !n.has_input(0)) continue;
+      const Tensor* cond = constant(n.inputs[0]);
+      if (!cond || cond->numel() != 1) continue;
+      std::shared_ptr<Graph> taken = n.attr_graph(cond->as_double(0) != 0.0 ? "then_branch" : "else_branch");
+      if (!taken || !taken->inputs.empty() || taken->outputs.size() != n.outputs.size()) continue;
+      std::vector<Node> replacement;
+      if (!inline_branch(*taken, n, &replacement)) continue;
+      const size_t count = replacement.size();
+      g_.nodes.erase(g_.nodes.begin() + static_cast<std::ptrdiff_t>(i));
+      g_.nodes.insert(g_.nodes.begin() + static_cast<std::ptrdiff_t>(i), std::make_move_iterator(replacement.begin()),
+                      std::make_move_iterator(replacement.end()));
+      i = i + count - 1;  // the inlined nodes were canonicalised with the branch (size_t wraps back for 0)
+      ++stats_->inlined_ifs;
+      any = true;
+    }
+    return any;
+  }
+
+  bool inline_branch(const Graph& branch, const Node& if_node, std::vector<Node>* out) {
+    Graph b = branch;  // the If goes away; nested graphs below stay shared with it
+    // 1. Fresh names for everything the branch defines.
+    std::vector<std::pair<std::string, std::string>> renames;
+    std::unordered_set<std::string> locals, taken;
+    for (const auto& kv : b.constants) locals.insert(kv.first);
+    for (const Node& bn : b.nodes) {
+      for (const auto& o : bn.outputs) {
+        if (!o.empty()) locals.insert(o);
+      }
+    }
+    for (const auto& old : locals) {
+      std::string name = g_.unique_name(old);
+      while (scope_.visible(name) || locals.count(name) || taken.count(name)) name = g_.unique_name(old);
+      for (const Node& bn : b.nodes) {
+        for (const Graph* sg : nested_graphs(bn)) {
+          if (defined_anywhere(*sg, name)) return false;
+        }
+      }
+      taken.insert(name);
+      renames.emplace_back(old, name);
+    }
+    for (const auto& [old, name] : renames) {
+      if (!replace_reads(b, old, name)) return false;  // checked above; cannot happen
+      for (Node& bn : b.nodes) {
+        for (auto& o : bn.outputs) {
+          if (o == old) o = name;
+        }
+      }
+      for (auto& o : b.outputs) {
+        if (o == old) o = name;
+      }
+      auto c = b.constants.find(old);
+      if (c != b.constants.end()) {
+        Tensor t = c->second;
+        b.constants.erase(c);
+        b.constants[name] = t;
+      }
+      auto v = b.values.find(old);
+      if (v != b.values.end()) {
+        ValueInfo vi = v->second;
+        b.values.erase(v);
+        b.values[name] = vi;
+      }
+    }
+    // 2. The If's outputs.
+    std::vector<Node> copies;
+    std::unordered_set<std::string> claimed;
+    for (size_t k = 0; k < if_node.outputs.size(); ++k) {
+      const std::string& o = if_node.outputs[k];
+      if (o.empty()) continue;
+      const std::string bo = b.outputs[k];
+      bool produced = false;
+      for (const Node& bn : b.nodes) {
+        for (const auto& x : bn.outputs) produced = produced || x == bo;
+      }
+      if (produced && !claimed.count(bo) && replace_reads(b, bo, o)) {
+        for (Node& bn : b.nodes) {
+          for (auto& x : bn.outputs) {
+            if (x == bo) x = o;
+          }
+        }
+        for (auto& x : b.outputs) {
+          if (x == bo) x = o;
+        }
+        claimed.insert(o);
+        continue;
+      }
+      if (const Tensor* t = b.constant(bo)) {
+        g_.constants[o] = *t;
+        g_.values[o] = ValueInfo{t->dtype(), Shape::FromDims(t->dims())};
+        continue;
+      }
+      Node copy;
+      copy.name = g_.unique_name(if_node.name + "_out");
+      copy.op_type = "Identity";
+      copy.inputs = {bo};
+      copy.outputs = {o};
+      copies.push_back(std::move(copy));
+    }
+    // 3. Move the branch's constants, types and nodes out.
+    for (auto& kv : b.constants) g_.constants[kv.first] = kv.second;
+    for (auto& kv : b.values) {
+      if (!g_.values.count(kv.first)) g_.values[kv.first] = kv.second;
+    }
+    for (Node& bn : b.nodes) out->push_back(std::move(bn));
+    for (Node& c : copies) out->push_back(std::move(c));
+    return true;
   }
 
   // ---- rewrites ------------------------------------------------------------

@@ -16,6 +16,7 @@
 //     before it.
 //   * MatMul(A 2-D, B 2-D) + Add(constant C broadcastable to [M, N]) becomes
 //     Gemm.
+//   * an If whose condition is a constant is replaced by the branch it takes.
 // Rewrites apply inside nested graphs too. Values a nested graph reads are
 // renamed consistently or left alone; graph outputs keep their names.
 #pragma once
@@ -29,6 +30,7 @@ struct CanonicalizeOptions {
   bool fold_batchnorm = true;
   bool fold_conv_bias = true;      // Conv + Add/Mul by per-channel constants
   bool matmul_add_to_gemm = true;
+  bool inline_constant_if = true;
 };
 
 struct CanonicalizeStats {
@@ -37,8 +39,10 @@ struct CanonicalizeStats {
   int folded_conv_affines = 0;  // Add/Mul folded into a convolution
   int fused_gemms = 0;
   int merged_layout_ops = 0;    // Transpose pairs and Reshape chains merged
+  int inlined_ifs = 0;
   bool changed() const {
-    return removed_identities + folded_batchnorms + folded_conv_affines + fused_gemms + merged_layout_ops > 0;
+    return removed_identities + folded_batchnorms + folded_conv_affines + fused_gemms + merged_layout_ops +
+               inlined_ifs > 0;
   }
   CanonicalizeStats& operator+=(const CanonicalizeStats& o) {
     removed_identities += o.removed_identities;
@@ -46,6 +50,7 @@ struct CanonicalizeStats {
     folded_conv_affines += o.folded_conv_affines;
     fused_gemms += o.fused_gemms;
     merged_layout_ops += o.merged_layout_ops;
+    inlined_ifs += o.inlined_ifs;
     return *this;
   }
 };

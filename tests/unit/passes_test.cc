@@ -333,6 +333,41 @@ TEST(Canonicalize, ReshapeCopyingInputDimsDoesNotSkipItsProducer) {
   EXPECT_EQ(g.nodes.size(), 2u);
 }
 
+TEST(Canonicalize, IfWithConstantConditionIsReplacedByItsBranch) {
+  Graph g;
+  set_input(g, "x", DType::kFloat32, {2});
+  g.constants["yes"] = Tensor::Scalar<bool>(true);
+  g.constants["no"] = Tensor::Scalar<bool>(false);
+  Graph then_g;
+  then_g.constants["k"] = Tensor::FromVector<float>({10.f, 20.f}, {2});
+  then_g.nodes.push_back(make_node("Add", {"x", "k"}, {"t"}));  // "t" also names an outer value below
+  then_g.outputs = {"t", "k"};
+  Graph else_g;
+  else_g.outputs = {"x", "x"};
+  g.nodes.push_back(make_node("Relu", {"x"}, {"t"}));
+  g.nodes.push_back(make_node("If", {"yes"}, {"a", "b"},
+                              {{"then_branch", graph_attr(then_g)}, {"else_branch", graph_attr(else_g)}}));
+  g.nodes.push_back(make_node("If", {"no"}, {"c", "d"},
+                              {{"then_branch", graph_attr(then_g)}, {"else_branch", graph_attr(else_g)}}));
+  g.nodes.push_back(make_node("Add", {"a", "t"}, {"y"}));
+  g.outputs = {"y", "b", "c", "d"};
+  CanonicalizeStats stats;
+  ASSERT_TRUE(canonicalize(g, &stats).ok());
+  EXPECT_EQ(stats.inlined_ifs, 2);
+  ASSERT_TRUE(verify_graph(g).ok()) << print_graph(g);
+  for (const Node& n : g.nodes) EXPECT_NE(n.op_type, "If");
+  ASSERT_TRUE(constant_folding(g).ok());
+  ASSERT_TRUE(dce(g).ok());
+  auto out = evaluate(g, {{"x", Tensor::FromVector<float>({-1.f, 2.f}, {2})}});
+  ASSERT_TRUE(out.ok()) << out.status().message() << print_graph(g);
+  // y = (x + k) + relu(x); b = k; c = d = x
+  EXPECT_EQ((*out)[0].data<float>()[0], 9.f);
+  EXPECT_EQ((*out)[0].data<float>()[1], 24.f);
+  EXPECT_EQ((*out)[1].data<float>()[1], 20.f);
+  EXPECT_EQ((*out)[2].data<float>()[0], -1.f);
+  EXPECT_EQ((*out)[3].data<float>()[1], 2.f);
+}
+
 TEST(Canonicalize, MatMulPlusBiasBecomesGemmOnlyFor2D) {
   for (int rank : {2, 3}) {
     Graph g;
