@@ -11,6 +11,7 @@
 // float16/bfloat16/float64 convert through float32.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "ops/conv_im2col.h"
 #include "ops/conv_util.h"
@@ -445,17 +446,18 @@ class ConvTransposeKernel final : public Kernel {
     const int64_t ysz = g.in_size();   // output plane
     const int64_t ksz = g.kernel_size();
     const int64_t rows = mg * ksz;
-    std::vector<float> col(static_cast<size_t>(rows * xsz));
+    // Fully written by the GEMM: no need to zero it.
+    std::unique_ptr<float[]> col(new float[static_cast<size_t>(rows * xsz)]);
     ThreadPool& pool = ctx.pool();
     for (int64_t in = 0; in < n; ++in) {
       for (int64_t gi = 0; gi < group; ++gi) {
         GemmA ga{w + gi * cg * rows, rows, true, nullptr};
         if (use_packed) ga = GemmA{nullptr, 0, false, &packed_[static_cast<size_t>(gi)]};
         GemmB gb{x + (in * c + gi * cg) * xsz, xsz, false, nullptr, nullptr};
-        kernels::gemm(&pool, rows, xsz, cg, 1.f, ga, gb, 0.f, col.data(), xsz);
+        kernels::gemm(&pool, rows, xsz, cg, 1.f, ga, gb, 0.f, col.get(), xsz);
         float* yg = y + (in * m + gi * mg) * ysz;
         pool.parallel_for(mg, 1, [&](int64_t begin, int64_t end) {
-          col2im(col.data() + begin * ksz * xsz, end - begin, g, yg + begin * ysz);
+          col2im(col.get() + begin * ksz * xsz, end - begin, g, yg + begin * ysz);
           for (int64_t j = begin; j < end; ++j) {
             float* plane = yg + j * ysz;
             if (bias) {

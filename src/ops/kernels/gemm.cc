@@ -452,6 +452,16 @@ void gemm(ThreadPool* pool, int64_t m, int64_t n, int64_t k, float alpha, const 
       ++tn;
     }
   }
+  // Equal tiles balance best when every thread gets the same number.
+  while ((tm * tn) % threads != 0 && tm * tn < 8 * threads) {
+    if (tn < pn) {
+      ++tn;
+    } else if (tm < pm) {
+      ++tm;
+    } else {
+      break;
+    }
+  }
   pool->parallel_for(tm * tn, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t i = t / tn;
