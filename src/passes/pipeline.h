@@ -29,7 +29,8 @@ struct OptimizeStats {
 };
 
 // Optimises `g` in place. Graph inputs and outputs keep their names and
-// order. Fails only when shape inference finds the model invalid, or (an
+// order. Nested graphs are deep-copied first, so copies of `g` made earlier
+// (which share them) are left untouched. Fails only when shape inference finds the model invalid, or (an
 // internal error) when the result no longer verifies.
 Status optimize_graph(Graph& g, const OptimizeOptions& opts, OptimizeStats* stats = nullptr);
 

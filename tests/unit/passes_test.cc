@@ -614,5 +614,31 @@ TEST(Pipeline, ShapeChainConvBnAndIdentitiesCollapse) {
   expect_close((*before)[0], (*after)[0], 1e-4f);
 }
 
+TEST(Pipeline, OptimisingACopyLeavesTheOriginalsNestedGraphsAlone) {
+  // A session keeps a generic graph and optimises copies pinned to concrete
+  // input shapes; the copies share nested graphs with the original.
+  Graph g;
+  g.inputs = {"x", "cond"};
+  g.values["x"] = ValueInfo{DType::kFloat32, Shape({Dim::Symbol("n"), Dim(3)})};
+  g.values["cond"] = ValueInfo{DType::kBool, Shape::FromDims({})};
+  Graph then_g;
+  then_g.nodes.push_back(make_node("Shape", {"x"}, {"s"}));
+  then_g.outputs = {"s"};
+  Graph else_g;
+  else_g.nodes.push_back(make_node("Shape", {"x"}, {"s2"}));
+  else_g.outputs = {"s2"};
+  g.nodes.push_back(
+      make_node("If", {"cond"}, {"y"}, {{"then_branch", graph_attr(then_g)}, {"else_branch", graph_attr(else_g)}}));
+  g.outputs = {"y"};
+
+  Graph pinned = g;
+  pinned.values["x"].shape = Shape::FromDims({2, 3});
+  Status st = optimize_graph(pinned, OptimizeOptions{});
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_TRUE(pinned.nodes[0].attr_graph("then_branch")->nodes.empty());
+  EXPECT_EQ(g.nodes[0].attr_graph("then_branch")->nodes.size(), 1u);
+  EXPECT_FALSE(g.nodes[0].attr_graph("then_branch")->is_constant("s"));
+}
+
 }  // namespace
 }  // namespace tessera
