@@ -7,7 +7,8 @@
 // they and their zero points are constant; QIm2col writes the column matrix
 // straight into the GEMM's packed B panels, with padding contributing zero
 // (the padded value is the zero point). A pointwise convolution reads the
-// input planes as a plain matrix.
+// input planes as a plain matrix; a 1-D/2-D depthwise convolution (one input
+// channel per group) is computed directly, plane by plane.
 // QLinearConv adds the int32 bias and requantizes each output channel with
 //   y = saturate(round_half_even((acc + B[oc]) * (x_scale * w_scale[oc] / y_scale)) + y_zp).
 #include <algorithm>
@@ -122,6 +123,15 @@ bool is_pointwise_geometry(const Geometry& g) {
 
 // ---- im2col into packed panels --------------------------------------------------
 
+// Valid output range [lo, hi) on one axis: positions o with 0 <= o * stride +
+// off < in.
+void valid_range(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t* lo, int64_t* hi) {
+  *lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
+  *hi = in - 1 - off < 0 ? 0 : (in - 1 - off) / stride + 1;
+  *lo = std::min(*lo, out);
+  *hi = std::clamp(*hi, *lo, out);
+}
+
 class QIm2col final : public qgemm::QBSource {
  public:
   // `x` points at the first of `channels` input planes of one image/group.
@@ -136,52 +146,60 @@ class QIm2col final : public qgemm::QBSource {
   }
 
  private:
+  // Rows kk and kk+1 of the column matrix are built contiguously, then
+  // interleaved into the panels' (k, k+1) pairs.
   template <class T>
   void pack_typed(const T* x, int64_t n0, int64_t nc, int16_t* dst) const {
-    const int64_t ksize = g_.kernel_size(), k = channels_ * ksize, kp = qgemm::k_pairs(k);
-    const int64_t panel_stride = kp * kQNR * 2;
-    const int64_t panels = (nc + kQNR - 1) / kQNR;
-    std::memset(dst, 0, sizeof(int16_t) * static_cast<size_t>(panels * panel_stride));
-    const size_t r = g_.in.size();
-    const int64_t isz = g_.in_size();
-    std::vector<int64_t> koff(r), oidx(r);
-    for (int64_t kk = 0; kk < k; ++kk) {
-      const int64_t c = kk / ksize;
-      int64_t rem = kk % ksize;
-      for (size_t i = r; i-- > 0;) {
-        koff[i] = rem % g_.kernel[i] * g_.dilations[i] - g_.pad_begin[i];
-        rem /= g_.kernel[i];
+    const int64_t k = channels_ * g_.kernel_size(), kp = qgemm::k_pairs(k);
+    const int64_t width = qgemm::round_up(nc, kQNR);
+    thread_local std::vector<int16_t> rows;
+    if (rows.size() < static_cast<size_t>(2 * width)) rows.resize(static_cast<size_t>(2 * width));
+    int16_t* r0 = rows.data();
+    int16_t* r1 = rows.data() + width;
+    for (int64_t q = 0; q < kp; ++q) {
+      fill_row(x, 2 * q, n0, nc, r0);
+      if (2 * q + 1 < k) {
+        fill_row(x, 2 * q + 1, n0, nc, r1);
+      } else {
+        std::fill(r1, r1 + nc, int16_t{0});
       }
-      const T* plane = x + c * isz;
-      int16_t* row = dst + (kk / 2) * kQNR * 2 + (kk & 1);
-      // Column j of the block lives at panel j / kQNR, lane j % kQNR.
-      auto put = [&](int64_t j, int16_t v) { row[(j / kQNR) * panel_stride + (j % kQNR) * 2] = v; };
-      if (r <= 2) {
-        // 1-D is 2-D with a height of 1.
-        const int64_t ih = r == 2 ? g_.in[0] : 1, iw = g_.in[r - 1];
-        const int64_t oh = r == 2 ? g_.out[0] : 1, ow = g_.out[r - 1];
-        const int64_t sh = r == 2 ? g_.strides[0] : 1, sw = g_.strides[r - 1];
-        const int64_t offh = r == 2 ? koff[0] : 0, offw = koff[r - 1];
-        (void)oh;
-        int64_t j = 0;
-        int64_t oy = n0 / ow, ox = n0 % ow;
-        while (j < nc) {
-          const int64_t run = std::min(nc - j, ow - ox);
-          const int64_t iy = oy * sh + offh;
-          if (iy >= 0 && iy < ih) {
-            const T* src = plane + iy * iw;
-            for (int64_t t = 0; t < run; ++t) {
-              const int64_t ix = (ox + t) * sw + offw;
-              if (ix >= 0 && ix < iw) put(j + t, static_cast<int16_t>(static_cast<int32_t>(src[ix]) - zp_));
-            }
-          }
-          j += run;
-          ox = 0;
-          ++oy;
+      std::fill(r0 + nc, r0 + width, int16_t{0});
+      std::fill(r1 + nc, r1 + width, int16_t{0});
+      for (int64_t j0 = 0; j0 < width; j0 += kQNR) {
+        int16_t* d = dst + (j0 / kQNR) * kp * kQNR * 2 + q * kQNR * 2;
+        const int16_t* a = r0 + j0;
+        const int16_t* b = r1 + j0;
+        for (int j = 0; j < kQNR; ++j) {
+          d[2 * j] = a[j];
+          d[2 * j + 1] = b[j];
         }
-        continue;
       }
+    }
+  }
+
+  // Row kk of the column matrix, columns [n0, n0 + nc), minus the zero point
+  // (0 where the window reads padding).
+  template <class T>
+  void fill_row(const T* x, int64_t kk, int64_t n0, int64_t nc, int16_t* row) const {
+    const size_t r = g_.in.size();
+    const int64_t ksize = g_.kernel_size();
+    const T* plane = x + kk / ksize * g_.in_size();
+    int64_t rem = kk % ksize;
+    int64_t koff[8];
+    std::vector<int64_t> koff_big;
+    int64_t* ko = koff;
+    if (r > 8) {
+      koff_big.resize(r);
+      ko = koff_big.data();
+    }
+    for (size_t i = r; i-- > 0;) {
+      ko[i] = rem % g_.kernel[i] * g_.dilations[i] - g_.pad_begin[i];
+      rem /= g_.kernel[i];
+    }
+    const int32_t zp = zp_;
+    if (r > 2) {
       // N-D: decode each output position.
+      std::vector<int64_t> oidx(r);
       for (int64_t j = 0; j < nc; ++j) {
         int64_t p = n0 + j, off = 0;
         bool inside = true;
@@ -190,12 +208,45 @@ class QIm2col final : public qgemm::QBSource {
           p /= g_.out[i];
         }
         for (size_t i = 0; i < r && inside; ++i) {
-          const int64_t pos = oidx[i] * g_.strides[i] + koff[i];
+          const int64_t pos = oidx[i] * g_.strides[i] + ko[i];
           inside = pos >= 0 && pos < g_.in[i];
           off = off * g_.in[i] + pos;
         }
-        if (inside) put(j, static_cast<int16_t>(static_cast<int32_t>(plane[off]) - zp_));
+        row[j] = inside ? static_cast<int16_t>(static_cast<int32_t>(plane[off]) - zp) : int16_t{0};
       }
+      return;
+    }
+    // 1-D is 2-D with a height of 1.
+    const int64_t ih = r == 2 ? g_.in[0] : 1, iw = g_.in[r - 1];
+    const int64_t ow = g_.out[r - 1];
+    const int64_t sh = r == 2 ? g_.strides[0] : 1, sw = g_.strides[r - 1];
+    const int64_t offh = r == 2 ? ko[0] : 0, offw = ko[r - 1];
+    int64_t lo, hi;
+    valid_range(offw, sw, iw, ow, &lo, &hi);
+    int64_t j = 0, oy = n0 / ow, ox = n0 % ow;
+    while (j < nc) {
+      const int64_t run = std::min(nc - j, ow - ox);
+      int16_t* d = row + j;  // d[o - ox] is output column o
+      const int64_t iy = oy * sh + offh;
+      const int64_t a = std::clamp(lo, ox, ox + run), b = std::clamp(hi, a, ox + run);
+      if (iy < 0 || iy >= ih || a >= b) {
+        std::fill(d, d + run, int16_t{0});
+      } else {
+        // plane[base + (o - ox) * sw] is the input under output column o.
+        const int64_t base = iy * iw + ox * sw + offw;
+        std::fill(d, d + (a - ox), int16_t{0});
+        if (sw == 1) {
+          for (int64_t o = a - ox; o < b - ox; ++o) d[o] = static_cast<int16_t>(static_cast<int32_t>(plane[base + o]) - zp);
+        } else {
+          for (int64_t o = a - ox; o < b - ox; ++o) {
+            d[o] = static_cast<int16_t>(static_cast<int32_t>(plane[base + o * sw]) - zp);
+          }
+        }
+        std::fill(d + (b - ox), d + run, int16_t{0});
+      }
+      j += run;
+      ox = 0;
+      ++oy;
     }
   }
 
@@ -205,7 +256,138 @@ class QIm2col final : public qgemm::QBSource {
   int32_t zp_;
 };
 
+// ---- Depthwise ----------------------------------------------------------------------
+
+// One output plane of a 1-D/2-D convolution with a single input channel:
+// y[o] = sum over the window of (w - wz) * (x - xz), skipping padding.
+//
+// The input plane is first copied, minus its zero point, into an int16 plane
+// whose columns are padded with zeros on both sides, so that every tap of a
+// block of kDwBlock outputs reads in bounds and padding contributes nothing;
+// the block's accumulators then stay in registers across all taps.
+constexpr int kDwBlock = 16;
+
+template <class TX>
+void copy_padded(const TX* x, int64_t ih, int64_t iw, int32_t xz, int64_t pw, int64_t width, int16_t* dst) {
+  for (int64_t r = 0; r < ih; ++r) {
+    int16_t* d = dst + r * width;
+    std::fill(d, d + pw, int16_t{0});
+    const TX* s = x + r * iw;
+    for (int64_t c = 0; c < iw; ++c) d[pw + c] = static_cast<int16_t>(static_cast<int32_t>(s[c]) - xz);
+    std::fill(d + pw + iw, d + width, int16_t{0});
+  }
+}
+
+template <int kStride>
+void depthwise_rows(const int16_t* xp, int64_t width, const int32_t* wv, const Geometry& g, int64_t sw, int32_t* y) {
+  const size_t r = g.in.size();
+  const int64_t ih = r == 2 ? g.in[0] : 1;
+  const int64_t oh = r == 2 ? g.out[0] : 1, ow = g.out[r - 1];
+  const int64_t kh = r == 2 ? g.kernel[0] : 1, kw = g.kernel[r - 1];
+  const int64_t sh = r == 2 ? g.strides[0] : 1;
+  const int64_t dh = r == 2 ? g.dilations[0] : 1, dw = g.dilations[r - 1];
+  const int64_t ph = r == 2 ? g.pad_begin[0] : 0;
+  const int64_t step = kStride > 0 ? kStride : sw;
+  for (int64_t oy = 0; oy < oh; ++oy) {
+    for (int64_t o0 = 0; o0 < ow; o0 += kDwBlock) {
+      int32_t acc[kDwBlock] = {};
+      for (int64_t ky = 0; ky < kh; ++ky) {
+        const int64_t iy = oy * sh + ky * dh - ph;
+        if (iy < 0 || iy >= ih) continue;
+        const int16_t* row = xp + iy * width + o0 * step;
+        for (int64_t kx = 0; kx < kw; ++kx) {
+          const int32_t wk = wv[ky * kw + kx];
+          const int16_t* src = row + kx * dw;
+          for (int l = 0; l < kDwBlock; ++l) acc[l] += wk * static_cast<int32_t>(src[l * step]);
+        }
+      }
+      const int64_t n = std::min<int64_t>(kDwBlock, ow - o0);
+      std::copy(acc, acc + n, y + oy * ow + o0);
+    }
+  }
+}
+
+void depthwise_plane(Int8Ref x, Int8Ref w, int32_t xz, int32_t wz, const Geometry& g, int32_t* y) {
+  const size_t r = g.in.size();
+  const int64_t ih = r == 2 ? g.in[0] : 1, iw = g.in[r - 1];
+  const int64_t ow = g.out[r - 1];
+  const int64_t kh = r == 2 ? g.kernel[0] : 1, kw = g.kernel[r - 1];
+  const int64_t sw = g.strides[r - 1], dw = g.dilations[r - 1], pw = g.pad_begin[r - 1];
+  const int64_t blocks = (ow + kDwBlock - 1) / kDwBlock;
+  const int64_t width = std::max(pw + iw, (blocks * kDwBlock - 1) * sw + (kw - 1) * dw + 1);
+  thread_local std::vector<int16_t> padded;
+  if (padded.size() < static_cast<size_t>(ih * width)) padded.resize(static_cast<size_t>(ih * width));
+  if (x.is_signed) {
+    copy_padded(static_cast<const int8_t*>(x.data), ih, iw, xz, pw, width, padded.data());
+  } else {
+    copy_padded(static_cast<const uint8_t*>(x.data), ih, iw, xz, pw, width, padded.data());
+  }
+  int32_t wv_small[64];
+  std::vector<int32_t> wv_big;
+  int32_t* wv = wv_small;
+  if (kh * kw > 64) {
+    wv_big.resize(static_cast<size_t>(kh * kw));
+    wv = wv_big.data();
+  }
+  for (int64_t i = 0; i < kh * kw; ++i) wv[i] = w.at(i) - wz;
+  if (sw == 1) {
+    depthwise_rows<1>(padded.data(), width, wv, g, sw, y);
+  } else if (sw == 2) {
+    depthwise_rows<2>(padded.data(), width, wv, g, sw, y);
+  } else {
+    depthwise_rows<0>(padded.data(), width, wv, g, sw, y);
+  }
+}
+
 // ---- Kernel -----------------------------------------------------------------------
+
+// One input channel per group, 1-D or 2-D: computed directly, since a GEMM
+// with a single row per group would waste most of its register tile.
+bool is_depthwise(const QConvSetup& s) { return s.cg == 1 && s.g.in.size() <= 2; }
+
+struct ConvOperands {
+  const Tensor& x;
+  int32_t x_zp;
+  const Tensor& w;
+  const std::vector<int32_t>& w_zp;        // one per output channel
+  const std::vector<QPackedA>* packed;     // per group; null on the depthwise path
+};
+
+// QLinearConv's requantization of output plane `plane` (image * M + channel).
+struct Requant {
+  std::vector<float> scales;      // x_scale * w_scale[oc] / y_scale
+  const int32_t* bias = nullptr;  // M values, or null
+  int64_t m = 0, osz = 0;
+  int32_t y_zp = 0;
+  Tensor* y = nullptr;
+
+  // Positions [j0, j0 + n) of output plane `plane` from int32 `acc`.
+  void row(int64_t plane, int64_t j0, int64_t n, const int32_t* acc) const {
+    const int64_t oc = plane % m;
+    const int32_t b = bias ? bias[oc] : 0;
+    const float* sc = &scales[static_cast<size_t>(oc)];
+    const int64_t out = plane * osz + j0;
+    if (y->dtype() == DType::kUInt8) {
+      qgemm::requantize<uint8_t>(acc, n, b, sc, 0, y_zp, y->data<uint8_t>() + out);
+    } else {
+      qgemm::requantize<int8_t>(acc, n, b, sc, 0, y_zp, y->data<int8_t>() + out);
+    }
+  }
+};
+
+// Requantizes finished GEMM blocks of one (image, group): GEMM row i is
+// output plane first_plane + i.
+class RequantSink final : public qgemm::QTileSink {
+ public:
+  RequantSink(const Requant& q, int64_t first_plane) : q_(q), first_plane_(first_plane) {}
+  void consume(int64_t i0, int64_t mi, int64_t j0, int64_t nj, const int32_t* c, int64_t ldc) const override {
+    for (int64_t i = 0; i < mi; ++i) q_.row(first_plane_ + i0 + i, j0, nj, c + i * ldc);
+  }
+
+ private:
+  const Requant& q_;
+  int64_t first_plane_;
+};
 
 // Inputs of the two ops by role.
 struct Roles {
@@ -251,7 +433,8 @@ class QConvKernel final : public Kernel {
     const bool wz_present = init.node.has_input(k->roles_.wz);
     const Tensor* wz = in(k->roles_.wz);
     const int64_t group = init.node.attr_int("group", 1);
-    if (w && is_8bit(w->dtype()) && w->rank() >= 3 && group > 0 && w->dim(0) % group == 0 &&
+    const bool depthwise = w && w->rank() <= 4 && w->dim(1) == 1;
+    if (w && !depthwise && is_8bit(w->dtype()) && w->rank() >= 3 && group > 0 && w->dim(0) % group == 0 &&
         (!wz_present || (wz && wz->dtype() == w->dtype()))) {
       auto zps = weight_zero_points(init.node, wz_present ? wz : nullptr, w->dim(0));
       if (zps.ok()) {
@@ -279,43 +462,65 @@ class QConvKernel final : public Kernel {
     Tensor& y = *ctx.output(0);
     if (y.numel() == 0) return Status::Ok();
 
+    ConvOperands ops{x, x_zp, w, wzv, nullptr};
     std::vector<QPackedA> local;
-    const std::vector<QPackedA>* weights = &packed_;
-    if (packed_dims_.empty() || w.dims() != packed_dims_) {
-      local = pack_weights(w, wzv, s.group);
-      weights = &local;
+    if (!is_depthwise(s)) {
+      ops.packed = &packed_;
+      if (packed_dims_.empty() || w.dims() != packed_dims_) {
+        local = pack_weights(w, wzv, s.group);
+        ops.packed = &local;
+      }
     }
     if (!qlinear_) {
-      conv_int32(ctx, s, x, x_zp, *weights, y.data<int32_t>());
+      conv_int32(ctx, s, ops, y.data<int32_t>(), nullptr);
       return Status::Ok();
     }
-    return run_qlinear(ctx, s, x, x_zp, *weights, y);
+    return run_qlinear(ctx, s, ops, y);
   }
 
  private:
-  // Y (int32, N x M x out positions) of every (image, group).
-  void conv_int32(KernelContext& ctx, const QConvSetup& s, const Tensor& x, int32_t x_zp,
-                  const std::vector<QPackedA>& weights, int32_t* y) const {
+  // Computes every (image, group) into int32 `y` (N x M x out positions) or,
+  // with `q`, requantizes each block into q->y as it is finished.
+  void conv_int32(KernelContext& ctx, const QConvSetup& s, const ConvOperands& ops, int32_t* y,
+                  const Requant* q) const {
     const int64_t isz = s.g.in_size(), osz = s.g.out_size();
+    const Int8Ref xr = qgemm::int8_ref(ops.x);
+    const int32_t zp_value = ops.x_zp;
+    if (is_depthwise(s)) {
+      const Int8Ref wr = qgemm::int8_ref(ops.w);
+      const int64_t ksize = s.g.kernel_size();
+      ctx.pool().parallel_for(s.n * s.m, 1, [&](int64_t begin, int64_t end) {
+        thread_local std::vector<int32_t> plane;
+        if (q && plane.size() < static_cast<size_t>(osz)) plane.resize(static_cast<size_t>(osz));
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t n = t / s.m, oc = t % s.m, c = oc / s.mg;
+          const Int8Ref xc{static_cast<const int8_t*>(xr.data) + (n * s.c + c) * isz, xr.is_signed};
+          const Int8Ref wc{static_cast<const int8_t*>(wr.data) + oc * ksize, wr.is_signed};
+          int32_t* out = q ? plane.data() : y + t * osz;
+          depthwise_plane(xc, wc, zp_value, ops.w_zp[static_cast<size_t>(oc)], s.g, out);
+          if (q) q->row(t, 0, osz, out);
+        }
+      });
+      return;
+    }
     const bool pointwise = is_pointwise_geometry(s.g);
-    const Int8Ref xr = qgemm::int8_ref(x);
-    const int32_t zp_value = x_zp;
     auto one = [&](int64_t t, ThreadPool* pool) {
       const int64_t n = t / s.group, g = t % s.group;
       const Int8Ref xg{static_cast<const int8_t*>(xr.data) + (n * s.c + g * s.cg) * isz, xr.is_signed};
-      int32_t* yg = y + (n * s.m + g * s.mg) * osz;
-      const QPackedA& a = weights[static_cast<size_t>(g)];
-      if (pointwise) {
-        qgemm::QMatrixB src(xg, isz, s.cg, osz, ZeroPoints{&zp_value, 0});
-        qgemm::qgemm(pool, a, src, osz, yg, osz);
+      const QPackedA& a = (*ops.packed)[static_cast<size_t>(g)];
+      const qgemm::QMatrixB planes(xg, isz, s.cg, osz, ZeroPoints{&zp_value, 0});
+      const QIm2col cols(xg, s.cg, s.g, zp_value);
+      const qgemm::QBSource& src = pointwise ? static_cast<const qgemm::QBSource&>(planes) : cols;
+      const int64_t first_row = n * s.m + g * s.mg;  // output plane of the group's first channel
+      if (q) {
+        qgemm::qgemm(pool, a, src, osz, RequantSink(*q, first_row));
       } else {
-        QIm2col src(xg, s.cg, s.g, zp_value);
-        qgemm::qgemm(pool, a, src, osz, yg, osz);
+        qgemm::qgemm(pool, a, src, osz, y + first_row * osz, osz);
       }
     };
     const int64_t items = s.n * s.group;
-    const double ops = 2.0 * static_cast<double>(s.mg * osz) * static_cast<double>(s.k);
-    if (items > 1 && ops < kSmallGemmOps) {
+    const double flops = 2.0 * static_cast<double>(s.mg * osz) * static_cast<double>(s.k);
+    if (items > 1 && flops < kSmallGemmOps) {
       ctx.pool().parallel_for(items, 1, [&](int64_t begin, int64_t end) {
         for (int64_t t = begin; t < end; ++t) one(t, nullptr);
       });
@@ -324,8 +529,7 @@ class QConvKernel final : public Kernel {
     for (int64_t t = 0; t < items; ++t) one(t, &ctx.pool());
   }
 
-  Status run_qlinear(KernelContext& ctx, const QConvSetup& s, const Tensor& x, int32_t x_zp,
-                     const std::vector<QPackedA>& weights, Tensor& y) const {
+  Status run_qlinear(KernelContext& ctx, const QConvSetup& s, const ConvOperands& ops, Tensor& y) const {
     for (int i : {1, 4, 6}) {
       const Tensor* t = ctx.input(i);
       if (!t || !dtype_is_float(t->dtype())) return ctx.error("scales must be float tensors");
@@ -348,32 +552,17 @@ class QConvKernel final : public Kernel {
     if (bias && (bias->dtype() != DType::kInt32 || bias->numel() != s.m)) {
       return ctx.error("B must be int32 with one value per output channel");
     }
-    std::vector<float> scales(static_cast<size_t>(s.m));
+    Requant q;
+    q.scales.resize(static_cast<size_t>(s.m));
     for (int64_t oc = 0; oc < s.m; ++oc) {
-      scales[static_cast<size_t>(oc)] = xs[0] * ws[ws.size() == 1 ? 0 : static_cast<size_t>(oc)] / ys[0];
+      q.scales[static_cast<size_t>(oc)] = xs[0] * ws[ws.size() == 1 ? 0 : static_cast<size_t>(oc)] / ys[0];
     }
-    const int64_t osz = s.g.out_size();
-    std::vector<int32_t> acc(static_cast<size_t>(s.n * s.m * osz));
-    conv_int32(ctx, s, x, x_zp, weights, acc.data());
-    const int32_t y_zp = yz[0];
-    ctx.pool().parallel_for(s.n * s.m, std::max<int64_t>(1, 16384 / std::max<int64_t>(osz, 1)),
-                            [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) {
-        const int64_t oc = row % s.m;
-        int32_t* a = acc.data() + row * osz;
-        if (bias) {
-          // Wraps like the int32 accumulation it extends.
-          const auto b = static_cast<uint32_t>(bias->data<int32_t>()[oc]);
-          for (int64_t j = 0; j < osz; ++j) a[j] = static_cast<int32_t>(static_cast<uint32_t>(a[j]) + b);
-        }
-        const float* sc = &scales[static_cast<size_t>(oc)];
-        if (y.dtype() == DType::kUInt8) {
-          qgemm::requantize<uint8_t>(a, osz, sc, 0, y_zp, y.data<uint8_t>() + row * osz);
-        } else {
-          qgemm::requantize<int8_t>(a, osz, sc, 0, y_zp, y.data<int8_t>() + row * osz);
-        }
-      }
-    });
+    q.bias = bias ? bias->data<int32_t>() : nullptr;
+    q.m = s.m;
+    q.osz = s.g.out_size();
+    q.y_zp = yz[0];
+    q.y = &y;
+    conv_int32(ctx, s, ops, nullptr, &q);
     return Status::Ok();
   }
 

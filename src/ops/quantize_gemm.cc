@@ -140,16 +140,18 @@ void QPackedB::pack(int64_t n0, int64_t nc, int16_t* dst) const {
   std::memcpy(dst, packed(n0), sizeof(int16_t) * static_cast<size_t>(panels * k_pairs(k_) * kPanelPairs));
 }
 
-void qgemm(ThreadPool* pool, const QPackedA& a, const QBSource& b, int64_t n, int32_t* c, int64_t ldc) {
+namespace {
+
+// Rows of C a sink receives at once (whole A panels).
+constexpr int64_t kSinkPanels = 8;
+
+void qgemm_impl(ThreadPool* pool, const QPackedA& a, const QBSource& b, int64_t n, int32_t* c, int64_t ldc,
+                const QTileSink* sink) {
   const int64_t m = a.m(), kp = k_pairs(a.k());
   if (m == 0 || n == 0) return;
-  if (a.k() == 0) {
-    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0);
-    return;
-  }
   const int64_t n_panels = (n + kQNR - 1) / kQNR;
-  const int64_t panel_bytes = kp * kPanelPairs * static_cast<int64_t>(sizeof(int16_t));
-  const int64_t block_panels = std::clamp<int64_t>(kBlockBytes / panel_bytes, 1, 16);
+  const int64_t panel_bytes = std::max<int64_t>(kp, 1) * kPanelPairs * static_cast<int64_t>(sizeof(int16_t));
+  const int64_t block_panels = std::clamp<int64_t>(kBlockBytes / panel_bytes, 1, kQMaxBlockCols / kQNR);
   const int64_t tiles_n = (n_panels + block_panels - 1) / block_panels;
   const int threads = pool ? pool->num_threads() : 1;
   // Split rows too when the column blocks alone cannot keep every thread busy;
@@ -166,23 +168,42 @@ void qgemm(ThreadPool* pool, const QPackedA& a, const QBSource& b, int64_t n, in
     const int64_t tm = t / tiles_n, tn = t % tiles_n;
     const int64_t n0 = tn * block_panels * kQNR;
     const int64_t nc = std::min(n - n0, block_panels * kQNR);
-    const int16_t* bblock = b.packed(n0);
-    if (!bblock) {
+    const int16_t* bblock = kp > 0 ? b.packed(n0) : nullptr;
+    if (!bblock && kp > 0) {
       thread_local std::vector<int16_t> buf;
       const auto need = static_cast<size_t>(round_up(nc, kQNR) * kp * 2);
       if (buf.size() < need) buf.resize(need);
       b.pack(n0, nc, buf.data());
       bblock = buf.data();
     }
+    thread_local std::vector<int32_t> scratch;
     const int64_t p0 = tm * m_panels_per_tile, p1 = std::min(a.panels(), p0 + m_panels_per_tile);
-    for (int64_t j0 = 0; j0 < nc; j0 += kQNR) {
-      const int16_t* bp = bblock + (j0 / kQNR) * kp * kPanelPairs;
-      const int nr = static_cast<int>(std::min<int64_t>(kQNR, nc - j0));
-      for (int64_t p = p0; p < p1; ++p) {
-        const int64_t i0 = p * kQMR;
-        const int mr = static_cast<int>(std::min<int64_t>(kQMR, m - i0));
-        micro_kernel(a.panel(p), bp, kp, c + i0 * ldc + n0 + j0, ldc, mr, nr);
+    const int64_t chunk = sink ? kSinkPanels : p1 - p0;
+    for (int64_t pc = p0; pc < p1; pc += chunk) {
+      const int64_t pe = std::min(p1, pc + chunk);
+      const int64_t rows = std::min(m, pe * kQMR) - pc * kQMR;
+      int32_t* out = nullptr;
+      int64_t ld = ldc;
+      if (sink) {
+        ld = round_up(nc, kQNR);
+        const auto need = static_cast<size_t>(kSinkPanels * kQMR * ld);
+        if (scratch.size() < need) scratch.resize(need);
+        out = scratch.data();
+      } else {
+        out = c + pc * kQMR * ldc + n0;
       }
+      if (kp == 0) {
+        for (int64_t i = 0; i < rows; ++i) std::fill(out + i * ld, out + i * ld + nc, 0);
+      }
+      for (int64_t j0 = 0; j0 < nc && kp > 0; j0 += kQNR) {
+        const int16_t* bp = bblock + (j0 / kQNR) * kp * kPanelPairs;
+        const int nr = static_cast<int>(std::min<int64_t>(kQNR, nc - j0));
+        for (int64_t p = pc; p < pe; ++p) {
+          const int mr = static_cast<int>(std::min<int64_t>(kQMR, m - p * kQMR));
+          micro_kernel(a.panel(p), bp, kp, out + (p - pc) * kQMR * ld + j0, ld, mr, nr);
+        }
+      }
+      if (sink) sink->consume(pc * kQMR, rows, n0, nc, out, ld);
     }
   };
   const int64_t tiles = tiles_m * tiles_n;
@@ -195,8 +216,19 @@ void qgemm(ThreadPool* pool, const QPackedA& a, const QBSource& b, int64_t n, in
   });
 }
 
+}  // namespace
+
+void qgemm(ThreadPool* pool, const QPackedA& a, const QBSource& b, int64_t n, int32_t* c, int64_t ldc) {
+  qgemm_impl(pool, a, b, n, c, ldc, nullptr);
+}
+
+void qgemm(ThreadPool* pool, const QPackedA& a, const QBSource& b, int64_t n, const QTileSink& sink) {
+  qgemm_impl(pool, a, b, n, nullptr, 0, &sink);
+}
+
 template <class T>
-void requantize(const int32_t* acc, int64_t n, const float* scales, int64_t scale_stride, int32_t zp, T* y) {
+void requantize(const int32_t* acc, int64_t n, int32_t bias, const float* scales, int64_t scale_stride, int32_t zp,
+                T* y) {
   // Clamp first, in the output's range shifted by the zero point, so the
   // rounding below only sees |v| < 2^22: adding and subtracting 1.5 * 2^23
   // then rounds to nearest even under the default rounding mode. NaN clamps
@@ -205,7 +237,8 @@ void requantize(const int32_t* acc, int64_t n, const float* scales, int64_t scal
   const float hi = static_cast<float>(std::numeric_limits<T>::max() - zp);
   constexpr float kMagic = 12582912.f;
   for (int64_t j = 0; j < n; ++j) {
-    float v = static_cast<float>(acc[j]) * scales[j * scale_stride];
+    const auto a = static_cast<int32_t>(static_cast<uint32_t>(acc[j]) + static_cast<uint32_t>(bias));
+    float v = static_cast<float>(a) * scales[j * scale_stride];
     v = v > lo ? v : lo;
     v = v < hi ? v : hi;
     v = (v + kMagic) - kMagic;
@@ -213,7 +246,7 @@ void requantize(const int32_t* acc, int64_t n, const float* scales, int64_t scal
   }
 }
 
-template void requantize<uint8_t>(const int32_t*, int64_t, const float*, int64_t, int32_t, uint8_t*);
-template void requantize<int8_t>(const int32_t*, int64_t, const float*, int64_t, int32_t, int8_t*);
+template void requantize<uint8_t>(const int32_t*, int64_t, int32_t, const float*, int64_t, int32_t, uint8_t*);
+template void requantize<int8_t>(const int32_t*, int64_t, int32_t, const float*, int64_t, int32_t, int8_t*);
 
 }  // namespace tessera::qgemm

@@ -17,7 +17,10 @@
 // The output is cut into tiles of whole panels that run on the thread pool;
 // each tile packs its block of B (from a QBSource, so im2col writes straight
 // into the panel layout) into a thread-local buffer unless B was packed once
-// ahead of time (constant weights).
+// ahead of time (constant weights). Results go either straight to an int32
+// C or, a block of rows at a time while still in cache, to a QTileSink that
+// requantizes them (QLinearMatMul / QLinearConv), so no full int32 copy of
+// the output is ever made.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +36,7 @@ namespace tessera::qgemm {
 
 constexpr int kQMR = 8;   // rows of A per panel
 constexpr int kQNR = 32;  // columns of B per panel
+constexpr int64_t kQMaxBlockCols = 16 * kQNR;  // widest block of columns a QTileSink receives
 
 inline int64_t k_pairs(int64_t k) { return (k + 1) / 2; }
 inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
@@ -115,14 +119,27 @@ class QPackedB final : public QBSource {
   std::vector<int16_t> data_;
 };
 
+// Receives finished blocks of C: rows [i0, i0 + mi) and columns [j0, j0 + nj)
+// at `c` (row stride ldc). Called concurrently from several threads, on
+// disjoint blocks.
+class QTileSink {
+ public:
+  virtual ~QTileSink() = default;
+  virtual void consume(int64_t i0, int64_t mi, int64_t j0, int64_t nj, const int32_t* c, int64_t ldc) const = 0;
+};
+
 // C[M, N] (row stride ldc) = packed A x B. `pool` may be null.
 void qgemm(ThreadPool* pool, const QPackedA& a, const QBSource& b, int64_t n, int32_t* c, int64_t ldc);
+// The same product delivered block by block to `sink`.
+void qgemm(ThreadPool* pool, const QPackedA& a, const QBSource& b, int64_t n, const QTileSink& sink);
 
 // Requantizes a row of int32 accumulators:
-//   y[j] = saturate(round_half_even(acc[j] * scale) + zp)
+//   y[j] = saturate(round_half_even((acc[j] + bias) * scale) + zp)
 // for the 8-bit output type T (uint8/int8); `scales` holds one scale per
-// element (scale_stride 1) or one for all (scale_stride 0).
+// element (scale_stride 1) or one for all (scale_stride 0). The bias is added
+// in wrapping int32 arithmetic, like the accumulation it extends.
 template <class T>
-void requantize(const int32_t* acc, int64_t n, const float* scales, int64_t scale_stride, int32_t zp, T* y);
+void requantize(const int32_t* acc, int64_t n, int32_t bias, const float* scales, int64_t scale_stride, int32_t zp,
+                T* y);
 
 }  // namespace tessera::qgemm

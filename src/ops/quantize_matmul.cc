@@ -152,35 +152,86 @@ PackedWeights pack_constant_b(const KernelInit& init, int b_index, int zb_index)
   return w;
 }
 
-// Y[batch, M, N] (int32) = (A - za) x (B - zb) with za one value per row of
-// every A matrix and zb one per column of every B matrix.
+// QLinearMatMul's requantization: per-row A scales and per-column B scales
+// (expanded to every matrix), and the output's scale and zero point.
+struct Requant {
+  std::vector<float> sa, sb;
+  bool b_uniform = false;  // one B scale for all columns
+  float y_scale = 1.f;
+  int32_t y_zp = 0;
+  Tensor* y = nullptr;
+};
+
+// Requantizes finished GEMM blocks into Y. Rows are rows of the GEMM's A:
+// one batch item's rows (`item` >= 0), or every item's rows stacked
+// (`item` < 0, a single B).
+class RequantSink final : public qgemm::QTileSink {
+ public:
+  RequantSink(const Requant& q, const QMatMulDims& d, int64_t item) : q_(q), d_(d), item_(item) {}
+
+  void consume(int64_t i0, int64_t mi, int64_t j0, int64_t nj, const int32_t* c, int64_t ldc) const override {
+    float mult[qgemm::kQMaxBlockCols];
+    for (int64_t r = i0; r < i0 + mi; ++r) {
+      const int64_t t = item_ < 0 ? r / d_.m : item_, i = item_ < 0 ? r % d_.m : r;
+      int64_t am, bm;
+      d_.offsets(t, &am, &bm);
+      const float ra = q_.sa[static_cast<size_t>(am * d_.m + i)];
+      const float* cb = q_.sb.data() + bm * d_.n + j0;
+      int64_t stride = 1;
+      if (q_.b_uniform) {
+        mult[0] = ra * cb[0] / q_.y_scale;
+        stride = 0;
+      } else {
+        for (int64_t j = 0; j < nj; ++j) mult[j] = ra * cb[j] / q_.y_scale;
+      }
+      const int32_t* row = c + (r - i0) * ldc;
+      const int64_t out = (t * d_.m + i) * d_.n + j0;
+      if (q_.y->dtype() == DType::kUInt8) {
+        qgemm::requantize<uint8_t>(row, nj, 0, mult, stride, q_.y_zp, q_.y->data<uint8_t>() + out);
+      } else {
+        qgemm::requantize<int8_t>(row, nj, 0, mult, stride, q_.y_zp, q_.y->data<int8_t>() + out);
+      }
+    }
+  }
+
+ private:
+  const Requant& q_;
+  const QMatMulDims& d_;
+  int64_t item_;
+};
+
+// (A - za) x (B - zb) with za one value per row of every A matrix and zb one
+// per column of every B matrix, into int32 Y or, with `q`, requantized.
 void run_int_matmul(ThreadPool* pool, const QMatMulDims& d, const Tensor& a, const Tensor& b,
                     const std::vector<int32_t>& za, const std::vector<int32_t>& zb, const PackedWeights* packed,
-                    int32_t* y) {
+                    int32_t* y, const Requant* q) {
   const Int8Ref ar = qgemm::int8_ref(a);
   auto a_matrix = [&](int64_t ai, int64_t count) {
     const Int8Ref r{static_cast<const int8_t*>(ar.data) + ai * d.m * d.k, ar.is_signed};
     return QPackedA::Pack(r, d.k, d.m * count, d.k, ZeroPoints{za.data() + ai * d.m, 1});
   };
-  auto one = [&](const QPackedA& pa, int64_t bi, int32_t* yp, ThreadPool* p) {
-    if (packed) {
-      qgemm::qgemm(p, pa, packed->matrices[static_cast<size_t>(bi)], d.n, yp, d.n);
-      return;
-    }
+  // item < 0: all of A's rows against the single B.
+  auto one = [&](const QPackedA& pa, int64_t item, int64_t bi, ThreadPool* p) {
     const Int8Ref r{static_cast<const int8_t*>(b.raw()) + bi * d.k * d.n, b.dtype() == DType::kInt8};
-    qgemm::QMatrixB src(r, d.n, d.k, d.n, ZeroPoints{zb.data() + bi * d.n, 1});
-    qgemm::qgemm(p, pa, src, d.n, yp, d.n);
+    const qgemm::QMatrixB matrix(r, d.n, d.k, d.n, ZeroPoints{zb.data() + bi * d.n, 1});
+    const qgemm::QBSource& src =
+        packed ? static_cast<const qgemm::QBSource&>(packed->matrices[static_cast<size_t>(bi)]) : matrix;
+    if (q) {
+      qgemm::qgemm(p, pa, src, d.n, RequantSink(*q, d, item));
+    } else {
+      qgemm::qgemm(p, pa, src, d.n, y + std::max<int64_t>(item, 0) * d.m * d.n, d.n);
+    }
   };
   if (d.b_matrices == 1 && d.a_matrices == d.batch_count) {
     // Every A matrix meets the same B: one GEMM over all rows of A.
-    one(a_matrix(0, d.a_matrices), 0, y, pool);
+    one(a_matrix(0, d.a_matrices), -1, 0, pool);
     return;
   }
   const double ops = 2.0 * static_cast<double>(d.m * d.n) * static_cast<double>(d.k);
   auto item = [&](int64_t i, ThreadPool* p) {
     int64_t ai, bi;
     d.offsets(i, &ai, &bi);
-    one(a_matrix(ai, 1), bi, y + i * d.m * d.n, p);
+    one(a_matrix(ai, 1), i, bi, p);
   };
   if (pool && d.batch_count > 1 && ops < kSmallGemmOps) {
     pool->parallel_for(d.batch_count, 1, [&](int64_t begin, int64_t end) {
@@ -219,16 +270,9 @@ class QMatMulKernel final : public Kernel {
     if (y.numel() == 0) return Status::Ok();
     const PackedWeights* packed = !packed_.dims.empty() && b.dims() == packed_.dims ? &packed_ : nullptr;
     if (!qlinear_) {
-      run_int_matmul(&ctx.pool(), d, a, b, za_rows, zb_cols, packed, y.data<int32_t>());
+      run_int_matmul(&ctx.pool(), d, a, b, za_rows, zb_cols, packed, y.data<int32_t>(), nullptr);
       return Status::Ok();
     }
-    return run_qlinear(ctx, d, a, b, za_rows, zb_cols, packed, y);
-  }
-
- private:
-  Status run_qlinear(KernelContext& ctx, const QMatMulDims& d, const Tensor& a, const Tensor& b,
-                     const std::vector<int32_t>& za, const std::vector<int32_t>& zb, const PackedWeights* packed,
-                     Tensor& y) const {
     for (int i : {1, 4, 6}) {
       const Tensor* s = ctx.input(i);
       if (!s || !dtype_is_float(s->dtype())) return ctx.error("scales must be float tensors");
@@ -238,41 +282,18 @@ class QMatMulKernel final : public Kernel {
     const std::vector<float> ys = float_values(*ctx.input(6));
     const std::vector<int32_t> yz = int_values(ctx.input(7));
     if (ys.size() != 1 || yz.size() != 1) return ctx.error("y_scale and y_zero_point must hold one value");
-    TSR_ASSIGN_OR_RETURN(std::vector<float> sa,
-                         expand_per_row(ctx, float_values(*ctx.input(1)), d.m, d.a_matrices, "a_scale"));
-    TSR_ASSIGN_OR_RETURN(std::vector<float> sb,
-                         expand_per_row(ctx, float_values(*ctx.input(4)), d.n, d.b_matrices, "b_scale"));
-    const int64_t mn = d.m * d.n;
-    std::vector<int32_t> acc(static_cast<size_t>(d.batch_count * mn));
-    run_int_matmul(&ctx.pool(), d, a, b, za, zb, packed, acc.data());
-    const float y_scale = ys[0];
-    const int32_t y_zp = yz[0];
-    ctx.pool().parallel_for(d.batch_count * d.m, std::max<int64_t>(1, 16384 / std::max<int64_t>(d.n, 1)),
-                            [&](int64_t begin, int64_t end) {
-      std::vector<float> mult(static_cast<size_t>(d.n));
-      float last_ra = 0.f;
-      int64_t last_bm = -1;
-      for (int64_t r = begin; r < end; ++r) {
-        int64_t am, bm;
-        d.offsets(r / d.m, &am, &bm);
-        const float ra = sa[static_cast<size_t>(am * d.m + r % d.m)];
-        if (bm != last_bm || ra != last_ra) {
-          const float* cb = sb.data() + bm * d.n;
-          for (int64_t j = 0; j < d.n; ++j) mult[static_cast<size_t>(j)] = ra * cb[j] / y_scale;
-          last_ra = ra;
-          last_bm = bm;
-        }
-        const int32_t* row = acc.data() + r * d.n;
-        if (y.dtype() == DType::kUInt8) {
-          qgemm::requantize<uint8_t>(row, d.n, mult.data(), 1, y_zp, y.data<uint8_t>() + r * d.n);
-        } else {
-          qgemm::requantize<int8_t>(row, d.n, mult.data(), 1, y_zp, y.data<int8_t>() + r * d.n);
-        }
-      }
-    });
+    Requant q;
+    TSR_ASSIGN_OR_RETURN(q.sa, expand_per_row(ctx, float_values(*ctx.input(1)), d.m, d.a_matrices, "a_scale"));
+    TSR_ASSIGN_OR_RETURN(q.sb, expand_per_row(ctx, float_values(*ctx.input(4)), d.n, d.b_matrices, "b_scale"));
+    q.b_uniform = ctx.input(4)->numel() == 1;
+    q.y_scale = ys[0];
+    q.y_zp = yz[0];
+    q.y = &y;
+    run_int_matmul(&ctx.pool(), d, a, b, za_rows, zb_cols, packed, nullptr, &q);
     return Status::Ok();
   }
 
+ private:
   bool qlinear_ = false;
   PackedWeights packed_;
 };

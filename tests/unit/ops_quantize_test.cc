@@ -74,7 +74,8 @@ Expected<std::vector<Tensor>> run_schema(const OpSchema& schema, const Node& nod
     outputs[i] = Tensor(vi.dtype, vi.shape.concrete());
     out_ptrs.push_back(&outputs[i]);
   }
-  KernelContext kctx(node, values, out_ptrs, pool, nullptr);
+  ThreadPool local(1);
+  KernelContext kctx(node, values, out_ptrs, pool ? pool : &local, nullptr);
   TSR_RETURN_IF_ERROR(kernel->run(kctx));
   return outputs;
 }
@@ -568,6 +569,9 @@ const std::vector<ConvCase>& conv_cases() {
       {{1, 4, 5, 6, 7}, {6, 2, 2, 3, 2}, 2, {1, 2, 1}, {2, 1, 1}, {1, 0, 1, 0, 1, 1}, "", DType::kUInt8,
        DType::kInt8, true},
       {{1, 32, 20, 20}, {64, 32, 3, 3}, 1, {}, {}, {}, "SAME_LOWER", DType::kUInt8, DType::kInt8, true},
+      {{1, 3, 15}, {6, 1, 3}, 3, {2}, {2}, {2, 1}, "", DType::kUInt8, DType::kInt8, true},
+      {{2, 4, 9, 8}, {4, 1, 3, 2}, 4, {2, 2}, {}, {}, "SAME_UPPER", DType::kUInt8, DType::kUInt8, false},
+      {{1, 2, 4, 5, 6}, {2, 1, 2, 2, 2}, 2, {}, {}, {1, 1, 0, 0, 1, 1}, "", DType::kInt8, DType::kInt8, true},
   };
   return cases;
 }
