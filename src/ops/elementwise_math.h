@@ -136,11 +136,9 @@ inline float tanh(float x) {
   return is_nan(x) ? x : res;
 }
 
-// erfc(x) for x >= 0 (Numerical Recipes' Chebyshev fit, relative error below
-// 1.2e-7 everywhere).
-inline float erfc_nonneg(float x) {
-  float ax = x > 10.0f ? 10.0f : x;
-  float t = 1.0f / (1.0f + 0.5f * ax);
+// erfc(x) for x >= 0 by Numerical Recipes' Chebyshev fit (relative error
+// below 1.2e-7): t * exp(p(t) - x^2) with t = 1 / (1 + x/2).
+inline float erfc_fit_poly(float t) {
   float p = 0.17087277f;
   p = p * t - 0.82215223f;
   p = p * t + 1.48851587f;
@@ -151,7 +149,25 @@ inline float erfc_nonneg(float x) {
   p = p * t + 0.37409196f;
   p = p * t + 1.00002368f;
   p = p * t - 1.26551223f;
-  return t * exp(p - ax * ax);
+  return p;
+}
+
+// One exp; rounding p - x^2 costs up to ulp(x^2) of relative accuracy, which
+// is harmless where the result is used as 1 - erfc.
+inline float erfc_nonneg(float x) {
+  float ax = x > 10.0f ? 10.0f : x;
+  float t = 1.0f / (1.0f + 0.5f * ax);
+  return t * exp(erfc_fit_poly(t) - ax * ax);
+}
+
+// Relatively accurate erfc for x >= 0, given x^2 exactly as xx_hi + xx_lo
+// (from an fma split): exp(p) and exp(-x^2) separately, the low part as a
+// first-order factor.
+inline float erfc_nonneg_sq(float x, float xx_hi, float xx_lo) {
+  float ax = x > 10.0f ? 10.0f : x;
+  float t = 1.0f / (1.0f + 0.5f * ax);
+  float hi = xx_hi > 110.0f ? 110.0f : xx_hi;
+  return t * exp(erfc_fit_poly(t)) * exp(-hi) * (1.0f - xx_lo);
 }
 
 // erf: Taylor series (degree 23) for |x| < 1, 1 - erfc(|x|) beyond.
@@ -177,12 +193,14 @@ inline float erf(float x) {
 }
 
 // Gelu with the exact erf form, 0.5 x (1 + erf(x / sqrt 2)), written through
-// erfc so that negative inputs keep their relative accuracy.
+// erfc so that negative inputs keep their relative accuracy; (x / sqrt 2)^2
+// is taken as x^2 / 2 split exactly into two floats.
 inline float gelu_erf(float x) {
   float z = std::fabs(x) * 0.70710678118654752f;
-  float c = erfc_nonneg(z);
-  float res = 0.5f * x * (x >= 0.0f ? 2.0f - c : c);
-  return is_nan(x) ? x : res;
+  float xx = x * x;
+  float c = erfc_nonneg_sq(z, 0.5f * xx, 0.5f * std::fma(x, x, -xx));
+  float res = 0.5f * x * select(x >= 0.0f, 2.0f - c, c);
+  return select(is_nan(x), x, res);
 }
 
 // Gelu with the tanh approximation: 0.5 x (1 + tanh(y)) = x * sigmoid(2y).

@@ -119,7 +119,7 @@ TEST(FastMath, ErfAndGeluStayWithinOneMillionthOfLibm) {
                             10.f, true),
             1e-6);
   EXPECT_LT(worst_rel_error([](float x) { return fastmath::gelu_erf(x); },
-                            [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }, -3.f, 30.f, true),
+                            [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }, -12.f, 30.f, true),
             1e-6);
   EXPECT_LT(worst_rel_error([](float x) { return fastmath::gelu_tanh(x); },
                             [](double x) {
@@ -127,11 +127,6 @@ TEST(FastMath, ErfAndGeluStayWithinOneMillionthOfLibm) {
                             },
                             -3.f, 30.f, true),
             1e-6);
-  // Further left both are ill-conditioned (a half-ulp change of x moves the
-  // true result by more than 1e-6 relative); they stay within a few 1e-6.
-  EXPECT_LT(worst_rel_error([](float x) { return fastmath::gelu_erf(x); },
-                            [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }, -6.f, -3.f, true),
-            1e-5);
 }
 
 TEST(FastMath, SpecialValuesMatchLibm) {
