@@ -123,43 +123,69 @@ bool is_pointwise_geometry(const Geometry& g) {
 
 // ---- im2col into packed panels --------------------------------------------------
 
-// Valid output range [lo, hi) on one axis: positions o with 0 <= o * stride +
-// off < in.
-void valid_range(int64_t off, int64_t stride, int64_t in, int64_t out, int64_t* lo, int64_t* hi) {
-  *lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
-  *hi = in - 1 - off < 0 ? 0 : (in - 1 - off) / stride + 1;
-  *lo = std::min(*lo, out);
-  *hi = std::clamp(*hi, *lo, out);
-}
-
+// The column matrix of one (image, group), written into the GEMM's packed
+// panels. For 1-D/2-D convolutions the group's input planes are first copied,
+// widened to int16 minus the zero point, into planes padded with zeros on
+// every side far enough for every window, so each row of the column matrix
+// is a run of plain copies; N-D convolutions read the input with bounds
+// checks.
 class QIm2col final : public qgemm::QBSource {
  public:
   // `x` points at the first of `channels` input planes of one image/group.
-  QIm2col(Int8Ref x, int64_t channels, const Geometry& g, int32_t zp) : x_(x), channels_(channels), g_(g), zp_(zp) {}
-
-  void pack(int64_t n0, int64_t nc, int16_t* dst) const override {
-    if (x_.is_signed) {
-      pack_typed(static_cast<const int8_t*>(x_.data), n0, nc, dst);
-    } else {
-      pack_typed(static_cast<const uint8_t*>(x_.data), n0, nc, dst);
+  // The padded copy lives in thread-local storage of the constructing thread
+  // until the next QIm2col is made there.
+  QIm2col(Int8Ref x, int64_t channels, const Geometry& g, int32_t zp)
+      : x_(x), channels_(channels), g_(g), zp_(zp), ksize_(g.kernel_size()), isz_(g.in_size()) {
+    const size_t r = g.in.size();
+    if (r > 2) return;
+    ih_ = r == 2 ? g.in[0] : 1;
+    iw_ = g.in[r - 1];
+    oh_ = r == 2 ? g.out[0] : 1;
+    ow_ = g.out[r - 1];
+    kh_ = r == 2 ? g.kernel[0] : 1;
+    kw_ = g.kernel[r - 1];
+    sh_ = r == 2 ? g.strides[0] : 1;
+    sw_ = g.strides[r - 1];
+    dh_ = r == 2 ? g.dilations[0] : 1;
+    dw_ = g.dilations[r - 1];
+    const int64_t ph = r == 2 ? g.pad_begin[0] : 0, pw = g.pad_begin[r - 1];
+    ph_rows_ = std::max(ph + ih_, (oh_ - 1) * sh_ + (kh_ - 1) * dh_ + 1);
+    pw_cols_ = std::max(pw + iw_, (ow_ - 1) * sw_ + (kw_ - 1) * dw_ + 1);
+    const int64_t plane = ph_rows_ * pw_cols_;
+    thread_local std::vector<int16_t> storage;
+    if (storage.size() < static_cast<size_t>(channels * plane)) storage.resize(static_cast<size_t>(channels * plane));
+    padded_ = storage.data();
+    for (int64_t c = 0; c < channels; ++c) {
+      int16_t* dst = padded_ + c * plane;
+      std::fill(dst, dst + ph * pw_cols_, int16_t{0});
+      for (int64_t y = 0; y < ih_; ++y) {
+        int16_t* d = dst + (ph + y) * pw_cols_;
+        std::fill(d, d + pw, int16_t{0});
+        const int64_t src = c * isz_ + y * iw_;
+        if (x.is_signed) {
+          widen(static_cast<const int8_t*>(x.data) + src, iw_, zp, d + pw);
+        } else {
+          widen(static_cast<const uint8_t*>(x.data) + src, iw_, zp, d + pw);
+        }
+        std::fill(d + pw + iw_, d + pw_cols_, int16_t{0});
+      }
+      std::fill(dst + (ph + ih_) * pw_cols_, dst + plane, int16_t{0});
     }
   }
 
- private:
   // Rows kk and kk+1 of the column matrix are built contiguously, then
   // interleaved into the panels' (k, k+1) pairs.
-  template <class T>
-  void pack_typed(const T* x, int64_t n0, int64_t nc, int16_t* dst) const {
-    const int64_t k = channels_ * g_.kernel_size(), kp = qgemm::k_pairs(k);
+  void pack(int64_t n0, int64_t nc, int16_t* dst) const override {
+    const int64_t k = channels_ * ksize_, kp = qgemm::k_pairs(k);
     const int64_t width = qgemm::round_up(nc, kQNR);
     thread_local std::vector<int16_t> rows;
     if (rows.size() < static_cast<size_t>(2 * width)) rows.resize(static_cast<size_t>(2 * width));
     int16_t* r0 = rows.data();
     int16_t* r1 = rows.data() + width;
     for (int64_t q = 0; q < kp; ++q) {
-      fill_row(x, 2 * q, n0, nc, r0);
+      fill_row(2 * q, n0, nc, r0);
       if (2 * q + 1 < k) {
-        fill_row(x, 2 * q + 1, n0, nc, r1);
+        fill_row(2 * q + 1, n0, nc, r1);
       } else {
         std::fill(r1, r1 + nc, int16_t{0});
       }
@@ -177,72 +203,33 @@ class QIm2col final : public qgemm::QBSource {
     }
   }
 
-  // Row kk of the column matrix, columns [n0, n0 + nc), minus the zero point
-  // (0 where the window reads padding).
+ private:
   template <class T>
-  void fill_row(const T* x, int64_t kk, int64_t n0, int64_t nc, int16_t* row) const {
-    const size_t r = g_.in.size();
-    const int64_t ksize = g_.kernel_size();
-    const T* plane = x + kk / ksize * g_.in_size();
-    int64_t rem = kk % ksize;
-    int64_t koff[8];
-    std::vector<int64_t> koff_big;
-    int64_t* ko = koff;
-    if (r > 8) {
-      koff_big.resize(r);
-      ko = koff_big.data();
-    }
-    for (size_t i = r; i-- > 0;) {
-      ko[i] = rem % g_.kernel[i] * g_.dilations[i] - g_.pad_begin[i];
-      rem /= g_.kernel[i];
-    }
-    const int32_t zp = zp_;
-    if (r > 2) {
-      // N-D: decode each output position.
-      std::vector<int64_t> oidx(r);
-      for (int64_t j = 0; j < nc; ++j) {
-        int64_t p = n0 + j, off = 0;
-        bool inside = true;
-        for (size_t i = r; i-- > 0;) {
-          oidx[i] = p % g_.out[i];
-          p /= g_.out[i];
-        }
-        for (size_t i = 0; i < r && inside; ++i) {
-          const int64_t pos = oidx[i] * g_.strides[i] + ko[i];
-          inside = pos >= 0 && pos < g_.in[i];
-          off = off * g_.in[i] + pos;
-        }
-        row[j] = inside ? static_cast<int16_t>(static_cast<int32_t>(plane[off]) - zp) : int16_t{0};
+  static void widen(const T* s, int64_t n, int32_t zp, int16_t* d) {
+    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<int16_t>(static_cast<int32_t>(s[i]) - zp);
+  }
+
+  // Row kk of the column matrix, columns [n0, n0 + nc): input minus the zero
+  // point, 0 where the window reads padding.
+  void fill_row(int64_t kk, int64_t n0, int64_t nc, int16_t* row) const {
+    if (!padded_) {
+      if (x_.is_signed) {
+        fill_row_nd(static_cast<const int8_t*>(x_.data), kk, n0, nc, row);
+      } else {
+        fill_row_nd(static_cast<const uint8_t*>(x_.data), kk, n0, nc, row);
       }
       return;
     }
-    // 1-D is 2-D with a height of 1.
-    const int64_t ih = r == 2 ? g_.in[0] : 1, iw = g_.in[r - 1];
-    const int64_t ow = g_.out[r - 1];
-    const int64_t sh = r == 2 ? g_.strides[0] : 1, sw = g_.strides[r - 1];
-    const int64_t offh = r == 2 ? ko[0] : 0, offw = ko[r - 1];
-    int64_t lo, hi;
-    valid_range(offw, sw, iw, ow, &lo, &hi);
-    int64_t j = 0, oy = n0 / ow, ox = n0 % ow;
+    const int64_t c = kk / ksize_, rem = kk % ksize_, ky = rem / kw_, kx = rem % kw_;
+    const int16_t* plane = padded_ + c * ph_rows_ * pw_cols_ + ky * dh_ * pw_cols_ + kx * dw_;
+    int64_t j = 0, oy = n0 / ow_, ox = n0 % ow_;
     while (j < nc) {
-      const int64_t run = std::min(nc - j, ow - ox);
-      int16_t* d = row + j;  // d[o - ox] is output column o
-      const int64_t iy = oy * sh + offh;
-      const int64_t a = std::clamp(lo, ox, ox + run), b = std::clamp(hi, a, ox + run);
-      if (iy < 0 || iy >= ih || a >= b) {
-        std::fill(d, d + run, int16_t{0});
+      const int64_t run = std::min(nc - j, ow_ - ox);
+      const int16_t* src = plane + oy * sh_ * pw_cols_ + ox * sw_;
+      if (sw_ == 1) {
+        std::memcpy(row + j, src, sizeof(int16_t) * static_cast<size_t>(run));
       } else {
-        // plane[base + (o - ox) * sw] is the input under output column o.
-        const int64_t base = iy * iw + ox * sw + offw;
-        std::fill(d, d + (a - ox), int16_t{0});
-        if (sw == 1) {
-          for (int64_t o = a - ox; o < b - ox; ++o) d[o] = static_cast<int16_t>(static_cast<int32_t>(plane[base + o]) - zp);
-        } else {
-          for (int64_t o = a - ox; o < b - ox; ++o) {
-            d[o] = static_cast<int16_t>(static_cast<int32_t>(plane[base + o * sw]) - zp);
-          }
-        }
-        std::fill(d + (b - ox), d + run, int16_t{0});
+        for (int64_t t = 0; t < run; ++t) row[j + t] = src[t * sw_];
       }
       j += run;
       ox = 0;
@@ -250,10 +237,41 @@ class QIm2col final : public qgemm::QBSource {
     }
   }
 
+  template <class T>
+  void fill_row_nd(const T* x, int64_t kk, int64_t n0, int64_t nc, int16_t* row) const {
+    const size_t r = g_.in.size();
+    const T* plane = x + kk / ksize_ * isz_;
+    int64_t rem = kk % ksize_;
+    std::vector<int64_t> ko(r), oidx(r);
+    for (size_t i = r; i-- > 0;) {
+      ko[i] = rem % g_.kernel[i] * g_.dilations[i] - g_.pad_begin[i];
+      rem /= g_.kernel[i];
+    }
+    for (int64_t j = 0; j < nc; ++j) {
+      int64_t p = n0 + j, off = 0;
+      bool inside = true;
+      for (size_t i = r; i-- > 0;) {
+        oidx[i] = p % g_.out[i];
+        p /= g_.out[i];
+      }
+      for (size_t i = 0; i < r && inside; ++i) {
+        const int64_t pos = oidx[i] * g_.strides[i] + ko[i];
+        inside = pos >= 0 && pos < g_.in[i];
+        off = off * g_.in[i] + pos;
+      }
+      row[j] = inside ? static_cast<int16_t>(static_cast<int32_t>(plane[off]) - zp_) : int16_t{0};
+    }
+  }
+
   Int8Ref x_;
   int64_t channels_;
   const Geometry& g_;
   int32_t zp_;
+  int64_t ksize_, isz_;
+  // 1-D/2-D: the padded planes and their geometry (1-D has a height of 1).
+  int16_t* padded_ = nullptr;
+  int64_t ih_ = 1, iw_ = 1, oh_ = 1, ow_ = 1, kh_ = 1, kw_ = 1, sh_ = 1, sw_ = 1, dh_ = 1, dw_ = 1;
+  int64_t ph_rows_ = 0, pw_cols_ = 0;
 };
 
 // ---- Depthwise ----------------------------------------------------------------------
@@ -508,14 +526,18 @@ class QConvKernel final : public Kernel {
       const int64_t n = t / s.group, g = t % s.group;
       const Int8Ref xg{static_cast<const int8_t*>(xr.data) + (n * s.c + g * s.cg) * isz, xr.is_signed};
       const QPackedA& a = (*ops.packed)[static_cast<size_t>(g)];
-      const qgemm::QMatrixB planes(xg, isz, s.cg, osz, ZeroPoints{&zp_value, 0});
-      const QIm2col cols(xg, s.cg, s.g, zp_value);
-      const qgemm::QBSource& src = pointwise ? static_cast<const qgemm::QBSource&>(planes) : cols;
       const int64_t first_row = n * s.m + g * s.mg;  // output plane of the group's first channel
-      if (q) {
-        qgemm::qgemm(pool, a, src, osz, RequantSink(*q, first_row));
+      auto gemm = [&](const qgemm::QBSource& src) {
+        if (q) {
+          qgemm::qgemm(pool, a, src, osz, RequantSink(*q, first_row));
+        } else {
+          qgemm::qgemm(pool, a, src, osz, y + first_row * osz, osz);
+        }
+      };
+      if (pointwise) {
+        gemm(qgemm::QMatrixB(xg, isz, s.cg, osz, ZeroPoints{&zp_value, 0}));
       } else {
-        qgemm::qgemm(pool, a, src, osz, y + first_row * osz, osz);
+        gemm(QIm2col(xg, s.cg, s.g, zp_value));
       }
     };
     const int64_t items = s.n * s.group;
