@@ -101,13 +101,40 @@ void Im2colSource::pack_2d(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float
         // Elements t .. t+chunk of the run.
         const int64_t a = std::clamp(lo - t, int64_t{0}, chunk);
         const int64_t b = std::clamp(hi - t, a, chunk);
+#ifdef __AVX512F__
+        if (sw_ <= 2) {
+          // Element e of the chunk reads sp[e * sw] when a <= e < b, else 0;
+          // masked loads never touch the masked-off addresses.
+          const float* sp = xr + off + t * sw_;
+          for (int64_t g0 = 0; g0 < chunk; g0 += 16) {
+            const auto lanes = [&](int64_t from, int64_t to) -> uint32_t {
+              const int64_t l = std::clamp<int64_t>(from - g0, 0, 16), h = std::clamp<int64_t>(to - g0, 0, 16);
+              return h <= l ? 0u : ((1u << h) - 1u) & ~((1u << l) - 1u);
+            };
+            const uint32_t valid = lanes(a, b);
+            __m512 v;
+            if (sw_ == 1) {
+              v = _mm512_maskz_loadu_ps(static_cast<__mmask16>(valid), sp + g0);
+            } else {
+              const uint32_t spread = _pdep_u32(valid, 0x55555555u);
+              const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+              v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(static_cast<__mmask16>(spread & 0xFFFF), sp + 2 * g0),
+                                         even,
+                                         _mm512_maskz_loadu_ps(static_cast<__mmask16>(spread >> 16), sp + 2 * g0 + 16));
+            }
+            _mm512_mask_storeu_ps(d + g0, static_cast<__mmask16>(lanes(0, chunk)), v);
+          }
+          t += chunk;
+          continue;
+        }
+#endif
         if (a > 0) std::memset(d, 0, sizeof(float) * static_cast<size_t>(a));
         if (b > a) {
-          const float* s = xr + off + (t + a) * sw_;
+          const float* src = xr + off + (t + a) * sw_;
           if (sw_ == 1) {
-            std::memcpy(d + a, s, sizeof(float) * static_cast<size_t>(b - a));
+            std::memcpy(d + a, src, sizeof(float) * static_cast<size_t>(b - a));
           } else {
-            for (int64_t e = 0; e < b - a; ++e) d[a + e] = s[e * sw_];
+            for (int64_t e = 0; e < b - a; ++e) d[a + e] = src[e * sw_];
           }
         }
         if (chunk > b) std::memset(d + b, 0, sizeof(float) * static_cast<size_t>(chunk - b));
