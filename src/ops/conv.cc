@@ -206,7 +206,8 @@ class ConvKernel final : public Kernel {
       const int64_t n = t / s.group, gi = t % s.group;
       const float* xg = x + (n * s.c + gi * s.cg) * isz;
       GemmA ga{w + gi * s.mg * kdim, kdim, false, nullptr};
-      if (use_packed) ga = GemmA{nullptr, 0, false, &packed_[static_cast<size_t>(gi)]};
+      // A 1x1 output is a matrix-vector product, cheaper on the raw weights.
+      if (use_packed && !(pointwise && osz == 1)) ga = GemmA{nullptr, 0, false, &packed_[static_cast<size_t>(gi)]};
       Im2colSource src(xg, s.cg, g);
       GemmB gb{nullptr, 0, false, nullptr, &src};
       if (pointwise) gb = GemmB{xg, isz, false, nullptr, nullptr};

@@ -124,9 +124,9 @@ class MatMulKernel final : public Kernel {
  public:
   explicit MatMulKernel(const KernelInit& init) {
     const Tensor* b = init.const_inputs.size() > 1 ? init.const_inputs[1] : nullptr;
-    if (b && b->dtype() == DType::kFloat32 && b->rank() >= 1) {
+    // A single column is a matrix-vector product, which gemm handles unpacked.
+    if (b && b->dtype() == DType::kFloat32 && b->rank() >= 2 && b->dims().back() > 1) {
       Dims bd = b->dims();
-      if (bd.size() == 1) bd.push_back(1);
       const int64_t k = bd[bd.size() - 2], n = bd[bd.size() - 1];
       const int64_t count = numel(Dims(bd.begin(), bd.end() - 2));
       for (int64_t i = 0; i < count; ++i) {
@@ -323,7 +323,7 @@ class GemmKernel final : public Kernel {
     k->beta_ = node.attr_float("beta", 1.f);
     if (node.op_type == "FusedGemm") TSR_RETURN_IF_ERROR(kernels::activation_from_gemm_attrs(node, &k->act_));
     const Tensor* b = init.const_inputs.size() > 1 ? init.const_inputs[1] : nullptr;
-    if (b && b->dtype() == DType::kFloat32 && b->rank() == 2) {
+    if (b && b->dtype() == DType::kFloat32 && b->rank() == 2 && (k->trans_b_ ? b->dim(0) : b->dim(1)) > 1) {
       const int64_t kk = k->trans_b_ ? b->dim(1) : b->dim(0);
       const int64_t n = k->trans_b_ ? b->dim(0) : b->dim(1);
       k->packed_b_ = PackedMatrix::PackB(b->data<float>(), b->dim(1), k->trans_b_, kk, n);

@@ -163,6 +163,21 @@ TEST(Gemm, LargeShapesUseEveryThread) {
   }
 }
 
+TEST(Gemm, SingleColumnUsesMatrixVectorPath) {
+  std::mt19937 rng(17);
+  ThreadPool pool2(2);
+  for (int mode : {0, 1, 2, 4}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        run_case(Case{37, 1, 300, ta, tb, 0.5f, 0.25f, 2, Epilogue::Bias::kPerRow, Activation::kRelu, mode}, &pool2,
+                 rng);
+        run_case(Case{3000, 1, 700, ta, tb, 1.f, 0.f, 0, Epilogue::Bias::kPerCol, Activation::kNone, mode}, &pool2,
+                 rng);
+      }
+    }
+  }
+}
+
 TEST(Gemm, ZeroKScalesCAndAppliesEpilogue) {
   std::mt19937 rng(3);
   run_case(Case{5, 7, 0, false, false, 1.f, 0.5f, 0, Epilogue::Bias::kPerCol, Activation::kClip, 0}, nullptr, rng);

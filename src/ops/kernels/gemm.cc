@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "runtime/thread_pool.h"
 
@@ -350,6 +351,76 @@ void run_region(const Job& job, int64_t m0, int64_t m1, int64_t n0, int64_t n1) 
   }
 }
 
+void scale_and_epilogue(int64_t m, int64_t n, float beta, float* c, int64_t ldc, const Epilogue& ep);
+
+// ---- matrix-vector (N = 1) ----------------------------------------------------
+
+// Packing a single column into kNR-wide panels would waste kNR-1 lanes of
+// every FMA; a product with one column is a set of dot products (A not
+// transposed) or a sum of scaled rows (A transposed) instead.
+float dot(const float* a, const float* b, int64_t k) {
+  int64_t p = 0;
+  float s = 0.f;
+#ifdef __AVX512F__
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  for (; p + 32 <= k; p += 32) {
+    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + p), _mm512_loadu_ps(b + p), acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + p + 16), _mm512_loadu_ps(b + p + 16), acc1);
+  }
+  for (; p + 16 <= k; p += 16) acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + p), _mm512_loadu_ps(b + p), acc0);
+  if (p < k) {
+    const auto m = static_cast<__mmask16>((1u << (k - p)) - 1u);
+    acc1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + p), _mm512_maskz_loadu_ps(m, b + p), acc1);
+    p = k;
+  }
+  s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+#endif
+  for (; p < k; ++p) s += a[p] * b[p];
+  return s;
+}
+
+void gemv(ThreadPool* pool, int64_t m, int64_t k, float alpha, const GemmA& a, const GemmB& b, float beta, float* c,
+          int64_t ldc, const Epilogue& ep) {
+  // Column 0 of op(B): B[p, 0] (stride ld) or, transposed, row 0 of B.
+  std::vector<float> bcol;
+  const float* bv = b.data;
+  if (!b.trans && b.ld != 1) {
+    bcol.resize(static_cast<size_t>(k));
+    for (int64_t p = 0; p < k; ++p) bcol[static_cast<size_t>(p)] = b.data[p * b.ld];
+    bv = bcol.data();
+  }
+  auto finish = [&](int64_t i, float acc) {
+    float* ci = c + i * ldc;
+    float v = alpha * acc;
+    if (beta != 0.f) v += beta * *ci;
+    if (ep.bias_kind == Epilogue::Bias::kPerRow) v += ep.bias[i];
+    if (ep.bias_kind == Epilogue::Bias::kPerCol) v += ep.bias[0];
+    *ci = act_scalar(ep, v);
+  };
+  const bool par = pool && pool->num_threads() > 1 && !ThreadPool::in_parallel_region() &&
+                   2.0 * static_cast<double>(m) * static_cast<double>(k) >= kMinParallelFlops;
+  auto rows = [&](int64_t begin, int64_t end) {
+    if (!a.trans) {
+      for (int64_t i = begin; i < end; ++i) finish(i, dot(a.data + i * a.ld, bv, k));
+      return;
+    }
+    // op(A)[i, p] = A[p, i]: accumulate scaled rows of A.
+    std::vector<float> acc(static_cast<size_t>(end - begin), 0.f);
+    for (int64_t p = 0; p < k; ++p) {
+      const float s = bv[p];
+      const float* ar = a.data + p * a.ld + begin;
+      for (int64_t i = 0; i < end - begin; ++i) acc[static_cast<size_t>(i)] += s * ar[i];
+    }
+    for (int64_t i = begin; i < end; ++i) finish(i, acc[static_cast<size_t>(i - begin)]);
+  };
+  if (par) {
+    pool->parallel_for(m, 64, rows);
+  } else {
+    rows(0, m);
+  }
+}
+
+
 void scale_and_epilogue(int64_t m, int64_t n, float beta, float* c, int64_t ldc, const Epilogue& ep) {
   for (int64_t i = 0; i < m; ++i) {
     float* row = c + i * ldc;
@@ -423,6 +494,10 @@ void gemm(ThreadPool* pool, int64_t m, int64_t n, int64_t k, float alpha, const 
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     scale_and_epilogue(m, n, beta, c, ldc, ep);
+    return;
+  }
+  if (n == 1 && !a.packed && !b.packed && !b.source) {
+    gemv(pool, m, k, alpha, a, b, beta, c, ldc, ep);
     return;
   }
   Job job{m, n, k, alpha, beta, &a, &b, c, ldc, &ep};
