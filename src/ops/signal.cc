@@ -8,6 +8,7 @@
 // = 1 + (length - frame_length) / frame_step. Both load lines (axis rows,
 // windowed frames) in double and transform them with signal_fft.h.
 #include <algorithm>
+#include <memory>
 #include <string>
 
 #include "ops/signal_fft.h"
@@ -27,6 +28,13 @@ Status check_float_input(const InferContext& ctx, int i, const char* what) {
 
 // Bins kept of an n-point transform.
 int64_t output_bins(int64_t n, bool onesided) { return onesided ? n / 2 + 1 : n; }
+
+// The prepared plan when it has the length asked for, else a new one.
+const FftPlan& plan_for(int64_t n, const FftPlan* cached, std::unique_ptr<FftPlan>* local) {
+  if (cached != nullptr && cached->size() == n) return *cached;
+  *local = std::make_unique<FftPlan>(n);
+  return **local;
+}
 
 // ---- DFT ----------------------------------------------------------------------
 
@@ -65,7 +73,7 @@ Status infer_dft(InferContext& ctx) {
   return Status::Ok();
 }
 
-Status run_dft(KernelContext& ctx) {
+Status run_dft(KernelContext& ctx, const FftPlan* cached) {
   const Tensor* x = ctx.input(0);
   Tensor* y = ctx.output(0);
   const int r = x->rank();
@@ -87,7 +95,8 @@ Status run_dft(KernelContext& ctx) {
   if (n_out > len || y->dtype() != x->dtype()) return ctx.error("output " + y->str() + " does not match the DFT");
   if (outer * inner == 0) return Status::Ok();
 
-  const FftPlan plan(len);
+  std::unique_ptr<FftPlan> local;
+  const FftPlan& plan = plan_for(len, cached, &local);
   LineTransform lt;
   lt.num_lines = outer * inner;
   lt.n_out = n_out;
@@ -179,7 +188,7 @@ Status infer_stft(InferContext& ctx) {
   return Status::Ok();
 }
 
-Status run_stft(KernelContext& ctx) {
+Status run_stft(KernelContext& ctx, const FftPlan* cached) {
   const Tensor* x = ctx.input(0);
   const Tensor* w = ctx.input(2);
   Tensor* y = ctx.output(0);
@@ -215,7 +224,8 @@ Status run_stft(KernelContext& ctx) {
     for (int64_t j = 0; j < taken; ++j) win[static_cast<size_t>(j)] = w->as_double(j);
   }
 
-  const FftPlan plan(frame_length);
+  std::unique_ptr<FftPlan> local;
+  const FftPlan& plan = plan_for(frame_length, cached, &local);
   LineTransform lt;
   lt.num_lines = batch * frames;
   lt.n_out = n_out;
@@ -252,11 +262,71 @@ Status run_stft(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// ---- kernels with a prepared plan --------------------------------------------------
+
+// DFT and STFT kernels keep the FFT plan (twiddles, Bluestein chirp) made at
+// creation when the transform length is known then; runs with another length
+// make their own.
+class SignalKernel final : public Kernel {
+ public:
+  using RunFn = Status (*)(KernelContext&, const FftPlan*);
+  SignalKernel(RunFn fn, int64_t len) : fn_(fn) {
+    if (len > 0) plan_ = std::make_unique<FftPlan>(len);
+  }
+  Status run(KernelContext& ctx) const override { return fn_(ctx, plan_.get()); }
+
+ private:
+  RunFn fn_;
+  std::unique_ptr<FftPlan> plan_;
+};
+
+// Known integer scalar at kernel creation (constant input), else -1.
+int64_t const_scalar(const KernelInit& init, int i) {
+  if (i >= static_cast<int>(init.const_inputs.size()) || init.const_inputs[static_cast<size_t>(i)] == nullptr) {
+    return -1;
+  }
+  const Tensor* t = init.const_inputs[static_cast<size_t>(i)];
+  return t->numel() == 1 ? t->as_int64(0) : -1;
+}
+
+// Known dim d of input i at kernel creation, else -1.
+int64_t static_dim(const KernelInit& init, int i, int d) {
+  if (i >= static_cast<int>(init.in_info.size())) return -1;
+  const Shape& s = init.in_info[static_cast<size_t>(i)].shape;
+  if (!s.rank_known) return -1;
+  const int r = s.rank();
+  const int a = normalize_axis(d, r);
+  return a >= 0 && s[a].known() ? s[a].value : -1;
+}
+
+Expected<std::unique_ptr<Kernel>> create_dft(const KernelInit& init) {
+  int64_t len = -1;
+  if (init.node.has_input(1)) {
+    len = const_scalar(init, 1);
+  } else if (init.node.has_input(0) && !init.in_info.empty() && init.in_info[0].shape.rank_known) {
+    const int axis = static_cast<int>(init.node.attr_int("axis", 1));
+    len = static_dim(init, 0, axis);
+  }
+  return std::unique_ptr<Kernel>(std::make_unique<SignalKernel>(run_dft, len));
+}
+
+Expected<std::unique_ptr<Kernel>> create_stft(const KernelInit& init) {
+  int64_t len = -1;
+  if (init.node.has_input(3)) {
+    len = const_scalar(init, 3);
+  } else if (init.node.has_input(2)) {
+    len = static_dim(init, 2, 0);
+  } else {
+    len = static_dim(init, 0, 1);
+  }
+  return std::unique_ptr<Kernel>(std::make_unique<SignalKernel>(run_stft, len));
+}
+
 }  // namespace
 
 TSR_REGISTER_OPS(signal) {
-  reg.add(OpSchema{"DFT", "", infer_dft, nullptr, run_dft, {1}});
-  reg.add(OpSchema{"STFT", "", infer_stft, nullptr, run_stft, {1, 3}});
+  reg.add(OpSchema{"DFT", "", infer_dft, create_dft, nullptr, {1}});
+  reg.add(OpSchema{"STFT", "", infer_stft, create_stft, nullptr, {1, 3}});
   register_signal_window_ops(reg);
 }
 

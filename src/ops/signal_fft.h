@@ -1,10 +1,14 @@
 // Discrete Fourier transforms for the signal family (DFT, STFT).
 //
 // Input: n complex values (double). Output: X[k] = sum_j x[j] e^{-2 pi i jk/n}
-// in place. Method: an iterative radix-2 FFT for powers of two; a direct
-// O(n^2) sum over a twiddle table for small other lengths; Bluestein's chirp-z
-// algorithm (a circular convolution done with a power-of-two FFT of at least
-// 2n-1 points) for large other lengths, so every length is O(n log n).
+// in place. Method: an iterative Stockham autosort FFT (no bit reversal, one
+// pass over the data per stage, contiguous inner loops that vectorize) with
+// radix 4, 2, 3, 5 butterflies and a generic one for 7, 11, 13, for every
+// length with no larger prime factor (powers of two, the 400-point frames of
+// 16 kHz audio...); a direct O(n^2) sum over a twiddle table for other small
+// lengths; Bluestein's chirp-z algorithm (a circular convolution done with a
+// 2^a 3^b 5^c-point FFT of at least 2n-1 points) for other large lengths, so
+// every length is O(n log n).
 //
 // transform_lines() runs one plan over many independent lines (the rows of a
 // DFT axis, the frames of an STFT) on the thread pool. Real lines are taken two
@@ -42,21 +46,28 @@ class FftPlan {
   void forward(cdouble* data, cdouble* scratch) const;
 
  private:
-  enum class Kind { kRadix2, kDirect, kBluestein };
-  void radix2(cdouble* data) const;
+  enum class Kind { kStockham, kDirect, kBluestein };
+  // A Stockham stage: `stride` interleaved transforms of radix*rest points
+  // each split into `radix` of `rest` points.
+  struct Stage {
+    int64_t radix, stride, rest;
+    size_t twiddle_offset;  // into twiddles_: W^(j*k), k < rest, j = 1..radix-1
+  };
+  void stockham(cdouble* data, cdouble* scratch) const;
   void direct(cdouble* data, cdouble* scratch) const;
   void bluestein(cdouble* data, cdouble* scratch) const;
 
   int64_t n_ = 0;
   Kind kind_ = Kind::kDirect;
-  // radix-2: bit-reversal permutation and, stage after stage, the twiddles
-  // e^{-pi i j/h} for j < h (h = 1, 2, 4, ... n/2) stored contiguously.
-  std::vector<uint32_t> bitrev_;
+  // Stockham: the stages, first to last, and their twiddles.
+  std::vector<Stage> stages_;
   std::vector<cdouble> twiddles_;
   // direct: e^{-2 pi i k/n} for k < n.
   std::vector<cdouble> roots_;
   // Bluestein: chirp e^{-pi i k^2/n} (k < n), the transform of the
-  // conjugated circular chirp divided by m, and the radix-2 plan of size m.
+  // conjugated circular chirp divided by m, and the Stockham plan of size
+  // m >= 2n-1.
+  int64_t bluestein_len_ = 0;
   std::vector<cdouble> chirp_;
   std::vector<cdouble> chirp_fft_;
   std::unique_ptr<FftPlan> inner_;

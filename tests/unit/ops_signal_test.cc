@@ -86,7 +86,7 @@ ValueInfo infer_one(const Node& node, std::vector<ValueInfo> in_info, std::vecto
 // ---- FFT plans --------------------------------------------------------------------
 
 TEST(SignalFft, EveryPlanKindMatchesTheNaiveDft) {
-  for (int64_t n : {1, 2, 3, 5, 8, 12, 63, 64, 65, 100, 127, 128, 400, 1000, 1024}) {
+  for (int64_t n : {1, 2, 3, 5, 8, 12, 34, 63, 64, 65, 100, 121, 127, 128, 400, 1000, 1018, 1024}) {
     auto re = random_vec(static_cast<size_t>(n), 1), im = random_vec(static_cast<size_t>(n), 2);
     std::vector<cd> x(static_cast<size_t>(n));
     for (size_t i = 0; i < x.size(); ++i) x[i] = cd(re[i], im[i]);
@@ -243,6 +243,23 @@ TEST(Dft, InferenceKeepsSymbolicDimsAndChecksAxis) {
   out = infer_one(n, {{DType::kFloat32, Shape::Unranked()}}, {}, &st);
   EXPECT_TRUE(st.ok());
   EXPECT_FALSE(out.shape.rank_known);
+}
+
+TEST(Dft, KernelPreparedForOneLengthRunsAnother) {
+  // The kernel is created for [1, 8, 1] (plan of 8 points) but runs on 12.
+  Node n = make_node("DFT", {"x"});
+  const OpSchema* schema = OpRegistry::instance().find("", "DFT");
+  ASSERT_NE(schema, nullptr);
+  KernelInit init{n, 17, {ValueInfo{DType::kFloat64, Shape::FromDims({1, 8, 1})}}, {nullptr}};
+  auto kernel = create_kernel(*schema, init);
+  ASSERT_TRUE(kernel.ok()) << kernel.status().message();
+  auto x = random_vec(12, 13);
+  Tensor xt = Tensor::FromVector(x, {1, 12, 1});
+  Tensor y(DType::kFloat64, {1, 12, 2});
+  ThreadPool pool(1);
+  KernelContext ctx(n, {&xt}, {&y}, &pool, nullptr);
+  ASSERT_TRUE(kernel.value()->run(ctx).ok());
+  expect_close(y, dft_reference(x, 1, 12, 1, 1, 12, false, false), 1e-12);
 }
 
 TEST(Dft, RejectsNonPositiveLength) {
