@@ -6,7 +6,9 @@
 // = dft_length (or dft_length/2+1 when onesided) and a last dim of 2. STFT
 // input: [batch, length, 1 | 2]; output [batch, frames, bins, 2] with frames
 // = 1 + (length - frame_length) / frame_step. Both load lines (axis rows,
-// windowed frames) in double and transform them with signal_fft.h.
+// windowed frames) in double and transform them with signal_fft.h. onesided
+// keeps bins [0, n/2] of the full transform whatever the input, as the ONNX
+// reference does for complex and inverse transforms too.
 #include <algorithm>
 #include <memory>
 #include <string>
