@@ -101,7 +101,7 @@ void Im2colSource::pack_2d(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float
         // Elements t .. t+chunk of the run.
         const int64_t a = std::clamp(lo - t, int64_t{0}, chunk);
         const int64_t b = std::clamp(hi - t, a, chunk);
-#ifdef __AVX512F__
+#if defined(__AVX512F__) && defined(__BMI2__)
         if (sw_ <= 2) {
           // Element e of the chunk reads sp[e * sw] when a <= e < b, else 0;
           // masked loads never touch the masked-off addresses.

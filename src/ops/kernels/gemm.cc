@@ -40,8 +40,9 @@ constexpr int kLanes = 16;
 constexpr int kMR = TSR_GEMM_MR;
 constexpr int kNV = TSR_GEMM_NV;
 constexpr int kNR = kNV * kLanes;
-// K block: a B panel (kKC x kNR) stays in L1/L2, an A panel (kMR x kKC) in
-// L1. N block: the packed B block (kKC x kNC) stays in L2.
+// Per K block of kKC, each A panel (kMR x kKC, packed just before use) stays
+// in L1 while the micro-kernel sweeps the packed B block (kKC x kNC) held in
+// L2.
 constexpr int64_t kKC = TSR_GEMM_KC;
 constexpr int64_t kNC = TSR_GEMM_NC_PANELS * kNR;
 // Below this many flops a GEMM runs on the calling thread.
