@@ -7,7 +7,7 @@
 // [num_selected, 3] rows (batch, class, box). For every (batch, class) pair, in
 // that order, the boxes whose score is > score_threshold are visited by
 // descending score (ties by ascending box index, as onnxruntime's
-// priority queue does); a box is kept unless its IoU with a box already kept
+// priority queue orders them); a box is kept unless its IoU with a box already kept
 // for the same pair is > iou_threshold, until max_output_boxes_per_class are
 // kept. The IoU arithmetic follows onnxruntime's SuppressByIOU step for step
 // so borderline overlaps decide the same way.
@@ -17,10 +17,16 @@
 // once the selection is made; the pairs are independent and run in parallel.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <limits>
 #include <vector>
 
 #include "ops/detection_ops.h"
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 namespace tessera {
 
@@ -76,6 +82,13 @@ inline NmsBox make_box(const float* b, bool center_point) {
 struct KeptBoxes {
   std::vector<float> xmin, xmax, ymin, ymax, area;
   size_t size() const { return xmin.size(); }
+  void clear() {
+    xmin.clear();
+    xmax.clear();
+    ymin.clear();
+    ymax.clear();
+    area.clear();
+  }
   void push(const NmsBox& b) {
     xmin.push_back(b.xmin);
     xmax.push_back(b.xmax);
@@ -117,15 +130,59 @@ bool suppressed(const KeptBoxes& kept, const NmsBox& c, float thr) {
   return false;
 }
 
-struct Candidate {
-  float score;
-  int64_t index;
-};
+// A candidate as one integer that orders like (score, -index): the top 32
+// bits map the score's float order onto unsigned order, the low 32 bits hold
+// the complement of the box index, so the largest key is the highest score
+// and, among equal scores, the lowest index (onnxruntime's tie order). NaN
+// scores (possible only without a threshold) rank with -inf instead of
+// breaking the order; -0 ties with +0.
+inline uint64_t candidate_key(float score, uint32_t index) {
+  score = std::isnan(score) ? -std::numeric_limits<float>::infinity() : score + 0.0f;
+  uint32_t bits;
+  std::memcpy(&bits, &score, sizeof bits);
+  bits ^= static_cast<uint32_t>(static_cast<int32_t>(bits) >> 31) | 0x80000000u;
+  return (static_cast<uint64_t>(bits) << 32) | (0xFFFFFFFFu - index);
+}
 
-// Heap order: the top is the highest score, the lowest index among equal
-// scores.
-inline bool candidate_less(const Candidate& a, const Candidate& b) {
-  return a.score < b.score || (a.score == b.score && a.index > b.index);
+inline int64_t candidate_index(uint64_t key) { return 0xFFFFFFFFu - static_cast<uint32_t>(key); }
+
+// Writes the keys of the boxes whose score passes (every box without a
+// threshold) to `keys`, which has room for n + 8; returns their count.
+size_t gather_candidates(const float* scores, int64_t n, bool has_threshold, float threshold, uint64_t* keys) {
+  size_t count = 0;
+  int64_t i = 0;
+#ifdef __AVX512F__
+  const __m512 thr = _mm512_set1_ps(threshold);
+  const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m512i sign = _mm512_set1_epi32(static_cast<int32_t>(0x80000000u));
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (; i + 16 <= n; i += 16) {
+    __m512 s = _mm512_loadu_ps(scores + i);
+    const __mmask16 pass = has_threshold ? _mm512_cmp_ps_mask(s, thr, _CMP_GT_OQ) : __mmask16{0xFFFF};
+    if (!pass) continue;  // the common case for detector outputs
+    s = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(s, s, _CMP_UNORD_Q), _mm512_add_ps(s, _mm512_setzero_ps()),
+                             neg_inf);
+    __m512i bits = _mm512_castps_si512(s);
+    bits = _mm512_xor_si512(bits, _mm512_or_si512(_mm512_srai_epi32(bits, 31), sign));
+    const __m512i low = _mm512_sub_epi32(_mm512_set1_epi32(-1),
+                                         _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(i)), lane));
+    for (int half = 0; half < 2; ++half) {
+      const __m256i hb = half ? _mm512_extracti64x4_epi64(bits, 1) : _mm512_castsi512_si256(bits);
+      const __m256i hl = half ? _mm512_extracti64x4_epi64(low, 1) : _mm512_castsi512_si256(low);
+      const __m512i key = _mm512_or_si512(_mm512_slli_epi64(_mm512_cvtepu32_epi64(hb), 32), _mm512_cvtepu32_epi64(hl));
+      const auto m = static_cast<__mmask8>(half ? pass >> 8 : pass);
+      // Compress in a register and store all 8 lanes (the buffer has slack):
+      // a compressing store to memory is slow on some cores.
+      _mm512_storeu_si512(keys + count, _mm512_maskz_compress_epi64(m, key));
+      count += static_cast<size_t>(__builtin_popcount(m));
+    }
+  }
+#endif
+  for (; i < n; ++i) {
+    keys[count] = candidate_key(scores[i], static_cast<uint32_t>(i));
+    count += (!has_threshold || scores[i] > threshold) ? 1 : 0;
+  }
+  return count;
 }
 
 struct NmsParams {
@@ -136,29 +193,39 @@ struct NmsParams {
   bool center_point = false;
 };
 
-// Greedy selection for one (batch, class) pair; appends the kept box indices.
-void select_pair(const NmsBox* boxes, const float* scores, int64_t num_boxes, const NmsParams& p,
-                 std::vector<int64_t>* out) {
-  std::vector<Candidate> heap;
-  heap.reserve(static_cast<size_t>(num_boxes));
-  for (int64_t i = 0; i < num_boxes; ++i) {
-    float s = scores[i];
-    if (p.has_score_threshold && !(s > p.score_threshold)) continue;
-    // NaN scores (only without a threshold) go last instead of breaking the
-    // heap's strict weak order.
-    if (std::isnan(s)) s = -std::numeric_limits<float>::infinity();
-    heap.push_back({s, i});
-  }
-  std::make_heap(heap.begin(), heap.end(), candidate_less);
+// Scratch reused across the pairs one task handles.
+struct PairScratch {
+  std::vector<uint64_t> keys;
   KeptBoxes kept;
-  while (!heap.empty() && static_cast<int64_t>(kept.size()) < p.max_per_class) {
-    std::pop_heap(heap.begin(), heap.end(), candidate_less);
-    const int64_t idx = heap.back().index;
-    heap.pop_back();
-    const NmsBox& b = boxes[idx];
-    if (suppressed(kept, b, p.iou_threshold)) continue;
-    kept.push(b);
-    out->push_back(idx);
+};
+
+// Greedy selection for one (batch, class) pair; appends the kept box indices.
+// Candidates are ordered a chunk at a time (the top of the rest selected
+// with nth_element, then sorted), so a small max_output_boxes_per_class
+// costs about one pass over the scores while heavy suppression costs one
+// sort.
+void select_pair(const NmsBox* boxes, const float* scores, int64_t num_boxes, const NmsParams& p,
+                 PairScratch* scratch, std::vector<int64_t>* out) {
+  std::vector<uint64_t>& keys = scratch->keys;
+  keys.resize(static_cast<size_t>(num_boxes) + 8);
+  keys.resize(gather_candidates(scores, num_boxes, p.has_score_threshold, p.score_threshold, keys.data()));
+  KeptBoxes& kept = scratch->kept;
+  kept.clear();
+  const size_t max_kept = static_cast<size_t>(std::min<int64_t>(p.max_per_class, num_boxes));
+  size_t chunk = std::max<size_t>(64, 2 * max_kept);
+  const auto later = std::greater<uint64_t>();
+  for (size_t done = 0; done < keys.size() && kept.size() < max_kept; chunk *= 4) {
+    const size_t end = keys.size() - done > chunk ? done + chunk : keys.size();
+    if (end < keys.size()) std::nth_element(keys.begin() + static_cast<ptrdiff_t>(done),
+                                            keys.begin() + static_cast<ptrdiff_t>(end), keys.end(), later);
+    std::sort(keys.begin() + static_cast<ptrdiff_t>(done), keys.begin() + static_cast<ptrdiff_t>(end), later);
+    for (; done < end && kept.size() < max_kept; ++done) {
+      const int64_t idx = candidate_index(keys[done]);
+      const NmsBox& b = boxes[idx];
+      if (suppressed(kept, b, p.iou_threshold)) continue;
+      kept.push(b);
+      out->push_back(idx);
+    }
   }
 }
 
@@ -234,6 +301,8 @@ Status run_nms(KernelContext& ctx) {
   const int64_t batches = boxes_t->dim(0);
   const int64_t num_boxes = boxes_t->dim(1);
   const int64_t classes = scores_t->dim(1);
+  // Candidate keys hold box indices in 32 bits.
+  if (num_boxes > int64_t{0xFFFFFFFF}) return ctx.error("more than 2^32 - 1 boxes per batch are not supported");
   const int64_t pairs = p.max_per_class > 0 && num_boxes > 0 ? batches * classes : 0;
 
   std::vector<std::vector<int64_t>> kept(static_cast<size_t>(pairs));
@@ -247,9 +316,10 @@ Status run_nms(KernelContext& ctx) {
     });
     // Pairs cost about the same, so one pair per task is balanced enough.
     ctx.pool().parallel_for(pairs, 1, [&](int64_t b, int64_t e) {
+      PairScratch scratch;
       for (int64_t pr = b; pr < e; ++pr) {
         const int64_t batch = pr / classes;
-        select_pair(boxes.data() + batch * num_boxes, score_data + pr * num_boxes, num_boxes, p,
+        select_pair(boxes.data() + batch * num_boxes, score_data + pr * num_boxes, num_boxes, p, &scratch,
                     &kept[static_cast<size_t>(pr)]);
       }
     });

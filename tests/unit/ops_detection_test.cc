@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "ir/graph.h"
@@ -167,6 +168,30 @@ TEST(NonMaxSuppression, OptionalThresholdsDefault) {
   Tensor scores = Tensor::FromVector<float>({-0.1f, -0.2f, -0.3f, -0.4f, -0.5f, -0.6f}, {1, 1, 6});
   auto got = run_nms(n, {example_boxes(), scores, Tensor::FromVector<int64_t>({10}, {1})});
   EXPECT_EQ(got, (std::vector<int64_t>{0, 0, 0, 0, 0, 3, 0, 0, 5}));
+}
+
+TEST(NonMaxSuppression, SpecialScoresOrderWithTheirTies) {
+  // 20 disjoint boxes (past one 16-wide block): NaN ranks with -inf, -0 with
+  // +0, and every tie goes by ascending index.
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::vector<float> b, s(20, 0.5f);
+  for (int i = 0; i < 20; ++i) b.insert(b.end(), {0, 2.0f * static_cast<float>(i), 1, 2.0f * static_cast<float>(i) + 1});
+  s[0] = nan;
+  s[3] = -0.0f;
+  s[5] = 0.0f;
+  s[7] = -inf;
+  s[17] = -0.0f;
+  s[18] = nan;
+  Node n = make_node("NonMaxSuppression", {"boxes", "scores", "max_output_boxes_per_class"});
+  auto got = run_nms(n, {Tensor::FromVector<float>(b, {1, 20, 4}), Tensor::FromVector<float>(s, {1, 1, 20}),
+                         Tensor::FromVector<int64_t>({100}, {1})});
+  std::vector<int64_t> order;
+  for (size_t r = 0; r < got.size(); r += 3) order.push_back(got[r + 2]);
+  EXPECT_EQ(order, (std::vector<int64_t>{1, 2, 4, 6, 8, 9, 10, 11, 12, 13, 14, 15, 16, 19, 3, 5, 17, 0, 7, 18}));
+  // With a threshold NaN and -inf never qualify.
+  auto thr = run_nms(nms_node(), nms_inputs(Tensor::FromVector<float>(b, {1, 20, 4}),
+                                            Tensor::FromVector<float>(s, {1, 1, 20}), 100, 0.5f, -1.0f));
+  EXPECT_EQ(thr.size(), 17u * 3);
 }
 
 TEST(NonMaxSuppression, DoubleInputsGiveTheSameSelection) {
