@@ -4,10 +4,10 @@
 // NonMaxSuppression: boxes [B,N,4], scores [B,C,N] and optional scalar inputs
 // max_output_boxes_per_class (default 0 = select nothing), iou_threshold
 // (default 0) and score_threshold (default: no filtering) -> int64
-// [num_selected, 3] rows (batch, class, box). For every (batch, class) pair, in
-// that order, the boxes whose score is > score_threshold are visited by
-// descending score (ties by ascending box index, as onnxruntime's
-// priority queue orders them); a box is kept unless its IoU with a box already kept
+// [num_selected, 3] rows (batch, class, box). For every (batch, class) pair,
+// in that order, the boxes whose score is > score_threshold are visited by
+// descending score (ties by ascending box index, as onnxruntime's priority
+// queue orders them); a box is kept unless its IoU with a box already kept
 // for the same pair is > iou_threshold, until max_output_boxes_per_class are
 // kept. The IoU arithmetic follows onnxruntime's SuppressByIOU step for step
 // so borderline overlaps decide the same way.
@@ -20,6 +20,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "ops/detection_ops.h"
@@ -193,9 +194,10 @@ struct NmsParams {
   bool center_point = false;
 };
 
-// Scratch reused across the pairs one task handles.
+// Scratch reused across the pairs one task handles; `keys` has room for
+// num_boxes + 8 (left uninitialised: every pair overwrites what it reads).
 struct PairScratch {
-  std::vector<uint64_t> keys;
+  std::unique_ptr<uint64_t[]> keys;
   KeptBoxes kept;
 };
 
@@ -206,19 +208,17 @@ struct PairScratch {
 // sort.
 void select_pair(const NmsBox* boxes, const float* scores, int64_t num_boxes, const NmsParams& p,
                  PairScratch* scratch, std::vector<int64_t>* out) {
-  std::vector<uint64_t>& keys = scratch->keys;
-  keys.resize(static_cast<size_t>(num_boxes) + 8);
-  keys.resize(gather_candidates(scores, num_boxes, p.has_score_threshold, p.score_threshold, keys.data()));
+  uint64_t* keys = scratch->keys.get();
+  const size_t count = gather_candidates(scores, num_boxes, p.has_score_threshold, p.score_threshold, keys);
   KeptBoxes& kept = scratch->kept;
   kept.clear();
   const size_t max_kept = static_cast<size_t>(std::min<int64_t>(p.max_per_class, num_boxes));
   size_t chunk = std::max<size_t>(64, 2 * max_kept);
   const auto later = std::greater<uint64_t>();
-  for (size_t done = 0; done < keys.size() && kept.size() < max_kept; chunk *= 4) {
-    const size_t end = keys.size() - done > chunk ? done + chunk : keys.size();
-    if (end < keys.size()) std::nth_element(keys.begin() + static_cast<ptrdiff_t>(done),
-                                            keys.begin() + static_cast<ptrdiff_t>(end), keys.end(), later);
-    std::sort(keys.begin() + static_cast<ptrdiff_t>(done), keys.begin() + static_cast<ptrdiff_t>(end), later);
+  for (size_t done = 0; done < count && kept.size() < max_kept; chunk *= 4) {
+    const size_t end = count - done > chunk ? done + chunk : count;
+    if (end < count) std::nth_element(keys + done, keys + end, keys + count, later);
+    std::sort(keys + done, keys + end, later);
     for (; done < end && kept.size() < max_kept; ++done) {
       const int64_t idx = candidate_index(keys[done]);
       const NmsBox& b = boxes[idx];
@@ -317,6 +317,7 @@ Status run_nms(KernelContext& ctx) {
     // Pairs cost about the same, so one pair per task is balanced enough.
     ctx.pool().parallel_for(pairs, 1, [&](int64_t b, int64_t e) {
       PairScratch scratch;
+      scratch.keys.reset(new uint64_t[static_cast<size_t>(num_boxes) + 8]);
       for (int64_t pr = b; pr < e; ++pr) {
         const int64_t batch = pr / classes;
         select_pair(boxes.data() + batch * num_boxes, score_data + pr * num_boxes, num_boxes, p, &scratch,
