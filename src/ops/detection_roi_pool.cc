@@ -130,7 +130,14 @@ Status run_max_roi_pool(KernelContext& ctx) {
                        " outside [0, " + std::to_string(n) + ")");
     }
     batch_of[static_cast<size_t>(r)] = b;
-    const auto corner = [&](float v) { return static_cast<int64_t>(std::round(v * a.spatial_scale)); };
+    for (int k = 1; k < 5; ++k) {
+      if (!std::isfinite(roi[k])) return ctx.error("roi " + std::to_string(r) + " has a non-finite coordinate");
+    }
+    // Clamped so the conversion is defined; regions that far out are empty
+    // either way.
+    const auto corner = [&](float v) {
+      return static_cast<int64_t>(std::clamp(std::round(v * a.spatial_scale), -1e12f, 1e12f));
+    };
     const int64_t x1 = corner(roi[1]), y1 = corner(roi[2]), x2 = corner(roi[3]), y2 = corner(roi[4]);
     // Malformed regions become one pixel.
     region_bins(y1, std::max<int64_t>(y2 - y1 + 1, 1), a.pooled_h, height, &hbins[static_cast<size_t>(r)]);

@@ -385,6 +385,17 @@ TEST(MaxRoiPool, RejectsBatchIndexOutOfRange) {
   EXPECT_FALSE(res.ok());
 }
 
+TEST(MaxRoiPool, RejectsNonFiniteCoordinatesAndClampsHugeOnes) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(
+      run_node_once(roi_node({1, 1}), 1, {iota({1, 1, 2, 2}), Tensor::FromVector<float>({0, 0, nan, 1, 1}, {1, 5})})
+          .ok());
+  auto res = run_node_once(roi_node({1, 1}, 1e30f), 1,
+                           {iota({1, 1, 2, 2}), Tensor::FromVector<float>({0, 1e20f, 1e20f, 3e20f, 3e20f}, {1, 5})});
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  EXPECT_EQ(values((*res)[0]), (std::vector<float>{0}));
+}
+
 TEST(MaxRoiPool, InferenceKeepsRoiAndChannelDims) {
   Node n = roi_node({7, 6});
   std::vector<ValueInfo> info = {ValueInfo{DType::kFloat32, Shape(std::vector<Dim>{Dim(), Dim(256), Dim(), Dim()})},
