@@ -305,6 +305,15 @@ std::string compare(const Tensor& expected, const Tensor& actual, double rtol, d
   return buf;
 }
 
+// ONNX's test data (numpy has no bfloat16) stores bfloat16 tensors as uint16
+// bit patterns; read them back as the bfloat16 the model declares.
+Tensor as_bfloat16_if_stored_as_uint16(const Tensor& t, DType declared) {
+  if (declared != DType::kBFloat16 || t.dtype() != DType::kUInt16) return t;
+  Tensor bf(DType::kBFloat16, t.dims());
+  std::memcpy(bf.raw(), t.raw(), t.nbytes());
+  return bf;
+}
+
 int cmd_check(const Args& a) {
   if (a.positional.size() != 1) return usage_error("check: expected exactly one CASE_DIR argument");
   std::string dir = a.positional[0];
@@ -327,6 +336,9 @@ int cmd_check(const Args& a) {
   for (const auto& set : sets) {
     auto inputs = read_inputs(set, s);
     if (!inputs.ok()) return fail(inputs.status());
+    for (size_t i = 0; i < inputs->size(); ++i) {
+      (*inputs)[i] = as_bfloat16_if_stored_as_uint16((*inputs)[i], s.inputs()[i].dtype);
+    }
     auto out = s.run(*inputs);
     if (!out.ok()) {
       std::fprintf(stderr, "tessera: error: %s: %s\n", set.c_str(), out.status().message().c_str());
@@ -336,7 +348,8 @@ int cmd_check(const Args& a) {
       std::string path = set + "/output_" + std::to_string(i) + ".pb";
       auto expected = read_tensor_file(path);
       if (!expected.ok()) return fail(expected.status());
-      std::string diff = compare(*expected, (*out)[i], *rtol, *atol);
+      std::string diff =
+          compare(as_bfloat16_if_stored_as_uint16(*expected, (*out)[i].dtype()), (*out)[i], *rtol, *atol);
       if (!diff.empty()) {
         std::printf("FAIL %s output %zu '%s': %s\n", fs::path(set).filename().c_str(), i, s.outputs()[i].name.c_str(),
                     diff.c_str());
