@@ -413,6 +413,25 @@ TEST(MatMulInteger, OneDimensionalOperands) {
   for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(r.value()[0].data<int32_t>()[i], want.acc[static_cast<size_t>(i)]);
 }
 
+TEST(MatMulInteger, EmptyInnerDimensionGivesZeros) {
+  Node node = make_node("MatMulInteger", {"a", "b", "za"});
+  for (bool constants : {false, true}) {
+    auto r = run_schema(quant::matmul_integer_schema(), node,
+                        {Tensor(DType::kUInt8, {3, 0}), Tensor(DType::kInt8, {0, 4}), Tensor::Scalar<uint8_t>(7)},
+                        constants, nullptr);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(ints_of(r.value()[0]), std::vector<int>(12, 0));
+  }
+  Node q = make_node("QLinearMatMul", {"a", "sa", "za", "b", "sb", "zb", "ys", "yz"});
+  auto r = run_schema(quant::qlinear_matmul_schema(), q,
+                      {Tensor(DType::kUInt8, {2, 0}), Tensor::Scalar<float>(1.f), Tensor::Scalar<uint8_t>(3),
+                       Tensor(DType::kUInt8, {0, 3}), Tensor::Scalar<float>(1.f), Tensor::Scalar<uint8_t>(3),
+                       Tensor::Scalar<float>(1.f), Tensor::Scalar<uint8_t>(9)},
+                      false, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(ints_of(r.value()[0]), std::vector<int>(6, 9));
+}
+
 TEST(MatMulInteger, RejectsZeroPointWithWrongLength) {
   std::mt19937 rng(6);
   Node node = make_node("MatMulInteger", {"a", "b", "za"});
