@@ -15,6 +15,10 @@
 #include <algorithm>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
 namespace tessera {
 
 namespace {
@@ -83,6 +87,109 @@ void copy_scalar_loop(E* dst, const E* src, int64_t n, int64_t ds, int64_t ss) {
   for (int64_t i = 0; i < n; ++i) dst[i * ds] = src[i * ss];
 }
 
+// Register transposes of one M x M block: dst[i*dld + j] = src[j*sld + i].
+template <class E>
+struct Micro {
+  static constexpr int64_t kSize = 8;
+  static void transpose(E* dst, int64_t dld, const E* src, int64_t sld) {
+    for (int64_t i = 0; i < kSize; ++i) {
+      for (int64_t j = 0; j < kSize; ++j) dst[i * dld + j] = src[j * sld + i];
+    }
+  }
+};
+
+#if defined(__AVX2__)
+template <>
+struct Micro<uint32_t> {
+  static constexpr int64_t kSize = 8;
+  static void transpose(uint32_t* dst, int64_t dld, const uint32_t* src, int64_t sld) {
+    __m256 r[8], t[8];
+    for (int k = 0; k < 8; ++k) r[k] = _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + k * sld)));
+    for (int k = 0; k < 8; k += 2) {
+      t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+      t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+    }
+    for (int k = 0; k < 8; k += 4) {
+      r[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));
+      r[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));
+      r[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));
+      r[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int k = 0; k < 4; ++k) {
+      t[k] = _mm256_permute2f128_ps(r[k], r[k + 4], 0x20);
+      t[k + 4] = _mm256_permute2f128_ps(r[k], r[k + 4], 0x31);
+    }
+    for (int k = 0; k < 8; ++k) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k * dld), _mm256_castps_si256(t[k]));
+  }
+};
+
+template <>
+struct Micro<uint64_t> {
+  static constexpr int64_t kSize = 4;
+  static void transpose(uint64_t* dst, int64_t dld, const uint64_t* src, int64_t sld) {
+    __m256d r[4], t[4];
+    for (int k = 0; k < 4; ++k) r[k] = _mm256_castsi256_pd(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + k * sld)));
+    t[0] = _mm256_unpacklo_pd(r[0], r[1]);
+    t[1] = _mm256_unpackhi_pd(r[0], r[1]);
+    t[2] = _mm256_unpacklo_pd(r[2], r[3]);
+    t[3] = _mm256_unpackhi_pd(r[2], r[3]);
+    r[0] = _mm256_permute2f128_pd(t[0], t[2], 0x20);
+    r[1] = _mm256_permute2f128_pd(t[1], t[3], 0x20);
+    r[2] = _mm256_permute2f128_pd(t[0], t[2], 0x31);
+    r[3] = _mm256_permute2f128_pd(t[1], t[3], 0x31);
+    for (int k = 0; k < 4; ++k) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k * dld), _mm256_castpd_si256(r[k]));
+  }
+};
+#endif
+
+#if defined(__SSE2__)
+template <>
+struct Micro<uint16_t> {
+  static constexpr int64_t kSize = 8;
+  static void transpose(uint16_t* dst, int64_t dld, const uint16_t* src, int64_t sld) {
+    __m128i a[8], b[8];
+    for (int k = 0; k < 8; ++k) a[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k * sld));
+    for (int k = 0; k < 8; k += 2) {
+      b[k] = _mm_unpacklo_epi16(a[k], a[k + 1]);
+      b[k + 1] = _mm_unpackhi_epi16(a[k], a[k + 1]);
+    }
+    // b: {lo01, hi01, lo23, hi23, lo45, hi45, lo67, hi67}
+    a[0] = _mm_unpacklo_epi32(b[0], b[2]);
+    a[1] = _mm_unpackhi_epi32(b[0], b[2]);
+    a[2] = _mm_unpacklo_epi32(b[1], b[3]);
+    a[3] = _mm_unpackhi_epi32(b[1], b[3]);
+    a[4] = _mm_unpacklo_epi32(b[4], b[6]);
+    a[5] = _mm_unpackhi_epi32(b[4], b[6]);
+    a[6] = _mm_unpacklo_epi32(b[5], b[7]);
+    a[7] = _mm_unpackhi_epi32(b[5], b[7]);
+    for (int k = 0; k < 4; ++k) {
+      b[2 * k] = _mm_unpacklo_epi64(a[k], a[k + 4]);
+      b[2 * k + 1] = _mm_unpackhi_epi64(a[k], a[k + 4]);
+    }
+    for (int k = 0; k < 8; ++k) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k * dld), b[k]);
+  }
+};
+
+template <>
+struct Micro<uint8_t> {
+  static constexpr int64_t kSize = 8;
+  static void transpose(uint8_t* dst, int64_t dld, const uint8_t* src, int64_t sld) {
+    __m128i a[8];
+    for (int k = 0; k < 8; ++k) a[k] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + k * sld));
+    const __m128i b0 = _mm_unpacklo_epi8(a[0], a[1]), b1 = _mm_unpacklo_epi8(a[2], a[3]);
+    const __m128i b2 = _mm_unpacklo_epi8(a[4], a[5]), b3 = _mm_unpacklo_epi8(a[6], a[7]);
+    const __m128i c0 = _mm_unpacklo_epi16(b0, b1), c1 = _mm_unpackhi_epi16(b0, b1);
+    const __m128i c2 = _mm_unpacklo_epi16(b2, b3), c3 = _mm_unpackhi_epi16(b2, b3);
+    const __m128i d[4] = {_mm_unpacklo_epi32(c0, c2), _mm_unpackhi_epi32(c0, c2), _mm_unpacklo_epi32(c1, c3),
+                          _mm_unpackhi_epi32(c1, c3)};
+    for (int k = 0; k < 4; ++k) {
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(dst + (2 * k) * dld), d[k]);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(dst + (2 * k + 1) * dld), _mm_unpackhi_epi64(d[k], d[k]));
+    }
+  }
+};
+#endif
+
 template <class E>
 void run_typed(E* dst, const E* src, std::vector<SDim> v, ThreadPool* pool) {
   const size_t esize = sizeof(E);
@@ -99,14 +206,18 @@ void run_typed(E* dst, const E* src, std::vector<SDim> v, ThreadPool* pool) {
         break;
       }
     }
-    if (j >= 0 && v[static_cast<size_t>(j)].n >= 4 && last.n >= 4) {
+    if (j >= 0 && v[static_cast<size_t>(j)].n >= 2) {
       SDim a = v[static_cast<size_t>(j)];
       v.erase(v.begin() + j);
       v.pop_back();
       const std::vector<SDim>& outer = v;  // remaining dims
       int64_t outer_n = 1;
       for (const auto& o : outer) outer_n *= o.n;
-      constexpr int64_t kTile = sizeof(E) >= 4 ? 16 : 32;
+      // Square tiles keep both sides' lines in cache; inside a tile, full
+      // M x M blocks go through the register transpose, the ragged edges
+      // element by element.
+      constexpr int64_t kTile = sizeof(E) == 1 ? 64 : 32;
+      constexpr int64_t M = Micro<E>::kSize;
       const int64_t tiles_a = (a.n + kTile - 1) / kTile;
       const int64_t total = outer_n * tiles_a;
       const int64_t bytes_per = kTile * last.n * static_cast<int64_t>(esize);
@@ -116,13 +227,30 @@ void run_typed(E* dst, const E* src, std::vector<SDim> v, ThreadPool* pool) {
           int64_t o = t / tiles_a, ta = t % tiles_a;
           int64_t doff, soff;
           outer_offsets(outer, o, &doff, &soff);
-          const int64_t a0 = ta * kTile, a1 = std::min(a.n, a0 + kTile);
+          const int64_t a0 = ta * kTile, na = std::min(a.n - a0, kTile);
+          const int64_t fa = na / M * M;
           for (int64_t b0 = 0; b0 < last.n; b0 += kTile) {
-            const int64_t b1 = std::min(last.n, b0 + kTile);
-            for (int64_t ia = a0; ia < a1; ++ia) {
-              E* drow = dst + doff + ia * a.d;
-              const E* srow = src + soff + ia;
-              for (int64_t ib = b0; ib < b1; ++ib) drow[ib] = srow[ib * last.s];
+            const int64_t nb = std::min(last.n - b0, kTile);
+            const int64_t fb = nb / M * M;
+            const E* s0 = src + soff + a0 + b0 * last.s;
+            E* d0 = dst + doff + a0 * a.d + b0;
+            for (int64_t ia = 0; ia < fa; ia += M) {
+              for (int64_t ib = 0; ib < fb; ib += M) {
+                Micro<E>::transpose(d0 + ia * a.d + ib, a.d, s0 + ib * last.s + ia, last.s);
+              }
+            }
+            if (fb == 0) {
+              // Narrow b (e.g. 3 channels): read source rows contiguously.
+              for (int64_t ib = 0; ib < nb; ++ib) {
+                const E* srow = s0 + ib * last.s;
+                for (int64_t ia = 0; ia < na; ++ia) d0[ia * a.d + ib] = srow[ia];
+              }
+              continue;
+            }
+            for (int64_t ia = 0; ia < na; ++ia) {
+              E* drow = d0 + ia * a.d;
+              const E* scol = s0 + ia;
+              for (int64_t ib = ia < fa ? fb : 0; ib < nb; ++ib) drow[ib] = scol[ib * last.s];
             }
           }
         }

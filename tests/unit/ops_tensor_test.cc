@@ -220,6 +220,9 @@ TEST(TensorOps, TransposeMatchesNaiveForEveryElementSizeAndPath) {
       {{3, 4, 5, 6}, {3, 1, 0, 2}},         // general
       {{300, 301}, {1, 0}},                 // big enough to run in parallel
       {{1, 7, 1, 9}, {2, 3, 0, 1}},         // unit dims
+      {{2, 3, 5, 37}, {0, 2, 3, 1}},        // NCHW -> NHWC, narrow tiles
+      {{2, 5, 37, 3}, {0, 3, 1, 2}},        // NHWC -> NCHW
+      {{4, 2, 9, 10}, {0, 2, 3, 1}},        // BSHD -> BHDS
   };
   for (DType dt : {DType::kUInt8, DType::kFloat16, DType::kFloat32, DType::kInt64}) {
     for (const Case& c : cases) {
