@@ -222,8 +222,8 @@ Status infer_shape(InferContext& ctx) {
 Status run_shape(KernelContext& ctx) {
   const Tensor* in = ctx.input(0);
   int64_t s, e;
-  // The kernel has no opset; inference already sized the output, so the
-  // range is recovered from it: attrs are only present from opset 15 on.
+  // start/end exist only from opset 15 on, so reading them whatever the
+  // opset gives the same range as inference.
   shape_range(in->rank(), ctx.node(), 15, &s, &e);
   Tensor* out = ctx.output(0);
   for (int64_t i = 0; i < out->numel(); ++i) out->data<int64_t>()[i] = in->dim(static_cast<int>(s + i));

@@ -222,8 +222,8 @@ Status infer_split(InferContext& ctx) {
   const Shape& in = ctx.in_shape(0);
   const int n = split_count(ctx.node());
   std::vector<int64_t> given;
-  int have = ctx.node().has_attr("split") ? (given = ctx.node().attr_ints("split"), 1)
-                                          : (ctx.has_input(1) ? (known_ints(ctx, 1, &given) ? 1 : -1) : 0);
+  int have = attr_or_input_ints(ctx, "split", 1, &given);
+  if (have == 1 && given.empty()) have = 0;  // an empty split means equal parts
   if (!in.rank_known) {
     for (int i = 0; i < ctx.num_outputs(); ++i) ctx.set_output(i, ctx.in_dtype(0), Shape::Unranked());
     return Status::Ok();

@@ -122,8 +122,11 @@ Status infer_slice(InferContext& ctx) {
       int64_t s, len;
       slice_axis(d.value, a.starts[i], a.ends[i], steps[i], &s, &len);
       out[axes[i]] = Dim(len);
-    } else if (!(steps[i] == 1 && a.starts[i] == 0 && a.ends[i] >= INT32_MAX)) {
-      out[axes[i]] = Dim();  // a full slice keeps the symbol
+    } else {
+      // A full slice (either direction) keeps the symbol.
+      const bool full_fwd = steps[i] == 1 && a.starts[i] == 0 && a.ends[i] >= INT32_MAX;
+      const bool full_rev = steps[i] == -1 && (a.starts[i] == -1 || a.starts[i] >= INT32_MAX) && a.ends[i] <= INT32_MIN;
+      if (!full_fwd && !full_rev) out[axes[i]] = Dim();
     }
   }
   ctx.set_output(0, ctx.in_dtype(0), std::move(out));

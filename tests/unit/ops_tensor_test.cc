@@ -271,6 +271,13 @@ TEST(TensorOps, SliceInferenceKeepsSymbolOnFullSlices) {
                   vi(DType::kInt64, Shape::FromDims({2})), vi(DType::kInt64, Shape::FromDims({2}))},
                  {nullptr, &starts, &ends, &axes});
   EXPECT_EQ(o[0].shape.str(), "[b,s,2]");
+  Tensor rs = i64({-1}), re = i64({INT64_MIN}), ra = i64({1}), rst = i64({-1});
+  o = infer(NodeBuilder("Slice", 5).n,
+            {vi(DType::kFloat32, sym({S("b"), S("s")})), vi(DType::kInt64, Shape::FromDims({1})),
+             vi(DType::kInt64, Shape::FromDims({1})), vi(DType::kInt64, Shape::FromDims({1})),
+             vi(DType::kInt64, Shape::FromDims({1}))},
+            {nullptr, &rs, &re, &ra, &rst});
+  EXPECT_EQ(o[0].shape.str(), "[b,s]");
   o = infer(NodeBuilder("Slice", 3).n, {vi(DType::kFloat32, sym({S("b"), 8})), vi(DType::kInt64, Shape::FromDims({1})),
                                         vi(DType::kInt64, Shape::FromDims({1}))});
   EXPECT_EQ(o[0].shape.str(), "[?,?]");
@@ -292,6 +299,15 @@ TEST(TensorOps, SplitEqualPartsWithSmallerLastChunk) {
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(values(out[0]), (std::vector<double>{0, 1, 2}));
   EXPECT_EQ(values(out[2]), (std::vector<double>{6}));
+}
+
+TEST(TensorOps, SplitInferenceKeepsOtherDimsAndTreatsEmptySplitAsEqual) {
+  Tensor empty(DType::kInt64, {0});
+  auto o = infer(NodeBuilder("Split", 2, 2).i("axis", -1).n,
+                 {vi(DType::kFloat32, sym({S("b"), 8})), vi(DType::kInt64, Shape::FromDims({0}))}, {nullptr, &empty});
+  ASSERT_EQ(o.size(), 2u);
+  EXPECT_EQ(o[0].shape.str(), "[b,4]");
+  EXPECT_EQ(o[1].shape.str(), "[b,4]");
 }
 
 TEST(TensorOps, SplitSizesFromAttributeOrInput) {
