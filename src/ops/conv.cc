@@ -1,5 +1,5 @@
 // The convolution family: Conv (1-D/2-D/3-D, groups, dilations, strides,
-// pads, auto_pad), ConvTranspose, ConvInteger, and com.microsoft FusedConv
+// pads, auto_pad), ConvTranspose, and com.microsoft FusedConv
 // (Conv + activation, optional summand Z) which graph fusion produces.
 //
 // float32 Conv lowers each (image, group) to one GEMM: the weights, packed
@@ -57,7 +57,7 @@ std::vector<int64_t> weight_kernel(const Shape& w, int spatial) {
 Status infer_conv(InferContext& ctx) {
   const Shape& x = ctx.in_shape(0);
   const Shape& w = ctx.in_shape(1);
-  const DType dtype = ctx.node().op_type == "ConvInteger" ? DType::kInt32 : ctx.in_dtype(0);
+  const DType dtype = ctx.in_dtype(0);
   const int rank = conv_rank(x, w);
   if (rank < 0) {
     ctx.set_output(0, dtype, Shape::Unranked());
@@ -233,62 +233,6 @@ class ConvKernel final : public Kernel {
   std::vector<PackedMatrix> packed_;  // per group, when W is a constant float32 tensor
   Dims packed_dims_;
 };
-
-// ---- ConvInteger ----------------------------------------------------------------
-
-// Direct integer convolution: y[n, oc, o] = sum (x - xz) * (w - wz).
-Status run_conv_integer(KernelContext& ctx) {
-  const Tensor& x = *ctx.input(0);
-  const Tensor& w = *ctx.input(1);
-  const Tensor* xz = ctx.input(2);
-  const Tensor* wz = ctx.input(3);
-  Tensor& y = *ctx.output(0);
-  TSR_ASSIGN_OR_RETURN(ConvSetup s, conv_setup(ctx.node(), x.dims(), w.dims(), nullptr));
-  auto load = [](const Tensor& t, int64_t i) -> int32_t {
-    return t.dtype() == DType::kInt8 ? static_cast<int32_t>(t.data<int8_t>()[i])
-                                     : static_cast<int32_t>(t.data<uint8_t>()[i]);
-  };
-  const Geometry& g = s.g;
-  const size_t r = g.in.size();
-  const int64_t isz = g.in_size(), osz = g.out_size(), ksz = g.kernel_size();
-  const int32_t x0 = xz && xz->numel() > 0 ? load(*xz, 0) : 0;
-  int32_t* yp = y.data<int32_t>();
-  ctx.pool().parallel_for(s.n * s.m, 1, [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> oidx(r), kidx(r);
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t n = t / s.m, oc = t % s.m, gi = oc / s.mg;
-      const int32_t w0 = wz && wz->numel() > 0 ? load(*wz, wz->numel() == 1 ? 0 : oc) : 0;
-      for (int64_t o = 0; o < osz; ++o) {
-        int64_t rem = o;
-        for (size_t i = r; i-- > 0;) {
-          oidx[i] = rem % g.out[i];
-          rem /= g.out[i];
-        }
-        int32_t acc = 0;
-        for (int64_t c = 0; c < s.cg; ++c) {
-          const int64_t xbase = (n * s.c + gi * s.cg + c) * isz;
-          const int64_t wbase = (oc * s.cg + c) * ksz;
-          for (int64_t k = 0; k < ksz; ++k) {
-            int64_t kr = k, off = 0;
-            bool ok = true;
-            for (size_t i = r; i-- > 0;) {
-              kidx[i] = kr % g.kernel[i];
-              kr /= g.kernel[i];
-            }
-            for (size_t i = 0; i < r && ok; ++i) {
-              const int64_t p = oidx[i] * g.strides[i] - g.pad_begin[i] + kidx[i] * g.dilations[i];
-              ok = p >= 0 && p < g.in[i];
-              off = off * g.in[i] + p;
-            }
-            if (ok) acc += (load(x, xbase + off) - x0) * (load(w, wbase + k) - w0);
-          }
-        }
-        yp[t * osz + o] = acc;
-      }
-    }
-  });
-  return Status::Ok();
-}
 
 // ---- ConvTranspose ------------------------------------------------------------
 
@@ -480,7 +424,6 @@ class ConvTransposeKernel final : public Kernel {
 TSR_REGISTER_OPS(conv) {
   reg.add(OpSchema{"Conv", "", infer_conv, ConvKernel::Create, nullptr, {}});
   reg.add(OpSchema{"FusedConv", "com.microsoft", infer_conv, ConvKernel::Create, nullptr, {}});
-  reg.add(OpSchema{"ConvInteger", "", infer_conv, nullptr, run_conv_integer, {}});
   reg.add(OpSchema{"ConvTranspose", "", infer_convtranspose, ConvTransposeKernel::Create, nullptr, {}});
 }
 

@@ -1,6 +1,6 @@
 // The matrix-product family: MatMul (numpy semantics: 1-D promotion and
 // batch broadcasting), Gemm (transposes, alpha/beta, C broadcast to [M,N]),
-// MatMulInteger, and com.microsoft FusedGemm (Gemm + activation).
+// and com.microsoft FusedGemm (Gemm + activation).
 //
 // float32 runs on the packed SGEMM in kernels/gemm.h; a constant B (weights)
 // is packed once when the kernel is created. float16/bfloat16 convert
@@ -31,7 +31,7 @@ constexpr double kSmallGemmFlops = 4.0e6;
 Status infer_matmul(InferContext& ctx) {
   const Shape& a = ctx.in_shape(0);
   const Shape& b = ctx.in_shape(1);
-  const DType out_dtype = ctx.node().op_type == "MatMulInteger" ? DType::kInt32 : ctx.in_dtype(0);
+  const DType out_dtype = ctx.in_dtype(0);
   if (!a.rank_known || !b.rank_known) {
     ctx.set_output(0, out_dtype, Shape::Unranked());
     return Status::Ok();
@@ -224,60 +224,6 @@ Expected<std::unique_ptr<Kernel>> create_matmul(const KernelInit& init) {
   return std::unique_ptr<Kernel>(std::make_unique<MatMulKernel>(init));
 }
 
-// ---- MatMulInteger ------------------------------------------------------------
-
-Status run_matmul_integer(KernelContext& ctx) {
-  const Tensor& a = *ctx.input(0);
-  const Tensor& b = *ctx.input(1);
-  const Tensor* az = ctx.input(2);
-  const Tensor* bz = ctx.input(3);
-  Tensor& y = *ctx.output(0);
-  TSR_ASSIGN_OR_RETURN(MatMulDims d, matmul_dims(ctx.node(), a.dims(), b.dims()));
-  auto load = [](const Tensor& t, int64_t i) -> int32_t {
-    return t.dtype() == DType::kInt8 ? static_cast<int32_t>(t.data<int8_t>()[i])
-                                     : static_cast<int32_t>(t.data<uint8_t>()[i]);
-  };
-  for (const Tensor* t : {&a, &b, az, bz}) {
-    if (t && t->dtype() != DType::kInt8 && t->dtype() != DType::kUInt8) {
-      return ctx.error("MatMulInteger expects int8/uint8 inputs");
-    }
-  }
-  // Zero points: scalar, or one per row of A (per column of B), possibly per
-  // batch matrix as well.
-  const int64_t m = d.m, n = d.n, k = d.k;
-  int32_t* yp = y.data<int32_t>();
-  ctx.pool().parallel_for(d.batch_count, 1, [&](int64_t begin, int64_t end) {
-    std::vector<int32_t> brow(static_cast<size_t>(n));
-    std::vector<int32_t> acc(static_cast<size_t>(n));
-    for (int64_t bi = begin; bi < end; ++bi) {
-      int64_t am, bm;
-      batch_offsets(d, bi, &am, &bm);
-      for (int64_t i = 0; i < m; ++i) {
-        int32_t za = 0;
-        if (az && az->numel() > 0) {
-          const int64_t zn = az->numel();
-          za = load(*az, zn == 1 ? 0 : zn == m ? i : (am * m + i) % zn);
-        }
-        std::fill(acc.begin(), acc.end(), 0);
-        for (int64_t p = 0; p < k; ++p) {
-          const int32_t av = load(a, (am * m + i) * k + p) - za;
-          if (av == 0) continue;
-          for (int64_t j = 0; j < n; ++j) {
-            int32_t zb = 0;
-            if (bz && bz->numel() > 0) {
-              const int64_t zn = bz->numel();
-              zb = load(*bz, zn == 1 ? 0 : zn == n ? j : (bm * n + j) % zn);
-            }
-            acc[static_cast<size_t>(j)] += av * (load(b, (bm * k + p) * n + j) - zb);
-          }
-        }
-        std::copy(acc.begin(), acc.end(), yp + (bi * m + i) * n);
-      }
-    }
-  });
-  return Status::Ok();
-}
-
 // ---- Gemm ---------------------------------------------------------------------
 
 Status infer_gemm(InferContext& ctx) {
@@ -450,7 +396,6 @@ class GemmKernel final : public Kernel {
 
 TSR_REGISTER_OPS(matmul) {
   reg.add(OpSchema{"MatMul", "", infer_matmul, create_matmul, nullptr, {}});
-  reg.add(OpSchema{"MatMulInteger", "", infer_matmul, nullptr, run_matmul_integer, {}});
   reg.add(OpSchema{"Gemm", "", infer_gemm, GemmKernel::Create, nullptr, {}});
   reg.add(OpSchema{"FusedGemm", "com.microsoft", infer_gemm, GemmKernel::Create, nullptr, {}});
 }

@@ -340,11 +340,8 @@ TSR_REGISTER_OPS(quantize) {
   reg.add(OpSchema{"DynamicQuantizeLinear", "", infer_dynamic_quantize, nullptr, run_dynamic_quantize, {}});
   reg.add(quant::qlinear_matmul_schema());
   reg.add(quant::qlinear_conv_schema());
-  // MatMulInteger and ConvInteger are registered by the matmul and conv
-  // families (earlier in op_list.inc) with direct loops; these GEMM-based
-  // versions take over once those registrations are removed.
-  if (!reg.find("", "MatMulInteger")) reg.add(quant::matmul_integer_schema());
-  if (!reg.find("", "ConvInteger")) reg.add(quant::conv_integer_schema());
+  reg.add(quant::matmul_integer_schema());
+  reg.add(quant::conv_integer_schema());
 }
 
 }  // namespace tessera
