@@ -54,39 +54,7 @@ std::vector<int64_t> weight_kernel(const Shape& w, int spatial) {
 
 // ---- Conv ---------------------------------------------------------------------
 
-Status infer_conv(InferContext& ctx) {
-  const Shape& x = ctx.in_shape(0);
-  const Shape& w = ctx.in_shape(1);
-  const DType dtype = ctx.in_dtype(0);
-  const int rank = conv_rank(x, w);
-  if (rank < 0) {
-    ctx.set_output(0, dtype, Shape::Unranked());
-    return Status::Ok();
-  }
-  if (rank < 3) return ctx.error("input must have rank >= 3, got " + x.str());
-  if (x.rank_known && w.rank_known && x.rank() != w.rank()) {
-    return ctx.error("X " + x.str() + " and W " + w.str() + " differ in rank");
-  }
-  const int spatial = rank - 2;
-  SpatialAttrs a;
-  TSR_RETURN_IF_ERROR(read_spatial_attrs(ctx.node(), spatial, weight_kernel(w, spatial), false, &a));
-  const int64_t group = ctx.node().attr_int("group", 1);
-  if (group <= 0) return ctx.error("group must be positive");
-  if (x.rank_known && w.rank_known && x[1].known() && w[1].known() && x[1].value != w[1].value * group) {
-    return ctx.error("X has " + std::to_string(x[1].value) + " channels but W expects " +
-                     std::to_string(w[1].value) + " x group " + std::to_string(group));
-  }
-  std::vector<Dim> out;
-  out.push_back(x.rank_known ? x[0] : Dim());
-  out.push_back(w.rank_known ? w[0] : Dim());
-  if (x.rank_known) {
-    for (const Dim& d : conv_output_dims(x, a)) out.push_back(d);
-  } else {
-    for (int i = 0; i < spatial; ++i) out.push_back(Dim());
-  }
-  ctx.set_output(0, dtype, Shape(out));
-  return Status::Ok();
-}
+Status infer_conv(InferContext& ctx) { return infer_conv_output(ctx, 0, 1, ctx.in_dtype(0)); }
 
 // Checks X/W/B against each other and computes the geometry.
 struct ConvSetup {

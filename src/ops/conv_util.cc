@@ -159,4 +159,41 @@ void assign_from_float32(const Tensor& src, Tensor* dst) {
   });
 }
 
+Status infer_conv_output(InferContext& ctx, int x_index, int w_index, DType out_dtype) {
+  const Shape& x = ctx.in_shape(x_index);
+  const Shape& w = ctx.in_shape(w_index);
+  const int rank = x.rank_known ? x.rank() : w.rank_known ? w.rank() : -1;
+  if (rank < 0) {
+    ctx.set_output(0, out_dtype, Shape::Unranked());
+    return Status::Ok();
+  }
+  if (rank < 3) return ctx.error("input must have rank >= 3, got " + x.str());
+  if (x.rank_known && w.rank_known && x.rank() != w.rank()) {
+    return ctx.error("X " + x.str() + " and W " + w.str() + " differ in rank");
+  }
+  const int spatial = rank - 2;
+  std::vector<int64_t> kernel(static_cast<size_t>(spatial), -1);
+  if (w.rank_known) {
+    for (int i = 0; i < spatial; ++i) kernel[static_cast<size_t>(i)] = w[i + 2].known() ? w[i + 2].value : -1;
+  }
+  SpatialAttrs a;
+  TSR_RETURN_IF_ERROR(read_spatial_attrs(ctx.node(), spatial, kernel, false, &a));
+  const int64_t group = ctx.node().attr_int("group", 1);
+  if (group <= 0) return ctx.error("group must be positive");
+  if (x.rank_known && w.rank_known && x[1].known() && w[1].known() && x[1].value != w[1].value * group) {
+    return ctx.error("X has " + std::to_string(x[1].value) + " channels but W expects " +
+                     std::to_string(w[1].value) + " x group " + std::to_string(group));
+  }
+  std::vector<Dim> out;
+  out.push_back(x.rank_known ? x[0] : Dim());
+  out.push_back(w.rank_known ? w[0] : Dim());
+  if (x.rank_known) {
+    for (const Dim& d : conv_output_dims(x, a)) out.push_back(d);
+  } else {
+    for (int i = 0; i < spatial; ++i) out.push_back(Dim());
+  }
+  ctx.set_output(0, out_dtype, Shape(out));
+  return Status::Ok();
+}
+
 }  // namespace tessera

@@ -11,6 +11,7 @@
 #include "ir/graph.h"
 #include "ir/shape.h"
 #include "ir/tensor.h"
+#include "ops/op_registry.h"
 #include "util/status.h"
 
 namespace tessera {
@@ -55,6 +56,10 @@ Expected<Geometry> conv_geometry(const Dims& in_spatial, const SpatialAttrs& a, 
 // Spatial output shape for inference, with unknown input dims giving unknown
 // output dims.
 std::vector<Dim> conv_output_dims(const Shape& x, const SpatialAttrs& a);
+
+// Output 0 of a convolution-like node (Conv, ConvInteger, QLinearConv): X at
+// input x_index [N,C,D...], W at w_index [M,C/group,K...]; symbolic-aware.
+Status infer_conv_output(InferContext& ctx, int x_index, int w_index, DType out_dtype);
 
 // Tensors of float16/bfloat16/float64 are served by float32 kernels through
 // these conversions.
