@@ -82,7 +82,8 @@ class KernelContext {
   int num_outputs() const { return static_cast<int>(outputs_.size()); }
   // Preallocated output with the dtype/shape inference gave; null for an
   // unused optional output. For ops whose output shape depends on running
-  // (control flow), the tensor is undefined and the kernel must call
+  // (control flow, NonMaxSuppression: inference leaves a dim unknown even
+  // with input values), the tensor is undefined and the kernel must call
   // allocate_output.
   Tensor* output(int i) const {
     return i < static_cast<int>(outputs_.size()) ? outputs_[static_cast<size_t>(i)] : nullptr;
