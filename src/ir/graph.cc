@@ -181,4 +181,21 @@ std::string print_graph(const Graph& g) {
   return os.str();
 }
 
+void unshare_nested_graphs(Graph& g) {
+  for (Node& n : g.nodes) {
+    for (auto& kv : n.attrs) {
+      Attribute& a = kv.second;
+      if (a.g) {
+        a.g = std::make_shared<Graph>(*a.g);
+        unshare_nested_graphs(*a.g);
+      }
+      for (auto& sg : a.graphs) {
+        if (!sg) continue;
+        sg = std::make_shared<Graph>(*sg);
+        unshare_nested_graphs(*sg);
+      }
+    }
+  }
+}
+
 }  // namespace tessera

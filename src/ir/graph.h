@@ -102,6 +102,11 @@ struct Graph {
   int64_t name_counter_ = 0;
 };
 
+// Copying a Graph shares its nested graphs (attributes hold shared_ptrs).
+// Gives `g` its own deep copies of every nested graph, so rewriting or
+// re-typing them leaves other copies untouched.
+void unshare_nested_graphs(Graph& g);
+
 // Checks structural invariants: every input of every node is produced earlier,
 // is a graph input, a constant, or (for nested graphs) an outer-scope value;
 // no value is produced twice; graph outputs exist. `outer` lists values

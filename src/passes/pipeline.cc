@@ -3,30 +3,6 @@
 #include "passes/shape_inference.h"
 
 namespace tessera {
-namespace {
-
-// Copying a Graph shares its nested graphs (attributes hold shared_ptrs), so
-// a graph copied to be specialised for some input shapes still points at the
-// original's bodies. The passes rewrite bodies in place; give this graph its
-// own before touching them.
-void unshare_nested_graphs(Graph& g) {
-  for (Node& n : g.nodes) {
-    for (auto& kv : n.attrs) {
-      Attribute& a = kv.second;
-      if (a.g) {
-        a.g = std::make_shared<Graph>(*a.g);
-        unshare_nested_graphs(*a.g);
-      }
-      for (auto& sg : a.graphs) {
-        if (!sg) continue;
-        sg = std::make_shared<Graph>(*sg);
-        unshare_nested_graphs(*sg);
-      }
-    }
-  }
-}
-
-}  // namespace
 
 Status optimize_graph(Graph& g, const OptimizeOptions& opts, OptimizeStats* stats) {
   OptimizeStats local;

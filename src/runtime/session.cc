@@ -24,6 +24,7 @@ Status optimize(Graph& g, bool full) {
 #else
   (void)full;
 #endif
+  unshare_nested_graphs(g);  // inference writes types into nested graphs
   return infer_shapes(g);
 }
 
