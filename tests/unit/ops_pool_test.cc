@@ -12,28 +12,15 @@
 #include "ops/op_registry.h"
 #include "runtime/node_runner.h"
 #include "runtime/thread_pool.h"
+#include "unit/op_test_util.h"
 
 namespace tessera {
 namespace {
 
-Attribute ints_attr(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-Attribute int_attr(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-Attribute str_attr(std::string s) {
-  Attribute a;
-  a.kind = Attribute::Kind::kString;
-  a.s = std::move(s);
-  return a;
-}
+using testutil::int_attr;
+using testutil::ints_attr;
+using testutil::str_attr;
+
 
 Tensor random_tensor(Dims d, std::mt19937& rng) {
   Tensor t(DType::kFloat32, std::move(d));

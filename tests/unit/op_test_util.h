@@ -1,0 +1,126 @@
+// Helpers shared by the single-operator unit tests (tests/unit/ops_*_test.cc):
+// setting node attributes and comparing a tensor against reference values.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+
+namespace tessera::testutil {
+
+inline Attribute int_attr(int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInt;
+  a.i = v;
+  return a;
+}
+
+inline Attribute ints_attr(std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+
+inline Attribute str_attr(std::string s) {
+  Attribute a;
+  a.kind = Attribute::Kind::kString;
+  a.s = std::move(s);
+  return a;
+}
+
+// Chainable attribute setters for a single-node test builder. Derived has a
+// public `Node n`; e.g. struct NodeBuilder : AttrSetters<NodeBuilder> { Node n; ... }.
+template <typename Derived>
+struct AttrSetters {
+  Derived& i(const std::string& name, int64_t v) { return set(name, int_attr(v)); }
+  Derived& ints(const std::string& name, std::vector<int64_t> v) { return set(name, ints_attr(std::move(v))); }
+  Derived& f(const std::string& name, float v) {
+    Attribute a;
+    a.kind = Attribute::Kind::kFloat;
+    a.f = v;
+    return set(name, std::move(a));
+  }
+  Derived& fs(const std::string& name, std::vector<float> v) {
+    Attribute a;
+    a.kind = Attribute::Kind::kFloats;
+    a.floats = std::move(v);
+    return set(name, std::move(a));
+  }
+  Derived& s(const std::string& name, const std::string& v) { return set(name, str_attr(v)); }
+  Derived& ss(const std::string& name, std::vector<std::string> v) {
+    Attribute a;
+    a.kind = Attribute::Kind::kStrings;
+    a.strings = std::move(v);
+    return set(name, std::move(a));
+  }
+  Derived& t(const std::string& name, Tensor v) {
+    Attribute a;
+    a.kind = Attribute::Kind::kTensor;
+    a.t = std::move(v);
+    return set(name, std::move(a));
+  }
+
+ private:
+  Derived& set(const std::string& name, Attribute a) {
+    auto& self = static_cast<Derived&>(*this);
+    self.n.attrs[name] = std::move(a);
+    return self;
+  }
+};
+
+inline void set_int(Node& n, const std::string& name, int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInt;
+  a.i = v;
+  n.attrs[name] = a;
+}
+
+inline void set_ints(Node& n, const std::string& name, std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInts;
+  a.ints = std::move(v);
+  n.attrs[name] = a;
+}
+
+inline void set_float(Node& n, const std::string& name, float v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kFloat;
+  a.f = v;
+  n.attrs[name] = a;
+}
+
+inline void set_string(Node& n, const std::string& name, const std::string& v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kString;
+  a.s = v;
+  n.attrs[name] = a;
+}
+
+// n floats drawn uniformly from [-2, 2) with a fixed seed.
+inline std::vector<float> random_vec(size_t n, unsigned seed = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-2.f, 2.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// Element i of t must be within tol + 1e-5 * |ref[i]| of ref[i].
+inline void expect_close(const Tensor& t, const std::vector<double>& ref, double tol) {
+  ASSERT_EQ(t.numel(), static_cast<int64_t>(ref.size()));
+  for (size_t i = 0; i < ref.size(); ++i) {
+    EXPECT_NEAR(t.as_double(static_cast<int64_t>(i)), ref[i], tol + 1e-5 * std::abs(ref[i])) << "at " << i;
+  }
+}
+
+}  // namespace tessera::testutil
