@@ -8,9 +8,13 @@
 #include "ir/graph.h"
 #include "ops/op_registry.h"
 #include "runtime/node_runner.h"
+#include "unit/op_test_util.h"
 
 namespace tessera {
 namespace {
+
+using testutil::set_int;
+using testutil::set_ints;
 
 class TestRunner final : public SubgraphRunner {
  public:
@@ -59,20 +63,6 @@ void set_graph(Node& n, const std::string& name, Graph g) {
   Attribute a;
   a.kind = Attribute::Kind::kGraph;
   a.g = std::make_shared<Graph>(std::move(g));
-  n.attrs[name] = a;
-}
-
-void set_int(Node& n, const std::string& name, int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  n.attrs[name] = a;
-}
-
-void set_ints(Node& n, const std::string& name, std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
   n.attrs[name] = a;
 }
 
