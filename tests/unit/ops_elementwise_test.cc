@@ -14,9 +14,14 @@
 #include "ops/op_registry.h"
 #include "runtime/node_runner.h"
 #include "runtime/thread_pool.h"
+#include "unit/op_test_util.h"
 
 namespace tessera {
 namespace {
+
+using testutil::set_int;
+using testutil::set_float;
+using testutil::set_string;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -29,27 +34,6 @@ Node make_node(const std::string& op, int num_inputs, const std::string& domain 
   for (int i = 0; i < num_inputs; ++i) n.inputs.push_back("x" + std::to_string(i));
   n.outputs = {"y"};
   return n;
-}
-
-void set_int(Node& n, const std::string& name, int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  n.attrs[name] = a;
-}
-
-void set_float(Node& n, const std::string& name, float v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kFloat;
-  a.f = v;
-  n.attrs[name] = a;
-}
-
-void set_string(Node& n, const std::string& name, const std::string& v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kString;
-  a.s = v;
-  n.attrs[name] = a;
 }
 
 Tensor run1(const Node& n, const std::vector<Tensor>& inputs, int64_t opset = 17, ThreadPool* pool = nullptr) {
