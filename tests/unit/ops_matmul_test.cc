@@ -11,9 +11,13 @@
 #include "ops/op_registry.h"
 #include "runtime/node_runner.h"
 #include "runtime/thread_pool.h"
+#include "unit/op_test_util.h"
 
 namespace tessera {
 namespace {
+
+using testutil::set_int;
+using testutil::set_float;
 
 Tensor random_tensor(Dims d, std::mt19937& rng, DType dt = DType::kFloat32) {
   Tensor t(dt, std::move(d));
@@ -35,19 +39,6 @@ Node make_node(const std::string& op, std::vector<std::string> inputs) {
   node.inputs = std::move(inputs);
   node.outputs = {"y"};
   return node;
-}
-
-void set_int(Node& n, const std::string& name, int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  n.attrs[name] = a;
-}
-void set_float(Node& n, const std::string& name, float v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kFloat;
-  a.f = v;
-  n.attrs[name] = a;
 }
 
 // numpy matmul reference.
