@@ -15,9 +15,14 @@
 #include "ops/quantize_ops.h"
 #include "runtime/node_runner.h"
 #include "runtime/thread_pool.h"
+#include "unit/op_test_util.h"
 
 namespace tessera {
 namespace {
+
+using testutil::set_int;
+using testutil::set_ints;
+using testutil::set_string;
 
 Node make_node(const std::string& op, std::vector<std::string> inputs, std::vector<std::string> outputs = {"y"}) {
   Node node;
@@ -26,27 +31,6 @@ Node make_node(const std::string& op, std::vector<std::string> inputs, std::vect
   node.inputs = std::move(inputs);
   node.outputs = std::move(outputs);
   return node;
-}
-
-void set_int(Node& n, const std::string& name, int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  n.attrs[name] = a;
-}
-
-void set_ints(Node& n, const std::string& name, std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  n.attrs[name] = a;
-}
-
-void set_string(Node& n, const std::string& name, const std::string& v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kString;
-  a.s = v;
-  n.attrs[name] = a;
 }
 
 // Runs `schema` directly (MatMulInteger/ConvInteger may be registered by
