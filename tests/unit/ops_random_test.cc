@@ -15,9 +15,14 @@
 #include "ops/op_registry.h"
 #include "runtime/node_runner.h"
 #include "runtime/thread_pool.h"
+#include "unit/op_test_util.h"
 
 namespace tessera {
 namespace {
+
+using testutil::set_float;
+using testutil::set_int;
+using testutil::set_ints;
 
 Node make_node(const std::string& op, std::vector<std::string> inputs) {
   Node n;
@@ -26,27 +31,6 @@ Node make_node(const std::string& op, std::vector<std::string> inputs) {
   n.inputs = std::move(inputs);
   n.outputs = {"y"};
   return n;
-}
-
-void set_float(Node& n, const std::string& name, float v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kFloat;
-  a.f = v;
-  n.attrs[name] = a;
-}
-
-void set_int(Node& n, const std::string& name, int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  n.attrs[name] = a;
-}
-
-void set_ints(Node& n, const std::string& name, std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  n.attrs[name] = a;
 }
 
 Tensor run1(const Node& n, const std::vector<Tensor>& in = {}, ThreadPool* pool = nullptr) {
