@@ -11,9 +11,13 @@
 #include "ops/op_registry.h"
 #include "runtime/node_runner.h"
 #include "runtime/thread_pool.h"
+#include "unit/op_test_util.h"
 
 namespace tessera {
 namespace {
+
+using testutil::set_int;
+using testutil::set_ints;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -25,20 +29,6 @@ Node make_node(const std::string& op, int num_inputs) {
   for (int i = 0; i < num_inputs; ++i) n.inputs.push_back("x" + std::to_string(i));
   n.outputs = {"y"};
   return n;
-}
-
-void set_int(Node& n, const std::string& name, int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  n.attrs[name] = a;
-}
-
-void set_ints(Node& n, const std::string& name, std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  n.attrs[name] = a;
 }
 
 Tensor run1(const Node& n, const std::vector<Tensor>& inputs, int64_t opset = 11, ThreadPool* pool = nullptr) {
