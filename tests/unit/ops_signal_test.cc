@@ -12,9 +12,12 @@
 #include "ops/signal_fft.h"
 #include "runtime/node_runner.h"
 #include "runtime/thread_pool.h"
+#include "unit/op_test_util.h"
 
 namespace tessera {
 namespace {
+
+using testutil::set_int;
 
 using cd = std::complex<double>;
 constexpr double kPi = std::numbers::pi;
@@ -26,13 +29,6 @@ Node make_node(const std::string& op, std::vector<std::string> inputs) {
   n.inputs = std::move(inputs);
   n.outputs = {"y"};
   return n;
-}
-
-void set_int(Node& n, const std::string& name, int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  n.attrs[name] = a;
 }
 
 std::vector<double> random_vec(size_t n, unsigned seed) {
