@@ -13,9 +13,13 @@
 #include "ops/op_registry.h"
 #include "runtime/node_runner.h"
 #include "runtime/thread_pool.h"
+#include "unit/op_test_util.h"
 
 namespace tessera {
 namespace {
+
+using testutil::set_float;
+using testutil::set_string;
 
 constexpr const char* kDomain = "ai.onnx.preview.training";
 
@@ -27,20 +31,6 @@ Node make_node(const std::string& op, int num_inputs, int num_outputs) {
   for (int i = 0; i < num_inputs; ++i) n.inputs.push_back("i" + std::to_string(i));
   for (int i = 0; i < num_outputs; ++i) n.outputs.push_back("o" + std::to_string(i));
   return n;
-}
-
-void set_float(Node& n, const std::string& name, float v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kFloat;
-  a.f = v;
-  n.attrs[name] = a;
-}
-
-void set_string(Node& n, const std::string& name, const std::string& v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kString;
-  a.s = v;
-  n.attrs[name] = a;
 }
 
 Tensor vec(const std::vector<float>& v) { return Tensor::FromVector<float>(v, {static_cast<int64_t>(v.size())}); }
