@@ -8,9 +8,16 @@
 #include "ir/tensor.h"
 #include "runtime/node_runner.h"
 #include "runtime/thread_pool.h"
+#include "unit/op_test_util.h"
 
 namespace tessera {
 namespace {
+
+using testutil::set_int;
+using testutil::set_float;
+using testutil::set_ints;
+using testutil::expect_close;
+using testutil::random_vec;
 
 Node make_node(const std::string& op, std::vector<std::string> inputs, std::vector<std::string> outputs) {
   Node n;
@@ -19,42 +26,6 @@ Node make_node(const std::string& op, std::vector<std::string> inputs, std::vect
   n.inputs = std::move(inputs);
   n.outputs = std::move(outputs);
   return n;
-}
-
-void set_int(Node& n, const std::string& name, int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  n.attrs[name] = a;
-}
-
-void set_float(Node& n, const std::string& name, float v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kFloat;
-  a.f = v;
-  n.attrs[name] = a;
-}
-
-void set_ints(Node& n, const std::string& name, std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  n.attrs[name] = a;
-}
-
-std::vector<float> random_vec(size_t n, unsigned seed = 1) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-2.f, 2.f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
-void expect_close(const Tensor& t, const std::vector<double>& ref, double tol) {
-  ASSERT_EQ(t.numel(), static_cast<int64_t>(ref.size()));
-  for (size_t i = 0; i < ref.size(); ++i) {
-    EXPECT_NEAR(t.as_double(static_cast<int64_t>(i)), ref[i], tol + 1e-5 * std::abs(ref[i])) << "at " << i;
-  }
 }
 
 // Normalises each of `rows` rows of `inner` values (population variance).
