@@ -8,9 +8,12 @@
 #include "ir/tensor.h"
 #include "runtime/node_runner.h"
 #include "runtime/thread_pool.h"
+#include "unit/op_test_util.h"
 
 namespace tessera {
 namespace {
+
+using testutil::expect_close;
 
 Node make_node(const std::string& op, int64_t axis, bool set_axis = true) {
   Node n;
@@ -50,13 +53,6 @@ std::vector<double> reference(const std::vector<float>& x, int64_t outer, int64_
     }
   }
   return y;
-}
-
-void expect_close(const Tensor& t, const std::vector<double>& ref, double tol) {
-  ASSERT_EQ(t.numel(), static_cast<int64_t>(ref.size()));
-  for (size_t i = 0; i < ref.size(); ++i) {
-    EXPECT_NEAR(t.as_double(static_cast<int64_t>(i)), ref[i], tol + 1e-5 * std::abs(ref[i])) << "at " << i;
-  }
 }
 
 TEST(Softmax, LastAxisMatchesReferenceOnLongRows) {
