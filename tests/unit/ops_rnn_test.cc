@@ -9,52 +9,18 @@
 #include "ir/graph.h"
 #include "ops/op_registry.h"
 #include "runtime/node_runner.h"
+#include "unit/op_test_util.h"
 
 namespace tessera {
 namespace {
 
-struct NodeBuilder {
+struct NodeBuilder : testutil::AttrSetters<NodeBuilder> {
   Node n;
   NodeBuilder(std::string op, std::vector<std::string> in, std::vector<std::string> out) {
     n.name = "n";
     n.op_type = std::move(op);
     n.inputs = std::move(in);
     n.outputs = std::move(out);
-  }
-  NodeBuilder& i(const std::string& name, int64_t v) {
-    Attribute a;
-    a.kind = Attribute::Kind::kInt;
-    a.i = v;
-    n.attrs[name] = a;
-    return *this;
-  }
-  NodeBuilder& f(const std::string& name, float v) {
-    Attribute a;
-    a.kind = Attribute::Kind::kFloat;
-    a.f = v;
-    n.attrs[name] = a;
-    return *this;
-  }
-  NodeBuilder& s(const std::string& name, const std::string& v) {
-    Attribute a;
-    a.kind = Attribute::Kind::kString;
-    a.s = v;
-    n.attrs[name] = a;
-    return *this;
-  }
-  NodeBuilder& ss(const std::string& name, std::vector<std::string> v) {
-    Attribute a;
-    a.kind = Attribute::Kind::kStrings;
-    a.strings = std::move(v);
-    n.attrs[name] = a;
-    return *this;
-  }
-  NodeBuilder& fs(const std::string& name, std::vector<float> v) {
-    Attribute a;
-    a.kind = Attribute::Kind::kFloats;
-    a.floats = std::move(v);
-    n.attrs[name] = a;
-    return *this;
   }
 };
 
