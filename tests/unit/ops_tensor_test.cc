@@ -12,53 +12,19 @@
 #include "ops/op_registry.h"
 #include "runtime/node_runner.h"
 #include "runtime/thread_pool.h"
+#include "unit/op_test_util.h"
 
 namespace tessera {
 namespace {
 
 // Small builder for single-node tests.
-struct NodeBuilder {
+struct NodeBuilder : testutil::AttrSetters<NodeBuilder> {
   Node n;
   NodeBuilder(const std::string& op, int num_inputs, int num_outputs = 1) {
     n.name = "n";
     n.op_type = op;
     for (int i = 0; i < num_inputs; ++i) n.inputs.push_back("in" + std::to_string(i));
     for (int i = 0; i < num_outputs; ++i) n.outputs.push_back("out" + std::to_string(i));
-  }
-  NodeBuilder& i(const std::string& name, int64_t v) {
-    Attribute a;
-    a.kind = Attribute::Kind::kInt;
-    a.i = v;
-    n.attrs[name] = a;
-    return *this;
-  }
-  NodeBuilder& f(const std::string& name, float v) {
-    Attribute a;
-    a.kind = Attribute::Kind::kFloat;
-    a.f = v;
-    n.attrs[name] = a;
-    return *this;
-  }
-  NodeBuilder& ints(const std::string& name, std::vector<int64_t> v) {
-    Attribute a;
-    a.kind = Attribute::Kind::kInts;
-    a.ints = std::move(v);
-    n.attrs[name] = a;
-    return *this;
-  }
-  NodeBuilder& s(const std::string& name, const std::string& v) {
-    Attribute a;
-    a.kind = Attribute::Kind::kString;
-    a.s = v;
-    n.attrs[name] = a;
-    return *this;
-  }
-  NodeBuilder& t(const std::string& name, Tensor v) {
-    Attribute a;
-    a.kind = Attribute::Kind::kTensor;
-    a.t = std::move(v);
-    n.attrs[name] = a;
-    return *this;
   }
   NodeBuilder& absent(int input) {
     n.inputs[static_cast<size_t>(input)] = "";
