@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <numeric>
 #include <random>
 #include <string>
 #include <utility>
@@ -104,6 +105,23 @@ inline void set_string(Node& n, const std::string& name, const std::string& v) {
   a.kind = Attribute::Kind::kString;
   a.s = v;
   n.attrs[name] = a;
+}
+
+// Tensor construction shorthands and value extraction.
+inline Tensor f32(std::vector<float> v, Dims d) { return Tensor::FromVector(v, std::move(d)); }
+inline Tensor i64(std::vector<int64_t> v) {
+  Dims d{static_cast<int64_t>(v.size())};
+  return Tensor::FromVector(v, d);
+}
+inline Tensor iota_f32(Dims d) {
+  std::vector<float> v(static_cast<size_t>(numel(d)));
+  std::iota(v.begin(), v.end(), 0.f);
+  return f32(v, std::move(d));
+}
+inline std::vector<double> values(const Tensor& t) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.as_double(i));
+  return v;
 }
 
 // n floats drawn uniformly from [-2, 2) with a fixed seed.

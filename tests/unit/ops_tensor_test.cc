@@ -17,6 +17,11 @@
 namespace tessera {
 namespace {
 
+using testutil::f32;
+using testutil::i64;
+using testutil::iota_f32;
+using testutil::values;
+
 // Small builder for single-node tests.
 struct NodeBuilder : testutil::AttrSetters<NodeBuilder> {
   Node n;
@@ -32,27 +37,10 @@ struct NodeBuilder : testutil::AttrSetters<NodeBuilder> {
   }
 };
 
-Tensor f32(std::vector<float> v, Dims d) { return Tensor::FromVector(v, std::move(d)); }
-Tensor i64(std::vector<int64_t> v) {
-  Dims d{static_cast<int64_t>(v.size())};
-  return Tensor::FromVector(v, d);
-}
-Tensor iota_f32(Dims d) {
-  std::vector<float> v(static_cast<size_t>(numel(d)));
-  std::iota(v.begin(), v.end(), 0.f);
-  return f32(v, std::move(d));
-}
-
 std::vector<Tensor> run(const Node& n, const std::vector<Tensor>& in, int64_t opset = 17, ThreadPool* pool = nullptr) {
   auto r = run_node_once(n, opset, in, pool);
   EXPECT_TRUE(r.ok()) << r.status().message();
   return r.ok() ? r.value() : std::vector<Tensor>{};
-}
-
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.as_double(i));
-  return v;
 }
 
 // Compile-time inference: shapes may be symbolic, values only where given.
