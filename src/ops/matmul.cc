@@ -11,6 +11,7 @@
 #include "ops/conv_util.h"
 #include "ops/kernels/fused_activation.h"
 #include "ops/kernels/gemm.h"
+#include "ops/matmul_util.h"
 #include "ops/op_registry.h"
 
 namespace tessera {
@@ -28,36 +29,7 @@ constexpr double kSmallGemmFlops = 4.0e6;
 
 // ---- MatMul -----------------------------------------------------------------
 
-Status infer_matmul(InferContext& ctx) {
-  const Shape& a = ctx.in_shape(0);
-  const Shape& b = ctx.in_shape(1);
-  const DType out_dtype = ctx.in_dtype(0);
-  if (!a.rank_known || !b.rank_known) {
-    ctx.set_output(0, out_dtype, Shape::Unranked());
-    return Status::Ok();
-  }
-  if (a.rank() == 0 || b.rank() == 0) return ctx.error("MatMul inputs must have rank >= 1");
-  std::vector<Dim> ad = a.dims, bd = b.dims;
-  const bool a1 = ad.size() == 1, b1 = bd.size() == 1;
-  if (a1) ad.insert(ad.begin(), Dim(1));
-  if (b1) bd.push_back(Dim(1));
-  const Dim& ka = ad[ad.size() - 1];
-  const Dim& kb = bd[bd.size() - 2];
-  if (ka.known() && kb.known() && ka.value != kb.value) {
-    return ctx.error("inner dimensions differ: " + a.str() + " x " + b.str());
-  }
-  Shape abatch(std::vector<Dim>(ad.begin(), ad.end() - 2));
-  Shape bbatch(std::vector<Dim>(bd.begin(), bd.end() - 2));
-  Shape batch;
-  if (!broadcast_shapes(abatch, bbatch, &batch)) {
-    return ctx.error("batch dimensions of " + a.str() + " and " + b.str() + " cannot be broadcast");
-  }
-  std::vector<Dim> out = batch.dims;
-  if (!a1) out.push_back(ad[ad.size() - 2]);
-  if (!b1) out.push_back(bd[bd.size() - 1]);
-  ctx.set_output(0, out_dtype, Shape(out));
-  return Status::Ok();
-}
+Status infer_matmul(InferContext& ctx) { return infer_matmul_output(ctx, 0, 1, ctx.in_dtype(0)); }
 
 // Concrete layout of a (possibly batched) matmul.
 struct MatMulDims {
