@@ -56,44 +56,6 @@ std::vector<int64_t> weight_kernel(const Shape& w, int spatial) {
 
 Status infer_conv(InferContext& ctx) { return infer_conv_output(ctx, 0, 1, ctx.in_dtype(0)); }
 
-// Checks X/W/B against each other and computes the geometry.
-struct ConvSetup {
-  int64_t n, c, m, group, cg, mg;
-  Geometry g;
-};
-
-Expected<ConvSetup> conv_setup(const Node& node, const Dims& xd, const Dims& wd, const Tensor* bias) {
-  if (xd.size() < 3 || wd.size() != xd.size()) {
-    return InvalidInput(node.describe() + ": X " + dims_str(xd) + " and W " + dims_str(wd) +
-                        " must have the same rank >= 3");
-  }
-  ConvSetup s;
-  s.n = xd[0];
-  s.c = xd[1];
-  s.m = wd[0];
-  s.group = node.attr_int("group", 1);
-  if (s.group <= 0 || s.c % s.group != 0 || s.m % s.group != 0 || wd[1] * s.group != s.c) {
-    return InvalidInput(node.describe() + ": channels of X " + dims_str(xd) + " and W " + dims_str(wd) +
-                        " do not match group " + std::to_string(s.group));
-  }
-  s.cg = wd[1];
-  s.mg = s.m / s.group;
-  if (bias && bias->numel() != s.m) {
-    return InvalidInput(node.describe() + ": bias has " + std::to_string(bias->numel()) + " values for " +
-                        std::to_string(s.m) + " output channels");
-  }
-  const int spatial = static_cast<int>(xd.size()) - 2;
-  SpatialAttrs a;
-  TSR_RETURN_IF_ERROR(read_spatial_attrs(node, spatial, Dims(wd.begin() + 2, wd.end()), false, &a));
-  for (int i = 0; i < spatial; ++i) {
-    if (a.kernel[static_cast<size_t>(i)] != wd[static_cast<size_t>(i) + 2]) {
-      return InvalidInput(node.describe() + ": kernel_shape does not match W " + dims_str(wd));
-    }
-  }
-  TSR_ASSIGN_OR_RETURN(s.g, conv_geometry(Dims(xd.begin() + 2, xd.end()), a, node.describe()));
-  return s;
-}
-
 class ConvKernel final : public Kernel {
  public:
   static Expected<std::unique_ptr<Kernel>> Create(const KernelInit& init) {
@@ -121,7 +83,11 @@ class ConvKernel final : public Kernel {
     const Tensor* b = ctx.input(2);
     const Tensor* z = ctx.node().op_type == "FusedConv" ? ctx.input(3) : nullptr;
     Tensor& y = *ctx.output(0);
-    TSR_ASSIGN_OR_RETURN(ConvSetup s, conv_setup(ctx.node(), x.dims(), w.dims(), b));
+    TSR_ASSIGN_OR_RETURN(ConvSetup s, conv_setup(ctx.node(), x.dims(), w.dims()));
+    if (b && b->numel() != s.m) {
+      return InvalidInput(ctx.node().describe() + ": bias has " + std::to_string(b->numel()) + " values for " +
+                          std::to_string(s.m) + " output channels");
+    }
     Dims yd = {s.n, s.m};
     yd.insert(yd.end(), s.g.out.begin(), s.g.out.end());
     if (y.dims() != yd) return ctx.error("output is " + dims_str(y.dims()) + ", expected " + dims_str(yd));

@@ -159,6 +159,34 @@ void assign_from_float32(const Tensor& src, Tensor* dst) {
   });
 }
 
+Expected<ConvSetup> conv_setup(const Node& node, const Dims& xd, const Dims& wd) {
+  if (xd.size() < 3 || wd.size() != xd.size()) {
+    return InvalidInput(node.describe() + ": X " + dims_str(xd) + " and W " + dims_str(wd) +
+                        " must have the same rank >= 3");
+  }
+  ConvSetup s;
+  s.n = xd[0];
+  s.c = xd[1];
+  s.m = wd[0];
+  s.group = node.attr_int("group", 1);
+  if (s.group <= 0 || s.c % s.group != 0 || s.m % s.group != 0 || wd[1] * s.group != s.c) {
+    return InvalidInput(node.describe() + ": channels of X " + dims_str(xd) + " and W " + dims_str(wd) +
+                        " do not match group " + std::to_string(s.group));
+  }
+  s.cg = wd[1];
+  s.mg = s.m / s.group;
+  const int spatial = static_cast<int>(xd.size()) - 2;
+  SpatialAttrs a;
+  TSR_RETURN_IF_ERROR(read_spatial_attrs(node, spatial, Dims(wd.begin() + 2, wd.end()), false, &a));
+  for (int i = 0; i < spatial; ++i) {
+    if (a.kernel[static_cast<size_t>(i)] != wd[static_cast<size_t>(i) + 2]) {
+      return InvalidInput(node.describe() + ": kernel_shape does not match W " + dims_str(wd));
+    }
+  }
+  TSR_ASSIGN_OR_RETURN(s.g, conv_geometry(Dims(xd.begin() + 2, xd.end()), a, node.describe()));
+  return s;
+}
+
 Status infer_conv_output(InferContext& ctx, int x_index, int w_index, DType out_dtype) {
   const Shape& x = ctx.in_shape(x_index);
   const Shape& w = ctx.in_shape(w_index);

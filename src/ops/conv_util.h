@@ -57,6 +57,15 @@ Expected<Geometry> conv_geometry(const Dims& in_spatial, const SpatialAttrs& a, 
 // output dims.
 std::vector<Dim> conv_output_dims(const Shape& x, const SpatialAttrs& a);
 
+// Concrete shape checks and geometry of a convolution-like node: X [N,C,D...]
+// and W [M,C/group,K...] must agree in rank, channels and group, and the
+// kernel_shape attribute (if any) must match W.
+struct ConvSetup {
+  int64_t n = 0, c = 0, m = 0, group = 1, cg = 0, mg = 0;
+  Geometry g;
+};
+Expected<ConvSetup> conv_setup(const Node& node, const Dims& xd, const Dims& wd);
+
 // Output 0 of a convolution-like node (Conv, ConvInteger, QLinearConv): X at
 // input x_index [N,C,D...], W at w_index [M,C/group,K...]; symbolic-aware.
 Status infer_conv_output(InferContext& ctx, int x_index, int w_index, DType out_dtype);

@@ -46,41 +46,6 @@ Status infer_qlinear_conv(InferContext& ctx) {
 
 // ---- Geometry -------------------------------------------------------------------
 
-struct QConvSetup {
-  int64_t n = 0, c = 0, m = 0, group = 1, cg = 0, mg = 0;
-  int64_t k = 0;  // GEMM depth: cg * kernel size
-  Geometry g;
-};
-
-Expected<QConvSetup> qconv_setup(const Node& node, const Dims& xd, const Dims& wd) {
-  if (xd.size() < 3 || wd.size() != xd.size()) {
-    return InvalidInput(node.describe() + ": X " + dims_str(xd) + " and W " + dims_str(wd) +
-                        " must have the same rank >= 3");
-  }
-  QConvSetup s;
-  s.n = xd[0];
-  s.c = xd[1];
-  s.m = wd[0];
-  s.group = node.attr_int("group", 1);
-  if (s.group <= 0 || s.c % s.group != 0 || s.m % s.group != 0 || wd[1] * s.group != s.c) {
-    return InvalidInput(node.describe() + ": channels of X " + dims_str(xd) + " and W " + dims_str(wd) +
-                        " do not match group " + std::to_string(s.group));
-  }
-  s.cg = wd[1];
-  s.mg = s.m / s.group;
-  const int spatial = static_cast<int>(xd.size()) - 2;
-  SpatialAttrs a;
-  TSR_RETURN_IF_ERROR(read_spatial_attrs(node, spatial, Dims(wd.begin() + 2, wd.end()), false, &a));
-  for (int i = 0; i < spatial; ++i) {
-    if (a.kernel[static_cast<size_t>(i)] != wd[static_cast<size_t>(i) + 2]) {
-      return InvalidInput(node.describe() + ": kernel_shape does not match W " + dims_str(wd));
-    }
-  }
-  TSR_ASSIGN_OR_RETURN(s.g, conv_geometry(Dims(xd.begin() + 2, xd.end()), a, node.describe()));
-  s.k = s.cg * s.g.kernel_size();
-  return s;
-}
-
 bool is_pointwise_geometry(const Geometry& g) {
   for (size_t i = 0; i < g.in.size(); ++i) {
     if (g.kernel[i] != 1 || g.strides[i] != 1 || g.pad_begin[i] != 0 || g.pad_end[i] != 0) return false;
@@ -328,7 +293,7 @@ void depthwise_plane(Int8Ref x, Int8Ref w, int32_t xz, int32_t wz, const Geometr
 
 // One input channel per group, 1-D or 2-D: computed directly, since a GEMM
 // with a single row per group would waste most of its register tile.
-bool is_depthwise(const QConvSetup& s) { return s.cg == 1 && s.g.in.size() <= 2; }
+bool is_depthwise(const ConvSetup& s) { return s.cg == 1 && s.g.in.size() <= 2; }
 
 struct ConvOperands {
   const Tensor& x;
@@ -439,7 +404,7 @@ class QConvKernel final : public Kernel {
     const Tensor* wz = ctx.input(roles_.wz);
     if (xz && xz->defined() && xz->dtype() != x.dtype()) return ctx.error("X and its zero point differ in type");
     if (wz && wz->defined() && wz->dtype() != w.dtype()) return ctx.error("W and its zero point differ in type");
-    TSR_ASSIGN_OR_RETURN(QConvSetup s, qconv_setup(ctx.node(), x.dims(), w.dims()));
+    TSR_ASSIGN_OR_RETURN(ConvSetup s, conv_setup(ctx.node(), x.dims(), w.dims()));
     const std::vector<int32_t> xzv = int_values(xz);
     if (xzv.size() > 1) return ctx.error("x_zero_point must be a scalar");
     const int32_t x_zp = xzv.empty() ? 0 : xzv[0];
@@ -466,7 +431,7 @@ class QConvKernel final : public Kernel {
  private:
   // Computes every (image, group) into int32 `y` (N x M x out positions) or,
   // with `q`, requantizes each block into q->y as it is finished.
-  void conv_int32(KernelContext& ctx, const QConvSetup& s, const ConvOperands& ops, int32_t* y,
+  void conv_int32(KernelContext& ctx, const ConvSetup& s, const ConvOperands& ops, int32_t* y,
                   const Requant* q) const {
     const int64_t isz = s.g.in_size(), osz = s.g.out_size();
     const Int8Ref xr = qgemm::int8_ref(ops.x);
@@ -508,7 +473,7 @@ class QConvKernel final : public Kernel {
       }
     };
     const int64_t items = s.n * s.group;
-    const double flops = 2.0 * static_cast<double>(s.mg * osz) * static_cast<double>(s.k);
+    const double flops = 2.0 * static_cast<double>(s.mg * osz) * static_cast<double>(s.cg * s.g.kernel_size());
     if (items > 1 && flops < kSmallGemmOps) {
       ctx.pool().parallel_for(items, 1, [&](int64_t begin, int64_t end) {
         for (int64_t t = begin; t < end; ++t) one(t, nullptr);
@@ -518,7 +483,7 @@ class QConvKernel final : public Kernel {
     for (int64_t t = 0; t < items; ++t) one(t, &ctx.pool());
   }
 
-  Status run_qlinear(KernelContext& ctx, const QConvSetup& s, const ConvOperands& ops, Tensor& y) const {
+  Status run_qlinear(KernelContext& ctx, const ConvSetup& s, const ConvOperands& ops, Tensor& y) const {
     for (int i : {1, 4, 6}) {
       const Tensor* t = ctx.input(i);
       if (!t || !dtype_is_float(t->dtype())) return ctx.error("scales must be float tensors");
