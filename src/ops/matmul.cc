@@ -31,51 +31,6 @@ constexpr double kSmallGemmFlops = 4.0e6;
 
 Status infer_matmul(InferContext& ctx) { return infer_matmul_output(ctx, 0, 1, ctx.in_dtype(0)); }
 
-// Concrete layout of a (possibly batched) matmul.
-struct MatMulDims {
-  int64_t m = 0, n = 0, k = 0;
-  Dims batch;                           // broadcast batch dims
-  std::vector<int64_t> a_stride, b_stride;  // per batch dim, in matrices (0 = broadcast)
-  int64_t batch_count = 1;
-  int64_t a_matrices = 1, b_matrices = 1;
-};
-
-Expected<MatMulDims> matmul_dims(const Node& node, const Dims& a_in, const Dims& b_in) {
-  Dims a = a_in, b = b_in;
-  if (a.empty() || b.empty()) return InvalidInput(node.describe() + ": MatMul inputs must have rank >= 1");
-  if (a.size() == 1) a.insert(a.begin(), 1);
-  if (b.size() == 1) b.push_back(1);
-  MatMulDims d;
-  d.m = a[a.size() - 2];
-  d.k = a[a.size() - 1];
-  d.n = b[b.size() - 1];
-  if (b[b.size() - 2] != d.k) {
-    return InvalidInput(node.describe() + ": inner dimensions differ: " + dims_str(a_in) + " x " + dims_str(b_in));
-  }
-  Dims ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
-  if (!broadcast_dims(ab, bb, &d.batch)) {
-    return InvalidInput(node.describe() + ": batch dimensions cannot be broadcast");
-  }
-  d.a_stride = broadcast_strides(ab, d.batch);
-  d.b_stride = broadcast_strides(bb, d.batch);
-  d.batch_count = numel(d.batch);
-  d.a_matrices = numel(ab);
-  d.b_matrices = numel(bb);
-  return d;
-}
-
-// Offsets (in matrices) of A and B for batch index `idx`.
-void batch_offsets(const MatMulDims& d, int64_t idx, int64_t* ai, int64_t* bi) {
-  int64_t a = 0, b = 0;
-  for (size_t i = d.batch.size(); i-- > 0;) {
-    const int64_t c = idx % d.batch[i];
-    idx /= d.batch[i];
-    a += c * d.a_stride[i];
-    b += c * d.b_stride[i];
-  }
-  *ai = a;
-  *bi = b;
-}
 
 // Plain loop for float64, integers, and anything not worth the packed path.
 template <class T, class Acc>
@@ -160,7 +115,7 @@ class MatMulKernel final : public Kernel {
       pool->parallel_for(d.batch_count, 1, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
           int64_t ai, bi;
-          batch_offsets(d, i, &ai, &bi);
+          d.offsets(i, &ai, &bi);
           one(ai, bi, y + i * d.m * d.n, nullptr);
         }
       });
@@ -168,7 +123,7 @@ class MatMulKernel final : public Kernel {
     }
     for (int64_t i = 0; i < d.batch_count; ++i) {
       int64_t ai, bi;
-      batch_offsets(d, i, &ai, &bi);
+      d.offsets(i, &ai, &bi);
       one(ai, bi, y + i * d.m * d.n, pool);
     }
   }
@@ -181,7 +136,7 @@ class MatMulKernel final : public Kernel {
     ctx.pool().parallel_for(d.batch_count, 1, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         int64_t ai, bi;
-        batch_offsets(d, i, &ai, &bi);
+        d.offsets(i, &ai, &bi);
         matmul_loop<T, Acc>(ap + ai * d.m * d.k, bp + bi * d.k * d.n, yp + i * d.m * d.n, d.m, d.n, d.k);
       }
     });

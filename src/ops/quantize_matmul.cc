@@ -39,44 +39,6 @@ Status infer_qlinear_matmul(InferContext& ctx) {
 }
 
 // Concrete layout of a batched matmul.
-struct QMatMulDims {
-  int64_t m = 0, n = 0, k = 0;
-  Dims batch;
-  std::vector<int64_t> a_stride, b_stride;  // per batch dim, in matrices (0 = broadcast)
-  int64_t batch_count = 1, a_matrices = 1, b_matrices = 1;
-
-  void offsets(int64_t idx, int64_t* ai, int64_t* bi) const {
-    int64_t a = 0, b = 0;
-    for (size_t i = batch.size(); i-- > 0;) {
-      const int64_t c = idx % batch[i];
-      idx /= batch[i];
-      a += c * a_stride[i];
-      b += c * b_stride[i];
-    }
-    *ai = a;
-    *bi = b;
-  }
-};
-
-Expected<QMatMulDims> qmatmul_dims(const KernelContext& ctx, const Dims& a_in, const Dims& b_in) {
-  Dims a = a_in, b = b_in;
-  if (a.empty() || b.empty()) return ctx.error("inputs must have rank >= 1");
-  if (a.size() == 1) a.insert(a.begin(), 1);
-  if (b.size() == 1) b.push_back(1);
-  QMatMulDims d;
-  d.m = a[a.size() - 2];
-  d.k = a.back();
-  d.n = b.back();
-  if (b[b.size() - 2] != d.k) return ctx.error("inner dimensions differ: " + dims_str(a_in) + " x " + dims_str(b_in));
-  Dims ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
-  if (!broadcast_dims(ab, bb, &d.batch)) return ctx.error("batch dimensions cannot be broadcast");
-  d.a_stride = broadcast_strides(ab, d.batch);
-  d.b_stride = broadcast_strides(bb, d.batch);
-  d.batch_count = numel(d.batch);
-  d.a_matrices = numel(ab);
-  d.b_matrices = numel(bb);
-  return d;
-}
 
 // Expands per-tensor / per-row (or column) / per-batch-row values to one per
 // row of every matrix: `rows` rows in each of `matrices` matrices.
@@ -143,7 +105,7 @@ struct Requant {
 // (`item` < 0, a single B).
 class RequantSink final : public qgemm::QTileSink {
  public:
-  RequantSink(const Requant& q, const QMatMulDims& d, int64_t item) : q_(q), d_(d), item_(item) {}
+  RequantSink(const Requant& q, const MatMulDims& d, int64_t item) : q_(q), d_(d), item_(item) {}
 
   void consume(int64_t i0, int64_t mi, int64_t j0, int64_t nj, const int32_t* c, int64_t ldc) const override {
     float mult[qgemm::kQMaxBlockCols];
@@ -172,13 +134,13 @@ class RequantSink final : public qgemm::QTileSink {
 
  private:
   const Requant& q_;
-  const QMatMulDims& d_;
+  const MatMulDims& d_;
   int64_t item_;
 };
 
 // (A - za) x (B - zb) with za one value per row of every A matrix and zb one
 // per column of every B matrix, into int32 Y or, with `q`, requantized.
-void run_int_matmul(ThreadPool* pool, const QMatMulDims& d, const Tensor& a, const Tensor& b,
+void run_int_matmul(ThreadPool* pool, const MatMulDims& d, const Tensor& a, const Tensor& b,
                     const std::vector<int32_t>& za, const std::vector<int32_t>& zb, const PackedWeights* packed,
                     int32_t* y, const Requant* q) {
   const Int8Ref ar = qgemm::int8_ref(a);
@@ -237,7 +199,7 @@ class QMatMulKernel final : public Kernel {
     const Tensor* zb = ctx.input(zbi);
     if (za && za->defined() && za->dtype() != a.dtype()) return ctx.error("A and its zero point differ in type");
     if (zb && zb->defined() && zb->dtype() != b.dtype()) return ctx.error("B and its zero point differ in type");
-    TSR_ASSIGN_OR_RETURN(QMatMulDims d, qmatmul_dims(ctx, a.dims(), b.dims()));
+    TSR_ASSIGN_OR_RETURN(MatMulDims d, matmul_dims(ctx.node(), a.dims(), b.dims()));
     TSR_ASSIGN_OR_RETURN(std::vector<int32_t> za_rows,
                          expand_per_row(ctx, int_values(za), d.m, d.a_matrices, "A's zero point"));
     TSR_ASSIGN_OR_RETURN(std::vector<int32_t> zb_cols,
