@@ -1,0 +1,228 @@
+/* Tessera backend ABI, version 1.
+ *
+ * A backend is a shared library that exports one C symbol,
+ *
+ *     const tessera_backend_t* tessera_backend_query(uint32_t host_abi_version);
+ *
+ * returning a table of function pointers. Tessera asks it which nodes of a
+ * model it can run (capability), hands it the regions it placed on it as
+ * standalone ONNX models and stores what it returns (compile -> blob) in the
+ * artifact, and at run time turns each blob back into an engine (load) that it
+ * calls with concrete tensors (run) until it destroys it.
+ *
+ *   capability(model)            -> per-node verdicts (+ composite patterns)
+ *   compile(region model)        -> blob         ahead of time, by `tessera compile`
+ *   load(blob, constants)        -> engine       when an artifact is loaded
+ *   run(engine, inputs, outputs)                 every inference
+ *   destroy(engine)
+ *
+ * Rules that hold for every function:
+ *  - Nothing but C types cross this boundary; a function never lets a C++
+ *    exception escape (catch everything and return TESSERA_ERROR_INTERNAL).
+ *  - Every function that can fail returns a tessera_status_t. On failure it may
+ *    write a NUL-terminated, one-line, human-readable message into `msg`
+ *    (capacity `msg_cap` bytes including the NUL; `msg` is never NULL and
+ *    msg_cap >= 256). Messages name what was wrong: "node 'conv3' (Conv):
+ *    dilations > 1 are not supported".
+ *  - Models cross as serialized ONNX ModelProto bytes (opset recorded in the
+ *    model). Tessera fills in the type and the shape of every value: graph
+ *    inputs/outputs and every intermediate in graph.value_info. Shapes given to
+ *    compile are concrete; capability may see symbolic dims (a backend that
+ *    needs static shapes refuses such nodes).
+ *  - Memory handed to a function is owned by the caller and valid only for the
+ *    duration of the call, except where stated otherwise (constants at load).
+ *  - Integers are little-endian; dtypes use ONNX's TensorProto.DataType codes.
+ *
+ * Versioning: the host passes the ABI version it was built against to
+ * tessera_backend_query. A backend that cannot serve that version returns
+ * NULL. The host refuses a table whose abi_version differs from its own or
+ * whose struct_size is smaller than the size of the version-1 table; members
+ * added by later minor revisions go at the end and are read only when
+ * struct_size covers them.
+ */
+#ifndef TESSERA_BACKEND_H_
+#define TESSERA_BACKEND_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TESSERA_BACKEND_ABI_VERSION 1u
+
+/* Name of the symbol every backend library exports. */
+#define TESSERA_BACKEND_QUERY_SYMBOL "tessera_backend_query"
+
+/* Status codes, grouped by range: 0 ok; 1-15 caller errors; 16-31 backend
+ * errors. */
+typedef enum tessera_status {
+  TESSERA_OK = 0,
+  TESSERA_ERROR_INVALID_ARGUMENT = 1, /* malformed model, wrong descriptor, bad option */
+  TESSERA_ERROR_UNSUPPORTED = 2,      /* valid input the backend cannot handle */
+  TESSERA_ERROR_INCOMPATIBLE_BLOB = 3,/* blob from another version of the backend, or corrupt */
+  TESSERA_ERROR_COMPILE_FAILED = 16,  /* the engine could not be built */
+  TESSERA_ERROR_RUNTIME = 17,         /* execution failed */
+  TESSERA_ERROR_OUT_OF_MEMORY = 18,
+  TESSERA_ERROR_INTERNAL = 31         /* a bug in the backend */
+} tessera_status_t;
+
+/* Element types: the values of ONNX TensorProto.DataType. */
+enum {
+  TESSERA_DTYPE_FLOAT32 = 1,
+  TESSERA_DTYPE_UINT8 = 2,
+  TESSERA_DTYPE_INT8 = 3,
+  TESSERA_DTYPE_UINT16 = 4,
+  TESSERA_DTYPE_INT16 = 5,
+  TESSERA_DTYPE_INT32 = 6,
+  TESSERA_DTYPE_INT64 = 7,
+  TESSERA_DTYPE_BOOL = 9,
+  TESSERA_DTYPE_FLOAT16 = 10,
+  TESSERA_DTYPE_FLOAT64 = 11,
+  TESSERA_DTYPE_UINT32 = 12,
+  TESSERA_DTYPE_UINT64 = 13,
+  TESSERA_DTYPE_BFLOAT16 = 16
+};
+
+/* A dense, row-major (C-contiguous) tensor. `data` is at least 64-byte
+ * aligned when Tessera allocates it. A rank-0 tensor has dims == NULL. */
+typedef struct tessera_tensor {
+  int32_t dtype;        /* TESSERA_DTYPE_* */
+  int32_t rank;
+  const int64_t* dims;  /* rank entries */
+  void* data;
+  size_t size_bytes;    /* product(dims) * element size */
+} tessera_tensor_t;
+
+/* A constant (initializer) of a region, by the name the region model uses. */
+typedef struct tessera_named_tensor {
+  const char* name;
+  tessera_tensor_t tensor; /* data is read-only */
+} tessera_named_tensor_t;
+
+/* Bytes allocated by the backend and released through free_buffer. */
+typedef struct tessera_buffer {
+  void* data;
+  size_t size;
+} tessera_buffer_t;
+
+/* Where capability reports its answers. Both callbacks copy what they are
+ * given; the backend keeps no pointer to it. */
+typedef struct tessera_capability_sink {
+  void* ctx;
+  /* One call per node of the model's main graph, by its index in
+   * graph.node (0-based): supported = 1 if the backend can run the node,
+   * else 0 with a short reason ("dtype int64", "weights not constant"). Nodes
+   * never reported count as refused with reason "not reported". */
+  void (*node)(void* ctx, int32_t node_index, int32_t supported, const char* reason);
+  /* Optional to call: a pattern of nodes (indices as above) that the backend
+   * runs best together (Conv + Add + Relu fused through post-ops, the
+   * decomposed LayerNorm...). If the host places any of them on this backend
+   * it places all of them there, in one region. `pattern` names it for the
+   * report. Every node in a composite must also be reported supported. */
+  void (*composite)(void* ctx, const char* pattern, const int32_t* node_indices, int32_t count);
+} tessera_capability_sink_t;
+
+/* Options for load. */
+typedef struct tessera_load_options {
+  uint32_t struct_size;  /* sizeof(tessera_load_options_t) as the host knows it */
+  int32_t num_threads;   /* threads the engine may use per run (>= 1); the
+                            session's thread count */
+} tessera_load_options_t;
+
+/* An engine: whatever the backend needs to run one compiled region. */
+typedef struct tessera_engine tessera_engine_t;
+
+/* Flags in tessera_backend_t.flags. */
+enum {
+  /* run() may be called on one engine from several threads at once. Without
+   * it, the host serializes calls to run() per engine. */
+  TESSERA_BACKEND_FLAG_CONCURRENT_RUN = 1u << 0
+};
+
+typedef struct tessera_backend {
+  /* --- version 1 --- */
+  uint32_t abi_version;  /* TESSERA_BACKEND_ABI_VERSION the backend was built with */
+  uint32_t struct_size;  /* sizeof(tessera_backend_t) as the backend knows it */
+  const char* name;      /* short lower-case name used in --backends ("dnnl") */
+  uint32_t flags;        /* TESSERA_BACKEND_FLAG_* */
+
+  /* Optional (may be NULL). Version string of the backend and the engine it
+   * wraps ("1.0 (oneDNN 2.6.3)"). Stored in the artifact; an artifact whose
+   * engines were compiled by another version of the backend is refused at
+   * load. Thread-safe; the string is static. */
+  const char* (*version)(void);
+
+  /* Which nodes of the model can this backend run? `model` is a serialized
+   * ModelProto (a whole model, a nested body, or a region). Reports through
+   * `sink` (see tessera_capability_sink_t). Must not keep pointers into
+   * `model`. Returns TESSERA_OK even when it supports nothing; an error
+   * (e.g. the model cannot be parsed) makes the host treat every node as
+   * refused with the message as reason. Thread-safe. */
+  tessera_status_t (*capability)(const void* model, size_t model_size, const tessera_capability_sink_t* sink,
+                                 char* msg, size_t msg_cap);
+
+  /* Builds an engine for one region ahead of time. `model` is a standalone
+   * ModelProto whose graph inputs/outputs are the region's boundary tensors
+   * (run() receives them in this order), whose initializers are the region's
+   * constants (load() receives them again, so the blob need not embed them),
+   * and whose every value has a concrete shape. `options` is a NUL-terminated
+   * "key=value;key=value" string, possibly empty, recorded in the artifact.
+   * On success fills *out_blob (free with free_buffer); the blob must be
+   * self-describing enough for load() to reject a blob from another version
+   * with TESSERA_ERROR_INCOMPATIBLE_BLOB. A failure is not fatal for the
+   * host: it places the region elsewhere and records the message. Thread-safe. */
+  tessera_status_t (*compile)(const void* model, size_t model_size, const char* options, tessera_buffer_t* out_blob,
+                              char* msg, size_t msg_cap);
+
+  /* Releases a buffer returned by compile. NULL data is a no-op. */
+  void (*free_buffer)(tessera_buffer_t* buffer);
+
+  /* Creates an engine from a blob made by compile. `constants` are the
+   * region's initializers, by name; their data stays valid and unchanged
+   * until destroy() (it usually lives in the mmap'd artifact), so the engine
+   * may reference it instead of copying. All expensive preparation (weight
+   * reordering, kernel selection, primitive creation) belongs here, not in
+   * the first run(). On success *out_engine is non-NULL and owned by the
+   * caller, who releases it with destroy(). Thread-safe. */
+  tessera_status_t (*load)(const void* blob, size_t blob_size, const tessera_named_tensor_t* constants,
+                           size_t num_constants, const tessera_load_options_t* options,
+                           tessera_engine_t** out_engine, char* msg, size_t msg_cap);
+
+  /* Runs the engine. `inputs` and `outputs` follow the order of the region
+   * model's graph inputs and outputs, with the dtypes and shapes it declared.
+   * Output buffers are allocated by the host; the engine writes every
+   * element of each. Input buffers are read-only and may alias nothing the
+   * engine writes. Thread-safe per engine only with
+   * TESSERA_BACKEND_FLAG_CONCURRENT_RUN (see flags). */
+  tessera_status_t (*run)(tessera_engine_t* engine, const tessera_tensor_t* inputs, size_t num_inputs,
+                          tessera_tensor_t* outputs, size_t num_outputs, char* msg, size_t msg_cap);
+
+  /* Destroys an engine made by load. NULL is a no-op. */
+  void (*destroy)(tessera_engine_t* engine);
+
+  /* Optional (may be NULL). Estimated time in microseconds to run the region
+   * `model` (as given to compile) once with `num_threads` threads. Used by
+   * cost-based placement; TESSERA_ERROR_UNSUPPORTED means "no estimate".
+   * Thread-safe. */
+  tessera_status_t (*estimate_cost)(const void* model, size_t model_size, int32_t num_threads, double* out_us,
+                                    char* msg, size_t msg_cap);
+} tessera_backend_t;
+
+/* The one exported symbol. Returns the backend's table, or NULL when it
+ * cannot serve `host_abi_version`. The table is static and lives as long as
+ * the library is loaded. */
+typedef const tessera_backend_t* (*tessera_backend_query_fn)(uint32_t host_abi_version);
+
+#if defined(_WIN32)
+#define TESSERA_BACKEND_EXPORT __declspec(dllexport)
+#else
+#define TESSERA_BACKEND_EXPORT __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TESSERA_BACKEND_H_ */

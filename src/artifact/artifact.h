@@ -1,0 +1,32 @@
+// The .tsr artifact: one file holding a Program (spec: docs/artifact.md).
+//
+// Writing lays out a header, a section table, and the sections (metadata,
+// glue graph, constants 64-byte aligned, one section per engine blob), each
+// with a CRC-32C checksum. Reading maps the file, checks the header, every
+// offset, size and checksum before touching a section, then rebuilds the
+// Program with constants and blobs pointing into the mapping (no copies).
+// Every failure is a Status naming the file, the section and what was wrong
+// (exit code 2); nothing a corrupt file contains can crash the reader.
+#pragma once
+
+#include <string>
+
+#include "artifact/program.h"
+#include "util/status.h"
+
+namespace tessera {
+
+constexpr uint32_t kArtifactFormatVersion = 1;
+
+Status write_artifact(const Program& program, const std::string& path);
+Expected<Program> read_artifact(const std::string& path);
+
+// True if the file starts with the artifact magic (cheap sniff for the CLI).
+bool is_artifact_file(const std::string& path);
+
+// What `tessera inspect` prints: header, sections with offsets, sizes and
+// checksums, engines with backend, version and blob size, constants count and
+// bytes, input/output signatures. Reads and validates like read_artifact.
+Expected<std::string> describe_artifact(const std::string& path, bool json);
+
+}  // namespace tessera
