@@ -198,4 +198,27 @@ void unshare_nested_graphs(Graph& g) {
   }
 }
 
+void collect_graph_captures(const Graph& g, std::unordered_set<std::string>* out) {
+  std::unordered_set<std::string> local(g.inputs.begin(), g.inputs.end());
+  for (const auto& kv : g.constants) local.insert(kv.first);
+  for (const Node& n : g.nodes) {
+    for (const auto& i : n.inputs) {
+      if (!i.empty() && !local.count(i)) out->insert(i);
+    }
+    for (const auto& kv : n.attrs) {
+      std::unordered_set<std::string> inner;
+      if (kv.second.g) collect_graph_captures(*kv.second.g, &inner);
+      for (const auto& sg : kv.second.graphs) collect_graph_captures(*sg, &inner);
+      for (const auto& v : inner) {
+        if (!local.count(v)) out->insert(v);
+      }
+    }
+    for (const auto& o : n.outputs) local.insert(o);
+  }
+  for (const auto& o : g.outputs) {
+    if (!local.count(o)) out->insert(o);
+  }
+}
+
+
 }  // namespace tessera

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ir/dtype.h"
@@ -112,6 +113,10 @@ void unshare_nested_graphs(Graph& g);
 // no value is produced twice; graph outputs exist. `outer` lists values
 // visible from enclosing graphs.
 Status verify_graph(const Graph& g, const std::vector<std::string>& outer = {});
+
+// Adds to `out` the names `g` (a nested graph) reads from enclosing scopes:
+// used but neither produced inside it, nor its inputs or constants.
+void collect_graph_captures(const Graph& g, std::unordered_set<std::string>* out);
 
 // Human-readable dump (one line per node, types where known); nested graphs
 // are indented.

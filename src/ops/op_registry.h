@@ -109,11 +109,17 @@ class Kernel {
   virtual Status run(KernelContext& ctx) const = 0;
 };
 
+class Engine;
+// Loaded backend engines of a compiled program, indexed by a Region node's
+// `engine` attribute (see src/ops/region.cc).
+using EngineTable = std::vector<std::shared_ptr<const Engine>>;
+
 struct KernelInit {
   const Node& node;
   int64_t opset;
   std::vector<ValueInfo> in_info;           // compile-time types/shapes of inputs
   std::vector<const Tensor*> const_inputs;  // constant inputs (e.g. weights) or null
+  const EngineTable* engines;               // engines of the running program, or null
 };
 
 using KernelFactory = Expected<std::unique_ptr<Kernel>> (*)(const KernelInit&);

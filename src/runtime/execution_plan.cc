@@ -10,32 +10,6 @@
 
 namespace tessera {
 
-namespace {
-
-// Names a nested graph reads from enclosing scopes.
-void collect_captures(const Graph& g, std::unordered_set<std::string>* out) {
-  std::unordered_set<std::string> local(g.inputs.begin(), g.inputs.end());
-  for (const auto& kv : g.constants) local.insert(kv.first);
-  for (const Node& n : g.nodes) {
-    for (const auto& i : n.inputs) {
-      if (!i.empty() && !local.count(i)) out->insert(i);
-    }
-    for (const auto& kv : n.attrs) {
-      std::unordered_set<std::string> inner;
-      if (kv.second.g) collect_captures(*kv.second.g, &inner);
-      for (const auto& sg : kv.second.graphs) collect_captures(*sg, &inner);
-      for (const auto& v : inner) {
-        if (!local.count(v)) out->insert(v);
-      }
-    }
-    for (const auto& o : n.outputs) local.insert(o);
-  }
-  for (const auto& o : g.outputs) {
-    if (!local.count(o)) out->insert(o);
-  }
-}
-
-}  // namespace
 
 class ExecutionPlan::Frame final : public ValueScope {
  public:
@@ -53,8 +27,9 @@ class ExecutionPlan::Frame final : public ValueScope {
   std::vector<Tensor> tensors_;
 };
 
-Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPool* pool) {
+Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPool* pool, const EngineTable* engines) {
   auto plan = std::shared_ptr<ExecutionPlan>(new ExecutionPlan());
+  plan->engines_ = engines;
   plan->graph_ = std::move(g);
   plan->pool_ = pool;
   const Graph& graph = plan->graph_;
@@ -120,8 +95,8 @@ Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPoo
     }
     std::unordered_set<std::string> captures;
     for (const auto& kv : n.attrs) {
-      if (kv.second.g) collect_captures(*kv.second.g, &captures);
-      for (const auto& sg : kv.second.graphs) collect_captures(*sg, &captures);
+      if (kv.second.g) collect_graph_captures(*kv.second.g, &captures);
+      for (const auto& sg : kv.second.graphs) collect_graph_captures(*sg, &captures);
       st.has_subgraphs = st.has_subgraphs || kv.second.g || !kv.second.graphs.empty();
     }
     for (const auto& c : captures) {
@@ -139,7 +114,7 @@ Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPoo
       if (plan->slots_[static_cast<size_t>(s)].kind == Slot::Kind::kDynamic) st.dynamic = true;
     }
     // Kernels are created now, never on the first run.
-    KernelInit init{n, graph.opset, {}, {}};
+    KernelInit init{n, graph.opset, {}, {}, engines};
     for (int s : st.in) {
       if (s < 0) {
         init.in_info.emplace_back();
@@ -217,7 +192,7 @@ Expected<std::vector<Tensor>> ExecutionPlan::run(const std::vector<Tensor>& inpu
       case Slot::Kind::kDynamic: break;
     }
   }
-  EagerSubgraphRunner runner(&frame, graph_.opset, pool_);
+  EagerSubgraphRunner runner(&frame, graph_.opset, pool_, engines_);
   std::vector<const Tensor*> in_ptrs;
   std::vector<Tensor*> out_ptrs;
   Status status;

@@ -20,7 +20,9 @@ namespace tessera {
 class ExecutionPlan {
  public:
   // `g` must be shape-inferred with the concrete input shapes.
-  static Expected<std::shared_ptr<ExecutionPlan>> Build(Graph g, ThreadPool* pool);
+  // `engines` (may be null) serves Region nodes; it must outlive the plan.
+  static Expected<std::shared_ptr<ExecutionPlan>> Build(Graph g, ThreadPool* pool,
+                                                       const EngineTable* engines = nullptr);
 
   // Inputs in graph-input order, already checked by the session.
   Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, RunProfile* profile = nullptr) const;
@@ -52,6 +54,7 @@ class ExecutionPlan {
 
   Graph graph_;
   ThreadPool* pool_ = nullptr;
+  const EngineTable* engines_ = nullptr;
   std::vector<Slot> slots_;
   std::vector<Step> steps_;
   std::vector<int> output_slots_;

@@ -20,13 +20,13 @@ Expected<std::vector<ValueInfo>> infer_node_concrete(const Node& node, int64_t o
 
 Expected<std::vector<Tensor>> run_node_once(const Node& node, int64_t opset,
                                             const std::vector<Tensor>& inputs, ThreadPool* pool,
-                                            SubgraphRunner* subgraphs) {
+                                            SubgraphRunner* subgraphs, const EngineTable* engines) {
   const OpSchema* schema = OpRegistry::instance().find(node.domain, node.op_type);
   if (!schema) return Unsupported(node.describe() + ": operator is not supported");
   std::vector<ValueInfo> out_info;
   TSR_ASSIGN_OR_RETURN(out_info, infer_node_concrete(node, opset, inputs));
 
-  KernelInit init{node, opset, {}, {}};
+  KernelInit init{node, opset, {}, {}, engines};
   init.in_info.resize(inputs.size());
   init.const_inputs.resize(inputs.size(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -23,6 +23,7 @@ Expected<std::vector<ValueInfo>> infer_node_concrete(const Node& node, int64_t o
 Expected<std::vector<Tensor>> run_node_once(const Node& node, int64_t opset,
                                             const std::vector<Tensor>& inputs,
                                             ThreadPool* pool = nullptr,
-                                            SubgraphRunner* subgraphs = nullptr);
+                                            SubgraphRunner* subgraphs = nullptr,
+                                            const EngineTable* engines = nullptr);
 
 }  // namespace tessera

@@ -2,6 +2,8 @@
 
 #include <thread>
 
+#include "artifact/artifact.h"
+#include "backends/backend.h"
 #include "onnx/onnx_import.h"
 #include "passes/shape_inference.h"
 #include "runtime/execution_plan.h"
@@ -34,19 +36,70 @@ std::string sig_str(DType dt, const Shape& s) { return std::string(dtype_name(dt
 
 InferenceSession::~InferenceSession() = default;
 
-Expected<std::unique_ptr<InferenceSession>> InferenceSession::Load(const std::string& onnx_path,
+Expected<std::unique_ptr<InferenceSession>> InferenceSession::Load(const std::string& path,
                                                                    const SessionOptions& opts) {
+  if (is_artifact_file(path)) {
+    Program p;
+    TSR_ASSIGN_OR_RETURN(p, read_artifact(path));
+    return Create(std::move(p), opts);
+  }
   Graph g;
-  TSR_ASSIGN_OR_RETURN(g, import_onnx_file(onnx_path));
+  TSR_ASSIGN_OR_RETURN(g, import_onnx_file(path));
   return Create(std::move(g), opts);
 }
+
+namespace {
+int thread_count(const SessionOptions& opts) {
+  int threads = opts.num_threads > 0 ? opts.num_threads : static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, threads);
+}
+}  // namespace
 
 Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Graph graph, const SessionOptions& opts) {
   std::unique_ptr<InferenceSession> s(new InferenceSession());
   s->opts_ = opts;
-  int threads = opts.num_threads > 0 ? opts.num_threads : static_cast<int>(std::thread::hardware_concurrency());
-  s->pool_ = std::make_unique<ThreadPool>(std::max(1, threads));
-  TSR_RETURN_IF_ERROR(optimize(graph, opts.optimize));
+  s->optimize_ = opts.optimize;
+  return Finish(std::move(s), std::move(graph));
+}
+
+Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Program program, const SessionOptions& opts) {
+  std::unique_ptr<InferenceSession> s(new InferenceSession());
+  s->opts_ = opts;
+  s->optimize_ = false;
+  auto engines = std::make_shared<EngineTable>();
+  for (size_t i = 0; i < program.engines.size(); ++i) {
+    const EngineSpec& e = program.engines[i];
+    std::shared_ptr<const Backend> backend;
+    auto found = find_backend(e.backend);
+    if (!found.ok()) {
+      return Status(found.status().code(), e.region + " needs " + found.status().message());
+    }
+    backend = *found;
+    if (backend->version() != e.backend_version) {
+      return InvalidModel(e.region + " was compiled by backend '" + e.backend + "' version '" + e.backend_version +
+                          "', but the loaded plugin (" + backend->path() + ") is version '" + backend->version() +
+                          "'; recompile the model");
+    }
+    std::vector<std::pair<std::string, Tensor>> consts;
+    for (const ConstantRef& c : e.constants) {
+      auto it = program.constants.find(c.key);
+      if (it == program.constants.end()) {
+        return InvalidModel(e.region + ": constant '" + c.key + "' is missing from the program");
+      }
+      consts.emplace_back(c.name, it->second);
+    }
+    std::shared_ptr<const Engine> engine;
+    TSR_ASSIGN_OR_RETURN(engine, backend->load(e.blob, consts, thread_count(opts), e.region));
+    engines->push_back(std::move(engine));
+  }
+  s->engines_ = std::move(engines);
+  return Finish(std::move(s), std::move(program.graph));
+}
+
+Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique_ptr<InferenceSession> s,
+                                                                     Graph graph) {
+  s->pool_ = std::make_unique<ThreadPool>(thread_count(s->opts_));
+  TSR_RETURN_IF_ERROR(optimize(graph, s->optimize_));
   s->graph_ = std::move(graph);
   for (const auto& name : s->graph_.inputs) {
     const ValueInfo* vi = s->graph_.info(name);
@@ -104,9 +157,9 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const 
     // Keep dtype; pin the shape to the concrete one.
     vi.shape = Shape::FromDims(dims[i]);
   }
-  TSR_RETURN_IF_ERROR(optimize(g, opts_.optimize));
+  TSR_RETURN_IF_ERROR(optimize(g, optimize_));
   std::shared_ptr<ExecutionPlan> plan;
-  TSR_ASSIGN_OR_RETURN(plan, ExecutionPlan::Build(std::move(g), pool_.get()));
+  TSR_ASSIGN_OR_RETURN(plan, ExecutionPlan::Build(std::move(g), pool_.get(), engines_.get()));
   // A small cache: models are usually run with a handful of shapes.
   if (plans_.size() >= 16) plans_.erase(plans_.begin());
   plans_[dims] = plan;

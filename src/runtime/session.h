@@ -17,7 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "artifact/program.h"
 #include "ir/graph.h"
+#include "ops/op_registry.h"
 #include "ir/tensor.h"
 #include "runtime/thread_pool.h"
 #include "util/status.h"
@@ -58,13 +60,20 @@ class InferenceSession {
  public:
   ~InferenceSession();
 
-  static Expected<std::unique_ptr<InferenceSession>> Load(const std::string& onnx_path,
-                                                          const SessionOptions& opts = {});
+  // Loads an ONNX model (run natively) or a compiled .tsr artifact (told
+  // apart by content).
+  static Expected<std::unique_ptr<InferenceSession>> Load(const std::string& path, const SessionOptions& opts = {});
   static Expected<std::unique_ptr<InferenceSession>> Create(Graph graph, const SessionOptions& opts = {});
+  // A compiled program (from the partitioner, or read from an artifact):
+  // loads every engine from its blob now, then plans like Create. The glue
+  // graph is not optimised again.
+  static Expected<std::unique_ptr<InferenceSession>> Create(Program program, const SessionOptions& opts = {});
 
   const std::vector<IOInfo>& inputs() const { return inputs_; }
   const std::vector<IOInfo>& outputs() const { return outputs_; }
   const Graph& graph() const { return graph_; }
+  // Engines of external regions (empty for a plain ONNX model).
+  const EngineTable& engines() const { return *engines_; }
   int num_threads() const { return pool_->num_threads(); }
 
   // Inputs in graph-input order. Returns outputs in graph-output order.
@@ -80,8 +89,12 @@ class InferenceSession {
   Status check_inputs(const std::vector<Tensor>& inputs) const;
   Expected<std::shared_ptr<const ExecutionPlan>> plan_for(const std::vector<Dims>& dims) const;
 
+  static Expected<std::unique_ptr<InferenceSession>> Finish(std::unique_ptr<InferenceSession> s, Graph graph);
+
   Graph graph_;
   SessionOptions opts_;
+  bool optimize_ = true;
+  std::shared_ptr<const EngineTable> engines_ = std::make_shared<EngineTable>();
   std::vector<IOInfo> inputs_, outputs_;
   std::unique_ptr<ThreadPool> pool_;
   mutable std::mutex plans_mu_;

@@ -32,7 +32,7 @@ Expected<std::vector<Tensor>> EagerSubgraphRunner::run(const Graph& g, const std
   }
   MapScope scope(g, outer_);
   for (size_t i = 0; i < inputs.size(); ++i) scope.set(g.inputs[i], inputs[i]);
-  EagerSubgraphRunner nested(&scope, opset_, pool_);
+  EagerSubgraphRunner nested(&scope, opset_, pool_, engines_);
   for (const Node& n : g.nodes) {
     std::vector<Tensor> in(n.inputs.size());
     for (size_t i = 0; i < n.inputs.size(); ++i) {
@@ -42,7 +42,7 @@ Expected<std::vector<Tensor>> EagerSubgraphRunner::run(const Graph& g, const std
       in[i] = *t;
     }
     std::vector<Tensor> out;
-    TSR_ASSIGN_OR_RETURN(out, run_node_once(n, opset_, in, pool_, &nested));
+    TSR_ASSIGN_OR_RETURN(out, run_node_once(n, opset_, in, pool_, &nested, engines_));
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       if (!n.outputs[i].empty()) scope.set(n.outputs[i], std::move(out[i]));
     }

@@ -21,14 +21,16 @@ class ValueScope {
 
 class EagerSubgraphRunner final : public SubgraphRunner {
  public:
-  EagerSubgraphRunner(const ValueScope* outer, int64_t opset, ThreadPool* pool)
-      : outer_(outer), opset_(opset), pool_(pool) {}
+  EagerSubgraphRunner(const ValueScope* outer, int64_t opset, ThreadPool* pool,
+                      const EngineTable* engines = nullptr)
+      : outer_(outer), opset_(opset), pool_(pool), engines_(engines) {}
   Expected<std::vector<Tensor>> run(const Graph& g, const std::vector<Tensor>& inputs) override;
 
  private:
   const ValueScope* outer_;
   int64_t opset_;
   ThreadPool* pool_;
+  const EngineTable* engines_;
 };
 
 }  // namespace tessera

@@ -48,7 +48,7 @@ Expected<std::vector<Tensor>> run_schema(const OpSchema& schema, const Node& nod
   }
   InferContext ictx(node, 13, info, values);
   TSR_RETURN_IF_ERROR(schema.infer(ictx));
-  KernelInit init{node, 13, info, consts};
+  KernelInit init{node, 13, info, consts, nullptr};
   std::unique_ptr<Kernel> kernel;
   TSR_ASSIGN_OR_RETURN(kernel, create_kernel(schema, init));
   std::vector<Tensor> outputs(node.outputs.size());

@@ -246,7 +246,7 @@ TEST(Dft, KernelPreparedForOneLengthRunsAnother) {
   Node n = make_node("DFT", {"x"});
   const OpSchema* schema = OpRegistry::instance().find("", "DFT");
   ASSERT_NE(schema, nullptr);
-  KernelInit init{n, 17, {ValueInfo{DType::kFloat64, Shape::FromDims({1, 8, 1})}}, {nullptr}};
+  KernelInit init{n, 17, {ValueInfo{DType::kFloat64, Shape::FromDims({1, 8, 1})}}, {nullptr}, nullptr};
   auto kernel = create_kernel(*schema, init);
   ASSERT_TRUE(kernel.ok()) << kernel.status().message();
   auto x = random_vec(12, 13);

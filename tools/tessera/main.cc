@@ -1,7 +1,10 @@
-// The tessera command line. Contract (see docs/cli.md and the design):
-//   tessera run MODEL --input-dir DIR --output-dir DIR [--backends L] [--threads N]
+// The tessera command line. Contract (see the README and the design):
+//   tessera compile MODEL.onnx -o OUT.tsr [--backends L] [--shape N=D,..] [--place K=B] ...
+//   tessera run MODEL(.onnx|.tsr) [--input-dir DIR --output-dir DIR] [--backends L] [--threads N]
 //   tessera check CASE_DIR [--backends L] [--rtol R] [--atol A]
 //   tessera bench MODEL [--backends L] [--threads N] [--runs R] [--warmup W] [--json]
+//   tessera partition MODEL [--backends L] [--json] [--dot F] [--svg F]
+//   tessera inspect OUT.tsr [--json]
 // Exit codes: 0 success, 1 a run or check failed, 2 bad input (with a
 // one-line message on stderr).
 #include <algorithm>
@@ -15,168 +18,15 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "onnx/onnx_import.h"
 #include "runtime/session.h"
 
 namespace fs = std::filesystem;
 using namespace tessera;
+using namespace tessera::cli;
 
 namespace {
-
-int fail(const Status& st) {
-  std::string msg = st.message();
-  std::replace(msg.begin(), msg.end(), '\n', ' ');
-  std::fprintf(stderr, "tessera: error: %s\n", msg.c_str());
-  return st.exit_code();
-}
-
-int usage_error(const std::string& msg) { return fail(InvalidInput(msg)); }
-
-const char* kUsage =
-    "usage: tessera <command> [options]\n"
-    "commands:\n"
-    "  run MODEL [--input-dir DIR] [--output-dir DIR] [--backends LIST] [--threads N] [--shape NAME=D0,D1,..]\n"
-    "      reads input_<i>.pb (ONNX TensorProto, graph input order) from DIR, or makes random inputs;\n"
-    "      writes output_<i>.pb (graph output order) to --output-dir, else prints a summary\n"
-    "  check CASE_DIR [--backends LIST] [--threads N] [--rtol R] [--atol A]\n"
-    "      runs an ONNX backend test case (model.onnx + test_data_set_*/) against its expected outputs\n"
-    "  bench MODEL [--backends LIST] [--threads N] [--runs R] [--warmup W] [--shape NAME=D0,..] [--json] [--profile]\n"
-    "      times inference and prints the median; --profile adds time per op type and the slowest nodes\n";
-
-struct Args {
-  std::string command;
-  std::vector<std::string> positional;
-  std::map<std::string, std::string> opts;
-  std::vector<std::string> shapes;
-  bool json = false;
-  bool profile = false;
-};
-
-// Flags that take a value, per command.
-const std::map<std::string, std::vector<std::string>> kValueFlags = {
-    {"run", {"--input-dir", "--output-dir", "--backends", "--threads", "--shape"}},
-    {"check", {"--backends", "--threads", "--rtol", "--atol"}},
-    {"bench", {"--backends", "--threads", "--runs", "--warmup", "--shape"}},
-};
-
-Expected<Args> parse_args(int argc, char** argv) {
-  Args a;
-  if (argc < 2) return InvalidInput("no command given\n" + std::string(kUsage));
-  a.command = argv[1];
-  auto it = kValueFlags.find(a.command);
-  if (it == kValueFlags.end()) {
-    return InvalidInput("unknown command '" + a.command + "' (commands: run, check, bench)");
-  }
-  const auto& flags = it->second;
-  for (int i = 2; i < argc; ++i) {
-    std::string s = argv[i];
-    if (s == "--json" && a.command == "bench") {
-      a.json = true;
-    } else if (s == "--profile" && a.command == "bench") {
-      a.profile = true;
-    } else if (s.rfind("--", 0) == 0) {
-      std::string key = s, value;
-      bool inline_value = false;
-      if (auto eq = s.find('='); eq != std::string::npos) {
-        key = s.substr(0, eq);
-        value = s.substr(eq + 1);
-        inline_value = true;
-      }
-      if (std::find(flags.begin(), flags.end(), key) == flags.end()) {
-        return InvalidInput("unknown option '" + key + "' for '" + a.command + "'");
-      }
-      if (!inline_value) {
-        if (i + 1 >= argc) return InvalidInput("option '" + key + "' needs a value");
-        value = argv[++i];
-      }
-      if (key == "--shape") a.shapes.push_back(value);
-      else a.opts[key] = value;
-    } else {
-      a.positional.push_back(s);
-    }
-  }
-  return a;
-}
-
-Expected<int64_t> int_opt(const Args& a, const std::string& key, int64_t def, int64_t min_value) {
-  auto it = a.opts.find(key);
-  if (it == a.opts.end()) return def;
-  char* end = nullptr;
-  long long v = std::strtoll(it->second.c_str(), &end, 10);
-  if (it->second.empty() || *end != '\0' || v < min_value) {
-    return InvalidInput("option " + key + " expects an integer >= " + std::to_string(min_value) + ", got '" +
-                        it->second + "'");
-  }
-  return static_cast<int64_t>(v);
-}
-
-Expected<double> float_opt(const Args& a, const std::string& key, double def) {
-  auto it = a.opts.find(key);
-  if (it == a.opts.end()) return def;
-  char* end = nullptr;
-  double v = std::strtod(it->second.c_str(), &end);
-  if (it->second.empty() || *end != '\0' || !(v >= 0)) {
-    return InvalidInput("option " + key + " expects a non-negative number, got '" + it->second + "'");
-  }
-  return v;
-}
-
-// The backends this build provides. Issue-3 plugins extend this list.
-Status check_backends(const Args& a) {
-  auto it = a.opts.find("--backends");
-  if (it == a.opts.end()) return Status::Ok();
-  std::string list = it->second;
-  size_t pos = 0;
-  while (pos <= list.size()) {
-    size_t comma = list.find(',', pos);
-    std::string name = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (name != "native") {
-      return InvalidInput("unknown backend '" + name + "' in --backends (available: native)");
-    }
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return Status::Ok();
-}
-
-Expected<std::unique_ptr<InferenceSession>> open_session(const std::string& path, const Args& a) {
-  TSR_RETURN_IF_ERROR(check_backends(a));
-  int64_t threads;
-  TSR_ASSIGN_OR_RETURN(threads, int_opt(a, "--threads", 0, 1));
-  if (!fs::exists(path)) return IoError("model '" + path + "' does not exist");
-  if (fs::is_directory(path)) return InvalidInput("model '" + path + "' is a directory, not a file");
-  if (path.size() >= 4 && path.substr(path.size() - 4) == ".tsr") {
-    return Unsupported("'" + path + "': .tsr artifacts are not supported by this build");
-  }
-  SessionOptions opts;
-  opts.num_threads = static_cast<int>(threads);
-  Graph g;
-  TSR_ASSIGN_OR_RETURN(g, import_onnx_file(path));
-  // --shape NAME=D0,D1 pins symbolic input dims.
-  for (const auto& spec : a.shapes) {
-    auto eq = spec.find('=');
-    if (eq == std::string::npos) return InvalidInput("--shape expects NAME=D0,D1,..., got '" + spec + "'");
-    std::string name = spec.substr(0, eq);
-    if (std::find(g.inputs.begin(), g.inputs.end(), name) == g.inputs.end()) {
-      return InvalidInput("--shape: the model has no input named '" + name + "'");
-    }
-    std::vector<Dim> dims;
-    std::string rest = spec.substr(eq + 1);
-    size_t p = 0;
-    while (p < rest.size()) {
-      size_t c = rest.find(',', p);
-      std::string tok = rest.substr(p, c == std::string::npos ? std::string::npos : c - p);
-      char* end = nullptr;
-      long long v = std::strtoll(tok.c_str(), &end, 10);
-      if (tok.empty() || *end != '\0' || v < 0) return InvalidInput("--shape: bad dimension '" + tok + "'");
-      dims.emplace_back(v);
-      if (c == std::string::npos) break;
-      p = c + 1;
-    }
-    g.values[name].shape = Shape(std::move(dims));
-  }
-  return InferenceSession::Create(std::move(g), opts);
-}
 
 Expected<std::vector<Tensor>> read_inputs(const std::string& dir, const InferenceSession& s) {
   if (!fs::is_directory(dir)) return IoError("input directory '" + dir + "' does not exist");
@@ -467,6 +317,9 @@ int main(int argc, char** argv) {
     if (args->command == "run") return cmd_run(*args);
     if (args->command == "check") return cmd_check(*args);
     if (args->command == "bench") return cmd_bench(*args);
+    if (args->command == "compile") return cmd_compile(*args);
+    if (args->command == "partition") return cmd_partition(*args);
+    if (args->command == "inspect") return cmd_inspect(*args);
   } catch (const std::bad_alloc&) {
     return fail(InvalidInput("out of memory (is a dimension in the model or input absurdly large?)"));
   } catch (const std::exception& e) {

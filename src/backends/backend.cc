@@ -1,0 +1,324 @@
+#include "backends/backend.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+namespace fs = std::filesystem;
+
+namespace tessera {
+
+namespace {
+
+constexpr size_t kMsgCap = 1024;
+
+std::string status_name(tessera_status_t s) {
+  switch (s) {
+    case TESSERA_OK: return "ok";
+    case TESSERA_ERROR_INVALID_ARGUMENT: return "invalid argument";
+    case TESSERA_ERROR_UNSUPPORTED: return "unsupported";
+    case TESSERA_ERROR_INCOMPATIBLE_BLOB: return "incompatible blob";
+    case TESSERA_ERROR_COMPILE_FAILED: return "compile failed";
+    case TESSERA_ERROR_RUNTIME: return "runtime error";
+    case TESSERA_ERROR_OUT_OF_MEMORY: return "out of memory";
+    case TESSERA_ERROR_INTERNAL: return "internal error";
+  }
+  return "status " + std::to_string(static_cast<int>(s));
+}
+
+// "backend 'dnnl': compile failed: <message>"
+Status backend_status(const std::string& backend, const char* stage, tessera_status_t s, const char* msg) {
+  std::string m = "backend '" + backend + "': " + stage + " " + status_name(s);
+  if (msg && msg[0]) m += ": " + std::string(msg);
+  switch (s) {
+    case TESSERA_ERROR_INVALID_ARGUMENT: return InvalidInput(m);
+    case TESSERA_ERROR_UNSUPPORTED: return Unsupported(m);
+    case TESSERA_ERROR_INCOMPATIBLE_BLOB: return InvalidModel(m);
+    case TESSERA_ERROR_RUNTIME: return RuntimeError(m);
+    default: return InternalError(m);
+  }
+}
+
+std::string self_dir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : exe.parent_path().string();
+}
+
+std::string plugin_file(const std::string& name) { return "libtessera_backend_" + name + ".so"; }
+
+}  // namespace
+
+tessera_tensor_t tensor_descriptor(const Tensor& t) {
+  tessera_tensor_t d{};
+  d.dtype = static_cast<int32_t>(t.dtype());
+  d.rank = t.rank();
+  d.dims = t.rank() > 0 ? t.dims().data() : nullptr;
+  d.data = const_cast<void*>(t.raw());
+  d.size_bytes = t.nbytes();
+  return d;
+}
+
+// ---- Engine ------------------------------------------------------------
+
+Engine::~Engine() {
+  if (handle_ && backend_) backend_->table()->destroy(handle_);
+}
+
+Status Engine::run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) const {
+  std::vector<tessera_tensor_t> in(inputs.size()), out(outputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) in[i] = tensor_descriptor(*inputs[i]);
+  for (size_t i = 0; i < outputs.size(); ++i) out[i] = tensor_descriptor(*outputs[i]);
+  char msg[kMsgCap] = {0};
+  tessera_status_t s;
+  if (run_mu_) {
+    std::lock_guard<std::mutex> lock(*run_mu_);
+    s = backend_->table()->run(handle_, in.data(), in.size(), out.data(), out.size(), msg, kMsgCap);
+  } else {
+    s = backend_->table()->run(handle_, in.data(), in.size(), out.data(), out.size(), msg, kMsgCap);
+  }
+  msg[kMsgCap - 1] = 0;
+  if (s != TESSERA_OK) return backend_status(backend_->name(), ("run of " + region_ + ":").c_str(), s, msg);
+  return Status::Ok();
+}
+
+// ---- Backend -----------------------------------------------------------
+
+Expected<std::shared_ptr<Backend>> Backend::FromTable(const tessera_backend_t* t, std::string path,
+                                                      std::shared_ptr<void> library) {
+  const std::string where = path.empty() ? std::string("in-process backend") : "backend plugin '" + path + "'";
+  if (!t) return InvalidModel(where + ": the query symbol returned no table for ABI version " +
+                              std::to_string(TESSERA_BACKEND_ABI_VERSION));
+  if (t->abi_version != TESSERA_BACKEND_ABI_VERSION) {
+    return InvalidModel(where + ": built for backend ABI version " + std::to_string(t->abi_version) +
+                        ", this tessera uses version " + std::to_string(TESSERA_BACKEND_ABI_VERSION));
+  }
+  if (t->struct_size < sizeof(tessera_backend_t)) {
+    return InvalidModel(where + ": backend table is " + std::to_string(t->struct_size) + " bytes, expected at least " +
+                        std::to_string(sizeof(tessera_backend_t)));
+  }
+  if (!t->name || !t->name[0]) return InvalidModel(where + ": backend has no name");
+  if (!t->capability || !t->compile || !t->free_buffer || !t->load || !t->run || !t->destroy) {
+    return InvalidModel(where + ": backend '" + t->name + "' leaves a required function NULL");
+  }
+  auto b = std::shared_ptr<Backend>(new Backend());
+  b->table_ = t;
+  b->library_ = std::move(library);
+  b->name_ = t->name;
+  b->version_ = t->version ? t->version() : "";
+  b->path_ = std::move(path);
+  return b;
+}
+
+Expected<std::shared_ptr<Backend>> Backend::LoadLibrary(const std::string& path) {
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* e = dlerror();
+    return IoError("backend plugin '" + path + "' cannot be loaded: " + (e ? e : "unknown error"));
+  }
+  std::shared_ptr<void> lib(h, [](void* p) { dlclose(p); });
+  auto query = reinterpret_cast<tessera_backend_query_fn>(dlsym(h, TESSERA_BACKEND_QUERY_SYMBOL));
+  if (!query) {
+    return InvalidModel("backend plugin '" + path + "' does not export " TESSERA_BACKEND_QUERY_SYMBOL);
+  }
+  return FromTable(query(TESSERA_BACKEND_ABI_VERSION), path, std::move(lib));
+}
+
+Capability Backend::capability(std::string_view model, int num_nodes) const {
+  Capability cap;
+  cap.nodes.assign(static_cast<size_t>(std::max(0, num_nodes)), NodeVerdict{false, "not reported"});
+  tessera_capability_sink_t sink{};
+  sink.ctx = &cap;
+  sink.node = [](void* ctx, int32_t i, int32_t supported, const char* reason) {
+    auto* c = static_cast<Capability*>(ctx);
+    if (i < 0 || static_cast<size_t>(i) >= c->nodes.size()) return;
+    c->nodes[static_cast<size_t>(i)] = NodeVerdict{supported != 0, supported ? "" : (reason ? reason : "refused")};
+  };
+  sink.composite = [](void* ctx, const char* pattern, const int32_t* idx, int32_t count) {
+    auto* c = static_cast<Capability*>(ctx);
+    if (!idx || count <= 0) return;
+    CompositePattern p{pattern ? pattern : "composite", {}};
+    for (int32_t k = 0; k < count; ++k) {
+      if (idx[k] < 0 || static_cast<size_t>(idx[k]) >= c->nodes.size()) return;  // ignore a malformed pattern
+      p.nodes.push_back(idx[k]);
+    }
+    std::sort(p.nodes.begin(), p.nodes.end());
+    p.nodes.erase(std::unique(p.nodes.begin(), p.nodes.end()), p.nodes.end());
+    c->composites.push_back(std::move(p));
+  };
+  char msg[kMsgCap] = {0};
+  tessera_status_t s = table_->capability(model.data(), model.size(), &sink, msg, kMsgCap);
+  msg[kMsgCap - 1] = 0;
+  if (s != TESSERA_OK) {
+    std::string reason = "capability failed: " + status_name(s) + (msg[0] ? ": " + std::string(msg) : "");
+    for (auto& v : cap.nodes) v = NodeVerdict{false, reason};
+    cap.composites.clear();
+  }
+  return cap;
+}
+
+Expected<Blob> Backend::compile(std::string_view model, const std::string& options) const {
+  tessera_buffer_t buf{nullptr, 0};
+  char msg[kMsgCap] = {0};
+  tessera_status_t s = table_->compile(model.data(), model.size(), options.c_str(), &buf, msg, kMsgCap);
+  msg[kMsgCap - 1] = 0;
+  if (s != TESSERA_OK) {
+    table_->free_buffer(&buf);
+    return backend_status(name_, "compile:", s, msg);
+  }
+  Blob b = Blob::Copy(buf.data, buf.size);
+  table_->free_buffer(&buf);
+  return b;
+}
+
+Expected<std::shared_ptr<const Engine>> Backend::load(const Blob& blob,
+                                                      const std::vector<std::pair<std::string, Tensor>>& constants,
+                                                      int num_threads, const std::string& region) const {
+  std::vector<tessera_named_tensor_t> named(constants.size());
+  for (size_t i = 0; i < constants.size(); ++i) {
+    named[i].name = constants[i].first.c_str();
+    named[i].tensor = tensor_descriptor(constants[i].second);
+  }
+  tessera_load_options_t opts{};
+  opts.struct_size = sizeof(opts);
+  opts.num_threads = std::max(1, num_threads);
+  tessera_engine_t* handle = nullptr;
+  char msg[kMsgCap] = {0};
+  tessera_status_t s =
+      table_->load(blob.data, blob.size, named.data(), named.size(), &opts, &handle, msg, kMsgCap);
+  msg[kMsgCap - 1] = 0;
+  if (s != TESSERA_OK || !handle) {
+    if (handle) table_->destroy(handle);
+    if (s == TESSERA_OK) return InternalError("backend '" + name_ + "': load of " + region + " returned no engine");
+    return backend_status(name_, ("load of " + region + ":").c_str(), s, msg);
+  }
+  auto e = std::shared_ptr<Engine>(new Engine());
+  e->backend_ = shared_from_this();
+  e->handle_ = handle;
+  e->region_ = region;
+  for (const auto& c : constants) e->constants_.push_back(c.second);
+  if (!(table_->flags & TESSERA_BACKEND_FLAG_CONCURRENT_RUN)) e->run_mu_ = std::make_unique<std::mutex>();
+  return std::shared_ptr<const Engine>(std::move(e));
+}
+
+Expected<double> Backend::estimate_cost(std::string_view model, int num_threads) const {
+  if (!table_->estimate_cost) return Unsupported("backend '" + name_ + "' gives no cost estimates");
+  double us = 0;
+  char msg[kMsgCap] = {0};
+  tessera_status_t s = table_->estimate_cost(model.data(), model.size(), num_threads, &us, msg, kMsgCap);
+  msg[kMsgCap - 1] = 0;
+  if (s != TESSERA_OK) return backend_status(name_, "estimate_cost:", s, msg);
+  return us;
+}
+
+// ---- discovery ---------------------------------------------------------
+
+std::vector<std::string> backend_search_path() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("TESSERA_BACKEND_PATH")) {
+    std::string s = env;
+    size_t start = 0;
+    while (start <= s.size()) {
+      size_t end = s.find(':', start);
+      if (end == std::string::npos) end = s.size();
+      if (end > start) dirs.push_back(s.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  std::string self = self_dir();
+  if (!self.empty()) dirs.push_back((fs::path(self) / ".." / "lib" / "tessera").lexically_normal().string());
+  return dirs;
+}
+
+Expected<std::shared_ptr<const Backend>> find_backend(const std::string& name) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const Backend>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(name);
+  if (it != cache.end()) return it->second;
+  std::shared_ptr<Backend> b;
+  if (name == "native") {
+    TSR_ASSIGN_OR_RETURN(b, Backend::FromTable(native_backend_table(), "", nullptr));
+  } else {
+    if (name.empty() || name.find_first_of("/\\. ") != std::string::npos) {
+      return InvalidInput("'" + name + "' is not a backend name");
+    }
+    std::string found;
+    std::vector<std::string> dirs = backend_search_path();
+    for (const auto& d : dirs) {
+      fs::path p = fs::path(d) / plugin_file(name);
+      std::error_code ec;
+      if (fs::is_regular_file(p, ec)) {
+        found = p.string();
+        break;
+      }
+    }
+    if (found.empty()) {
+      std::string list;
+      for (const auto& d : dirs) list += (list.empty() ? "" : ":") + d;
+      return Unsupported("backend '" + name + "' not found: no " + plugin_file(name) + " in " + list +
+                         " (set TESSERA_BACKEND_PATH)");
+    }
+    TSR_ASSIGN_OR_RETURN(b, Backend::LoadLibrary(found));
+    if (b->name() != name) {
+      return InvalidModel("backend plugin '" + found + "' calls itself '" + b->name() + "', expected '" + name + "'");
+    }
+  }
+  cache[name] = b;
+  return std::shared_ptr<const Backend>(b);
+}
+
+std::vector<std::string> available_backends() {
+  std::vector<std::string> names;
+  const std::string prefix = "libtessera_backend_", suffix = ".so";
+  for (const auto& d : backend_search_path()) {
+    std::error_code ec;
+    for (fs::directory_iterator it(d, ec), end; !ec && it != end; it.increment(ec)) {
+      std::string f = it->path().filename().string();
+      if (f.size() > prefix.size() + suffix.size() && f.rfind(prefix, 0) == 0 &&
+          f.compare(f.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        std::string n = f.substr(prefix.size(), f.size() - prefix.size() - suffix.size());
+        if (n != "native" && std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+      }
+    }
+  }
+  std::sort(names.begin(), names.end());
+  names.push_back("native");
+  return names;
+}
+
+Expected<std::vector<std::shared_ptr<const Backend>>> resolve_backends(const std::string& list) {
+  std::vector<std::string> names;
+  if (list.empty()) {
+    names = available_backends();
+  } else {
+    size_t start = 0;
+    while (start <= list.size()) {
+      size_t end = list.find(',', start);
+      if (end == std::string::npos) end = list.size();
+      std::string n = list.substr(start, end - start);
+      if (n.empty()) return InvalidInput("--backends '" + list + "': empty backend name");
+      if (std::find(names.begin(), names.end(), n) != names.end()) {
+        return InvalidInput("--backends '" + list + "': '" + n + "' is listed twice");
+      }
+      names.push_back(n);
+      start = end + 1;
+    }
+    auto nat = std::find(names.begin(), names.end(), "native");
+    if (nat == names.end()) names.push_back("native");
+    else if (nat + 1 != names.end()) return InvalidInput("--backends '" + list + "': native must be last");
+  }
+  std::vector<std::shared_ptr<const Backend>> out;
+  for (const auto& n : names) {
+    std::shared_ptr<const Backend> b;
+    TSR_ASSIGN_OR_RETURN(b, find_backend(n));
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+}  // namespace tessera

@@ -1,0 +1,117 @@
+// The host side of the backend ABI (include/tessera/backend.h): a Backend
+// wraps one validated tessera_backend_t table (a plugin's, or the native
+// backend's in-process one) and turns its C calls into Status/Expected; an
+// Engine owns one loaded engine handle and destroys it.
+//
+// Plugins are found by name: libtessera_backend_<name>.so in, in order, the
+// directories of $TESSERA_BACKEND_PATH (colon-separated), then
+// <directory of the running binary>/../lib/tessera (the build tree and the
+// install tree share that layout). "native" is always available, in-process.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "artifact/program.h"
+#include "ir/tensor.h"
+#include "tessera/backend.h"
+#include "util/status.h"
+
+namespace tessera {
+
+struct NodeVerdict {
+  bool supported = false;
+  std::string reason;  // why not, when refused
+};
+
+struct CompositePattern {
+  std::string pattern;
+  std::vector<int> nodes;  // indices into the model's graph.node
+};
+
+struct Capability {
+  std::vector<NodeVerdict> nodes;
+  std::vector<CompositePattern> composites;
+};
+
+class Backend;
+
+class Engine {
+ public:
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Inputs/outputs in the region model's order; outputs are preallocated.
+  Status run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) const;
+  const Backend& backend() const { return *backend_; }
+  const std::string& region() const { return region_; }
+
+ private:
+  friend class Backend;
+  Engine() = default;
+  std::shared_ptr<const Backend> backend_;
+  tessera_engine_t* handle_ = nullptr;
+  std::string region_;
+  std::vector<Tensor> constants_;  // kept alive: the engine may point into them
+  std::unique_ptr<std::mutex> run_mu_;  // set when the backend lacks CONCURRENT_RUN
+};
+
+using EngineTable = std::vector<std::shared_ptr<const Engine>>;
+
+class Backend : public std::enable_shared_from_this<Backend> {
+ public:
+  // Validates `table` (ABI version, struct size, required members). `library`
+  // keeps the shared object loaded for as long as the Backend lives.
+  static Expected<std::shared_ptr<Backend>> FromTable(const tessera_backend_t* table, std::string path,
+                                                      std::shared_ptr<void> library);
+  // dlopen()s a plugin file and validates what its query symbol returns.
+  static Expected<std::shared_ptr<Backend>> LoadLibrary(const std::string& path);
+
+  const std::string& name() const { return name_; }
+  const std::string& version() const { return version_; }
+  const std::string& path() const { return path_; }  // "" for in-process backends
+  bool is_native() const { return name_ == "native"; }
+  bool has_estimate_cost() const { return table_->estimate_cost != nullptr; }
+  const tessera_backend_t* table() const { return table_; }
+
+  // Verdicts for the `num_nodes` nodes of the serialized model. A backend
+  // error becomes a refusal of every node with the message as reason.
+  Capability capability(std::string_view model, int num_nodes) const;
+  Expected<Blob> compile(std::string_view model, const std::string& options) const;
+  Expected<std::shared_ptr<const Engine>> load(const Blob& blob,
+                                               const std::vector<std::pair<std::string, Tensor>>& constants,
+                                               int num_threads, const std::string& region) const;
+  // Microseconds, or an error when the backend gives no estimate.
+  Expected<double> estimate_cost(std::string_view model, int num_threads) const;
+
+ private:
+  Backend() = default;
+  const tessera_backend_t* table_ = nullptr;
+  std::shared_ptr<void> library_;
+  std::string name_, version_, path_;
+};
+
+// Directories searched for plugins, in order.
+std::vector<std::string> backend_search_path();
+
+// The backend called `name`, loading its plugin on first use (cached).
+Expected<std::shared_ptr<const Backend>> find_backend(const std::string& name);
+
+// Names of every backend found on the search path, sorted, then "native".
+std::vector<std::string> available_backends();
+
+// Parses a --backends list ("dnnl,xnnpack,native"; "" = every available
+// backend). Native is appended when missing, and must be last when given.
+Expected<std::vector<std::shared_ptr<const Backend>>> resolve_backends(const std::string& list);
+
+// The native backend's in-process table (src/backends/native/).
+const tessera_backend_t* native_backend_table();
+
+// tessera DType <-> descriptor helpers shared by the host and the native backend.
+tessera_tensor_t tensor_descriptor(const Tensor& t);
+
+}  // namespace tessera

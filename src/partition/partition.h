@@ -1,0 +1,93 @@
+// The partitioner: cuts a model into regions, places each on a backend,
+// compiles every external region ahead of time and returns the Program the
+// runtime loads (and the artifact stores), plus a report of every decision.
+//
+// Steps (one file each, numbered in partitioner.cc):
+//   1. capability   ask every backend about every node (capability.cc)
+//   2. placement    choose a backend per node or composite (placement.cc)
+//   3. regions      maximal convex same-backend regions (regions.cc)
+//   4. pruning      regions too small or without compute fall back
+//   5. trial compile a region its backend fails on goes to the next candidate
+//   6. lowering     external regions become Region nodes of the glue graph
+//                   (extract.cc); If/Loop/Scan bodies are partitioned the same
+//                   way, recursively
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "artifact/program.h"
+#include "backends/backend.h"
+#include "ir/graph.h"
+#include "util/status.h"
+
+namespace tessera {
+
+struct PlaceRule {
+  std::string key;      // an op type ("Conv") or a node name; node names win
+  std::string backend;
+};
+
+struct PartitionOptions {
+  // Priority order; native last (resolve_backends guarantees it).
+  std::vector<std::shared_ptr<const Backend>> backends;
+  std::vector<PlaceRule> place;
+  // An external region with fewer nodes than this falls back unless it holds
+  // a heavy op (Conv, MatMul, Gemm, pooling, RNNs...). 0 keeps every region.
+  // Regions without any compute (only reshapes, casts, shape arithmetic)
+  // always fall back when this is > 0.
+  int min_region_nodes = 2;
+  std::string backend_options;  // passed to every compile, recorded in the artifact
+  int num_threads = 1;          // for cost estimates
+  // Called as regions compile: (done, total, what).
+  std::function<void(int, int, const std::string&)> progress;
+};
+
+// One region of the final placement.
+struct RegionInfo {
+  int id = 0;                 // global, in report order
+  std::string graph;          // "main" or "node 'loop' body"
+  std::string backend;
+  int engine = -1;            // index into Program::engines, -1 for native
+  std::vector<std::string> nodes;             // node names
+  std::map<std::string, int> op_histogram;    // op type -> count
+  std::vector<std::string> inputs, outputs;   // boundary values
+  size_t blob_bytes = 0;
+};
+
+struct Refusal {
+  std::string backend, graph, node, op_type, reason;
+};
+
+// A drawable view of the main graph: nodes with their backend and region.
+struct PlacedNode {
+  std::string name, op_type, backend;
+  int region = -1;
+  std::vector<int> preds;  // indices into PartitionReport::placed
+};
+
+struct PartitionReport {
+  std::vector<std::string> backends;        // priority order
+  std::vector<RegionInfo> regions;
+  std::vector<Refusal> refusals;            // capability refusals, pins, pruning, compile failures
+  std::vector<std::string> events;          // what the placer did, in order ("region 3 (dnnl) pruned: ...")
+  std::vector<PlacedNode> placed;
+  int num_nodes = 0;                        // main graph nodes
+};
+
+// `g` must be optimised and shape-inferred. The returned Program's engines
+// are compiled; its graph is the glue graph.
+Expected<Program> partition_and_compile(Graph g, const PartitionOptions& opts, PartitionReport* report);
+
+// Renderings of a report (report.cc).
+std::string report_text(const PartitionReport& r);
+std::string report_json(const PartitionReport& r);
+std::string report_dot(const PartitionReport& r);
+
+// Parses "--place KEY=BACKEND".
+Expected<PlaceRule> parse_place_rule(const std::string& arg);
+
+}  // namespace tessera

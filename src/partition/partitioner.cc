@@ -1,0 +1,377 @@
+// The partitioner's driver. Input: an optimised, shape-inferred graph and the
+// backends in priority order. Output: a Program (glue graph + compiled
+// engines + constants, each stored once) and a report of every decision.
+//
+// Per graph level (the main graph, then every If/Loop/Scan body left on the
+// native backend, recursively):
+//   1. capability: every backend's verdict on every node (capability.cc);
+//   2. placement: a backend per node or composite, honouring --place pins
+//      (placement.cc);
+//   3. regions: maximal convex same-backend regions, acyclic between them
+//      (regions.cc);
+//   4. pruning: an external region without compute, or smaller than
+//      --min-region-nodes without a heavy op, gives its nodes back: they are
+//      placed again without that backend (back to 2);
+//   5. trial compile: every external region is compiled now; a failure is
+//      never an error — the region's nodes are placed again without that
+//      backend (back to 2) and the failure is reported;
+//   6. lowering: native regions stay as nodes of the glue graph, external
+//      ones become Region nodes bound to their compiled engine.
+// Steps 2-5 repeat until nothing changes; each repetition removes at least
+// one (node, backend) pair, so it ends.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "onnx/onnx_export.h"
+#include "ops/region_attrs.h"
+#include "partition/partition_internal.h"
+#include "partition/regions.h"
+
+namespace tessera {
+
+using namespace partition;
+
+namespace {
+
+bool is_heavy(const std::string& op) {
+  static const std::set<std::string> kHeavy = {
+      "Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "FusedConv", "MatMul", "MatMulInteger",
+      "QLinearMatMul", "Gemm", "FusedGemm", "Einsum", "LSTM", "GRU", "RNN", "MaxPool", "AveragePool", "LpPool",
+      "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", "LayerNormalization", "BatchNormalization",
+      "InstanceNormalization", "Softmax", "LogSoftmax", "LRN", "Attention"};
+  return kHeavy.count(op) != 0;
+}
+
+// Ops that only move, reshape or describe data.
+bool is_data_movement(const std::string& op) {
+  static const std::set<std::string> kMove = {
+      "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Shape", "Size", "Dropout", "Cast", "CastLike",
+      "Expand", "Transpose", "Concat", "Split", "Slice", "Gather", "Tile", "Pad", "DepthToSpace", "SpaceToDepth",
+      "ConstantOfShape"};
+  return kMove.count(op) != 0;
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep = ",") {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+class Partitioner {
+ public:
+  Partitioner(const PartitionOptions& opts, PartitionReport* report, Program* program)
+      : opts_(opts), report_(report), program_(program) {}
+
+  // Partitions `g` in place: on return it is the level's glue graph.
+  Status run_level(Graph& g, const std::string& label, const OuterInfo& outer, const std::string& key_prefix);
+
+ private:
+  struct Region {
+    int backend = 0;
+    std::vector<int> nodes;
+  };
+
+  std::vector<int> pins_for(const Graph& g) const;
+  std::vector<Region> group(const Graph& g, const Placement& pl, const RegionResult& rr) const;
+
+  const PartitionOptions& opts_;
+  PartitionReport* report_;
+  Program* program_;
+  int next_region_id_ = 0;
+  int next_body_ = 0;
+  int compiled_ = 0;
+};
+
+std::vector<int> Partitioner::pins_for(const Graph& g) const {
+  std::vector<int> pinned(g.nodes.size(), -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    int by_op = -1, by_name = -1;
+    for (const auto& rule : opts_.place) {
+      int b = -1;
+      for (size_t k = 0; k < opts_.backends.size(); ++k) {
+        if (opts_.backends[k]->name() == rule.backend) b = static_cast<int>(k);
+      }
+      if (rule.key == g.nodes[i].name && !g.nodes[i].name.empty()) by_name = b;
+      else if (rule.key == g.nodes[i].op_type) by_op = b;
+    }
+    pinned[i] = by_name >= 0 ? by_name : by_op;
+  }
+  return pinned;
+}
+
+std::vector<Partitioner::Region> Partitioner::group(const Graph& g, const Placement& pl,
+                                                    const RegionResult& rr) const {
+  std::vector<Region> regions(static_cast<size_t>(rr.num_regions));
+  for (int r = 0; r < rr.num_regions; ++r) regions[static_cast<size_t>(r)].backend = rr.region_backend[static_cast<size_t>(r)];
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    regions[static_cast<size_t>(rr.region_of[static_cast<size_t>(pl.unit_of[i])])].nodes.push_back(static_cast<int>(i));
+  }
+  return regions;
+}
+
+Status Partitioner::run_level(Graph& g, const std::string& label, const OuterInfo& outer,
+                              const std::string& key_prefix) {
+  const size_t n = g.nodes.size();
+  const size_t nb = opts_.backends.size();
+  const bool is_main = label == "main";
+  if (n == 0) return Status::Ok();
+
+  // 1. capability
+  Graph standalone = standalone_graph(g, outer);
+  CapabilityTable cap = query_capability(standalone, opts_.backends);
+  for (size_t b = 0; b < nb; ++b) {
+    if (opts_.backends[b]->is_native()) continue;
+    for (size_t i = 0; i < n; ++i) {
+      if (!cap.supported[b][i]) {
+        report_->refusals.push_back(
+            {opts_.backends[b]->name(), label, g.nodes[i].name, g.nodes[i].op_type, cap.reason[b][i]});
+      }
+    }
+  }
+  std::vector<int> pinned = pins_for(g);
+  for (size_t i = 0; i < n; ++i) {
+    if (pinned[i] >= 0 && !cap.supported[static_cast<size_t>(pinned[i])][i]) {
+      report_->events.push_back(label + ": --place for node '" + g.nodes[i].name + "' not applied: " +
+                                opts_.backends[static_cast<size_t>(pinned[i])]->name() + " refuses it (" +
+                                cap.reason[static_cast<size_t>(pinned[i])][i] + ")");
+    }
+  }
+  std::vector<std::vector<int>> preds = node_predecessors(g);
+  std::vector<std::vector<char>> allowed(n, std::vector<char>(nb, 1));
+
+  Placement pl;
+  RegionResult rr;
+  std::vector<Region> regions;
+  std::map<std::pair<int, std::vector<int>>, Blob> blobs;  // (backend, nodes) -> compiled blob
+  std::map<std::pair<int, std::vector<int>>, RegionCut> cuts;
+  for (;;) {
+    // 2. placement
+    pl = place_nodes(g, preds, cap, allowed, pinned);
+    // 3. regions
+    RegionProblem prob;
+    prob.num_units = pl.num_units;
+    prob.succ = pl.unit_succ;
+    prob.backend = pl.unit_backend;
+    rr = form_regions(prob);
+    regions = group(g, pl, rr);
+
+    // 4. pruning
+    bool changed = false;
+    for (const Region& r : regions) {
+      const Backend& be = *opts_.backends[static_cast<size_t>(r.backend)];
+      if (be.is_native() || opts_.min_region_nodes <= 0) continue;
+      bool heavy = false, compute = false;
+      for (int i : r.nodes) {
+        heavy = heavy || is_heavy(g.nodes[static_cast<size_t>(i)].op_type);
+        compute = compute || !is_data_movement(g.nodes[static_cast<size_t>(i)].op_type);
+      }
+      std::string why;
+      if (!compute) why = "no compute (only data movement)";
+      else if (!heavy && static_cast<int>(r.nodes.size()) < opts_.min_region_nodes) {
+        why = std::to_string(r.nodes.size()) + " node(s) without a heavy op, below --min-region-nodes " +
+              std::to_string(opts_.min_region_nodes);
+      }
+      if (why.empty()) continue;
+      changed = true;
+      std::vector<std::string> names;
+      for (int i : r.nodes) {
+        allowed[static_cast<size_t>(i)][static_cast<size_t>(r.backend)] = 0;
+        names.push_back(g.nodes[static_cast<size_t>(i)].name);
+        report_->refusals.push_back({be.name(), label, g.nodes[static_cast<size_t>(i)].name,
+                                     g.nodes[static_cast<size_t>(i)].op_type, "pruned: " + why});
+      }
+      report_->events.push_back(label + ": region of " + std::to_string(r.nodes.size()) + " node(s) on " + be.name() +
+                                " pruned (" + why + "): " + join(names));
+    }
+    if (changed) continue;
+
+    // 5. trial compile
+    int total = 0, done = 0;
+    for (const Region& r : regions) total += opts_.backends[static_cast<size_t>(r.backend)]->is_native() ? 0 : 1;
+    for (const Region& r : regions) {
+      const Backend& be = *opts_.backends[static_cast<size_t>(r.backend)];
+      if (be.is_native()) continue;
+      auto key = std::make_pair(r.backend, r.nodes);
+      ++done;
+      if (blobs.count(key)) continue;
+      std::vector<char> in_region(n, 0);
+      for (int i : r.nodes) in_region[static_cast<size_t>(i)] = 1;
+      RegionCut cut = cut_region(g, r.nodes, in_region);
+      std::string rname = "region on " + be.name() + " (" + std::to_string(r.nodes.size()) + " nodes)";
+      if (opts_.progress) opts_.progress(compiled_ + 1, compiled_ + 1 + (total - done), label + ": compiling " + rname);
+      Graph rg = region_graph(g, cut, "region", outer);
+      auto bytes = export_onnx_bytes(rg);
+      Expected<Blob> blob = bytes.ok() ? be.compile(*bytes, opts_.backend_options) : Expected<Blob>(bytes.status());
+      ++compiled_;
+      if (blob.ok()) {
+        blobs.emplace(key, std::move(*blob));
+        cuts.emplace(key, std::move(cut));
+        continue;
+      }
+      changed = true;
+      std::vector<std::string> names;
+      for (int i : r.nodes) {
+        allowed[static_cast<size_t>(i)][static_cast<size_t>(r.backend)] = 0;
+        names.push_back(g.nodes[static_cast<size_t>(i)].name);
+        report_->refusals.push_back({be.name(), label, g.nodes[static_cast<size_t>(i)].name,
+                                     g.nodes[static_cast<size_t>(i)].op_type,
+                                     "compile failed: " + blob.status().message()});
+      }
+      report_->events.push_back(label + ": " + rname + " failed to compile, placed again without it: " +
+                                blob.status().message());
+    }
+    if (!changed) break;
+  }
+
+  // 6. lowering
+  Graph glue = g;
+  glue.nodes.clear();
+  std::vector<int> region_of_node(n, -1);
+  for (const Region& r : regions) {
+    const Backend& be = *opts_.backends[static_cast<size_t>(r.backend)];
+    RegionInfo info;
+    info.id = next_region_id_++;
+    info.graph = label;
+    info.backend = be.name();
+    std::vector<char> in_region(n, 0);
+    for (int i : r.nodes) {
+      in_region[static_cast<size_t>(i)] = 1;
+      region_of_node[static_cast<size_t>(i)] = info.id;
+      const Node& node = g.nodes[static_cast<size_t>(i)];
+      info.nodes.push_back(node.name.empty() ? node.op_type + "_" + std::to_string(i) : node.name);
+      info.op_histogram[node.op_type]++;
+    }
+    if (be.is_native()) {
+      RegionCut cut = cut_region(g, r.nodes, in_region);
+      info.inputs = cut.inputs;
+      info.outputs = cut.outputs;
+      for (int i : r.nodes) glue.nodes.push_back(g.nodes[static_cast<size_t>(i)]);
+      report_->regions.push_back(std::move(info));
+      continue;
+    }
+    auto key = std::make_pair(r.backend, r.nodes);
+    const RegionCut& cut = cuts.at(key);
+    EngineSpec spec;
+    spec.region = "region " + std::to_string(info.id) + " (" + be.name() + ")";
+    spec.backend = be.name();
+    spec.backend_version = be.version();
+    spec.options = opts_.backend_options;
+    spec.inputs = cut.inputs;
+    spec.outputs = cut.outputs;
+    spec.blob = blobs.at(key);
+    for (const auto& c : cut.constants) {
+      std::string k = key_prefix + c;
+      spec.constants.push_back(ConstantRef{k, c});
+      program_->constants.emplace(k, *g.constant(c));
+    }
+    Node rn;
+    rn.name = "region_" + std::to_string(info.id);
+    rn.op_type = kRegionOp;
+    rn.domain = kRegionDomain;
+    rn.inputs = cut.inputs;
+    rn.outputs = cut.outputs;
+    Attribute a;
+    a.kind = Attribute::Kind::kInt;
+    a.i = static_cast<int64_t>(program_->engines.size());
+    rn.attrs["engine"] = a;
+    Attribute bn;
+    bn.kind = Attribute::Kind::kString;
+    bn.s = be.name();
+    rn.attrs["backend"] = bn;
+    std::vector<ValueInfo> out_types;
+    for (const auto& o : cut.outputs) out_types.push_back(*g.info(o));
+    set_region_output_types(rn, out_types);
+    info.engine = static_cast<int>(program_->engines.size());
+    info.inputs = cut.inputs;
+    info.outputs = cut.outputs;
+    info.blob_bytes = spec.blob.size;
+    program_->engines.push_back(std::move(spec));
+    glue.nodes.push_back(std::move(rn));
+    report_->regions.push_back(std::move(info));
+  }
+
+  if (is_main) {
+    report_->num_nodes = static_cast<int>(n);
+    for (size_t i = 0; i < n; ++i) {
+      PlacedNode p;
+      p.name = g.nodes[i].name.empty() ? g.nodes[i].op_type + "_" + std::to_string(i) : g.nodes[i].name;
+      p.op_type = g.nodes[i].op_type;
+      p.backend = opts_.backends[static_cast<size_t>(pl.backend_of[i])]->name();
+      p.region = region_of_node[i];
+      p.preds = preds[i];
+      report_->placed.push_back(std::move(p));
+    }
+  }
+
+  // Bodies of control-flow nodes left on native, recursively.
+  OuterInfo level_info = [&g, &outer](const std::string& v) -> const ValueInfo* {
+    if (const ValueInfo* vi = g.info(v)) return vi;
+    return outer ? outer(v) : nullptr;
+  };
+  for (Node& node : glue.nodes) {
+    if (is_region_node(node)) continue;
+    for (auto& kv : node.attrs) {
+      std::vector<std::shared_ptr<Graph>*> bodies;
+      if (kv.second.g) bodies.push_back(&kv.second.g);
+      for (auto& sg : kv.second.graphs) bodies.push_back(&sg);
+      for (auto* body : bodies) {
+        auto copy = std::make_shared<Graph>(**body);
+        std::string body_label = "node '" + node.name + "' " + kv.first;
+        TSR_RETURN_IF_ERROR(
+            run_level(*copy, body_label, level_info, key_prefix + "body" + std::to_string(next_body_++) + "/"));
+        *body = std::move(copy);
+      }
+    }
+  }
+
+  // The glue graph keeps only the constants its own nodes read.
+  std::unordered_set<std::string> glue_reads(glue.outputs.begin(), glue.outputs.end());
+  for (const Node& node : glue.nodes) {
+    for (auto& r : node_reads(node)) glue_reads.insert(std::move(r));
+  }
+  for (auto it = glue.constants.begin(); it != glue.constants.end();) {
+    if (!glue_reads.count(it->first)) it = glue.constants.erase(it);
+    else ++it;
+  }
+  g = std::move(glue);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<PlaceRule> parse_place_rule(const std::string& arg) {
+  size_t eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size()) {
+    return InvalidInput("--place '" + arg + "': expected OP_OR_NODE=BACKEND");
+  }
+  return PlaceRule{arg.substr(0, eq), arg.substr(eq + 1)};
+}
+
+Expected<Program> partition_and_compile(Graph g, const PartitionOptions& opts, PartitionReport* report) {
+  PartitionReport local;
+  if (!report) report = &local;
+  if (opts.backends.empty() || !opts.backends.back()->is_native()) {
+    return InternalError("partition: the backend list must end with native");
+  }
+  for (const auto& rule : opts.place) {
+    bool known = false;
+    for (const auto& b : opts.backends) known = known || b->name() == rule.backend;
+    if (!known) {
+      return InvalidInput("--place " + rule.key + "=" + rule.backend + ": backend '" + rule.backend +
+                          "' is not in the backend list");
+    }
+  }
+  for (const auto& b : opts.backends) report->backends.push_back(b->name());
+  Program program;
+  program.meta.producer_version = TESSERA_VERSION;
+  for (const auto& b : opts.backends) program.meta.backends.push_back({b->name(), b->version(), opts.backend_options});
+  Partitioner p(opts, report, &program);
+  TSR_RETURN_IF_ERROR(p.run_level(g, "main", nullptr, ""));
+  // Constants: the glue graph's own plus those engines read, each once.
+  for (const auto& kv : g.constants) program.constants.emplace(kv.first, kv.second);
+  program.graph = std::move(g);
+  return program;
+}
+
+}  // namespace tessera

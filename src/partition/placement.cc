@@ -1,0 +1,131 @@
+// Partition step 2, placement. Input: one graph level, the capability table,
+// which (node, backend) pairs earlier rounds excluded (pruning, failed
+// compiles) and --place pins. Output: a backend per node and the placement
+// units (single nodes, or composites contracted to one unit) in topological
+// order, ready for region formation. Method:
+//   a. each node takes its pinned backend when that backend may run it, else
+//      the first backend in priority order that may;
+//   b. composites, backend by backend in priority order: when a member's
+//      choice is the composite's backend, every member moves there and the
+//      members become one unit (a node joins at most one composite; a
+//      composite touching a pin to another backend is skipped);
+//   c. units are numbered by a topological sort of the contracted graph
+//      (ties by smallest node index, so the result is deterministic).
+#include <algorithm>
+#include <queue>
+
+#include "partition/partition_internal.h"
+
+namespace tessera::partition {
+
+Placement place_nodes(const Graph& g, const std::vector<std::vector<int>>& preds, const CapabilityTable& cap,
+                      const std::vector<std::vector<char>>& allowed, const std::vector<int>& pinned) {
+  const size_t n = g.nodes.size();
+  const size_t nb = cap.supported.size();
+  Placement p;
+  p.backend_of.assign(n, static_cast<int>(nb) - 1);
+  auto may_run = [&](size_t node, size_t b) { return cap.supported[b][node] && allowed[node][b]; };
+
+  // a. first choice
+  for (size_t i = 0; i < n; ++i) {
+    int pin = pinned[i];
+    if (pin >= 0 && may_run(i, static_cast<size_t>(pin))) {
+      p.backend_of[i] = pin;
+      continue;
+    }
+    for (size_t b = 0; b < nb; ++b) {
+      if (may_run(i, b)) {
+        p.backend_of[i] = static_cast<int>(b);
+        break;
+      }
+    }
+  }
+
+  // b. composites
+  std::vector<int> group(n, -1);
+  std::vector<std::string> group_pattern;
+  for (size_t b = 0; b < nb; ++b) {
+    for (const auto& comp : cap.composites[b]) {
+      bool ok = true, wanted = false;
+      for (int m : comp.nodes) {
+        size_t mi = static_cast<size_t>(m);
+        ok = ok && group[mi] < 0 && may_run(mi, b) && (pinned[mi] < 0 || pinned[mi] == static_cast<int>(b));
+        wanted = wanted || p.backend_of[mi] == static_cast<int>(b);
+      }
+      if (!ok || !wanted) continue;
+      int gid = static_cast<int>(group_pattern.size());
+      group_pattern.push_back(comp.pattern);
+      for (int m : comp.nodes) {
+        group[static_cast<size_t>(m)] = gid;
+        p.backend_of[static_cast<size_t>(m)] = static_cast<int>(b);
+      }
+    }
+  }
+
+  // c. units in topological order
+  std::vector<int> rep(n);  // provisional unit key: the group's smallest node, or the node
+  std::vector<int> group_rep(group_pattern.size(), -1);
+  for (size_t i = 0; i < n; ++i) {
+    if (group[i] >= 0) {
+      int& gr = group_rep[static_cast<size_t>(group[i])];
+      if (gr < 0) gr = static_cast<int>(i);
+      rep[i] = gr;
+    } else {
+      rep[i] = static_cast<int>(i);
+    }
+  }
+  // Contracted graph over representatives.
+  std::vector<std::vector<int>> succ(n);
+  std::vector<int> indeg(n, 0);
+  std::vector<char> is_rep(n, 0);
+  for (size_t i = 0; i < n; ++i) is_rep[static_cast<size_t>(rep[i])] = 1;
+  for (size_t v = 0; v < n; ++v) {
+    for (int u : preds[v]) {
+      int a = rep[static_cast<size_t>(u)], c = rep[v];
+      if (a != c) succ[static_cast<size_t>(a)].push_back(c);
+    }
+  }
+  for (auto& s : succ) {
+    std::sort(s.begin(), s.end());
+    s.erase(std::unique(s.begin(), s.end()), s.end());
+    for (int c : s) ++indeg[static_cast<size_t>(c)];
+  }
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (size_t i = 0; i < n; ++i) {
+    if (is_rep[i] && indeg[i] == 0) ready.push(static_cast<int>(i));
+  }
+  std::vector<int> unit_of_rep(n, -1);
+  while (!ready.empty()) {
+    int r = ready.top();
+    ready.pop();
+    unit_of_rep[static_cast<size_t>(r)] = p.num_units++;
+    p.unit_backend.push_back(p.backend_of[static_cast<size_t>(r)]);
+    p.unit_pattern.push_back(group[static_cast<size_t>(r)] >= 0
+                                 ? group_pattern[static_cast<size_t>(group[static_cast<size_t>(r)])]
+                                 : "");
+    for (int c : succ[static_cast<size_t>(r)]) {
+      if (--indeg[static_cast<size_t>(c)] == 0) ready.push(c);
+    }
+  }
+  // Each composite is convex, but two of them can still close a cycle
+  // between them (a1 -> b1, b2 -> a2). Then place without composites.
+  int reps = 0;
+  for (size_t i = 0; i < n; ++i) reps += is_rep[i];
+  if (p.num_units != reps) {
+    CapabilityTable plain = cap;
+    for (auto& c : plain.composites) c.clear();
+    return place_nodes(g, preds, plain, allowed, pinned);
+  }
+  p.unit_of.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) p.unit_of[i] = unit_of_rep[static_cast<size_t>(rep[i])];
+  p.unit_succ.assign(static_cast<size_t>(p.num_units), {});
+  for (size_t r = 0; r < n; ++r) {
+    if (!is_rep[r]) continue;
+    for (int c : succ[r]) {
+      p.unit_succ[static_cast<size_t>(unit_of_rep[r])].push_back(unit_of_rep[static_cast<size_t>(c)]);
+    }
+  }
+  return p;
+}
+
+}  // namespace tessera::partition

@@ -1,0 +1,171 @@
+// Renderings of a PartitionReport: text for people, JSON for scripts, and
+// Graphviz DOT (nodes coloured by backend, regions drawn as clusters).
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "partition/partition.h"
+
+namespace tessera {
+
+namespace {
+
+std::string histogram_str(const std::map<std::string, int>& h) {
+  std::vector<std::pair<std::string, int>> v(h.begin(), h.end());
+  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string s;
+  for (const auto& [op, c] : v) s += (s.empty() ? "" : " ") + op + "x" + std::to_string(c);
+  return s;
+}
+
+std::string list_str(const std::vector<std::string>& v, size_t max_items) {
+  std::string s;
+  for (size_t i = 0; i < v.size() && i < max_items; ++i) s += (i ? "," : "") + v[i];
+  if (v.size() > max_items) s += ",... (+" + std::to_string(v.size() - max_items) + ")";
+  return s.empty() ? "-" : s;
+}
+
+// Refusals grouped by backend, then by reason (in first-seen order).
+struct Group {
+  std::string reason;
+  std::vector<std::string> nodes;
+};
+std::vector<std::pair<std::string, std::vector<Group>>> group_refusals(const PartitionReport& r) {
+  std::vector<std::pair<std::string, std::vector<Group>>> out;
+  for (const auto& ref : r.refusals) {
+    auto bit = std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == ref.backend; });
+    if (bit == out.end()) {
+      out.push_back({ref.backend, {}});
+      bit = out.end() - 1;
+    }
+    auto git = std::find_if(bit->second.begin(), bit->second.end(),
+                            [&](const Group& g) { return g.reason == ref.reason; });
+    if (git == bit->second.end()) {
+      bit->second.push_back({ref.reason, {}});
+      git = bit->second.end() - 1;
+    }
+    std::string who = ref.node.empty() ? ref.op_type : ref.node;
+    if (ref.graph != "main") who = ref.graph + ":" + who;
+    git->nodes.push_back(who);
+  }
+  return out;
+}
+
+std::string color_of(const std::string& backend) {
+  static const std::map<std::string, std::string> kKnown = {
+      {"native", "#d9d9d9"}, {"dnnl", "#9ecae1"}, {"xnnpack", "#a1d99b"}, {"example", "#fdd0a2"}};
+  auto it = kKnown.find(backend);
+  if (it != kKnown.end()) return it->second;
+  static const char* kPalette[] = {"#fcbba1", "#dadaeb", "#c7e9c0", "#fee391", "#bcbddc", "#fdae6b"};
+  size_t h = std::hash<std::string>{}(backend);
+  return kPalette[h % (sizeof(kPalette) / sizeof(kPalette[0]))];
+}
+
+std::string dot_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o;
+}
+
+}  // namespace
+
+std::string report_text(const PartitionReport& r) {
+  std::ostringstream os;
+  std::map<std::string, int> per_backend;
+  for (const auto& reg : r.regions) per_backend[reg.backend]++;
+  std::string counts;
+  for (const auto& b : r.backends) {
+    if (per_backend.count(b)) counts += (counts.empty() ? "" : ", ") + std::to_string(per_backend[b]) + " " + b;
+  }
+  std::string backends;
+  for (const auto& b : r.backends) backends += (backends.empty() ? "" : ",") + b;
+  os << "backends " << backends << "  nodes " << r.num_nodes << "  regions " << r.regions.size() << " ("
+     << counts << ")\n";
+  for (const auto& reg : r.regions) {
+    os << "region " << reg.id << "  " << reg.backend << "  " << reg.nodes.size() << " nodes";
+    if (reg.graph != "main") os << "  in " << reg.graph;
+    if (reg.engine >= 0) os << "  engine " << reg.engine << " (" << reg.blob_bytes << " B)";
+    os << "  ops " << histogram_str(reg.op_histogram) << "  in " << list_str(reg.inputs, 6) << "  out "
+       << list_str(reg.outputs, 6) << "\n";
+  }
+  auto groups = group_refusals(r);
+  if (!groups.empty()) os << "refusals\n";
+  for (const auto& [backend, gs] : groups) {
+    size_t total = 0;
+    for (const auto& g : gs) total += g.nodes.size();
+    os << "  " << backend << ": " << total << " node(s)\n";
+    for (const auto& g : gs) {
+      os << "    " << g.nodes.size() << "x " << g.reason << ": " << list_str(g.nodes, 5) << "\n";
+    }
+  }
+  if (!r.events.empty()) os << "events\n";
+  for (const auto& e : r.events) os << "  " << e << "\n";
+  return os.str();
+}
+
+std::string report_json(const PartitionReport& r) {
+  nlohmann::json j;
+  j["backends"] = r.backends;
+  j["num_nodes"] = r.num_nodes;
+  j["regions"] = nlohmann::json::array();
+  for (const auto& reg : r.regions) {
+    nlohmann::json o;
+    o["id"] = reg.id;
+    o["graph"] = reg.graph;
+    o["backend"] = reg.backend;
+    o["engine"] = reg.engine;
+    o["num_nodes"] = reg.nodes.size();
+    o["nodes"] = reg.nodes;
+    o["ops"] = reg.op_histogram;
+    o["inputs"] = reg.inputs;
+    o["outputs"] = reg.outputs;
+    o["blob_bytes"] = reg.blob_bytes;
+    j["regions"].push_back(o);
+  }
+  j["refusals"] = nlohmann::json::array();
+  for (const auto& [backend, gs] : group_refusals(r)) {
+    for (const auto& g : gs) {
+      j["refusals"].push_back({{"backend", backend}, {"reason", g.reason}, {"nodes", g.nodes}});
+    }
+  }
+  j["events"] = r.events;
+  return j.dump(2) + "\n";
+}
+
+std::string report_dot(const PartitionReport& r) {
+  std::ostringstream os;
+  os << "digraph tessera {\n"
+     << "  rankdir=TB;\n  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n"
+     << "  edge [color=\"#555555\", arrowsize=0.6];\n";
+  std::map<int, std::vector<size_t>> by_region;
+  for (size_t i = 0; i < r.placed.size(); ++i) by_region[r.placed[i].region].push_back(i);
+  for (const auto& reg : r.regions) {
+    if (reg.graph != "main") continue;
+    os << "  subgraph cluster_r" << reg.id << " {\n    label=\"region " << reg.id << ": " << dot_escape(reg.backend)
+       << " (" << reg.nodes.size() << " nodes)\";\n    style=\"rounded,dashed\"; color=\"#444444\"; fontname=\"Helvetica\";\n";
+    for (size_t i : by_region[reg.id]) {
+      const PlacedNode& p = r.placed[i];
+      os << "    n" << i << " [label=\"" << dot_escape(p.name) << "\\n" << dot_escape(p.op_type)
+         << "\", fillcolor=\"" << color_of(p.backend) << "\"];\n";
+    }
+    os << "  }\n";
+  }
+  for (size_t i = 0; i < r.placed.size(); ++i) {
+    for (int p : r.placed[i].preds) os << "  n" << p << " -> n" << i << ";\n";
+  }
+  // Legend: one swatch per backend.
+  os << "  subgraph cluster_legend {\n    label=\"backends\"; style=\"rounded\"; color=\"#999999\";\n";
+  for (size_t b = 0; b < r.backends.size(); ++b) {
+    os << "    legend_" << b << " [label=\"" << dot_escape(r.backends[b]) << "\", fillcolor=\""
+       << color_of(r.backends[b]) << "\"];\n";
+  }
+  os << "  }\n}\n";
+  return os.str();
+}
+
+}  // namespace tessera

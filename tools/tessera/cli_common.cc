@@ -1,0 +1,243 @@
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "artifact/artifact.h"
+#include "backends/backend.h"
+#include "cli.h"
+#include "onnx/onnx_import.h"
+#include "passes/pipeline.h"
+
+namespace fs = std::filesystem;
+
+namespace tessera::cli {
+
+const char* kUsage =
+    "usage: tessera <command> [options]\n"
+    "commands:\n"
+    "  compile MODEL.onnx -o OUT.tsr [--backends LIST] [--shape NAME=D0,D1,..] [--place OP_OR_NODE=BACKEND]\n"
+    "          [--min-region-nodes N] [--backend-options K=V;..]\n"
+    "      partitions the model, compiles every engine ahead of time and writes one artifact\n"
+    "  run MODEL(.onnx|.tsr) [--input-dir DIR] [--output-dir DIR] [--backends LIST] [--threads N] [--shape ..]\n"
+    "      reads input_<i>.pb (ONNX TensorProto, graph input order) from DIR, or makes random inputs;\n"
+    "      writes output_<i>.pb (graph output order) to --output-dir, else prints a summary\n"
+    "  check CASE_DIR [--backends LIST] [--threads N] [--rtol R] [--atol A]\n"
+    "      runs an ONNX backend test case (model.onnx + test_data_set_*/) against its expected outputs\n"
+    "  bench MODEL [--backends LIST] [--threads N] [--runs R] [--warmup W] [--shape NAME=D0,..] [--json] [--profile]\n"
+    "      times inference and prints the median; --profile adds time per op type and the slowest nodes\n"
+    "  partition MODEL [--backends LIST] [--shape ..] [--place ..] [--min-region-nodes N] [--json] [--dot F] [--svg F]\n"
+    "      placement report: one line per region, refusals grouped by backend and reason; Graphviz drawing\n"
+    "  inspect OUT.tsr [--json]\n"
+    "      what an artifact holds: sections, engines, sizes, versions, signature\n"
+    "--backends is a priority list such as dnnl,xnnpack,native (native always last; default: every backend found\n"
+    "on TESSERA_BACKEND_PATH and in <tessera>/../lib/tessera). For a .tsr, the placement is the compiled one.\n";
+
+int fail(const Status& st) {
+  std::string msg = st.message();
+  std::replace(msg.begin(), msg.end(), '\n', ' ');
+  std::fprintf(stderr, "tessera: error: %s\n", msg.c_str());
+  return st.exit_code();
+}
+
+int usage_error(const std::string& msg) { return fail(InvalidInput(msg)); }
+
+namespace {
+
+const std::vector<std::string> kCompileFlags = {"--backends", "--shape", "--place", "--min-region-nodes",
+                                                "--backend-options", "--threads"};
+
+// Flags that take a value, per command; `json` / `profile`: boolean flags.
+struct CommandFlags {
+  std::vector<std::string> values;
+  bool json = false, profile = false;
+};
+
+const std::map<std::string, CommandFlags>& command_flags() {
+  static const std::map<std::string, CommandFlags> kFlags = [] {
+    std::map<std::string, CommandFlags> m;
+    m["run"] = {{"--input-dir", "--output-dir"}, false, false};
+    m["check"] = {{"--rtol", "--atol"}, false, false};
+    m["bench"] = {{"--runs", "--warmup"}, true, true};
+    m["compile"] = {{"-o", "--output"}, false, false};
+    m["partition"] = {{"--dot", "--svg"}, true, false};
+    m["inspect"] = {{}, true, false};
+    for (const char* c : {"run", "check", "bench", "compile", "partition"}) {
+      auto& v = m[c].values;
+      v.insert(v.end(), kCompileFlags.begin(), kCompileFlags.end());
+    }
+    return m;
+  }();
+  return kFlags;
+}
+
+Status apply_shapes(Graph& g, const std::vector<std::string>& shapes) {
+  for (const auto& spec : shapes) {
+    auto eq = spec.find('=');
+    if (eq == std::string::npos) return InvalidInput("--shape expects NAME=D0,D1,..., got '" + spec + "'");
+    std::string name = spec.substr(0, eq);
+    if (std::find(g.inputs.begin(), g.inputs.end(), name) == g.inputs.end()) {
+      return InvalidInput("--shape: the model has no input named '" + name + "'");
+    }
+    std::vector<Dim> dims;
+    std::string rest = spec.substr(eq + 1);
+    size_t p = 0;
+    while (p < rest.size()) {
+      size_t c = rest.find(',', p);
+      std::string tok = rest.substr(p, c == std::string::npos ? std::string::npos : c - p);
+      char* end = nullptr;
+      long long v = std::strtoll(tok.c_str(), &end, 10);
+      if (tok.empty() || *end != '\0' || v < 0) return InvalidInput("--shape: bad dimension '" + tok + "'");
+      dims.emplace_back(v);
+      if (c == std::string::npos) break;
+      p = c + 1;
+    }
+    g.values[name].shape = Shape(std::move(dims));
+  }
+  return Status::Ok();
+}
+
+Status check_model_path(const std::string& path) {
+  if (!fs::exists(path)) return IoError("model '" + path + "' does not exist");
+  if (fs::is_directory(path)) return InvalidInput("model '" + path + "' is a directory, not a file");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<Args> parse_args(int argc, char** argv) {
+  Args a;
+  if (argc < 2) return InvalidInput("no command given\n" + std::string(kUsage));
+  a.command = argv[1];
+  auto it = command_flags().find(a.command);
+  if (it == command_flags().end()) {
+    return InvalidInput("unknown command '" + a.command + "' (commands: compile, run, check, bench, partition, inspect)");
+  }
+  const CommandFlags& flags = it->second;
+  for (int i = 2; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s == "--json" && flags.json) {
+      a.json = true;
+    } else if (s == "--profile" && flags.profile) {
+      a.profile = true;
+    } else if (s.rfind("-", 0) == 0 && s.size() > 1) {
+      std::string key = s, value;
+      bool inline_value = false;
+      if (auto eq = s.find('='); eq != std::string::npos && s.rfind("--", 0) == 0) {
+        key = s.substr(0, eq);
+        value = s.substr(eq + 1);
+        inline_value = true;
+      }
+      if (std::find(flags.values.begin(), flags.values.end(), key) == flags.values.end()) {
+        return InvalidInput("unknown option '" + key + "' for '" + a.command + "'");
+      }
+      if (!inline_value) {
+        if (i + 1 >= argc) return InvalidInput("option '" + key + "' needs a value");
+        value = argv[++i];
+      }
+      if (key == "--output") key = "-o";
+      if (key == "--shape") a.shapes.push_back(value);
+      else if (key == "--place") a.places.push_back(value);
+      else a.opts[key] = value;
+    } else {
+      a.positional.push_back(s);
+    }
+  }
+  return a;
+}
+
+Expected<int64_t> int_opt(const Args& a, const std::string& key, int64_t def, int64_t min_value) {
+  auto it = a.opts.find(key);
+  if (it == a.opts.end()) return def;
+  char* end = nullptr;
+  long long v = std::strtoll(it->second.c_str(), &end, 10);
+  if (it->second.empty() || *end != '\0' || v < min_value) {
+    return InvalidInput("option " + key + " expects an integer >= " + std::to_string(min_value) + ", got '" +
+                        it->second + "'");
+  }
+  return static_cast<int64_t>(v);
+}
+
+Expected<double> float_opt(const Args& a, const std::string& key, double def) {
+  auto it = a.opts.find(key);
+  if (it == a.opts.end()) return def;
+  char* end = nullptr;
+  double v = std::strtod(it->second.c_str(), &end);
+  if (it->second.empty() || *end != '\0' || !(v >= 0)) {
+    return InvalidInput("option " + key + " expects a non-negative number, got '" + it->second + "'");
+  }
+  return v;
+}
+
+Expected<Graph> load_graph(const std::string& path, const Args& a) {
+  TSR_RETURN_IF_ERROR(check_model_path(path));
+  if (is_artifact_file(path)) {
+    return InvalidInput("'" + path + "' is a compiled artifact; this command needs an ONNX model");
+  }
+  Graph g;
+  TSR_ASSIGN_OR_RETURN(g, import_onnx_file(path));
+  TSR_RETURN_IF_ERROR(apply_shapes(g, a.shapes));
+  OptimizeOptions o;
+  TSR_RETURN_IF_ERROR(optimize_graph(g, o));
+  return g;
+}
+
+Expected<Program> compile_graph(Graph g, const std::string& source, const Args& a, PartitionReport* report,
+                                bool progress) {
+  std::string list = a.opts.count("--backends") ? a.opts.at("--backends") : "";
+  PartitionOptions po;
+  TSR_ASSIGN_OR_RETURN(po.backends, resolve_backends(list));
+  for (const auto& p : a.places) {
+    PlaceRule r;
+    TSR_ASSIGN_OR_RETURN(r, parse_place_rule(p));
+    po.place.push_back(r);
+  }
+  int64_t min_nodes;
+  TSR_ASSIGN_OR_RETURN(min_nodes, int_opt(a, "--min-region-nodes", po.min_region_nodes, 0));
+  po.min_region_nodes = static_cast<int>(min_nodes);
+  if (a.opts.count("--backend-options")) po.backend_options = a.opts.at("--backend-options");
+  int64_t threads;
+  TSR_ASSIGN_OR_RETURN(threads, int_opt(a, "--threads", 0, 1));
+  po.num_threads = threads > 0 ? static_cast<int>(threads) : 1;
+  bool tty = progress && isatty(fileno(stderr));
+  if (tty) {
+    po.progress = [](int done, int total, const std::string& what) {
+      std::fprintf(stderr, "\r\033[K[%d/%d] %s", done, total, what.c_str());
+      std::fflush(stderr);
+    };
+  }
+  auto program = partition_and_compile(std::move(g), po, report);
+  if (tty) std::fprintf(stderr, "\r\033[K");
+  if (!program.ok()) return program.status();
+  program->meta.source_model = fs::path(source).filename().string();
+  program->meta.shape_overrides = a.shapes;
+  return program;
+}
+
+Expected<std::unique_ptr<InferenceSession>> open_session(const std::string& path, const Args& a) {
+  int64_t threads;
+  TSR_ASSIGN_OR_RETURN(threads, int_opt(a, "--threads", 0, 1));
+  TSR_RETURN_IF_ERROR(check_model_path(path));
+  SessionOptions opts;
+  opts.num_threads = static_cast<int>(threads);
+  if (is_artifact_file(path)) {
+    if (!a.shapes.empty()) return InvalidInput("--shape applies to ONNX models; an artifact's shapes are compiled in");
+    return InferenceSession::Load(path, opts);
+  }
+  std::string list = a.opts.count("--backends") ? a.opts.at("--backends") : "";
+  std::vector<std::shared_ptr<const Backend>> backends;
+  TSR_ASSIGN_OR_RETURN(backends, resolve_backends(list));
+  Graph g;
+  TSR_ASSIGN_OR_RETURN(g, import_onnx_file(path));
+  TSR_RETURN_IF_ERROR(apply_shapes(g, a.shapes));
+  if (backends.size() == 1 && a.places.empty()) return InferenceSession::Create(std::move(g), opts);
+  OptimizeOptions o;
+  TSR_RETURN_IF_ERROR(optimize_graph(g, o));
+  Program p;
+  TSR_ASSIGN_OR_RETURN(p, compile_graph(std::move(g), path, a, nullptr, false));
+  return InferenceSession::Create(std::move(p), opts);
+}
+
+}  // namespace tessera::cli
