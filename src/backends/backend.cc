@@ -234,10 +234,28 @@ std::vector<std::string> backend_search_path() {
   return dirs;
 }
 
-Expected<std::shared_ptr<const Backend>> find_backend(const std::string& name) {
+namespace {
+std::mutex& registry_mu() {
   static std::mutex mu;
+  return mu;
+}
+std::map<std::string, std::shared_ptr<const Backend>>& registry() {
   static std::map<std::string, std::shared_ptr<const Backend>> cache;
-  std::lock_guard<std::mutex> lock(mu);
+  return cache;
+}
+}  // namespace
+
+Status register_backend(std::shared_ptr<const Backend> backend) {
+  std::lock_guard<std::mutex> lock(registry_mu());
+  if (!registry().emplace(backend->name(), backend).second) {
+    return InvalidInput("a backend named '" + backend->name() + "' is already registered");
+  }
+  return Status::Ok();
+}
+
+Expected<std::shared_ptr<const Backend>> find_backend(const std::string& name) {
+  std::lock_guard<std::mutex> lock(registry_mu());
+  auto& cache = registry();
   auto it = cache.find(name);
   if (it != cache.end()) return it->second;
   std::shared_ptr<Backend> b;

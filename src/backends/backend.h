@@ -101,6 +101,10 @@ std::vector<std::string> backend_search_path();
 // The backend called `name`, loading its plugin on first use (cached).
 Expected<std::shared_ptr<const Backend>> find_backend(const std::string& name);
 
+// Makes an in-process backend findable by name (embedders, tests). Fails if
+// the name is taken.
+Status register_backend(std::shared_ptr<const Backend> backend);
+
 // Names of every backend found on the search path, sorted, then "native".
 std::vector<std::string> available_backends();
 
