@@ -3,7 +3,7 @@
 # Does nothing when they are already present.
 set -euo pipefail
 PKGS=(cmake ninja-build g++ pkg-config libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
-      python3-onnx python3-numpy libgtest-dev libgmock-dev)
+      python3-onnx python3-numpy libgtest-dev libgmock-dev nlohmann-json3-dev graphviz)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

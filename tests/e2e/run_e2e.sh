@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One end-to-end model test: tessera's outputs on a generated model must match ONNX Runtime's checked-in outputs.
 #
-#     tests/e2e/run_e2e.sh MODEL BUILD_DIR [EXTRA tessera check FLAGS...]      e.g.  run_e2e.sh resnet50 build --backends native
+#     tests/e2e/run_e2e.sh MODEL BUILD_DIR [--via-artifact] [EXTRA FLAGS...]   e.g.  run_e2e.sh resnet50 build --backends native
 #
 # (Re)generates BUILD_DIR/e2e/MODEL.onnx with gen_models.py (skipped when it is newer than gen_models.py; set
 # TESSERA_E2E_REGEN=1 to force), lays out the ONNX test case BUILD_DIR/e2e/MODEL/{model.onnx, test_data_set_0} with
@@ -59,5 +59,14 @@ mkdir -p "$case_dir"
 ln -sfn "../$model.onnx" "$case_dir/model.onnx"
 ln -sfn "$ref" "$case_dir/test_data_set_0"
 
+# --via-artifact: compile the model (with the remaining flags) to a .tsr first, then check the artifact.
+if [ "${1:-}" = "--via-artifact" ]; then
+  shift
+  tsr="$out/$model.$(echo "$*" | tr -c 'a-zA-Z0-9\n' '_').tsr"
+  echo "run_e2e: $tessera compile $onnx_file -o $tsr $*"
+  "$tessera" compile "$onnx_file" -o "$tsr" "$@" || exit $?
+  echo "run_e2e: $tessera check $case_dir --model $tsr --rtol 1e-4 --atol 1e-5"
+  exec "$tessera" check "$case_dir" --model "$tsr" --rtol 1e-4 --atol 1e-5
+fi
 echo "run_e2e: $tessera check $case_dir --rtol 1e-4 --atol 1e-5 $*"
 exec "$tessera" check "$case_dir" --rtol 1e-4 --atol 1e-5 "$@"

@@ -24,8 +24,9 @@ const char* kUsage =
     "  run MODEL(.onnx|.tsr) [--input-dir DIR] [--output-dir DIR] [--backends LIST] [--threads N] [--shape ..]\n"
     "      reads input_<i>.pb (ONNX TensorProto, graph input order) from DIR, or makes random inputs;\n"
     "      writes output_<i>.pb (graph output order) to --output-dir, else prints a summary\n"
-    "  check CASE_DIR [--backends LIST] [--threads N] [--rtol R] [--atol A]\n"
-    "      runs an ONNX backend test case (model.onnx + test_data_set_*/) against its expected outputs\n"
+    "  check CASE_DIR [--backends LIST] [--threads N] [--rtol R] [--atol A] [--model FILE]\n"
+    "      runs an ONNX backend test case (model.onnx + test_data_set_*/) against its expected outputs;\n"
+    "      --model runs another file (e.g. the case's model compiled to a .tsr) on the case's data\n"
     "  bench MODEL [--backends LIST] [--threads N] [--runs R] [--warmup W] [--shape NAME=D0,..] [--json] [--profile]\n"
     "      times inference and prints the median; --profile adds time per op type and the slowest nodes\n"
     "  partition MODEL [--backends LIST] [--shape ..] [--place ..] [--min-region-nodes N] [--json] [--dot F] [--svg F]\n"
@@ -59,7 +60,7 @@ const std::map<std::string, CommandFlags>& command_flags() {
   static const std::map<std::string, CommandFlags> kFlags = [] {
     std::map<std::string, CommandFlags> m;
     m["run"] = {{"--input-dir", "--output-dir"}, false, false};
-    m["check"] = {{"--rtol", "--atol"}, false, false};
+    m["check"] = {{"--rtol", "--atol", "--model"}, false, false};
     m["bench"] = {{"--runs", "--warmup"}, true, true};
     m["compile"] = {{"-o", "--output"}, false, false};
     m["partition"] = {{"--dot", "--svg"}, true, false};

@@ -172,7 +172,8 @@ int cmd_check(const Args& a) {
   if (!rtol.ok()) return fail(rtol.status());
   if (!atol.ok()) return fail(atol.status());
   if (!fs::is_directory(dir)) return fail(IoError("case directory '" + dir + "' does not exist"));
-  auto session = open_session(dir + "/model.onnx", a);
+  std::string model = a.opts.count("--model") ? a.opts.at("--model") : dir + "/model.onnx";
+  auto session = open_session(model, a);
   if (!session.ok()) return fail(session.status());
   const InferenceSession& s = **session;
   std::vector<std::string> sets;
@@ -254,8 +255,10 @@ int cmd_bench(const Args& a) {
   auto warmup = int_opt(a, "--warmup", 3, 0);
   if (!runs.ok()) return fail(runs.status());
   if (!warmup.ok()) return fail(warmup.status());
+  auto load_start = std::chrono::steady_clock::now();
   auto session = open_session(a.positional[0], a);
   if (!session.ok()) return fail(session.status());
+  double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
   const InferenceSession& s = **session;
   auto inputs = random_inputs(s, 42);
   if (!inputs.ok()) return fail(inputs.status());
@@ -283,18 +286,19 @@ int cmd_bench(const Args& a) {
   for (const auto& t : *inputs) dims.push_back(t.dims());
   auto stats = s.stats(dims);
   size_t arena = stats.ok() ? stats->arena_bytes : 0;
-  std::string backends = a.opts.count("--backends") ? a.opts.at("--backends") : "native";
+  std::string backends = a.opts.count("--backends") ? a.opts.at("--backends") : "default";
   if (a.json) {
     std::printf(
         "{\"model\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"mean_ms\": %.4f, \"max_ms\": %.4f, "
-        "\"runs\": %lld, \"warmup\": %lld, \"threads\": %d, \"backends\": \"%s\", \"arena_bytes\": %zu}\n",
+        "\"runs\": %lld, \"warmup\": %lld, \"threads\": %d, \"backends\": \"%s\", \"arena_bytes\": %zu, "
+        "\"engines\": %zu, \"load_ms\": %.3f}\n",
         a.positional[0].c_str(), median, sorted.front(), mean, sorted.back(), static_cast<long long>(*runs),
-        static_cast<long long>(*warmup), s.num_threads(), backends.c_str(), arena);
+        static_cast<long long>(*warmup), s.num_threads(), backends.c_str(), arena, s.engines().size(), load_ms);
   } else {
     std::printf("%s: median %.3f ms, min %.3f ms, mean %.3f ms, max %.3f ms over %lld runs (%d threads, backends %s, "
-                "arena %.2f MiB)\n",
+                "arena %.2f MiB, %zu engines, loaded in %.1f ms)\n",
                 a.positional[0].c_str(), median, sorted.front(), mean, sorted.back(), static_cast<long long>(*runs),
-                s.num_threads(), backends.c_str(), static_cast<double>(arena) / (1 << 20));
+                s.num_threads(), backends.c_str(), static_cast<double>(arena) / (1 << 20), s.engines().size(), load_ms);
   }
   return 0;
 }
