@@ -648,7 +648,7 @@ void check_descriptor(const tessera_tensor_t& t, const Value& v, const std::stri
 }
 
 // ----------------------------------------------------------------- 6. The ABI
-const char* example_version() { return "example 1.0"; }
+const char* example_version() { return "1.0"; }
 
 tessera_status_t example_capability(const void* model, size_t size, const tessera_capability_sink_t* sink, char* msg,
                                     size_t cap) {

@@ -32,6 +32,8 @@
  *  - Memory handed to a function is owned by the caller and valid only for the
  *    duration of the call, except where stated otherwise (constants at load).
  *  - Integers are little-endian; dtypes use ONNX's TensorProto.DataType codes.
+ *  - Options structs are never NULL. A backend reads only the members that
+ *    the struct_size the host put in them covers.
  *
  * Versioning: the host passes the ABI version it was built against to
  * tessera_backend_query. A backend that cannot serve that version returns
@@ -86,7 +88,9 @@ enum {
 };
 
 /* A dense, row-major (C-contiguous) tensor. `data` is at least 64-byte
- * aligned when Tessera allocates it. A rank-0 tensor has dims == NULL. */
+ * aligned: Tessera's buffers, arenas and the constants in a mapped artifact
+ * all are. A rank-0 tensor has dims == NULL; a tensor with no elements
+ * (size_bytes == 0) may have data == NULL. */
 typedef struct tessera_tensor {
   int32_t dtype;        /* TESSERA_DTYPE_* */
   int32_t rank;
@@ -149,7 +153,8 @@ typedef struct tessera_backend {
   uint32_t flags;        /* TESSERA_BACKEND_FLAG_* */
 
   /* Optional (may be NULL). Version string of the backend and the engine it
-   * wraps ("1.0 (oneDNN 2.6.3)"). Stored in the artifact; an artifact whose
+   * wraps, without the backend's name ("1.0 (oneDNN 2.6.3)"). Stored in the
+   * artifact; an artifact whose
    * engines were compiled by another version of the backend is refused at
    * load. Thread-safe; the string is static. */
   const char* (*version)(void);
@@ -167,9 +172,12 @@ typedef struct tessera_backend {
    * ModelProto whose graph inputs/outputs are the region's boundary tensors
    * (run() receives them in this order), whose initializers are the region's
    * constants (load() receives them again, so the blob need not embed them),
-   * and whose every value has a concrete shape. `options` is a NUL-terminated
+   * and whose every value has a concrete shape. Inputs are distinct; every
+   * output is produced by a node of the region (never an input or an
+   * initializer) and listed once. `options` is a NUL-terminated
    * "key=value;key=value" string, possibly empty, recorded in the artifact.
-   * On success fills *out_blob (free with free_buffer); the blob must be
+   * On success fills *out_blob (free with free_buffer); on failure leaves it
+   * {NULL, 0} (the host still calls free_buffer on it). The blob must be
    * self-describing enough for load() to reject a blob from another version
    * with TESSERA_ERROR_INCOMPATIBLE_BLOB. A failure is not fatal for the
    * host: it places the region elsewhere and records the message. Thread-safe. */

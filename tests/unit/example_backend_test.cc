@@ -229,7 +229,7 @@ TEST_F(ExampleBackend, QueryServesOnlyItsAbiVersion) {
   EXPECT_EQ(t->struct_size, sizeof(tessera_backend_t));
   EXPECT_STREQ(t->name, "example");
   ASSERT_NE(t->version, nullptr);
-  EXPECT_STREQ(t->version(), "example 1.0");
+  EXPECT_STREQ(t->version(), "1.0");
   EXPECT_EQ(t->flags & TESSERA_BACKEND_FLAG_CONCURRENT_RUN, 0u) << "engines keep per-engine scratch";
   EXPECT_NE(t->estimate_cost, nullptr);
 }

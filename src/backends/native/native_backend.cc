@@ -48,7 +48,7 @@ struct NativeEngine {
   std::unique_ptr<InferenceSession> session;
 };
 
-const char* native_version() { return "native " TESSERA_VERSION; }
+const char* native_version() { return TESSERA_VERSION; }
 
 tessera_status_t native_capability(const void* model, size_t size, const tessera_capability_sink_t* sink, char* msg,
                                    size_t cap) {
