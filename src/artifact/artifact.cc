@@ -42,14 +42,25 @@ bool same_tensor(const Tensor& a, const Tensor& b) {
 
 // Value names a glue graph makes visible to engines: what survives the ONNX
 // round trip (the `values` map may hold stale entries, so it is not used).
-std::unordered_set<std::string> glue_value_names(const Graph& g) {
-  std::unordered_set<std::string> names(g.inputs.begin(), g.inputs.end());
-  names.insert(g.outputs.begin(), g.outputs.end());
-  for (const auto& kv : g.constants) names.insert(kv.first);
+// Nested bodies count too: a Region node inside an If branch exchanges the
+// branch's values.
+void collect_value_names(const Graph& g, std::unordered_set<std::string>* names) {
+  names->insert(g.inputs.begin(), g.inputs.end());
+  names->insert(g.outputs.begin(), g.outputs.end());
+  for (const auto& kv : g.constants) names->insert(kv.first);
   for (const Node& n : g.nodes) {
-    names.insert(n.inputs.begin(), n.inputs.end());
-    names.insert(n.outputs.begin(), n.outputs.end());
+    names->insert(n.inputs.begin(), n.inputs.end());
+    names->insert(n.outputs.begin(), n.outputs.end());
+    for (const auto& kv : n.attrs) {
+      if (kv.second.g) collect_value_names(*kv.second.g, names);
+      for (const auto& sg : kv.second.graphs) collect_value_names(*sg, names);
+    }
   }
+}
+
+std::unordered_set<std::string> glue_value_names(const Graph& g) {
+  std::unordered_set<std::string> names;
+  collect_value_names(g, &names);
   names.erase("");
   return names;
 }
