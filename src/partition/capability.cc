@@ -48,7 +48,7 @@ std::vector<std::vector<int>> node_predecessors(const Graph& g) {
   return preds;
 }
 
-Graph standalone_graph(const Graph& g, const OuterInfo& outer) {
+Graph standalone_graph(const Graph& g, const Scope* outer) {
   Graph s = g;
   if (!outer) return s;
   std::unordered_set<std::string> caps;
@@ -56,8 +56,13 @@ Graph standalone_graph(const Graph& g, const OuterInfo& outer) {
   std::vector<std::string> sorted(caps.begin(), caps.end());
   std::sort(sorted.begin(), sorted.end());
   for (const auto& c : sorted) {
+    if (const Tensor* t = outer->constant(c, nullptr)) {
+      s.constants[c] = *t;
+      s.values[c] = ValueInfo{t->dtype(), Shape::FromDims(t->dims())};
+      continue;
+    }
     s.inputs.push_back(c);
-    if (const ValueInfo* vi = outer(c)) s.values[c] = *vi;
+    if (const ValueInfo* vi = outer->info(c)) s.values[c] = *vi;
   }
   return s;
 }

@@ -10,16 +10,31 @@
 
 namespace tessera::partition {
 
-RegionCut cut_region(const Graph& g, std::vector<int> nodes, const std::vector<char>& in_region) {
+RegionCut cut_region(const Graph& g, std::vector<int> nodes, const std::vector<char>& in_region, const Scope* outer,
+                     const std::string& key_prefix) {
   RegionCut cut;
   std::sort(nodes.begin(), nodes.end());
   cut.nodes = nodes;
   std::unordered_set<std::string> produced, seen_in, seen_const;
+  // Names this level defines; anything else a node reads comes from outside.
+  std::unordered_set<std::string> local(g.inputs.begin(), g.inputs.end());
+  for (const Node& n : g.nodes) local.insert(n.outputs.begin(), n.outputs.end());
   for (int i : nodes) {
     const Node& n = g.nodes[static_cast<size_t>(i)];
     for (const auto& r : node_reads(n)) {
+      std::string key;
+      bool is_const = false;
       if (g.is_constant(r)) {
-        if (seen_const.insert(r).second) cut.constants.push_back(r);
+        is_const = true;
+        key = key_prefix + r;
+      } else if (!local.count(r) && outer && outer->constant(r, &key)) {
+        is_const = true;
+      }
+      if (is_const) {
+        if (seen_const.insert(r).second) {
+          cut.constants.push_back(r);
+          cut.constant_keys.push_back(key);
+        }
       } else if (!produced.count(r) && seen_in.insert(r).second) {
         cut.inputs.push_back(r);
       }
@@ -42,7 +57,7 @@ RegionCut cut_region(const Graph& g, std::vector<int> nodes, const std::vector<c
   return cut;
 }
 
-Graph region_graph(const Graph& g, const RegionCut& cut, const std::string& name, const OuterInfo& outer) {
+Graph region_graph(const Graph& g, const RegionCut& cut, const std::string& name, const Scope* outer) {
   Graph r;
   r.name = name;
   r.opset = g.opset;
@@ -54,16 +69,17 @@ Graph region_graph(const Graph& g, const RegionCut& cut, const std::string& name
     if (v.empty() || r.values.count(v)) return;
     if (const ValueInfo* vi = g.info(v)) r.values[v] = *vi;
     else if (outer) {
-      if (const ValueInfo* ovi = outer(v)) r.values[v] = *ovi;
+      if (const ValueInfo* ovi = outer->info(v)) r.values[v] = *ovi;
     }
   };
   for (const auto& c : cut.constants) {
-    r.constants[c] = *g.constant(c);
-    copy_info(c);
+    const Tensor* t = g.constant(c);
+    if (!t && outer) t = outer->constant(c, nullptr);
+    r.constants[c] = *t;
+    r.values[c] = ValueInfo{t->dtype(), Shape::FromDims(t->dims())};
   }
   for (int i : cut.nodes) {
     Node n = g.nodes[static_cast<size_t>(i)];
-    if (n.name.empty()) n.name = n.op_type + "_" + std::to_string(i);
     for (const auto& v : node_reads(n)) copy_info(v);
     for (const auto& o : n.outputs) copy_info(o);
     r.nodes.push_back(std::move(n));

@@ -64,7 +64,7 @@ class Partitioner {
       : opts_(opts), report_(report), program_(program) {}
 
   // Partitions `g` in place: on return it is the level's glue graph.
-  Status run_level(Graph& g, const std::string& label, const OuterInfo& outer, const std::string& key_prefix);
+  Status run_level(Graph& g, const std::string& label, const Scope* outer, const std::string& key_prefix);
 
  private:
   struct Region {
@@ -110,12 +110,23 @@ std::vector<Partitioner::Region> Partitioner::group(const Graph& g, const Placem
   return regions;
 }
 
-Status Partitioner::run_level(Graph& g, const std::string& label, const OuterInfo& outer,
+Status Partitioner::run_level(Graph& g, const std::string& label, const Scope* outer,
                               const std::string& key_prefix) {
   const size_t n = g.nodes.size();
   const size_t nb = opts_.backends.size();
   const bool is_main = label == "main";
   if (n == 0) return Status::Ok();
+  // Every node gets a name no other node has, so reports and region models
+  // can refer to it.
+  {
+    std::unordered_set<std::string> names;
+    for (Node& node : g.nodes) {
+      if (node.name.empty() || !names.insert(node.name).second) {
+        node.name = g.unique_name(node.op_type.empty() ? "node" : node.op_type);
+        names.insert(node.name);
+      }
+    }
+  }
 
   // 1. capability
   Graph standalone = standalone_graph(g, outer);
@@ -180,6 +191,10 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const OuterInf
         names.push_back(g.nodes[static_cast<size_t>(i)].name);
         report_->refusals.push_back({be.name(), label, g.nodes[static_cast<size_t>(i)].name,
                                      g.nodes[static_cast<size_t>(i)].op_type, "pruned: " + why});
+        if (pinned[static_cast<size_t>(i)] == r.backend) {
+          report_->events.push_back(label + ": --place for node '" + g.nodes[static_cast<size_t>(i)].name +
+                                    "' not applied: its region on " + be.name() + " was pruned");
+        }
       }
       report_->events.push_back(label + ": region of " + std::to_string(r.nodes.size()) + " node(s) on " + be.name() +
                                 " pruned (" + why + "): " + join(names));
@@ -197,7 +212,8 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const OuterInf
       if (blobs.count(key)) continue;
       std::vector<char> in_region(n, 0);
       for (int i : r.nodes) in_region[static_cast<size_t>(i)] = 1;
-      RegionCut cut = cut_region(g, r.nodes, in_region);
+      RegionCut cut = cut_region(g, r.nodes, in_region, outer, key_prefix);
+      if (cut.outputs.empty()) continue;  // dead code: dropped at lowering, never compiled
       std::string rname = "region on " + be.name() + " (" + std::to_string(r.nodes.size()) + " nodes)";
       if (opts_.progress) opts_.progress(compiled_ + 1, compiled_ + 1 + (total - done), label + ": compiling " + rname);
       Graph rg = region_graph(g, cut, "region", outer);
@@ -223,6 +239,7 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const OuterInf
     }
     if (!changed) break;
   }
+  for (const auto& e : pl.events) report_->events.push_back(label + ": " + e);
 
   // 6. lowering
   Graph glue = g;
@@ -239,11 +256,11 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const OuterInf
       in_region[static_cast<size_t>(i)] = 1;
       region_of_node[static_cast<size_t>(i)] = info.id;
       const Node& node = g.nodes[static_cast<size_t>(i)];
-      info.nodes.push_back(node.name.empty() ? node.op_type + "_" + std::to_string(i) : node.name);
+      info.nodes.push_back(node.name);
       info.op_histogram[node.op_type]++;
     }
     if (be.is_native()) {
-      RegionCut cut = cut_region(g, r.nodes, in_region);
+      RegionCut cut = cut_region(g, r.nodes, in_region, outer, key_prefix);
       info.inputs = cut.inputs;
       info.outputs = cut.outputs;
       for (int i : r.nodes) glue.nodes.push_back(g.nodes[static_cast<size_t>(i)]);
@@ -251,6 +268,13 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const OuterInf
       continue;
     }
     auto key = std::make_pair(r.backend, r.nodes);
+    if (!cuts.count(key)) {
+      report_->events.push_back(label + ": region " + std::to_string(info.id) + " on " + be.name() +
+                                " dropped: none of its " + std::to_string(r.nodes.size()) +
+                                " node(s) produces a value anyone reads");
+      report_->regions.push_back(std::move(info));
+      continue;
+    }
     const RegionCut& cut = cuts.at(key);
     EngineSpec spec;
     spec.region = "region " + std::to_string(info.id) + " (" + be.name() + ")";
@@ -260,13 +284,15 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const OuterInf
     spec.inputs = cut.inputs;
     spec.outputs = cut.outputs;
     spec.blob = blobs.at(key);
-    for (const auto& c : cut.constants) {
-      std::string k = key_prefix + c;
-      spec.constants.push_back(ConstantRef{k, c});
-      program_->constants.emplace(k, *g.constant(c));
+    for (size_t k = 0; k < cut.constants.size(); ++k) {
+      const std::string& c = cut.constants[k];
+      const Tensor* t = g.constant(c);
+      if (!t && outer) t = outer->constant(c, nullptr);
+      spec.constants.push_back(ConstantRef{cut.constant_keys[k], c});
+      program_->constants.emplace(cut.constant_keys[k], *t);
     }
     Node rn;
-    rn.name = "region_" + std::to_string(info.id);
+    rn.name = g.unique_name("region_" + std::to_string(info.id));
     rn.op_type = kRegionOp;
     rn.domain = kRegionDomain;
     rn.inputs = cut.inputs;
@@ -295,7 +321,7 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const OuterInf
     report_->num_nodes = static_cast<int>(n);
     for (size_t i = 0; i < n; ++i) {
       PlacedNode p;
-      p.name = g.nodes[i].name.empty() ? g.nodes[i].op_type + "_" + std::to_string(i) : g.nodes[i].name;
+      p.name = g.nodes[i].name;
       p.op_type = g.nodes[i].op_type;
       p.backend = opts_.backends[static_cast<size_t>(pl.backend_of[i])]->name();
       p.region = region_of_node[i];
@@ -305,10 +331,7 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const OuterInf
   }
 
   // Bodies of control-flow nodes left on native, recursively.
-  OuterInfo level_info = [&g, &outer](const std::string& v) -> const ValueInfo* {
-    if (const ValueInfo* vi = g.info(v)) return vi;
-    return outer ? outer(v) : nullptr;
-  };
+  Scope level{&g, key_prefix, outer};
   for (Node& node : glue.nodes) {
     if (is_region_node(node)) continue;
     for (auto& kv : node.attrs) {
@@ -319,7 +342,7 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const OuterInf
         auto copy = std::make_shared<Graph>(**body);
         std::string body_label = "node '" + node.name + "' " + kv.first;
         TSR_RETURN_IF_ERROR(
-            run_level(*copy, body_label, level_info, key_prefix + "body" + std::to_string(next_body_++) + "/"));
+            run_level(*copy, body_label, &level, key_prefix + "body" + std::to_string(next_body_++) + "/"));
         *body = std::move(copy);
       }
     }

@@ -8,7 +8,10 @@
 //   b. composites, backend by backend in priority order: when a member's
 //      choice is the composite's backend, every member moves there and the
 //      members become one unit (a node joins at most one composite; a
-//      composite touching a pin to another backend is skipped);
+//      composite touching a pin to another backend is skipped; so is one
+//      that, contracted together with those already taken, would close a
+//      cycle — each composite is convex, but two can still depend on each
+//      other — and the placement says so);
 //   c. units are numbered by a topological sort of the contracted graph
 //      (ties by smallest node index, so the result is deterministic).
 #include <algorithm>
@@ -17,6 +20,47 @@
 #include "partition/partition_internal.h"
 
 namespace tessera::partition {
+
+namespace {
+
+// True when contracting every group (group[i] >= 0) to one vertex leaves the
+// graph acyclic.
+bool contraction_is_acyclic(const std::vector<std::vector<int>>& preds, const std::vector<int>& group, int num_groups) {
+  const size_t n = preds.size();
+  // Vertices: nodes outside groups keep their index; group k is n + k.
+  auto vert = [&](size_t i) { return group[i] >= 0 ? n + static_cast<size_t>(group[i]) : i; };
+  std::vector<std::vector<size_t>> succ(n + static_cast<size_t>(num_groups));
+  std::vector<int> indeg(succ.size(), 0);
+  for (size_t v = 0; v < n; ++v) {
+    for (int u : preds[v]) {
+      size_t a = vert(static_cast<size_t>(u)), b = vert(v);
+      if (a != b) {
+        succ[a].push_back(b);
+        ++indeg[b];
+      }
+    }
+  }
+  std::vector<size_t> ready;
+  size_t alive = 0, seen = 0;
+  std::vector<char> present(succ.size(), 0);
+  for (size_t i = 0; i < n; ++i) present[vert(i)] = 1;
+  for (size_t v = 0; v < succ.size(); ++v) {
+    if (!present[v]) continue;
+    ++alive;
+    if (indeg[v] == 0) ready.push_back(v);
+  }
+  while (!ready.empty()) {
+    size_t v = ready.back();
+    ready.pop_back();
+    ++seen;
+    for (size_t w : succ[v]) {
+      if (--indeg[w] == 0) ready.push_back(w);
+    }
+  }
+  return seen == alive;
+}
+
+}  // namespace
 
 Placement place_nodes(const Graph& g, const std::vector<std::vector<int>>& preds, const CapabilityTable& cap,
                       const std::vector<std::vector<char>>& allowed, const std::vector<int>& pinned) {
@@ -54,11 +98,17 @@ Placement place_nodes(const Graph& g, const std::vector<std::vector<int>>& preds
       }
       if (!ok || !wanted) continue;
       int gid = static_cast<int>(group_pattern.size());
-      group_pattern.push_back(comp.pattern);
-      for (int m : comp.nodes) {
-        group[static_cast<size_t>(m)] = gid;
-        p.backend_of[static_cast<size_t>(m)] = static_cast<int>(b);
+      for (int m : comp.nodes) group[static_cast<size_t>(m)] = gid;
+      if (!contraction_is_acyclic(preds, group, gid + 1)) {
+        for (int m : comp.nodes) group[static_cast<size_t>(m)] = -1;
+        std::string names;
+        for (int m : comp.nodes) names += (names.empty() ? "" : ",") + g.nodes[static_cast<size_t>(m)].name;
+        p.events.push_back("composite " + comp.pattern + " (" + names +
+                           ") not used: with the composites already placed it would make the placement cyclic");
+        continue;
       }
+      group_pattern.push_back(comp.pattern);
+      for (int m : comp.nodes) p.backend_of[static_cast<size_t>(m)] = static_cast<int>(b);
     }
   }
 
@@ -106,15 +156,6 @@ Placement place_nodes(const Graph& g, const std::vector<std::vector<int>>& preds
     for (int c : succ[static_cast<size_t>(r)]) {
       if (--indeg[static_cast<size_t>(c)] == 0) ready.push(c);
     }
-  }
-  // Each composite is convex, but two of them can still close a cycle
-  // between them (a1 -> b1, b2 -> a2). Then place without composites.
-  int reps = 0;
-  for (size_t i = 0; i < n; ++i) reps += is_rep[i];
-  if (p.num_units != reps) {
-    CapabilityTable plain = cap;
-    for (auto& c : plain.composites) c.clear();
-    return place_nodes(g, preds, plain, allowed, pinned);
   }
   p.unit_of.assign(n, 0);
   for (size_t i = 0; i < n; ++i) p.unit_of[i] = unit_of_rep[static_cast<size_t>(rep[i])];

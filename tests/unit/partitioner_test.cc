@@ -380,6 +380,25 @@ std::string check_partition(const Graph& g, const PartitionReport& rep, const Pr
       continue;
     }
     ++external;
+    if (ri.engine == -1) {
+      // Dropped as dead code: legal only if nothing outside reads what it makes.
+      std::set<std::string> inside(ri.nodes.begin(), ri.nodes.end());
+      std::set<std::string> made;
+      for (const auto& name : ri.nodes) {
+        for (const auto& o : g.nodes[index[name]].outputs) made.insert(o);
+      }
+      for (const auto& o : g.outputs) {
+        if (made.count(o)) return "dropped region " + std::to_string(ri.id) + " makes graph output " + o;
+      }
+      for (const Node& node : g.nodes) {
+        if (inside.count(node.name)) continue;
+        for (const auto& in : node.inputs) {
+          if (made.count(in)) return "dropped region " + std::to_string(ri.id) + " feeds " + node.name;
+        }
+      }
+      --external;
+      continue;
+    }
     if (min_nodes > 0 && static_cast<int>(ri.nodes.size()) < min_nodes) {
       return "external region " + std::to_string(ri.id) + " has " + std::to_string(ri.nodes.size()) +
              " nodes, below min_region_nodes";
@@ -941,7 +960,7 @@ TEST_F(Partitioner, a_declared_composite_keeps_matmul_and_add_together_against_p
 // cycle: relu_a -> add_b and tanh_b -> mul_a. The ABI promises that a
 // composite is never split; the placer may keep one of the two, but may not
 // place relu_a on beta while mul_a, its composite partner, goes to alpha.
-TEST_F(Partitioner, DISABLED_composites_that_close_a_cycle_between_them_are_not_split) {
+TEST_F(Partitioner, composites_that_close_a_cycle_between_them_are_not_split) {
   g_slots[0].ops = {"Mul"};
   g_slots[1].ops = {"Relu", "Tanh", "Mul", "Add"};
   g_slots[1].named_composites = {{"relu_a", "mul_a"}, {"tanh_b", "add_b"}};
@@ -1077,7 +1096,7 @@ TEST_F(Partitioner, regions_inside_if_branches_run_on_their_backend_for_either_b
 // A constant of the main graph read inside a branch is still a constant: a
 // backend that needs constant weights sees it as an initializer of the body
 // model, not as a runtime input.
-TEST_F(Partitioner, DISABLED_a_main_graph_constant_read_in_a_branch_reaches_the_backend_as_a_constant) {
+TEST_F(Partitioner, a_main_graph_constant_read_in_a_branch_reaches_the_backend_as_a_constant) {
   g_slots[0].ops = {"Relu", "Mul"};
   g_slots[0].constant_weights = true;
   auto then_g = std::make_shared<Graph>();
@@ -1181,7 +1200,7 @@ TEST_F(Partitioner, a_graph_with_no_external_region_keeps_its_nodes_in_the_glue_
 
 // The report names an unnamed node "<op>_<index>"; that name must not be one
 // a real node already has, or the report (and --place) cannot tell them apart.
-TEST_F(Partitioner, DISABLED_names_given_to_unnamed_nodes_do_not_collide_with_real_names) {
+TEST_F(Partitioner, names_given_to_unnamed_nodes_do_not_collide_with_real_names) {
   g_slots[0].ops = {"Relu", "Mul"};
   Graph g = Builder().input("x").node("", "Relu", {"x"}).node("Relu_0", "Tanh", {"x"}).node("", "Mul", {"x", "x"}).g;
   g.nodes[0].outputs = {"a"};
