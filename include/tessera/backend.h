@@ -122,9 +122,13 @@ typedef struct tessera_capability_sink {
   void (*node)(void* ctx, int32_t node_index, int32_t supported, const char* reason);
   /* Optional to call: a pattern of nodes (indices as above) that the backend
    * runs best together (Conv + Add + Relu fused through post-ops, the
-   * decomposed LayerNorm...). If the host places any of them on this backend
-   * it places all of them there, in one region. `pattern` names it for the
-   * report. Every node in a composite must also be reported supported. */
+   * decomposed LayerNorm...). A composite the host uses is never split: all
+   * its nodes go to this backend, in one region. The host may leave a
+   * composite unused (a member pinned elsewhere, an overlap with another
+   * composite, or a cycle it would close with others); it says so in its
+   * report and places those nodes one by one. `pattern` names it for the
+   * report. Every node in a composite must also be reported supported, and
+   * the nodes must form a convex set (no path leaves the set and returns). */
   void (*composite)(void* ctx, const char* pattern, const int32_t* node_indices, int32_t count);
 } tessera_capability_sink_t;
 
