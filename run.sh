@@ -1,26 +1,32 @@
 #!/usr/bin/env bash
-# Installs what Tessera needs, builds it (Release) and runs a model:
-#   ./run.sh              a bundled CNN (SqueezeNet 1.1 topology, generated
-#                         deterministically with fixed seeds)
-#   ./run.sh MODEL.onnx   your model, on random inputs
-# It prints the outputs, then the timing of `tessera bench`.
+# Installs what Tessera needs, builds it (Release) and runs the main job on a model:
+#   ./run.sh                      a bundled CNN (SqueezeNet 1.1 topology, generated deterministically with fixed seeds)
+#   ./run.sh MODEL.onnx [FLAGS]   your model; FLAGS go to `tessera compile` (--shape NAME=D0,D1 for symbolic dims,
+#                                 --backends LIST, --place OP=BACKEND)
+# The main job: `tessera compile` places the model on every backend available (default placement) and writes one
+# artifact, BUILD_DIR/models/NAME.tsr; then `tessera run` runs the artifact on random inputs and prints the outputs,
+# and `tessera bench` times it.
 set -euo pipefail
 cd "$(dirname "$0")"
 ./scripts/install_deps.sh
 BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_TESTS=OFF > /dev/null
-cmake --build "$BUILD_DIR" --target tessera -j "$(nproc)"
+cmake --build "$BUILD_DIR" -j "$(nproc)"
+mkdir -p "$BUILD_DIR/models"
 if [ $# -ge 1 ]; then
   MODEL=$1
   shift
 else
-  mkdir -p "$BUILD_DIR/models"
   MODEL="$BUILD_DIR/models/squeezenet.onnx"
   if [ ! -f "$MODEL" ]; then
     /usr/bin/python3 tests/e2e/gen_models.py "$BUILD_DIR/models" --models squeezenet
   fi
 fi
-echo "== tessera run $MODEL"
-"$BUILD_DIR/bin/tessera" run "$MODEL" "$@"
-echo "== tessera bench $MODEL"
-"$BUILD_DIR/bin/tessera" bench "$MODEL" --runs 20 --warmup 3 "$@"
+ARTIFACT="$BUILD_DIR/models/$(basename "${MODEL%.onnx}").tsr"
+tessera="$BUILD_DIR/bin/tessera"
+echo "== tessera compile $MODEL -o $ARTIFACT $*"
+"$tessera" compile "$MODEL" -o "$ARTIFACT" "$@"
+echo "== tessera run $ARTIFACT"
+"$tessera" run "$ARTIFACT"
+echo "== tessera bench $ARTIFACT"
+"$tessera" bench "$ARTIFACT" --runs 20 --warmup 3

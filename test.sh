@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 ./scripts/install_deps.sh
 BUILD_DIR=${BUILD_DIR:-build}
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_TESTS=ON
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 (cd "$BUILD_DIR" && ctest --output-on-failure -j "$(nproc)" --timeout 1800 "$@")
 # The artifact reader and the example plugin once more, under AddressSanitizer and UndefinedBehaviorSanitizer
