@@ -39,14 +39,20 @@ def run_case(tessera, case_dir, timeout, extra):
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return "fail", f"timeout after {timeout}s"
+        return "fail", f"timeout after {timeout}s", {}
+    engines = {}
+    for line in p.stdout.splitlines():
+        if line.startswith("engines:"):
+            for tok in line.split()[1:]:
+                name, _, count = tok.partition("=")
+                engines[name] = int(count or 0)
     msg = (p.stdout + p.stderr).strip().splitlines()
     msg = msg[-1] if msg else ""
     if p.returncode == 0:
-        return "pass", ""
+        return "pass", "", engines
     if p.returncode < 0:
-        return "fail", f"crashed with signal {-p.returncode}"
-    return "fail", msg[:300]
+        return "fail", f"crashed with signal {-p.returncode}", engines
+    return "fail", msg[:300], engines
 
 
 def float_cases(root):
@@ -112,8 +118,8 @@ def main():
         for fut in concurrent.futures.as_completed(futs):
             results[futs[fut]] = fut.result()
 
-    passed = sorted(n for n, (s, _) in results.items() if s == "pass")
-    failed = sorted(n for n, (s, _) in results.items() if s != "pass")
+    passed = sorted(n for n, (s, _, _) in results.items() if s == "pass")
+    failed = sorted(n for n, (s, _, _) in results.items() if s != "pass")
     unexpected_fail = [n for n in failed if n not in exp]
     unexpected_pass = [n for n in passed if n in exp]
 
@@ -146,7 +152,23 @@ def main():
     for s, (p, f) in sorted(by_suite.items()):
         print(f"  {s}: {p} passed, {f} failed")
     print(f"{len(passed)} passed, {len(failed)} failed, {len(skipped)} skipped")
-    return 1 if unexpected_fail or unexpected_pass else 0
+    # Per external backend: the cases in which it ran at least one engine, and how many of those passed. Every one
+    # must pass, expected failures included: a backend may only claim what it computes correctly.
+    claimed = {}
+    for n, (s, _, engines) in results.items():
+        for b in engines:
+            claimed.setdefault(b, [0, 0, []])
+            claimed[b][0] += 1
+            if s == "pass":
+                claimed[b][1] += 1
+            else:
+                claimed[b][2].append(n)
+    for b, (c, p, bad) in sorted(claimed.items()):
+        print(f"backend {b}: claimed nodes in {c} cases, {p} passed")
+        for n in sorted(bad):
+            print(f"CLAIMED FAIL {b} {n}: {results[n][1]}")
+    claimed_fail = any(bad for _, _, bad in claimed.values())
+    return 1 if unexpected_fail or unexpected_pass or claimed_fail else 0
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "cli.h"
 #include "onnx/onnx_import.h"
 #include "runtime/session.h"
@@ -176,6 +177,14 @@ int cmd_check(const Args& a) {
   auto session = open_session(model, a);
   if (!session.ok()) return fail(session.status());
   const InferenceSession& s = **session;
+  // Which external engines share the work (the conformance runner counts them per backend).
+  if (!s.engines().empty()) {
+    std::map<std::string, int> per_backend;
+    for (const auto& e : s.engines()) per_backend[e->backend().name()]++;
+    std::printf("engines:");
+    for (const auto& [name, count] : per_backend) std::printf(" %s=%d", name.c_str(), count);
+    std::printf("\n");
+  }
   std::vector<std::string> sets;
   for (const auto& e : fs::directory_iterator(dir)) {
     std::string n = e.path().filename().string();
