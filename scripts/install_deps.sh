@@ -3,7 +3,8 @@
 # Does nothing when they are already present.
 set -euo pipefail
 PKGS=(cmake ninja-build g++ pkg-config libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
-      python3-onnx python3-numpy libgtest-dev libgmock-dev nlohmann-json3-dev graphviz)
+      python3-onnx python3-numpy libgtest-dev libgmock-dev nlohmann-json3-dev graphviz
+      libdnnl-dev libxnnpack-dev libpthreadpool-dev libcpuinfo-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
