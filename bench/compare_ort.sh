@@ -6,6 +6,8 @@
 #   MODELS     names known to tests/e2e/gen_models.py (default: resnet50 mobilenet_v2 bert_tiny; bert_base is a
 #              heavier optional one)
 # Environment: THREADS (default "1 2"), REPEATS (default 3), RUNS (default 20), WARMUP (default 3),
+#              BACKEND_SETS (default "default"): tessera placements to time, each a --backends list or "default"
+#              (every backend found), e.g. "native dnnl,native xnnpack,native dnnl,xnnpack xnnpack,dnnl default",
 #              PYTHON (a python with onnx + numpy; default /usr/bin/python3), ORT_SPIN (default 1; 0 passes
 #              --no-spin to ort_bench.js: ORT's spin-waiting pool threads collapse on an oversubscribed machine).
 #
@@ -29,6 +31,7 @@ build_dir=${1:-build}
 [[ $# -gt 0 ]] && shift
 if [[ $# -gt 0 ]]; then models=("$@"); else models=(resnet50 mobilenet_v2 bert_tiny); fi
 read -r -a thread_counts <<<"${THREADS:-1 2}"
+read -r -a backend_sets <<<"${BACKEND_SETS:-default}"
 repeats=${REPEATS:-3}
 runs=${RUNS:-20}
 warmup=${WARMUP:-3}
@@ -86,10 +89,12 @@ trap 'rm -f "$errfile"' EXIT
 declare -A tessera_ms=() ort_ms=()
 
 # Each run_* sets `val` to the process's median ms and returns 0, or records the error line and returns 1.
-run_engine() {  # engine model threads
+run_engine() {  # engine model threads; engine = ort or tessera:<backend set>
   local engine=$1 m=$2 n=$3 out cmd
-  if [[ $engine == tessera ]]; then
+  if [[ $engine == tessera:* ]]; then
     cmd=("$tessera" bench "$model_dir/$m.onnx" --threads "$n" --runs "$runs" --warmup "$warmup" --json)
+    local set=${engine#tessera:}
+    if [[ $set != default ]]; then cmd+=(--backends "$set"); fi
   else
     cmd=(node "$bench_dir/ort_bench.js" "$model_dir/$m.onnx" --threads "$n" --runs "$runs" --warmup "$warmup")
     if [[ $ort_spin == 0 ]]; then cmd+=(--no-spin); fi
@@ -109,22 +114,30 @@ run_engine() {  # engine model threads
 declare -A errors=()
 for n in "${thread_counts[@]}"; do
   for m in "${models[@]}"; do
-    t_list=() o_list=()
+    engines=(ort)
+    for b in "${backend_sets[@]}"; do engines+=("tessera:$b"); done
+    declare -A lists=()
     for ((r = 0; r < repeats; ++r)); do
-      # Alternate which engine goes first, so neither always runs on a cooler (or warmer) machine.
-      for engine in $( ((r % 2)) && echo "ort tessera" || echo "tessera ort"); do
+      # Rotate which engine goes first, so none always runs on a cooler (or warmer) machine.
+      order=("${engines[@]:r % ${#engines[@]}}" "${engines[@]:0:r % ${#engines[@]}}")
+      for engine in "${order[@]}"; do
         if [[ -n ${errors[$engine/$m/$n]:-} ]]; then continue; fi  # a failing engine is not retried for this model
         run_engine "$engine" "$m" "$n" || continue
-        if [[ $engine == tessera ]]; then t_list+=("$val"); else o_list+=("$val"); fi
+        lists[$engine]+="$val "
       done
     done
-    if [[ ${#t_list[@]} -gt 0 ]]; then tessera_ms[$m/$n]=$(printf '%s\n' "${t_list[@]}" | median); fi
-    if [[ ${#o_list[@]} -gt 0 ]]; then ort_ms[$m/$n]=$(printf '%s\n' "${o_list[@]}" | median); fi
-    log "$(printf '%-14s %d thread(s): tessera %s [%s]  ORT %s [%s]' "$m" "$n" "${tessera_ms[$m/$n]:-fail}" \
-      "${t_list[*]:-}" "${ort_ms[$m/$n]:-fail}" "${o_list[*]:-}")"
-    for engine in tessera ort; do
+    line=$(printf '%-14s %d thread(s):' "$m" "$n")
+    for engine in "${engines[@]}"; do
+      if [[ -n ${lists[$engine]:-} ]]; then
+        med=$(tr ' ' '\n' <<<"${lists[$engine]}" | grep . | median)
+        if [[ $engine == ort ]]; then ort_ms[$m/$n]=$med; else tessera_ms[$engine/$m/$n]=$med; fi
+      fi
+      line+=" ${engine#tessera:} ${med:-fail} [${lists[$engine]:-}]"
+      med=""
       if [[ -n ${errors[$engine/$m/$n]:-} ]]; then log "  $engine error: ${errors[$engine/$m/$n]}"; fi
     done
+    unset lists
+    log "$line"
   done
 done
 
@@ -132,24 +145,35 @@ done
 results=$build_dir/bench-results.md
 cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head -n1)
 {
-  echo "| model | threads | tessera ms | ORT ms | ratio |"
-  echo "|---|---:|---:|---:|---:|"
+  header="| model | threads |"
+  rule="|---|---:|"
+  for b in "${backend_sets[@]}"; do header+=" tessera $b ms |"; rule+="---:|"; done
+  echo "$header ORT ms | ratio (best tessera) |"
+  echo "$rule---:|---:|"
   for n in "${thread_counts[@]}"; do
     for m in "${models[@]}"; do
-      t=${tessera_ms[$m/$n]:-} o=${ort_ms[$m/$n]:-}
+      o=${ort_ms[$m/$n]:-} best=""
+      row="| $m | $n |"
+      for b in "${backend_sets[@]}"; do
+        t=${tessera_ms[tessera:$b/$m/$n]:-}
+        row+=" $(fmt_ms "$t") |"
+        if [[ -n $t ]] && { [[ -z $best ]] || awk -v a="$t" -v b="$best" 'BEGIN { exit !(a < b) }'; }; then best=$t; fi
+      done
       ratio="-"
-      if [[ -n $t && -n $o ]]; then ratio=$(awk -v t="$t" -v o="$o" 'BEGIN { printf "%.2f", o / t }'); fi
-      printf '| %s | %s | %s | %s | %s |\n' "$m" "$n" "$(fmt_ms "$t")" "$(fmt_ms "$o")" "$ratio"
+      if [[ -n $best && -n $o ]]; then ratio=$(awk -v t="$best" -v o="$o" 'BEGIN { printf "%.2f", o / t }'); fi
+      echo "$row $(fmt_ms "$o") | $ratio |"
     done
   done
   echo
   echo "Median of $repeats per-process medians ($runs runs after $warmup warm-up each, engines interleaved);" \
-    "ratio = ORT ms / tessera ms (> 1: tessera faster)."
+    "ratio = ORT ms / fastest tessera ms (> 1: tessera faster)."
   echo "ONNX Runtime $ort_version (onnxruntime-node, CPU EP, graph optimisation 'all', inter-op 1, spinning $([[ $ort_spin == 0 ]] && echo off || echo on));" \
     "${cpu:-unknown CPU}, $ncpu cores; pinning: $(command -v taskset >/dev/null && echo taskset || echo none)."
   for n in "${thread_counts[@]}"; do
     for m in "${models[@]}"; do
-      if [[ -n ${errors[tessera/$m/$n]:-} ]]; then echo "- tessera $m, $n thread(s): ${errors[tessera/$m/$n]}"; fi
+      for b in "${backend_sets[@]}"; do
+        if [[ -n ${errors[tessera:$b/$m/$n]:-} ]]; then echo "- tessera $b $m, $n thread(s): ${errors[tessera:$b/$m/$n]}"; fi
+      done
       if [[ -n ${errors[ort/$m/$n]:-} ]]; then echo "- ORT $m, $n thread(s): ${errors[ort/$m/$n]}"; fi
     done
   done
