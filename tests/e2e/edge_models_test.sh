@@ -62,5 +62,20 @@ done
 [ "$(json_field "$work/j.json" 'len(j["engines"])')" = "2" ] \
   && passes=$((passes + 1)) || { echo "FAIL if_body: expected one engine per branch"; failures=$((failures + 1)); }
 
+# A model that lives entirely in one engine: every engine plugin this build has must take conv_stack whole (one
+# engine, one glue node, no native code) and give the expected outputs from the .tsr.
+for plugin in "$build"/lib/tessera/libtessera_backend_*.so; do
+  [ -e "$plugin" ] || continue
+  engine=$(basename "$plugin" .so)
+  engine=${engine#libtessera_backend_}
+  tsr="$work/conv_stack.only_$engine.tsr"
+  expect_ok "conv_stack [$engine] compile" -- "$tessera" compile "$work/conv_stack/model.onnx" -o "$tsr" \
+    --backends "$engine,native"
+  expect_ok "conv_stack [$engine] check .tsr" -- "$tessera" check "$work/conv_stack" --model "$tsr"
+  "$tessera" inspect "$tsr" --json >"$work/j.json"
+  [ "$(json_field "$work/j.json" 'len(j["engines"]), j["graph"]["nodes"], j["engines"][0]["backend"] if j["engines"] else "-"')" = "1 1 $engine" ] \
+    && passes=$((passes + 1)) || { echo "FAIL conv_stack [$engine]: expected the whole model in one $engine engine: $("$tessera" partition "$work/conv_stack/model.onnx" --backends "$engine,native" | head -5)"; failures=$((failures + 1)); }
+done
+
 echo "edge_models_test: $passes passed, $failures failed"
 [ "$failures" -eq 0 ]

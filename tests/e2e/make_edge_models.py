@@ -9,6 +9,8 @@ backend test case (model.onnx + test_data_set_0 with inputs and numpy-computed e
     no_external       nothing the example backend claims: every node stays native
     shared_constant   one weight read by two example regions separated by a native op (stored once)
     if_body           an If whose branches hold example-backend regions (placement recurses into bodies)
+    conv_stack        Conv+Relu, Conv+Relu, MaxPool, 1x1 Conv, GlobalAveragePool: a CNN an engine plugin (oneDNN,
+                      XNNPACK) runs whole, with no native code at all
 
     make_edge_models.py OUT_DIR
 """
@@ -38,6 +40,18 @@ def write_case(root, name, graph, inputs, outputs, opset=17):
 
 def vi(name, shape):
     return helper.make_tensor_value_info(name, F, shape)
+
+
+def conv2d(x, w, b, pad):
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = h + 2 * pad - kh + 1, wd + 2 * pad - kw + 1
+    y = np.zeros((n, o, oh, ow), dtype=np.float64)
+    for i in range(kh):
+        for j in range(kw):
+            y += np.einsum("nchw,oc->nohw", xp[:, :, i:i + oh, j:j + ow], w[:, :, i, j])
+    return (y + b.reshape(1, o, 1, 1)).astype(np.float32)
 
 
 def sigmoid(a):
@@ -104,6 +118,29 @@ def main(root):
                                              vi("x", [2, 3])], [vi("y", [2, 3])])
     write_case(root, "if_body", g, [("cond", np.array(True)), ("x", x)], [("y", np.maximum(x, 0) + x)])
     write_case(root, "if_body_else", g, [("cond", np.array(False)), ("x", x)], [("y", sigmoid(x) * x)])
+
+    img = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    w1 = (rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(np.float32)
+    b1 = rng.standard_normal((8,)).astype(np.float32)
+    w2 = (rng.standard_normal((8, 8, 3, 3)) * 0.2).astype(np.float32)
+    b2 = rng.standard_normal((8,)).astype(np.float32)
+    w3 = (rng.standard_normal((4, 8, 1, 1)) * 0.3).astype(np.float32)
+    b3 = rng.standard_normal((4,)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["img", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+             helper.make_node("MaxPool", ["r2"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p", "w3", "b3"], ["c3"], name="conv3"),
+             helper.make_node("GlobalAveragePool", ["c3"], ["y"], name="gap")]
+    g = helper.make_graph(nodes, "conv_stack", [vi("img", [1, 3, 8, 8])], [vi("y", [1, 4, 1, 1])],
+                          initializer=[numpy_helper.from_array(a, n) for n, a in
+                                       [("w1", w1), ("b1", b1), ("w2", w2), ("b2", b2), ("w3", w3), ("b3", b3)]])
+    r1 = np.maximum(conv2d(img, w1, b1, 1), 0)
+    r2 = np.maximum(conv2d(r1, w2, b2, 1), 0)
+    p = r2.reshape(1, 8, 4, 2, 4, 2).max(axis=(3, 5))
+    c3 = conv2d(p, w3, b3, 0)
+    write_case(root, "conv_stack", g, [("img", img)], [("y", c3.mean(axis=(2, 3), keepdims=True))])
 
 
 if __name__ == "__main__":
