@@ -1,0 +1,48 @@
+// A loaded engine: the program, its constants and buffers, one XNNPACK
+// runtime per segment. Everything is built in load(); run() converts layouts
+// at the boundary and invokes the runtimes. A runtime is not safe for
+// concurrent invokes, so the plugin leaves TESSERA_BACKEND_FLAG_CONCURRENT_RUN
+// off and the host serializes run() per engine.
+#pragma once
+
+#include <xnnpack.h>
+
+#include <memory>
+#include <vector>
+
+#include "program.h"
+#include "runtime_support.h"
+
+namespace tessera_xnn {
+
+class Engine {
+ public:
+  // Fails with TESSERA_ERROR_INCOMPATIBLE_BLOB (bad blob),
+  // TESSERA_ERROR_INVALID_ARGUMENT (a missing or mismatched constant) or
+  // TESSERA_ERROR_COMPILE_FAILED (XNNPACK refused the subgraph).
+  Engine(Program program, const tessera_named_tensor_t* constants, size_t num_constants, int num_threads);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  void run(const tessera_tensor_t* inputs, size_t num_inputs, tessera_tensor_t* outputs, size_t num_outputs);
+  const Program& program() const { return program_; }
+
+ private:
+  struct Segment {
+    xnn_runtime_t runtime = nullptr;
+    std::vector<xnn_external_value> externals;
+    std::vector<std::pair<size_t, int32_t>> host_outputs;  // (index in externals, region output)
+    bool set_up = false;
+  };
+  void build_constants(const tessera_named_tensor_t* constants, size_t num_constants);
+  void build_segment(const Step& step);
+  pthreadpool_t pool() const { return pool_.get(); }
+
+  Program program_;
+  std::shared_ptr<pthreadpool> pool_;  // before segments_: runtimes go first
+  std::vector<PaddedBuffer> data_;     // per tensor: constant data or buffer (empty otherwise)
+  std::vector<Segment> segments_;      // per kSegment step, in order
+};
+
+}  // namespace tessera_xnn

@@ -1,0 +1,126 @@
+// ONNX region -> Program. The Lowering walks the region's nodes in order and
+// hands each to its op's lowering function (lower_*.cc, listed in
+// onnx_ops.inc), which asks for its inputs in the layout it needs and emits
+// XNNPACK nodes. The Lowering tracks, per ONNX value, the tensors holding it
+// in each layout, and provides a missing layout on demand: a reshape when the
+// two layouts share a memory order, else a conversion step between buffers
+// (this XNNPACK snapshot has no transpose node) that splits the segment.
+//
+// Capability uses the same code on one node at a time (its inputs treated as
+// region inputs), so a node it claims is one compile can lower.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "program.h"
+
+namespace tessera_xnn {
+
+enum Layout : int { kPlain = 0, kNhwc = 1 };
+
+// A node this backend cannot run; `reason` is what the user reads.
+struct Refusal {
+  std::string reason;
+};
+[[noreturn]] void refuse(std::string reason);
+
+class Lowering {
+ public:
+  explicit Lowering(const tessera_plugin::ModelView& model) : model_(model) {}
+
+  // Compile: every node, the boundary, fusion of clamps into their producers.
+  // A node it cannot lower fails with TESSERA_ERROR_UNSUPPORTED naming it.
+  Program lower_region();
+  // Capability: "" when node `index` lowers on its own, else the reason.
+  std::string check_alone(int index);
+
+  // ---- for the op lowerings ----------------------------------------------
+  const tessera_plugin::ModelView& model() const { return model_; }
+  int64_t opset() const { return model_.opset(); }
+  // ONNX dims of a float32 value with a static shape; refuses anything else.
+  const Dims& float_dims(const std::string& name);
+  bool is_constant(const std::string& name) const { return model_.is_initializer(name); }
+  // Values of a constant input (refuses a non-constant one, naming `what`).
+  std::vector<float> constant_floats(const std::string& name, const char* what);
+  std::vector<int64_t> constant_ints(const std::string& name, const char* what);
+
+  // The tensor holding `name` in `layout` (NHWC only for a 4-D value),
+  // converting when needed. A constant becomes static data.
+  int32_t input(const std::string& name, Layout layout);
+  // A tensor whose memory order is `name`'s ONNX (plain) order, whatever its
+  // dims: what a reshape reads.
+  int32_t input_plain_memory(const std::string& name);
+  // The layout a layout-agnostic op should read `name` in: the one it already
+  // has (NHWC first), else plain.
+  Layout preferred(const std::string& name) const;
+  bool has_layout(const std::string& name, Layout layout) const;
+
+  // Static data built at load from region initializers (see Transform).
+  int32_t constant(Transform transform, std::vector<std::string> sources, Dims dims, float scale = 1.f,
+                   std::vector<int64_t> ints = {}, std::vector<float> extra = {});
+  int32_t literal(const std::vector<float>& values, Dims dims);
+  // The tensor for the node's output value `name`, in `layout`.
+  int32_t output(const std::string& name, Layout layout);
+  // An intermediate tensor of the node's own.
+  int32_t temp(Dims dims);
+  // Appends an XNNPACK node; refuses (with the shape rule's words) when the
+  // output the model declares is not what XNNPACK computes.
+  void emit(Op op, std::vector<int32_t> inputs, int32_t output, std::vector<int64_t> ints = {},
+            std::vector<float> floats = {});
+
+ private:
+  struct ValueState {
+    int32_t tensor[2] = {-1, -1};  // per Layout
+  };
+  void reset(bool isolated);
+  void lower_node(const onnx::NodeProto& n);
+  int32_t new_tensor(Dims dims, TensorKind kind);
+  int32_t usable(int32_t t);  // promotes an internal tensor of an earlier segment to a buffer
+  int32_t import(const std::string& name, Layout layout);
+  void close_segment();
+  void finish();
+  void fuse_clamps(const std::set<int32_t>& keep);
+  std::vector<int> readers() const;
+
+  const tessera_plugin::ModelView& model_;
+  bool isolated_ = false;
+  Program program_;
+  std::vector<int> segment_of_;   // per tensor: the segment that wrote it (-1: import/conversion/constant)
+  std::vector<int> producer_;     // per tensor: the node that writes it, or -1
+  std::vector<int> node_segment_; // per node
+  std::map<std::string, ValueState> values_;
+  std::map<std::string, int32_t> input_index_;
+  std::map<std::pair<std::string, int>, int32_t> constants_;  // (initializer, layout) -> tensor
+  int segment_ = 0;
+  int32_t segment_begin_ = 0;
+};
+
+// ---- the op lowerings (lower_*.cc) ------------------------------------------
+
+using LowerFn = void (*)(Lowering&, const onnx::NodeProto&);
+// The lowering of an ai.onnx op type, or null.
+LowerFn find_lowering(const std::string& op_type);
+
+#define TESSERA_XNN_ONNX_OP(name, fn) void fn(Lowering&, const onnx::NodeProto&);
+#include "onnx_ops.inc"
+#undef TESSERA_XNN_ONNX_OP
+
+// Window geometry shared by convolutions and pools: pads [top, left, bottom,
+// right] from `pads` / `auto_pad` for a 2-D window.
+struct Window2d {
+  int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, dilation[2] = {1, 1};
+  int64_t pad_begin[2] = {0, 0}, pad_end[2] = {0, 0};
+};
+// Reads kernel_shape (or `kernel` when given), strides, dilations, pads and
+// auto_pad of `n` for an input of spatial size in_h x in_w.
+Window2d window_2d(const onnx::NodeProto& n, int64_t in_h, int64_t in_w, const int64_t* kernel);
+
+// Numpy broadcast shape; refuses when the shapes do not broadcast.
+Dims broadcast_dims(const Dims& a, const Dims& b);
+
+constexpr float kInf = __builtin_inff();
+
+}  // namespace tessera_xnn

@@ -1,0 +1,201 @@
+// libtessera_backend_xnnpack.so: Tessera's XNNPACK backend behind the C ABI
+// (include/tessera/backend.h). Float32 regions with static shapes run on
+// XNNPACK's subgraph API: convolutions, pooling, fully connected, arithmetic,
+// activations, softmax, resize, pad and reshapes (onnx_ops.inc lists them).
+//
+//   capability   each node lowered on its own (lowering.h); composites for a
+//                convolution / fully connected / arithmetic node followed by
+//                the Relu or Clip that folds into its output range
+//   compile      the region lowered to a Program, serialized; then loaded once
+//                with the model's own initializers, so that anything XNNPACK
+//                itself refuses fails here, where the host can still place the
+//                region elsewhere
+//   load         validate the blob, build constants and runtimes (engine.h)
+//   run          layout conversion at the boundary, invoke the runtimes
+//
+// Like every plugin it links the ONNX protobuf classes, tessera_plugin_common
+// and its engine, never Tessera's own library.
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "engine.h"
+#include "lowering.h"
+
+using tessera_plugin::fail;
+using tessera_plugin::guarded;
+using tessera_plugin::ModelView;
+using namespace tessera_xnn;
+
+struct tessera_engine {
+  std::unique_ptr<Engine> engine;
+};
+
+namespace {
+
+const char* xnnpack_version() { return "1.0 (XNNPACK 2022-02-16 snapshot)"; }
+
+// Nodes whose output range a following Relu / Clip narrows (fuse_clamps).
+const std::set<std::string>& range_producers() {
+  static const std::set<std::string> kOps = {"Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div",
+                                             "MaxPool", "AveragePool", "GlobalAveragePool"};
+  return kOps;
+}
+
+tessera_status_t xnnpack_capability(const void* model, size_t size, const tessera_capability_sink_t* sink, char* msg,
+                                    size_t cap) {
+  return guarded(msg, cap, [&] {
+    if (!sink || !sink->node) fail(TESSERA_ERROR_INVALID_ARGUMENT, "no capability sink");
+    ModelView m(model, size);
+    Lowering lowering(m);
+    std::vector<bool> ok(static_cast<size_t>(m.num_nodes()), false);
+    for (int i = 0; i < m.num_nodes(); ++i) {
+      std::string why = lowering.check_alone(i);
+      ok[static_cast<size_t>(i)] = why.empty();
+      sink->node(sink->ctx, i, why.empty() ? 1 : 0, why.c_str());
+    }
+    if (!sink->composite) return;
+    for (int i = 0; i < m.num_nodes(); ++i) {
+      const onnx::NodeProto& n = m.node(i);
+      if (!ok[static_cast<size_t>(i)] || !range_producers().count(n.op_type()) || n.output_size() != 1) continue;
+      const std::vector<int>& users = m.consumers(n.output(0));
+      if (users.size() != 1 || m.is_graph_output(n.output(0)) || !ok[static_cast<size_t>(users[0])]) continue;
+      const std::string& act = m.node(users[0]).op_type();
+      if (act != "Relu" && act != "Clip") continue;
+      const int32_t nodes[2] = {i, users[0]};
+      sink->composite(sink->ctx, (n.op_type() + "+" + act).c_str(), nodes, 2);
+    }
+  });
+}
+
+// Named float32 views of a model's initializers (what load() would get).
+struct InitializerSet {
+  std::vector<std::vector<float>> data;
+  std::vector<std::vector<int64_t>> dims;
+  std::vector<tessera_named_tensor_t> named;
+};
+
+void collect_initializers(const ModelView& m, InitializerSet& s) {
+  const auto& g = m.graph();
+  for (const auto& t : g.initializer()) {
+    if (t.data_type() != TESSERA_DTYPE_FLOAT32) continue;
+    s.data.push_back(tessera_plugin::initializer_floats(t));
+    s.dims.emplace_back(t.dims().begin(), t.dims().end());
+  }
+  size_t k = 0;
+  for (const auto& t : g.initializer()) {
+    if (t.data_type() != TESSERA_DTYPE_FLOAT32) continue;
+    tessera_tensor_t d{TESSERA_DTYPE_FLOAT32, static_cast<int32_t>(s.dims[k].size()),
+                       s.dims[k].empty() ? nullptr : s.dims[k].data(), s.data[k].data(), s.data[k].size() * 4};
+    s.named.push_back(tessera_named_tensor_t{t.name().c_str(), d});
+    ++k;
+  }
+}
+
+tessera_status_t xnnpack_compile(const void* model, size_t size, const char* /*options: none yet*/,
+                                 tessera_buffer_t* out_blob, char* msg, size_t cap) {
+  if (out_blob) *out_blob = tessera_buffer_t{nullptr, 0};
+  return guarded(msg, cap, [&] {
+    if (!out_blob) fail(TESSERA_ERROR_INVALID_ARGUMENT, "out_blob is NULL");
+    ModelView m(model, size);
+    Program p = Lowering(m).lower_region();
+    std::string bytes = serialize(p);
+    Program decoded = deserialize(bytes.data(), bytes.size());  // what load() would reject fails here
+    InitializerSet inits;
+    collect_initializers(m, inits);
+    try {
+      Engine trial(std::move(decoded), inits.named.data(), inits.named.size(), 1);
+    } catch (const tessera_plugin::Failure& f) {
+      fail(TESSERA_ERROR_COMPILE_FAILED, "trial load: " + f.message);
+    }
+    tessera_plugin::BlobWriter w;
+    w.bytes(bytes.data(), bytes.size());
+    w.release_to(out_blob);
+  });
+}
+
+tessera_status_t xnnpack_load(const void* blob, size_t size, const tessera_named_tensor_t* constants, size_t count,
+                              const tessera_load_options_t* options, tessera_engine_t** out_engine, char* msg,
+                              size_t cap) {
+  if (out_engine) *out_engine = nullptr;
+  return guarded(msg, cap, [&] {
+    if (!out_engine) fail(TESSERA_ERROR_INVALID_ARGUMENT, "out_engine is NULL");
+    int threads = 1;
+    if (options && options->struct_size >= offsetof(tessera_load_options_t, num_threads) + sizeof(int32_t)) {
+      threads = options->num_threads;
+    }
+    if (threads < 1 || threads > 1024) fail(TESSERA_ERROR_INVALID_ARGUMENT, "num_threads " + std::to_string(threads));
+    auto e = std::make_unique<tessera_engine>();
+    e->engine = std::make_unique<Engine>(deserialize(blob, size), constants, count, threads);
+    *out_engine = e.release();
+  });
+}
+
+tessera_status_t xnnpack_run(tessera_engine_t* engine, const tessera_tensor_t* inputs, size_t num_inputs,
+                             tessera_tensor_t* outputs, size_t num_outputs, char* msg, size_t cap) {
+  return guarded(msg, cap, [&] {
+    if (!engine || !engine->engine) fail(TESSERA_ERROR_INVALID_ARGUMENT, "engine is NULL");
+    engine->engine->run(inputs, num_inputs, outputs, num_outputs);
+  });
+}
+
+void xnnpack_destroy(tessera_engine_t* engine) { delete engine; }
+
+// FLOPs at rates typical of XNNPACK's f32 kernels on one x86 core (GEMM-like
+// ops ~40 GFLOP/s, the rest ~2 GFLOP/s), plus per-node and per-copy costs.
+tessera_status_t xnnpack_estimate_cost(const void* model, size_t size, int32_t num_threads, double* out_us, char* msg,
+                                       size_t cap) {
+  return guarded(msg, cap, [&] {
+    if (!out_us) fail(TESSERA_ERROR_INVALID_ARGUMENT, "out_us is NULL");
+    ModelView m(model, size);
+    Program p;
+    try {
+      p = Lowering(m).lower_region();
+    } catch (const tessera_plugin::Failure& f) {
+      fail(TESSERA_ERROR_UNSUPPORTED, "no estimate: " + f.message);
+    }
+    double dense = 0, light = 0, moved = 0;
+    for (const NodeDef& n : p.nodes) {
+      const Dims& x = p.tensors[static_cast<size_t>(n.inputs[0])].dims;
+      double out = static_cast<double>(numel(p.tensors[static_cast<size_t>(n.output)].dims));
+      switch (n.op) {
+        case Op::kConv2d: dense += 2 * out * static_cast<double>(n.ints[4] * n.ints[5] * n.ints[11]); break;
+        case Op::kDepthwiseConv2d: light += 2 * out * static_cast<double>(n.ints[4] * n.ints[5]); break;
+        case Op::kDeconv2d:
+          dense += 2 * static_cast<double>(numel(x)) * static_cast<double>(n.ints[6] * n.ints[7] * n.ints[14]);
+          break;
+        case Op::kFullyConnected: dense += 2 * out * static_cast<double>(x.back()); break;
+        case Op::kMaxPool2d: case Op::kAvgPool2d: light += out * static_cast<double>(n.ints[4] * n.ints[5]); break;
+        case Op::kGlobalAvgPool2d: light += static_cast<double>(numel(x)); break;
+        default: light += out;
+      }
+    }
+    for (const Import& im : p.imports) moved += static_cast<double>(numel(p.tensors[static_cast<size_t>(im.tensor)].dims));
+    for (const Export& e : p.exports) moved += static_cast<double>(numel(p.tensors[static_cast<size_t>(e.tensor)].dims));
+    const double threads = std::max(1, num_threads);
+    *out_us = dense / (40e3 * threads) + light / (2e3 * threads) + moved * 4 / 5e3 +
+              static_cast<double>(p.nodes.size()) + 2.0 * static_cast<double>(p.steps.size());
+  });
+}
+
+const tessera_backend_t kTable = {
+    .abi_version = TESSERA_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(tessera_backend_t),
+    .name = "xnnpack",
+    .flags = 0,  // an XNNPACK runtime is not safe for concurrent invokes: the host serializes run()
+    .version = xnnpack_version,
+    .capability = xnnpack_capability,
+    .compile = xnnpack_compile,
+    .free_buffer = tessera_plugin::free_buffer,
+    .load = xnnpack_load,
+    .run = xnnpack_run,
+    .destroy = xnnpack_destroy,
+    .estimate_cost = xnnpack_estimate_cost,
+};
+
+}  // namespace
+
+extern "C" TESSERA_BACKEND_EXPORT const tessera_backend_t* tessera_backend_query(uint32_t host_abi_version) {
+  return host_abi_version == TESSERA_BACKEND_ABI_VERSION ? &kTable : nullptr;
+}

@@ -1,0 +1,162 @@
+// What compile produces and load consumes: a region lowered to XNNPACK
+// subgraph nodes, with the layout decisions already taken. It holds no
+// weights; constants are named (region initializers) with the transform that
+// turns them into what XNNPACK reads (OIHW -> OHWI filters, NCHW -> NHWC
+// broadcast operands, folded BatchNormalization, ...).
+//
+// Execution is a list of steps: segments (a range of nodes, one XNNPACK
+// runtime each) and layout conversions between engine buffers. A value that
+// crosses a step lives in a buffer; values inside one segment are XNNPACK's.
+// Region inputs are imported into buffers (copied, or transposed NCHW -> NHWC)
+// before the first step; outputs are exported after the last (copied, or
+// transposed back), or written straight into the host's buffer when nothing
+// inside reads them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plugin_util.h"
+
+namespace tessera_xnn {
+
+using Dims = std::vector<int64_t>;
+using tessera_plugin::ValueType;
+
+constexpr size_t kMaxRank = 6;                       // XNN_MAX_TENSOR_DIMS
+constexpr int64_t kMaxElements = int64_t{1} << 36;   // per tensor; bounds what a corrupt blob can ask for
+
+enum class Op : uint8_t {
+#define XNN_OP(name, min_in, max_in, n_ints, n_floats) k##name,
+#include "ops.inc"
+#undef XNN_OP
+  kCount
+};
+
+struct OpInfo {
+  const char* name;
+  int min_inputs, max_inputs, num_ints, num_floats;
+};
+const OpInfo& op_info(Op op);
+
+enum class TensorKind : uint8_t {
+  kInternal,  // lives inside one segment (XNNPACK's workspace)
+  kBuffer,    // an engine buffer, external to every segment that touches it
+  kConstant,  // static data, built at load from region initializers
+  kOutput,    // written straight into region output `ref` by its segment
+  kCount
+};
+
+struct TensorDef {
+  Dims dims;  // as XNNPACK sees them: NHWC for a channels-last value
+  TensorKind kind = TensorKind::kInternal;
+  int32_t ref = -1;  // kConstant: index into constants; kOutput: region output index
+};
+
+// How a constant is built from the region's initializers at load. Every
+// transform may also scale the result (Gemm's alpha and beta).
+enum class Transform : uint8_t {
+  kCopy,         // same elements, same order (dims may differ: [] -> [1], [1,N] -> [N])
+  kToNhwc,       // source padded to rank 4 with leading 1s, permuted (0,2,3,1): NCHW -> NHWC, OIHW -> OHWI
+  kDepthwise,    // [M,1,kh,kw] -> [1,kh,kw,M]
+  kDeconv,       // [C, M/g, kh, kw] -> [M, kh, kw, C/g] per group (ints[0] = groups)
+  kBroadcastRow, // source of 1 or N elements -> [N] (Gemm's C as a bias)
+  kBnScale,      // sources scale, var -> scale / sqrt(var + eps)            (floats[1] = eps)
+  kBnShift,      // sources bias, mean, scale, var -> bias - mean * scale / sqrt(var + eps)
+  kLiteral,      // no source: the values are floats[1..]
+  kCount
+};
+
+struct ConstantDef {
+  Transform transform = Transform::kCopy;
+  std::vector<std::string> sources;  // region initializer names
+  std::vector<Dims> source_dims;     // their dims, as compile saw them (checked at load)
+  std::vector<int64_t> ints;
+  std::vector<float> floats;         // floats[0] is always the scale
+};
+
+struct NodeDef {
+  Op op = Op::kCount;
+  std::vector<int32_t> inputs;  // tensor indices
+  int32_t output = -1;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+};
+
+enum class StepKind : uint8_t {
+  kSegment,  // nodes [a, b)
+  kToNhwc,   // buffer a (4-D, plain) -> buffer b (NHWC)
+  kToPlain,  // buffer a (NHWC) -> buffer b (4-D, plain)
+  kCount
+};
+
+struct Step {
+  StepKind kind = StepKind::kSegment;
+  int32_t a = 0, b = 0;
+};
+
+enum class Transfer : uint8_t {
+  kCopy,    // plain layout: bytes as they are
+  kNhwc,    // input: NCHW -> NHWC buffer; output: NHWC buffer -> NCHW
+  kDirect,  // output only: the tensor is kOutput, written in place
+  kCount
+};
+
+struct Import {
+  int32_t input = 0;   // region input index
+  int32_t tensor = 0;  // a kBuffer
+  Transfer transfer = Transfer::kCopy;
+};
+
+struct Export {
+  int32_t tensor = 0;  // kBuffer, or kOutput for kDirect
+  Transfer transfer = Transfer::kCopy;
+};
+
+struct Program {
+  std::vector<ValueType> inputs, outputs;  // the region boundary, ONNX order and dims
+  std::vector<std::string> input_names, output_names;
+  std::vector<TensorDef> tensors;
+  std::vector<ConstantDef> constants;
+  std::vector<NodeDef> nodes;
+  std::vector<Step> steps;
+  std::vector<Import> imports;
+  std::vector<Export> exports;  // one per region output, in order
+};
+
+// ---- shapes ---------------------------------------------------------------
+
+int64_t numel(const Dims& d);
+std::string dims_str(const Dims& d);
+// The XNNPACK dims of a value: ONNX dims, rank 0 as [1], a channels-last
+// value NCHW -> NHWC.
+Dims xnn_dims(const Dims& onnx, bool nhwc);
+// NCHW -> NHWC of 4-D dims (and its inverse).
+Dims to_nhwc(const Dims& d);
+Dims to_nchw(const Dims& d);
+// True when a 4-D tensor has the same memory order in NCHW and NHWC (C == 1,
+// or H == W == 1): a layout change is then only a reshape.
+bool layout_change_is_view(const Dims& nchw);
+
+// The one shape rule per op: "" when `node` is consistent with the tensors'
+// dims (its output dims are what XNNPACK will compute), else what is wrong.
+// Compile asserts it after lowering; load rejects a blob that breaks it, so an
+// accepted program never makes XNNPACK write past a buffer.
+std::string check_node(const NodeDef& node, const std::vector<TensorDef>& tensors);
+
+// Whole-program consistency: indices in range, every tensor written once
+// before it is read, steps covering the nodes in order, boundary shapes.
+// Fails with TESSERA_ERROR_INCOMPATIBLE_BLOB.
+void validate(const Program& p);
+
+// ---- blob -----------------------------------------------------------------
+
+// "TSRXNNPK", u32 format version, then the program. Corrupt or foreign bytes
+// fail with TESSERA_ERROR_INCOMPATIBLE_BLOB; deserialize also validates.
+constexpr char kBlobMagic[8] = {'T', 'S', 'R', 'X', 'N', 'N', 'P', 'K'};
+constexpr uint32_t kBlobVersion = 1;
+std::string serialize(const Program& p);
+Program deserialize(const void* data, size_t size);
+
+}  // namespace tessera_xnn
