@@ -1,0 +1,359 @@
+// Builds an engine's plan: program ops -> oneDNN primitives with layouts.
+//
+// Input: a checked program, and (at load) the region's constants. Output:
+// Mems, Steps, the arena plan, weights reordered once into the layouts the
+// primitives chose. Method, op by op in program order:
+//   1. each operand gets a Mem by its layout policy (dnnl_primitives.h): as
+//      its producer left it, a plain view of it, or undecided (`any`);
+//   2. the primitive descriptor is created; where it wants another layout
+//      than the operand has, a reorder is planned once per (value, layout)
+//      and shared by every later reader — for constants it runs here, at
+//      load, into a buffer the engine owns; for activations it is a step,
+//      which happens where plain data enters a blocked chain (region inputs,
+//      the operands of MatMul/Softmax/LayerNorm/views);
+//   3. the destination gets its Mem: the host's output buffer when the value
+//      leaves the region and the primitive writes it plain; the buffer of a
+//      sum post-op's operand when that operand dies here (in place); else a
+//      fresh arena buffer.
+// Finally every region output not already written in place is reordered
+// into the host's buffer, and the arena is planned from the steps that touch
+// each buffer.
+#include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
+
+#include <climits>
+
+#include "dnnl_engine.h"
+#include "dnnl_primitives.h"
+
+namespace tessera_dnnl {
+
+using dnnl::memory;
+using tessera_plugin::fail;
+
+namespace {
+
+class Builder {
+ public:
+  Builder(const Program& p, const dnnl::engine& eng, const std::map<std::string, const tessera_tensor_t*>* constants)
+      : p_(p), eng_(eng), consts_(constants), dry_(constants == nullptr) {}
+
+  Plan build() {
+    const size_t nv = p_.values.size();
+    variants_.assign(nv, {});
+    canon_.assign(nv, -1);
+    last_use_.assign(nv, -1);
+    first_output_.assign(nv, -1);
+    for (size_t i = 0; i < p_.ops.size(); ++i) {
+      for (int32_t id : p_.ops[i].in) {
+        if (id >= 0) last_use_[static_cast<size_t>(id)] = static_cast<int>(i);
+      }
+      for (const PostOp& po : p_.ops[i].post) {
+        if (po.operand >= 0) last_use_[static_cast<size_t>(po.operand)] = static_cast<int>(i);
+      }
+    }
+    for (size_t j = 0; j < p_.outputs.size(); ++j) {
+      const auto v = static_cast<size_t>(p_.outputs[j]);
+      last_use_[v] = INT_MAX;
+      if (first_output_[v] < 0) first_output_[v] = static_cast<int>(j);
+    }
+    for (size_t i = 0; i < p_.inputs.size(); ++i) {
+      const int32_t v = p_.inputs[i];
+      if (p_.values[static_cast<size_t>(v)].dtype == 1) bind(v, add_mem(plain(v), Storage::kInput, static_cast<int>(i)));
+    }
+    for (size_t v = 0; v < nv; ++v) {
+      if (p_.values[v].kind != ValueKind::kConstant) continue;
+      bind(static_cast<int32_t>(v), add_mem(plain(static_cast<int32_t>(v)), Storage::kFixed, fixed(constant_ptr(v))));
+    }
+    if (!dry_) stream_ = dnnl::stream(eng_);
+    for (op_ = 0; op_ < p_.ops.size(); ++op_) build_op(p_.ops[op_]);
+    for (size_t j = 0; j < p_.outputs.size(); ++j) {
+      const int32_t v = p_.outputs[j];
+      const int m = canon(v);
+      const memory::desc want = plain(v);
+      const Mem& mm = plan_.mems[static_cast<size_t>(m)];
+      if (mm.storage == Storage::kOutput && mm.index == static_cast<int>(j) && mm.md == want) continue;
+      reorder_step(m, add_mem(want, Storage::kOutput, static_cast<int>(j)), "output '" + p_.values[static_cast<size_t>(v)].name + "'");
+    }
+    plan_.arena_bytes = plan_arena(plan_.buffers);
+    return std::move(plan_);
+  }
+
+ private:
+  memory::desc plain(int32_t v) const { return plain_md(p_.values[static_cast<size_t>(v)].dims); }
+
+  void* constant_ptr(size_t v) const {
+    if (dry_) return nullptr;
+    const std::string& name = p_.values[v].name;
+    auto it = consts_->find(name);
+    if (it == consts_->end()) fail(TESSERA_ERROR_INVALID_ARGUMENT, "constant '" + name + "' was not given");
+    const tessera_tensor_t& t = *it->second;
+    const Dims& d = p_.values[v].dims;
+    std::string what = "constant '" + name + "'";
+    if (t.dtype != 1) {
+      fail(TESSERA_ERROR_INVALID_ARGUMENT, what + " has dtype " + tessera_plugin::dtype_name(t.dtype) + ", expected float32");
+    }
+    if (t.rank < 0 || static_cast<size_t>(t.rank) != d.size() || (t.rank > 0 && !t.dims) ||
+        !std::equal(d.begin(), d.end(), t.dims)) {
+      Dims given(t.dims, t.dims + std::max(0, t.dims ? t.rank : 0));
+      fail(TESSERA_ERROR_INVALID_ARGUMENT, what + " has shape " + dims_str(given) + ", expected " + dims_str(d));
+    }
+    if (t.size_bytes != static_cast<size_t>(numel(d)) * 4 || !t.data) {
+      fail(TESSERA_ERROR_INVALID_ARGUMENT, what + " has " + std::to_string(t.size_bytes) + " bytes, expected " +
+                                               std::to_string(numel(d) * 4));
+    }
+    return t.data;
+  }
+
+  int fixed(void* ptr) {
+    plan_.fixed.push_back(ptr);
+    return static_cast<int>(plan_.fixed.size() - 1);
+  }
+
+  int add_mem(const memory::desc& md, Storage s, int index) {
+    plan_.mems.push_back(Mem{md, s, index});
+    return static_cast<int>(plan_.mems.size() - 1);
+  }
+
+  // A Mem over the same storage as `of`, seen through `md`, holding value v.
+  int alias_mem(int of, const memory::desc& md, int32_t v) {
+    const Mem base = plan_.mems[static_cast<size_t>(of)];
+    if (base.storage == Storage::kArena) buffer_values_[static_cast<size_t>(base.index)].push_back(v);
+    return add_mem(md, base.storage, base.index);
+  }
+
+  int arena_mem(const memory::desc& md, int32_t v) {
+    plan_.buffers.push_back(ArenaBuffer{md.get_size()});
+    buffer_values_.push_back({v});
+    return add_mem(md, Storage::kArena, static_cast<int>(plan_.buffers.size() - 1));
+  }
+
+  void bind(int32_t v, int m) {
+    canon_[static_cast<size_t>(v)] = m;
+    variants_[static_cast<size_t>(v)].push_back(m);
+  }
+
+  int canon(int32_t v) const {
+    int m = canon_[static_cast<size_t>(v)];
+    if (m < 0) fail(TESSERA_ERROR_INCOMPATIBLE_BLOB, "value '" + p_.values[static_cast<size_t>(v)].name + "' read before it is computed");
+    return m;
+  }
+
+  void add_step(Step s) {
+    const int at = static_cast<int>(plan_.steps.size());
+    for (const auto& [arg, m] : s.args) {
+      const Mem& mm = plan_.mems[static_cast<size_t>(m)];
+      if (mm.storage != Storage::kArena) continue;
+      ArenaBuffer& b = plan_.buffers[static_cast<size_t>(mm.index)];
+      b.first = b.first < 0 ? at : std::min(b.first, at);
+      b.last = std::max(b.last, at);
+    }
+    plan_.scratch_bytes = std::max(plan_.scratch_bytes, s.scratchpad.get_size());
+    plan_.steps.push_back(std::move(s));
+  }
+
+  dnnl::reorder::primitive_desc reorder_pd(const memory::desc& from, const memory::desc& to) const {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return dnnl::reorder::primitive_desc(eng_, from, eng_, to, attr);
+  }
+
+  void reorder_step(int from, int to, const std::string& what) {
+    auto pd = reorder_pd(plan_.mems[static_cast<size_t>(from)].md, plan_.mems[static_cast<size_t>(to)].md);
+    Step s;
+    if (!dry_) s.prim = dnnl::reorder(pd);
+    s.args = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    s.scratchpad = pd.scratchpad_desc();
+    s.what = "reorder of " + what;
+    ++plan_.reorders;
+    add_step(std::move(s));
+  }
+
+  // Converts a constant now, into a buffer the engine owns.
+  int convert_constant(int from, const memory::desc& md) {
+    if (dry_) return add_mem(md, Storage::kFixed, fixed(nullptr));
+    AlignedBuffer buf(md.get_size());
+    const Mem src = plan_.mems[static_cast<size_t>(from)];
+    auto pd = reorder_pd(src.md, md);
+    AlignedBuffer scratch(pd.scratchpad_desc().get_size());
+    memory src_mem(src.md, eng_, plan_.fixed[static_cast<size_t>(src.index)]);
+    memory dst_mem(md, eng_, buf.p);
+    std::unordered_map<int, memory> args{{DNNL_ARG_FROM, src_mem}, {DNNL_ARG_TO, dst_mem}};
+    if (scratch.p) args.emplace(DNNL_ARG_SCRATCHPAD, memory(pd.scratchpad_desc(), eng_, scratch.p));
+    dnnl::reorder(pd).execute(stream_, args);
+    stream_.wait();
+    const int idx = fixed(buf.p);
+    plan_.owned.push_back(std::move(buf));
+    return add_mem(md, Storage::kFixed, idx);
+  }
+
+  // Value v in layout md (same dims as v's), converting once.
+  int as_layout(int32_t v, const memory::desc& md) {
+    for (int m : variants_[static_cast<size_t>(v)]) {
+      if (plan_.mems[static_cast<size_t>(m)].md == md) return m;
+    }
+    const int src = canon(v);
+    int m;
+    if (p_.values[static_cast<size_t>(v)].kind == ValueKind::kConstant) {
+      m = convert_constant(src, md);
+    } else {
+      m = arena_mem(md, v);
+      reorder_step(src, m, "'" + p_.values[static_cast<size_t>(v)].name + "'");
+    }
+    variants_[static_cast<size_t>(v)].push_back(m);
+    return m;
+  }
+
+  // Value v's plain elements seen through `view` (another shape or strides).
+  int as_view(int32_t v, const memory::desc& view) {
+    for (int m : variants_[static_cast<size_t>(v)]) {
+      if (plan_.mems[static_cast<size_t>(m)].md == view) return m;
+    }
+    const int base = as_layout(v, plain(v));
+    if (plan_.mems[static_cast<size_t>(base)].md == view) return base;
+    const int m = alias_mem(base, view, v);
+    variants_[static_cast<size_t>(v)].push_back(m);
+    return m;
+  }
+
+  // Weights read through `view`, in the layout `want` the primitive chose:
+  // reordered at load when constant, else by a step of every run.
+  int weights(int32_t v, const memory::desc& view, const memory::desc& want) {
+    for (int m : variants_[static_cast<size_t>(v)]) {
+      if (plan_.mems[static_cast<size_t>(m)].md == want) return m;
+    }
+    const int src = as_view(v, view);
+    if (want == view) return src;
+    int m;
+    if (p_.values[static_cast<size_t>(v)].kind == ValueKind::kConstant) {
+      m = convert_constant(src, want);
+    } else {
+      m = arena_mem(want, v);
+      reorder_step(src, m, "weights '" + p_.values[static_cast<size_t>(v)].name + "'");
+    }
+    variants_[static_cast<size_t>(v)].push_back(m);
+    return m;
+  }
+
+  int buffer_of(int m) const {
+    const Mem& mm = plan_.mems[static_cast<size_t>(m)];
+    return mm.storage == Storage::kArena ? mm.index : -1;
+  }
+
+  // Whether the destination may take over the buffer of sum operand O (Mem
+  // m): nothing reads O or anything else in that buffer after this op, and no
+  // other operand of this op lives in it.
+  bool can_alias(int32_t o, int m, const memory::desc& dst, const std::vector<int>& others) const {
+    const int b = buffer_of(m);
+    if (b < 0 || plan_.mems[static_cast<size_t>(m)].md != dst || last_use_[static_cast<size_t>(o)] != static_cast<int>(op_)) {
+      return false;
+    }
+    for (int32_t v : buffer_values_[static_cast<size_t>(b)]) {
+      if (last_use_[static_cast<size_t>(v)] > static_cast<int>(op_)) return false;
+    }
+    for (int x : others) {
+      if (buffer_of(x) == b) return false;
+    }
+    return true;
+  }
+
+  int new_dst(int32_t v, const memory::desc& md) {
+    const int j = first_output_[static_cast<size_t>(v)];
+    if (j >= 0 && is_plain(md)) return add_mem(md, Storage::kOutput, j);
+    return arena_mem(md, v);
+  }
+
+  void build_op(const Op& op) {
+    const std::string what = std::string(op_kind_name(op.kind)) + " '" + op.node + "'";
+    if (op.kind == OpKind::kView) {
+      bind(op.out, alias_mem(as_view(op.in[0], plain(op.in[0])), plain(op.out), op.out));
+      return;
+    }
+    std::vector<OperandSpec> specs = operand_specs(op, p_.values);
+    std::vector<int> mem(op.in.size(), -1);
+    std::vector<memory::desc> md(op.in.size());
+    for (size_t k = 0; k < specs.size(); ++k) {
+      const int32_t v = op.in[k];
+      switch (specs[k].layout) {
+        case Layout::kAbsent: break;
+        case Layout::kAsIs: mem[k] = canon(v); md[k] = plan_.mems[static_cast<size_t>(mem[k])].md; break;
+        case Layout::kSameAsFirst: mem[k] = as_layout(v, md[0]); md[k] = md[0]; break;
+        case Layout::kPlain: mem[k] = as_view(v, specs[k].md); md[k] = specs[k].md; break;
+        case Layout::kAny: md[k] = specs[k].md; break;
+      }
+    }
+    dnnl::primitive_desc_base pd = create_pd(op, p_.values, md, eng_);
+    for (size_t k = 0; k < specs.size(); ++k) {
+      if (specs[k].layout == Layout::kAbsent) continue;
+      const memory::desc want = pd.query_md(dnnl::query::exec_arg_md, specs[k].arg);
+      const int32_t v = op.in[k];
+      if (specs[k].layout == Layout::kAny) {
+        const bool is_weights = specs[k].view.data.ndims > 0;
+        mem[k] = is_weights ? weights(v, specs[k].view, want) : as_layout(v, want);
+      } else if (plan_.mems[static_cast<size_t>(mem[k])].md != want) {
+        fail(TESSERA_ERROR_COMPILE_FAILED, what + ": oneDNN asked for another layout of operand " + std::to_string(k));
+      }
+    }
+    Step s;
+    s.what = what;
+    for (size_t k = 0; k < specs.size(); ++k) {
+      if (mem[k] >= 0) s.args.emplace_back(specs[k].arg, mem[k]);
+    }
+    int sum_operand = -1;
+    for (size_t i = 0; i < op.post.size(); ++i) {
+      const PostOp& po = op.post[i];
+      if (po.kind == PostKind::kSum) sum_operand = po.operand;
+      if (po.kind != PostKind::kBinary) continue;
+      const int m = as_view(po.operand, post_operand_md(op, po, p_.values));
+      s.args.emplace_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, m);
+    }
+    const memory::desc dst_md = pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_DST);
+    int dst;
+    if (sum_operand >= 0) {
+      std::vector<int> others;
+      for (const auto& [arg, m] : s.args) others.push_back(m);
+      const int m = canon(sum_operand);
+      if (can_alias(sum_operand, m, dst_md, others)) {
+        dst = alias_mem(m, dst_md, op.out);  // in place: the residual is already in the destination
+      } else {
+        dst = new_dst(op.out, dst_md);
+        reorder_step(m, dst, "'" + p_.values[static_cast<size_t>(sum_operand)].name + "' into " + what);
+      }
+    } else {
+      dst = new_dst(op.out, dst_md);
+    }
+    s.args.emplace_back(DNNL_ARG_DST, dst);
+    s.scratchpad = pd.scratchpad_desc();
+    if (!dry_) s.prim = dnnl::primitive(pd.get());
+    add_step(std::move(s));
+    // A MatMul, Softmax or LayerNorm writes its value through other (plain) dims.
+    const Dims dd(dst_md.data.dims, dst_md.data.dims + dst_md.data.ndims);
+    if (dd == p_.values[static_cast<size_t>(op.out)].dims) {
+      bind(op.out, dst);
+    } else {
+      bind(op.out, alias_mem(dst, plain(op.out), op.out));
+    }
+  }
+
+  const Program& p_;
+  const dnnl::engine& eng_;
+  const std::map<std::string, const tessera_tensor_t*>* consts_;
+  const bool dry_;
+  dnnl::stream stream_;
+  Plan plan_;
+  std::vector<std::vector<int>> variants_;
+  std::vector<int> canon_, last_use_, first_output_;
+  std::vector<std::vector<int32_t>> buffer_values_;
+  size_t op_ = 0;
+};
+
+}  // namespace
+
+Plan build_plan(const Program& p, const dnnl::engine& eng,
+                const std::map<std::string, const tessera_tensor_t*>* constants, int num_threads) {
+  // Kernels are generated for the thread count they will run with.
+  omp_set_num_threads(std::max(1, num_threads));
+  return Builder(p, eng, constants).build();
+}
+
+}  // namespace tessera_dnnl

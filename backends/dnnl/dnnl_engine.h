@@ -1,0 +1,87 @@
+// A loaded oneDNN engine: the program turned into primitives, memory
+// descriptors and an execution plan (dnnl_engine.cc builds it), and the run
+// contexts that execute it (dnnl_run.cc).
+//
+// Every tensor the plan touches is a Mem: a memory descriptor (its layout)
+// over a storage — a region input or output (the host's buffer, bound per
+// run), a fixed buffer (a constant given to load, zero-copy, or weights
+// reordered at load into the engine), or a buffer of the arena. A value may
+// have several Mems: its layout as produced, a reorder of it into another
+// layout, plain views of it with other dims (which share its storage).
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "dnnl_memory_plan.h"
+#include "dnnl_program.h"
+#include "plugin_util.h"
+
+namespace tessera_dnnl {
+
+enum class Storage : uint8_t { kInput, kOutput, kFixed, kArena };
+
+struct Mem {
+  dnnl::memory::desc md;
+  Storage storage = Storage::kArena;
+  int index = 0;  // region input/output index, fixed buffer index, or arena buffer index
+};
+
+struct Step {
+  dnnl::primitive prim;                 // empty in a dry build
+  std::vector<std::pair<int, int>> args;  // DNNL_ARG_* -> Mem index
+  dnnl::memory::desc scratchpad;         // zero-size when the primitive needs none
+  std::string what;                      // for messages: "Conv 'conv1'"
+};
+
+struct Plan {
+  std::vector<Mem> mems;
+  std::vector<Step> steps;
+  std::vector<void*> fixed;               // pointers of the kFixed storages
+  std::vector<AlignedBuffer> owned;       // reordered weights
+  std::vector<ArenaBuffer> buffers;
+  size_t arena_bytes = 0, scratch_bytes = 0;
+  size_t reorders = 0;                    // layout conversions per run (region boundaries, mostly)
+};
+
+// Builds the plan for `p`. With `constants` (load) it binds them by name,
+// reorders weights and creates primitives; without (compile's dry build) it
+// only creates the primitive descriptors, which proves load will succeed.
+// `num_threads` is the OpenMP thread count kernels are generated for.
+Plan build_plan(const Program& p, const dnnl::engine& eng,
+                const std::map<std::string, const tessera_tensor_t*>* constants, int num_threads);
+
+class RunContext;
+
+}  // namespace tessera_dnnl
+
+// The engine behind the ABI's opaque handle.
+struct tessera_engine {
+  tessera_dnnl::Program program;
+  std::vector<tessera_plugin::ValueType> input_types, output_types;
+  int num_threads = 1;
+  dnnl::engine eng;
+  tessera_dnnl::Plan plan;
+  // Run contexts (stream, arena, memory objects) not in use. A run takes one
+  // or makes one, so concurrent runs never share mutable state.
+  std::mutex mu;
+  std::vector<std::unique_ptr<tessera_dnnl::RunContext>> idle;
+  ~tessera_engine();
+};
+
+namespace tessera_dnnl {
+
+// Creates the engine from a program and the region's constants.
+std::unique_ptr<tessera_engine> make_engine(Program p, const tessera_named_tensor_t* constants, size_t count,
+                                            int num_threads);
+// One inference; fails with TESSERA_ERROR_INVALID_ARGUMENT on descriptors
+// that differ from the region, TESSERA_ERROR_RUNTIME when oneDNN fails.
+void run_engine(tessera_engine& e, const tessera_tensor_t* inputs, size_t num_inputs, tessera_tensor_t* outputs,
+                size_t num_outputs);
+
+}  // namespace tessera_dnnl

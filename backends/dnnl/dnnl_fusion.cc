@@ -1,0 +1,133 @@
+#include "dnnl_fusion.h"
+
+#include <oneapi/dnnl/dnnl_types.h>
+
+#include <algorithm>
+
+#include "dnnl_lowering.h"
+#include "dnnl_primitives.h"
+
+namespace tessera_dnnl {
+
+namespace {
+
+bool can_take_post_ops(OpKind k) {
+  return k == OpKind::kConv || k == OpKind::kDeconv || k == OpKind::kMatMul || k == OpKind::kBinary;
+}
+
+bool commutative(int32_t alg) {
+  return alg == dnnl_binary_add || alg == dnnl_binary_mul || alg == dnnl_binary_max || alg == dnnl_binary_min;
+}
+
+// Readers of every value: ops reading it as an operand or a post-op operand
+// (an op counted once per use), and whether it leaves the region.
+struct Uses {
+  std::vector<std::vector<size_t>> readers;
+  std::vector<bool> is_output;
+};
+
+Uses uses_of(const Program& p) {
+  Uses u;
+  u.readers.resize(p.values.size());
+  u.is_output.assign(p.values.size(), false);
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    for (int32_t id : p.ops[i].in) {
+      if (id >= 0) u.readers[static_cast<size_t>(id)].push_back(i);
+    }
+    for (const PostOp& po : p.ops[i].post) {
+      if (po.operand >= 0) u.readers[static_cast<size_t>(po.operand)].push_back(i);
+    }
+  }
+  for (int32_t id : p.outputs) u.is_output[static_cast<size_t>(id)] = true;
+  return u;
+}
+
+// `producer` with reader `r` folded in as a post-op, or false.
+bool fold(const Program& p, const Op& producer, const Op& r, Op* fused) {
+  const int32_t x = producer.out;
+  const Dims& xd = p.values[static_cast<size_t>(x)].dims;
+  const Dims dd = dst_dims(producer, p.values);
+  *fused = producer;
+  fused->out = r.out;
+  if (r.kind == OpKind::kEltwise) {
+    fused->post.push_back(PostOp{PostKind::kEltwise, r.alg, r.floats[0], r.floats[1], -1});
+    return true;
+  }
+  if (r.kind != OpKind::kBinary) return false;
+  const size_t k = r.in[0] == x ? 0 : 1;
+  const int32_t other = r.in[1 - k];
+  if (other == x) return false;  // x (op) x
+  const Dims& od = p.values[static_cast<size_t>(other)].dims;
+  const bool has_sum = std::any_of(producer.post.begin(), producer.post.end(),
+                                   [](const PostOp& po) { return po.kind == PostKind::kSum; });
+  if (r.alg == dnnl_binary_add && od == xd && xd == dd && !has_sum && producer.kind != OpKind::kBinary) {
+    fused->post.push_back(PostOp{PostKind::kSum, 0, 0.f, 0.f, other});
+    return true;
+  }
+  // A binary post-op's operand is read plain: worth it for a broadcast
+  // operand (a bias, a per-channel scale) or next to a plain MatMul, not for
+  // a same-shaped value that may flow in a blocked layout.
+  Dims b;
+  if (!broadcast(od, xd, &b) || b != xd || pad_to_rank(xd, dd.size()) != dd || od.size() > dd.size()) return false;
+  if (od == xd && producer.kind != OpKind::kMatMul) return false;
+  if (k != 0 && !commutative(r.alg)) return false;
+  fused->post.push_back(PostOp{PostKind::kBinary, r.alg, 0.f, 0.f, other});
+  return true;
+}
+
+}  // namespace
+
+void fuse(Program& p, const dnnl::engine& eng) {
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    while (can_take_post_ops(p.ops[i].kind) && p.ops[i].post.size() < 8) {
+      const Uses u = uses_of(p);
+      const auto x = static_cast<size_t>(p.ops[i].out);
+      if (u.is_output[x] || u.readers[x].size() != 1) break;
+      const size_t j = u.readers[x][0];
+      Op fused;
+      if (j <= i || !fold(p, p.ops[i], p.ops[j], &fused)) break;
+      if (!probe(fused, p.values, eng).empty()) break;
+      fused.node = p.ops[i].node + "+" + p.ops[j].node;
+      p.ops[j] = std::move(fused);
+      p.ops.erase(p.ops.begin() + static_cast<std::ptrdiff_t>(i));
+      i = j - 1;  // the fused op, at the reader's place; try to extend it
+    }
+  }
+}
+
+std::vector<Composite> find_composites(const tessera_plugin::ModelView& m, const std::vector<bool>& supported) {
+  static const char* kActivations[] = {"Relu", "LeakyRelu", "Sigmoid", "Tanh",     "Elu",  "Selu",  "Clip",
+                                       "HardSigmoid", "HardSwish", "Gelu", "Mish", "Softplus", "Exp", "Abs",
+                                       "Sqrt",  "Log",       "Neg",     "Round"};
+  auto is_activation = [&](const std::string& op) {
+    return std::any_of(std::begin(kActivations), std::end(kActivations), [&](const char* a) { return op == a; });
+  };
+  std::vector<Composite> out;
+  for (int i = 0; i < m.num_nodes(); ++i) {
+    const onnx::NodeProto& head = m.node(i);
+    const std::string& op = head.op_type();
+    if (!supported[static_cast<size_t>(i)] || !head.domain().empty() ||
+        (op != "Conv" && op != "ConvTranspose" && op != "MatMul" && op != "Gemm")) {
+      continue;
+    }
+    Composite c{op, {i}};
+    const onnx::NodeProto* cur = &head;
+    while (c.nodes.size() < 4 && cur->output_size() >= 1) {
+      const std::string& v = cur->output(0);
+      const std::vector<int>& readers = m.consumers(v);
+      if (m.is_graph_output(v) || readers.size() != 1 || !supported[static_cast<size_t>(readers[0])]) break;
+      const onnx::NodeProto& next = m.node(readers[0]);
+      const std::string& nop = next.op_type();
+      const bool binary = nop == "Add" || nop == "Mul" || ((nop == "Sub" || nop == "Div") && next.input(0) == v);
+      const int uses = static_cast<int>(std::count(next.input().begin(), next.input().end(), v));
+      if (!next.domain().empty() || uses != 1 || !(binary || is_activation(nop))) break;
+      c.nodes.push_back(readers[0]);
+      c.pattern += "+" + nop;
+      cur = &next;
+    }
+    if (c.nodes.size() >= 2) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace tessera_dnnl

@@ -1,0 +1,282 @@
+// Lowering of the spatial operators: Conv, ConvTranspose, MaxPool,
+// AveragePool, the global pools, BatchNormalization and LRN.
+//
+// Pads are resolved here, from the static shapes the region model carries:
+// auto_pad (SAME_UPPER/SAME_LOWER/VALID), ceil_mode and ConvTranspose's
+// output_padding/output_shape all become explicit begin/end pads for oneDNN,
+// computed the way Tessera's native kernels compute them; the output shape
+// the model declares is then re-derived by check_op, so a mismatch refuses
+// the node instead of producing wrong numbers.
+#include <oneapi/dnnl/dnnl_types.h>
+
+#include <algorithm>
+
+#include "dnnl_lowering.h"
+
+namespace tessera_dnnl {
+
+using tessera_plugin::attr_float;
+using tessera_plugin::attr_int;
+using tessera_plugin::attr_ints;
+using tessera_plugin::attr_string;
+using tessera_plugin::has_attr;
+
+namespace {
+
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+std::string list_str(const std::vector<int64_t>& v) { return dims_str(v); }
+
+struct SpatialAttrs {
+  size_t r = 0;
+  std::string auto_pad;
+  Dims kernel, strides, dil, pads;  // pads: ONNX order, begins then ends
+};
+
+// Reads kernel_shape (or the kernel from W), strides, dilations, pads and
+// auto_pad for `r` spatial axes; refuses malformed attributes.
+SpatialAttrs read_spatial(const onnx::NodeProto& n, size_t r, const Dims& kernel_from_w) {
+  SpatialAttrs a;
+  a.r = r;
+  a.auto_pad = attr_string(n, "auto_pad", "NOTSET");
+  if (a.auto_pad.empty()) a.auto_pad = "NOTSET";
+  if (a.auto_pad != "NOTSET" && a.auto_pad != "VALID" && a.auto_pad != "SAME_UPPER" && a.auto_pad != "SAME_LOWER") {
+    throw Refusal{"unknown auto_pad '" + a.auto_pad + "'"};
+  }
+  a.kernel = has_attr(n, "kernel_shape") ? attr_ints(n, "kernel_shape") : kernel_from_w;
+  a.strides = attr_ints(n, "strides", Dims(r, 1));
+  a.dil = attr_ints(n, "dilations", Dims(r, 1));
+  a.pads = attr_ints(n, "pads", Dims(2 * r, 0));
+  if (a.strides.empty()) a.strides.assign(r, 1);
+  if (a.dil.empty()) a.dil.assign(r, 1);
+  if (a.pads.empty()) a.pads.assign(2 * r, 0);
+  if (a.kernel.size() != r || a.strides.size() != r || a.dil.size() != r || a.pads.size() != 2 * r) {
+    throw Refusal{"kernel_shape/strides/dilations/pads do not match " + std::to_string(r) + " spatial axes"};
+  }
+  if (!kernel_from_w.empty() && a.kernel != kernel_from_w) {
+    throw Refusal{"kernel_shape " + list_str(a.kernel) + " differs from the weights' " + list_str(kernel_from_w)};
+  }
+  for (size_t i = 0; i < r; ++i) {
+    if (a.kernel[i] < 1 || a.strides[i] < 1 || a.dil[i] < 1) throw Refusal{"non-positive kernel, stride or dilation"};
+  }
+  for (int64_t p : a.pads) {
+    if (p < 0) throw Refusal{"negative pads"};
+  }
+  return a;
+}
+
+// Begin and end pads of axis i for a window sliding over `in` elements to
+// produce `out` outputs (the model's shape). With ceil_mode the end pad grows
+// to cover the last window; `explicit_end` says what the model asked for.
+void window_pads(const SpatialAttrs& a, size_t i, int64_t in, int64_t out, int64_t* pb, int64_t* pe,
+                 int64_t* explicit_end) {
+  const int64_t s = a.strides[i], eff = (a.kernel[i] - 1) * a.dil[i] + 1;
+  if (a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER") {
+    const int64_t total = std::max<int64_t>(0, (out - 1) * s + eff - in);
+    *pb = a.auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    *pe = total - *pb;
+    *explicit_end = *pe;
+    return;
+  }
+  *pb = a.auto_pad == "VALID" ? 0 : a.pads[i];
+  *explicit_end = a.auto_pad == "VALID" ? 0 : a.pads[i + a.r];
+  *pe = *explicit_end;
+  const int64_t span = in + *pb + *pe - eff;
+  if (span >= 0 && span / s + 1 == out) return;  // floor mode
+  *pe = (out - 1) * s + eff - in - *pb;           // ceil mode: pad the end up to the last window
+}
+
+// Constant weights are reordered once, at load; weights computed at run time
+// (rare outside tests) are reordered by every run.
+int32_t weights_operand(Lowering& l, const onnx::NodeProto& n) {
+  if (n.input_size() < 2 || n.input(1).empty()) throw Refusal{"weights are missing"};
+  return l.value(n.input(1), "weights");
+}
+
+void check_spatial_rank(const Dims& x, const char* op) {
+  if (x.size() < 3 || x.size() > 5) {
+    throw Refusal{std::string(op) + " with " + std::to_string(static_cast<int64_t>(x.size()) - 2) +
+                  " spatial axes (oneDNN takes 1 to 3)"};
+  }
+}
+
+}  // namespace
+
+void lower_conv(Lowering& l, const onnx::NodeProto& n) {
+  const int32_t x = l.value(n.input(0));
+  const Dims xd = l.dims(x);
+  check_spatial_rank(xd, "Conv");
+  const int32_t w = weights_operand(l, n);
+  const int32_t b = n.input_size() > 2 && !n.input(2).empty() ? l.value(n.input(2), "bias") : -1;
+  const int32_t y = l.output(n);
+  const Dims wd = l.dims(w);
+  const Dims yd = l.dims(y);
+  const size_t r = xd.size() - 2;
+  if (wd.size() != xd.size() || yd.size() != xd.size()) throw Refusal{"weights and input ranks differ"};
+  SpatialAttrs a = read_spatial(n, r, Dims(wd.begin() + 2, wd.end()));
+  Op op;
+  op.kind = OpKind::kConv;
+  op.in = {x, w, b};
+  op.out = y;
+  Dims pb(r), pe(r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t explicit_end;
+    window_pads(a, i, xd[i + 2], yd[i + 2], &pb[i], &pe[i], &explicit_end);
+  }
+  op.ints.push_back(static_cast<int64_t>(r));
+  for (const Dims* d : {&a.strides, &a.dil, &pb, &pe}) op.ints.insert(op.ints.end(), d->begin(), d->end());
+  op.ints.push_back(attr_int(n, "group", 1));
+  l.emit(std::move(op));
+}
+
+void lower_conv_transpose(Lowering& l, const onnx::NodeProto& n) {
+  const int32_t x = l.value(n.input(0));
+  const Dims xd = l.dims(x);
+  check_spatial_rank(xd, "ConvTranspose");
+  const int32_t w = weights_operand(l, n);
+  const int32_t b = n.input_size() > 2 && !n.input(2).empty() ? l.value(n.input(2), "bias") : -1;
+  const int32_t y = l.output(n);
+  const Dims wd = l.dims(w);
+  const Dims yd = l.dims(y);
+  const size_t r = xd.size() - 2;
+  if (wd.size() != xd.size() || yd.size() != xd.size()) throw Refusal{"weights and input ranks differ"};
+  SpatialAttrs a = read_spatial(n, r, Dims(wd.begin() + 2, wd.end()));
+  Dims out_pad = attr_ints(n, "output_padding", Dims(r, 0));
+  if (out_pad.empty()) out_pad.assign(r, 0);
+  Dims out_shape = attr_ints(n, "output_shape");
+  if (out_shape.size() == r + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+  if (out_pad.size() != r || (!out_shape.empty() && out_shape.size() != r)) {
+    throw Refusal{"output_padding/output_shape do not match " + std::to_string(r) + " spatial axes"};
+  }
+  const bool same = a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER";
+  Dims pb(r), pe(r);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t s = a.strides[i], eff = (a.kernel[i] - 1) * a.dil[i] + 1;
+    if (out_pad[i] < 0 || out_pad[i] >= std::max(s, a.dil[i])) {
+      throw Refusal{"ConvTranspose with output_padding " + std::to_string(out_pad[i]) + " >= stride " +
+                    std::to_string(s) + " on spatial axis " + std::to_string(i)};
+    }
+    const int64_t full = s * (xd[i + 2] - 1) + out_pad[i] + eff;
+    if (!out_shape.empty() || same) {  // the split the spec (and the native kernel) use
+      const int64_t total = full - (!out_shape.empty() ? out_shape[i] : xd[i + 2] * s);
+      const int64_t half = floor_div(total, 2);
+      pb[i] = a.auto_pad == "SAME_UPPER" ? half : total - half;
+    } else {
+      pb[i] = a.auto_pad == "VALID" ? 0 : a.pads[i];
+    }
+    if (pb[i] < 0) throw Refusal{"ConvTranspose whose output_shape needs a negative begin pad"};
+    // Whatever remains of the output span is the end pad; output_padding
+    // makes it negative, which oneDNN reads as extra output positions.
+    pe[i] = s * (xd[i + 2] - 1) + eff - yd[i + 2] - pb[i];
+  }
+  Op op;
+  op.kind = OpKind::kDeconv;
+  op.in = {x, w, b};
+  op.out = y;
+  op.ints.push_back(static_cast<int64_t>(r));
+  for (const Dims* d : {&a.strides, &a.dil, &pb, &pe}) op.ints.insert(op.ints.end(), d->begin(), d->end());
+  op.ints.push_back(attr_int(n, "group", 1));
+  l.emit(std::move(op));
+}
+
+void lower_pool(Lowering& l, const onnx::NodeProto& n) {
+  const bool is_max = n.op_type() == "MaxPool";
+  const int32_t x = l.value(n.input(0));
+  const Dims xd = l.dims(x);
+  check_spatial_rank(xd, n.op_type().c_str());
+  const int32_t y = l.output(n);
+  const Dims yd = l.dims(y);
+  const size_t r = xd.size() - 2;
+  if (!has_attr(n, "kernel_shape")) throw Refusal{"kernel_shape is missing"};
+  if (!is_max && has_attr(n, "dilations")) {
+    for (int64_t d : attr_ints(n, "dilations")) {
+      if (d != 1) throw Refusal{"AveragePool with dilations"};
+    }
+  }
+  if (is_max && attr_int(n, "storage_order", 0) != 0 && n.output_size() > 1) {
+    throw Refusal{"MaxPool with column-major indices"};
+  }
+  SpatialAttrs a = read_spatial(n, r, {});
+  if (yd.size() != xd.size()) throw Refusal{"output rank differs from the input's"};
+  const bool include_pad = !is_max && attr_int(n, "count_include_pad", 0) != 0;
+  Dims pb(r), pe(r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t explicit_end;
+    window_pads(a, i, xd[i + 2], yd[i + 2], &pb[i], &pe[i], &explicit_end);
+    if (pe[i] < 0) throw Refusal{"pooling window past the input (negative end pad)"};
+    if (include_pad && pe[i] > explicit_end) {
+      throw Refusal{"AveragePool with ceil_mode and count_include_pad whose last window runs past the end pad "
+                    "(oneDNN would count those positions)"};
+    }
+    // oneDNN requires every window to touch the input.
+    if (pb[i] >= (a.kernel[i] - 1) * a.dil[i] + 1 || pe[i] >= (a.kernel[i] - 1) * a.dil[i] + 1) {
+      throw Refusal{"pads as large as the pooling window on spatial axis " + std::to_string(i)};
+    }
+  }
+  Op op;
+  op.kind = OpKind::kPool;
+  op.alg = is_max ? dnnl_pooling_max : include_pad ? dnnl_pooling_avg_include_padding : dnnl_pooling_avg_exclude_padding;
+  op.in = {x};
+  op.out = y;
+  op.ints.push_back(static_cast<int64_t>(r));
+  for (const Dims* d : {&a.kernel, &a.strides, &a.dil, &pb, &pe}) op.ints.insert(op.ints.end(), d->begin(), d->end());
+  l.emit(std::move(op));
+}
+
+void lower_global_pool(Lowering& l, const onnx::NodeProto& n) {
+  const int32_t x = l.value(n.input(0));
+  const Dims xd = l.dims(x);
+  check_spatial_rank(xd, n.op_type().c_str());
+  const int32_t y = l.output(n);
+  const size_t r = xd.size() - 2;
+  Op op;
+  op.kind = OpKind::kPool;
+  op.alg = n.op_type() == "GlobalMaxPool" ? dnnl_pooling_max : dnnl_pooling_avg_exclude_padding;
+  op.in = {x};
+  op.out = y;
+  op.ints.push_back(static_cast<int64_t>(r));
+  op.ints.insert(op.ints.end(), xd.begin() + 2, xd.end());  // kernel = the whole plane
+  op.ints.insert(op.ints.end(), r, 1);                      // strides
+  op.ints.insert(op.ints.end(), r, 1);                      // dilations
+  op.ints.insert(op.ints.end(), 2 * r, 0);                  // pads
+  l.emit(std::move(op));
+}
+
+void lower_batch_norm(Lowering& l, const onnx::NodeProto& n) {
+  if (attr_int(n, "training_mode", 0) != 0) throw Refusal{"BatchNormalization in training mode"};
+  if (l.opset() < 9 && attr_int(n, "spatial", 1) == 0) throw Refusal{"BatchNormalization with spatial=0"};
+  if (n.input_size() != 5) throw Refusal{"BatchNormalization with " + std::to_string(n.input_size()) + " inputs"};
+  const int32_t x = l.value(n.input(0));
+  if (l.dims(x).size() < 2 || l.dims(x).size() > 5) {
+    throw Refusal{"BatchNormalization of a rank-" + std::to_string(l.dims(x).size()) + " input (oneDNN takes 2 to 5)"};
+  }
+  Op op;
+  op.kind = OpKind::kBatchNorm;
+  op.in = {x};
+  const char* roles[] = {"scale", "bias", "mean", "variance"};
+  for (int k = 1; k < 5; ++k) op.in.push_back(l.value(n.input(k), roles[k - 1]));
+  op.out = l.output(n);
+  op.floats = {attr_float(n, "epsilon", 1e-5f)};
+  l.emit(std::move(op));
+}
+
+void lower_lrn(Lowering& l, const onnx::NodeProto& n) {
+  const int64_t size = attr_int(n, "size", 0);
+  if (size < 1) throw Refusal{"LRN without a positive size"};
+  // ONNX's window is [c - floor((size-1)/2), c + ceil((size-1)/2)]; oneDNN's
+  // is centred, so the two agree only for odd sizes.
+  if (size % 2 == 0) throw Refusal{"LRN with an even size " + std::to_string(size) + " (oneDNN's window is centred)"};
+  const int32_t x = l.value(n.input(0));
+  if (l.dims(x).size() < 3 || l.dims(x).size() > 5) {
+    throw Refusal{"LRN of a rank-" + std::to_string(l.dims(x).size()) + " input (oneDNN takes 3 to 5)"};
+  }
+  Op op;
+  op.kind = OpKind::kLrn;
+  op.in = {x};
+  op.out = l.output(n);
+  op.ints = {size};
+  op.floats = {attr_float(n, "alpha", 1e-4f), attr_float(n, "beta", 0.75f), attr_float(n, "bias", 1.f)};
+  l.emit(std::move(op));
+}
+
+}  // namespace tessera_dnnl

@@ -1,0 +1,232 @@
+// Tessera's oneDNN backend: the ABI table (include/tessera/backend.h).
+//
+//   capability   lowers node by node (dnnl_lowering.h) and asks oneDNN whether
+//                it implements each op (probe); reports fusable chains as
+//                composites (dnnl_fusion.h)
+//   compile      lowers the region, fuses post-ops, serializes the program
+//                (dnnl_program.h; no weights), then re-reads the blob and
+//                builds every primitive descriptor once, so that a blob that
+//                compiles also loads
+//   load         validates the blob, binds the constants, creates the stream
+//                and primitives and reorders weights (dnnl_engine.h)
+//   run          checks the descriptors and executes (dnnl_run.cc)
+//   estimate_cost  a FLOP count at an assumed rate
+// It links tessera_plugin_common, oneDNN and the ONNX protobuf classes, never
+// Tessera's own library.
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <string>
+
+#include "dnnl_engine.h"
+#include "dnnl_fusion.h"
+#include "dnnl_lowering.h"
+#include "dnnl_primitives.h"
+#include "plugin_util.h"
+
+namespace tessera_dnnl {
+namespace {
+
+using tessera_plugin::describe;
+using tessera_plugin::fail;
+using tessera_plugin::guarded;
+using tessera_plugin::ModelView;
+
+const char* dnnl_backend_version() {
+  static const std::string v = [] {
+    const dnnl_version_t* d = dnnl_version();
+    return "1.0 (oneDNN " + std::to_string(d->major) + "." + std::to_string(d->minor) + "." +
+           std::to_string(d->patch) + ")";
+  }();
+  return v.c_str();
+}
+
+// "key=value;key=value" -> value of `key`, or "".
+std::string option(const char* options, const std::string& key) {
+  const std::string s = options ? options : "";
+  size_t at = 0;
+  while (at <= s.size()) {
+    size_t end = s.find(';', at);
+    if (end == std::string::npos) end = s.size();
+    const std::string item = s.substr(at, end - at);
+    if (item.rfind(key + "=", 0) == 0) return item.substr(key.size() + 1);
+    at = end + 1;
+  }
+  return "";
+}
+
+// The ops lowered for nodes [from, to) of `l`'s program must all be
+// implemented by oneDNN; else the reason.
+std::string probe_ops(const Program& p, size_t from) {
+  for (size_t i = from; i < p.ops.size(); ++i) {
+    std::string why = probe(p.ops[i], p.values, probe_engine());
+    if (!why.empty()) return why;
+  }
+  return "";
+}
+
+tessera_status_t capability(const void* model, size_t size, const tessera_capability_sink_t* sink, char* msg,
+                            size_t cap) {
+  return guarded(msg, cap, [&] {
+    if (!sink || !sink->node) fail(TESSERA_ERROR_INVALID_ARGUMENT, "no capability sink");
+    const ModelView m(model, size);
+    Lowering l(m);
+    std::vector<bool> ok(static_cast<size_t>(m.num_nodes()), false);
+    for (int i = 0; i < m.num_nodes(); ++i) {
+      const size_t before = l.program().ops.size();
+      std::string why;
+      try {
+        l.lower(i);
+        why = probe_ops(l.program(), before);
+      } catch (const Refusal& r) {
+        why = r.reason;
+      } catch (const dnnl::error& e) {
+        why = std::string("oneDNN: ") + e.what();
+      }
+      ok[static_cast<size_t>(i)] = why.empty();
+      sink->node(sink->ctx, i, why.empty() ? 1 : 0, why.c_str());
+    }
+    if (!sink->composite) return;
+    for (const Composite& c : find_composites(m, ok)) {
+      sink->composite(sink->ctx, c.pattern.c_str(), c.nodes.data(), static_cast<int32_t>(c.nodes.size()));
+    }
+  });
+}
+
+// The lowered, fused program of a region; fails naming the first node oneDNN
+// cannot run.
+Program lower_region(const ModelView& m, bool fusion) {
+  Program p = Lowering::lower_all(m);
+  for (const Op& op : p.ops) {
+    std::string why = probe(op, p.values, probe_engine());
+    if (!why.empty()) fail(TESSERA_ERROR_UNSUPPORTED, "node '" + op.node + "': " + why);
+  }
+  if (fusion) fuse(p, probe_engine());
+  return p;
+}
+
+tessera_status_t compile(const void* model, size_t size, const char* options, tessera_buffer_t* out_blob, char* msg,
+                         size_t cap) {
+  if (out_blob) *out_blob = tessera_buffer_t{nullptr, 0};
+  return guarded(msg, cap, [&] {
+    if (!out_blob) fail(TESSERA_ERROR_INVALID_ARGUMENT, "out_blob is NULL");
+    const ModelView m(model, size);
+    const Program p = lower_region(m, option(options, "fusion") != "0");
+    tessera_plugin::BlobWriter w;
+    const std::string bytes = serialize(p);
+    // What load would reject must fail here, at build time: re-read the blob
+    // and build every primitive descriptor (no kernels, no weights).
+    const Program again = deserialize(bytes.data(), bytes.size());
+    try {
+      build_plan(again, probe_engine(), nullptr, 1);
+    } catch (const dnnl::error& e) {
+      fail(TESSERA_ERROR_COMPILE_FAILED, std::string("oneDNN: ") + e.what());
+    }
+    w.bytes(bytes.data(), bytes.size());
+    w.release_to(out_blob);
+  });
+}
+
+void free_buffer(tessera_buffer_t* b) { tessera_plugin::free_buffer(b); }
+
+tessera_status_t load(const void* blob, size_t size, const tessera_named_tensor_t* constants, size_t count,
+                      const tessera_load_options_t* options, tessera_engine_t** out_engine, char* msg, size_t cap) {
+  if (out_engine) *out_engine = nullptr;
+  return guarded(msg, cap, [&] {
+    if (!out_engine) fail(TESSERA_ERROR_INVALID_ARGUMENT, "out_engine is NULL");
+    int threads = 1;
+    if (options && options->struct_size >= offsetof(tessera_load_options_t, num_threads) + sizeof(int32_t)) {
+      threads = std::max(1, options->num_threads);
+    }
+    Program p = deserialize(blob, size);
+    try {
+      *out_engine = make_engine(std::move(p), constants, count, threads).release();
+    } catch (const dnnl::error& e) {
+      // compile built this very program, so a blob oneDNN rejects now was
+      // altered (or comes from a machine with other instructions).
+      fail(TESSERA_ERROR_INCOMPATIBLE_BLOB, std::string("the blob does not build here: oneDNN: ") + e.what());
+    }
+  });
+}
+
+tessera_status_t run(tessera_engine_t* engine, const tessera_tensor_t* inputs, size_t num_inputs,
+                     tessera_tensor_t* outputs, size_t num_outputs, char* msg, size_t cap) {
+  return guarded(msg, cap, [&] {
+    if (!engine) fail(TESSERA_ERROR_INVALID_ARGUMENT, "engine is NULL");
+    run_engine(*engine, inputs, num_inputs, outputs, num_outputs);
+  });
+}
+
+void destroy(tessera_engine_t* engine) { delete engine; }
+
+// Work of one op in FLOPs (a multiply-add counts 2).
+double op_flops(const Op& op, const std::vector<Value>& v) {
+  const double out = static_cast<double>(numel(v[static_cast<size_t>(op.out)].dims));
+  switch (op.kind) {
+    case OpKind::kConv: {
+      const Dims& w = v[static_cast<size_t>(op.in[1])].dims;
+      return 2.0 * out * static_cast<double>(numel(Dims(w.begin() + 1, w.end())));
+    }
+    case OpKind::kDeconv: {
+      const Dims& w = v[static_cast<size_t>(op.in[1])].dims;
+      const double in = static_cast<double>(numel(v[static_cast<size_t>(op.in[0])].dims));
+      return 2.0 * in * static_cast<double>(numel(Dims(w.begin() + 1, w.end())));
+    }
+    case OpKind::kMatMul: {
+      const auto r = static_cast<size_t>(op.ints[0]);
+      const int64_t k = op.ints[1] ? op.ints[3 + r - 2] : op.ints[3 + r - 1];
+      return 2.0 * out * static_cast<double>(k);
+    }
+    case OpKind::kPool: {
+      const auto r = static_cast<size_t>(op.ints[0]);
+      return out * static_cast<double>(numel(Dims(op.ints.begin() + 1, op.ints.begin() + 1 + static_cast<std::ptrdiff_t>(r))));
+    }
+    default:
+      return out * 4.0;
+  }
+}
+
+// About 40 GFLOP/s per thread for the convolutions and products oneDNN runs
+// with AVX-512, 2 GFLOP/s-equivalent for the memory-bound rest, plus 3 us per
+// primitive; enough for cost-based placement to rank it against other engines.
+tessera_status_t estimate_cost(const void* model, size_t size, int32_t num_threads, double* out_us, char* msg,
+                               size_t cap) {
+  return guarded(msg, cap, [&] {
+    if (!out_us) fail(TESSERA_ERROR_INVALID_ARGUMENT, "out_us is NULL");
+    const ModelView m(model, size);
+    Program p;
+    try {
+      p = Lowering::lower_all(m);
+    } catch (const tessera_plugin::Failure& f) {
+      fail(TESSERA_ERROR_UNSUPPORTED, "no estimate: " + f.message);
+    }
+    const double threads = std::max(1, num_threads);
+    double us = 0;
+    for (const Op& op : p.ops) {
+      const bool dense = op.kind == OpKind::kConv || op.kind == OpKind::kDeconv || op.kind == OpKind::kMatMul;
+      us += op_flops(op, p.values) / ((dense ? 40e3 : 2e3) * threads) + (op.kind == OpKind::kView ? 0.0 : 3.0);
+    }
+    *out_us = us;
+  });
+}
+
+const tessera_backend_t kTable = {
+    .abi_version = TESSERA_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(tessera_backend_t),
+    .name = "dnnl",
+    .flags = TESSERA_BACKEND_FLAG_CONCURRENT_RUN,  // runs take separate contexts (dnnl_run.cc)
+    .version = dnnl_backend_version,
+    .capability = capability,
+    .compile = compile,
+    .free_buffer = free_buffer,
+    .load = load,
+    .run = run,
+    .destroy = destroy,
+    .estimate_cost = estimate_cost,
+};
+
+}  // namespace
+}  // namespace tessera_dnnl
+
+extern "C" TESSERA_BACKEND_EXPORT const tessera_backend_t* tessera_backend_query(uint32_t host_abi_version) {
+  return host_abi_version == TESSERA_BACKEND_ABI_VERSION ? &tessera_dnnl::kTable : nullptr;
+}

@@ -1,0 +1,349 @@
+#include "dnnl_primitives.h"
+
+#include <algorithm>
+
+namespace tessera_dnnl {
+
+using dnnl::algorithm;
+using dnnl::memory;
+using dnnl::prop_kind;
+using tag = memory::format_tag;
+constexpr memory::data_type kF32 = memory::data_type::f32;
+
+memory::desc plain_md(const Dims& dims) {
+  Dims d = dims.empty() ? Dims{1} : dims;
+  Dims strides(d.size(), 1);
+  for (size_t i = d.size() - 1; i-- > 0;) strides[i] = strides[i + 1] * d[i + 1];
+  return memory::desc(d, kF32, strides);
+}
+
+memory::desc strided_md(const Dims& dims, const Dims& strides) { return memory::desc(dims, kF32, strides); }
+
+bool is_plain(const memory::desc& md) {
+  if (md.data.format_kind != dnnl_blocked || md.data.ndims < 1) return false;
+  return md == plain_md(Dims(md.data.dims, md.data.dims + md.data.ndims));
+}
+
+namespace {
+
+struct Spatial {
+  Dims kernel, strides, dil, pb, pe;  // dil in oneDNN's convention: 0 = dense
+  int64_t group = 1;
+};
+
+Spatial spatial_of(const Op& op) {
+  const auto r = static_cast<size_t>(op.ints[0]);
+  const bool pool = op.kind == OpKind::kPool;
+  auto block = [&](size_t b) { return Dims(op.ints.begin() + 1 + b * r, op.ints.begin() + 1 + (b + 1) * r); };
+  Spatial s;
+  size_t b = 0;
+  if (pool) s.kernel = block(b++);
+  s.strides = block(b++);
+  s.dil = block(b++);
+  for (int64_t& d : s.dil) d -= 1;
+  s.pb = block(b++);
+  s.pe = block(b++);
+  if (!pool) s.group = op.ints.back();
+  return s;
+}
+
+// Row-major strides of `dims`.
+Dims row_major(const Dims& dims) {
+  Dims s(dims.size(), 1);
+  for (size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * dims[i];
+  return s;
+}
+
+// A MatMul operand: stored row-major as `stored`, read with its last two
+// dims swapped when `trans`.
+memory::desc matmul_view(const Dims& stored, bool trans) {
+  Dims d = stored, s = row_major(stored);
+  if (trans) {
+    std::swap(d[d.size() - 2], d[d.size() - 1]);
+    std::swap(s[s.size() - 2], s[s.size() - 1]);
+  }
+  return strided_md(d, s);
+}
+
+memory::desc any_md(const Dims& dims) { return memory::desc(dims, kF32, tag::any); }
+
+// Conv weights [M, C/g, k...] as oneDNN's [g, M/g, C/g, k...] (g > 1);
+// ConvTranspose weights [C, M/g, k...] as [g, M/g, C/g, k...] / [M, C, k...].
+memory::desc weights_view(const Op& op, const Dims& w, int64_t g) {
+  const Dims k(w.begin() + 2, w.end());
+  const int64_t kn = numel(k);
+  Dims dims, strides;
+  if (op.kind == OpKind::kConv) {
+    if (g == 1) return plain_md(w);
+    dims = {g, w[0] / g, w[1]};
+    dims.insert(dims.end(), k.begin(), k.end());
+    return plain_md(dims);
+  }
+  const int64_t cg = w[0] / g, mg = w[1];
+  Dims ks = row_major(k);
+  if (g == 1) {
+    dims = {mg, w[0]};
+    strides = {kn, mg * kn};
+  } else {
+    dims = {g, mg, cg};
+    strides = {cg * mg * kn, kn, mg * kn};
+  }
+  dims.insert(dims.end(), k.begin(), k.end());
+  strides.insert(strides.end(), ks.begin(), ks.end());
+  return strided_md(dims, strides);
+}
+
+dnnl::primitive_attr attr_for(const Op& op, const std::vector<Value>& v) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (op.post.empty()) return attr;
+  dnnl::post_ops po;
+  for (const PostOp& p : op.post) {
+    switch (p.kind) {
+      case PostKind::kEltwise:
+        po.append_eltwise(1.f, static_cast<algorithm>(p.alg), p.alpha, p.beta);
+        break;
+      case PostKind::kSum:
+        po.append_sum(1.f);
+        break;
+      case PostKind::kBinary:
+        po.append_binary(static_cast<algorithm>(p.alg), post_operand_md(op, p, v));
+        break;
+    }
+  }
+  attr.set_post_ops(po);
+  return attr;
+}
+
+}  // namespace
+
+Dims dst_dims(const Op& op, const std::vector<Value>& v) {
+  const Dims& y = v[static_cast<size_t>(op.out)].dims;
+  switch (op.kind) {
+    case OpKind::kMatMul: {
+      const auto r = static_cast<size_t>(op.ints[0]);
+      Dims a(op.ints.begin() + 3, op.ints.begin() + 3 + static_cast<std::ptrdiff_t>(r));
+      Dims b(op.ints.begin() + 3 + static_cast<std::ptrdiff_t>(r), op.ints.begin() + 3 + 2 * static_cast<std::ptrdiff_t>(r));
+      if (op.ints[1]) std::swap(a[r - 2], a[r - 1]);
+      if (op.ints[2]) std::swap(b[r - 2], b[r - 1]);
+      Dims d;
+      broadcast(Dims(a.begin(), a.end() - 2), Dims(b.begin(), b.end() - 2), &d);
+      d.push_back(a[r - 2]);
+      d.push_back(b[r - 1]);
+      return d;
+    }
+    case OpKind::kSoftmax:
+      return Dims(op.ints.begin() + 1, op.ints.end() - 1);
+    case OpKind::kLayerNorm:
+      return {op.ints[0], op.ints[1]};
+    default:
+      return y.empty() ? Dims{1} : y;
+  }
+}
+
+memory::desc post_operand_md(const Op& op, const PostOp& po, const std::vector<Value>& v) {
+  const Dims d = dst_dims(op, v);
+  return plain_md(pad_to_rank(v[static_cast<size_t>(po.operand)].dims, d.size()));
+}
+
+std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v) {
+  std::vector<OperandSpec> specs(op.in.size());
+  auto dims = [&](size_t k) -> const Dims& { return v[static_cast<size_t>(op.in[k])].dims; };
+  auto set = [&](size_t k, Layout l, int arg, memory::desc md = {}, memory::desc view = {}) {
+    if (op.in[k] < 0) return;
+    if (l == Layout::kPlain && view.data.ndims == 0) view = md;
+    specs[k] = OperandSpec{l, arg, md, view};
+  };
+  auto constant = [&](size_t k) { return op.in[k] >= 0 && v[static_cast<size_t>(op.in[k])].kind == ValueKind::kConstant; };
+  const Dims out = dst_dims(op, v);
+  switch (op.kind) {
+    case OpKind::kConv:
+    case OpKind::kDeconv: {
+      const int64_t g = op.ints.back();
+      memory::desc wv = weights_view(op, dims(1), g);
+      set(0, Layout::kAny, DNNL_ARG_SRC, any_md(dims(0)));
+      set(1, Layout::kAny, DNNL_ARG_WEIGHTS, any_md(Dims(wv.data.dims, wv.data.dims + wv.data.ndims)), wv);
+      if (op.in[2] >= 0) set(2, Layout::kPlain, DNNL_ARG_BIAS, plain_md(dims(2)));
+      break;
+    }
+    case OpKind::kPool:
+    case OpKind::kLrn:
+    case OpKind::kEltwise:
+      set(0, Layout::kAsIs, DNNL_ARG_SRC);
+      break;
+    case OpKind::kMatMul: {
+      const auto r = static_cast<size_t>(op.ints[0]);
+      auto block = [&](size_t b) { return Dims(op.ints.begin() + 3 + static_cast<std::ptrdiff_t>(b * r), op.ints.begin() + 3 + static_cast<std::ptrdiff_t>((b + 1) * r)); };
+      memory::desc a = matmul_view(block(0), op.ints[1] != 0), b = matmul_view(block(1), op.ints[2] != 0);
+      set(0, Layout::kPlain, DNNL_ARG_SRC, a, a);
+      // A constant B is reordered once, at load, into the layout matmul prefers.
+      if (constant(1)) {
+        set(1, Layout::kAny, DNNL_ARG_WEIGHTS, any_md(Dims(b.data.dims, b.data.dims + b.data.ndims)), b);
+      } else {
+        set(1, Layout::kPlain, DNNL_ARG_WEIGHTS, b, b);
+      }
+      set(2, Layout::kPlain, DNNL_ARG_BIAS, plain_md(block(2)), plain_md(block(2)));
+      break;
+    }
+    case OpKind::kBatchNorm:
+      set(0, Layout::kAsIs, DNNL_ARG_SRC);
+      set(1, Layout::kPlain, DNNL_ARG_SCALE, plain_md(dims(1)));
+      set(2, Layout::kPlain, DNNL_ARG_SHIFT, plain_md(dims(2)));
+      set(3, Layout::kPlain, DNNL_ARG_MEAN, plain_md(dims(3)));
+      set(4, Layout::kPlain, DNNL_ARG_VARIANCE, plain_md(dims(4)));
+      break;
+    case OpKind::kSoftmax:
+      set(0, Layout::kPlain, DNNL_ARG_SRC, plain_md(out), plain_md(out));
+      break;
+    case OpKind::kLayerNorm: {
+      const Dims c{op.ints[1]};
+      set(0, Layout::kPlain, DNNL_ARG_SRC, plain_md(out), plain_md(out));
+      set(1, Layout::kPlain, DNNL_ARG_SCALE, plain_md(c), plain_md(c));
+      if (op.in[2] >= 0) set(2, Layout::kPlain, DNNL_ARG_SHIFT, plain_md(c), plain_md(c));
+      break;
+    }
+    case OpKind::kBinary:
+      for (size_t k = 0; k < 2; ++k) {
+        const int arg = k == 0 ? DNNL_ARG_SRC_0 : DNNL_ARG_SRC_1;
+        if (dims(k) == out) {
+          set(k, k == 0 || dims(0) != out ? Layout::kAsIs : Layout::kSameAsFirst, arg);
+        } else {  // a broadcast operand: plain, with leading 1s up to the output's rank
+          memory::desc md = plain_md(pad_to_rank(dims(k), out.size()));
+          set(k, Layout::kPlain, arg, md, md);
+        }
+      }
+      break;
+    case OpKind::kSum:
+    case OpKind::kConcat:
+      for (size_t k = 0; k < op.in.size(); ++k) {
+        set(k, k == 0 || op.kind == OpKind::kConcat ? Layout::kAsIs : Layout::kSameAsFirst,
+            DNNL_ARG_MULTIPLE_SRC + static_cast<int>(k));
+      }
+      break;
+    case OpKind::kView:
+      set(0, Layout::kPlain, DNNL_ARG_FROM, plain_md(dims(0)), plain_md(dims(0)));
+      break;
+    case OpKind::kTranspose: {
+      // The input read in the output's dim order: out[d] = in[perm[d]].
+      const Dims& x = dims(0);
+      Dims xs = row_major(x), d, s;
+      for (int64_t p : op.ints) {
+        d.push_back(x[static_cast<size_t>(p)]);
+        s.push_back(xs[static_cast<size_t>(p)]);
+      }
+      memory::desc md = x.empty() ? plain_md(x) : strided_md(d, s);
+      set(0, Layout::kPlain, DNNL_ARG_FROM, md, md);
+      break;
+    }
+  }
+  return specs;
+}
+
+dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, const std::vector<memory::desc>& in,
+                               const dnnl::engine& eng) {
+  const dnnl::primitive_attr attr = attr_for(op, v);
+  const memory::desc dst_any = any_md(dst_dims(op, v));
+  const prop_kind fwd = prop_kind::forward_inference;
+  const auto alg = static_cast<algorithm>(op.alg);
+  switch (op.kind) {
+    case OpKind::kConv: {
+      Spatial s = spatial_of(op);
+      dnnl::convolution_forward::desc d =
+          op.in[2] >= 0 ? dnnl::convolution_forward::desc(fwd, algorithm::convolution_direct, in[0], in[1], in[2],
+                                                          dst_any, s.strides, s.dil, s.pb, s.pe)
+                        : dnnl::convolution_forward::desc(fwd, algorithm::convolution_direct, in[0], in[1], dst_any,
+                                                          s.strides, s.dil, s.pb, s.pe);
+      return dnnl::convolution_forward::primitive_desc(d, attr, eng);
+    }
+    case OpKind::kDeconv: {
+      Spatial s = spatial_of(op);
+      dnnl::deconvolution_forward::desc d =
+          op.in[2] >= 0 ? dnnl::deconvolution_forward::desc(fwd, algorithm::deconvolution_direct, in[0], in[1], in[2],
+                                                            dst_any, s.strides, s.dil, s.pb, s.pe)
+                        : dnnl::deconvolution_forward::desc(fwd, algorithm::deconvolution_direct, in[0], in[1],
+                                                            dst_any, s.strides, s.dil, s.pb, s.pe);
+      return dnnl::deconvolution_forward::primitive_desc(d, attr, eng);
+    }
+    case OpKind::kPool: {
+      Spatial s = spatial_of(op);
+      dnnl::pooling_v2_forward::desc d(fwd, alg, in[0], dst_any, s.strides, s.kernel, s.dil, s.pb, s.pe);
+      return dnnl::pooling_v2_forward::primitive_desc(d, attr, eng);
+    }
+    case OpKind::kMatMul: {
+      // The destination is plain: MatMul outputs usually feed views.
+      const memory::desc dst = plain_md(dst_dims(op, v));
+      dnnl::matmul::desc d = op.in[2] >= 0 ? dnnl::matmul::desc(in[0], in[1], in[2], dst)
+                                           : dnnl::matmul::desc(in[0], in[1], dst);
+      return dnnl::matmul::primitive_desc(d, attr, eng);
+    }
+    case OpKind::kBatchNorm: {
+      using nf = dnnl::normalization_flags;
+      dnnl::batch_normalization_forward::desc d(fwd, in[0], op.floats[0],
+                                                nf::use_global_stats | nf::use_scale | nf::use_shift);
+      return dnnl::batch_normalization_forward::primitive_desc(d, attr, eng);
+    }
+    case OpKind::kLrn: {
+      dnnl::lrn_forward::desc d(fwd, algorithm::lrn_across_channels, in[0], op.ints[0], op.floats[0], op.floats[1],
+                                op.floats[2]);
+      return dnnl::lrn_forward::primitive_desc(d, attr, eng);
+    }
+    case OpKind::kSoftmax: {
+      dnnl::softmax_v2_forward::desc d(fwd, alg, in[0], in[0], static_cast<int>(op.ints.back()));
+      return dnnl::softmax_v2_forward::primitive_desc(d, attr, eng);
+    }
+    case OpKind::kLayerNorm: {
+      using nf = dnnl::normalization_flags;
+      nf flags = op.in[2] >= 0 ? nf::use_scale | nf::use_shift : nf::use_scale;
+      dnnl::layer_normalization_forward::desc d(fwd, in[0], op.floats[0], flags);
+      return dnnl::layer_normalization_forward::primitive_desc(d, attr, eng);
+    }
+    case OpKind::kEltwise: {
+      dnnl::eltwise_forward::desc d(fwd, alg, in[0], op.floats[0], op.floats[1]);
+      return dnnl::eltwise_forward::primitive_desc(d, attr, eng);
+    }
+    case OpKind::kBinary: {
+      dnnl::binary::desc d(alg, in[0], in[1], dst_any);
+      return dnnl::binary::primitive_desc(d, attr, eng);
+    }
+    case OpKind::kSum:
+      return dnnl::sum::primitive_desc(std::vector<float>(in.size(), 1.f), in, eng, attr);
+    case OpKind::kConcat:
+      return dnnl::concat::primitive_desc(static_cast<int>(op.ints[0]), in, eng, attr);
+    case OpKind::kTranspose:
+      return dnnl::reorder::primitive_desc(eng, in[0], eng, plain_md(dst_dims(op, v)), attr);
+    case OpKind::kView:
+      break;
+  }
+  throw dnnl::error(dnnl_invalid_arguments, "op kind without a primitive");
+}
+
+const dnnl::engine& probe_engine() {
+  static const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+std::string probe(const Op& op, const std::vector<Value>& v, const dnnl::engine& eng) {
+  if (op.kind == OpKind::kView) return "";
+  std::vector<OperandSpec> specs = operand_specs(op, v);
+  std::vector<memory::desc> in;
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const OperandSpec& s = specs[k];
+    switch (s.layout) {
+      case Layout::kAbsent: in.emplace_back(); break;
+      case Layout::kAsIs:
+      case Layout::kSameAsFirst: in.push_back(plain_md(v[static_cast<size_t>(op.in[k])].dims)); break;
+      case Layout::kPlain:
+      case Layout::kAny: in.push_back(s.md); break;
+    }
+  }
+  try {
+    create_pd(op, v, in, eng);
+    return "";
+  } catch (const dnnl::error& e) {
+    std::string what = op_kind_name(op.kind);
+    if (!op.post.empty()) what += " with " + std::to_string(op.post.size()) + " post-ops";
+    return "oneDNN has no implementation for this " + what + " (" + e.what() + ")";
+  }
+}
+
+}  // namespace tessera_dnnl

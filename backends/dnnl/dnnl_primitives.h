@@ -1,0 +1,67 @@
+// oneDNN primitive descriptors for program ops: which memory layout each
+// operand asks for, and the descriptor itself given the layouts chosen.
+//
+// Layout policy, per operand (OperandSpec::layout):
+//   kAsIs        takes the value in whatever layout its producer left it
+//                (eltwise, BN, LRN, pooling: blocked layouts flow through)
+//   kSameAsFirst takes it in the first operand's layout (a binary op's or a
+//                sum's same-shaped operands)
+//   kPlain       needs the plain row-major elements seen through `view`
+//                (MatMul's operands with their transposes and broadcast
+//                ranks, Softmax/LayerNorm's 2-D coercions, a broadcast
+//                operand)
+//   kAny         lets the primitive choose (convolution sources, every
+//                constant weight: reordered once at load)
+// Used twice: by the engine builder with the real layouts, and by probe()
+// with plain ones, which capability and fusion use to ask oneDNN whether it
+// implements an op at all.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <string>
+#include <vector>
+
+#include "dnnl_program.h"
+
+namespace tessera_dnnl {
+
+enum class Layout : uint8_t { kAbsent, kAsIs, kSameAsFirst, kPlain, kAny };
+
+struct OperandSpec {
+  Layout layout = Layout::kAbsent;
+  int arg = 0;                 // DNNL_ARG_* the operand binds to at execution
+  dnnl::memory::desc md;       // kPlain: what the primitive reads; kAny: dims with format any
+  dnnl::memory::desc view;     // the operand's plain storage seen with this op's dims (kPlain, kAny)
+};
+
+// Dense row-major float32 descriptor of `dims` (a scalar is one element).
+dnnl::memory::desc plain_md(const Dims& dims);
+// Row-major with explicit strides.
+dnnl::memory::desc strided_md(const Dims& dims, const Dims& strides);
+bool is_plain(const dnnl::memory::desc& md);
+
+// One spec per entry of op.in (kAbsent for an absent optional operand).
+std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& values);
+
+// The descriptor of a binary post-op's operand: plain, padded to the
+// destination's rank.
+dnnl::memory::desc post_operand_md(const Op& op, const PostOp& po, const std::vector<Value>& values);
+// The destination's dims as the primitive sees them (MatMul: [batch.., M, N];
+// Softmax/LayerNorm: their 2-D or view dims; else the output value's).
+Dims dst_dims(const Op& op, const std::vector<Value>& values);
+
+// The primitive descriptor for `op`, given a descriptor per operand (as
+// operand_specs' order; ignored where kAbsent). Throws dnnl::error when
+// oneDNN has no implementation. View ops have none: never call it for them.
+dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& values,
+                               const std::vector<dnnl::memory::desc>& in, const dnnl::engine& eng);
+
+// Whether oneDNN implements `op` with plain layouts (and `any` where the op
+// allows it): "" or a reason for the user.
+std::string probe(const Op& op, const std::vector<Value>& values, const dnnl::engine& eng);
+
+// The CPU engine probes use (created once, thread-safe to share).
+const dnnl::engine& probe_engine();
+
+}  // namespace tessera_dnnl

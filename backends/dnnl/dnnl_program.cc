@@ -1,0 +1,501 @@
+// The program's shape rule (check_op) and its blob encoding.
+//
+// Blob, little-endian (BlobWriter/BlobReader):
+//   "TSRDNNL\0"  u32 format version
+//   u32 #values  { str name, u32 kind, i32 dtype, u32 rank, i64 dims[rank] }
+//   u32 #ops     { u32 kind, i32 alg, str node, u32 #in, i32 in[], i32 out, u32 #ints, i64 ints[],
+//                  u32 #floats, f32 floats[], u32 #post, { u32 kind, i32 alg, f32 alpha, f32 beta, i32 operand } }
+//   u32 #inputs  i32[]     u32 #outputs i32[]
+// Bump kBlobVersion on any change so that load refuses old blobs instead of
+// misreading them.
+#include "dnnl_program.h"
+
+#include <oneapi/dnnl/dnnl_types.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "plugin_util.h"
+
+namespace tessera_dnnl {
+
+using tessera_plugin::BlobReader;
+using tessera_plugin::BlobWriter;
+using tessera_plugin::fail;
+
+static_assert(std::endian::native == std::endian::little, "the blob format is little-endian");
+constexpr char kMagic[8] = {'T', 'S', 'R', 'D', 'N', 'N', 'L', '\0'};
+constexpr uint32_t kBlobVersion = 1;
+
+const char* op_kind_name(OpKind k) {
+  static constexpr const char* kNames[] = {"Conv",    "Deconv",    "Pool",    "MatMul", "BatchNorm",
+                                           "Lrn",     "Softmax",   "LayerNorm", "Eltwise", "Binary",
+                                           "Sum",     "Concat",    "View",    "Transpose"};
+  static_assert(std::size(kNames) == kNumOpKinds);
+  return kNames[static_cast<size_t>(k)];
+}
+
+int64_t numel(const Dims& d) {
+  int64_t n = 1;
+  for (int64_t x : d) n *= x;
+  return n;
+}
+
+std::string dims_str(const Dims& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+bool broadcast(const Dims& a, const Dims& b, Dims* out) {
+  size_t r = std::max(a.size(), b.size());
+  out->assign(r, 1);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t x = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    int64_t y = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (x != y && x != 1 && y != 1) return false;
+    (*out)[i] = x == 1 ? y : x;
+  }
+  return true;
+}
+
+Dims pad_to_rank(const Dims& d, size_t rank) {
+  Dims r(rank > d.size() ? rank - d.size() : 0, 1);
+  r.insert(r.end(), d.begin(), d.end());
+  return r;
+}
+
+namespace {
+
+bool is_eltwise_alg(int32_t a) {
+  switch (a) {
+    case dnnl_eltwise_relu: case dnnl_eltwise_tanh: case dnnl_eltwise_elu: case dnnl_eltwise_square:
+    case dnnl_eltwise_abs: case dnnl_eltwise_sqrt: case dnnl_eltwise_linear: case dnnl_eltwise_soft_relu:
+    case dnnl_eltwise_logistic: case dnnl_eltwise_exp: case dnnl_eltwise_gelu_tanh: case dnnl_eltwise_gelu_erf:
+    case dnnl_eltwise_swish: case dnnl_eltwise_log: case dnnl_eltwise_clip: case dnnl_eltwise_clip_v2:
+    case dnnl_eltwise_pow: case dnnl_eltwise_round: case dnnl_eltwise_logsigmoid: case dnnl_eltwise_mish:
+    case dnnl_eltwise_hardswish:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_binary_alg(int32_t a) {
+  return a == dnnl_binary_add || a == dnnl_binary_sub || a == dnnl_binary_mul || a == dnnl_binary_div ||
+         a == dnnl_binary_max || a == dnnl_binary_min;
+}
+
+// Output spatial size of a convolution/pooling axis; -1 when the window does not fit.
+int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe) {
+  int64_t span = in + pb + pe - ((k - 1) * d + 1);
+  return span < 0 ? -1 : span / s + 1;
+}
+
+// The spatial parameters shared by kConv, kDeconv and kPool, checked.
+struct Spatial {
+  int64_t r = 0;
+  Dims kernel, strides, dil, pb, pe;
+};
+
+std::string read_spatial(const Op& op, bool with_kernel, Spatial* s) {
+  if (op.ints.empty()) return "no parameters";
+  s->r = op.ints[0];
+  if (s->r < 1 || s->r > 3) return "spatial rank " + std::to_string(s->r);
+  size_t r = static_cast<size_t>(s->r), want = 1 + (with_kernel ? 5 : 4) * r + (with_kernel ? 0 : 1);
+  if (op.ints.size() != want) return "wrong parameter count";
+  auto take = [&](size_t block) { return Dims(op.ints.begin() + 1 + block * r, op.ints.begin() + 1 + (block + 1) * r); };
+  size_t b = 0;
+  if (with_kernel) s->kernel = take(b++);
+  s->strides = take(b++), s->dil = take(b++), s->pb = take(b++), s->pe = take(b++);
+  for (size_t i = 0; i < r; ++i) {
+    if (s->strides[i] < 1 || s->dil[i] < 1 || s->strides[i] > kMaxElements || s->dil[i] > kMaxElements) {
+      return "bad strides or dilations";
+    }
+    // Negative end pads are how an output padding reaches a deconvolution.
+    if (s->pb[i] < 0 || s->pb[i] > kMaxElements || s->pe[i] < -kMaxElements || s->pe[i] > kMaxElements) {
+      return "bad pads";
+    }
+    if (with_kernel && (s->kernel[i] < 1 || s->kernel[i] > kMaxElements)) return "bad kernel";
+  }
+  return "";
+}
+
+std::string check_conv(const Op& op, const std::vector<Value>& v, bool deconv) {
+  Spatial s;
+  if (std::string e = read_spatial(op, false, &s); !e.empty()) return e;
+  if (op.in.size() != 3 || op.in[0] < 0 || op.in[1] < 0) return "operand count";
+  const Dims &x = v[op.in[0]].dims, &w = v[op.in[1]].dims, &y = v[op.out].dims;
+  const size_t nd = static_cast<size_t>(s.r) + 2;
+  const int64_t g = op.ints.back();
+  if (x.size() != nd || w.size() != nd || y.size() != nd) return "operand ranks differ from the spatial rank";
+  if (g < 1 || x[1] % g != 0) return "group " + std::to_string(g) + " does not divide the input channels";
+  // Conv: W [M, C/g, k...], Y [N, M, ...]; ConvTranspose: W [C, M/g, k...], Y [N, M, ...].
+  const int64_t m = deconv ? w[1] * g : w[0];
+  if ((deconv ? w[0] != x[1] : w[1] * g != x[1]) || m % g != 0 || y[0] != x[0] || y[1] != m) {
+    return "weights " + dims_str(w) + " do not fit input " + dims_str(x) + " and output " + dims_str(y);
+  }
+  if (op.in[2] >= 0 && v[op.in[2]].dims != Dims{m}) return "bias " + dims_str(v[op.in[2]].dims);
+  for (size_t i = 0; i < static_cast<size_t>(s.r); ++i) {
+    if (!deconv && s.pe[i] < 0) return "bad pads";
+  }
+  for (size_t i = 0; i < static_cast<size_t>(s.r); ++i) {
+    const int64_t k = w[i + 2], eff = (k - 1) * s.dil[i] + 1;
+    int64_t want = deconv ? (x[i + 2] - 1) * s.strides[i] + eff - s.pb[i] - s.pe[i]
+                          : window_out(x[i + 2], k, s.strides[i], s.dil[i], s.pb[i], s.pe[i]);
+    if (want != y[i + 2]) return "output " + dims_str(y) + " does not follow from input " + dims_str(x);
+  }
+  return "";
+}
+
+std::string check_pool(const Op& op, const std::vector<Value>& v) {
+  Spatial s;
+  if (std::string e = read_spatial(op, true, &s); !e.empty()) return e;
+  if (op.alg != dnnl_pooling_max && op.alg != dnnl_pooling_avg_include_padding &&
+      op.alg != dnnl_pooling_avg_exclude_padding) {
+    return "bad pooling algorithm";
+  }
+  if (op.in.size() != 1) return "operand count";
+  const Dims &x = v[op.in[0]].dims, &y = v[op.out].dims;
+  if (x.size() != static_cast<size_t>(s.r) + 2 || y.size() != x.size() || y[0] != x[0] || y[1] != x[1]) {
+    return "output " + dims_str(y) + " does not fit input " + dims_str(x);
+  }
+  for (size_t i = 0; i < static_cast<size_t>(s.r); ++i) {
+    if (s.pe[i] < 0) return "bad pads";
+    if (window_out(x[i + 2], s.kernel[i], s.strides[i], s.dil[i], s.pb[i], s.pe[i]) != y[i + 2]) {
+      return "output " + dims_str(y) + " does not follow from input " + dims_str(x);
+    }
+  }
+  return "";
+}
+
+std::string check_matmul(const Op& op, const std::vector<Value>& v) {
+  if (op.in.size() != 3 || op.in[0] < 0 || op.in[1] < 0) return "operand count";
+  if (op.ints.empty() || op.ints[0] < 2 || op.ints[0] > static_cast<int64_t>(kMaxRank)) return "bad rank";
+  const size_t r = static_cast<size_t>(op.ints[0]);
+  if (op.ints.size() != 3 + 3 * r) return "wrong parameter count";
+  auto block = [&](size_t b) { return Dims(op.ints.begin() + 3 + b * r, op.ints.begin() + 3 + (b + 1) * r); };
+  Dims a = block(0), b = block(1), bias = block(2);
+  for (const Dims* d : {&a, &b, &bias}) {
+    for (int64_t x : *d) {
+      if (x < 1 || x > kMaxElements) return "bad operand view";
+    }
+  }
+  if (numel(a) != numel(v[op.in[0]].dims) || numel(b) != numel(v[op.in[1]].dims)) return "operand views";
+  if (op.ints[1]) std::swap(a[r - 2], a[r - 1]);
+  if (op.ints[2]) std::swap(b[r - 2], b[r - 1]);
+  if (a[r - 1] != b[r - 2]) return "inner dims differ: " + dims_str(a) + " x " + dims_str(b);
+  Dims y;
+  if (!broadcast(Dims(a.begin(), a.end() - 2), Dims(b.begin(), b.end() - 2), &y)) return "batch dims";
+  y.push_back(a[r - 2]);
+  y.push_back(b[r - 1]);
+  // The output value may drop size-1 dims (a 1-D operand's): same elements, same order.
+  if (numel(y) != numel(v[op.out].dims)) {
+    return "output " + dims_str(v[op.out].dims) + ", expected " + dims_str(y);
+  }
+  if (op.in[2] >= 0) {
+    Dims r2;
+    if (numel(bias) != numel(v[op.in[2]].dims) || !broadcast(bias, y, &r2) || r2 != y) return "bias view";
+  }
+  return "";
+}
+
+std::string check_kind(const Op& op, const std::vector<Value>& v) {
+  auto dims = [&](size_t k) -> const Dims& { return v[op.in[k]].dims; };
+  const Dims& y = v[op.out].dims;
+  auto arity = [&](size_t n, size_t nints, size_t nfloats) {
+    return op.in.size() == n && op.ints.size() == nints && op.floats.size() == nfloats;
+  };
+  auto present = [&](size_t from) {
+    for (size_t k = from; k < op.in.size(); ++k) {
+      if (op.in[k] < 0) return false;
+    }
+    return true;
+  };
+  switch (op.kind) {
+    case OpKind::kConv: return check_conv(op, v, false);
+    case OpKind::kDeconv: return check_conv(op, v, true);
+    case OpKind::kPool: return check_pool(op, v);
+    case OpKind::kMatMul: return check_matmul(op, v);
+    case OpKind::kBatchNorm:
+      if (!arity(5, 0, 1) || !present(0) || dims(0).size() < 2) return "operands";
+      for (size_t k = 1; k < 5; ++k) {
+        if (dims(k) != Dims{dims(0)[1]}) return "parameter " + std::to_string(k) + " is not [C]";
+      }
+      return y == dims(0) ? "" : "output shape";
+    case OpKind::kLrn:
+      if (!arity(1, 1, 3) || !present(0) || dims(0).size() < 3 || op.ints[0] < 1 || op.ints[0] > (1 << 20)) {
+        return "operands";
+      }
+      return y == dims(0) ? "" : "output shape";
+    case OpKind::kSoftmax: {
+      if (op.alg != dnnl_softmax_accurate && op.alg != dnnl_softmax_log) return "bad softmax algorithm";
+      if (op.in.size() != 1 || op.ints.empty() || op.ints[0] < 1 || op.ints[0] > static_cast<int64_t>(kMaxRank) ||
+          op.ints.size() != static_cast<size_t>(op.ints[0]) + 2) {
+        return "operands";
+      }
+      Dims view(op.ints.begin() + 1, op.ints.end() - 1);
+      if (op.ints.back() < 0 || op.ints.back() >= op.ints[0]) return "axis";
+      return numel(view) == numel(dims(0)) && y == dims(0) && *std::min_element(view.begin(), view.end()) >= 1
+                 ? ""
+                 : "view";
+    }
+    case OpKind::kLayerNorm: {
+      if (op.in.size() != 3 || op.in[0] < 0 || op.in[1] < 0 || op.ints.size() != 2 || op.floats.size() != 1) {
+        return "operands";
+      }
+      const int64_t rows = op.ints[0], cols = op.ints[1];
+      if (rows < 1 || cols < 1 || rows > kMaxElements || cols > kMaxElements || rows * cols != numel(dims(0))) {
+        return "view";
+      }
+      if (numel(dims(1)) != cols || (op.in[2] >= 0 && numel(dims(2)) != cols)) return "scale or bias size";
+      return y == dims(0) ? "" : "output shape";
+    }
+    case OpKind::kEltwise:
+      if (!is_eltwise_alg(op.alg)) return "bad eltwise algorithm";
+      if (!arity(1, 0, 2) || !present(0)) return "operands";
+      return y == dims(0) ? "" : "output shape";
+    case OpKind::kBinary: {
+      if (!is_binary_alg(op.alg)) return "bad binary algorithm";
+      if (!arity(2, 0, 0) || !present(0)) return "operands";
+      Dims r;
+      if (!broadcast(dims(0), dims(1), &r)) return "shapes " + dims_str(dims(0)) + " and " + dims_str(dims(1));
+      return r == y ? "" : "output shape";
+    }
+    case OpKind::kSum:
+      if (op.in.size() < 2 || !op.ints.empty() || !op.floats.empty() || !present(0)) return "operands";
+      for (size_t k = 0; k < op.in.size(); ++k) {
+        if (dims(k) != y) return "operand shapes differ";
+      }
+      return "";
+    case OpKind::kConcat: {
+      if (op.in.empty() || op.ints.size() != 1 || !present(0)) return "operands";
+      const int64_t axis = op.ints[0];
+      if (axis < 0 || axis >= static_cast<int64_t>(y.size())) return "axis";
+      int64_t total = 0;
+      for (size_t k = 0; k < op.in.size(); ++k) {
+        if (dims(k).size() != y.size()) return "operand ranks differ";
+        for (size_t d = 0; d < y.size(); ++d) {
+          if (static_cast<int64_t>(d) != axis && dims(k)[d] != y[d]) return "operand shapes differ";
+        }
+        total += dims(k)[static_cast<size_t>(axis)];
+      }
+      return total == y[static_cast<size_t>(axis)] ? "" : "output shape";
+    }
+    case OpKind::kView:
+      if (!arity(1, 0, 0) || !present(0)) return "operands";
+      return numel(dims(0)) == numel(y) ? "" : "element counts differ";
+    case OpKind::kTranspose: {
+      if (op.in.size() != 1 || !present(0) || op.ints.size() != dims(0).size() || y.size() != dims(0).size()) {
+        return "operands";
+      }
+      std::vector<bool> seen(y.size(), false);
+      for (size_t d = 0; d < y.size(); ++d) {
+        const int64_t p = op.ints[d];
+        if (p < 0 || p >= static_cast<int64_t>(y.size()) || seen[static_cast<size_t>(p)]) return "perm";
+        seen[static_cast<size_t>(p)] = true;
+        if (y[d] != dims(0)[static_cast<size_t>(p)]) return "output shape";
+      }
+      return "";
+    }
+  }
+  return "unknown op kind";
+}
+
+}  // namespace
+
+std::string check_op(const Op& op, const std::vector<Value>& v) {
+  const int32_t n = static_cast<int32_t>(v.size());
+  auto valid = [&](int32_t id) { return id >= 0 && id < n; };
+  if (!valid(op.out)) return "bad output";
+  for (int32_t id : op.in) {
+    if (id != -1 && !valid(id)) return "bad operand";
+  }
+  std::string e = check_kind(op, v);
+  if (!e.empty()) return e;
+  const Dims& y = v[op.out].dims;
+  for (const PostOp& p : op.post) {
+    switch (p.kind) {
+      case PostKind::kEltwise:
+        if (!is_eltwise_alg(p.alg) || p.operand != -1) return "bad eltwise post-op";
+        break;
+      case PostKind::kSum:
+        if (!valid(p.operand) || v[p.operand].dims != y) return "bad sum post-op";
+        break;
+      case PostKind::kBinary: {
+        Dims r;
+        if (!is_binary_alg(p.alg) || !valid(p.operand) || !broadcast(v[p.operand].dims, y, &r) || r != y) {
+          return "bad binary post-op";
+        }
+        break;
+      }
+      default:
+        return "bad post-op";
+    }
+  }
+  return "";
+}
+
+// ---- blob ------------------------------------------------------------------
+
+std::string serialize(const Program& p) {
+  BlobWriter w;
+  w.bytes(kMagic, sizeof(kMagic));
+  w.u32(kBlobVersion);
+  w.u32(static_cast<uint32_t>(p.values.size()));
+  for (const Value& v : p.values) {
+    w.str(v.name);
+    w.u32(static_cast<uint32_t>(v.kind));
+    w.i32(v.dtype);
+    w.u32(static_cast<uint32_t>(v.dims.size()));
+    for (int64_t d : v.dims) w.i64(d);
+  }
+  w.u32(static_cast<uint32_t>(p.ops.size()));
+  for (const Op& op : p.ops) {
+    w.u32(static_cast<uint32_t>(op.kind));
+    w.i32(op.alg);
+    w.str(op.node);
+    w.u32(static_cast<uint32_t>(op.in.size()));
+    for (int32_t i : op.in) w.i32(i);
+    w.i32(op.out);
+    w.u32(static_cast<uint32_t>(op.ints.size()));
+    for (int64_t i : op.ints) w.i64(i);
+    w.u32(static_cast<uint32_t>(op.floats.size()));
+    for (float f : op.floats) w.f32(f);
+    w.u32(static_cast<uint32_t>(op.post.size()));
+    for (const PostOp& po : op.post) {
+      w.u32(static_cast<uint32_t>(po.kind));
+      w.i32(po.alg);
+      w.f32(po.alpha);
+      w.f32(po.beta);
+      w.i32(po.operand);
+    }
+  }
+  for (const auto* list : {&p.inputs, &p.outputs}) {
+    w.u32(static_cast<uint32_t>(list->size()));
+    for (int32_t i : *list) w.i32(i);
+  }
+  return w.data();
+}
+
+namespace {
+
+[[noreturn]] void corrupt(const std::string& what) {
+  fail(TESSERA_ERROR_INCOMPATIBLE_BLOB, "corrupt oneDNN blob: " + what);
+}
+
+// A count that must not exceed what the remaining bytes could hold.
+uint32_t count(BlobReader& r, uint32_t limit, const char* what) {
+  uint32_t n = r.u32();
+  if (n > limit) corrupt(std::string("too many ") + what);
+  return n;
+}
+
+}  // namespace
+
+Program deserialize(const void* blob, size_t size) {
+  if (!blob || size < sizeof(kMagic) || std::memcmp(blob, kMagic, sizeof(kMagic)) != 0) {
+    fail(TESSERA_ERROR_INCOMPATIBLE_BLOB, "not a blob of the oneDNN backend (bad magic)");
+  }
+  BlobReader r(static_cast<const char*>(blob) + sizeof(kMagic), size - sizeof(kMagic));
+  if (uint32_t v = r.u32(); v != kBlobVersion) {
+    fail(TESSERA_ERROR_INCOMPATIBLE_BLOB, "oneDNN blob format version " + std::to_string(v) +
+                                              ", this plugin reads version " + std::to_string(kBlobVersion));
+  }
+  const uint32_t limit = static_cast<uint32_t>(std::min<size_t>(size, 1u << 24));
+  Program p;
+  for (uint32_t n = count(r, limit, "values"); n > 0; --n) {
+    Value v;
+    v.name = r.str(1 << 16);
+    uint32_t kind = r.u32();
+    v.dtype = r.i32();
+    uint32_t rank = r.u32();
+    if (kind > static_cast<uint32_t>(ValueKind::kComputed) || rank > kMaxRank || v.dtype < 1 || v.dtype > 16 ||
+        tessera_plugin::dtype_size(v.dtype) == 0) {
+      corrupt("bad value header");
+    }
+    v.kind = static_cast<ValueKind>(kind);
+    double elements = 1;  // in double: no int64 product of these dims can overflow later
+    for (uint32_t d = 0; d < rank; ++d) {
+      v.dims.push_back(r.i64_in(0, kMaxElements, "dim"));
+      elements *= static_cast<double>(v.dims.back());
+    }
+    if (elements > static_cast<double>(kMaxElements)) corrupt("value '" + v.name + "' is too large");
+    p.values.push_back(std::move(v));
+  }
+  const size_t nv = p.values.size();
+  std::vector<bool> written(nv, false);
+  // What ops touch must be float32 with elements; only an unread region
+  // input may be anything else.
+  auto touched_ok = [&](int32_t id) {
+    const Value& v = p.values[static_cast<size_t>(id)];
+    return v.dtype == 1 && numel(v.dims) >= 1;
+  };
+  auto readable = [&](int32_t id) {
+    return p.values[static_cast<size_t>(id)].kind != ValueKind::kComputed || written[static_cast<size_t>(id)];
+  };
+  for (uint32_t n = count(r, limit, "ops"); n > 0; --n) {
+    Op op;
+    uint32_t kind = r.u32();
+    if (kind >= kNumOpKinds) corrupt("unknown op kind " + std::to_string(kind));
+    op.kind = static_cast<OpKind>(kind);
+    op.alg = r.i32();
+    op.node = r.str(1 << 16);
+    for (uint32_t k = count(r, 1024, "operands"); k > 0; --k) op.in.push_back(r.i32());
+    op.out = r.i32();
+    for (uint32_t k = count(r, 1024, "parameters"); k > 0; --k) op.ints.push_back(r.i64());
+    for (uint32_t k = count(r, 1024, "parameters"); k > 0; --k) op.floats.push_back(r.f32());
+    for (uint32_t k = count(r, 64, "post-ops"); k > 0; --k) {
+      PostOp po;
+      uint32_t pk = r.u32();
+      if (pk > static_cast<uint32_t>(PostKind::kBinary)) corrupt("unknown post-op kind");
+      po.kind = static_cast<PostKind>(pk);
+      po.alg = r.i32();
+      po.alpha = r.f32();
+      po.beta = r.f32();
+      po.operand = r.i32();
+      op.post.push_back(po);
+    }
+    if (std::string why = check_op(op, p.values); !why.empty()) corrupt("op '" + op.node + "': " + why);
+    bool ok = touched_ok(op.out);
+    for (int32_t id : op.in) ok = ok && (id < 0 || touched_ok(id));
+    for (const PostOp& po : op.post) ok = ok && (po.operand < 0 || touched_ok(po.operand));
+    if (!ok) corrupt("op '" + op.node + "' touches a value that is not float32 or has no elements");
+    for (int32_t id : op.in) {
+      if (id >= 0 && !readable(id)) corrupt("operand read before it is written");
+    }
+    for (const PostOp& po : op.post) {
+      if (po.operand >= 0 && (!readable(po.operand) || po.operand == op.out)) corrupt("bad post-op operand");
+    }
+    if (p.values[static_cast<size_t>(op.out)].kind != ValueKind::kComputed || written[static_cast<size_t>(op.out)]) {
+      corrupt("op output is not a fresh computed value");
+    }
+    written[static_cast<size_t>(op.out)] = true;
+    p.ops.push_back(std::move(op));
+  }
+  for (auto* list : {&p.inputs, &p.outputs}) {
+    for (uint32_t n = count(r, limit, "boundary values"); n > 0; --n) {
+      int32_t id = r.i32();
+      if (id < 0 || static_cast<size_t>(id) >= nv) corrupt("boundary value out of range");
+      list->push_back(id);
+    }
+  }
+  std::vector<bool> is_input(nv, false);
+  for (int32_t i : p.inputs) {
+    if (p.values[static_cast<size_t>(i)].kind != ValueKind::kInput || is_input[static_cast<size_t>(i)]) {
+      corrupt("bad region input");
+    }
+    is_input[static_cast<size_t>(i)] = true;
+  }
+  for (size_t v = 0; v < nv; ++v) {
+    if (p.values[v].kind == ValueKind::kInput && !is_input[v]) corrupt("input value missing from the inputs");
+  }
+  for (int32_t i : p.outputs) {
+    if (!readable(i) || !touched_ok(i)) corrupt("bad region output");
+  }
+  if (!r.at_end()) corrupt("trailing bytes");
+  return p;
+}
+
+}  // namespace tessera_dnnl

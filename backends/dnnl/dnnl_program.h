@@ -1,0 +1,123 @@
+// What the oneDNN plugin compiles a region into, and what its blob holds: a
+// program of primitive descriptions over a table of float32 values with
+// static shapes. No weights: load() receives them by name.
+//
+//   Value    a region input, a constant (bound by name at load) or a value
+//            computed by exactly one op
+//   Op       one oneDNN primitive: its kind, algorithm, operands, integer and
+//            float parameters, and the post-ops fused into it
+//
+// The parameter layout of every kind is fixed (see OpKind below) and checked
+// by check_op(), the one shape rule shared by lowering (a mismatch refuses the
+// node), and load (a mismatch rejects the blob): an op that passes it gives
+// oneDNN descriptors whose buffers match the values' sizes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera_dnnl {
+
+using Dims = std::vector<int64_t>;
+
+constexpr size_t kMaxRank = 8;
+constexpr int64_t kMaxElements = int64_t{1} << 40;  // per value; bounds what a corrupt blob can ask for
+
+// Operand layouts of each kind (in = value ids, -1 for an absent optional one;
+// ints/floats = parameters; r = number of spatial axes):
+//   kConv, kDeconv  in {X, W, B?}   ints {r, strides[r], dilations[r], pad_begin[r], pad_end[r], group}
+//   kPool           in {X}          ints {r, kernel[r], strides[r], dilations[r], pad_begin[r], pad_end[r]}
+//                                   alg: pooling_max / pooling_avg_include_padding / pooling_avg_exclude_padding
+//   kMatMul         in {A, B, Bias?} ints {rank, trans_a, trans_b, a_dims[rank], b_dims[rank], bias_dims[rank]}
+//                   (a_dims/b_dims: the operands viewed at `rank` dims, stored row-major; a transposed operand
+//                   swaps its last two logical dims; the output is the broadcast [batch..., M, N] viewed as the
+//                   output value)
+//   kBatchNorm      in {X, scale, bias, mean, var}   floats {epsilon}
+//   kLrn            in {X}          ints {size}    floats {alpha, beta, bias}
+//   kSoftmax        in {X}          ints {rank, view[rank], axis}    alg: softmax_accurate / softmax_log
+//   kLayerNorm      in {X, scale, bias?}   ints {rows, cols}   floats {epsilon}
+//   kEltwise        in {X}          floats {alpha, beta}   alg: an eltwise algorithm
+//   kBinary         in {A, B}       alg: a binary algorithm; numpy broadcasting
+//   kSum            in {X0, X1...}  every operand has the output's dims
+//   kConcat         in {X0, X1...}  ints {axis}
+//   kView           in {X}          the same elements under the output's dims (Reshape, Flatten, ...)
+//   kTranspose      in {X}          ints {perm[rank]}
+enum class OpKind : uint8_t {
+  kConv,
+  kDeconv,
+  kPool,
+  kMatMul,
+  kBatchNorm,
+  kLrn,
+  kSoftmax,
+  kLayerNorm,
+  kEltwise,
+  kBinary,
+  kSum,
+  kConcat,
+  kView,
+  kTranspose,
+};
+constexpr uint8_t kNumOpKinds = static_cast<uint8_t>(OpKind::kTranspose) + 1;
+const char* op_kind_name(OpKind k);
+
+enum class PostKind : uint8_t { kEltwise, kSum, kBinary };
+
+// A post-op applied to the op's result before it is stored: an eltwise
+// function, a sum with the value `operand` (dst = result + operand, same dims),
+// or a binary operation with `operand` broadcast to the result.
+struct PostOp {
+  PostKind kind = PostKind::kEltwise;
+  int32_t alg = 0;  // dnnl_alg_kind_t
+  float alpha = 0.f, beta = 0.f;
+  int32_t operand = -1;
+};
+
+struct Op {
+  OpKind kind = OpKind::kEltwise;
+  int32_t alg = 0;  // dnnl_alg_kind_t where the kind has one
+  std::vector<int32_t> in;
+  int32_t out = -1;
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  std::vector<PostOp> post;
+  std::string node;  // the ONNX node it came from, for messages
+};
+
+enum class ValueKind : uint8_t { kInput, kConstant, kComputed };
+
+// Every value an op touches is float32 with at least one element; a region
+// input that no op reads may have any dtype and shape (run() only checks its
+// descriptor).
+struct Value {
+  std::string name;
+  ValueKind kind = ValueKind::kComputed;
+  Dims dims;
+  int32_t dtype = 1;  // TESSERA_DTYPE_*
+};
+
+struct Program {
+  std::vector<Value> values;
+  std::vector<Op> ops;                   // in execution order
+  std::vector<int32_t> inputs, outputs;  // value ids, in the region model's order
+};
+
+int64_t numel(const Dims& d);
+std::string dims_str(const Dims& d);
+// Numpy broadcasting; false when a and b do not broadcast.
+bool broadcast(const Dims& a, const Dims& b, Dims* out);
+// `d` with leading 1s up to `rank` dims.
+Dims pad_to_rank(const Dims& d, size_t rank);
+
+// "" when `op` is consistent with the dims of its operands and output in `v`
+// (operand counts, parameter counts, shapes); else what is wrong.
+std::string check_op(const Op& op, const std::vector<Value>& v);
+
+// Blob: "TSRDNNL\0", u32 format version, then the program. serialize never
+// fails; deserialize trusts nothing and fails with
+// TESSERA_ERROR_INCOMPATIBLE_BLOB on any inconsistency.
+std::string serialize(const Program& p);
+Program deserialize(const void* blob, size_t size);
+
+}  // namespace tessera_dnnl
