@@ -82,6 +82,8 @@ void lower_matmul(Lowering& l, const onnx::NodeProto& n);
 void lower_concat(Lowering& l, const onnx::NodeProto& n);
 void lower_view(Lowering& l, const onnx::NodeProto& n);
 void lower_transpose(Lowering& l, const onnx::NodeProto& n);
+void lower_reduce(Lowering& l, const onnx::NodeProto& n);
+void lower_prelu(Lowering& l, const onnx::NodeProto& n);
 
 // Every ONNX op this backend knows (handler lookup by op_type).
 Handler find_handler(const std::string& op_type);

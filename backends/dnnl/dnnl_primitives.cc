@@ -136,6 +136,8 @@ Dims dst_dims(const Op& op, const std::vector<Value>& v) {
       return Dims(op.ints.begin() + 1, op.ints.end() - 1);
     case OpKind::kLayerNorm:
       return {op.ints[0], op.ints[1]};
+    case OpKind::kReduce:
+      return op.ints.size() > 1 ? Dims(op.ints.begin() + 1, op.ints.end()) : Dims{1};
     default:
       return y.empty() ? Dims{1} : y;
   }
@@ -169,7 +171,12 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
     case OpKind::kPool:
     case OpKind::kLrn:
     case OpKind::kEltwise:
+    case OpKind::kReduce:
       set(0, Layout::kAsIs, DNNL_ARG_SRC);
+      break;
+    case OpKind::kPRelu:
+      set(0, Layout::kAsIs, DNNL_ARG_SRC);
+      set(1, Layout::kPlain, DNNL_ARG_WEIGHTS, plain_md(pad_to_rank(dims(1), std::max<size_t>(dims(0).size(), 1))));
       break;
     case OpKind::kMatMul: {
       const auto r = static_cast<size_t>(op.ints[0]);
@@ -311,6 +318,15 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, c
       return dnnl::concat::primitive_desc(static_cast<int>(op.ints[0]), in, eng, attr);
     case OpKind::kTranspose:
       return dnnl::reorder::primitive_desc(eng, in[0], eng, plain_md(dst_dims(op, v)), attr);
+    case OpKind::kReduce: {
+      // Plain result: reductions mostly feed elementwise ops and views.
+      dnnl::reduction::desc d(alg, in[0], plain_md(dst_dims(op, v)), op.floats[0], op.floats[1]);
+      return dnnl::reduction::primitive_desc(d, attr, eng);
+    }
+    case OpKind::kPRelu: {
+      dnnl::prelu_forward::desc d(fwd, in[0], in[1]);
+      return dnnl::prelu_forward::primitive_desc(d, attr, eng);
+    }
     case OpKind::kView:
       break;
   }

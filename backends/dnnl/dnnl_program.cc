@@ -31,7 +31,7 @@ constexpr uint32_t kBlobVersion = 1;
 const char* op_kind_name(OpKind k) {
   static constexpr const char* kNames[] = {"Conv",    "Deconv",    "Pool",    "MatMul", "BatchNorm",
                                            "Lrn",     "Softmax",   "LayerNorm", "Eltwise", "Binary",
-                                           "Sum",     "Concat",    "View",    "Transpose"};
+                                           "Sum",     "Concat",    "View",    "Transpose", "Reduce", "PRelu"};
   static_assert(std::size(kNames) == kNumOpKinds);
   return kNames[static_cast<size_t>(k)];
 }
@@ -76,6 +76,16 @@ bool is_eltwise_alg(int32_t a) {
     case dnnl_eltwise_swish: case dnnl_eltwise_log: case dnnl_eltwise_clip: case dnnl_eltwise_clip_v2:
     case dnnl_eltwise_pow: case dnnl_eltwise_round: case dnnl_eltwise_logsigmoid: case dnnl_eltwise_mish:
     case dnnl_eltwise_hardswish:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_reduction_alg(int32_t a) {
+  switch (a) {
+    case dnnl_reduction_max: case dnnl_reduction_min: case dnnl_reduction_sum: case dnnl_reduction_mul:
+    case dnnl_reduction_mean: case dnnl_reduction_norm_lp_sum: case dnnl_reduction_norm_lp_power_p_sum:
       return true;
     default:
       return false;
@@ -298,6 +308,23 @@ std::string check_kind(const Op& op, const std::vector<Value>& v) {
         if (y[d] != dims(0)[static_cast<size_t>(p)]) return "output shape";
       }
       return "";
+    }
+    case OpKind::kReduce: {
+      if (!is_reduction_alg(op.alg)) return "bad reduction algorithm";
+      if (op.in.size() != 1 || !present(0) || op.floats.size() != 2 || op.ints.empty()) return "operands";
+      const Dims& x = dims(0);
+      if (op.ints[0] != static_cast<int64_t>(x.size()) || op.ints.size() != x.size() + 1) return "rank";
+      Dims kept(op.ints.begin() + 1, op.ints.end());
+      for (size_t d = 0; d < x.size(); ++d) {
+        if (kept[d] != 1 && kept[d] != x[d]) return "reduced dims";
+      }
+      return numel(kept) == numel(y) ? "" : "output shape";
+    }
+    case OpKind::kPRelu: {
+      if (!arity(2, 0, 0) || !present(0)) return "operands";
+      Dims r;
+      if (!broadcast(dims(1), dims(0), &r) || r != dims(0)) return "slope " + dims_str(dims(1)) + " does not broadcast";
+      return y == dims(0) ? "" : "output shape";
     }
   }
   return "unknown op kind";

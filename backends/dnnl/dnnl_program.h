@@ -43,6 +43,9 @@ constexpr int64_t kMaxElements = int64_t{1} << 40;  // per value; bounds what a 
 //   kConcat         in {X0, X1...}  ints {axis}
 //   kView           in {X}          the same elements under the output's dims (Reshape, Flatten, ...)
 //   kTranspose      in {X}          ints {perm[rank]}
+//   kReduce         in {X}          ints {rank, kept[rank]} (X's dims, reduced ones 1)   floats {p, eps}
+//                                   alg: a reduction algorithm
+//   kPRelu          in {X, slope}   slope broadcasts to X
 enum class OpKind : uint8_t {
   kConv,
   kDeconv,
@@ -58,8 +61,10 @@ enum class OpKind : uint8_t {
   kConcat,
   kView,
   kTranspose,
+  kReduce,
+  kPRelu,
 };
-constexpr uint8_t kNumOpKinds = static_cast<uint8_t>(OpKind::kTranspose) + 1;
+constexpr uint8_t kNumOpKinds = static_cast<uint8_t>(OpKind::kPRelu) + 1;
 const char* op_kind_name(OpKind k);
 
 enum class PostKind : uint8_t { kEltwise, kSum, kBinary };
