@@ -1,0 +1,811 @@
+// The oneDNN backend plugin (backends/dnnl), loaded the way the host loads
+// it (Backend::LoadLibrary on <build>/lib/tessera/libtessera_backend_dnnl.so)
+// and driven through its C table: capability, compile, load with the
+// region's constants, run. Graphs are built in the IR, shape-inferred and
+// exported with export_onnx_bytes; every result is compared with the native
+// backend (InferenceSession) on the same graph, within 1e-4 relative.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "backends/backend.h"
+#include "ir/graph.h"
+#include "onnx/onnx_export.h"
+#include "passes/shape_inference.h"
+#include "runtime/session.h"
+#include "tessera/backend.h"
+#include "unit/op_test_util.h"
+
+namespace tessera {
+namespace {
+
+using testutil::set_float;
+using testutil::set_int;
+using testutil::set_ints;
+using testutil::set_string;
+
+std::string plugin_path() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  std::string exe(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  return exe.substr(0, exe.rfind('/')) + "/../lib/tessera/libtessera_backend_dnnl.so";
+}
+
+// Loaded once, validated by the host's loader, kept for the whole run.
+const Backend* plugin() {
+  static std::shared_ptr<Backend> b = [] {
+    auto loaded = Backend::LoadLibrary(plugin_path());
+    return loaded.ok() ? *loaded : nullptr;
+  }();
+  return b.get();
+}
+const tessera_backend_t* table() { return plugin()->table(); }
+
+struct EngineDeleter {
+  void operator()(tessera_engine_t* e) const { table()->destroy(e); }
+};
+using EnginePtr = std::unique_ptr<tessera_engine_t, EngineDeleter>;
+
+// --- graphs -------------------------------------------------------------------
+struct Builder {
+  Graph g;
+  explicit Builder(int64_t opset = 13) { g.opset = opset; }
+  Builder& input(const std::string& name, Shape shape, DType dt = DType::kFloat32) {
+    g.inputs.push_back(name);
+    g.values[name] = ValueInfo{dt, std::move(shape)};
+    return *this;
+  }
+  Builder& input(const std::string& name, Dims d, DType dt = DType::kFloat32) {
+    return input(name, Shape::FromDims(d), dt);
+  }
+  Builder& constant(const std::string& name, Tensor t) {
+    g.constants[name] = std::move(t);
+    return *this;
+  }
+  Node& node(const std::string& name, const std::string& op, std::vector<std::string> in, std::string out) {
+    Node n;
+    n.name = name;
+    n.op_type = op;
+    n.inputs = std::move(in);
+    n.outputs = {std::move(out)};
+    g.nodes.push_back(std::move(n));
+    return g.nodes.back();
+  }
+  Graph done(std::vector<std::string> outputs) {
+    g.outputs = std::move(outputs);
+    Status s = infer_shapes(g);
+    EXPECT_TRUE(s.ok()) << s.message();
+    return g;
+  }
+};
+
+Tensor rnd(Dims d, unsigned seed, float lo = -2.f, float hi = 2.f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Tensor t(DType::kFloat32, std::move(d));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+  return t;
+}
+
+std::string model_bytes(const Graph& g) {
+  auto bytes = export_onnx_bytes(g);
+  EXPECT_TRUE(bytes.ok()) << bytes.status().message();
+  return bytes.ok() ? *bytes : std::string();
+}
+
+// --- the ABI, wrapped ----------------------------------------------------------
+struct CapabilityReport {
+  tessera_status_t status = TESSERA_OK;
+  std::string msg;
+  std::map<int, std::string> refused;
+  std::vector<int> supported;
+  std::vector<std::pair<std::string, std::vector<int>>> composites;
+};
+
+CapabilityReport capability(const std::string& model) {
+  CapabilityReport r;
+  tessera_capability_sink_t sink{};
+  sink.ctx = &r;
+  sink.node = [](void* ctx, int32_t i, int32_t ok, const char* reason) {
+    auto* rep = static_cast<CapabilityReport*>(ctx);
+    if (ok) rep->supported.push_back(i);
+    else rep->refused[i] = reason ? reason : "";
+  };
+  sink.composite = [](void* ctx, const char* pattern, const int32_t* idx, int32_t count) {
+    static_cast<CapabilityReport*>(ctx)->composites.push_back({pattern, std::vector<int>(idx, idx + count)});
+  };
+  char msg[256] = {0};
+  r.status = table()->capability(model.data(), model.size(), &sink, msg, sizeof(msg));
+  r.msg = msg;
+  return r;
+}
+
+struct Compiled {
+  tessera_status_t status = TESSERA_OK;
+  std::string blob, msg;
+};
+
+Compiled compile(const std::string& model, const char* options = "") {
+  Compiled c;
+  tessera_buffer_t buf{nullptr, 0};
+  char msg[256] = {0};
+  c.status = table()->compile(model.data(), model.size(), options, &buf, msg, sizeof(msg));
+  if (buf.data) c.blob.assign(static_cast<const char*>(buf.data), buf.size);
+  table()->free_buffer(&buf);
+  c.msg = msg;
+  return c;
+}
+
+tessera_tensor_t descriptor(const Tensor& t) {
+  return tessera_tensor_t{static_cast<int32_t>(t.dtype()), t.rank(), t.rank() ? t.dims().data() : nullptr,
+                          const_cast<void*>(t.raw()), t.nbytes()};
+}
+
+struct Loaded {
+  tessera_status_t status = TESSERA_OK;
+  EnginePtr engine;
+  std::string msg;
+};
+
+Loaded load(const std::string& blob, const std::unordered_map<std::string, Tensor>& constants, int threads = 1) {
+  std::vector<tessera_named_tensor_t> named;
+  for (const auto& [name, t] : constants) named.push_back({name.c_str(), descriptor(t)});
+  tessera_load_options_t opts{sizeof(tessera_load_options_t), threads};
+  tessera_engine_t* e = nullptr;
+  char msg[256] = {0};
+  Loaded l;
+  l.status = table()->load(blob.data(), blob.size(), named.data(), named.size(), &opts, &e, msg, sizeof(msg));
+  l.engine.reset(e);
+  l.msg = msg;
+  return l;
+}
+
+tessera_status_t run(tessera_engine_t* e, const std::vector<Tensor>& in, std::vector<Tensor>& out,
+                     std::string* msg_out = nullptr) {
+  std::vector<tessera_tensor_t> ins, outs;
+  for (const auto& t : in) ins.push_back(descriptor(t));
+  for (auto& t : out) outs.push_back(descriptor(t));
+  char msg[256] = {0};
+  tessera_status_t s = table()->run(e, ins.data(), ins.size(), outs.data(), outs.size(), msg, sizeof(msg));
+  if (msg_out) *msg_out = msg;
+  return s;
+}
+
+std::vector<Tensor> output_buffers(const Graph& g) {
+  std::vector<Tensor> out;
+  for (const auto& name : g.outputs) out.emplace_back(DType::kFloat32, g.info(name)->shape.concrete());
+  return out;
+}
+
+// Within 1e-4 relative (absolute below 1).
+void expect_close_rel(const Tensor& got, const Tensor& want) {
+  ASSERT_EQ(got.dims(), want.dims());
+  int bad = 0;
+  for (int64_t i = 0; i < want.numel() && bad < 5; ++i) {
+    const double w = want.as_double(i), a = got.as_double(i);
+    if (!(std::fabs(a - w) <= 1e-4 * std::max(1.0, std::fabs(w)))) {
+      ADD_FAILURE() << "at " << i << ": got " << a << ", native " << w;
+      ++bad;
+    }
+  }
+}
+
+std::vector<Tensor> native(const Graph& g, const std::vector<Tensor>& inputs) {
+  auto session = InferenceSession::Create(g);
+  EXPECT_TRUE(session.ok()) << session.status().message();
+  if (!session.ok()) return {};
+  auto ref = (*session)->run(inputs);
+  EXPECT_TRUE(ref.ok()) << ref.status().message();
+  return ref.ok() ? *ref : std::vector<Tensor>{};
+}
+
+// The whole path: every node claimed, compiled, loaded, run; outputs match native.
+void expect_matches_native(const Graph& g, const std::vector<Tensor>& inputs, const char* options = "") {
+  std::string model = model_bytes(g);
+  CapabilityReport cap = capability(model);
+  ASSERT_EQ(cap.status, TESSERA_OK) << cap.msg;
+  ASSERT_TRUE(cap.refused.empty()) << "node " << cap.refused.begin()->first << ": " << cap.refused.begin()->second;
+  Compiled c = compile(model, options);
+  ASSERT_EQ(c.status, TESSERA_OK) << c.msg;
+  Loaded l = load(c.blob, g.constants);
+  ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
+  std::vector<Tensor> out = output_buffers(g);
+  std::string msg;
+  ASSERT_EQ(run(l.engine.get(), inputs, out, &msg), TESSERA_OK) << msg;
+  std::vector<Tensor> ref = native(g, inputs);
+  ASSERT_EQ(ref.size(), out.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    SCOPED_TRACE("output '" + g.outputs[i] + "'");
+    expect_close_rel(out[i], ref[i]);
+  }
+}
+
+class DnnlBackend : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NE(plugin(), nullptr) << "cannot load " << plugin_path(); }
+};
+
+// --- query -----------------------------------------------------------------------
+TEST_F(DnnlBackend, QueryServesOnlyItsAbiVersionAndNamesOneDnn) {
+  EXPECT_EQ(plugin()->name(), "dnnl");
+  EXPECT_EQ(plugin()->version().rfind("1.0 (oneDNN 2.", 0), 0u) << plugin()->version();
+  EXPECT_NE(table()->flags & TESSERA_BACKEND_FLAG_CONCURRENT_RUN, 0u) << "runs take separate contexts";
+  EXPECT_NE(table()->estimate_cost, nullptr);
+}
+
+// --- convolutions ------------------------------------------------------------------
+struct ConvCase {
+  const char* name;
+  Dims x, w;
+  std::function<void(Node&)> attrs;
+  bool bias;
+};
+
+TEST_F(DnnlBackend, ConvVariantsMatchNative) {
+  const ConvCase cases[] = {
+      {"pad1", {1, 3, 8, 8}, {4, 3, 3, 3}, [](Node& n) { set_ints(n, "pads", {1, 1, 1, 1}); }, true},
+      {"stride2_asym_pads", {1, 3, 9, 8}, {5, 3, 3, 3},
+       [](Node& n) { set_ints(n, "strides", {2, 2}), set_ints(n, "pads", {0, 1, 1, 0}); }, false},
+      {"dilation2", {1, 4, 10, 10}, {4, 4, 3, 3}, [](Node& n) { set_ints(n, "dilations", {2, 2}); }, true},
+      {"groups2", {1, 4, 7, 7}, {6, 2, 3, 3}, [](Node& n) { set_int(n, "group", 2); }, true},
+      {"depthwise", {2, 8, 6, 6}, {8, 1, 3, 3},
+       [](Node& n) { set_int(n, "group", 8), set_ints(n, "pads", {1, 1, 1, 1}); }, true},
+      {"conv1d", {2, 3, 10}, {5, 3, 3}, [](Node& n) { set_ints(n, "strides", {2}), set_ints(n, "pads", {1, 1}); }, true},
+      {"conv3d", {1, 2, 5, 6, 6}, {3, 2, 3, 3, 3}, [](Node& n) { set_ints(n, "pads", {1, 1, 1, 1, 1, 1}); }, true},
+      {"same_upper_stride2", {1, 3, 7, 7}, {4, 3, 3, 3},
+       [](Node& n) { set_string(n, "auto_pad", "SAME_UPPER"), set_ints(n, "strides", {2, 2}); }, false},
+      {"same_lower_dilated", {1, 3, 8, 8}, {4, 3, 2, 2},
+       [](Node& n) { set_string(n, "auto_pad", "SAME_LOWER"), set_ints(n, "dilations", {2, 2}); }, true},
+      {"valid", {1, 3, 6, 5}, {2, 3, 2, 3}, [](Node& n) { set_string(n, "auto_pad", "VALID"); }, false},
+      {"wide_1x1_blocked", {2, 32, 5, 5}, {48, 32, 1, 1}, [](Node&) {}, true},
+  };
+  unsigned seed = 100;
+  for (const ConvCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    Builder b;
+    b.input("x", c.x).constant("w", rnd(c.w, ++seed));
+    std::vector<std::string> in{"x", "w"};
+    if (c.bias) b.constant("b", rnd({c.w[0]}, ++seed)), in.push_back("b");
+    c.attrs(b.node("conv", "Conv", in, "y"));
+    expect_matches_native(b.done({"y"}), {rnd(c.x, ++seed)});
+  }
+}
+
+TEST_F(DnnlBackend, ConvWithRuntimeWeightsMatchesNative) {
+  Builder b;
+  b.input("x", {1, 4, 6, 6}).input("w", {4, 2, 3, 3});
+  set_int(b.node("conv", "Conv", {"x", "w"}, "y"), "group", 2);
+  expect_matches_native(b.done({"y"}), {rnd({1, 4, 6, 6}, 1), rnd({4, 2, 3, 3}, 2)});
+}
+
+TEST_F(DnnlBackend, ConvBiasReluIsOneCompositeFusedIntoOnePrimitive) {
+  Builder b;
+  b.input("x", {1, 16, 8, 8}).constant("w", rnd({16, 16, 3, 3}, 3)).constant("b", rnd({16}, 4));
+  set_ints(b.node("conv", "Conv", {"x", "w", "b"}, "c"), "pads", {1, 1, 1, 1});
+  b.node("relu", "Relu", {"c"}, "y");
+  Graph g = b.done({"y"});
+  CapabilityReport cap = capability(model_bytes(g));
+  ASSERT_EQ(cap.composites.size(), 1u);
+  EXPECT_EQ(cap.composites[0].first, "Conv+Relu");
+  EXPECT_EQ(cap.composites[0].second, (std::vector<int>{0, 1}));
+  // One op fewer in the program when the Relu becomes a post-op.
+  Compiled fused = compile(model_bytes(g)), plain = compile(model_bytes(g), "fusion=0");
+  ASSERT_EQ(fused.status, TESSERA_OK) << fused.msg;
+  ASSERT_EQ(plain.status, TESSERA_OK) << plain.msg;
+  EXPECT_LT(fused.blob.size(), plain.blob.size());
+  expect_matches_native(g, {rnd({1, 16, 8, 8}, 5)});
+  expect_matches_native(g, {rnd({1, 16, 8, 8}, 5)}, "fusion=0");
+}
+
+// A residual block: r = relu(conv1(x)), a = relu(conv2(r)),
+// y = relu(conv3(a) + r). The sum post-op writes conv3's result onto r in
+// place when r dies there; with r also leaving the region it is copied first.
+// conv(r) + r, where r is also the convolution's source, is never in place.
+TEST_F(DnnlBackend, ResidualConvAddReluMatchesNative) {
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant == 0 ? "in place" : variant == 1 ? "residual also an output" : "residual is the source");
+    Builder b;
+    // Weights scaled to keep activations near 1 through three layers.
+    b.input("x", {2, 16, 6, 6}).constant("w1", rnd({16, 16, 3, 3}, 6, -.2f, .2f));
+    b.constant("w2", rnd({16, 16, 3, 3}, 7, -.2f, .2f)).constant("w3", rnd({16, 16, 3, 3}, 65, -.2f, .2f));
+    b.constant("b3", rnd({16}, 8));
+    set_ints(b.node("conv1", "Conv", {"x", "w1"}, "c1"), "pads", {1, 1, 1, 1});
+    b.node("relu1", "Relu", {"c1"}, "r");
+    set_ints(b.node("conv2", "Conv", {"r", "w2"}, "c2"), "pads", {1, 1, 1, 1});
+    b.node("relu2", "Relu", {"c2"}, "a");
+    set_ints(b.node("conv3", "Conv", {variant == 2 ? "r" : "a", "w3", "b3"}, "c3"), "pads", {1, 1, 1, 1});
+    b.node("add", "Add", {"c3", "r"}, "s");
+    b.node("relu3", "Relu", {"s"}, "y");
+    Graph g = variant == 1 ? b.done({"y", "r"}) : variant == 2 ? b.done({"y", "a"}) : b.done({"y"});
+    CapabilityReport cap = capability(model_bytes(g));
+    bool found = false;
+    for (const auto& [pattern, nodes] : cap.composites) {
+      if (pattern == "Conv+Add+Relu") found = nodes == std::vector<int>{4, 5, 6};
+    }
+    EXPECT_TRUE(found);
+    expect_matches_native(g, {rnd({2, 16, 6, 6}, 9)});
+  }
+  // The residual is the region input itself: never written in place.
+  Builder b;
+  b.input("x", {1, 8, 5, 5}).constant("w", rnd({8, 8, 3, 3}, 10));
+  set_ints(b.node("conv", "Conv", {"x", "w"}, "c"), "pads", {1, 1, 1, 1});
+  b.node("add", "Add", {"x", "c"}, "s");
+  b.node("relu", "Relu", {"s"}, "y");
+  Tensor x = rnd({1, 8, 5, 5}, 11);
+  Tensor x_copy = x.clone();
+  expect_matches_native(b.done({"y"}), {x});
+  EXPECT_EQ(std::memcmp(x.raw(), x_copy.raw(), x.nbytes()), 0) << "the input buffer was written";
+}
+
+TEST_F(DnnlBackend, ConvTransposeVariantsMatchNative) {
+  const ConvCase cases[] = {
+      {"stride2", {1, 3, 4, 4}, {3, 2, 3, 3}, [](Node& n) { set_ints(n, "strides", {2, 2}); }, true},
+      {"pads_output_padding", {1, 2, 5, 5}, {2, 4, 3, 3},
+       [](Node& n) {
+         set_ints(n, "strides", {2, 2}), set_ints(n, "pads", {1, 1, 1, 1}), set_ints(n, "output_padding", {1, 1});
+       },
+       true},
+      {"group2_dilated", {1, 4, 4, 4}, {4, 3, 2, 2},
+       [](Node& n) { set_int(n, "group", 2), set_ints(n, "dilations", {2, 2}); }, true},
+      {"output_shape", {1, 3, 3, 3}, {3, 2, 3, 3},
+       [](Node& n) { set_ints(n, "strides", {3, 2}), set_ints(n, "output_shape", {10, 8}); }, false},
+      {"conv1d", {2, 3, 5}, {3, 4, 3}, [](Node& n) { set_ints(n, "strides", {2}); }, true},
+  };
+  unsigned seed = 200;
+  for (const ConvCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    Builder b;
+    b.input("x", c.x).constant("w", rnd(c.w, ++seed));
+    std::vector<std::string> in{"x", "w"};
+    const int64_t group = [&] {
+      Node probe;
+      c.attrs(probe);
+      return probe.attrs.count("group") ? probe.attrs.at("group").i : 1;
+    }();
+    if (c.bias) b.constant("b", rnd({c.w[1] * group}, ++seed)), in.push_back("b");
+    c.attrs(b.node("deconv", "ConvTranspose", in, "y"));
+    expect_matches_native(b.done({"y"}), {rnd(c.x, ++seed)});
+  }
+}
+
+TEST_F(DnnlBackend, ConvTransposeRefusesOutputPaddingNotBelowStride) {
+  Builder b;
+  b.input("x", {1, 2, 3, 3}).constant("w", rnd({2, 2, 3, 3}, 12));
+  Node& n = b.node("deconv", "ConvTranspose", {"x", "w"}, "y");
+  set_ints(n, "strides", {2, 2});
+  set_ints(n, "output_padding", {0, 2});
+  CapabilityReport cap = capability(model_bytes(b.done({"y"})));
+  ASSERT_EQ(cap.status, TESSERA_OK) << cap.msg;
+  EXPECT_EQ(cap.refused[0], "ConvTranspose with output_padding 2 >= stride 2 on spatial axis 1");
+}
+
+// --- matrix products ------------------------------------------------------------
+TEST_F(DnnlBackend, GemmTransposesAlphaBetaAndEveryCMatchNative) {
+  Builder b;
+  b.input("a", {4, 6}).input("at", {6, 4}).input("c_run", {4, 5});
+  b.constant("bt", rnd({5, 6}, 13)).constant("b", rnd({6, 5}, 14)).constant("c_row", rnd({5}, 15));
+  b.constant("c_col", rnd({4, 1}, 16)).constant("c_scalar", Tensor::Scalar(0.25f));
+  Node& g1 = b.node("gemm_tb", "Gemm", {"a", "bt", "c_row"}, "y1");
+  set_int(g1, "transB", 1), set_float(g1, "alpha", 0.5f), set_float(g1, "beta", 2.f);
+  set_int(b.node("gemm_ta", "Gemm", {"at", "b", "c_col"}, "y2"), "transA", 1);
+  b.node("gemm_scalar_c", "Gemm", {"a", "b", "c_scalar"}, "y3");
+  b.node("gemm_bias", "Gemm", {"a", "b", "c_row"}, "y4");  // the primitive's own bias
+  Node& g5 = b.node("gemm_runtime_c", "Gemm", {"at", "bt", "c_run"}, "y5");
+  set_int(g5, "transA", 1), set_int(g5, "transB", 1), set_float(g5, "beta", -1.f);
+  b.node("gemm_no_c", "Gemm", {"a", "b"}, "y6");
+  expect_matches_native(b.done({"y1", "y2", "y3", "y4", "y5", "y6"}),
+                        {rnd({4, 6}, 17), rnd({6, 4}, 18), rnd({4, 5}, 19)});
+}
+
+TEST_F(DnnlBackend, MatMulBatchedBroadcastAndVectorOperandsMatchNative) {
+  Builder b;
+  b.input("a4", {2, 3, 4, 5}).input("a_b1", {2, 1, 4, 5}).input("v", {4}).input("a3", {2, 3, 4});
+  b.input("q", {2, 3, 4}).input("k", {2, 4, 3});
+  b.constant("w", rnd({5, 6}, 20)).constant("wb", rnd({3, 5, 6}, 21)).constant("m", rnd({2, 4, 3}, 22));
+  b.node("mm_2d_weights", "MatMul", {"a4", "w"}, "y1");
+  b.node("mm_broadcast_batch", "MatMul", {"a_b1", "wb"}, "y2");  // [2,1,4,5] x [3,5,6] -> [2,3,4,6]
+  b.node("mm_vector_left", "MatMul", {"v", "m"}, "y3");          // [4] x [2,4,3] -> [2,3]
+  b.node("mm_vector_right", "MatMul", {"a3", "v"}, "y4");        // [2,3,4] x [4] -> [2,3]
+  b.node("mm_runtime", "MatMul", {"q", "k"}, "y5");               // attention-like: both computed
+  expect_matches_native(b.done({"y1", "y2", "y3", "y4", "y5"}),
+                        {rnd({2, 3, 4, 5}, 23), rnd({2, 1, 4, 5}, 24), rnd({4}, 25), rnd({2, 3, 4}, 26),
+                         rnd({2, 3, 4}, 27), rnd({2, 4, 3}, 28)});
+}
+
+TEST_F(DnnlBackend, MatMulBiasGeluChainMatchesNative) {
+  Builder b(17);
+  b.input("x", {2, 5, 8}).constant("w", rnd({8, 16}, 29)).constant("bias", rnd({16}, 30));
+  b.node("mm", "MatMul", {"x", "w"}, "m");
+  b.node("add", "Add", {"m", "bias"}, "a");
+  b.node("tanh", "Tanh", {"a"}, "y");
+  Graph g = b.done({"y"});
+  CapabilityReport cap = capability(model_bytes(g));
+  ASSERT_EQ(cap.composites.size(), 1u);
+  EXPECT_EQ(cap.composites[0].first, "MatMul+Add+Tanh");
+  expect_matches_native(g, {rnd({2, 5, 8}, 31)});
+}
+
+// --- pools and normalizations --------------------------------------------------------
+TEST_F(DnnlBackend, PoolsMatchNative) {
+  Builder b;
+  b.input("x", {2, 3, 9, 8}).input("x1", {1, 2, 11}).input("x3", {1, 2, 5, 6, 7});
+  Node& m1 = b.node("max_pads", "MaxPool", {"x"}, "y1");
+  set_ints(m1, "kernel_shape", {3, 3}), set_ints(m1, "strides", {2, 2}), set_ints(m1, "pads", {1, 0, 1, 1});
+  Node& m2 = b.node("max_dilated", "MaxPool", {"x"}, "y2");
+  set_ints(m2, "kernel_shape", {2, 2}), set_ints(m2, "dilations", {2, 2});
+  Node& m3 = b.node("max_ceil", "MaxPool", {"x"}, "y3");
+  set_ints(m3, "kernel_shape", {3, 3}), set_ints(m3, "strides", {2, 2}), set_int(m3, "ceil_mode", 1);
+  Node& a1 = b.node("avg_include", "AveragePool", {"x"}, "y4");
+  set_ints(a1, "kernel_shape", {3, 3}), set_ints(a1, "pads", {1, 1, 1, 1}), set_int(a1, "count_include_pad", 1);
+  Node& a2 = b.node("avg_exclude_ceil", "AveragePool", {"x"}, "y5");
+  set_ints(a2, "kernel_shape", {2, 3}), set_ints(a2, "strides", {2, 2}), set_ints(a2, "pads", {1, 1, 0, 0});
+  set_int(a2, "ceil_mode", 1);
+  Node& a3 = b.node("avg_same", "AveragePool", {"x"}, "y6");
+  set_ints(a3, "kernel_shape", {3, 2}), set_ints(a3, "strides", {2, 2}), set_string(a3, "auto_pad", "SAME_UPPER");
+  b.node("gap", "GlobalAveragePool", {"x"}, "y7");
+  b.node("gmp", "GlobalMaxPool", {"x"}, "y8");
+  Node& p1 = b.node("max1d", "MaxPool", {"x1"}, "y9");
+  set_ints(p1, "kernel_shape", {3}), set_ints(p1, "strides", {2});
+  Node& p3 = b.node("avg3d", "AveragePool", {"x3"}, "y10");
+  set_ints(p3, "kernel_shape", {2, 3, 2}), set_ints(p3, "pads", {0, 1, 0, 1, 1, 0});
+  expect_matches_native(b.done({"y1", "y2", "y3", "y4", "y5", "y6", "y7", "y8", "y9", "y10"}),
+                        {rnd({2, 3, 9, 8}, 32), rnd({1, 2, 11}, 33), rnd({1, 2, 5, 6, 7}, 34)});
+}
+
+TEST_F(DnnlBackend, AveragePoolRefusesCeilWindowPastThePadWhenCountingPads) {
+  Builder b;
+  b.input("x", {1, 1, 6, 6});
+  Node& n = b.node("avg", "AveragePool", {"x"}, "y");
+  set_ints(n, "kernel_shape", {3, 3}), set_ints(n, "strides", {2, 2}), set_int(n, "ceil_mode", 1);
+  set_int(n, "count_include_pad", 1);
+  CapabilityReport cap = capability(model_bytes(b.done({"y"})));
+  EXPECT_NE(cap.refused[0].find("AveragePool with ceil_mode and count_include_pad"), std::string::npos)
+      << cap.refused[0];
+}
+
+TEST_F(DnnlBackend, BatchNormLrnAndLayerNormMatchNative) {
+  Builder b(17);
+  b.input("x", {2, 4, 5, 5}).input("s", {3, 7, 16});
+  b.constant("scale", rnd({4}, 35)).constant("bias", rnd({4}, 36)).constant("mean", rnd({4}, 37));
+  b.constant("var", rnd({4}, 38, 0.5f, 2.f)).constant("g", rnd({16}, 39)).constant("beta", rnd({16}, 40));
+  b.constant("g2", rnd({7, 16}, 41));
+  set_float(b.node("bn", "BatchNormalization", {"x", "scale", "bias", "mean", "var"}, "y1"), "epsilon", 1e-3f);
+  Node& lrn = b.node("lrn", "LRN", {"x"}, "y2");
+  set_int(lrn, "size", 3), set_float(lrn, "alpha", 1e-2f), set_float(lrn, "bias", 2.f);
+  b.node("ln_last", "LayerNormalization", {"s", "g", "beta"}, "y3");
+  set_int(b.node("ln_axis1", "LayerNormalization", {"s", "g2"}, "y4"), "axis", 1);
+  expect_matches_native(b.done({"y1", "y2", "y3", "y4"}), {rnd({2, 4, 5, 5}, 42), rnd({3, 7, 16}, 43)});
+}
+
+TEST_F(DnnlBackend, SoftmaxCoercesTo2DBeforeOpset13) {
+  std::vector<Tensor> outs;
+  for (int64_t opset : {11, 13}) {
+    SCOPED_TRACE("opset " + std::to_string(opset));
+    Builder b(opset);
+    b.input("x", {2, 3, 4});
+    set_int(b.node("sm", "Softmax", {"x"}, "y"), "axis", 1);
+    set_int(b.node("lsm", "LogSoftmax", {"x"}, "z"), "axis", 1);
+    b.node("sm_default", "Softmax", {"x"}, "w");
+    Graph g = b.done({"y", "z", "w"});
+    Tensor x = rnd({2, 3, 4}, 44);
+    expect_matches_native(g, {x});
+    outs.push_back(native(g, {x})[0]);
+  }
+  ASSERT_EQ(outs.size(), 2u);
+  EXPECT_NE(testutil::values(outs[0]), testutil::values(outs[1])) << "opset 11 normalizes over 12 values, 13 over 3";
+}
+
+// --- elementwise ----------------------------------------------------------------------
+TEST_F(DnnlBackend, EachActivationMatchesNative) {
+  struct Act {
+    const char* op;
+    std::function<void(Node&)> attrs;
+    bool positive = false;
+  };
+  const Act acts[] = {
+      {"Relu", [](Node&) {}},
+      {"LeakyRelu", [](Node& n) { set_float(n, "alpha", 0.2f); }},
+      {"Sigmoid", [](Node&) {}},
+      {"Tanh", [](Node&) {}},
+      {"Elu", [](Node& n) { set_float(n, "alpha", 0.7f); }},
+      {"Selu", [](Node&) {}},
+      {"Celu", [](Node& n) { set_float(n, "alpha", 1.5f); }},
+      {"HardSigmoid", [](Node& n) { set_float(n, "alpha", 0.3f); }},
+      {"HardSwish", [](Node&) {}},
+      {"Exp", [](Node&) {}},
+      {"Sqrt", [](Node&) {}, true},
+      {"Abs", [](Node&) {}},
+      {"Softplus", [](Node&) {}},
+      {"Neg", [](Node&) {}},
+      {"Round", [](Node&) {}},
+      {"Reciprocal", [](Node&) {}, true},
+  };
+  for (const Act& a : acts) {
+    SCOPED_TRACE(a.op);
+    Builder b;
+    b.input("x", {2, 3, 8});
+    a.attrs(b.node("act", a.op, {"x"}, "y"));
+    expect_matches_native(b.done({"y"}), {rnd({2, 3, 8}, 45, a.positive ? 0.1f : -3.f, 3.f)});
+  }
+  Builder b;
+  b.input("x", {4, 5}).constant("lo", Tensor::Scalar(-0.5f)).constant("hi", Tensor::Scalar(0.75f));
+  b.constant("e", Tensor::Scalar(3.f));
+  b.node("clip", "Clip", {"x", "lo", "hi"}, "y1");
+  b.node("clip_max_only", "Clip", {"x", "", "hi"}, "y2");
+  b.node("pow", "Pow", {"x", "e"}, "y3");
+  expect_matches_native(b.done({"y1", "y2", "y3"}), {rnd({4, 5}, 46)});
+  Builder old(6);
+  old.input("x", {4, 5});
+  Node& c = old.node("clip_attrs", "Clip", {"x"}, "y");
+  set_float(c, "min", -1.f), set_float(c, "max", 0.5f);
+  expect_matches_native(old.done({"y"}), {rnd({4, 5}, 47)});
+}
+
+TEST_F(DnnlBackend, BroadcastingBinariesAndVariadicsMatchNative) {
+  Builder b;
+  b.input("x", {2, 3, 4}).input("y", {3, 1}).input("z", {2, 1, 4}).input("u", {2, 3, 4});
+  b.constant("c", rnd({4}, 48)).constant("s", Tensor::Scalar(1.5f));
+  b.node("add", "Add", {"x", "c"}, "a");      // [2,3,4] + [4]
+  b.node("sub", "Sub", {"y", "a"}, "d");      // [3,1] - [2,3,4]: the broadcast operand first
+  b.node("mul", "Mul", {"s", "d"}, "m");      // scalar first: swapped
+  b.node("div", "Div", {"m", "z"}, "q");      // [2,3,4] / [2,1,4]
+  b.node("outer", "Mul", {"y", "c"}, "o");    // [3,1] * [4] -> [3,4]: both broadcast
+  b.node("max", "Max", {"x", "z", "u"}, "mx");
+  b.node("min", "Min", {"y", "x"}, "mn");
+  b.node("sum_same", "Sum", {"x", "u", "a"}, "sm");  // one sum primitive
+  b.node("sum_bcast", "Sum", {"x", "y", "c"}, "sb");
+  b.node("mean", "Mean", {"x", "z"}, "me");
+  b.node("prelu", "PRelu", {"x", "c"}, "pr");
+  expect_matches_native(b.done({"q", "o", "mx", "mn", "sm", "sb", "me", "pr"}),
+                        {rnd({2, 3, 4}, 49), rnd({3, 1}, 50), rnd({2, 1, 4}, 51, 0.5f, 2.f), rnd({2, 3, 4}, 52)});
+}
+
+// Blocked conv outputs through Concat, then views and reductions, which need plain data.
+TEST_F(DnnlBackend, ConcatViewsTransposeAndReductionsMatchNative) {
+  Builder b;
+  b.input("x", {1, 16, 4, 4}).constant("w1", rnd({16, 16, 1, 1}, 53)).constant("w2", rnd({8, 16, 3, 3}, 54));
+  b.constant("shape", testutil::i64({1, 24, 16})).constant("axes", testutil::i64({1}));
+  b.node("conv1", "Conv", {"x", "w1"}, "c1");
+  set_ints(b.node("conv2", "Conv", {"x", "w2"}, "c2"), "pads", {1, 1, 1, 1});
+  set_int(b.node("cat", "Concat", {"c1", "c2"}, "cat"), "axis", 1);
+  b.node("reshape", "Reshape", {"cat", "shape"}, "r");
+  set_ints(b.node("tr", "Transpose", {"r"}, "t"), "perm", {0, 2, 1});
+  b.node("flat", "Flatten", {"cat"}, "f");
+  set_int(b.node("rmean", "ReduceMean", {"t"}, "rm"), "keepdims", 0);
+  set_ints(b.node("rmax", "ReduceMax", {"cat"}, "rx"), "axes", {2, 3});
+  b.node("rsum", "ReduceSum", {"r", "axes"}, "rs");
+  set_ints(b.node("rl2", "ReduceL2", {"r"}, "rl"), "axes", {-1});
+  expect_matches_native(b.done({"t", "f", "rm", "rx", "rs", "rl"}), {rnd({1, 16, 4, 4}, 55)});
+}
+
+// --- refusals ---------------------------------------------------------------------
+TEST_F(DnnlBackend, RefusesWhatItCannotRunWithReasons) {
+  Builder b;
+  b.input("i", {3}, DType::kInt64).input("j", {3}, DType::kInt64);
+  b.input("sym", Shape({Dim::Symbol("batch"), Dim(3)})).input("f", {2, 3}).input("e", {2, 3});
+  b.input("x", {1, 4, 5, 5});
+  b.node("iadd", "Add", {"i", "j"}, "k");                      // 0
+  b.node("relu_sym", "Relu", {"sym"}, "r");                    // 1
+  b.node("erf", "Erf", {"f"}, "s");                            // 2
+  b.node("relu_after", "Relu", {"s"}, "t");                    // 3: fine beside a refused producer
+  b.node("pow", "Pow", {"f", "e"}, "p");                       // 4
+  set_int(b.node("lrn", "LRN", {"x"}, "l"), "size", 4);        // 5
+  b.node("log", "Log", {"f"}, "lg");                           // 6
+  Graph g = b.done({"k", "r", "t", "p", "l", "lg"});
+  CapabilityReport cap = capability(model_bytes(g));
+  ASSERT_EQ(cap.status, TESSERA_OK) << cap.msg;
+  EXPECT_EQ(cap.refused[0], "input 'i' has dtype int64 (only float32)");
+  EXPECT_EQ(cap.refused[1], "input 'sym' has a symbolic dim 'batch'");
+  EXPECT_EQ(cap.refused[2], "op Erf is not supported");
+  EXPECT_EQ(cap.refused[4], "Pow with a non-constant exponent");
+  EXPECT_EQ(cap.refused[5], "LRN with an even size 4 (oneDNN's window is centred)");
+  EXPECT_NE(cap.refused[6].find("Log"), std::string::npos);
+  EXPECT_EQ(cap.supported, (std::vector<int>{3}));
+}
+
+TEST_F(DnnlBackend, CapabilityOfBytesThatAreNoModelIsAnError) {
+  CapabilityReport cap = capability("certainly not a protobuf \xff\xff\xff");
+  EXPECT_EQ(cap.status, TESSERA_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_F(DnnlBackend, CompileRefusesAnUnsupportedNodeNamingIt) {
+  Builder b;
+  b.input("f", {2, 3});
+  b.node("relu", "Relu", {"f"}, "r");
+  b.node("erf", "Erf", {"r"}, "s");
+  Compiled c = compile(model_bytes(b.done({"s"})));
+  EXPECT_EQ(c.status, TESSERA_ERROR_UNSUPPORTED);
+  EXPECT_EQ(c.msg, "node 'erf' (Erf): op Erf is not supported");
+  EXPECT_TRUE(c.blob.empty());
+}
+
+// --- engines: blobs, constants, descriptors, threads ----------------------------------
+struct Fixture {
+  Graph g;
+  std::string blob;
+  std::vector<Tensor> inputs;
+};
+
+Fixture small_region() {
+  Builder b;
+  b.input("x", {1, 8, 6, 6}).input("v", {2, 4}).constant("w", rnd({8, 8, 3, 3}, 56)).constant("c", rnd({8}, 57));
+  b.constant("m", rnd({4, 3}, 58));
+  set_ints(b.node("conv", "Conv", {"x", "w", "c"}, "cv"), "pads", {1, 1, 1, 1});
+  b.node("add", "Add", {"cv", "x"}, "a");
+  b.node("relu", "Relu", {"a"}, "y");
+  b.node("gemm", "Gemm", {"v", "m"}, "z");
+  Fixture f{b.done({"y", "z"}), "", {rnd({1, 8, 6, 6}, 59), rnd({2, 4}, 60)}};
+  Compiled c = compile(model_bytes(f.g));
+  EXPECT_EQ(c.status, TESSERA_OK) << c.msg;
+  f.blob = c.blob;
+  return f;
+}
+
+TEST_F(DnnlBackend, BlobCarriesNoWeights) {
+  Builder b;
+  b.input("x", {1, 256}).constant("w", rnd({256, 256}, 61));
+  b.node("mm", "MatMul", {"x", "w"}, "y");
+  Compiled c = compile(model_bytes(b.done({"y"})));
+  ASSERT_EQ(c.status, TESSERA_OK) << c.msg;
+  EXPECT_LT(c.blob.size(), 512u) << "the 256 KiB of weights arrive at load, not in the blob";
+}
+
+TEST_F(DnnlBackend, LoadRejectsTruncatedForeignAndNewerBlobs) {
+  Fixture f = small_region();
+  ASSERT_FALSE(f.blob.empty());
+  for (size_t n = 0; n < f.blob.size(); ++n) {
+    Loaded l = load(f.blob.substr(0, n), f.g.constants);
+    EXPECT_EQ(l.status, TESSERA_ERROR_INCOMPATIBLE_BLOB) << "prefix of " << n << " bytes";
+    EXPECT_EQ(l.engine, nullptr);
+  }
+  EXPECT_EQ(load(f.blob + "x", f.g.constants).status, TESSERA_ERROR_INCOMPATIBLE_BLOB);
+  std::string foreign = f.blob;
+  foreign[0] = 'X';
+  Loaded lf = load(foreign, f.g.constants);
+  EXPECT_EQ(lf.status, TESSERA_ERROR_INCOMPATIBLE_BLOB);
+  EXPECT_NE(lf.msg.find("magic"), std::string::npos) << lf.msg;
+  std::string newer = f.blob;
+  newer[8] = static_cast<char>(newer[8] + 1);  // the u32 format version follows the 8-byte magic
+  Loaded ln = load(newer, f.g.constants);
+  EXPECT_EQ(ln.status, TESSERA_ERROR_INCOMPATIBLE_BLOB);
+  EXPECT_NE(ln.msg.find("version 2"), std::string::npos) << ln.msg;
+}
+
+TEST_F(DnnlBackend, LoadSurvivesRandomCorruption) {
+  Fixture f = small_region();
+  ASSERT_FALSE(f.blob.empty());
+  std::mt19937 rng(62);
+  int rejected = 0, loaded = 0;
+  for (int trial = 0; trial < 1500; ++trial) {
+    std::string bad = f.blob;
+    for (int k = 0; k <= trial % 4; ++k) {  // 1-4 bit flips, or a random 32-bit word
+      size_t at = std::uniform_int_distribution<size_t>(12, bad.size() - 4)(rng);
+      if (trial % 5 == 4) {
+        uint32_t word = static_cast<uint32_t>(rng());
+        std::memcpy(&bad[at], &word, sizeof(word));
+      } else {
+        bad[at] = static_cast<char>(bad[at] ^ (1 << std::uniform_int_distribution<int>(0, 7)(rng)));
+      }
+    }
+    Loaded l = load(bad, f.g.constants);
+    if (l.status != TESSERA_OK) {
+      EXPECT_TRUE(l.status == TESSERA_ERROR_INCOMPATIBLE_BLOB || l.status == TESSERA_ERROR_INVALID_ARGUMENT)
+          << l.status << " " << l.msg;
+      EXPECT_EQ(l.engine, nullptr);
+      ++rejected;
+      continue;
+    }
+    // What still loads (a flipped alpha, a renamed node...) must run or
+    // refuse the descriptors, never touch memory it was not given.
+    ++loaded;
+    std::vector<Tensor> out = output_buffers(f.g);
+    tessera_status_t s = run(l.engine.get(), f.inputs, out);
+    EXPECT_TRUE(s == TESSERA_OK || s == TESSERA_ERROR_INVALID_ARGUMENT) << s;
+  }
+  EXPECT_GT(rejected, 1000) << loaded << " of 1500 corrupt blobs loaded";
+}
+
+TEST_F(DnnlBackend, LoadChecksTheConstantsItIsGiven) {
+  Fixture f = small_region();
+  std::unordered_map<std::string, Tensor> missing = f.g.constants;
+  missing.erase("w");
+  Loaded l1 = load(f.blob, missing);
+  EXPECT_EQ(l1.status, TESSERA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(l1.msg, "constant 'w' was not given");
+  std::unordered_map<std::string, Tensor> wrong_shape = f.g.constants;
+  wrong_shape["m"] = rnd({3, 4}, 63);
+  Loaded l2 = load(f.blob, wrong_shape);
+  EXPECT_EQ(l2.status, TESSERA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(l2.msg.find("constant 'm' has shape [3,4], expected [4,3]"), std::string::npos) << l2.msg;
+  std::unordered_map<std::string, Tensor> wrong_dtype = f.g.constants;
+  wrong_dtype["c"] = Tensor(DType::kFloat64, {8});
+  Loaded l3 = load(f.blob, wrong_dtype);
+  EXPECT_EQ(l3.status, TESSERA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(l3.msg.find("float64"), std::string::npos) << l3.msg;
+}
+
+TEST_F(DnnlBackend, RunRejectsDescriptorsThatDifferFromTheRegion) {
+  Fixture f = small_region();
+  Loaded l = load(f.blob, f.g.constants);
+  ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
+  std::vector<Tensor> out = output_buffers(f.g);
+  std::string msg;
+  std::vector<Tensor> none;
+  EXPECT_EQ(run(l.engine.get(), none, out, &msg), TESSERA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("expected 2 input"), std::string::npos) << msg;
+  std::vector<Tensor> wrong_dtype{Tensor(DType::kInt64, {1, 8, 6, 6}), f.inputs[1]};
+  EXPECT_EQ(run(l.engine.get(), wrong_dtype, out, &msg), TESSERA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("input 0 does not match"), std::string::npos) << msg;
+  std::vector<Tensor> wrong_shape{f.inputs[0], Tensor(DType::kFloat32, {4, 2})};
+  EXPECT_EQ(run(l.engine.get(), wrong_shape, out, &msg), TESSERA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("input 1 does not match the compiled float32[2,4]"), std::string::npos) << msg;
+  std::vector<tessera_tensor_t> in{descriptor(f.inputs[0]), descriptor(f.inputs[1])};
+  std::vector<tessera_tensor_t> outs{descriptor(out[0]), descriptor(out[1])};
+  char buf[256];
+  in[1].size_bytes -= 4;
+  EXPECT_EQ(table()->run(l.engine.get(), in.data(), 2, outs.data(), 2, buf, sizeof(buf)), TESSERA_ERROR_INVALID_ARGUMENT);
+  in[1] = descriptor(f.inputs[1]);
+  in[0].data = nullptr;
+  EXPECT_EQ(table()->run(l.engine.get(), in.data(), 2, outs.data(), 2, buf, sizeof(buf)), TESSERA_ERROR_INVALID_ARGUMENT);
+  std::vector<Tensor> wrong_out{Tensor(DType::kFloat32, {1, 8, 6, 6}), Tensor(DType::kFloat32, {3, 2})};
+  EXPECT_EQ(run(l.engine.get(), f.inputs, wrong_out, &msg), TESSERA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("output 1"), std::string::npos) << msg;
+  EXPECT_EQ(run(l.engine.get(), f.inputs, out, &msg), TESSERA_OK) << msg;  // still usable
+}
+
+TEST_F(DnnlBackend, OneEngineRunsFromSeveralThreadsAtOnce) {
+  Fixture f = small_region();
+  Loaded l = load(f.blob, f.g.constants, 2);
+  ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
+  std::vector<std::vector<Tensor>> inputs, refs;
+  for (unsigned t = 0; t < 4; ++t) {
+    inputs.push_back({rnd({1, 8, 6, 6}, 70 + t), rnd({2, 4}, 80 + t)});
+    refs.push_back(native(f.g, inputs.back()));
+  }
+  std::vector<std::vector<Tensor>> outs(4);
+  std::vector<int> failures(4, 0);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) {
+        std::vector<Tensor> out = output_buffers(f.g);
+        if (run(l.engine.get(), inputs[t], out) != TESSERA_OK) ++failures[t];
+        outs[t] = std::move(out);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (size_t t = 0; t < 4; ++t) {
+    EXPECT_EQ(failures[t], 0);
+    for (size_t i = 0; i < refs[t].size(); ++i) expect_close_rel(outs[t][i], refs[t][i]);
+  }
+}
+
+TEST_F(DnnlBackend, EstimatedCostGrowsWithTheWork) {
+  auto cost = [](int64_t n) {
+    Builder b;
+    b.input("x", {n, n}).constant("w", rnd({n, n}, 64));
+    b.node("mm", "MatMul", {"x", "w"}, "y");
+    std::string model = model_bytes(b.done({"y"}));
+    double us = -1;
+    char msg[256];
+    EXPECT_EQ(table()->estimate_cost(model.data(), model.size(), 1, &us, msg, sizeof(msg)), TESSERA_OK) << msg;
+    return us;
+  };
+  EXPECT_GT(cost(8), 0);
+  EXPECT_GT(cost(256), 100 * cost(8));
+}
+
+}  // namespace
+}  // namespace tessera
