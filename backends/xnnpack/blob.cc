@@ -17,8 +17,8 @@ using tessera_plugin::fail;
 
 namespace {
 
-constexpr uint32_t kMaxCount = 1u << 20;  // records per list
-constexpr uint32_t kMaxParams = 1u << 16; // ints/floats per record
+constexpr uint32_t kMaxCount = 1u << 20;   // records per list
+constexpr uint32_t kMaxParams = 1u << 16;  // ints/floats per record
 
 void put_dims(BlobWriter& w, const Dims& d) {
   w.u32(static_cast<uint32_t>(d.size()));

@@ -53,45 +53,69 @@ void define_node(xnn_subgraph_t sg, const NodeDef& n, const std::vector<uint32_t
                                                u32(p[12]), sz(p[13]), sz(p[14]), lo, hi, in(0), in(1), in(2), out, 0),
                    name);
     case Op::kFullyConnected:
-      return check(xnn_define_fully_connected(sg, lo, hi, in(0), in(1), in(2), out,
-                                              p[0] ? XNN_FLAG_TRANSPOSE_WEIGHTS : 0),
-                   name);
+      return check(
+          xnn_define_fully_connected(sg, lo, hi, in(0), in(1), in(2), out, p[0] ? XNN_FLAG_TRANSPOSE_WEIGHTS : 0),
+          name);
     case Op::kMaxPool2d:
       return check(xnn_define_max_pooling_2d(sg, u32(p[0]), u32(p[1]), u32(p[2]), u32(p[3]), u32(p[4]), u32(p[5]),
                                              u32(p[6]), u32(p[7]), u32(p[8]), u32(p[9]), lo, hi, in(0), out, 0),
                    name);
     case Op::kAvgPool2d:
-      return check(xnn_define_average_pooling_2d(sg, u32(p[0]), u32(p[1]), u32(p[2]), u32(p[3]), u32(p[4]),
-                                                 u32(p[5]), u32(p[6]), u32(p[7]), lo, hi, in(0), out, 0),
+      return check(xnn_define_average_pooling_2d(sg, u32(p[0]), u32(p[1]), u32(p[2]), u32(p[3]), u32(p[4]), u32(p[5]),
+                                                 u32(p[6]), u32(p[7]), lo, hi, in(0), out, 0),
                    name);
-    case Op::kGlobalAvgPool2d: return check(xnn_define_global_average_pooling_2d(sg, lo, hi, in(0), out, 0), name);
-    case Op::kAdd: return check(xnn_define_add2(sg, lo, hi, in(0), in(1), out, 0), name);
-    case Op::kSub: return check(xnn_define_subtract(sg, lo, hi, in(0), in(1), out, 0), name);
-    case Op::kMul: return check(xnn_define_multiply2(sg, lo, hi, in(0), in(1), out, 0), name);
-    case Op::kDiv: return check(xnn_define_divide(sg, lo, hi, in(0), in(1), out, 0), name);
-    case Op::kMax: return check(xnn_define_maximum2(sg, in(0), in(1), out, 0), name);
-    case Op::kMin: return check(xnn_define_minimum2(sg, in(0), in(1), out, 0), name);
-    case Op::kSquaredDifference: return check(xnn_define_squared_difference(sg, in(0), in(1), out, 0), name);
-    case Op::kClamp: return check(xnn_define_clamp(sg, lo, hi, in(0), out, 0), name);
-    case Op::kAbs: return check(xnn_define_abs(sg, in(0), out, 0), name);
-    case Op::kNeg: return check(xnn_define_negate(sg, in(0), out, 0), name);
-    case Op::kFloor: return check(xnn_define_floor(sg, in(0), out, 0), name);
-    case Op::kCeil: return check(xnn_define_ceiling(sg, in(0), out, 0), name);
-    case Op::kRound: return check(xnn_define_bankers_rounding(sg, in(0), out, 0), name);
-    case Op::kSqrt: return check(xnn_define_square_root(sg, in(0), out, 0), name);
-    case Op::kSquare: return check(xnn_define_square(sg, in(0), out, 0), name);
-    case Op::kSigmoid: return check(xnn_define_sigmoid(sg, in(0), out, 0), name);
-    case Op::kHardSwish: return check(xnn_define_hardswish(sg, in(0), out, 0), name);
-    case Op::kElu: return check(xnn_define_elu(sg, n.floats[0], in(0), out, 0), name);
-    case Op::kLeakyRelu: return check(xnn_define_leaky_relu(sg, n.floats[0], in(0), out, 0), name);
-    case Op::kPRelu: return check(xnn_define_prelu(sg, in(0), in(1), out, 0), name);
-    case Op::kSoftmax: return check(xnn_define_softmax(sg, in(0), out, 0), name);
+    case Op::kGlobalAvgPool2d:
+      return check(xnn_define_global_average_pooling_2d(sg, lo, hi, in(0), out, 0), name);
+    case Op::kAdd:
+      return check(xnn_define_add2(sg, lo, hi, in(0), in(1), out, 0), name);
+    case Op::kSub:
+      return check(xnn_define_subtract(sg, lo, hi, in(0), in(1), out, 0), name);
+    case Op::kMul:
+      return check(xnn_define_multiply2(sg, lo, hi, in(0), in(1), out, 0), name);
+    case Op::kDiv:
+      return check(xnn_define_divide(sg, lo, hi, in(0), in(1), out, 0), name);
+    case Op::kMax:
+      return check(xnn_define_maximum2(sg, in(0), in(1), out, 0), name);
+    case Op::kMin:
+      return check(xnn_define_minimum2(sg, in(0), in(1), out, 0), name);
+    case Op::kSquaredDifference:
+      return check(xnn_define_squared_difference(sg, in(0), in(1), out, 0), name);
+    case Op::kClamp:
+      return check(xnn_define_clamp(sg, lo, hi, in(0), out, 0), name);
+    case Op::kAbs:
+      return check(xnn_define_abs(sg, in(0), out, 0), name);
+    case Op::kNeg:
+      return check(xnn_define_negate(sg, in(0), out, 0), name);
+    case Op::kFloor:
+      return check(xnn_define_floor(sg, in(0), out, 0), name);
+    case Op::kCeil:
+      return check(xnn_define_ceiling(sg, in(0), out, 0), name);
+    case Op::kRound:
+      return check(xnn_define_bankers_rounding(sg, in(0), out, 0), name);
+    case Op::kSqrt:
+      return check(xnn_define_square_root(sg, in(0), out, 0), name);
+    case Op::kSquare:
+      return check(xnn_define_square(sg, in(0), out, 0), name);
+    case Op::kSigmoid:
+      return check(xnn_define_sigmoid(sg, in(0), out, 0), name);
+    case Op::kHardSwish:
+      return check(xnn_define_hardswish(sg, in(0), out, 0), name);
+    case Op::kElu:
+      return check(xnn_define_elu(sg, n.floats[0], in(0), out, 0), name);
+    case Op::kLeakyRelu:
+      return check(xnn_define_leaky_relu(sg, n.floats[0], in(0), out, 0), name);
+    case Op::kPRelu:
+      return check(xnn_define_prelu(sg, in(0), in(1), out, 0), name);
+    case Op::kSoftmax:
+      return check(xnn_define_softmax(sg, in(0), out, 0), name);
     case Op::kResizeBilinear:
       return check(xnn_define_static_resize_bilinear_2d(sg, sz(p[0]), sz(p[1]), in(0), out, u32(p[2])), name);
-    case Op::kDepthToSpace: return check(xnn_define_depth_to_space(sg, in(0), out, u32(p[0]), 0), name);
+    case Op::kDepthToSpace:
+      return check(xnn_define_depth_to_space(sg, in(0), out, u32(p[0]), 0), name);
     case Op::kConstantPad: {
       const size_t r = p.size() / 2;
-      std::vector<size_t> pre(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(r)), post(p.begin() + static_cast<std::ptrdiff_t>(r), p.end());
+      std::vector<size_t> pre(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(r)),
+          post(p.begin() + static_cast<std::ptrdiff_t>(r), p.end());
       return check(xnn_define_static_constant_pad(sg, pre.data(), post.data(), n.floats[0], in(0), out, 0), name);
     }
     case Op::kReshape: {  // the output tensor's dims are the new shape
@@ -142,8 +166,7 @@ void Engine::build_constants(const tessera_named_tensor_t* constants, size_t num
       const tessera_tensor_t& given = *it->second;
       const Dims& want = c.source_dims[k];
       bool ok = given.dtype == TESSERA_DTYPE_FLOAT32 && given.rank == static_cast<int32_t>(want.size()) &&
-                (given.rank == 0 || given.dims) && given.data &&
-                given.size_bytes == sz(numel(want)) * sizeof(float);
+                (given.rank == 0 || given.dims) && given.data && given.size_bytes == sz(numel(want)) * sizeof(float);
       for (int32_t d = 0; ok && d < given.rank; ++d) ok = given.dims[d] == want[static_cast<size_t>(d)];
       if (!ok) {
         fail(TESSERA_ERROR_INVALID_ARGUMENT,
@@ -246,7 +269,8 @@ void Engine::run(const tessera_tensor_t* inputs, size_t num_inputs, tessera_tens
       seg.set_up = true;
     }
     xnn_status st = xnn_invoke_runtime(seg.runtime);
-    if (st != xnn_status_success) fail(TESSERA_ERROR_RUNTIME, "XNNPACK runtime failed (status " + std::to_string(st) + ")");
+    if (st != xnn_status_success)
+      fail(TESSERA_ERROR_RUNTIME, "XNNPACK runtime failed (status " + std::to_string(st) + ")");
   }
   for (size_t o = 0; o < program_.exports.size(); ++o) {
     const Export& e = program_.exports[o];

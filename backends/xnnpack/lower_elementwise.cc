@@ -87,7 +87,8 @@ void need(const onnx::NodeProto& n, int inputs, int outputs) {
 
 void lower_binary(Lowering& L, const onnx::NodeProto& n) {
   need(n, 2, 1);
-  static const std::map<std::string, Op> kOps = {{"Add", Op::kAdd}, {"Sub", Op::kSub}, {"Mul", Op::kMul}, {"Div", Op::kDiv}};
+  static const std::map<std::string, Op> kOps = {
+      {"Add", Op::kAdd}, {"Sub", Op::kSub}, {"Mul", Op::kMul}, {"Div", Op::kDiv}};
   if (L.opset() < 7 && tessera_plugin::has_attr(n, "broadcast")) refuse("legacy broadcast attribute");
   chain(L, kOps.at(n.op_type()), {n.input(0), n.input(1)}, n.output(0));
 }
@@ -139,7 +140,8 @@ void lower_unary(Lowering& L, const onnx::NodeProto& n) {
     xop = Op::kClamp, floats = {0.f, kInf};
   } else if (op == "Elu") {
     float alpha = attr_float(n, "alpha", 1.f);
-    if (!(alpha > 0.f) || !std::isfinite(alpha)) refuse("Elu with alpha " + std::to_string(alpha) + " (XNNPACK needs > 0)");
+    if (!(alpha > 0.f) || !std::isfinite(alpha))
+      refuse("Elu with alpha " + std::to_string(alpha) + " (XNNPACK needs > 0)");
     xop = Op::kElu, floats = {alpha};
   } else if (op == "LeakyRelu") {
     float alpha = attr_float(n, "alpha", 0.01f);
@@ -147,7 +149,7 @@ void lower_unary(Lowering& L, const onnx::NodeProto& n) {
     xop = Op::kLeakyRelu, floats = {alpha};
   } else {
     static const std::map<std::string, Op> kOps = {
-        {"Abs", Op::kAbs},   {"Neg", Op::kNeg},   {"Floor", Op::kFloor},     {"Ceil", Op::kCeil},
+        {"Abs", Op::kAbs},     {"Neg", Op::kNeg},   {"Floor", Op::kFloor},     {"Ceil", Op::kCeil},
         {"Round", Op::kRound}, {"Sqrt", Op::kSqrt}, {"Sigmoid", Op::kSigmoid}, {"HardSwish", Op::kHardSwish}};
     xop = kOps.at(op);
   }

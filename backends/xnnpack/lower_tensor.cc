@@ -76,8 +76,7 @@ void lower_matmul(Lowering& L, const onnx::NodeProto& n) {
   if (b.size() != 2) refuse("MatMul with a rank-" + std::to_string(b.size()) + " right operand (only 2-D weights)");
   if (a.back() != b[0]) refuse("MatMul inner dims differ");
   int32_t filter = L.constant(Transform::kCopy, {n.input(1)}, b);
-  L.emit(Op::kFullyConnected, {L.input(n.input(0), kPlain), filter}, L.output(n.output(0), kPlain), {1},
-         {-kInf, kInf});
+  L.emit(Op::kFullyConnected, {L.input(n.input(0), kPlain), filter}, L.output(n.output(0), kPlain), {1}, {-kInf, kInf});
 }
 
 void lower_softmax(Lowering& L, const onnx::NodeProto& n) {
@@ -86,7 +85,8 @@ void lower_softmax(Lowering& L, const onnx::NodeProto& n) {
   L.float_dims(n.output(0));
   const int64_t rank = static_cast<int64_t>(x.size());
   int64_t axis = attr_int(n, "axis", L.opset() >= 13 ? -1 : 1);
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1)) refuse("Softmax axis " + std::to_string(axis) + " out of range");
+  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+    refuse("Softmax axis " + std::to_string(axis) + " out of range");
   if (axis < 0) axis += rank;
   // XNNPACK normalizes over the last dim. Before opset 13 the axis splits the
   // input into [outer, inner] (a reshape); from 13 on it is one dim, which is
@@ -115,7 +115,8 @@ void lower_reshape(Lowering& L, const onnx::NodeProto& n) {
   // The output's static shape is known; the shape operands only have to be
   // constants (so the engine never depends on them).
   for (int i = 1; i < n.input_size(); ++i) {
-    if (!n.input(i).empty() && !L.is_constant(n.input(i))) refuse(n.op_type() + " with a shape or axes input that is not constant");
+    if (!n.input(i).empty() && !L.is_constant(n.input(i)))
+      refuse(n.op_type() + " with a shape or axes input that is not constant");
   }
   const Dims& x = L.float_dims(n.input(0));
   const Dims& y = L.float_dims(n.output(0));
@@ -145,7 +146,8 @@ void lower_pad(Lowering& L, const onnx::NodeProto& n) {
     if (present(n, 3)) refuse("Pad with axes");
   }
   const size_t r = x.size();
-  if (pads.size() != 2 * r) refuse("pads of length " + std::to_string(pads.size()) + " for a rank-" + std::to_string(r) + " input");
+  if (pads.size() != 2 * r)
+    refuse("pads of length " + std::to_string(pads.size()) + " for a rank-" + std::to_string(r) + " input");
   for (int64_t p : pads) {
     if (p < 0) refuse("negative pads (cropping)");
   }
@@ -173,7 +175,8 @@ void lower_resize(Lowering& L, const onnx::NodeProto& n) {
   }
   // Coordinate mapping: before Resize-11 it is asymmetric.
   std::string coord = "asymmetric";
-  if (n.op_type() == "Resize" && L.opset() >= 11) coord = attr_string(n, "coordinate_transformation_mode", "half_pixel");
+  if (n.op_type() == "Resize" && L.opset() >= 11)
+    coord = attr_string(n, "coordinate_transformation_mode", "half_pixel");
   if (attr_int(n, "antialias", 0) != 0) refuse("Resize with antialias");
   if (has_attr(n, "axes")) refuse("Resize with axes");
   if (attr_int(n, "exclude_outside", 0) != 0) refuse("Resize with exclude_outside");

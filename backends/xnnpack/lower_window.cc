@@ -45,7 +45,8 @@ const Dims& input_4d(Lowering& L, const onnx::NodeProto& n) {
 }
 
 std::vector<int64_t> window_ints(const Window2d& w) {
-  return {w.pad_begin[0], w.pad_end[1], w.pad_end[0], w.pad_begin[1], w.kernel[0], w.kernel[1], w.stride[0], w.stride[1]};
+  return {w.pad_begin[0], w.pad_end[1], w.pad_end[0], w.pad_begin[1],
+          w.kernel[0],    w.kernel[1],  w.stride[0],  w.stride[1]};
 }
 
 // True when every window of a max pool covers at least one input pixel (a
@@ -219,7 +220,8 @@ void lower_max_pool(Lowering& L, const onnx::NodeProto& n) {
   if (attr_int(n, "ceil_mode", 0)) fit_output(w, x, y, true);
   if (w.kernel[0] * w.kernel[1] < 2) refuse("1x1 pooling window (XNNPACK refuses it)");
   for (int a = 0; a < 2; ++a) {
-    if (y.size() == 4 && !windows_touch_input(x[2 + a], w.pad_begin[a], w.kernel[a], w.stride[a], w.dilation[a], y[2 + a])) {
+    if (y.size() == 4 &&
+        !windows_touch_input(x[2 + a], w.pad_begin[a], w.kernel[a], w.stride[a], w.dilation[a], y[2 + a])) {
       refuse("a pooling window lies entirely in the padding");
     }
   }

@@ -107,7 +107,8 @@ int32_t Lowering::import(const std::string& name, Layout layout) {
 
 int32_t Lowering::input(const std::string& name, Layout layout) {
   const Dims& d = float_dims(name);
-  if (layout == kNhwc && d.size() != 4) refuse("internal: NHWC asked for a rank-" + std::to_string(d.size()) + " value");
+  if (layout == kNhwc && d.size() != 4)
+    refuse("internal: NHWC asked for a rank-" + std::to_string(d.size()) + " value");
   if (is_constant(name)) {
     auto key = std::make_pair(name, static_cast<int>(layout));
     auto it = constants_.find(key);
@@ -211,7 +212,8 @@ void Lowering::reset(bool isolated) {
 }
 
 void Lowering::lower_node(const onnx::NodeProto& n) {
-  if (!n.domain().empty() && n.domain() != "ai.onnx") refuse("op " + n.domain() + "." + n.op_type() + " is not supported");
+  if (!n.domain().empty() && n.domain() != "ai.onnx")
+    refuse("op " + n.domain() + "." + n.op_type() + " is not supported");
   LowerFn fn = find_lowering(n.op_type());
   if (!fn) refuse("op " + n.op_type() + " is not supported by this XNNPACK snapshot");
   fn(*this, n);
@@ -290,6 +292,12 @@ void Lowering::finish() {
   // A plain output that nothing reads is written by its node straight into
   // the host's buffer; every other exported tensor lives in a buffer.
   std::vector<int> r = readers();
+  for (size_t t = 0; t < program_.tensors.size(); ++t) {  // a dead value still needs memory to be written to
+    if (program_.tensors[t].kind == TensorKind::kInternal && producer_[t] >= 0 && r[t] == 0 &&
+        !exported.count(static_cast<int32_t>(t))) {
+      program_.tensors[t].kind = TensorKind::kBuffer;
+    }
+  }
   for (size_t o = 0; o < program_.exports.size(); ++o) {
     Export& e = program_.exports[o];
     TensorDef& t = program_.tensors[static_cast<size_t>(e.tensor)];
@@ -309,9 +317,18 @@ void Lowering::finish() {
 void Lowering::fuse_clamps(const std::set<int32_t>& keep) {
   auto fusable = [](Op op) {
     switch (op) {
-      case Op::kConv2d: case Op::kDepthwiseConv2d: case Op::kDeconv2d: case Op::kFullyConnected:
-      case Op::kMaxPool2d: case Op::kAvgPool2d: case Op::kGlobalAvgPool2d:
-      case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv: case Op::kClamp:
+      case Op::kConv2d:
+      case Op::kDepthwiseConv2d:
+      case Op::kDeconv2d:
+      case Op::kFullyConnected:
+      case Op::kMaxPool2d:
+      case Op::kAvgPool2d:
+      case Op::kGlobalAvgPool2d:
+      case Op::kAdd:
+      case Op::kSub:
+      case Op::kMul:
+      case Op::kDiv:
+      case Op::kClamp:
         return true;
       default:
         return false;
@@ -335,6 +352,7 @@ void Lowering::fuse_clamps(const std::set<int32_t>& keep) {
     prod.floats = {lo, hi};
     prod.output = clamp.output;
     producer_[static_cast<size_t>(clamp.output)] = p;
+    producer_[static_cast<size_t>(t)] = -1;  // the folded value is gone
     dead[c] = 1;
   }
   // Drop the folded nodes and renumber the segments.

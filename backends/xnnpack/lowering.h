@@ -88,9 +88,9 @@ class Lowering {
   const tessera_plugin::ModelView& model_;
   bool isolated_ = false;
   Program program_;
-  std::vector<int> segment_of_;   // per tensor: the segment that wrote it (-1: import/conversion/constant)
-  std::vector<int> producer_;     // per tensor: the node that writes it, or -1
-  std::vector<int> node_segment_; // per node
+  std::vector<int> segment_of_;    // per tensor: the segment that wrote it (-1: import/conversion/constant)
+  std::vector<int> producer_;      // per tensor: the node that writes it, or -1
+  std::vector<int> node_segment_;  // per node
   std::map<std::string, ValueState> values_;
   std::map<std::string, int32_t> input_index_;
   std::map<std::pair<std::string, int>, int32_t> constants_;  // (initializer, layout) -> tensor

@@ -38,8 +38,9 @@ const char* xnnpack_version() { return "1.0 (XNNPACK 2022-02-16 snapshot)"; }
 
 // Nodes whose output range a following Relu / Clip narrows (fuse_clamps).
 const std::set<std::string>& range_producers() {
-  static const std::set<std::string> kOps = {"Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div",
-                                             "MaxPool", "AveragePool", "GlobalAveragePool"};
+  static const std::set<std::string> kOps = {
+      "Conv", "ConvTranspose", "Gemm",        "MatMul",           "Add", "Sub", "Mul",
+      "Div",  "MaxPool",       "AveragePool", "GlobalAveragePool"};
   return kOps;
 }
 
@@ -160,19 +161,33 @@ tessera_status_t xnnpack_estimate_cost(const void* model, size_t size, int32_t n
       const Dims& x = p.tensors[static_cast<size_t>(n.inputs[0])].dims;
       double out = static_cast<double>(numel(p.tensors[static_cast<size_t>(n.output)].dims));
       switch (n.op) {
-        case Op::kConv2d: dense += 2 * out * static_cast<double>(n.ints[4] * n.ints[5] * n.ints[11]); break;
-        case Op::kDepthwiseConv2d: light += 2 * out * static_cast<double>(n.ints[4] * n.ints[5]); break;
+        case Op::kConv2d:
+          dense += 2 * out * static_cast<double>(n.ints[4] * n.ints[5] * n.ints[11]);
+          break;
+        case Op::kDepthwiseConv2d:
+          light += 2 * out * static_cast<double>(n.ints[4] * n.ints[5]);
+          break;
         case Op::kDeconv2d:
           dense += 2 * static_cast<double>(numel(x)) * static_cast<double>(n.ints[6] * n.ints[7] * n.ints[14]);
           break;
-        case Op::kFullyConnected: dense += 2 * out * static_cast<double>(x.back()); break;
-        case Op::kMaxPool2d: case Op::kAvgPool2d: light += out * static_cast<double>(n.ints[4] * n.ints[5]); break;
-        case Op::kGlobalAvgPool2d: light += static_cast<double>(numel(x)); break;
-        default: light += out;
+        case Op::kFullyConnected:
+          dense += 2 * out * static_cast<double>(x.back());
+          break;
+        case Op::kMaxPool2d:
+        case Op::kAvgPool2d:
+          light += out * static_cast<double>(n.ints[4] * n.ints[5]);
+          break;
+        case Op::kGlobalAvgPool2d:
+          light += static_cast<double>(numel(x));
+          break;
+        default:
+          light += out;
       }
     }
-    for (const Import& im : p.imports) moved += static_cast<double>(numel(p.tensors[static_cast<size_t>(im.tensor)].dims));
-    for (const Export& e : p.exports) moved += static_cast<double>(numel(p.tensors[static_cast<size_t>(e.tensor)].dims));
+    for (const Import& im : p.imports)
+      moved += static_cast<double>(numel(p.tensors[static_cast<size_t>(im.tensor)].dims));
+    for (const Export& e : p.exports)
+      moved += static_cast<double>(numel(p.tensors[static_cast<size_t>(e.tensor)].dims));
     const double threads = std::max(1, num_threads);
     *out_us = dense / (40e3 * threads) + light / (2e3 * threads) + moved * 4 / 5e3 +
               static_cast<double>(p.nodes.size()) + 2.0 * static_cast<double>(p.steps.size());

@@ -192,7 +192,8 @@ std::string check_node(const NodeDef& n, const std::vector<TensorDef>& t) {
       break;
     }
     case Op::kPRelu:
-      if (x.size() != 4 || !is_const(1) || dims(1) != Dims{x[3]} || y != x) why = "needs NHWC input, constant [C] slope";
+      if (x.size() != 4 || !is_const(1) || dims(1) != Dims{x[3]} || y != x)
+        why = "needs NHWC input, constant [C] slope";
       break;
     case Op::kResizeBilinear:
       if (x.size() != 4 || !in_range(p[0], 1) || !in_range(p[1], 1) || y != Dims{x[0], p[0], p[1], x[3]}) {
@@ -359,7 +360,9 @@ void validate(const Program& p) {
     if (written[static_cast<size_t>(i)]) corrupt(std::string(what) + " writes a tensor twice");
     written[static_cast<size_t>(i)] = 1;
   };
-  auto is_buffer = [&](int32_t i) { return i >= 0 && static_cast<size_t>(i) < nt && p.tensors[static_cast<size_t>(i)].kind == TensorKind::kBuffer; };
+  auto is_buffer = [&](int32_t i) {
+    return i >= 0 && static_cast<size_t>(i) < nt && p.tensors[static_cast<size_t>(i)].kind == TensorKind::kBuffer;
+  };
   for (size_t i = 0; i < nt; ++i) {
     if (p.tensors[i].kind == TensorKind::kConstant) written[i] = 1;
   }
@@ -391,7 +394,8 @@ void validate(const Program& p) {
         for (int32_t in : n.inputs) {
           size_t i = static_cast<size_t>(in);
           if (!written[i]) corrupt("node reads a tensor before it is written");
-          if (p.tensors[i].kind == TensorKind::kInternal && segment_of[i] != segment) corrupt("internal tensor crosses a segment");
+          if (p.tensors[i].kind == TensorKind::kInternal && segment_of[i] != segment)
+            corrupt("internal tensor crosses a segment");
         }
         write(n.output, "node");
         segment_of[static_cast<size_t>(n.output)] = segment;
@@ -412,18 +416,36 @@ void validate(const Program& p) {
   if (p.exports.size() != p.outputs.size()) corrupt("export count");
   for (size_t o = 0; o < p.exports.size(); ++o) {
     const Export& e = p.exports[o];
-    if (e.tensor < 0 || static_cast<size_t>(e.tensor) >= nt || !written[static_cast<size_t>(e.tensor)]) corrupt("export");
+    if (e.tensor < 0 || static_cast<size_t>(e.tensor) >= nt || !written[static_cast<size_t>(e.tensor)])
+      corrupt("export");
     const TensorDef& t = p.tensors[static_cast<size_t>(e.tensor)];
     const ValueType& v = p.outputs[o];
     if (v.dtype != TESSERA_DTYPE_FLOAT32) corrupt("export dtype");
     bool ok = false;
     switch (e.transfer) {
-      case Transfer::kCopy: ok = t.kind == TensorKind::kBuffer && t.dims == xnn_dims(v.dims, false); break;
-      case Transfer::kNhwc: ok = t.kind == TensorKind::kBuffer && v.dims.size() == 4 && t.dims == to_nhwc(v.dims); break;
-      case Transfer::kDirect: ok = t.kind == TensorKind::kOutput && t.ref == static_cast<int32_t>(o) && t.dims == xnn_dims(v.dims, false); break;
-      default: break;
+      case Transfer::kCopy:
+        ok = t.kind == TensorKind::kBuffer && t.dims == xnn_dims(v.dims, false);
+        break;
+      case Transfer::kNhwc:
+        ok = t.kind == TensorKind::kBuffer && v.dims.size() == 4 && t.dims == to_nhwc(v.dims);
+        break;
+      case Transfer::kDirect:
+        ok = t.kind == TensorKind::kOutput && t.ref == static_cast<int32_t>(o) && t.dims == xnn_dims(v.dims, false);
+        break;
+      default:
+        break;
     }
     if (!ok) corrupt("export shape or transfer");
+  }
+  // XNNPACK leaves an internal value that no node reads unallocated (and then
+  // asserts when a node writes it): every written internal tensor is read.
+  std::vector<char> read(nt, 0);
+  for (const NodeDef& n : p.nodes) {
+    for (int32_t i : n.inputs) read[static_cast<size_t>(i)] = 1;
+  }
+  for (size_t i = 0; i < nt; ++i) {
+    if (p.tensors[i].kind == TensorKind::kInternal && written[i] && !read[i]) corrupt("internal tensor never read");
+    if (p.tensors[i].kind == TensorKind::kBuffer && !written[i]) corrupt("buffer never written");
   }
   // A kOutput tensor belongs to exactly the output that exports it.
   for (size_t i = 0; i < nt; ++i) {

@@ -24,8 +24,8 @@ namespace tessera_xnn {
 using Dims = std::vector<int64_t>;
 using tessera_plugin::ValueType;
 
-constexpr size_t kMaxRank = 6;                       // XNN_MAX_TENSOR_DIMS
-constexpr int64_t kMaxElements = int64_t{1} << 36;   // per tensor; bounds what a corrupt blob can ask for
+constexpr size_t kMaxRank = 6;                      // XNN_MAX_TENSOR_DIMS
+constexpr int64_t kMaxElements = int64_t{1} << 36;  // per tensor; bounds what a corrupt blob can ask for
 
 enum class Op : uint8_t {
 #define XNN_OP(name, min_in, max_in, n_ints, n_floats) k##name,
@@ -57,14 +57,14 @@ struct TensorDef {
 // How a constant is built from the region's initializers at load. Every
 // transform may also scale the result (Gemm's alpha and beta).
 enum class Transform : uint8_t {
-  kCopy,         // same elements, same order (dims may differ: [] -> [1], [1,N] -> [N])
-  kToNhwc,       // source padded to rank 4 with leading 1s, permuted (0,2,3,1): NCHW -> NHWC, OIHW -> OHWI
-  kDepthwise,    // [M,1,kh,kw] -> [1,kh,kw,M]
-  kDeconv,       // [C, M/g, kh, kw] -> [M, kh, kw, C/g] per group (ints[0] = groups)
-  kBroadcastRow, // source of 1 or N elements -> [N] (Gemm's C as a bias)
-  kBnScale,      // sources scale, var -> scale / sqrt(var + eps)            (floats[1] = eps)
-  kBnShift,      // sources bias, mean, scale, var -> bias - mean * scale / sqrt(var + eps)
-  kLiteral,      // no source: the values are floats[1..]
+  kCopy,          // same elements, same order (dims may differ: [] -> [1], [1,N] -> [N])
+  kToNhwc,        // source padded to rank 4 with leading 1s, permuted (0,2,3,1): NCHW -> NHWC, OIHW -> OHWI
+  kDepthwise,     // [M,1,kh,kw] -> [1,kh,kw,M]
+  kDeconv,        // [C, M/g, kh, kw] -> [M, kh, kw, C/g] per group (ints[0] = groups)
+  kBroadcastRow,  // source of 1 or N elements -> [N] (Gemm's C as a bias)
+  kBnScale,       // sources scale, var -> scale / sqrt(var + eps)            (floats[1] = eps)
+  kBnShift,       // sources bias, mean, scale, var -> bias - mean * scale / sqrt(var + eps)
+  kLiteral,       // no source: the values are floats[1..]
   kCount
 };
 
@@ -73,7 +73,7 @@ struct ConstantDef {
   std::vector<std::string> sources;  // region initializer names
   std::vector<Dims> source_dims;     // their dims, as compile saw them (checked at load)
   std::vector<int64_t> ints;
-  std::vector<float> floats;         // floats[0] is always the scale
+  std::vector<float> floats;  // floats[0] is always the scale
 };
 
 struct NodeDef {

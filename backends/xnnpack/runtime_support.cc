@@ -64,7 +64,7 @@ constexpr size_t kTile = 32;
 struct TransposeJob {
   const float* src;
   float* dst;
-  size_t rows, cols;         // per image: src is rows x cols, dst cols x rows
+  size_t rows, cols;  // per image: src is rows x cols, dst cols x rows
   size_t row_tiles, col_tiles;
 };
 
@@ -94,11 +94,13 @@ void transpose_images(const float* src, float* dst, size_t images, size_t rows, 
 }  // namespace
 
 void nchw_to_nhwc(const float* src, float* dst, const Dims& d, pthreadpool_t pool) {
-  transpose_images(src, dst, static_cast<size_t>(d[0]), static_cast<size_t>(d[1]), static_cast<size_t>(d[2] * d[3]), pool);
+  transpose_images(src, dst, static_cast<size_t>(d[0]), static_cast<size_t>(d[1]), static_cast<size_t>(d[2] * d[3]),
+                   pool);
 }
 
 void nhwc_to_nchw(const float* src, float* dst, const Dims& d, pthreadpool_t pool) {
-  transpose_images(src, dst, static_cast<size_t>(d[0]), static_cast<size_t>(d[2] * d[3]), static_cast<size_t>(d[1]), pool);
+  transpose_images(src, dst, static_cast<size_t>(d[0]), static_cast<size_t>(d[2] * d[3]), static_cast<size_t>(d[1]),
+                   pool);
 }
 
 // ---- constants ------------------------------------------------------------------
