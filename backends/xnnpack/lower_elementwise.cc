@@ -156,6 +156,28 @@ void lower_unary(Lowering& L, const onnx::NodeProto& n) {
   L.emit(xop, {in}, L.output(n.output(0), layout), {}, floats);
 }
 
+void lower_reciprocal(Lowering& L, const onnx::NodeProto& n) {
+  need(n, 1, 1);
+  const std::string& x = n.input(0);
+  Layout layout = L.preferred(x);
+  L.float_dims(n.output(0));
+  L.emit(Op::kDiv, {L.literal({1.f}, {1}), L.input(x, layout)}, L.output(n.output(0), layout), {}, {-kInf, kInf});
+}
+
+// Pow with a constant exponent XNNPACK has a node for: 2 (Square), 0.5
+// (Sqrt), 1 (a copy).
+void lower_pow(Lowering& L, const onnx::NodeProto& n) {
+  need(n, 2, 1);
+  std::vector<float> e = L.constant_floats(n.input(1), "exponent");
+  if (e.size() != 1) refuse("Pow with a non-scalar exponent");
+  const std::string& x = n.input(0);
+  if (L.float_dims(n.output(0)) != L.float_dims(x)) refuse("Pow whose exponent broadcasts the input");
+  if (e[0] == 1.f) return copy(L, x, n.output(0));
+  if (e[0] != 2.f && e[0] != 0.5f) refuse("Pow with exponent " + std::to_string(e[0]) + " (only 2, 0.5 and 1)");
+  Layout layout = L.preferred(x);
+  L.emit(e[0] == 2.f ? Op::kSquare : Op::kSqrt, {L.input(x, layout)}, L.output(n.output(0), layout));
+}
+
 void lower_clip(Lowering& L, const onnx::NodeProto& n) {
   need(n, 1, 1);
   float lo = -kInf, hi = kInf;

@@ -486,8 +486,12 @@ TEST_F(XnnpackBackend, EachActivationMatchesNative) {
   b.node("round", "Round", {"x"}, "round");
   b.node("sqrt", "Sqrt", {"pos"}, "sqrt");
   b.node("identity", "Identity", {"x"}, "identity");
+  b.node("reciprocal", "Reciprocal", {"pos"}, "reciprocal");
+  b.constant("two", Tensor::Scalar(2.f)).constant("half", Tensor::Scalar(0.5f));
+  b.node("square", "Pow", {"x", "two"}, "square");
+  b.node("root", "Pow", {"pos", "half"}, "root");
   Graph g = b.done({"relu", "clip", "clip2", "hardswish", "sigmoid", "elu", "leaky", "hardsigmoid", "abs", "neg",
-                    "floor", "ceil", "round", "sqrt", "identity"});
+                    "floor", "ceil", "round", "sqrt", "identity", "reciprocal", "square", "root"});
   expect_matches_native(g, {random_tensor({2, 3, 4, 5}, 1, -4, 4), random_tensor({2, 3, 4, 5}, 2, 0.01f, 9)});
 }
 
