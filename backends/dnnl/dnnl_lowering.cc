@@ -1,5 +1,7 @@
 #include "dnnl_lowering.h"
 
+#include <oneapi/dnnl/dnnl_types.h>
+
 #include <algorithm>
 #include <iterator>
 
@@ -89,7 +91,31 @@ Handler find_handler(const std::string& op_type) {
   return it == std::end(kOps) ? nullptr : it->handler;
 }
 
-Lowering::Lowering(const ModelView& model) : model_(model) {}
+Lowering::Lowering(const ModelView& model) : model_(model), patterns_(find_patterns(model)) {
+  for (size_t p = 0; p < patterns_.size(); ++p) {
+    for (int n : patterns_[p].nodes) pattern_of_[n] = p;
+  }
+}
+
+void Lowering::lower_pattern(const Pattern& p, const onnx::NodeProto& last) {
+  Op op;
+  op.in = {value(p.x)};
+  if (p.kind == Pattern::Kind::kGelu) {
+    op.kind = OpKind::kEltwise;
+    op.alg = dnnl_eltwise_gelu_erf;
+    op.floats = {0.f, 0.f};
+  } else {
+    const Dims x = dims(op.in[0]);
+    const int64_t cols = numel(Dims(x.end() - p.axes, x.end()));
+    op.kind = OpKind::kLayerNorm;
+    op.in.push_back(p.gamma.empty() ? -1 : value(p.gamma, "scale"));
+    op.in.push_back(p.beta.empty() ? -1 : value(p.beta, "bias"));
+    op.ints = {numel(x) / cols, cols};
+    op.floats = {p.epsilon};
+  }
+  op.out = output(last);
+  emit(std::move(op));
+}
 
 int32_t Lowering::value(const std::string& name, const char* role) {
   auto it = index_.find(name);
@@ -189,6 +215,14 @@ void Lowering::lower(int index) {
   try {
     if (!n.domain().empty() && n.domain() != "ai.onnx") {
       throw Refusal{"op " + n.domain() + "." + n.op_type() + " is not supported"};
+    }
+    auto pat = pattern_of_.find(index);
+    if (pat != pattern_of_.end()) {
+      const Pattern& p = patterns_[pat->second];
+      if (index == p.nodes.back()) lower_pattern(p, n);
+      for (const auto& o : n.output()) produced_[o] = true;
+      current_ = nullptr;
+      return;
     }
     Handler h = find_handler(n.op_type());
     if (!h) throw Refusal{"op " + n.op_type() + " is not supported"};

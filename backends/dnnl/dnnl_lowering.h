@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "dnnl_patterns.h"
 #include "dnnl_program.h"
 #include "plugin_util.h"
 
@@ -33,6 +34,9 @@ class Lowering {
   // Fails with TESSERA_ERROR_UNSUPPORTED naming the first refused node.
   static Program lower_all(const tessera_plugin::ModelView& model);
   const Program& program() const { return program_; }
+  // Multi-node patterns in the model (dnnl_patterns.h): their inner nodes
+  // lower to nothing, their last node to the whole op.
+  const std::vector<Pattern>& patterns() const { return patterns_; }
 
   // ---- for the handlers ----
   const tessera_plugin::ModelView& model() const { return model_; }
@@ -57,9 +61,12 @@ class Lowering {
   const tessera_plugin::ModelView& model_;
   Program program_;
   int32_t boundary_input(const std::string& name);
+  void lower_pattern(const Pattern& p, const onnx::NodeProto& last);
 
   std::map<std::string, int32_t> index_;
   std::map<std::string, bool> produced_;
+  std::vector<Pattern> patterns_;
+  std::map<int, size_t> pattern_of_;  // node index -> pattern
   const onnx::NodeProto* current_ = nullptr;
   int temps_ = 0;
 };

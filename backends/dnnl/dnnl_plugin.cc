@@ -71,6 +71,7 @@ tessera_status_t capability(const void* model, size_t size, const tessera_capabi
     const ModelView m(model, size);
     Lowering l(m);
     std::vector<bool> ok(static_cast<size_t>(m.num_nodes()), false);
+    std::vector<std::string> reasons(static_cast<size_t>(m.num_nodes()));
     for (int i = 0; i < m.num_nodes(); ++i) {
       const size_t before = l.program().ops.size();
       std::string why;
@@ -83,9 +84,22 @@ tessera_status_t capability(const void* model, size_t size, const tessera_capabi
         why = std::string("oneDNN: ") + e.what();
       }
       ok[static_cast<size_t>(i)] = why.empty();
-      sink->node(sink->ctx, i, why.empty() ? 1 : 0, why.c_str());
+      reasons[static_cast<size_t>(i)] = why;
+    }
+    // A pattern stands or falls with the node that emits its op.
+    for (const Pattern& p : l.patterns()) {
+      const auto last = static_cast<size_t>(p.nodes.back());
+      for (int n : p.nodes) ok[static_cast<size_t>(n)] = ok[last], reasons[static_cast<size_t>(n)] = reasons[last];
+    }
+    for (int i = 0; i < m.num_nodes(); ++i) {
+      sink->node(sink->ctx, i, ok[static_cast<size_t>(i)] ? 1 : 0, reasons[static_cast<size_t>(i)].c_str());
     }
     if (!sink->composite) return;
+    for (const Pattern& p : l.patterns()) {
+      if (ok[static_cast<size_t>(p.nodes.back())]) {
+        sink->composite(sink->ctx, p.name(), p.nodes.data(), static_cast<int32_t>(p.nodes.size()));
+      }
+    }
     for (const Composite& c : find_composites(m, ok)) {
       sink->composite(sink->ctx, c.pattern.c_str(), c.nodes.data(), static_cast<int32_t>(c.nodes.size()));
     }

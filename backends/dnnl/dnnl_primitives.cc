@@ -205,8 +205,8 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
     case OpKind::kLayerNorm: {
       const Dims c{op.ints[1]};
       set(0, Layout::kPlain, DNNL_ARG_SRC, plain_md(out), plain_md(out));
-      set(1, Layout::kPlain, DNNL_ARG_SCALE, plain_md(c), plain_md(c));
-      if (op.in[2] >= 0) set(2, Layout::kPlain, DNNL_ARG_SHIFT, plain_md(c), plain_md(c));
+      set(1, Layout::kPlain, DNNL_ARG_SCALE, plain_md(c), plain_md(c));  // set() skips an absent one
+      set(2, Layout::kPlain, DNNL_ARG_SHIFT, plain_md(c), plain_md(c));
       break;
     }
     case OpKind::kBinary:
@@ -300,7 +300,9 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, c
     }
     case OpKind::kLayerNorm: {
       using nf = dnnl::normalization_flags;
-      nf flags = op.in[2] >= 0 ? nf::use_scale | nf::use_shift : nf::use_scale;
+      nf flags = nf::none;
+      if (op.in[1] >= 0) flags |= nf::use_scale;
+      if (op.in[2] >= 0) flags |= nf::use_shift;
       dnnl::layer_normalization_forward::desc d(fwd, in[0], op.floats[0], flags);
       return dnnl::layer_normalization_forward::primitive_desc(d, attr, eng);
     }

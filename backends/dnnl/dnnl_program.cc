@@ -252,14 +252,14 @@ std::string check_kind(const Op& op, const std::vector<Value>& v) {
                  : "view";
     }
     case OpKind::kLayerNorm: {
-      if (op.in.size() != 3 || op.in[0] < 0 || op.in[1] < 0 || op.ints.size() != 2 || op.floats.size() != 1) {
-        return "operands";
-      }
+      if (op.in.size() != 3 || op.in[0] < 0 || op.ints.size() != 2 || op.floats.size() != 1) return "operands";
       const int64_t rows = op.ints[0], cols = op.ints[1];
       if (rows < 1 || cols < 1 || rows > kMaxElements || cols > kMaxElements || rows * cols != numel(dims(0))) {
         return "view";
       }
-      if (numel(dims(1)) != cols || (op.in[2] >= 0 && numel(dims(2)) != cols)) return "scale or bias size";
+      if ((op.in[1] >= 0 && numel(dims(1)) != cols) || (op.in[2] >= 0 && numel(dims(2)) != cols)) {
+        return "scale or bias size";
+      }
       return y == dims(0) ? "" : "output shape";
     }
     case OpKind::kEltwise:

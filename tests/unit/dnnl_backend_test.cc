@@ -589,6 +589,44 @@ TEST_F(DnnlBackend, ConcatViewsTransposeAndReductionsMatchNative) {
   expect_matches_native(b.done({"t", "f", "rm", "rx", "rs", "rl"}), {rnd({1, 16, 4, 4}, 55)});
 }
 
+// Exporters spell LayerNorm and GELU out in pieces; each runs as one primitive,
+// and Erf, which oneDNN has no primitive for, is claimed only inside GELU.
+TEST_F(DnnlBackend, DecomposedLayerNormAndGeluAreCompositesThatMatchNative) {
+  Builder b;
+  b.input("x", {2, 5, 16}).constant("g", rnd({16}, 66, 0.5f, 1.5f)).constant("beta", rnd({16}, 67));
+  b.constant("axes", testutil::i64({-1})).constant("two", Tensor::Scalar(2.f)).constant("eps", Tensor::Scalar(1e-5f));
+  b.constant("sqrt2", Tensor::Scalar(1.4142135381698608f)).constant("one", Tensor::Scalar(1.f));
+  b.constant("half", Tensor::Scalar(0.5f));
+  set_ints(b.node("mean", "ReduceMean", {"x"}, "mu"), "axes", {-1});          // 0
+  b.node("center", "Sub", {"x", "mu"}, "d");                                   // 1
+  b.node("square", "Pow", {"d", "two"}, "d2");                                 // 2
+  set_ints(b.node("var", "ReduceMean", {"d2"}, "v"), "axes", {-1});           // 3
+  b.node("add_eps", "Add", {"v", "eps"}, "ve");                                // 4
+  b.node("std", "Sqrt", {"ve"}, "s");                                          // 5
+  b.node("norm", "Div", {"d", "s"}, "n");                                      // 6
+  b.node("scale", "Mul", {"n", "g"}, "ng");                                    // 7
+  b.node("shift", "Add", {"beta", "ng"}, "h");                                 // 8
+  b.node("div", "Div", {"h", "sqrt2"}, "q");                                   // 9   (x * (1 + erf)) * 0.5
+  b.node("erf", "Erf", {"q"}, "e");                                            // 10
+  b.node("plus1", "Add", {"e", "one"}, "e1");                                  // 11
+  b.node("times_x", "Mul", {"h", "e1"}, "xe");                                 // 12
+  b.node("times_half", "Mul", {"xe", "half"}, "y1");                           // 13
+  b.node("half_x", "Mul", {"half", "h"}, "hh");                                // 14  (x * 0.5) * (1 + erf)
+  b.node("div2", "Div", {"h", "sqrt2"}, "q2");                                 // 15
+  b.node("erf2", "Erf", {"q2"}, "e2");                                         // 16
+  b.node("plus1_2", "Add", {"one", "e2"}, "e12");                              // 17
+  b.node("gelu2", "Mul", {"e12", "hh"}, "y2");                                 // 18
+  Graph g = b.done({"y1", "y2"});
+  CapabilityReport cap = capability(model_bytes(g));
+  ASSERT_EQ(cap.status, TESSERA_OK) << cap.msg;
+  EXPECT_TRUE(cap.refused.empty()) << cap.refused.begin()->second;
+  std::map<std::string, std::vector<std::vector<int>>> found;
+  for (const auto& [pattern, nodes] : cap.composites) found[pattern].push_back(nodes);
+  EXPECT_EQ(found["LayerNormalization(decomposed)"], (std::vector<std::vector<int>>{{0, 1, 2, 3, 4, 5, 6, 7, 8}}));
+  EXPECT_EQ(found["Gelu(erf)"], (std::vector<std::vector<int>>{{9, 10, 11, 12, 13}, {14, 15, 16, 17, 18}}));
+  expect_matches_native(g, {rnd({2, 5, 16}, 68)});
+}
+
 // --- refusals ---------------------------------------------------------------------
 TEST_F(DnnlBackend, RefusesWhatItCannotRunWithReasons) {
   Builder b;
