@@ -151,6 +151,16 @@ Engine::~Engine() {
 }
 
 void Engine::build_constants(const tessera_named_tensor_t* constants, size_t num_constants) {
+  // A weight or bias that XNNPACK packs when it creates the runtime is read
+  // exactly once and never past its end: an unchanged one is used in place
+  // (the host keeps it valid until destroy) instead of copied.
+  std::vector<char> packed_only(program_.tensors.size(), 0), other_use(program_.tensors.size(), 0);
+  for (const NodeDef& n : program_.nodes) {
+    bool packs =
+        n.op == Op::kConv2d || n.op == Op::kDepthwiseConv2d || n.op == Op::kDeconv2d || n.op == Op::kFullyConnected;
+    for (size_t k = 0; k < n.inputs.size(); ++k) (packs && k > 0 ? packed_only : other_use)[sz(n.inputs[k])] = 1;
+  }
+  static_.assign(program_.tensors.size(), nullptr);
   std::map<std::string, const tessera_tensor_t*> by_name;
   for (size_t i = 0; i < num_constants; ++i) {
     if (constants && constants[i].name) by_name[constants[i].name] = &constants[i].tensor;
@@ -174,8 +184,13 @@ void Engine::build_constants(const tessera_named_tensor_t* constants, size_t num
       }
       sources.push_back(SourceTensor{static_cast<const float*>(given.data), c.source_dims[k]});
     }
+    if (c.transform == Transform::kCopy && c.floats[0] == 1.f && packed_only[i] && !other_use[i]) {
+      static_[i] = sources[0].data;
+      continue;
+    }
     data_[i] = PaddedBuffer(sz(numel(t.dims)));
     build_constant(c, t.dims, sources, data_[i].data());
+    static_[i] = data_[i].data();
   }
 }
 
@@ -207,7 +222,7 @@ void Engine::build_segment(const Step& step) {
     const TensorDef& def = program_.tensors[static_cast<size_t>(t)];
     std::vector<size_t> dims(def.dims.begin(), def.dims.end());
     bool external = def.kind == TensorKind::kBuffer || def.kind == TensorKind::kOutput;
-    const void* data = def.kind == TensorKind::kConstant ? data_[static_cast<size_t>(t)].data() : nullptr;
+    const void* data = def.kind == TensorKind::kConstant ? static_[static_cast<size_t>(t)] : nullptr;
     uint32_t want = external ? next_external++ : XNN_INVALID_VALUE_ID;
     check(xnn_define_tensor_value(sg, xnn_datatype_fp32, dims.size(), dims.data(), data, want, f,
                                   &id[static_cast<size_t>(t)]),

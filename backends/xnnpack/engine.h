@@ -42,6 +42,7 @@ class Engine {
   Program program_;
   std::shared_ptr<pthreadpool> pool_;  // before segments_: runtimes go first
   std::vector<PaddedBuffer> data_;     // per tensor: constant data or buffer (empty otherwise)
+  std::vector<const float*> static_;   // per constant tensor: what XNNPACK reads (data_, or the host's data)
   std::vector<Segment> segments_;      // per kSegment step, in order
 };
 
