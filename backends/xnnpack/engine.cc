@@ -139,8 +139,13 @@ Engine::Engine(Program program, const tessera_named_tensor_t* constants, size_t 
   for (size_t i = 0; i < program_.tensors.size(); ++i) {
     if (program_.tensors[i].kind == TensorKind::kBuffer) data_[i] = PaddedBuffer(sz(numel(program_.tensors[i].dims)));
   }
-  for (const Step& s : program_.steps) {
-    if (s.kind == StepKind::kSegment) build_segment(s);
+  for (size_t o = 0; o < program_.exports.size(); ++o) {
+    if (program_.exports[o].transfer == Transfer::kNhwc) yield_export_ = static_cast<int>(o);
+  }
+  if (yield_export_ < 0 && !program_.steps.empty()) yield_step_ = static_cast<int>(program_.steps.size()) - 1;
+  for (size_t i = 0; i < program_.steps.size(); ++i) {
+    if (program_.steps[i].kind == StepKind::kSegment)
+      build_segment(program_.steps[i], static_cast<int>(i) == yield_step_);
   }
 }
 
@@ -194,7 +199,7 @@ void Engine::build_constants(const tessera_named_tensor_t* constants, size_t num
   }
 }
 
-void Engine::build_segment(const Step& step) {
+void Engine::build_segment(const Step& step, bool yield) {
   // Which tensors the segment touches, and how.
   std::map<int32_t, uint32_t> flags;  // tensor -> XNN_VALUE_FLAG_EXTERNAL_*
   for (int32_t k = step.a; k < step.b; ++k) {
@@ -238,7 +243,8 @@ void Engine::build_segment(const Step& step) {
   for (int32_t k = step.a; k < step.b; ++k) {
     define_node(sg, program_.nodes[static_cast<size_t>(k)], id, program_.tensors);
   }
-  check(xnn_create_runtime_v2(sg, pool(), 0, &seg.runtime), "the subgraph (creating its runtime)");
+  check(xnn_create_runtime_v2(sg, pool(), yield ? XNN_FLAG_YIELD_WORKERS : 0, &seg.runtime),
+        "the subgraph (creating its runtime)");
   if (seg.host_outputs.empty()) {
     check(xnn_setup_runtime(seg.runtime, seg.externals.size(), seg.externals.data()), "the runtime setup");
     seg.set_up = true;
@@ -260,15 +266,17 @@ void Engine::run(const tessera_tensor_t* inputs, size_t num_inputs, tessera_tens
     }
   }
   size_t next_segment = 0;
-  for (const Step& s : program_.steps) {
+  for (size_t i = 0; i < program_.steps.size(); ++i) {
+    const Step& s = program_.steps[i];
     if (s.kind != StepKind::kSegment) {
+      const uint32_t flags = static_cast<int>(i) == yield_step_ ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0;
       const float* src = data_[static_cast<size_t>(s.a)].data();
       float* dst = data_[static_cast<size_t>(s.b)].data();
       const Dims& a = program_.tensors[static_cast<size_t>(s.a)].dims;
       if (s.kind == StepKind::kToNhwc) {
-        nchw_to_nhwc(src, dst, a, pool());
+        nchw_to_nhwc(src, dst, a, pool(), flags);
       } else {
-        nhwc_to_nchw(src, dst, to_nchw(a), pool());
+        nhwc_to_nchw(src, dst, to_nchw(a), pool(), flags);
       }
       continue;
     }
@@ -292,7 +300,8 @@ void Engine::run(const tessera_tensor_t* inputs, size_t num_inputs, tessera_tens
     if (e.transfer == Transfer::kDirect) continue;
     const float* src = data_[static_cast<size_t>(e.tensor)].data();
     if (e.transfer == Transfer::kNhwc) {
-      nhwc_to_nchw(src, static_cast<float*>(outputs[o].data), program_.outputs[o].dims, pool());
+      nhwc_to_nchw(src, static_cast<float*>(outputs[o].data), program_.outputs[o].dims, pool(),
+                   static_cast<int>(o) == yield_export_ ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
     } else {
       std::memcpy(outputs[o].data, src, outputs[o].size_bytes);
     }

@@ -36,7 +36,7 @@ class Engine {
     bool set_up = false;
   };
   void build_constants(const tessera_named_tensor_t* constants, size_t num_constants);
-  void build_segment(const Step& step);
+  void build_segment(const Step& step, bool yield);
   pthreadpool_t pool() const { return pool_.get(); }
 
   Program program_;
@@ -44,6 +44,10 @@ class Engine {
   std::vector<PaddedBuffer> data_;     // per tensor: constant data or buffer (empty otherwise)
   std::vector<const float*> static_;   // per constant tensor: what XNNPACK reads (data_, or the host's data)
   std::vector<Segment> segments_;      // per kSegment step, in order
+  // The last parallel work of a run lets the pool's threads sleep instead of
+  // spinning through the host's next (native) region: the last NHWC export,
+  // else the last step. -1: none of that kind.
+  int yield_export_ = -1, yield_step_ = -1;
 };
 
 }  // namespace tessera_xnn

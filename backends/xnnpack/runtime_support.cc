@@ -82,25 +82,26 @@ void transpose_tile(void* ctx, size_t index) {
   }
 }
 
-void transpose_images(const float* src, float* dst, size_t images, size_t rows, size_t cols, pthreadpool_t pool) {
+void transpose_images(const float* src, float* dst, size_t images, size_t rows, size_t cols, pthreadpool_t pool,
+                      uint32_t flags) {
   if (rows == 1 || cols == 1) {
     std::memcpy(dst, src, images * rows * cols * sizeof(float));
     return;
   }
   TransposeJob j{src, dst, rows, cols, (rows + kTile - 1) / kTile, (cols + kTile - 1) / kTile};
-  pthreadpool_parallelize_1d(pool, transpose_tile, &j, images * j.row_tiles * j.col_tiles, 0);
+  pthreadpool_parallelize_1d(pool, transpose_tile, &j, images * j.row_tiles * j.col_tiles, flags);
 }
 
 }  // namespace
 
-void nchw_to_nhwc(const float* src, float* dst, const Dims& d, pthreadpool_t pool) {
+void nchw_to_nhwc(const float* src, float* dst, const Dims& d, pthreadpool_t pool, uint32_t flags) {
   transpose_images(src, dst, static_cast<size_t>(d[0]), static_cast<size_t>(d[1]), static_cast<size_t>(d[2] * d[3]),
-                   pool);
+                   pool, flags);
 }
 
-void nhwc_to_nchw(const float* src, float* dst, const Dims& d, pthreadpool_t pool) {
+void nhwc_to_nchw(const float* src, float* dst, const Dims& d, pthreadpool_t pool, uint32_t flags) {
   transpose_images(src, dst, static_cast<size_t>(d[0]), static_cast<size_t>(d[2] * d[3]), static_cast<size_t>(d[1]),
-                   pool);
+                   pool, flags);
 }
 
 // ---- constants ------------------------------------------------------------------

@@ -40,8 +40,10 @@ class PaddedBuffer {
 };
 
 // dst (N, H, W, C) <- src (N, C, H, W), and back; parallel over `pool`.
-void nchw_to_nhwc(const float* src, float* dst, const Dims& nchw, pthreadpool_t pool);
-void nhwc_to_nchw(const float* src, float* dst, const Dims& nchw, pthreadpool_t pool);
+// `flags` are pthreadpool's (PTHREADPOOL_FLAG_YIELD_WORKERS after the last
+// parallel work of a run).
+void nchw_to_nhwc(const float* src, float* dst, const Dims& nchw, pthreadpool_t pool, uint32_t flags = 0);
+void nhwc_to_nchw(const float* src, float* dst, const Dims& nchw, pthreadpool_t pool, uint32_t flags = 0);
 
 // A region initializer as load() received it.
 struct SourceTensor {
