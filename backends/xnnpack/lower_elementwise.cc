@@ -216,18 +216,32 @@ void lower_prelu(Lowering& L, const onnx::NodeProto& n) {
   const std::string &x = n.input(0), &slope = n.input(1);
   const Dims& xd = L.float_dims(x);
   const Dims& sd = L.float_dims(slope);
-  const Dims& yd = L.float_dims(n.output(0));
-  if (yd != xd) refuse("PRelu whose slope broadcasts beyond the input");
+  if (L.float_dims(n.output(0)) != xd) refuse("PRelu whose slope broadcasts beyond the input");
+  // As the native backend reads it: a 1-D slope of X's channel count that
+  // does not fit X's last dim is per channel ([C] -> [C,1,...,1]).
+  const bool per_channel = sd.size() == 1 && sd[0] != 1 && xd.size() >= 3 && xd[1] == sd[0] && xd.back() != sd[0];
+  Dims slope_dims = sd;
+  if (per_channel) {
+    slope_dims.assign(xd.size() - 1, 1);
+    slope_dims[0] = sd[0];
+  } else if (sd.size() > xd.size() || broadcast_dims(xd, sd) != xd) {
+    refuse("PRelu slope " + dims_str(sd) + " does not broadcast to the input " + dims_str(xd));
+  }
   // XNNPACK's PRelu: NHWC input, one constant slope per channel.
-  if (xd.size() == 4 && L.is_constant(slope) && sd.size() <= 4 &&
-      (numel(sd) == 1 || pad_to_4(sd) == Dims{1, xd[1], 1, 1})) {
+  if (xd.size() == 4 && L.is_constant(slope) && (numel(sd) == 1 || pad_to_4(slope_dims) == Dims{1, xd[1], 1, 1})) {
     int32_t s = L.constant(numel(sd) == 1 ? Transform::kBroadcastRow : Transform::kCopy, {slope}, {xd[1]});
     L.emit(Op::kPRelu, {L.input(x, kNhwc), s}, L.output(n.output(0), kNhwc));
     return;
   }
   // Otherwise max(x, 0) + slope * min(x, 0).
-  Layout layout = common_layout(L, {x, slope}, yd);
-  int32_t in = operand(L, x, layout), s = operand(L, slope, layout);
+  Layout layout = per_channel ? kPlain : common_layout(L, {x, slope}, xd);
+  int32_t in = operand(L, x, layout), s;
+  if (per_channel) {
+    if (!L.is_constant(slope)) refuse("PRelu with a per-channel slope computed at run time");
+    s = L.constant(Transform::kCopy, {slope}, slope_dims);
+  } else {
+    s = operand(L, slope, layout);
+  }
   Dims td = layout_dims(xd, layout);
   int32_t zero = L.literal({0.f}, {1});
   int32_t pos = L.temp(td), neg = L.temp(td), scaled = L.temp(td);

@@ -497,16 +497,20 @@ TEST_F(XnnpackBackend, EachActivationMatchesNative) {
 
 TEST_F(XnnpackBackend, PReluAndBatchNormalizationMatchNative) {
   Builder b;
-  b.input("x", {2, 3, 4, 5}).input("v", {3, 4, 5}).input("s_run", {5});
+  b.input("x", {2, 3, 4, 5}).input("v", {3, 4, 5}).input("s_run", {5}).input("u", {2, 3, 5});
   b.constant("slope", random_tensor({3, 1, 1}, 1, 0, 0.5f)).constant("slope_w", random_tensor({5}, 2, 0, 0.5f));
   b.node("prelu_channel", "PRelu", {"x", "slope"}, "p1");  // XNNPACK's PRelu, NHWC
   b.node("prelu_last", "PRelu", {"v", "slope_w"}, "p2");   // max + slope * min
   b.node("prelu_runtime", "PRelu", {"v", "s_run"}, "p3");
+  b.constant("slope_c", random_tensor({3}, 10, 0, 0.5f));
+  b.node("prelu_legacy_channel", "PRelu", {"x", "slope_c"}, "p4");  // [3] along C, as converted models mean it
+  b.node("prelu_legacy_channel_3d", "PRelu", {"u", "slope_c"}, "p5");
   b.constant("scale", random_tensor({3}, 3)).constant("bias", random_tensor({3}, 4));
   b.constant("mean", random_tensor({3}, 5)).constant("var", random_tensor({3}, 6, 0.5f, 2));
   set_float(b.node("bn", "BatchNormalization", {"x", "scale", "bias", "mean", "var"}, "bn"), "epsilon", 1e-3f);
-  Graph g = b.done({"p1", "p2", "p3", "bn"});
-  expect_matches_native(g, {random_tensor({2, 3, 4, 5}, 7), random_tensor({3, 4, 5}, 8), random_tensor({5}, 9)});
+  Graph g = b.done({"p1", "p2", "p3", "p4", "p5", "bn"});
+  expect_matches_native(g, {random_tensor({2, 3, 4, 5}, 7), random_tensor({3, 4, 5}, 8), random_tensor({5}, 9),
+                            random_tensor({2, 3, 5}, 11)});
 }
 
 // --- softmax, resize, depth-to-space, pad --------------------------------------------
