@@ -16,41 +16,43 @@ using tessera_plugin::attr_int;
 
 namespace {
 
-Dims pad_to_4(const Dims& d) {
-  Dims p(4 - d.size(), 1);
+// `d` with leading 1s up to `rank`.
+Dims pad_to(const Dims& d, size_t rank) {
+  Dims p(rank - d.size(), 1);
   p.insert(p.end(), d.begin(), d.end());
   return p;
 }
 
 // The layout a broadcasting op over `names` (output dims `y`) runs in: NHWC
-// when the output is 4-D, some operand already is NHWC, and every lower-rank
-// runtime operand can follow without a transpose.
+// when the output has a channels-last layout, some operand already is NHWC,
+// and every lower-rank runtime operand can follow without a transpose.
 Layout common_layout(Lowering& L, const std::vector<std::string>& names, const Dims& y) {
-  if (y.size() != 4) return kPlain;
+  if (!has_channels_last(y.size())) return kPlain;
   bool any_nhwc = false;
   for (const std::string& n : names) {
     const Dims& d = L.float_dims(n);
     if (L.is_constant(n)) continue;
-    if (d.size() < 4 && !layout_change_is_view(pad_to_4(d))) return kPlain;
+    if (d.size() < y.size() && !layout_change_is_view(pad_to(d, y.size()))) return kPlain;
     any_nhwc = any_nhwc || L.has_layout(n, kNhwc);
   }
   return any_nhwc ? kNhwc : kPlain;
 }
 
-// `name` as an operand of a broadcasting op running in `layout`.
-int32_t operand(Lowering& L, const std::string& name, Layout layout) {
+// `name` as an operand of a broadcasting op running in `layout` with an
+// output of rank `rank`.
+int32_t operand(Lowering& L, const std::string& name, Layout layout, size_t rank) {
   if (layout == kPlain) return L.input(name, kPlain);
   const Dims& d = L.float_dims(name);
-  if (d.size() == 4) return L.input(name, kNhwc);
-  Dims nhwc = to_nhwc(pad_to_4(d));
+  if (d.size() == rank) return L.input(name, kNhwc);
+  Dims nhwc = to_nhwc(pad_to(d, rank));
   if (L.is_constant(name)) return L.constant(Transform::kToNhwc, {name}, nhwc);
   int32_t t = L.temp(nhwc);
   L.emit(Op::kReshape, {L.input(name, kPlain)}, t);
   return t;
 }
 
-Dims layout_dims(const Dims& onnx, Layout layout) {
-  return layout == kNhwc ? to_nhwc(pad_to_4(onnx)) : xnn_dims(onnx, false);
+Dims layout_dims(const Dims& onnx, Layout layout, size_t rank) {
+  return layout == kNhwc ? to_nhwc(pad_to(onnx, rank)) : xnn_dims(onnx, false);
 }
 
 bool has_range(Op op) { return op == Op::kAdd || op == Op::kSub || op == Op::kMul || op == Op::kDiv; }
@@ -60,12 +62,12 @@ void chain(Lowering& L, Op op, const std::vector<std::string>& inputs, const std
   const Dims& yd = L.float_dims(y);
   Layout layout = common_layout(L, inputs, yd);
   std::vector<float> range = has_range(op) ? std::vector<float>{-kInf, kInf} : std::vector<float>{};
-  int32_t acc = operand(L, inputs[0], layout);
+  int32_t acc = operand(L, inputs[0], layout, yd.size());
   Dims acc_dims = L.float_dims(inputs[0]);
   for (size_t i = 1; i < inputs.size(); ++i) {
-    int32_t rhs = operand(L, inputs[i], layout);
+    int32_t rhs = operand(L, inputs[i], layout, yd.size());
     acc_dims = broadcast_dims(acc_dims, L.float_dims(inputs[i]));
-    int32_t out = i + 1 == inputs.size() ? L.output(y, layout) : L.temp(layout_dims(acc_dims, layout));
+    int32_t out = i + 1 == inputs.size() ? L.output(y, layout) : L.temp(layout_dims(acc_dims, layout, yd.size()));
     L.emit(op, {acc, rhs}, out, {}, range);
     acc = out;
   }
@@ -106,12 +108,12 @@ void lower_variadic(Lowering& L, const onnx::NodeProto& n) {
   // Mean: the sum, then times 1/n.
   const Dims& yd = L.float_dims(n.output(0));
   Layout layout = common_layout(L, inputs, yd);
-  int32_t acc = operand(L, inputs[0], layout);
+  int32_t acc = operand(L, inputs[0], layout, yd.size());
   Dims acc_dims = L.float_dims(inputs[0]);
   for (size_t i = 1; i < inputs.size(); ++i) {
     acc_dims = broadcast_dims(acc_dims, L.float_dims(inputs[i]));
-    int32_t sum = L.temp(layout_dims(acc_dims, layout));
-    L.emit(Op::kAdd, {acc, operand(L, inputs[i], layout)}, sum, {}, {-kInf, kInf});
+    int32_t sum = L.temp(layout_dims(acc_dims, layout, yd.size()));
+    L.emit(Op::kAdd, {acc, operand(L, inputs[i], layout, yd.size())}, sum, {}, {-kInf, kInf});
     acc = sum;
   }
   int32_t scale = L.literal({1.f / static_cast<float>(inputs.size())}, {1});
@@ -206,7 +208,7 @@ void lower_hard_sigmoid(Lowering& L, const onnx::NodeProto& n) {
   const std::string& x = n.input(0);
   Layout layout = L.preferred(x);
   int32_t in = L.input(x, layout);
-  int32_t scaled = L.temp(layout_dims(L.float_dims(x), layout));
+  int32_t scaled = L.temp(layout_dims(L.float_dims(x), layout, L.float_dims(x).size()));
   L.emit(Op::kMul, {in, L.literal({alpha}, {1})}, scaled, {}, {-kInf, kInf});
   L.emit(Op::kAdd, {scaled, L.literal({beta}, {1})}, L.output(n.output(0), layout), {}, {0.f, 1.f});
 }
@@ -228,21 +230,21 @@ void lower_prelu(Lowering& L, const onnx::NodeProto& n) {
     refuse("PRelu slope " + dims_str(sd) + " does not broadcast to the input " + dims_str(xd));
   }
   // XNNPACK's PRelu: NHWC input, one constant slope per channel.
-  if (xd.size() == 4 && L.is_constant(slope) && (numel(sd) == 1 || pad_to_4(slope_dims) == Dims{1, xd[1], 1, 1})) {
+  if (xd.size() == 4 && L.is_constant(slope) && (numel(sd) == 1 || pad_to(slope_dims, 4) == Dims{1, xd[1], 1, 1})) {
     int32_t s = L.constant(numel(sd) == 1 ? Transform::kBroadcastRow : Transform::kCopy, {slope}, {xd[1]});
     L.emit(Op::kPRelu, {L.input(x, kNhwc), s}, L.output(n.output(0), kNhwc));
     return;
   }
   // Otherwise max(x, 0) + slope * min(x, 0).
   Layout layout = per_channel ? kPlain : common_layout(L, {x, slope}, xd);
-  int32_t in = operand(L, x, layout), s;
+  int32_t in = operand(L, x, layout, xd.size()), s;
   if (per_channel) {
     if (!L.is_constant(slope)) refuse("PRelu with a per-channel slope computed at run time");
     s = L.constant(Transform::kCopy, {slope}, slope_dims);
   } else {
-    s = operand(L, slope, layout);
+    s = operand(L, slope, layout, xd.size());
   }
-  Dims td = layout_dims(xd, layout);
+  Dims td = layout_dims(xd, layout, xd.size());
   int32_t zero = L.literal({0.f}, {1});
   int32_t pos = L.temp(td), neg = L.temp(td), scaled = L.temp(td);
   L.emit(Op::kMax, {in, zero}, pos);
@@ -266,7 +268,7 @@ void lower_batch_norm(Lowering& L, const onnx::NodeProto& n) {
     if (numel(L.float_dims(n.input(i))) != c) refuse("BatchNormalization parameter is not [" + std::to_string(c) + "]");
   }
   float eps = attr_float(n, "epsilon", 1e-5f);
-  Layout layout = xd.size() == 4 ? L.preferred(n.input(0)) : kPlain;
+  Layout layout = has_channels_last(xd.size()) ? L.preferred(n.input(0)) : kPlain;
   // Per-channel constants broadcast along C: the last dim in NHWC, dim 1 otherwise.
   Dims cd{c};
   if (layout == kPlain) cd.resize(xd.size() - 1, 1);

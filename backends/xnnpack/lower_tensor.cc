@@ -154,11 +154,12 @@ void lower_pad(Lowering& L, const onnx::NodeProto& n) {
   if (r == 0) refuse("Pad of a scalar");
   Layout layout = L.preferred(n.input(0));
   std::vector<int64_t> ints(pads);
-  if (layout == kNhwc) {  // NCHW order -> NHWC order, begins then ends
+  if (layout == kNhwc) {  // channels-first order -> channels-last order, begins then ends
     for (size_t half = 0; half < 2; ++half) {
-      const int64_t* p = pads.data() + half * 4;
-      int64_t perm[4] = {p[0], p[2], p[3], p[1]};
-      std::copy(perm, perm + 4, ints.begin() + static_cast<std::ptrdiff_t>(half * 4));
+      Dims part(pads.begin() + static_cast<std::ptrdiff_t>(half * r),
+                pads.begin() + static_cast<std::ptrdiff_t>((half + 1) * r));
+      Dims perm = to_nhwc(part);
+      std::copy(perm.begin(), perm.end(), ints.begin() + static_cast<std::ptrdiff_t>(half * r));
     }
   }
   L.emit(Op::kConstantPad, {L.input(n.input(0), layout)}, L.output(n.output(0), layout), ints, {value});

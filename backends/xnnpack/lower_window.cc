@@ -1,10 +1,12 @@
 // Lowerings of the windowed ops: Conv, ConvTranspose, MaxPool, AveragePool,
-// GlobalAveragePool, GlobalMaxPool. Input: one ONNX node (NCHW). Output:
-// XNNPACK nodes on NHWC tensors, filters transposed at load (OIHW -> OHWI,
-// depthwise [M,1,kh,kw] -> [1,kh,kw,M], ConvTranspose's [C,M/g,kh,kw] ->
-// [M,kh,kw,C/g]). Method: resolve pads (explicit, or auto_pad from the static
-// input size), map onto XNNPACK's parameters, and let emit() check that
-// XNNPACK's output size is the one the model declares.
+// GlobalAveragePool, GlobalMaxPool, 2-D (NCHW) and 1-D (NCW, run as 2-D with
+// a height of 1). Input: one ONNX node. Output: XNNPACK nodes on NHWC
+// tensors, filters transposed at load (OIHW -> OHWI, depthwise [M,1,kh,kw] ->
+// [1,kh,kw,M], ConvTranspose's [C,M/g,kh,kw] -> [M,kh,kw,C/g]). Method: read
+// the window attributes (a 1-D window gets a unit height), resolve pads
+// (explicit, or auto_pad from the static input size), map onto XNNPACK's
+// parameters, and let emit() check that XNNPACK's output size is the one the
+// model declares.
 #include <algorithm>
 
 #include "lowering.h"
@@ -24,24 +26,47 @@ std::string ints_str(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
-// A 2-D attribute (strides, dilations...) with default 1.
-std::vector<int64_t> pair_attr(const onnx::NodeProto& n, const char* name) {
-  std::vector<int64_t> v = attr_ints(n, name, {1, 1});
-  if (v.size() != 2) refuse(std::string(name) + " " + ints_str(v) + " (only 2-D windows)");
-  for (int64_t x : v) {
-    if (x < 1) refuse(std::string(name) + " " + ints_str(v));
-  }
+// Dims of a window op's operand as 2-D: [N,C,W] -> [N,C,1,W].
+Dims as_2d(const Dims& d) { return d.size() == 3 ? Dims{d[0], d[1], 1, d[2]} : d; }
+
+// One value per spatial dim (default `def`), as two: a 1-D value gets `unit`
+// for the height.
+std::vector<int64_t> spatial_attr(const onnx::NodeProto& n, const char* name, size_t spatial, int64_t def,
+                                  int64_t unit) {
+  std::vector<int64_t> v = attr_ints(n, name, std::vector<int64_t>(spatial, def));
+  if (v.size() != spatial)
+    refuse(std::string(name) + " " + ints_str(v) + " for " + std::to_string(spatial) + "-D windows");
+  if (spatial == 1) v.insert(v.begin(), unit);
   return v;
 }
 
-// The 4-D input of a 2-D window op, or a refusal that says why not.
-const Dims& input_4d(Lowering& L, const onnx::NodeProto& n) {
+// The input of a window op: 2-D (rank 4) or 1-D (rank 3), or a refusal.
+const Dims& window_input(Lowering& L, const onnx::NodeProto& n) {
   if (n.input_size() < 1 || n.output_size() < 1) refuse("missing input or output");
   const Dims& x = L.float_dims(n.input(0));
-  if (x.size() != 4) {
-    refuse(n.op_type() + " on a rank-" + std::to_string(x.size()) + " input (only 2-D, NCHW)");
+  if (x.size() != 3 && x.size() != 4) {
+    refuse(n.op_type() + " on a rank-" + std::to_string(x.size()) + " input (only 1-D and 2-D windows)");
   }
   return x;
+}
+
+// `name` as XNNPACK's 4-D NHWC operand (an NWC value gets a unit height).
+int32_t input_2d(Lowering& L, const std::string& name) {
+  int32_t t = L.input(name, kNhwc);
+  const Dims& d = L.float_dims(name);
+  if (d.size() == 4) return t;
+  int32_t r = L.temp({d[0], 1, d[2], d[1]});
+  L.emit(Op::kReshape, {t}, r);
+  return r;
+}
+
+// Emits the window op writing value `y`, through a 4-D temporary for 1-D.
+void emit_2d(Lowering& L, Op op, std::vector<int32_t> ins, const std::string& y, std::vector<int64_t> ints) {
+  const Dims& yd = L.float_dims(y);
+  if (yd.size() == 4) return L.emit(op, std::move(ins), L.output(y, kNhwc), std::move(ints), {-kInf, kInf});
+  int32_t t = L.temp({yd[0], 1, yd[2], yd[1]});
+  L.emit(op, std::move(ins), t, std::move(ints), {-kInf, kInf});
+  L.emit(Op::kReshape, {t}, L.output(y, kNhwc));
 }
 
 std::vector<int64_t> window_ints(const Window2d& w) {
@@ -49,8 +74,8 @@ std::vector<int64_t> window_ints(const Window2d& w) {
           w.kernel[0],    w.kernel[1],  w.stride[0],  w.stride[1]};
 }
 
-// True when every window of a max pool covers at least one input pixel (a
-// window entirely in the padding has no ONNX value XNNPACK reproduces).
+// True when every window covers at least one input pixel (a window entirely
+// in the padding has no ONNX value XNNPACK reproduces).
 bool windows_touch_input(int64_t in, int64_t pad, int64_t k, int64_t s, int64_t d, int64_t out) {
   for (int64_t o = 0; o < out; ++o) {
     bool any = false;
@@ -63,52 +88,64 @@ bool windows_touch_input(int64_t in, int64_t pad, int64_t k, int64_t s, int64_t 
   return true;
 }
 
-// ceil_mode: XNNPACK rounds the output size down; extra end padding makes it
-// produce the model's (rounded up) size. Only for max pooling, where padding
-// never wins.
-void fit_output(Window2d& w, const Dims& x, const Dims& y, bool extend) {
+// ceil_mode: XNNPACK rounds the output size down; extra end padding (which
+// pooling ignores) makes it produce the model's rounded-up size.
+void fit_output(Window2d& w, const Dims& x, const Dims& y) {
   for (int a = 0; a < 2; ++a) {
     int64_t in = x[2 + a], out = y[2 + a];
     int64_t eff = (w.kernel[a] - 1) * w.dilation[a] + 1;
     int64_t need = (out - 1) * w.stride[a] + eff - (in + w.pad_begin[a] + w.pad_end[a]);
-    if (need > 0 && extend && need < w.stride[a]) w.pad_end[a] += need;
+    if (need > 0 && need < w.stride[a]) w.pad_end[a] += need;
+  }
+}
+
+void check_windows_touch_input(const Window2d& w, const Dims& x, const Dims& y) {
+  for (int a = 0; a < 2; ++a) {
+    if (!windows_touch_input(x[2 + a], w.pad_begin[a], w.kernel[a], w.stride[a], w.dilation[a], y[2 + a])) {
+      refuse("a pooling window lies entirely in the padding");
+    }
   }
 }
 
 }  // namespace
 
-Window2d window_2d(const onnx::NodeProto& n, int64_t in_h, int64_t in_w, const int64_t* kernel) {
+Window2d window_2d(const onnx::NodeProto& n, const Dims& x, const int64_t* kernel) {
+  const size_t spatial = x.size() - 2;
+  const Dims x2 = as_2d(x);
   Window2d w;
   std::vector<int64_t> k;
   if (kernel) {
-    k = {kernel[0], kernel[1]};
-    if (has_attr(n, "kernel_shape") && attr_ints(n, "kernel_shape") != k) {
-      refuse("kernel_shape " + ints_str(attr_ints(n, "kernel_shape")) + " differs from the weights' " + ints_str(k));
+    k.assign(kernel, kernel + 2);
+    if (has_attr(n, "kernel_shape") && spatial_attr(n, "kernel_shape", spatial, 1, 1) != k) {
+      refuse("kernel_shape " + ints_str(attr_ints(n, "kernel_shape")) + " differs from the weights'");
     }
   } else {
-    k = attr_ints(n, "kernel_shape");
-    if (k.size() != 2) refuse("kernel_shape " + ints_str(k) + " (only 2-D windows)");
+    if (!has_attr(n, "kernel_shape")) refuse("no kernel_shape");
+    k = spatial_attr(n, "kernel_shape", spatial, 1, 1);
   }
-  std::vector<int64_t> s = pair_attr(n, "strides"), d = pair_attr(n, "dilations");
-  const int64_t in[2] = {in_h, in_w};
+  std::vector<int64_t> s = spatial_attr(n, "strides", spatial, 1, 1), d = spatial_attr(n, "dilations", spatial, 1, 1);
   for (int a = 0; a < 2; ++a) {
-    if (k[static_cast<size_t>(a)] < 1) refuse("kernel_shape " + ints_str(k));
+    if (k[static_cast<size_t>(a)] < 1 || s[static_cast<size_t>(a)] < 1 || d[static_cast<size_t>(a)] < 1) {
+      refuse("kernel_shape, strides or dilations below 1");
+    }
     w.kernel[a] = k[static_cast<size_t>(a)];
     w.stride[a] = s[static_cast<size_t>(a)];
     w.dilation[a] = d[static_cast<size_t>(a)];
   }
   std::string auto_pad = attr_string(n, "auto_pad", "NOTSET");
   if (auto_pad == "NOTSET") {
-    std::vector<int64_t> p = attr_ints(n, "pads", {0, 0, 0, 0});
-    if (p.size() != 4) refuse("pads " + ints_str(p) + " (only 2-D windows)");
+    std::vector<int64_t> p = attr_ints(n, "pads", std::vector<int64_t>(2 * spatial, 0));
+    if (p.size() != 2 * spatial) refuse("pads " + ints_str(p) + " for " + std::to_string(spatial) + "-D windows");
     for (int64_t v : p) {
       if (v < 0) refuse("negative pads " + ints_str(p));
     }
+    if (spatial == 1) p = {0, p[0], 0, p[1]};
     w.pad_begin[0] = p[0], w.pad_begin[1] = p[1], w.pad_end[0] = p[2], w.pad_end[1] = p[3];
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     for (int a = 0; a < 2; ++a) {
-      int64_t out = (in[a] + w.stride[a] - 1) / w.stride[a];
-      int64_t total = std::max<int64_t>(0, (out - 1) * w.stride[a] + (w.kernel[a] - 1) * w.dilation[a] + 1 - in[a]);
+      int64_t in = x2[2 + static_cast<size_t>(a)];
+      int64_t out = (in + w.stride[a] - 1) / w.stride[a];
+      int64_t total = std::max<int64_t>(0, (out - 1) * w.stride[a] + (w.kernel[a] - 1) * w.dilation[a] + 1 - in);
       w.pad_begin[a] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
       w.pad_end[a] = total - w.pad_begin[a];
     }
@@ -119,47 +156,47 @@ Window2d window_2d(const onnx::NodeProto& n, int64_t in_h, int64_t in_w, const i
 }
 
 void lower_conv(Lowering& L, const onnx::NodeProto& n) {
-  const Dims& x = input_4d(L, n);
+  const Dims& x = window_input(L, n);
   if (n.input_size() < 2 || n.output_size() != 1) refuse("Conv needs X and W");
   if (!L.is_constant(n.input(1))) refuse("weights not constant");
   const Dims& w = L.float_dims(n.input(1));
+  if (w.size() != x.size()) refuse("weights of rank " + std::to_string(w.size()));
   bool has_bias = n.input_size() > 2 && !n.input(2).empty();
   if (has_bias && !L.is_constant(n.input(2))) refuse("bias not constant");
   const int64_t group = attr_int(n, "group", 1);
-  const int64_t c = x[1], m = w.size() == 4 ? w[0] : 0;
-  if (w.size() != 4) refuse("weights of rank " + std::to_string(w.size()));
+  const int64_t c = x[1], m = w[0];
   if (group < 1 || c % group != 0 || m % group != 0) refuse("Conv with group count not dividing channels");
   if (w[1] != c / group) refuse("weights " + dims_str(w) + " do not match " + std::to_string(c) + " input channels");
   if (has_bias && L.float_dims(n.input(2)) != Dims{m}) refuse("bias is not [" + std::to_string(m) + "]");
-  const int64_t kernel[2] = {w[2], w[3]};
-  Window2d win = window_2d(n, x[2], x[3], kernel);
+  const Dims w2 = as_2d(w);
+  const int64_t kernel[2] = {w2[2], w2[3]};
+  Window2d win = window_2d(n, x, kernel);
 
-  int32_t in = L.input(n.input(0), kNhwc);
-  int32_t bias = has_bias ? L.constant(Transform::kCopy, {n.input(2)}, {m}) : -1;
+  int32_t in = input_2d(L, n.input(0));
   std::vector<int64_t> ints = window_ints(win);
   ints.insert(ints.end(), {win.dilation[0], win.dilation[1]});
   int32_t filter;
   Op op;
   if (group > 1 && group == c && w[1] == 1) {  // depthwise, M / C filters per channel
-    filter = L.constant(Transform::kDepthwise, {n.input(1)}, {1, w[2], w[3], m});
+    filter = L.constant(Transform::kDepthwise, {n.input(1)}, {1, w2[2], w2[3], m});
     ints.insert(ints.end(), {m / c, c});
     op = Op::kDepthwiseConv2d;
   } else {
-    filter = L.constant(Transform::kToNhwc, {n.input(1)}, {m, w[2], w[3], w[1]});
+    filter = L.constant(Transform::kFilter, {n.input(1)}, {m, w2[2], w2[3], w[1]});
     ints.insert(ints.end(), {group, c / group, m / group});
     op = Op::kConv2d;
   }
   std::vector<int32_t> ins{in, filter};
-  if (bias >= 0) ins.push_back(bias);
-  L.emit(op, ins, L.output(n.output(0), kNhwc), ints, {-kInf, kInf});
+  if (has_bias) ins.push_back(L.constant(Transform::kCopy, {n.input(2)}, {m}));
+  emit_2d(L, op, ins, n.output(0), ints);
 }
 
 void lower_conv_transpose(Lowering& L, const onnx::NodeProto& n) {
-  const Dims& x = input_4d(L, n);
+  const Dims& x = window_input(L, n);
   if (n.input_size() < 2 || n.output_size() != 1) refuse("ConvTranspose needs X and W");
   if (!L.is_constant(n.input(1))) refuse("weights not constant");
   const Dims& w = L.float_dims(n.input(1));
-  if (w.size() != 4) refuse("weights of rank " + std::to_string(w.size()));
+  if (w.size() != x.size()) refuse("weights of rank " + std::to_string(w.size()));
   bool has_bias = n.input_size() > 2 && !n.input(2).empty();
   if (has_bias && !L.is_constant(n.input(2))) refuse("bias not constant");
   const int64_t group = attr_int(n, "group", 1);
@@ -167,35 +204,40 @@ void lower_conv_transpose(Lowering& L, const onnx::NodeProto& n) {
   if (group < 1 || c % group != 0 || w[0] != c) refuse("ConvTranspose with group count not dividing channels");
   const int64_t m = w[1] * group;
   if (has_bias && L.float_dims(n.input(2)) != Dims{m}) refuse("bias is not [" + std::to_string(m) + "]");
-  const Dims& y = L.float_dims(n.output(0));
-  if (y.size() != 4) refuse("output is not 4-D");
-
-  std::vector<int64_t> s = pair_attr(n, "strides"), d = pair_attr(n, "dilations");
-  std::vector<int64_t> adj = attr_ints(n, "output_padding", {0, 0});
-  if (adj.size() != 2) refuse("output_padding " + ints_str(adj));
-  if (has_attr(n, "kernel_shape") && attr_ints(n, "kernel_shape") != std::vector<int64_t>{w[2], w[3]}) {
+  const size_t spatial = x.size() - 2;
+  const Dims x2 = as_2d(x), w2 = as_2d(w);
+  std::vector<int64_t> s = spatial_attr(n, "strides", spatial, 1, 1), d = spatial_attr(n, "dilations", spatial, 1, 1);
+  std::vector<int64_t> adj = spatial_attr(n, "output_padding", spatial, 0, 0);
+  if (has_attr(n, "kernel_shape") &&
+      spatial_attr(n, "kernel_shape", spatial, 1, 1) != std::vector<int64_t>{w2[2], w2[3]}) {
     refuse("kernel_shape differs from the weights'");
+  }
+  for (size_t a = 0; a < 2; ++a) {
+    if (s[a] < 1 || d[a] < 1) refuse("strides or dilations below 1");
   }
   // Pads: explicit, or derived (ONNX's formulas) from output_shape / auto_pad.
   int64_t pb[2] = {0, 0}, pe[2] = {0, 0};
   std::string auto_pad = attr_string(n, "auto_pad", "NOTSET");
   std::vector<int64_t> out_shape = attr_ints(n, "output_shape");
-  if (out_shape.size() > 2) out_shape.erase(out_shape.begin(), out_shape.end() - 2);
+  if (out_shape.size() > spatial)
+    out_shape.erase(out_shape.begin(), out_shape.end() - static_cast<std::ptrdiff_t>(spatial));
   if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    if (!out_shape.empty() && out_shape.size() != 2) refuse("output_shape " + ints_str(out_shape));
+    if (!out_shape.empty() && out_shape.size() != spatial) refuse("output_shape " + ints_str(out_shape));
+    if (!out_shape.empty() && spatial == 1) out_shape.insert(out_shape.begin(), 1);
     for (size_t a = 0; a < 2; ++a) {
-      int64_t target = out_shape.empty() ? x[2 + a] * s[a] : out_shape[a];
-      int64_t total = s[a] * (x[2 + a] - 1) + adj[a] + (w[2 + a] - 1) * d[a] + 1 - target;
+      int64_t target = out_shape.empty() ? x2[2 + a] * s[a] : out_shape[a];
+      int64_t total = s[a] * (x2[2 + a] - 1) + adj[a] + (w2[2 + a] - 1) * d[a] + 1 - target;
       if (total < 0) refuse("ConvTranspose output larger than its input can produce (negative padding)");
       pb[a] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
       pe[a] = total - pb[a];
     }
   } else if (auto_pad == "NOTSET") {
-    std::vector<int64_t> p = attr_ints(n, "pads", {0, 0, 0, 0});
-    if (p.size() != 4) refuse("pads " + ints_str(p));
+    std::vector<int64_t> p = attr_ints(n, "pads", std::vector<int64_t>(2 * spatial, 0));
+    if (p.size() != 2 * spatial) refuse("pads " + ints_str(p));
     for (int64_t v : p) {
       if (v < 0) refuse("negative pads " + ints_str(p));
     }
+    if (spatial == 1) p = {0, p[0], 0, p[1]};
     pb[0] = p[0], pb[1] = p[1], pe[0] = p[2], pe[1] = p[3];
   } else if (auto_pad != "VALID") {
     refuse("auto_pad " + auto_pad);
@@ -203,76 +245,65 @@ void lower_conv_transpose(Lowering& L, const onnx::NodeProto& n) {
   for (size_t a = 0; a < 2; ++a) {
     if (adj[a] < 0 || adj[a] >= s[a]) refuse("output_padding " + ints_str(adj) + " not below the strides");
   }
-  int32_t in = L.input(n.input(0), kNhwc);
-  int32_t filter = L.constant(Transform::kDeconv, {n.input(1)}, {m, w[2], w[3], c / group}, 1.f, {group});
+  int32_t in = input_2d(L, n.input(0));
+  int32_t filter = L.constant(Transform::kDeconv, {n.input(1)}, {m, w2[2], w2[3], c / group}, 1.f, {group});
   std::vector<int32_t> ins{in, filter};
   if (has_bias) ins.push_back(L.constant(Transform::kCopy, {n.input(2)}, {m}));
-  L.emit(Op::kDeconv2d, ins, L.output(n.output(0), kNhwc),
-         {pb[0], pe[1], pe[0], pb[1], adj[0], adj[1], w[2], w[3], s[0], s[1], d[0], d[1], group, c / group, w[1]},
-         {-kInf, kInf});
+  emit_2d(L, Op::kDeconv2d, ins, n.output(0),
+          {pb[0], pe[1], pe[0], pb[1], adj[0], adj[1], w2[2], w2[3], s[0], s[1], d[0], d[1], group, c / group, w[1]});
 }
 
 void lower_max_pool(Lowering& L, const onnx::NodeProto& n) {
-  const Dims& x = input_4d(L, n);
+  const Dims& x = window_input(L, n);
   if (n.output_size() > 1 && !n.output(1).empty()) refuse("MaxPool with an Indices output");
-  const Dims& y = L.float_dims(n.output(0));
-  Window2d w = window_2d(n, x[2], x[3], nullptr);
-  if (attr_int(n, "ceil_mode", 0)) fit_output(w, x, y, true);
+  const Dims y2 = as_2d(L.float_dims(n.output(0))), x2 = as_2d(x);
+  if (y2.size() != 4) refuse("output rank differs from the input's");
+  Window2d w = window_2d(n, x, nullptr);
+  if (attr_int(n, "ceil_mode", 0)) fit_output(w, x2, y2);
   if (w.kernel[0] * w.kernel[1] < 2) refuse("1x1 pooling window (XNNPACK refuses it)");
-  for (int a = 0; a < 2; ++a) {
-    if (y.size() == 4 &&
-        !windows_touch_input(x[2 + a], w.pad_begin[a], w.kernel[a], w.stride[a], w.dilation[a], y[2 + a])) {
-      refuse("a pooling window lies entirely in the padding");
-    }
-  }
+  check_windows_touch_input(w, x2, y2);
   std::vector<int64_t> ints = window_ints(w);
   ints.insert(ints.end(), {w.dilation[0], w.dilation[1]});
-  L.emit(Op::kMaxPool2d, {L.input(n.input(0), kNhwc)}, L.output(n.output(0), kNhwc), ints, {-kInf, kInf});
+  emit_2d(L, Op::kMaxPool2d, {input_2d(L, n.input(0))}, n.output(0), ints);
 }
 
 void lower_average_pool(Lowering& L, const onnx::NodeProto& n) {
-  const Dims& x = input_4d(L, n);
-  if (pair_attr(n, "dilations") != std::vector<int64_t>{1, 1}) refuse("AveragePool with dilations");
-  const Dims& y = L.float_dims(n.output(0));
-  Window2d w = window_2d(n, x[2], x[3], nullptr);
+  const Dims& x = window_input(L, n);
+  const size_t spatial = x.size() - 2;
+  if (spatial_attr(n, "dilations", spatial, 1, 1) != std::vector<int64_t>{1, 1}) refuse("AveragePool with dilations");
+  const Dims y2 = as_2d(L.float_dims(n.output(0))), x2 = as_2d(x);
+  if (y2.size() != 4) refuse("output rank differs from the input's");
+  Window2d w = window_2d(n, x, nullptr);
   if (w.kernel[0] * w.kernel[1] < 2) refuse("1x1 pooling window (XNNPACK refuses it)");
   // XNNPACK averages over the pixels inside the input (count_include_pad=0),
   // so ceil_mode's partial windows come out right with extra end padding;
   // count_include_pad=1 becomes an explicit zero Pad before an unpadded pool
   // (and ceil_mode there is refused by the output size check).
   const bool include_pad = attr_int(n, "count_include_pad", 0) != 0;
-  if (attr_int(n, "ceil_mode", 0) && !include_pad) fit_output(w, x, y, true);
-  for (int a = 0; a < 2; ++a) {
-    if (y.size() == 4 && !windows_touch_input(x[2 + a], w.pad_begin[a], w.kernel[a], w.stride[a], 1, y[2 + a])) {
-      refuse("a pooling window lies entirely in the padding");
-    }
-  }
+  if (attr_int(n, "ceil_mode", 0) && !include_pad) fit_output(w, x2, y2);
+  check_windows_touch_input(w, x2, y2);
   bool any_pad = w.pad_begin[0] || w.pad_begin[1] || w.pad_end[0] || w.pad_end[1];
-  int32_t in = L.input(n.input(0), kNhwc);
+  int32_t in = input_2d(L, n.input(0));
   if (include_pad && any_pad) {
-    Dims padded{x[0], x[2] + w.pad_begin[0] + w.pad_end[0], x[3] + w.pad_begin[1] + w.pad_end[1], x[1]};
+    Dims padded{x2[0], x2[2] + w.pad_begin[0] + w.pad_end[0], x2[3] + w.pad_begin[1] + w.pad_end[1], x2[1]};
     int32_t t = L.temp(padded);
     L.emit(Op::kConstantPad, {in}, t, {0, w.pad_begin[0], w.pad_begin[1], 0, 0, w.pad_end[0], w.pad_end[1], 0}, {0.f});
     in = t;
     w.pad_begin[0] = w.pad_begin[1] = w.pad_end[0] = w.pad_end[1] = 0;
   }
-  L.emit(Op::kAvgPool2d, {in}, L.output(n.output(0), kNhwc), window_ints(w), {-kInf, kInf});
+  emit_2d(L, Op::kAvgPool2d, {in}, n.output(0), window_ints(w));
 }
 
 void lower_global_average_pool(Lowering& L, const onnx::NodeProto& n) {
-  input_4d(L, n);
-  L.emit(Op::kGlobalAvgPool2d, {L.input(n.input(0), kNhwc)}, L.output(n.output(0), kNhwc), {}, {-kInf, kInf});
+  window_input(L, n);
+  emit_2d(L, Op::kGlobalAvgPool2d, {input_2d(L, n.input(0))}, n.output(0), {});
 }
 
 void lower_global_max_pool(Lowering& L, const onnx::NodeProto& n) {
-  const Dims& x = input_4d(L, n);
-  int32_t in = L.input(n.input(0), kNhwc);
-  int32_t out = L.output(n.output(0), kNhwc);
-  if (x[2] * x[3] == 1) {
-    L.emit(Op::kReshape, {in}, out);
-    return;
-  }
-  L.emit(Op::kMaxPool2d, {in}, out, {0, 0, 0, 0, x[2], x[3], 1, 1, 1, 1}, {-kInf, kInf});
+  const Dims x2 = as_2d(window_input(L, n));
+  int32_t in = input_2d(L, n.input(0));
+  if (x2[2] * x2[3] == 1) return L.emit(Op::kReshape, {in}, L.output(n.output(0), kNhwc));
+  emit_2d(L, Op::kMaxPool2d, {in}, n.output(0), {0, 0, 0, 0, x2[2], x2[3], 1, 1, 1, 1});
 }
 
 }  // namespace tessera_xnn

@@ -107,7 +107,7 @@ int32_t Lowering::import(const std::string& name, Layout layout) {
 
 int32_t Lowering::input(const std::string& name, Layout layout) {
   const Dims& d = float_dims(name);
-  if (layout == kNhwc && d.size() != 4)
+  if (layout == kNhwc && !has_channels_last(d.size()))
     refuse("internal: NHWC asked for a rank-" + std::to_string(d.size()) + " value");
   if (is_constant(name)) {
     auto key = std::make_pair(name, static_cast<int>(layout));

@@ -114,9 +114,10 @@ struct Window2d {
   int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, dilation[2] = {1, 1};
   int64_t pad_begin[2] = {0, 0}, pad_end[2] = {0, 0};
 };
-// Reads kernel_shape (or `kernel` when given), strides, dilations, pads and
-// auto_pad of `n` for an input of spatial size in_h x in_w.
-Window2d window_2d(const onnx::NodeProto& n, int64_t in_h, int64_t in_w, const int64_t* kernel);
+// Reads kernel_shape (or the 2 values of `kernel` when given), strides,
+// dilations, pads and auto_pad of `n` for input `x` (NCHW, or NCW: a 1-D
+// window gets a unit height).
+Window2d window_2d(const onnx::NodeProto& n, const Dims& x, const int64_t* kernel);
 
 // Numpy broadcast shape; refuses when the shapes do not broadcast.
 Dims broadcast_dims(const Dims& a, const Dims& b);

@@ -35,15 +35,29 @@ std::string dims_str(const Dims& d) {
   return s + "]";
 }
 
-Dims to_nhwc(const Dims& d) { return {d[0], d[2], d[3], d[1]}; }
-Dims to_nchw(const Dims& d) { return {d[0], d[3], d[1], d[2]}; }
+Dims to_nhwc(const Dims& d) {
+  Dims r{d[0]};
+  r.insert(r.end(), d.begin() + 2, d.end());
+  r.push_back(d[1]);
+  return r;
+}
+
+Dims to_nchw(const Dims& d) {
+  Dims r{d[0], d.back()};
+  r.insert(r.end(), d.begin() + 1, d.end() - 1);
+  return r;
+}
 
 Dims xnn_dims(const Dims& onnx, bool nhwc) {
   if (onnx.empty()) return {1};
   return nhwc ? to_nhwc(onnx) : onnx;
 }
 
-bool layout_change_is_view(const Dims& d) { return d.size() == 4 && (d[1] == 1 || (d[2] == 1 && d[3] == 1)); }
+Dims filter_dims_2d(const Dims& d) { return d.size() == 3 ? Dims{d[0], d[1], 1, d[2]} : d; }
+
+bool layout_change_is_view(const Dims& d) {
+  return has_channels_last(d.size()) && (d[1] == 1 || numel(Dims(d.begin() + 2, d.end())) == 1);
+}
 
 namespace {
 
@@ -286,22 +300,28 @@ void check_constant(const ConstantDef& c, const Dims& dims) {
       break;
     case Transform::kToNhwc: {
       want_sources(1);
-      const Dims& s = c.source_dims[0];
-      if (s.size() > 4) corrupt("constant rank");
-      Dims padded(4 - s.size(), 1);
+      const Dims& s = c.source_dims[0];  // padded with leading 1s to the rank of `dims`
+      if (!has_channels_last(dims.size()) || s.size() > dims.size()) corrupt("constant rank");
+      Dims padded(dims.size() - s.size(), 1);
       padded.insert(padded.end(), s.begin(), s.end());
       if (dims != to_nhwc(padded)) corrupt("constant layout");
       break;
     }
+    case Transform::kFilter: {
+      want_sources(1);
+      const Dims s = filter_dims_2d(c.source_dims[0]);
+      if (s.size() != 4 || dims != Dims{s[0], s[2], s[3], s[1]}) corrupt("filter");
+      break;
+    }
     case Transform::kDepthwise: {
       want_sources(1);
-      const Dims& s = c.source_dims[0];
+      const Dims s = filter_dims_2d(c.source_dims[0]);
       if (s.size() != 4 || s[1] != 1 || dims != Dims{1, s[2], s[3], s[0]}) corrupt("depthwise filter");
       break;
     }
     case Transform::kDeconv: {
       want_sources(1);
-      const Dims& s = c.source_dims[0];
+      const Dims s = filter_dims_2d(c.source_dims[0]);
       if (c.ints.size() != 1 || s.size() != 4 || c.ints[0] < 1 || s[0] % c.ints[0] != 0 ||
           dims != Dims{s[1] * c.ints[0], s[2], s[3], s[0] / c.ints[0]}) {
         corrupt("deconvolution filter");
@@ -374,7 +394,7 @@ void validate(const Program& p) {
     if (im.transfer == Transfer::kCopy) {
       if (d != xnn_dims(v.dims, false)) corrupt("import shape");
     } else if (im.transfer == Transfer::kNhwc) {
-      if (v.dims.size() != 4 || d != to_nhwc(v.dims)) corrupt("import layout");
+      if (!has_channels_last(v.dims.size()) || d != to_nhwc(v.dims)) corrupt("import layout");
     } else {
       corrupt("import transfer");
     }
@@ -406,7 +426,9 @@ void validate(const Program& p) {
       if (!is_buffer(s.a) || !is_buffer(s.b) || !written[static_cast<size_t>(s.a)]) corrupt("conversion operands");
       const Dims& a = p.tensors[static_cast<size_t>(s.a)].dims;
       const Dims& b = p.tensors[static_cast<size_t>(s.b)].dims;
-      if (a.size() != 4 || b != (s.kind == StepKind::kToNhwc ? to_nhwc(a) : to_nchw(a))) corrupt("conversion shape");
+      if (!has_channels_last(a.size()) || b != (s.kind == StepKind::kToNhwc ? to_nhwc(a) : to_nchw(a))) {
+        corrupt("conversion shape");
+      }
       write(s.b, "conversion");
     } else {
       corrupt("step kind");
@@ -427,7 +449,7 @@ void validate(const Program& p) {
         ok = t.kind == TensorKind::kBuffer && t.dims == xnn_dims(v.dims, false);
         break;
       case Transfer::kNhwc:
-        ok = t.kind == TensorKind::kBuffer && v.dims.size() == 4 && t.dims == to_nhwc(v.dims);
+        ok = t.kind == TensorKind::kBuffer && has_channels_last(v.dims.size()) && t.dims == to_nhwc(v.dims);
         break;
       case Transfer::kDirect:
         ok = t.kind == TensorKind::kOutput && t.ref == static_cast<int32_t>(o) && t.dims == xnn_dims(v.dims, false);

@@ -57,14 +57,16 @@ struct TensorDef {
 // How a constant is built from the region's initializers at load. Every
 // transform may also scale the result (Gemm's alpha and beta).
 enum class Transform : uint8_t {
-  kCopy,          // same elements, same order (dims may differ: [] -> [1], [1,N] -> [N])
-  kToNhwc,        // source padded to rank 4 with leading 1s, permuted (0,2,3,1): NCHW -> NHWC, OIHW -> OHWI
+  kCopy,    // same elements, same order (dims may differ: [] -> [1], [1,N] -> [N])
+  kToNhwc,  // source padded with leading 1s to rank 3 or 4, channels moved last: NCHW -> NHWC
+  // Filters; a 1-D one ([.., .., kw]) reads as having kh = 1:
   kDepthwise,     // [M,1,kh,kw] -> [1,kh,kw,M]
   kDeconv,        // [C, M/g, kh, kw] -> [M, kh, kw, C/g] per group (ints[0] = groups)
   kBroadcastRow,  // source of 1 or N elements -> [N] (Gemm's C as a bias)
   kBnScale,       // sources scale, var -> scale / sqrt(var + eps)            (floats[1] = eps)
   kBnShift,       // sources bias, mean, scale, var -> bias - mean * scale / sqrt(var + eps)
   kLiteral,       // no source: the values are floats[1..]
+  kFilter,        // [O,I,kh,kw] -> [O,kh,kw,I]
   kCount
 };
 
@@ -86,8 +88,8 @@ struct NodeDef {
 
 enum class StepKind : uint8_t {
   kSegment,  // nodes [a, b)
-  kToNhwc,   // buffer a (4-D, plain) -> buffer b (NHWC)
-  kToPlain,  // buffer a (NHWC) -> buffer b (4-D, plain)
+  kToNhwc,   // buffer a (3-D or 4-D, plain) -> buffer b (channels last)
+  kToPlain,  // buffer a (channels last) -> buffer b (plain)
   kCount
 };
 
@@ -129,14 +131,19 @@ struct Program {
 
 int64_t numel(const Dims& d);
 std::string dims_str(const Dims& d);
+// Values of rank 3 (NCW, 1-D windows) and 4 (NCHW) have a channels-last
+// layout, called NHWC throughout (NWC for rank 3).
+inline bool has_channels_last(size_t rank) { return rank == 3 || rank == 4; }
 // The XNNPACK dims of a value: ONNX dims, rank 0 as [1], a channels-last
 // value NCHW -> NHWC.
 Dims xnn_dims(const Dims& onnx, bool nhwc);
-// NCHW -> NHWC of 4-D dims (and its inverse).
+// Channels first -> last (NCHW -> NHWC, NCW -> NWC) and back.
 Dims to_nhwc(const Dims& d);
 Dims to_nchw(const Dims& d);
-// True when a 4-D tensor has the same memory order in NCHW and NHWC (C == 1,
-// or H == W == 1): a layout change is then only a reshape.
+// A 1-D filter's dims as 2-D: [A,B,kw] -> [A,B,1,kw]; others unchanged.
+Dims filter_dims_2d(const Dims& d);
+// True when a tensor has the same memory order in both layouts (C == 1, or
+// every spatial dim 1): a layout change is then only a reshape.
 bool layout_change_is_view(const Dims& nchw);
 
 // The one shape rule per op: "" when `node` is consistent with the tensors'

@@ -94,14 +94,15 @@ void transpose_images(const float* src, float* dst, size_t images, size_t rows, 
 
 }  // namespace
 
+// Per image: channels x pixels <-> pixels x channels.
 void nchw_to_nhwc(const float* src, float* dst, const Dims& d, pthreadpool_t pool, uint32_t flags) {
-  transpose_images(src, dst, static_cast<size_t>(d[0]), static_cast<size_t>(d[1]), static_cast<size_t>(d[2] * d[3]),
-                   pool, flags);
+  const size_t pixels = static_cast<size_t>(numel(Dims(d.begin() + 2, d.end())));
+  transpose_images(src, dst, static_cast<size_t>(d[0]), static_cast<size_t>(d[1]), pixels, pool, flags);
 }
 
 void nhwc_to_nchw(const float* src, float* dst, const Dims& d, pthreadpool_t pool, uint32_t flags) {
-  transpose_images(src, dst, static_cast<size_t>(d[0]), static_cast<size_t>(d[2] * d[3]), static_cast<size_t>(d[1]),
-                   pool, flags);
+  const size_t pixels = static_cast<size_t>(numel(Dims(d.begin() + 2, d.end())));
+  transpose_images(src, dst, static_cast<size_t>(d[0]), pixels, static_cast<size_t>(d[1]), pool, flags);
 }
 
 // ---- constants ------------------------------------------------------------------
@@ -114,11 +115,14 @@ void build_constant(const ConstantDef& c, const Dims& dims, const std::vector<So
       std::memcpy(out, src[0].data, n * sizeof(float));
       break;
     case Transform::kToNhwc: {
-      Dims p(4 - src[0].dims.size(), 1);
+      Dims p(dims.size() - src[0].dims.size(), 1);
       p.insert(p.end(), src[0].dims.begin(), src[0].dims.end());
       nchw_to_nhwc(src[0].data, out, p, nullptr);
       break;
     }
+    case Transform::kFilter:  // [O,I,kh,kw] -> [O,kh,kw,I]: per output channel, I x (kh*kw) transposed
+      nchw_to_nhwc(src[0].data, out, filter_dims_2d(src[0].dims), nullptr);
+      break;
     case Transform::kDepthwise: {  // [M,1,kh,kw] -> [1,kh,kw,M]
       const size_t m = static_cast<size_t>(dims[3]), hw = static_cast<size_t>(dims[1] * dims[2]);
       for (size_t o = 0; o < m; ++o) {
@@ -127,7 +131,7 @@ void build_constant(const ConstantDef& c, const Dims& dims, const std::vector<So
       break;
     }
     case Transform::kDeconv: {  // [C, Mg, kh, kw] -> [g*Mg, kh, kw, C/g]
-      const Dims& s = src[0].dims;
+      const Dims s = filter_dims_2d(src[0].dims);
       const size_t groups = static_cast<size_t>(c.ints[0]), cg = static_cast<size_t>(s[0]) / groups;
       const size_t mg = static_cast<size_t>(s[1]), hw = static_cast<size_t>(s[2] * s[3]);
       for (size_t g = 0; g < groups; ++g) {

@@ -39,7 +39,8 @@ class PaddedBuffer {
   size_t size_ = 0;
 };
 
-// dst (N, H, W, C) <- src (N, C, H, W), and back; parallel over `pool`.
+// dst (N, H, W, C) <- src (N, C, H, W) (or NWC <- NCW), and back, `nchw`
+// being the channels-first dims; parallel over `pool`.
 // `flags` are pthreadpool's (PTHREADPOOL_FLAG_YIELD_WORKERS after the last
 // parallel work of a run).
 void nchw_to_nhwc(const float* src, float* dst, const Dims& nchw, pthreadpool_t pool, uint32_t flags = 0);

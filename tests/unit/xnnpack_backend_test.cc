@@ -361,6 +361,40 @@ TEST_F(XnnpackBackend, ConvTransposeVariantsMatchNative) {
   expect_matches_native(g, {random_tensor({1, 4, 5, 6}, 4)});
 }
 
+TEST_F(XnnpackBackend, OneDimensionalWindowsRunAsTwoDimensionalAndMatchNative) {
+  // NCW values are NWC inside; a 1-D window is a 2-D one of height 1.
+  Builder b;
+  b.input("x", {2, 4, 17}).input("k", {6, 1});
+  b.constant("w", random_tensor({6, 2, 3}, 1, -0.5f, 0.5f)).constant("bias", random_tensor({6}, 2));
+  Node& c = b.node("conv1d", "Conv", {"x", "w", "bias"}, "c");  // 2 groups, stride 2, pads
+  set_int(c, "group", 2);
+  set_ints(c, "strides", {2});
+  set_ints(c, "pads", {1, 2});
+  b.constant("dw", random_tensor({4, 1, 5}, 3, -0.5f, 0.5f));
+  Node& d = b.node("depthwise1d", "Conv", {"x", "dw"}, "d");
+  set_int(d, "group", 4);
+  set_string(d, "auto_pad", "SAME_UPPER");
+  b.node("add_runtime_channel", "Add", {"c", "k"}, "a");  // [6,1] broadcasts along C of NWC
+  b.constant("scale", random_tensor({6}, 4)).constant("shift", random_tensor({6}, 5));
+  b.constant("mean", random_tensor({6}, 6)).constant("var", random_tensor({6}, 7, 0.5f, 2));
+  b.node("bn1d", "BatchNormalization", {"a", "scale", "shift", "mean", "var"}, "n");
+  Node& mp = b.node("maxpool1d", "MaxPool", {"n"}, "m");
+  set_ints(mp, "kernel_shape", {3});
+  set_ints(mp, "pads", {1, 1});
+  Node& ap = b.node("avgpool1d", "AveragePool", {"d"}, "p");
+  set_ints(ap, "kernel_shape", {2});
+  set_ints(ap, "strides", {2});
+  set_int(ap, "ceil_mode", 1);
+  b.node("gap1d", "GlobalAveragePool", {"m"}, "g");
+  b.constant("wt", random_tensor({4, 3, 2}, 8, -0.5f, 0.5f));
+  Node& t = b.node("deconv1d", "ConvTranspose", {"x", "wt"}, "t");
+  set_ints(t, "strides", {2});
+  b.constant("pads", testutil::i64({0, 1, 2, 0, 0, 1}));
+  b.node("pad1d", "Pad", {"m", "pads"}, "q");
+  Graph g = b.done({"m", "p", "g", "t", "q"});
+  expect_matches_native(g, {random_tensor({2, 4, 17}, 9), random_tensor({6, 1}, 10)});
+}
+
 // --- fully connected -------------------------------------------------------------
 TEST_F(XnnpackBackend, GemmAndMatMulWithConstantWeightsMatchNative) {
   Builder b;
