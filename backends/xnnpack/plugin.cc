@@ -77,16 +77,25 @@ struct InitializerSet {
   std::vector<tessera_named_tensor_t> named;
 };
 
+// Float32 initializers with elements: the only kind a program reads.
+bool usable_initializer(const onnx::TensorProto& t) {
+  if (t.data_type() != TESSERA_DTYPE_FLOAT32) return false;
+  for (int64_t d : t.dims()) {
+    if (d <= 0) return false;
+  }
+  return true;
+}
+
 void collect_initializers(const ModelView& m, InitializerSet& s) {
   const auto& g = m.graph();
   for (const auto& t : g.initializer()) {
-    if (t.data_type() != TESSERA_DTYPE_FLOAT32) continue;
+    if (!usable_initializer(t)) continue;
     s.data.push_back(tessera_plugin::initializer_floats(t));
     s.dims.emplace_back(t.dims().begin(), t.dims().end());
   }
   size_t k = 0;
   for (const auto& t : g.initializer()) {
-    if (t.data_type() != TESSERA_DTYPE_FLOAT32) continue;
+    if (!usable_initializer(t)) continue;
     tessera_tensor_t d{TESSERA_DTYPE_FLOAT32, static_cast<int32_t>(s.dims[k].size()),
                        s.dims[k].empty() ? nullptr : s.dims[k].data(), s.data[k].data(), s.data[k].size() * 4};
     s.named.push_back(tessera_named_tensor_t{t.name().c_str(), d});

@@ -143,8 +143,8 @@ std::string check_node(const NodeDef& n, const std::vector<TensorDef>& t) {
       if (x.size() != 4 || !is_const(1) || (bias && !is_const(2))) {
         return op + ": needs a 4-D input and constant filter and bias";
       }
-      int64_t oc = dw ? p[10] * p[11] : p[10] * p[12];
       if (!in_range(p[10], 1) || !in_range(p[11], 1) || (!dw && !in_range(p[12], 1))) return op + ": bad channels";
+      int64_t oc = dw ? p[10] * p[11] : p[10] * p[12];
       int64_t ic = dw ? p[11] : p[10] * p[11];
       Dims filter = dw ? Dims{1, p[4], p[5], oc} : Dims{oc, p[4], p[5], p[11]};
       if (x[3] != ic || dims(1) != filter || (bias && dims(2) != Dims{oc})) return op + ": filter or bias shape";
@@ -187,8 +187,8 @@ std::string check_node(const NodeDef& n, const std::vector<TensorDef>& t) {
     case Op::kMaxPool2d:
     case Op::kAvgPool2d: {
       if (x.size() != 4) return op + ": needs a 4-D input";
-      if (p[4] * p[5] < 2) return op + ": 1x1 pooling";
-      why = check_window(n, x, y, 4, n.op == Op::kMaxPool2d, x[3]);
+      why = check_window(n, x, y, 4, n.op == Op::kMaxPool2d, x[3]);  // checks the ranges first
+      if (why.empty() && p[4] * p[5] < 2) return op + ": 1x1 pooling";
       break;
     }
     case Op::kGlobalAvgPool2d:
@@ -251,14 +251,21 @@ namespace {
 
 [[noreturn]] void corrupt(const std::string& what) { fail(TESSERA_ERROR_INCOMPATIBLE_BLOB, "blob: " + what); }
 
-void check_tensor(const TensorDef& t, const Program& p) {
-  if (t.dims.empty() || t.dims.size() > kMaxRank) corrupt("tensor rank");
+// Dims from a blob: every dim in [1, kMaxElements] and so is their product
+// (checked as it grows, so it never overflows).
+void check_dims(const Dims& d, size_t max_rank, const char* what) {
+  if (d.size() > max_rank) corrupt(std::string(what) + " rank");
   int64_t n = 1;
-  for (int64_t d : t.dims) {
-    if (d < 1 || d > kMaxElements) corrupt("tensor dims");
-    n *= d;
-    if (n > kMaxElements) corrupt("tensor too large");
+  for (int64_t x : d) {
+    if (x < 1 || x > kMaxElements) corrupt(std::string(what) + " dims");
+    if (x > kMaxElements / n) corrupt(std::string(what) + " too large");
+    n *= x;
   }
+}
+
+void check_tensor(const TensorDef& t, const Program& p) {
+  if (t.dims.empty()) corrupt("tensor rank");
+  check_dims(t.dims, kMaxRank, "tensor");
   switch (t.kind) {
     case TensorKind::kInternal:
     case TensorKind::kBuffer:
@@ -282,13 +289,7 @@ void check_constant(const ConstantDef& c, const Dims& dims) {
   if (c.sources.size() != c.source_dims.size() || c.floats.empty() || !std::isfinite(c.floats[0])) {
     corrupt("constant definition");
   }
-  for (const Dims& d : c.source_dims) {
-    if (d.size() > 8) corrupt("constant source rank");
-    for (int64_t x : d) {
-      if (x < 1 || x > kMaxElements) corrupt("constant source dims");
-    }
-    if (numel(d) > kMaxElements) corrupt("constant source too large");
-  }
+  for (const Dims& d : c.source_dims) check_dims(d, 8, "constant source");
   auto want_sources = [&](size_t n) {
     if (c.sources.size() != n) corrupt("constant source count");
   };
@@ -356,11 +357,8 @@ void validate(const Program& p) {
   if (p.inputs.size() != p.input_names.size() || p.outputs.size() != p.output_names.size()) corrupt("boundary names");
   for (const auto* list : {&p.inputs, &p.outputs}) {
     for (const ValueType& v : *list) {
-      if (!v.is_static() || v.dims.size() > 8 || tessera_plugin::dtype_size(v.dtype) == 0) corrupt("boundary type");
-      for (int64_t d : v.dims) {
-        if (d > kMaxElements) corrupt("boundary dims");
-      }
-      if (v.numel() > kMaxElements) corrupt("boundary too large");
+      if (!v.is_static() || tessera_plugin::dtype_size(v.dtype) == 0) corrupt("boundary type");
+      check_dims(v.dims, 8, "boundary");
     }
   }
   for (const TensorDef& t : p.tensors) check_tensor(t, p);
