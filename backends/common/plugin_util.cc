@@ -204,7 +204,7 @@ std::vector<float> initializer_floats(const onnx::TensorProto& t) {
         fail(TESSERA_ERROR_INVALID_ARGUMENT, "initializer '" + t.name() + "' has the wrong size");
       }
       v.resize(static_cast<size_t>(count));
-      std::memcpy(v.data(), t.raw_data().data(), v.size() * 4);
+      if (!v.empty()) std::memcpy(v.data(), t.raw_data().data(), v.size() * 4);
     } else {
       v.assign(t.float_data().begin(), t.float_data().end());
     }
@@ -212,7 +212,7 @@ std::vector<float> initializer_floats(const onnx::TensorProto& t) {
     if (t.has_raw_data()) {
       std::vector<double> d(static_cast<size_t>(count));
       if (t.raw_data().size() != d.size() * 8) fail(TESSERA_ERROR_INVALID_ARGUMENT, "initializer '" + t.name() + "' has the wrong size");
-      std::memcpy(d.data(), t.raw_data().data(), d.size() * 8);
+      if (!d.empty()) std::memcpy(d.data(), t.raw_data().data(), d.size() * 8);
       v.assign(d.begin(), d.end());
     } else {
       v.assign(t.double_data().begin(), t.double_data().end());
