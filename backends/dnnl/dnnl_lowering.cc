@@ -213,7 +213,9 @@ void Lowering::lower(int index) {
   const int temps_before = temps_;
   current_ = &n;
   try {
-    if (!n.domain().empty() && n.domain() != "ai.onnx") {
+    // com.microsoft's Gelu (ONNX Runtime's transformer exports) is the erf GELU.
+    const bool ms_gelu = n.domain() == "com.microsoft" && n.op_type() == "Gelu";
+    if (!n.domain().empty() && n.domain() != "ai.onnx" && !ms_gelu) {
       throw Refusal{"op " + n.domain() + "." + n.op_type() + " is not supported"};
     }
     auto pat = pattern_of_.find(index);

@@ -523,6 +523,9 @@ TEST_F(DnnlBackend, EachActivationMatchesNative) {
       {"Celu", [](Node& n) { set_float(n, "alpha", 1.5f); }},
       {"HardSigmoid", [](Node& n) { set_float(n, "alpha", 0.3f); }},
       {"HardSwish", [](Node&) {}},
+      {"Gelu", [](Node&) {}},
+      {"Gelu", [](Node& n) { set_string(n, "approximate", "tanh"); }},
+      {"Gelu", [](Node& n) { n.domain = "com.microsoft"; }},
       {"Exp", [](Node&) {}},
       {"Sqrt", [](Node&) {}, true},
       {"Abs", [](Node&) {}},
@@ -545,6 +548,22 @@ TEST_F(DnnlBackend, EachActivationMatchesNative) {
   b.node("clip_max_only", "Clip", {"x", "", "hi"}, "y2");
   b.node("pow", "Pow", {"x", "e"}, "y3");
   expect_matches_native(b.done({"y1", "y2", "y3"}), {rnd({4, 5}, 46)});
+  // Mish has no native kernel: x * tanh(softplus(x)) by hand.
+  Builder mb;
+  mb.input("x", {3, 7});
+  mb.node("mish", "Mish", {"x"}, "y");
+  Graph mg = mb.done({"y"});
+  Tensor mx = rnd({3, 7}, 69, -4.f, 4.f);
+  Compiled mc = compile(model_bytes(mg));
+  ASSERT_EQ(mc.status, TESSERA_OK) << mc.msg;
+  Loaded ml = load(mc.blob, mg.constants);
+  ASSERT_EQ(ml.status, TESSERA_OK) << ml.msg;
+  std::vector<Tensor> mo = output_buffers(mg);
+  ASSERT_EQ(run(ml.engine.get(), {mx}, mo), TESSERA_OK);
+  for (int64_t i = 0; i < mx.numel(); ++i) {
+    const double x = mx.data<float>()[i];
+    EXPECT_NEAR(mo[0].data<float>()[i], x * std::tanh(std::log1p(std::exp(x))), 1e-4 * std::max(1.0, std::fabs(x)));
+  }
   Builder old(6);
   old.input("x", {4, 5});
   Node& c = old.node("clip_attrs", "Clip", {"x"}, "y");
