@@ -68,6 +68,18 @@ Dims pad_to_rank(const Dims& d, size_t rank) {
 
 namespace {
 
+// The element count of dims read from a blob, or -1 past kMaxElements (no
+// overflow on the way).
+int64_t bounded_numel(const Dims& d) {
+  double n = 1;
+  for (int64_t x : d) {
+    if (x < 0) return -1;
+    n *= static_cast<double>(x);
+    if (n > static_cast<double>(kMaxElements)) return -1;
+  }
+  return static_cast<int64_t>(n);
+}
+
 bool is_eltwise_alg(int32_t a) {
   switch (a) {
     case dnnl_eltwise_relu: case dnnl_eltwise_tanh: case dnnl_eltwise_elu: case dnnl_eltwise_square:
@@ -97,10 +109,18 @@ bool is_binary_alg(int32_t a) {
          a == dnnl_binary_max || a == dnnl_binary_min;
 }
 
-// Output spatial size of a convolution/pooling axis; -1 when the window does not fit.
+// Output spatial size of a convolution/pooling axis; -1 when the window does
+// not fit. In 128 bits: the operands come from a blob and may be anything in
+// their bounds.
 int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe) {
-  int64_t span = in + pb + pe - ((k - 1) * d + 1);
-  return span < 0 ? -1 : span / s + 1;
+  const __int128 span = static_cast<__int128>(in) + pb + pe - (static_cast<__int128>(k - 1) * d + 1);
+  return span < 0 ? -1 : static_cast<int64_t>(span / s + 1);
+}
+
+// Output spatial size of a deconvolution axis, or -1 when out of range.
+int64_t deconv_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe) {
+  const __int128 out = static_cast<__int128>(in - 1) * s + static_cast<__int128>(k - 1) * d + 1 - pb - pe;
+  return out < 0 || out > kMaxElements ? -1 : static_cast<int64_t>(out);
 }
 
 // The spatial parameters shared by kConv, kDeconv and kPool, checked.
@@ -151,8 +171,8 @@ std::string check_conv(const Op& op, const std::vector<Value>& v, bool deconv) {
     if (!deconv && s.pe[i] < 0) return "bad pads";
   }
   for (size_t i = 0; i < static_cast<size_t>(s.r); ++i) {
-    const int64_t k = w[i + 2], eff = (k - 1) * s.dil[i] + 1;
-    int64_t want = deconv ? (x[i + 2] - 1) * s.strides[i] + eff - s.pb[i] - s.pe[i]
+    const int64_t k = w[i + 2];
+    int64_t want = deconv ? deconv_out(x[i + 2], k, s.strides[i], s.dil[i], s.pb[i], s.pe[i])
                           : window_out(x[i + 2], k, s.strides[i], s.dil[i], s.pb[i], s.pe[i]);
     if (want != y[i + 2]) return "output " + dims_str(y) + " does not follow from input " + dims_str(x);
   }
@@ -192,7 +212,9 @@ std::string check_matmul(const Op& op, const std::vector<Value>& v) {
       if (x < 1 || x > kMaxElements) return "bad operand view";
     }
   }
-  if (numel(a) != numel(v[op.in[0]].dims) || numel(b) != numel(v[op.in[1]].dims)) return "operand views";
+  if (bounded_numel(a) != numel(v[op.in[0]].dims) || bounded_numel(b) != numel(v[op.in[1]].dims)) {
+    return "operand views";
+  }
   if (op.ints[1]) std::swap(a[r - 2], a[r - 1]);
   if (op.ints[2]) std::swap(b[r - 2], b[r - 1]);
   if (a[r - 1] != b[r - 2]) return "inner dims differ: " + dims_str(a) + " x " + dims_str(b);
@@ -201,12 +223,12 @@ std::string check_matmul(const Op& op, const std::vector<Value>& v) {
   y.push_back(a[r - 2]);
   y.push_back(b[r - 1]);
   // The output value may drop size-1 dims (a 1-D operand's): same elements, same order.
-  if (numel(y) != numel(v[op.out].dims)) {
+  if (bounded_numel(y) != numel(v[op.out].dims)) {
     return "output " + dims_str(v[op.out].dims) + ", expected " + dims_str(y);
   }
   if (op.in[2] >= 0) {
     Dims r2;
-    if (numel(bias) != numel(v[op.in[2]].dims) || !broadcast(bias, y, &r2) || r2 != y) return "bias view";
+    if (bounded_numel(bias) != numel(v[op.in[2]].dims) || !broadcast(bias, y, &r2) || r2 != y) return "bias view";
   }
   return "";
 }
@@ -247,14 +269,14 @@ std::string check_kind(const Op& op, const std::vector<Value>& v) {
       }
       Dims view(op.ints.begin() + 1, op.ints.end() - 1);
       if (op.ints.back() < 0 || op.ints.back() >= op.ints[0]) return "axis";
-      return numel(view) == numel(dims(0)) && y == dims(0) && *std::min_element(view.begin(), view.end()) >= 1
+      return bounded_numel(view) == numel(dims(0)) && y == dims(0) && *std::min_element(view.begin(), view.end()) >= 1
                  ? ""
                  : "view";
     }
     case OpKind::kLayerNorm: {
       if (op.in.size() != 3 || op.in[0] < 0 || op.ints.size() != 2 || op.floats.size() != 1) return "operands";
       const int64_t rows = op.ints[0], cols = op.ints[1];
-      if (rows < 1 || cols < 1 || rows > kMaxElements || cols > kMaxElements || rows * cols != numel(dims(0))) {
+      if (rows < 1 || cols < 1 || bounded_numel({rows, cols}) != numel(dims(0))) {
         return "view";
       }
       if ((op.in[1] >= 0 && numel(dims(1)) != cols) || (op.in[2] >= 0 && numel(dims(2)) != cols)) {
@@ -318,7 +340,7 @@ std::string check_kind(const Op& op, const std::vector<Value>& v) {
       for (size_t d = 0; d < x.size(); ++d) {
         if (kept[d] != 1 && kept[d] != x[d]) return "reduced dims";
       }
-      return numel(kept) == numel(y) ? "" : "output shape";
+      return bounded_numel(kept) == numel(y) ? "" : "output shape";
     }
     case OpKind::kPRelu: {
       if (!arity(2, 0, 0) || !present(0)) return "operands";

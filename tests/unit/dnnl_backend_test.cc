@@ -709,6 +709,34 @@ Fixture small_region() {
   return f;
 }
 
+// Views, transposes, softmax, layer norm, concat, reductions and post-ops:
+// more kinds of record for corruption to hit.
+Fixture rich_region() {
+  Builder b(17);
+  b.input("x", {2, 4, 6}).input("s", {4, 1}).constant("w", rnd({6, 6}, 71)).constant("bias", rnd({6}, 72));
+  b.constant("g", rnd({6}, 73)).constant("shape", testutil::i64({2, 24}));
+  b.node("mm", "MatMul", {"x", "w"}, "m");
+  b.node("add", "Add", {"m", "bias"}, "a");
+  b.node("relu", "Relu", {"a"}, "r");
+  b.node("ln", "LayerNormalization", {"r", "g"}, "n");
+  set_ints(b.node("tr", "Transpose", {"n"}, "t"), "perm", {0, 2, 1});
+  set_int(b.node("sm", "Softmax", {"t"}, "p"), "axis", 1);
+  b.node("reshape", "Reshape", {"p", "shape"}, "q");
+  set_int(b.node("cat", "Concat", {"q", "q"}, "c"), "axis", 1);
+  set_ints(b.node("rmax", "ReduceMax", {"c"}, "y"), "axes", {1});
+  b.node("mul", "Mul", {"x", "s"}, "z");
+  Fixture f{b.done({"y", "z"}), "", {rnd({2, 4, 6}, 74), rnd({4, 1}, 75)}};
+  Compiled c = compile(model_bytes(f.g));
+  EXPECT_EQ(c.status, TESSERA_OK) << c.msg;
+  f.blob = c.blob;
+  return f;
+}
+
+TEST_F(DnnlBackend, RichRegionMatchesNative) {
+  Fixture f = rich_region();
+  expect_matches_native(f.g, f.inputs);
+}
+
 TEST_F(DnnlBackend, BlobCarriesNoWeights) {
   Builder b;
   b.input("x", {1, 256}).constant("w", rnd({256, 256}, 61));
@@ -740,37 +768,38 @@ TEST_F(DnnlBackend, LoadRejectsTruncatedForeignAndNewerBlobs) {
 }
 
 TEST_F(DnnlBackend, LoadSurvivesRandomCorruption) {
-  Fixture f = small_region();
-  ASSERT_FALSE(f.blob.empty());
-  std::mt19937 rng(62);
-  int rejected = 0, loaded = 0;
-  for (int trial = 0; trial < 1500; ++trial) {
-    std::string bad = f.blob;
-    for (int k = 0; k <= trial % 4; ++k) {  // 1-4 bit flips, or a random 32-bit word
-      size_t at = std::uniform_int_distribution<size_t>(12, bad.size() - 4)(rng);
-      if (trial % 5 == 4) {
-        uint32_t word = static_cast<uint32_t>(rng());
-        std::memcpy(&bad[at], &word, sizeof(word));
-      } else {
-        bad[at] = static_cast<char>(bad[at] ^ (1 << std::uniform_int_distribution<int>(0, 7)(rng)));
+  for (const Fixture& f : {small_region(), rich_region()}) {
+    ASSERT_FALSE(f.blob.empty());
+    std::mt19937 rng(62);
+    int rejected = 0, loaded = 0;
+    for (int trial = 0; trial < 1500; ++trial) {
+      std::string bad = f.blob;
+      for (int k = 0; k <= trial % 4; ++k) {  // 1-4 bit flips, or a random 32-bit word
+        size_t at = std::uniform_int_distribution<size_t>(12, bad.size() - 4)(rng);
+        if (trial % 5 == 4) {
+          uint32_t word = static_cast<uint32_t>(rng());
+          std::memcpy(&bad[at], &word, sizeof(word));
+        } else {
+          bad[at] = static_cast<char>(bad[at] ^ (1 << std::uniform_int_distribution<int>(0, 7)(rng)));
+        }
       }
+      Loaded l = load(bad, f.g.constants);
+      if (l.status != TESSERA_OK) {
+        EXPECT_TRUE(l.status == TESSERA_ERROR_INCOMPATIBLE_BLOB || l.status == TESSERA_ERROR_INVALID_ARGUMENT)
+            << l.status << " " << l.msg;
+        EXPECT_EQ(l.engine, nullptr);
+        ++rejected;
+        continue;
+      }
+      // What still loads (a flipped alpha, a renamed node...) must run or
+      // refuse the descriptors, never touch memory it was not given.
+      ++loaded;
+      std::vector<Tensor> out = output_buffers(f.g);
+      tessera_status_t s = run(l.engine.get(), f.inputs, out);
+      EXPECT_TRUE(s == TESSERA_OK || s == TESSERA_ERROR_INVALID_ARGUMENT) << s;
     }
-    Loaded l = load(bad, f.g.constants);
-    if (l.status != TESSERA_OK) {
-      EXPECT_TRUE(l.status == TESSERA_ERROR_INCOMPATIBLE_BLOB || l.status == TESSERA_ERROR_INVALID_ARGUMENT)
-          << l.status << " " << l.msg;
-      EXPECT_EQ(l.engine, nullptr);
-      ++rejected;
-      continue;
-    }
-    // What still loads (a flipped alpha, a renamed node...) must run or
-    // refuse the descriptors, never touch memory it was not given.
-    ++loaded;
-    std::vector<Tensor> out = output_buffers(f.g);
-    tessera_status_t s = run(l.engine.get(), f.inputs, out);
-    EXPECT_TRUE(s == TESSERA_OK || s == TESSERA_ERROR_INVALID_ARGUMENT) << s;
+    EXPECT_GT(rejected, 1000) << loaded << " of 1500 corrupt blobs loaded";
   }
-  EXPECT_GT(rejected, 1000) << loaded << " of 1500 corrupt blobs loaded";
 }
 
 TEST_F(DnnlBackend, LoadChecksTheConstantsItIsGiven) {
