@@ -122,7 +122,7 @@ Expected<std::shared_ptr<Backend>> Backend::LoadLibrary(const std::string& path)
   // A bounded spin keeps the wake-ups between the primitives of one run cheap
   // and lets the threads sleep soon after (2 threads, oneDNN placement, idle /
   // one busy process beside: resnet50 passive 47.0 / 79.5 ms, spin 10000
-  //40.4 / 103.6 ms, unbounded 39.0 / 87-156 ms; mobilenet_v2 idle: passive
+  // 40.4 / 103.6 ms, unbounded 39.0 / 87-156 ms; mobilenet_v2 idle: passive
   // 6.5 ms, spin 10000 4.2 ms). libgomp reads this once, when it is loaded, so
   // it is set here before the first plugin pulls it in; a user's own
   // OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
