@@ -116,17 +116,17 @@ Expected<std::shared_ptr<Backend>> Backend::FromTable(const tessera_backend_t* t
 
 Expected<std::shared_ptr<Backend>> Backend::LoadLibrary(const std::string& path) {
   // Engines built on OpenMP (oneDNN) share the cores with the native thread
-  // pool and with each other. libgomp keeps idle threads spinning after every
-  // parallel region; unbounded, that collapses when anything else wants the
-  // cores, and fully passive waiting makes every primitive pay a futex wake-up.
-  // A bounded spin keeps the wake-ups between the primitives of one run cheap
-  // and lets the threads sleep soon after (2 threads, oneDNN placement, idle /
-  // one busy process beside: resnet50 passive 47.0 / 79.5 ms, spin 10000
-  // 40.4 / 103.6 ms, unbounded 39.0 / 87-156 ms; mobilenet_v2 idle: passive
-  // 6.5 ms, spin 10000 4.2 ms). libgomp reads this once, when it is loaded, so
-  // it is set here before the first plugin pulls it in; a user's own
-  // OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
-  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) setenv("GOMP_SPINCOUNT", "10000", 0);
+  // pool and with other engines' pools (XNNPACK's pthreadpool). libgomp keeps
+  // idle threads spinning after every parallel region, and a spinning thread
+  // holds a core another pool needs next. Measured at 2 threads (idle machine
+  // unless said): resnet50 on oneDNN passive 47.0 ms (79.5 with one busy
+  // process beside), unbounded spin 39.0 (87-156 busy), GOMP_SPINCOUNT=10000
+  // 40.4 (103.6 busy); bert_tiny alternating XNNPACK and oneDNN regions:
+  // passive 1.40 ms, spin 10000 16.0 ms, spin 1000-3000 1.7-8.0 ms (erratic).
+  // Passive is the one policy without a collapse. libgomp reads it once, when
+  // it is loaded, so it is set here before the first plugin pulls it in; a
+  // user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
+  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* e = dlerror();
