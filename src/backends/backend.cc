@@ -115,18 +115,8 @@ Expected<std::shared_ptr<Backend>> Backend::FromTable(const tessera_backend_t* t
 }
 
 Expected<std::shared_ptr<Backend>> Backend::LoadLibrary(const std::string& path) {
-  // Engines built on OpenMP (oneDNN) share the cores with the native thread
-  // pool and with other engines' pools (XNNPACK's pthreadpool). libgomp keeps
-  // idle threads spinning after every parallel region, and a spinning thread
-  // holds a core another pool needs next. Measured at 2 threads (idle machine
-  // unless said): resnet50 on oneDNN passive 47.0 ms (79.5 with one busy
-  // process beside), unbounded spin 39.0 (87-156 busy), GOMP_SPINCOUNT=10000
-  // 40.4 (103.6 busy); bert_tiny alternating XNNPACK and oneDNN regions:
-  // passive 1.40 ms, spin 10000 16.0 ms, spin 1000-3000 1.7-8.0 ms (erratic).
-  // Passive is the one policy without a collapse. libgomp reads it once, when
-  // it is loaded, so it is set here before the first plugin pulls it in; a
-  // user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
-  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+  // Without a plan from the caller (set_engine_thread_policy), the safe one.
+  set_engine_thread_policy({"dnnl", "xnnpack"});
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* e = dlerror();
@@ -225,6 +215,37 @@ Expected<double> Backend::estimate_cost(std::string_view model, int num_threads)
   msg[kMsgCap - 1] = 0;
   if (s != TESSERA_OK) return backend_status(name_, "estimate_cost:", s, msg);
   return us;
+}
+
+// ---- threads -----------------------------------------------------------
+
+// Engines built on OpenMP (oneDNN) share the cores with the native thread
+// pool and with other engines' pools (XNNPACK's pthreadpool). libgomp keeps
+// idle threads spinning after every parallel region; a bounded spin keeps the
+// wake-ups between the primitives of one run cheap, but a spinning thread
+// holds a core that another spinning pool needs next. Measured at 2 threads
+// on an idle machine: oneDNN alone, passive / GOMP_SPINCOUNT=10000: resnet50
+// 47.0 / 40.4 ms, mobilenet_v2 6.5 / 4.2 ms, bert_tiny 2.14 / 0.79 ms; with
+// XNNPACK regions alternating with oneDNN ones (bert_tiny xnnpack,dnnl):
+// 1.40 / 16.0 ms. Hence: bounded spin unless another pooled engine will run
+// beside an OpenMP one, then passive. libgomp reads this once, when it is
+// loaded, so the first call (before the first plugin is opened) decides; a
+// user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
+void set_engine_thread_policy(const std::vector<std::string>& engines) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
+    static const std::vector<std::string> kOpenMp = {"dnnl"};
+    bool openmp = false, other_pool = false;
+    for (const auto& e : engines) {
+      bool is_omp = std::find(kOpenMp.begin(), kOpenMp.end(), e) != kOpenMp.end();
+      openmp = openmp || is_omp;
+      other_pool = other_pool || (!is_omp && e != "native");
+    }
+    if (!openmp) return;
+    if (other_pool) setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+    else setenv("GOMP_SPINCOUNT", "10000", 0);
+  });
 }
 
 // ---- discovery ---------------------------------------------------------
@@ -342,6 +363,7 @@ Expected<std::vector<std::shared_ptr<const Backend>>> resolve_backends(const std
     if (nat == names.end()) names.push_back("native");
     else if (nat + 1 != names.end()) return InvalidInput("--backends '" + list + "': native must be last");
   }
+  set_engine_thread_policy(names);
   std::vector<std::shared_ptr<const Backend>> out;
   for (const auto& n : names) {
     std::shared_ptr<const Backend> b;

@@ -105,6 +105,12 @@ Expected<std::shared_ptr<const Backend>> find_backend(const std::string& name);
 // the name is taken.
 Status register_backend(std::shared_ptr<const Backend> backend);
 
+// Chooses how idle engine threads wait (OpenMP's wait policy) from the
+// engines a process is about to run; only the first call counts, and it must
+// come before the first plugin is opened (resolve_backends and program loading
+// call it).
+void set_engine_thread_policy(const std::vector<std::string>& engines);
+
 // Names of every backend found on the search path, sorted, then "native".
 std::vector<std::string> available_backends();
 

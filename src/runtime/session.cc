@@ -67,6 +67,11 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Program pro
   s->opts_ = opts;
   s->optimize_ = false;
   auto engines = std::make_shared<EngineTable>();
+  {
+    std::vector<std::string> names;
+    for (const EngineSpec& e : program.engines) names.push_back(e.backend);
+    set_engine_thread_policy(names);
+  }
   for (size_t i = 0; i < program.engines.size(); ++i) {
     const EngineSpec& e = program.engines[i];
     std::shared_ptr<const Backend> backend;
