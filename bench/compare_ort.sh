@@ -9,7 +9,8 @@
 #              BACKEND_SETS (default "default"): tessera placements to time, each a --backends list or "default"
 #              (every backend found), e.g. "native dnnl,native xnnpack,native dnnl,xnnpack xnnpack,dnnl default",
 #              PYTHON (a python with onnx + numpy; default /usr/bin/python3), ORT_SPIN (default 1; 0 passes
-#              --no-spin to ort_bench.js: ORT's spin-waiting pool threads collapse on an oversubscribed machine).
+#              --no-spin to ort_bench.js: ORT's spin-waiting pool threads collapse on an oversubscribed machine),
+#              RESULTS_TSV (default BUILD_DIR/bench-results.tsv): where the machine-readable results go.
 #
 # What it does:
 #   * installs onnxruntime-node into bench/node_modules (npm install --ignore-scripts --no-save) unless it is there;
@@ -18,7 +19,9 @@
 #     order flips every repeat), each RUNS timed runs after WARMUP warm-up runs, pinned with taskset to cores 0..N-1
 #     when taskset exists and the machine has enough cores;
 #   * takes the median of the per-process medians and prints a Markdown table (also written to
-#     BUILD_DIR/bench-results.md); ratio = ORT ms / tessera ms, so > 1 means tessera is faster.
+#     BUILD_DIR/bench-results.md); ratio = ORT ms / tessera ms, so > 1 means tessera is faster;
+#   * writes the same medians as tab-separated lines "model threads engine median_ms" (engine: ort or tessera:<set>,
+#     median_ms empty when it failed) to RESULTS_TSV, for bench/run_suite.sh.
 # Progress and errors go to stderr, the table to stdout. A model that fails under one engine gets "fail" in that
 # column and its error line under the table; the script still exits 0 unless nothing could be measured at all.
 set -euo pipefail
@@ -179,5 +182,15 @@ cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head 
   done
 } | tee "$results"
 
-log "written $results ($(($(date +%s) - script_start)) s)"
+tsv=${RESULTS_TSV:-$build_dir/bench-results.tsv}
+{
+  for n in "${thread_counts[@]}"; do
+    for m in "${models[@]}"; do
+      printf '%s\t%s\tort\t%s\n' "$m" "$n" "${ort_ms[$m/$n]:-}"
+      for b in "${backend_sets[@]}"; do printf '%s\t%s\ttessera:%s\t%s\n' "$m" "$n" "$b" "${tessera_ms[tessera:$b/$m/$n]:-}"; done
+    done
+  done
+} >"$tsv"
+
+log "written $results and $tsv ($(($(date +%s) - script_start)) s)"
 if [[ ${#tessera_ms[@]} -eq 0 && ${#ort_ms[@]} -eq 0 ]]; then exit 1; fi
