@@ -26,21 +26,24 @@
 #include "runtime/session.h"
 #include "tessera/backend.h"
 #include "unit/op_test_util.h"
+#include "unit/plugin_test_util.h"
 
 namespace tessera {
 namespace {
 
+using plugintest::Builder;
+using plugintest::CapabilityReport;
+using plugintest::Compiled;
+using plugintest::Loaded;
+using plugintest::model_bytes;
+using plugintest::output_buffers;
+using plugintest::random_tensor;
 using testutil::set_float;
 using testutil::set_int;
 using testutil::set_ints;
 using testutil::set_string;
 
-std::string plugin_path() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  std::string exe(buf, n > 0 ? static_cast<size_t>(n) : 0);
-  return exe.substr(0, exe.rfind('/')) + "/../lib/tessera/libtessera_backend_dnnl.so";
-}
+std::string plugin_path() { return plugintest::beside_test_binary("../lib/tessera/libtessera_backend_dnnl.so"); }
 
 // Loaded once, validated by the host's loader, kept for the whole run.
 const Backend* plugin() {
@@ -52,140 +55,18 @@ const Backend* plugin() {
 }
 const tessera_backend_t* table() { return plugin()->table(); }
 
-struct EngineDeleter {
-  void operator()(tessera_engine_t* e) const { table()->destroy(e); }
-};
-using EnginePtr = std::unique_ptr<tessera_engine_t, EngineDeleter>;
-
-// --- graphs -------------------------------------------------------------------
-struct Builder {
-  Graph g;
-  explicit Builder(int64_t opset = 13) { g.opset = opset; }
-  Builder& input(const std::string& name, Shape shape, DType dt = DType::kFloat32) {
-    g.inputs.push_back(name);
-    g.values[name] = ValueInfo{dt, std::move(shape)};
-    return *this;
-  }
-  Builder& input(const std::string& name, Dims d, DType dt = DType::kFloat32) {
-    return input(name, Shape::FromDims(d), dt);
-  }
-  Builder& constant(const std::string& name, Tensor t) {
-    g.constants[name] = std::move(t);
-    return *this;
-  }
-  Node& node(const std::string& name, const std::string& op, std::vector<std::string> in, std::string out) {
-    Node n;
-    n.name = name;
-    n.op_type = op;
-    n.inputs = std::move(in);
-    n.outputs = {std::move(out)};
-    g.nodes.push_back(std::move(n));
-    return g.nodes.back();
-  }
-  Graph done(std::vector<std::string> outputs) {
-    g.outputs = std::move(outputs);
-    Status s = infer_shapes(g);
-    EXPECT_TRUE(s.ok()) << s.message();
-    return g;
-  }
-};
-
-Tensor rnd(Dims d, unsigned seed, float lo = -2.f, float hi = 2.f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  Tensor t(DType::kFloat32, std::move(d));
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
-  return t;
-}
-
-std::string model_bytes(const Graph& g) {
-  auto bytes = export_onnx_bytes(g);
-  EXPECT_TRUE(bytes.ok()) << bytes.status().message();
-  return bytes.ok() ? *bytes : std::string();
-}
-
-// --- the ABI, wrapped ----------------------------------------------------------
-struct CapabilityReport {
-  tessera_status_t status = TESSERA_OK;
-  std::string msg;
-  std::map<int, std::string> refused;
-  std::vector<int> supported;
-  std::vector<std::pair<std::string, std::vector<int>>> composites;
-};
-
-CapabilityReport capability(const std::string& model) {
-  CapabilityReport r;
-  tessera_capability_sink_t sink{};
-  sink.ctx = &r;
-  sink.node = [](void* ctx, int32_t i, int32_t ok, const char* reason) {
-    auto* rep = static_cast<CapabilityReport*>(ctx);
-    if (ok) rep->supported.push_back(i);
-    else rep->refused[i] = reason ? reason : "";
-  };
-  sink.composite = [](void* ctx, const char* pattern, const int32_t* idx, int32_t count) {
-    static_cast<CapabilityReport*>(ctx)->composites.push_back({pattern, std::vector<int>(idx, idx + count)});
-  };
-  char msg[256] = {0};
-  r.status = table()->capability(model.data(), model.size(), &sink, msg, sizeof(msg));
-  r.msg = msg;
-  return r;
-}
-
-struct Compiled {
-  tessera_status_t status = TESSERA_OK;
-  std::string blob, msg;
-};
-
-Compiled compile(const std::string& model, const char* options = "") {
-  Compiled c;
-  tessera_buffer_t buf{nullptr, 0};
-  char msg[256] = {0};
-  c.status = table()->compile(model.data(), model.size(), options, &buf, msg, sizeof(msg));
-  if (buf.data) c.blob.assign(static_cast<const char*>(buf.data), buf.size);
-  table()->free_buffer(&buf);
-  c.msg = msg;
+const plugintest::PluginClient& client() {
+  static const plugintest::PluginClient c(table());
   return c;
 }
-
-tessera_tensor_t descriptor(const Tensor& t) {
-  return tessera_tensor_t{static_cast<int32_t>(t.dtype()), t.rank(), t.rank() ? t.dims().data() : nullptr,
-                          const_cast<void*>(t.raw()), t.nbytes()};
-}
-
-struct Loaded {
-  tessera_status_t status = TESSERA_OK;
-  EnginePtr engine;
-  std::string msg;
-};
-
+CapabilityReport capability(const std::string& model) { return client().capability(model); }
+Compiled compile(const std::string& model, const char* options = "") { return client().compile(model, options); }
 Loaded load(const std::string& blob, const std::unordered_map<std::string, Tensor>& constants, int threads = 1) {
-  std::vector<tessera_named_tensor_t> named;
-  for (const auto& [name, t] : constants) named.push_back({name.c_str(), descriptor(t)});
-  tessera_load_options_t opts{sizeof(tessera_load_options_t), threads};
-  tessera_engine_t* e = nullptr;
-  char msg[256] = {0};
-  Loaded l;
-  l.status = table()->load(blob.data(), blob.size(), named.data(), named.size(), &opts, &e, msg, sizeof(msg));
-  l.engine.reset(e);
-  l.msg = msg;
-  return l;
+  return client().load(blob, constants, threads);
 }
-
 tessera_status_t run(tessera_engine_t* e, const std::vector<Tensor>& in, std::vector<Tensor>& out,
-                     std::string* msg_out = nullptr) {
-  std::vector<tessera_tensor_t> ins, outs;
-  for (const auto& t : in) ins.push_back(descriptor(t));
-  for (auto& t : out) outs.push_back(descriptor(t));
-  char msg[256] = {0};
-  tessera_status_t s = table()->run(e, ins.data(), ins.size(), outs.data(), outs.size(), msg, sizeof(msg));
-  if (msg_out) *msg_out = msg;
-  return s;
-}
-
-std::vector<Tensor> output_buffers(const Graph& g) {
-  std::vector<Tensor> out;
-  for (const auto& name : g.outputs) out.emplace_back(DType::kFloat32, g.info(name)->shape.concrete());
-  return out;
+                     std::string* msg = nullptr) {
+  return client().run(e, in, out, msg);
 }
 
 // Within 1e-4 relative (absolute below 1).
@@ -274,11 +155,11 @@ TEST_F(DnnlBackend, ConvVariantsMatchNative) {
   for (const ConvCase& c : cases) {
     SCOPED_TRACE(c.name);
     Builder b;
-    b.input("x", c.x).constant("w", rnd(c.w, ++seed));
+    b.input("x", c.x).constant("w", random_tensor(c.w, ++seed));
     std::vector<std::string> in{"x", "w"};
-    if (c.bias) b.constant("b", rnd({c.w[0]}, ++seed)), in.push_back("b");
+    if (c.bias) b.constant("b", random_tensor({c.w[0]}, ++seed)), in.push_back("b");
     c.attrs(b.node("conv", "Conv", in, "y"));
-    expect_matches_native(b.done({"y"}), {rnd(c.x, ++seed)});
+    expect_matches_native(b.done({"y"}), {random_tensor(c.x, ++seed)});
   }
 }
 
@@ -286,12 +167,12 @@ TEST_F(DnnlBackend, ConvWithRuntimeWeightsMatchesNative) {
   Builder b;
   b.input("x", {1, 4, 6, 6}).input("w", {4, 2, 3, 3});
   set_int(b.node("conv", "Conv", {"x", "w"}, "y"), "group", 2);
-  expect_matches_native(b.done({"y"}), {rnd({1, 4, 6, 6}, 1), rnd({4, 2, 3, 3}, 2)});
+  expect_matches_native(b.done({"y"}), {random_tensor({1, 4, 6, 6}, 1), random_tensor({4, 2, 3, 3}, 2)});
 }
 
 TEST_F(DnnlBackend, ConvBiasReluIsOneCompositeFusedIntoOnePrimitive) {
   Builder b;
-  b.input("x", {1, 16, 8, 8}).constant("w", rnd({16, 16, 3, 3}, 3)).constant("b", rnd({16}, 4));
+  b.input("x", {1, 16, 8, 8}).constant("w", random_tensor({16, 16, 3, 3}, 3)).constant("b", random_tensor({16}, 4));
   set_ints(b.node("conv", "Conv", {"x", "w", "b"}, "c"), "pads", {1, 1, 1, 1});
   b.node("relu", "Relu", {"c"}, "y");
   Graph g = b.done({"y"});
@@ -304,8 +185,8 @@ TEST_F(DnnlBackend, ConvBiasReluIsOneCompositeFusedIntoOnePrimitive) {
   ASSERT_EQ(fused.status, TESSERA_OK) << fused.msg;
   ASSERT_EQ(plain.status, TESSERA_OK) << plain.msg;
   EXPECT_LT(fused.blob.size(), plain.blob.size());
-  expect_matches_native(g, {rnd({1, 16, 8, 8}, 5)});
-  expect_matches_native(g, {rnd({1, 16, 8, 8}, 5)}, "fusion=0");
+  expect_matches_native(g, {random_tensor({1, 16, 8, 8}, 5)});
+  expect_matches_native(g, {random_tensor({1, 16, 8, 8}, 5)}, "fusion=0");
 }
 
 // A residual block: r = relu(conv1(x)), a = relu(conv2(r)),
@@ -317,9 +198,9 @@ TEST_F(DnnlBackend, ResidualConvAddReluMatchesNative) {
     SCOPED_TRACE(variant == 0 ? "in place" : variant == 1 ? "residual also an output" : "residual is the source");
     Builder b;
     // Weights scaled to keep activations near 1 through three layers.
-    b.input("x", {2, 16, 6, 6}).constant("w1", rnd({16, 16, 3, 3}, 6, -.2f, .2f));
-    b.constant("w2", rnd({16, 16, 3, 3}, 7, -.2f, .2f)).constant("w3", rnd({16, 16, 3, 3}, 65, -.2f, .2f));
-    b.constant("b3", rnd({16}, 8));
+    b.input("x", {2, 16, 6, 6}).constant("w1", random_tensor({16, 16, 3, 3}, 6, -.2f, .2f));
+    b.constant("w2", random_tensor({16, 16, 3, 3}, 7, -.2f, .2f)).constant("w3", random_tensor({16, 16, 3, 3}, 65, -.2f, .2f));
+    b.constant("b3", random_tensor({16}, 8));
     set_ints(b.node("conv1", "Conv", {"x", "w1"}, "c1"), "pads", {1, 1, 1, 1});
     b.node("relu1", "Relu", {"c1"}, "r");
     set_ints(b.node("conv2", "Conv", {"r", "w2"}, "c2"), "pads", {1, 1, 1, 1});
@@ -334,15 +215,15 @@ TEST_F(DnnlBackend, ResidualConvAddReluMatchesNative) {
       if (pattern == "Conv+Add+Relu") found = nodes == std::vector<int>{4, 5, 6};
     }
     EXPECT_TRUE(found);
-    expect_matches_native(g, {rnd({2, 16, 6, 6}, 9)});
+    expect_matches_native(g, {random_tensor({2, 16, 6, 6}, 9)});
   }
   // The residual is the region input itself: never written in place.
   Builder b;
-  b.input("x", {1, 8, 5, 5}).constant("w", rnd({8, 8, 3, 3}, 10));
+  b.input("x", {1, 8, 5, 5}).constant("w", random_tensor({8, 8, 3, 3}, 10));
   set_ints(b.node("conv", "Conv", {"x", "w"}, "c"), "pads", {1, 1, 1, 1});
   b.node("add", "Add", {"x", "c"}, "s");
   b.node("relu", "Relu", {"s"}, "y");
-  Tensor x = rnd({1, 8, 5, 5}, 11);
+  Tensor x = random_tensor({1, 8, 5, 5}, 11);
   Tensor x_copy = x.clone();
   expect_matches_native(b.done({"y"}), {x});
   EXPECT_EQ(std::memcmp(x.raw(), x_copy.raw(), x.nbytes()), 0) << "the input buffer was written";
@@ -366,22 +247,22 @@ TEST_F(DnnlBackend, ConvTransposeVariantsMatchNative) {
   for (const ConvCase& c : cases) {
     SCOPED_TRACE(c.name);
     Builder b;
-    b.input("x", c.x).constant("w", rnd(c.w, ++seed));
+    b.input("x", c.x).constant("w", random_tensor(c.w, ++seed));
     std::vector<std::string> in{"x", "w"};
     const int64_t group = [&] {
       Node probe;
       c.attrs(probe);
       return probe.attrs.count("group") ? probe.attrs.at("group").i : 1;
     }();
-    if (c.bias) b.constant("b", rnd({c.w[1] * group}, ++seed)), in.push_back("b");
+    if (c.bias) b.constant("b", random_tensor({c.w[1] * group}, ++seed)), in.push_back("b");
     c.attrs(b.node("deconv", "ConvTranspose", in, "y"));
-    expect_matches_native(b.done({"y"}), {rnd(c.x, ++seed)});
+    expect_matches_native(b.done({"y"}), {random_tensor(c.x, ++seed)});
   }
 }
 
 TEST_F(DnnlBackend, ConvTransposeRefusesOutputPaddingNotBelowStride) {
   Builder b;
-  b.input("x", {1, 2, 3, 3}).constant("w", rnd({2, 2, 3, 3}, 12));
+  b.input("x", {1, 2, 3, 3}).constant("w", random_tensor({2, 2, 3, 3}, 12));
   Node& n = b.node("deconv", "ConvTranspose", {"x", "w"}, "y");
   set_ints(n, "strides", {2, 2});
   set_ints(n, "output_padding", {0, 2});
@@ -394,8 +275,8 @@ TEST_F(DnnlBackend, ConvTransposeRefusesOutputPaddingNotBelowStride) {
 TEST_F(DnnlBackend, GemmTransposesAlphaBetaAndEveryCMatchNative) {
   Builder b;
   b.input("a", {4, 6}).input("at", {6, 4}).input("c_run", {4, 5});
-  b.constant("bt", rnd({5, 6}, 13)).constant("b", rnd({6, 5}, 14)).constant("c_row", rnd({5}, 15));
-  b.constant("c_col", rnd({4, 1}, 16)).constant("c_scalar", Tensor::Scalar(0.25f));
+  b.constant("bt", random_tensor({5, 6}, 13)).constant("b", random_tensor({6, 5}, 14)).constant("c_row", random_tensor({5}, 15));
+  b.constant("c_col", random_tensor({4, 1}, 16)).constant("c_scalar", Tensor::Scalar(0.25f));
   Node& g1 = b.node("gemm_tb", "Gemm", {"a", "bt", "c_row"}, "y1");
   set_int(g1, "transB", 1), set_float(g1, "alpha", 0.5f), set_float(g1, "beta", 2.f);
   set_int(b.node("gemm_ta", "Gemm", {"at", "b", "c_col"}, "y2"), "transA", 1);
@@ -405,27 +286,27 @@ TEST_F(DnnlBackend, GemmTransposesAlphaBetaAndEveryCMatchNative) {
   set_int(g5, "transA", 1), set_int(g5, "transB", 1), set_float(g5, "beta", -1.f);
   b.node("gemm_no_c", "Gemm", {"a", "b"}, "y6");
   expect_matches_native(b.done({"y1", "y2", "y3", "y4", "y5", "y6"}),
-                        {rnd({4, 6}, 17), rnd({6, 4}, 18), rnd({4, 5}, 19)});
+                        {random_tensor({4, 6}, 17), random_tensor({6, 4}, 18), random_tensor({4, 5}, 19)});
 }
 
 TEST_F(DnnlBackend, MatMulBatchedBroadcastAndVectorOperandsMatchNative) {
   Builder b;
   b.input("a4", {2, 3, 4, 5}).input("a_b1", {2, 1, 4, 5}).input("v", {4}).input("a3", {2, 3, 4});
   b.input("q", {2, 3, 4}).input("k", {2, 4, 3});
-  b.constant("w", rnd({5, 6}, 20)).constant("wb", rnd({3, 5, 6}, 21)).constant("m", rnd({2, 4, 3}, 22));
+  b.constant("w", random_tensor({5, 6}, 20)).constant("wb", random_tensor({3, 5, 6}, 21)).constant("m", random_tensor({2, 4, 3}, 22));
   b.node("mm_2d_weights", "MatMul", {"a4", "w"}, "y1");
   b.node("mm_broadcast_batch", "MatMul", {"a_b1", "wb"}, "y2");  // [2,1,4,5] x [3,5,6] -> [2,3,4,6]
   b.node("mm_vector_left", "MatMul", {"v", "m"}, "y3");          // [4] x [2,4,3] -> [2,3]
   b.node("mm_vector_right", "MatMul", {"a3", "v"}, "y4");        // [2,3,4] x [4] -> [2,3]
   b.node("mm_runtime", "MatMul", {"q", "k"}, "y5");               // attention-like: both computed
   expect_matches_native(b.done({"y1", "y2", "y3", "y4", "y5"}),
-                        {rnd({2, 3, 4, 5}, 23), rnd({2, 1, 4, 5}, 24), rnd({4}, 25), rnd({2, 3, 4}, 26),
-                         rnd({2, 3, 4}, 27), rnd({2, 4, 3}, 28)});
+                        {random_tensor({2, 3, 4, 5}, 23), random_tensor({2, 1, 4, 5}, 24), random_tensor({4}, 25), random_tensor({2, 3, 4}, 26),
+                         random_tensor({2, 3, 4}, 27), random_tensor({2, 4, 3}, 28)});
 }
 
 TEST_F(DnnlBackend, MatMulBiasGeluChainMatchesNative) {
   Builder b(17);
-  b.input("x", {2, 5, 8}).constant("w", rnd({8, 16}, 29)).constant("bias", rnd({16}, 30));
+  b.input("x", {2, 5, 8}).constant("w", random_tensor({8, 16}, 29)).constant("bias", random_tensor({16}, 30));
   b.node("mm", "MatMul", {"x", "w"}, "m");
   b.node("add", "Add", {"m", "bias"}, "a");
   b.node("tanh", "Tanh", {"a"}, "y");
@@ -433,7 +314,7 @@ TEST_F(DnnlBackend, MatMulBiasGeluChainMatchesNative) {
   CapabilityReport cap = capability(model_bytes(g));
   ASSERT_EQ(cap.composites.size(), 1u);
   EXPECT_EQ(cap.composites[0].first, "MatMul+Add+Tanh");
-  expect_matches_native(g, {rnd({2, 5, 8}, 31)});
+  expect_matches_native(g, {random_tensor({2, 5, 8}, 31)});
 }
 
 // --- pools and normalizations --------------------------------------------------------
@@ -460,7 +341,7 @@ TEST_F(DnnlBackend, PoolsMatchNative) {
   Node& p3 = b.node("avg3d", "AveragePool", {"x3"}, "y10");
   set_ints(p3, "kernel_shape", {2, 3, 2}), set_ints(p3, "pads", {0, 1, 0, 1, 1, 0});
   expect_matches_native(b.done({"y1", "y2", "y3", "y4", "y5", "y6", "y7", "y8", "y9", "y10"}),
-                        {rnd({2, 3, 9, 8}, 32), rnd({1, 2, 11}, 33), rnd({1, 2, 5, 6, 7}, 34)});
+                        {random_tensor({2, 3, 9, 8}, 32), random_tensor({1, 2, 11}, 33), random_tensor({1, 2, 5, 6, 7}, 34)});
 }
 
 TEST_F(DnnlBackend, AveragePoolRefusesCeilWindowPastThePadWhenCountingPads) {
@@ -477,15 +358,15 @@ TEST_F(DnnlBackend, AveragePoolRefusesCeilWindowPastThePadWhenCountingPads) {
 TEST_F(DnnlBackend, BatchNormLrnAndLayerNormMatchNative) {
   Builder b(17);
   b.input("x", {2, 4, 5, 5}).input("s", {3, 7, 16});
-  b.constant("scale", rnd({4}, 35)).constant("bias", rnd({4}, 36)).constant("mean", rnd({4}, 37));
-  b.constant("var", rnd({4}, 38, 0.5f, 2.f)).constant("g", rnd({16}, 39)).constant("beta", rnd({16}, 40));
-  b.constant("g2", rnd({7, 16}, 41));
+  b.constant("scale", random_tensor({4}, 35)).constant("bias", random_tensor({4}, 36)).constant("mean", random_tensor({4}, 37));
+  b.constant("var", random_tensor({4}, 38, 0.5f, 2.f)).constant("g", random_tensor({16}, 39)).constant("beta", random_tensor({16}, 40));
+  b.constant("g2", random_tensor({7, 16}, 41));
   set_float(b.node("bn", "BatchNormalization", {"x", "scale", "bias", "mean", "var"}, "y1"), "epsilon", 1e-3f);
   Node& lrn = b.node("lrn", "LRN", {"x"}, "y2");
   set_int(lrn, "size", 3), set_float(lrn, "alpha", 1e-2f), set_float(lrn, "bias", 2.f);
   b.node("ln_last", "LayerNormalization", {"s", "g", "beta"}, "y3");
   set_int(b.node("ln_axis1", "LayerNormalization", {"s", "g2"}, "y4"), "axis", 1);
-  expect_matches_native(b.done({"y1", "y2", "y3", "y4"}), {rnd({2, 4, 5, 5}, 42), rnd({3, 7, 16}, 43)});
+  expect_matches_native(b.done({"y1", "y2", "y3", "y4"}), {random_tensor({2, 4, 5, 5}, 42), random_tensor({3, 7, 16}, 43)});
 }
 
 TEST_F(DnnlBackend, SoftmaxCoercesTo2DBeforeOpset13) {
@@ -498,7 +379,7 @@ TEST_F(DnnlBackend, SoftmaxCoercesTo2DBeforeOpset13) {
     set_int(b.node("lsm", "LogSoftmax", {"x"}, "z"), "axis", 1);
     b.node("sm_default", "Softmax", {"x"}, "w");
     Graph g = b.done({"y", "z", "w"});
-    Tensor x = rnd({2, 3, 4}, 44);
+    Tensor x = random_tensor({2, 3, 4}, 44);
     expect_matches_native(g, {x});
     outs.push_back(native(g, {x})[0]);
   }
@@ -539,7 +420,7 @@ TEST_F(DnnlBackend, EachActivationMatchesNative) {
     Builder b;
     b.input("x", {2, 3, 8});
     a.attrs(b.node("act", a.op, {"x"}, "y"));
-    expect_matches_native(b.done({"y"}), {rnd({2, 3, 8}, 45, a.positive ? 0.1f : -3.f, 3.f)});
+    expect_matches_native(b.done({"y"}), {random_tensor({2, 3, 8}, 45, a.positive ? 0.1f : -3.f, 3.f)});
   }
   Builder b;
   b.input("x", {4, 5}).constant("lo", Tensor::Scalar(-0.5f)).constant("hi", Tensor::Scalar(0.75f));
@@ -547,13 +428,13 @@ TEST_F(DnnlBackend, EachActivationMatchesNative) {
   b.node("clip", "Clip", {"x", "lo", "hi"}, "y1");
   b.node("clip_max_only", "Clip", {"x", "", "hi"}, "y2");
   b.node("pow", "Pow", {"x", "e"}, "y3");
-  expect_matches_native(b.done({"y1", "y2", "y3"}), {rnd({4, 5}, 46)});
+  expect_matches_native(b.done({"y1", "y2", "y3"}), {random_tensor({4, 5}, 46)});
   // Mish has no native kernel: x * tanh(softplus(x)) by hand.
   Builder mb;
   mb.input("x", {3, 7});
   mb.node("mish", "Mish", {"x"}, "y");
   Graph mg = mb.done({"y"});
-  Tensor mx = rnd({3, 7}, 69, -4.f, 4.f);
+  Tensor mx = random_tensor({3, 7}, 69, -4.f, 4.f);
   Compiled mc = compile(model_bytes(mg));
   ASSERT_EQ(mc.status, TESSERA_OK) << mc.msg;
   Loaded ml = load(mc.blob, mg.constants);
@@ -568,13 +449,13 @@ TEST_F(DnnlBackend, EachActivationMatchesNative) {
   old.input("x", {4, 5});
   Node& c = old.node("clip_attrs", "Clip", {"x"}, "y");
   set_float(c, "min", -1.f), set_float(c, "max", 0.5f);
-  expect_matches_native(old.done({"y"}), {rnd({4, 5}, 47)});
+  expect_matches_native(old.done({"y"}), {random_tensor({4, 5}, 47)});
 }
 
 TEST_F(DnnlBackend, BroadcastingBinariesAndVariadicsMatchNative) {
   Builder b;
   b.input("x", {2, 3, 4}).input("y", {3, 1}).input("z", {2, 1, 4}).input("u", {2, 3, 4});
-  b.constant("c", rnd({4}, 48)).constant("s", Tensor::Scalar(1.5f));
+  b.constant("c", random_tensor({4}, 48)).constant("s", Tensor::Scalar(1.5f));
   b.node("add", "Add", {"x", "c"}, "a");      // [2,3,4] + [4]
   b.node("sub", "Sub", {"y", "a"}, "d");      // [3,1] - [2,3,4]: the broadcast operand first
   b.node("mul", "Mul", {"s", "d"}, "m");      // scalar first: swapped
@@ -587,13 +468,13 @@ TEST_F(DnnlBackend, BroadcastingBinariesAndVariadicsMatchNative) {
   b.node("mean", "Mean", {"x", "z"}, "me");
   b.node("prelu", "PRelu", {"x", "c"}, "pr");
   expect_matches_native(b.done({"q", "o", "mx", "mn", "sm", "sb", "me", "pr"}),
-                        {rnd({2, 3, 4}, 49), rnd({3, 1}, 50), rnd({2, 1, 4}, 51, 0.5f, 2.f), rnd({2, 3, 4}, 52)});
+                        {random_tensor({2, 3, 4}, 49), random_tensor({3, 1}, 50), random_tensor({2, 1, 4}, 51, 0.5f, 2.f), random_tensor({2, 3, 4}, 52)});
 }
 
 // Blocked conv outputs through Concat, then views and reductions, which need plain data.
 TEST_F(DnnlBackend, ConcatViewsTransposeAndReductionsMatchNative) {
   Builder b;
-  b.input("x", {1, 16, 4, 4}).constant("w1", rnd({16, 16, 1, 1}, 53)).constant("w2", rnd({8, 16, 3, 3}, 54));
+  b.input("x", {1, 16, 4, 4}).constant("w1", random_tensor({16, 16, 1, 1}, 53)).constant("w2", random_tensor({8, 16, 3, 3}, 54));
   b.constant("shape", testutil::i64({1, 24, 16})).constant("axes", testutil::i64({1}));
   b.node("conv1", "Conv", {"x", "w1"}, "c1");
   set_ints(b.node("conv2", "Conv", {"x", "w2"}, "c2"), "pads", {1, 1, 1, 1});
@@ -605,14 +486,14 @@ TEST_F(DnnlBackend, ConcatViewsTransposeAndReductionsMatchNative) {
   set_ints(b.node("rmax", "ReduceMax", {"cat"}, "rx"), "axes", {2, 3});
   b.node("rsum", "ReduceSum", {"r", "axes"}, "rs");
   set_ints(b.node("rl2", "ReduceL2", {"r"}, "rl"), "axes", {-1});
-  expect_matches_native(b.done({"t", "f", "rm", "rx", "rs", "rl"}), {rnd({1, 16, 4, 4}, 55)});
+  expect_matches_native(b.done({"t", "f", "rm", "rx", "rs", "rl"}), {random_tensor({1, 16, 4, 4}, 55)});
 }
 
 // Exporters spell LayerNorm and GELU out in pieces; each runs as one primitive,
 // and Erf, which oneDNN has no primitive for, is claimed only inside GELU.
 TEST_F(DnnlBackend, DecomposedLayerNormAndGeluAreCompositesThatMatchNative) {
   Builder b;
-  b.input("x", {2, 5, 16}).constant("g", rnd({16}, 66, 0.5f, 1.5f)).constant("beta", rnd({16}, 67));
+  b.input("x", {2, 5, 16}).constant("g", random_tensor({16}, 66, 0.5f, 1.5f)).constant("beta", random_tensor({16}, 67));
   b.constant("axes", testutil::i64({-1})).constant("two", Tensor::Scalar(2.f)).constant("eps", Tensor::Scalar(1e-5f));
   b.constant("sqrt2", Tensor::Scalar(1.4142135381698608f)).constant("one", Tensor::Scalar(1.f));
   b.constant("half", Tensor::Scalar(0.5f));
@@ -643,7 +524,7 @@ TEST_F(DnnlBackend, DecomposedLayerNormAndGeluAreCompositesThatMatchNative) {
   for (const auto& [pattern, nodes] : cap.composites) found[pattern].push_back(nodes);
   EXPECT_EQ(found["LayerNormalization(decomposed)"], (std::vector<std::vector<int>>{{0, 1, 2, 3, 4, 5, 6, 7, 8}}));
   EXPECT_EQ(found["Gelu(erf)"], (std::vector<std::vector<int>>{{9, 10, 11, 12, 13}, {14, 15, 16, 17, 18}}));
-  expect_matches_native(g, {rnd({2, 5, 16}, 68)});
+  expect_matches_native(g, {random_tensor({2, 5, 16}, 68)});
 }
 
 // --- refusals ---------------------------------------------------------------------
@@ -696,13 +577,13 @@ struct Fixture {
 
 Fixture small_region() {
   Builder b;
-  b.input("x", {1, 8, 6, 6}).input("v", {2, 4}).constant("w", rnd({8, 8, 3, 3}, 56)).constant("c", rnd({8}, 57));
-  b.constant("m", rnd({4, 3}, 58));
+  b.input("x", {1, 8, 6, 6}).input("v", {2, 4}).constant("w", random_tensor({8, 8, 3, 3}, 56)).constant("c", random_tensor({8}, 57));
+  b.constant("m", random_tensor({4, 3}, 58));
   set_ints(b.node("conv", "Conv", {"x", "w", "c"}, "cv"), "pads", {1, 1, 1, 1});
   b.node("add", "Add", {"cv", "x"}, "a");
   b.node("relu", "Relu", {"a"}, "y");
   b.node("gemm", "Gemm", {"v", "m"}, "z");
-  Fixture f{b.done({"y", "z"}), "", {rnd({1, 8, 6, 6}, 59), rnd({2, 4}, 60)}};
+  Fixture f{b.done({"y", "z"}), "", {random_tensor({1, 8, 6, 6}, 59), random_tensor({2, 4}, 60)}};
   Compiled c = compile(model_bytes(f.g));
   EXPECT_EQ(c.status, TESSERA_OK) << c.msg;
   f.blob = c.blob;
@@ -713,8 +594,8 @@ Fixture small_region() {
 // more kinds of record for corruption to hit.
 Fixture rich_region() {
   Builder b(17);
-  b.input("x", {2, 4, 6}).input("s", {4, 1}).constant("w", rnd({6, 6}, 71)).constant("bias", rnd({6}, 72));
-  b.constant("g", rnd({6}, 73)).constant("shape", testutil::i64({2, 24}));
+  b.input("x", {2, 4, 6}).input("s", {4, 1}).constant("w", random_tensor({6, 6}, 71)).constant("bias", random_tensor({6}, 72));
+  b.constant("g", random_tensor({6}, 73)).constant("shape", testutil::i64({2, 24}));
   b.node("mm", "MatMul", {"x", "w"}, "m");
   b.node("add", "Add", {"m", "bias"}, "a");
   b.node("relu", "Relu", {"a"}, "r");
@@ -725,7 +606,7 @@ Fixture rich_region() {
   set_int(b.node("cat", "Concat", {"q", "q"}, "c"), "axis", 1);
   set_ints(b.node("rmax", "ReduceMax", {"c"}, "y"), "axes", {1});
   b.node("mul", "Mul", {"x", "s"}, "z");
-  Fixture f{b.done({"y", "z"}), "", {rnd({2, 4, 6}, 74), rnd({4, 1}, 75)}};
+  Fixture f{b.done({"y", "z"}), "", {random_tensor({2, 4, 6}, 74), random_tensor({4, 1}, 75)}};
   Compiled c = compile(model_bytes(f.g));
   EXPECT_EQ(c.status, TESSERA_OK) << c.msg;
   f.blob = c.blob;
@@ -739,7 +620,7 @@ TEST_F(DnnlBackend, RichRegionMatchesNative) {
 
 TEST_F(DnnlBackend, BlobCarriesNoWeights) {
   Builder b;
-  b.input("x", {1, 256}).constant("w", rnd({256, 256}, 61));
+  b.input("x", {1, 256}).constant("w", random_tensor({256, 256}, 61));
   b.node("mm", "MatMul", {"x", "w"}, "y");
   Compiled c = compile(model_bytes(b.done({"y"})));
   ASSERT_EQ(c.status, TESSERA_OK) << c.msg;
@@ -810,7 +691,7 @@ TEST_F(DnnlBackend, LoadChecksTheConstantsItIsGiven) {
   EXPECT_EQ(l1.status, TESSERA_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(l1.msg, "constant 'w' was not given");
   std::unordered_map<std::string, Tensor> wrong_shape = f.g.constants;
-  wrong_shape["m"] = rnd({3, 4}, 63);
+  wrong_shape["m"] = random_tensor({3, 4}, 63);
   Loaded l2 = load(f.blob, wrong_shape);
   EXPECT_EQ(l2.status, TESSERA_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(l2.msg.find("constant 'm' has shape [3,4], expected [4,3]"), std::string::npos) << l2.msg;
@@ -836,12 +717,12 @@ TEST_F(DnnlBackend, RunRejectsDescriptorsThatDifferFromTheRegion) {
   std::vector<Tensor> wrong_shape{f.inputs[0], Tensor(DType::kFloat32, {4, 2})};
   EXPECT_EQ(run(l.engine.get(), wrong_shape, out, &msg), TESSERA_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(msg.find("input 1 does not match the compiled float32[2,4]"), std::string::npos) << msg;
-  std::vector<tessera_tensor_t> in{descriptor(f.inputs[0]), descriptor(f.inputs[1])};
-  std::vector<tessera_tensor_t> outs{descriptor(out[0]), descriptor(out[1])};
+  std::vector<tessera_tensor_t> in{tensor_descriptor(f.inputs[0]), tensor_descriptor(f.inputs[1])};
+  std::vector<tessera_tensor_t> outs{tensor_descriptor(out[0]), tensor_descriptor(out[1])};
   char buf[256];
   in[1].size_bytes -= 4;
   EXPECT_EQ(table()->run(l.engine.get(), in.data(), 2, outs.data(), 2, buf, sizeof(buf)), TESSERA_ERROR_INVALID_ARGUMENT);
-  in[1] = descriptor(f.inputs[1]);
+  in[1] = tensor_descriptor(f.inputs[1]);
   in[0].data = nullptr;
   EXPECT_EQ(table()->run(l.engine.get(), in.data(), 2, outs.data(), 2, buf, sizeof(buf)), TESSERA_ERROR_INVALID_ARGUMENT);
   std::vector<Tensor> wrong_out{Tensor(DType::kFloat32, {1, 8, 6, 6}), Tensor(DType::kFloat32, {3, 2})};
@@ -856,7 +737,7 @@ TEST_F(DnnlBackend, OneEngineRunsFromSeveralThreadsAtOnce) {
   ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
   std::vector<std::vector<Tensor>> inputs, refs;
   for (unsigned t = 0; t < 4; ++t) {
-    inputs.push_back({rnd({1, 8, 6, 6}, 70 + t), rnd({2, 4}, 80 + t)});
+    inputs.push_back({random_tensor({1, 8, 6, 6}, 70 + t), random_tensor({2, 4}, 80 + t)});
     refs.push_back(native(f.g, inputs.back()));
   }
   std::vector<std::vector<Tensor>> outs(4);
@@ -881,7 +762,7 @@ TEST_F(DnnlBackend, OneEngineRunsFromSeveralThreadsAtOnce) {
 TEST_F(DnnlBackend, EstimatedCostGrowsWithTheWork) {
   auto cost = [](int64_t n) {
     Builder b;
-    b.input("x", {n, n}).constant("w", rnd({n, n}, 64));
+    b.input("x", {n, n}).constant("w", random_tensor({n, n}, 64));
     b.node("mm", "MatMul", {"x", "w"}, "y");
     std::string model = model_bytes(b.done({"y"}));
     double us = -1;

@@ -27,22 +27,25 @@
 #include "runtime/session.h"
 #include "tessera/backend.h"
 #include "unit/op_test_util.h"
+#include "unit/plugin_test_util.h"
 
 namespace tessera {
 namespace {
 
+using plugintest::Builder;
+using plugintest::CapabilityReport;
+using plugintest::Compiled;
+using plugintest::Loaded;
+using plugintest::model_bytes;
+using plugintest::output_buffers;
+using plugintest::random_tensor;
 using testutil::set_float;
 using testutil::set_int;
 using testutil::set_ints;
 using testutil::set_string;
 
 // Built into <build>/lib/tessera/, where `tessera` looks for plugins.
-std::string plugin_path() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  std::string exe(buf, n > 0 ? static_cast<size_t>(n) : 0);
-  return exe.substr(0, exe.rfind('/')) + "/../lib/tessera/libtessera_backend_xnnpack.so";
-}
+std::string plugin_path() { return plugintest::beside_test_binary("../lib/tessera/libtessera_backend_xnnpack.so"); }
 
 tessera_backend_query_fn query_fn() {
   static tessera_backend_query_fn fn = [] {
@@ -54,139 +57,18 @@ tessera_backend_query_fn query_fn() {
 
 const tessera_backend_t* table() { return query_fn() ? query_fn()(TESSERA_BACKEND_ABI_VERSION) : nullptr; }
 
-struct EngineDeleter {
-  void operator()(tessera_engine_t* e) const { table()->destroy(e); }
-};
-using EnginePtr = std::unique_ptr<tessera_engine_t, EngineDeleter>;
-
-// --- graph building ---------------------------------------------------------
-struct Builder {
-  Graph g;
-  explicit Builder(int64_t opset = 13) { g.opset = opset; }
-  Builder& input(const std::string& name, Dims dims, DType dt = DType::kFloat32) {
-    g.inputs.push_back(name);
-    g.values[name] = ValueInfo{dt, Shape::FromDims(dims)};
-    return *this;
-  }
-  Builder& constant(const std::string& name, Tensor t) {
-    g.constants[name] = std::move(t);
-    return *this;
-  }
-  Node& node(const std::string& name, const std::string& op, std::vector<std::string> in, std::string out) {
-    Node n;
-    n.name = name;
-    n.op_type = op;
-    n.inputs = std::move(in);
-    n.outputs = {std::move(out)};
-    g.nodes.push_back(std::move(n));
-    return g.nodes.back();
-  }
-  Graph done(std::vector<std::string> outputs) {
-    g.outputs = std::move(outputs);
-    Status s = infer_shapes(g);
-    EXPECT_TRUE(s.ok()) << s.message();
-    return g;
-  }
-};
-
-std::string model_bytes(const Graph& g) {
-  auto bytes = export_onnx_bytes(g);
-  EXPECT_TRUE(bytes.ok()) << bytes.status().message();
-  return bytes.ok() ? *bytes : std::string();
-}
-
-Tensor random_tensor(Dims d, unsigned seed, float lo = -2.f, float hi = 2.f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  Tensor t(DType::kFloat32, std::move(d));
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
-  return t;
-}
-
-// --- the ABI calls, wrapped -------------------------------------------------
-struct CapabilityReport {
-  tessera_status_t status = TESSERA_OK;
-  std::string msg;
-  std::map<int, std::string> refused;  // node index -> reason
-  std::vector<int> supported;
-  std::vector<std::pair<std::string, std::vector<int>>> composites;
-};
-
-CapabilityReport capability(const std::string& model) {
-  CapabilityReport r;
-  tessera_capability_sink_t sink{};
-  sink.ctx = &r;
-  sink.node = [](void* ctx, int32_t i, int32_t ok, const char* reason) {
-    auto* rep = static_cast<CapabilityReport*>(ctx);
-    if (ok)
-      rep->supported.push_back(i);
-    else
-      rep->refused[i] = reason ? reason : "";
-  };
-  sink.composite = [](void* ctx, const char* pattern, const int32_t* idx, int32_t count) {
-    static_cast<CapabilityReport*>(ctx)->composites.push_back({pattern, std::vector<int>(idx, idx + count)});
-  };
-  char msg[256] = {0};
-  r.status = table()->capability(model.data(), model.size(), &sink, msg, sizeof(msg));
-  r.msg = msg;
-  return r;
-}
-
-struct Compiled {
-  tessera_status_t status = TESSERA_OK;
-  std::string blob, msg;
-};
-
-Compiled compile(const std::string& model) {
-  Compiled c;
-  tessera_buffer_t buf{nullptr, 0};
-  char msg[256] = {0};
-  c.status = table()->compile(model.data(), model.size(), "", &buf, msg, sizeof(msg));
-  if (buf.data) c.blob.assign(static_cast<const char*>(buf.data), buf.size);
-  table()->free_buffer(&buf);
-  c.msg = msg;
+const plugintest::PluginClient& client() {
+  static const plugintest::PluginClient c(table());
   return c;
 }
-
-tessera_tensor_t descriptor(const Tensor& t) {
-  return tessera_tensor_t{static_cast<int32_t>(t.dtype()), t.rank(), t.rank() ? t.dims().data() : nullptr,
-                          const_cast<void*>(t.raw()), t.nbytes()};
-}
-
-struct Loaded {
-  tessera_status_t status = TESSERA_OK;
-  EnginePtr engine;
-  std::string msg;
-};
-
+CapabilityReport capability(const std::string& model) { return client().capability(model); }
+Compiled compile(const std::string& model, const char* options = "") { return client().compile(model, options); }
 Loaded load(const std::string& blob, const std::unordered_map<std::string, Tensor>& constants, int threads = 1) {
-  std::vector<tessera_named_tensor_t> named;
-  for (const auto& [name, t] : constants) named.push_back({name.c_str(), descriptor(t)});
-  tessera_load_options_t opts{sizeof(tessera_load_options_t), threads};
-  tessera_engine_t* e = nullptr;
-  char msg[256] = {0};
-  Loaded l;
-  l.status = table()->load(blob.data(), blob.size(), named.data(), named.size(), &opts, &e, msg, sizeof(msg));
-  l.engine.reset(e);
-  l.msg = msg;
-  return l;
+  return client().load(blob, constants, threads);
 }
-
 tessera_status_t run(tessera_engine_t* e, const std::vector<Tensor>& in, std::vector<Tensor>& out,
-                     std::string* msg_out = nullptr) {
-  std::vector<tessera_tensor_t> ins, outs;
-  for (const auto& t : in) ins.push_back(descriptor(t));
-  for (auto& t : out) outs.push_back(descriptor(t));
-  char msg[256] = {0};
-  tessera_status_t s = table()->run(e, ins.data(), ins.size(), outs.data(), outs.size(), msg, sizeof(msg));
-  if (msg_out) *msg_out = msg;
-  return s;
-}
-
-std::vector<Tensor> output_buffers(const Graph& g) {
-  std::vector<Tensor> out;
-  for (const auto& name : g.outputs) out.emplace_back(DType::kFloat32, g.info(name)->shape.concrete());
-  return out;
+                     std::string* msg = nullptr) {
+  return client().run(e, in, out, msg);
 }
 
 // |got - want| <= 1e-4 |want| + 1e-5 for every element.
@@ -898,8 +780,8 @@ TEST_F(XnnpackBackend, RunRejectsDescriptorsThatDifferFromTheRegion) {
   EXPECT_NE(msg.find("input 0 does not match the compiled float32[1,2,5,5]"), std::string::npos) << msg;
   std::vector<Tensor> wrong_shape{Tensor(DType::kFloat32, {1, 2, 5, 4}), f.inputs[1]};
   EXPECT_EQ(run(l.engine.get(), wrong_shape, out, &msg), TESSERA_ERROR_INVALID_ARGUMENT);
-  std::vector<tessera_tensor_t> in{descriptor(f.inputs[0]), descriptor(f.inputs[1])}, outs;
-  for (auto& t : out) outs.push_back(descriptor(t));
+  std::vector<tessera_tensor_t> in{tensor_descriptor(f.inputs[0]), tensor_descriptor(f.inputs[1])}, outs;
+  for (auto& t : out) outs.push_back(tensor_descriptor(t));
   char buf[256];
   in[1].data = nullptr;
   EXPECT_EQ(table()->run(l.engine.get(), in.data(), 2, outs.data(), 2, buf, sizeof(buf)),

@@ -1,0 +1,177 @@
+// What the tests of backend plugins (example, dnnl, xnnpack) share: building
+// small IR graphs, exporting them as the bytes a plugin receives, and calling
+// a plugin's C table (capability, compile, load, run) with results a test can
+// assert on.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "backends/backend.h"
+#include "ir/graph.h"
+#include "onnx/onnx_export.h"
+#include "passes/shape_inference.h"
+#include "tessera/backend.h"
+
+namespace tessera::plugintest {
+
+// A path relative to the directory of the running test binary (plugins are
+// built beside it: <build>/bin/../lib/tessera, <build>/bin/../examples).
+inline std::string beside_test_binary(const std::string& rel) {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  std::string exe(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  return exe.substr(0, exe.rfind('/')) + "/" + rel;
+}
+
+// --- graphs -----------------------------------------------------------------
+struct Builder {
+  Graph g;
+  explicit Builder(int64_t opset = 13) { g.opset = opset; }
+  Builder& input(const std::string& name, Shape shape, DType dt = DType::kFloat32) {
+    g.inputs.push_back(name);
+    g.values[name] = ValueInfo{dt, std::move(shape)};
+    return *this;
+  }
+  Builder& input(const std::string& name, Dims d, DType dt = DType::kFloat32) {
+    return input(name, Shape::FromDims(d), dt);
+  }
+  Builder& constant(const std::string& name, Tensor t) {
+    g.constants[name] = std::move(t);
+    return *this;
+  }
+  Node& node(const std::string& name, const std::string& op, std::vector<std::string> in, std::string out) {
+    Node n;
+    n.name = name;
+    n.op_type = op;
+    n.inputs = std::move(in);
+    n.outputs = {std::move(out)};
+    g.nodes.push_back(std::move(n));
+    return g.nodes.back();
+  }
+  Graph done(std::vector<std::string> outputs) {
+    g.outputs = std::move(outputs);
+    Status s = infer_shapes(g);
+    EXPECT_TRUE(s.ok()) << s.message();
+    return g;
+  }
+};
+
+inline std::string model_bytes(const Graph& g) {
+  auto bytes = export_onnx_bytes(g);
+  EXPECT_TRUE(bytes.ok()) << bytes.status().message();
+  return bytes.ok() ? *bytes : std::string();
+}
+
+inline Tensor random_tensor(Dims d, unsigned seed, float lo = -2.f, float hi = 2.f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Tensor t(DType::kFloat32, std::move(d));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+  return t;
+}
+
+// float32 buffers for the graph's outputs, with their inferred shapes.
+inline std::vector<Tensor> output_buffers(const Graph& g) {
+  std::vector<Tensor> out;
+  for (const auto& name : g.outputs) out.emplace_back(DType::kFloat32, g.info(name)->shape.concrete());
+  return out;
+}
+
+// --- the ABI calls, wrapped ---------------------------------------------------
+struct CapabilityReport {
+  tessera_status_t status = TESSERA_OK;
+  std::string msg;
+  std::map<int, std::string> refused;  // node index -> reason
+  std::vector<int> supported;
+  std::vector<std::pair<std::string, std::vector<int>>> composites;
+};
+
+struct Compiled {
+  tessera_status_t status = TESSERA_OK;
+  std::string blob, msg;
+};
+
+struct EngineDeleter {
+  const tessera_backend_t* table = nullptr;
+  void operator()(tessera_engine_t* e) const { table->destroy(e); }
+};
+using EnginePtr = std::unique_ptr<tessera_engine_t, EngineDeleter>;
+
+struct Loaded {
+  tessera_status_t status = TESSERA_OK;
+  EnginePtr engine;
+  std::string msg;
+};
+
+class PluginClient {
+ public:
+  explicit PluginClient(const tessera_backend_t* table) : table_(table) {}
+
+  CapabilityReport capability(const std::string& model) const {
+    CapabilityReport r;
+    tessera_capability_sink_t sink{};
+    sink.ctx = &r;
+    sink.node = [](void* ctx, int32_t i, int32_t ok, const char* reason) {
+      auto* rep = static_cast<CapabilityReport*>(ctx);
+      if (ok) rep->supported.push_back(i);
+      else rep->refused[i] = reason ? reason : "";
+    };
+    sink.composite = [](void* ctx, const char* pattern, const int32_t* idx, int32_t count) {
+      static_cast<CapabilityReport*>(ctx)->composites.push_back({pattern, std::vector<int>(idx, idx + count)});
+    };
+    char msg[256] = {0};
+    r.status = table_->capability(model.data(), model.size(), &sink, msg, sizeof(msg));
+    r.msg = msg;
+    return r;
+  }
+
+  Compiled compile(const std::string& model, const char* options = "") const {
+    Compiled c;
+    tessera_buffer_t buf{nullptr, 0};
+    char msg[256] = {0};
+    c.status = table_->compile(model.data(), model.size(), options, &buf, msg, sizeof(msg));
+    if (buf.data) c.blob.assign(static_cast<const char*>(buf.data), buf.size);
+    table_->free_buffer(&buf);
+    c.msg = msg;
+    return c;
+  }
+
+  Loaded load(const std::string& blob, const std::unordered_map<std::string, Tensor>& constants,
+              int threads = 1) const {
+    std::vector<tessera_named_tensor_t> named;
+    for (const auto& [name, t] : constants) named.push_back({name.c_str(), tensor_descriptor(t)});
+    tessera_load_options_t opts{sizeof(tessera_load_options_t), threads};
+    tessera_engine_t* e = nullptr;
+    char msg[256] = {0};
+    Loaded l;
+    l.status = table_->load(blob.data(), blob.size(), named.data(), named.size(), &opts, &e, msg, sizeof(msg));
+    l.engine = EnginePtr(e, EngineDeleter{table_});
+    l.msg = msg;
+    return l;
+  }
+
+  tessera_status_t run(tessera_engine_t* e, const std::vector<Tensor>& in, std::vector<Tensor>& out,
+                       std::string* msg_out = nullptr) const {
+    std::vector<tessera_tensor_t> ins, outs;
+    for (const auto& t : in) ins.push_back(tensor_descriptor(t));
+    for (auto& t : out) outs.push_back(tensor_descriptor(t));
+    char msg[256] = {0};
+    tessera_status_t s = table_->run(e, ins.data(), ins.size(), outs.data(), outs.size(), msg, sizeof(msg));
+    if (msg_out) *msg_out = msg;
+    return s;
+  }
+
+ private:
+  const tessera_backend_t* table_;
+};
+
+}  // namespace tessera::plugintest
