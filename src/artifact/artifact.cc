@@ -193,19 +193,7 @@ Status write_artifact(const Program& program, const std::string& path) {
   }
 
   json meta = json::object();
-  meta["producer"] = program.meta.producer;
-  meta["producer_version"] = program.meta.producer_version;
-  meta["source_model"] = program.meta.source_model;
-  json backends = json::array();
-  for (const BackendRecord& b : program.meta.backends) {
-    json r = json::object();
-    r["name"] = b.name;
-    r["version"] = b.version;
-    r["options"] = b.options;
-    backends.push_back(std::move(r));
-  }
-  meta["backends"] = std::move(backends);
-  meta["shape_overrides"] = program.meta.shape_overrides;
+  artifact::add_program_meta(program.meta, &meta);
   json gj = json::object();
   gj["name"] = graph.name;
   gj["ir_version"] = graph.ir_version;

@@ -70,19 +70,7 @@ std::string describe_json(const artifact::LoadedArtifact& a) {
     sections.push_back(std::move(e));
   }
   j["sections"] = std::move(sections);
-  j["producer"] = p.meta.producer;
-  j["producer_version"] = p.meta.producer_version;
-  j["source_model"] = p.meta.source_model;
-  json backends = json::array();
-  for (const auto& b : p.meta.backends) {
-    json e = json::object();
-    e["name"] = b.name;
-    e["version"] = b.version;
-    e["options"] = b.options;
-    backends.push_back(std::move(e));
-  }
-  j["backends"] = std::move(backends);
-  j["shape_overrides"] = p.meta.shape_overrides;
+  artifact::add_program_meta(p.meta, &j);
   json engines = json::array();
   for (const auto& e : p.engines) {
     json x = json::object();

@@ -16,6 +16,22 @@ constexpr uint64_t kInt64Max = static_cast<uint64_t>(std::numeric_limits<int64_t
 
 }  // namespace
 
+void add_program_meta(const ProgramMeta& m, json* j) {
+  (*j)["producer"] = m.producer;
+  (*j)["producer_version"] = m.producer_version;
+  (*j)["source_model"] = m.source_model;
+  json backends = json::array();
+  for (const BackendRecord& b : m.backends) {
+    json r = json::object();
+    r["name"] = b.name;
+    r["version"] = b.version;
+    r["options"] = b.options;
+    backends.push_back(std::move(r));
+  }
+  (*j)["backends"] = std::move(backends);
+  (*j)["shape_overrides"] = m.shape_overrides;
+}
+
 json signature_json(const std::string& name, const ValueInfo& vi) {
   json j = json::object();
   j["name"] = name;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "artifact/program.h"
 #include "ir/graph.h"
 #include "util/status.h"
 
@@ -23,6 +24,10 @@ json signature_json(const std::string& name, const ValueInfo& vi);
 std::string signature_str(const ValueInfo& vi);
 bool dtype_from_name(const std::string& s, DType* out);
 bool same_value_info(const ValueInfo& a, const ValueInfo& b);
+
+// Adds producer, producer_version, source_model, backends and
+// shape_overrides, in that order: what META stores and what inspect shows.
+void add_program_meta(const ProgramMeta& m, json* j);
 
 // Type-checked reads of META fields. Every failure is
 // "artifact 'path': META: field 'engines[0].section' is missing or not ...".
