@@ -5,6 +5,7 @@
 #include "artifact/artifact.h"
 #include "backends/backend.h"
 #include "onnx/onnx_import.h"
+#include "passes/native_fusion.h"
 #include "passes/shape_inference.h"
 #include "runtime/execution_plan.h"
 
@@ -163,6 +164,8 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const 
     vi.shape = Shape::FromDims(dims[i]);
   }
   TSR_RETURN_IF_ERROR(optimize(g, optimize_));
+  // After partitioning and optimisation, on what native runs only.
+  if (opts_.fuse && !native_fusion_disabled_by_env()) TSR_RETURN_IF_ERROR(fuse_for_native(g));
   std::shared_ptr<ExecutionPlan> plan;
   TSR_ASSIGN_OR_RETURN(plan, ExecutionPlan::Build(std::move(g), pool_.get(), engines_.get()));
   // A small cache: models are usually run with a handful of shapes.

@@ -29,6 +29,9 @@ namespace tessera {
 struct SessionOptions {
   int num_threads = 0;      // 0 = number of hardware threads
   bool optimize = true;     // run graph optimisations (folding, canonicalisation)
+  // Fuse what native runs (Conv/Gemm epilogues, elementwise chains) in every
+  // plan; TESSERA_NO_FUSION=1 in the environment turns it off as well.
+  bool fuse = true;
 };
 
 struct IOInfo {

@@ -1,0 +1,466 @@
+// Native operator fusion (see native_fusion.h). Three passes over the node
+// list, each followed by a recount of uses:
+//   1. Conv -> [Add(Z)] -> [activation]  => FusedConv
+//   2. Gemm / 2-D MatMul(constant B) -> activation => FusedGemm
+//   3. elementwise chains                 => FusedElementwise
+// Conv and Gemm go first so their activations end in the GEMM epilogue
+// rather than in an elementwise chain. Within a pass groups are disjoint
+// (a node joins at most one group); a group is grown greedily from its
+// first node in topological order, which makes the result deterministic.
+#include "passes/native_fusion.h"
+
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "ops/fused_elementwise.h"
+
+namespace tessera {
+
+namespace {
+
+constexpr const char* kMsDomain = "com.microsoft";
+constexpr const char* kTesseraDomain = "ai.tessera";
+
+// Who reads each value in one graph.
+class Uses {
+ public:
+  explicit Uses(const Graph& g) {
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const Node& n = g.nodes[i];
+      for (const auto& in : n.inputs) {
+        if (in.empty()) continue;
+        ++count_[in];
+        consumer_[in] = static_cast<int>(i);
+      }
+      // A nested body reading a value by name is a consumer the node's input
+      // list does not show.
+      for (const auto& [name, a] : n.attrs) {
+        std::unordered_set<std::string> caps;
+        if (a.kind == Attribute::Kind::kGraph && a.g) collect_graph_captures(*a.g, &caps);
+        if (a.kind == Attribute::Kind::kGraphs) {
+          for (const auto& sg : a.graphs) {
+            if (sg) collect_graph_captures(*sg, &caps);
+          }
+        }
+        for (const auto& c : caps) {
+          ++count_[c];
+          consumer_[c] = -1;
+        }
+      }
+    }
+    for (const auto& o : g.outputs) outputs_.insert(o);
+  }
+
+  // The only node reading `v` (once), or -1 when `v` has other readers, is
+  // a graph output, or is read by a nested graph.
+  int sole_consumer(const std::string& v) const {
+    if (outputs_.count(v)) return -1;
+    auto it = count_.find(v);
+    if (it == count_.end() || it->second != 1) return -1;
+    return consumer_.at(v);
+  }
+
+ private:
+  std::unordered_map<std::string, int> count_;
+  std::unordered_map<std::string, int> consumer_;
+  std::unordered_set<std::string> outputs_;
+};
+
+DType value_dtype(const Graph& g, const std::string& v) {
+  if (const Tensor* c = g.constant(v)) return c->dtype();
+  const ValueInfo* vi = g.info(v);
+  return vi ? vi->dtype : DType::kUndefined;
+}
+
+bool is_f32(const Graph& g, const std::string& v) { return !v.empty() && value_dtype(g, v) == DType::kFloat32; }
+
+// Concrete dims of `v` when known.
+bool static_dims(const Graph& g, const std::string& v, Dims* d) {
+  if (const Tensor* c = g.constant(v)) {
+    *d = c->dims();
+    return true;
+  }
+  const ValueInfo* vi = g.info(v);
+  if (!vi || !vi->shape.fully_known()) return false;
+  *d = vi->shape.concrete();
+  return true;
+}
+
+// A constant float32 scalar (any rank, one element).
+bool const_scalar(const Graph& g, const std::string& v, float* out) {
+  const Tensor* c = v.empty() ? nullptr : g.constant(v);
+  if (!c || c->dtype() != DType::kFloat32 || c->numel() != 1) return false;
+  *out = c->data<float>()[0];
+  return true;
+}
+
+// A single-output float32 node of the default domain.
+bool plain_f32_node(const Graph& g, const Node& n) {
+  return (n.domain.empty() || n.domain == "ai.onnx") && n.outputs.size() == 1 && is_f32(g, n.outputs[0]);
+}
+
+// Clip's bounds from constant inputs (opset >= 11) or attributes (< 11).
+bool clip_bounds(const Graph& g, const Node& n, float* lo, float* hi) {
+  *lo = -std::numeric_limits<float>::max();
+  *hi = std::numeric_limits<float>::max();
+  if (n.has_input(1) && !const_scalar(g, n.inputs[1], lo)) return false;
+  if (n.has_input(2) && !const_scalar(g, n.inputs[2], hi)) return false;
+  if (!n.has_input(1) && n.has_attr("min")) *lo = n.attr_float("min", *lo);
+  if (!n.has_input(2) && n.has_attr("max")) *hi = n.attr_float("max", *hi);
+  return true;
+}
+
+// An activation the GEMM epilogue runs (kernels/fused_activation.h), with
+// its parameters in ONNX order.
+bool epilogue_activation(const Graph& g, const Node& n, std::string* name, std::vector<float>* params) {
+  if (!plain_f32_node(g, n) || !is_f32(g, n.inputs.empty() ? "" : n.inputs[0])) return false;
+  const std::string& op = n.op_type;
+  params->clear();
+  if (op == "Relu" || op == "Sigmoid" || op == "Tanh") {
+    if (n.num_inputs() != 1) return false;
+  } else if (op == "LeakyRelu") {
+    *params = {n.attr_float("alpha", 0.01f)};
+  } else if (op == "HardSigmoid") {
+    *params = {n.attr_float("alpha", 0.2f), n.attr_float("beta", 0.5f)};
+  } else if (op == "Clip") {
+    float lo, hi;
+    if (!clip_bounds(g, n, &lo, &hi)) return false;
+    *params = {lo, hi};
+  } else {
+    return false;
+  }
+  *name = op;
+  return true;
+}
+
+// Nodes of `g` marked for removal, and replacements written in place.
+struct Rewrite {
+  explicit Rewrite(const Graph& g) : removed(g.nodes.size(), false), taken(g.nodes.size(), false) {}
+  std::vector<bool> removed;  // absorbed into a fused node elsewhere
+  std::vector<bool> taken;    // part of some group already
+};
+
+// Drops removed nodes and the values only they produced.
+int apply(Graph& g, const Rewrite& rw) {
+  std::vector<Node> kept;
+  kept.reserve(g.nodes.size());
+  int dropped = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (rw.removed[i]) {
+      for (const auto& o : g.nodes[i].outputs) g.values.erase(o);
+      ++dropped;
+    } else {
+      kept.push_back(std::move(g.nodes[i]));
+    }
+  }
+  g.nodes = std::move(kept);
+  return dropped;
+}
+
+// ---- 1. Conv -> [Add(Z)] -> [activation] ---------------------------------
+
+int fuse_conv(Graph& g, NativeFusionStats* st) {
+  Uses uses(g);
+  Rewrite rw(g);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& conv = g.nodes[i];
+    if (rw.taken[i] || conv.op_type != "Conv" || !plain_f32_node(g, conv)) continue;
+    Dims ydims;
+    if (!static_dims(g, conv.outputs[0], &ydims)) continue;
+    std::string out = conv.outputs[0];
+    std::string z;
+    std::string act;
+    std::vector<float> params;
+    std::vector<int> group;
+    int c = uses.sole_consumer(out);
+    // Residual: Z is added before the activation, as FusedConv's kernel does.
+    if (c >= 0 && !rw.taken[static_cast<size_t>(c)]) {
+      const Node& add = g.nodes[static_cast<size_t>(c)];
+      if (add.op_type == "Add" && plain_f32_node(g, add) && add.num_inputs() == 2 && add.inputs[0] != add.inputs[1]) {
+        const std::string& other = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
+        Dims zd, ad;
+        if (is_f32(g, other) && static_dims(g, other, &zd) && zd == ydims && static_dims(g, add.outputs[0], &ad) &&
+            ad == ydims) {
+          z = other;
+          out = add.outputs[0];
+          group.push_back(c);
+          c = uses.sole_consumer(out);
+        }
+      }
+    }
+    if (c >= 0 && !rw.taken[static_cast<size_t>(c)] &&
+        epilogue_activation(g, g.nodes[static_cast<size_t>(c)], &act, &params)) {
+      out = g.nodes[static_cast<size_t>(c)].outputs[0];
+      group.push_back(c);
+    }
+    if (group.empty()) continue;
+    Node f;
+    f.name = conv.name;
+    f.op_type = "FusedConv";
+    f.domain = kMsDomain;
+    f.attrs = conv.attrs;
+    f.inputs = conv.inputs;
+    f.inputs.resize(3);
+    if (!z.empty()) f.inputs.push_back(z);
+    f.outputs = {out};
+    if (!act.empty()) {
+      Attribute a;
+      a.kind = Attribute::Kind::kString;
+      a.s = act;
+      f.attrs["activation"] = a;
+      Attribute p;
+      p.kind = Attribute::Kind::kFloats;
+      p.floats = params;
+      f.attrs["activation_params"] = p;
+    }
+    rw.taken[i] = rw.removed[i] = true;
+    for (int k : group) rw.taken[static_cast<size_t>(k)] = rw.removed[static_cast<size_t>(k)] = true;
+    const size_t last = static_cast<size_t>(group.back());
+    rw.removed[last] = false;
+    g.nodes[last] = std::move(f);
+    ++st->conv;
+  }
+  return apply(g, rw);
+}
+
+// ---- 2. Gemm / MatMul -> activation --------------------------------------
+
+int fuse_gemm(Graph& g, NativeFusionStats* st) {
+  Uses uses(g);
+  Rewrite rw(g);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& mm = g.nodes[i];
+    if (rw.taken[i] || !plain_f32_node(g, mm)) continue;
+    if (mm.op_type == "MatMul") {
+      // Gemm is 2-D only; B must be a constant so the kernel packs it once.
+      Dims ad;
+      const Tensor* b = mm.num_inputs() == 2 ? g.constant(mm.inputs[1]) : nullptr;
+      if (!b || b->dtype() != DType::kFloat32 || b->rank() != 2 || !is_f32(g, mm.inputs[0]) ||
+          !static_dims(g, mm.inputs[0], &ad) || ad.size() != 2) {
+        continue;
+      }
+    } else if (mm.op_type != "Gemm") {
+      continue;
+    }
+    const int c = uses.sole_consumer(mm.outputs[0]);
+    std::string act;
+    std::vector<float> params;
+    if (c < 0 || rw.taken[static_cast<size_t>(c)] ||
+        !epilogue_activation(g, g.nodes[static_cast<size_t>(c)], &act, &params)) {
+      continue;
+    }
+    Node f;
+    f.name = mm.name;
+    f.op_type = "FusedGemm";
+    f.domain = kMsDomain;
+    if (mm.op_type == "Gemm") f.attrs = mm.attrs;
+    f.inputs = mm.inputs;
+    f.outputs = {g.nodes[static_cast<size_t>(c)].outputs[0]};
+    auto set = [&](const char* key, Attribute a) { f.attrs[key] = std::move(a); };
+    Attribute s;
+    s.kind = Attribute::Kind::kString;
+    s.s = act;
+    set("activation", s);
+    // FusedGemm's activation_alpha / activation_beta carry the parameters
+    // (Clip's min and max included, see activation_from_gemm_attrs).
+    for (size_t k = 0; k < params.size() && k < 2; ++k) {
+      Attribute p;
+      p.kind = Attribute::Kind::kFloat;
+      p.f = params[k];
+      set(k == 0 ? "activation_alpha" : "activation_beta", p);
+    }
+    rw.taken[i] = rw.removed[i] = true;
+    rw.taken[static_cast<size_t>(c)] = true;
+    g.nodes[static_cast<size_t>(c)] = std::move(f);
+    ++st->gemm;
+  }
+  return apply(g, rw);
+}
+
+// ---- 3. elementwise chains -----------------------------------------------
+
+// One node as a chain instruction.
+struct EwOp {
+  bool ok = false;
+  bool binary = false;  // takes a side operand
+  float p0 = 0.f, p1 = 0.f;
+};
+
+EwOp classify(const Graph& g, const Node& n) {
+  EwOp e;
+  if (!plain_f32_node(g, n) || !fused_elementwise_supports(n.op_type)) return e;
+  const std::string& op = n.op_type;
+  const int ni = n.num_inputs();
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+    if (ni != 2) return e;
+    e.binary = true;
+  } else if (op == "Pow") {
+    // Only a constant scalar exponent: the unfused kernel's shortcuts for
+    // it are what the fused instruction reproduces.
+    if (ni != 2 || !const_scalar(g, n.inputs[1], &e.p0)) return e;
+  } else if (op == "Clip") {
+    if (!clip_bounds(g, n, &e.p0, &e.p1)) return e;
+  } else {
+    if (ni != 1) return e;
+    if (op == "LeakyRelu") e.p0 = n.attr_float("alpha", 0.01f);
+    if (op == "HardSigmoid") {
+      e.p0 = n.attr_float("alpha", 0.2f);
+      e.p1 = n.attr_float("beta", 0.5f);
+    }
+    if (op == "Gelu") {
+      const std::string a = n.attr_string("approximate", "none");
+      if (a != "none" && a != "tanh") return e;
+      e.p0 = a == "tanh" ? 1.f : 0.f;
+    }
+  }
+  for (int k = 0; k < ni; ++k) {
+    if (!is_f32(g, n.inputs[static_cast<size_t>(k)])) return e;
+  }
+  e.ok = true;
+  return e;
+}
+
+// A side operand of a chain whose value has dims `out`.
+bool valid_side(const Graph& g, const std::string& v, const Dims& out) {
+  Dims d;
+  int64_t inner = 0;
+  return is_f32(g, v) && static_dims(g, v, &d) && block_broadcast(d, out, &inner);
+}
+
+struct Chain {
+  std::vector<std::string> inputs;  // [0] = head operand
+  std::vector<std::string> ops;
+  std::vector<int64_t> args, swap;
+  std::vector<float> p0, p1;
+
+  void add(const std::string& op, int arg, bool swapped, const EwOp& e) {
+    ops.push_back(op);
+    args.push_back(arg);
+    swap.push_back(swapped ? 1 : 0);
+    p0.push_back(e.p0);
+    p1.push_back(e.p1);
+  }
+  int side_index(const std::string& v) {
+    for (size_t k = 1; k < inputs.size(); ++k) {
+      if (inputs[k] == v) return static_cast<int>(k);
+    }
+    inputs.push_back(v);
+    return static_cast<int>(inputs.size() - 1);
+  }
+};
+
+Attribute ints_attr(std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+
+Attribute floats_attr(std::vector<float> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kFloats;
+  a.floats = std::move(v);
+  return a;
+}
+
+int fuse_elementwise(Graph& g, NativeFusionStats* st) {
+  Uses uses(g);
+  Rewrite rw(g);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (rw.taken[i]) continue;
+    const Node& head = g.nodes[i];
+    const EwOp he = classify(g, head);
+    Dims out;
+    if (!he.ok || !static_dims(g, head.outputs[0], &out)) continue;
+    // The head's operand with the output's shape starts the chain.
+    Chain ch;
+    Dims d0, d1;
+    const bool full0 = static_dims(g, head.inputs[0], &d0) && d0 == out;
+    if (!he.binary) {
+      if (!full0) continue;
+      ch.inputs = {head.inputs[0]};
+      ch.add(head.op_type, -1, false, he);
+    } else if (full0 && valid_side(g, head.inputs[1], out)) {
+      ch.inputs = {head.inputs[0]};
+      ch.add(head.op_type, ch.side_index(head.inputs[1]), false, he);
+    } else if (static_dims(g, head.inputs[1], &d1) && d1 == out && valid_side(g, head.inputs[0], out)) {
+      ch.inputs = {head.inputs[1]};
+      ch.add(head.op_type, ch.side_index(head.inputs[0]), true, he);
+    } else {
+      continue;
+    }
+    std::vector<size_t> group = {i};
+    std::string v = head.outputs[0];
+    for (;;) {
+      const int c = uses.sole_consumer(v);
+      if (c < 0 || rw.taken[static_cast<size_t>(c)]) break;
+      const Node& n = g.nodes[static_cast<size_t>(c)];
+      const EwOp e = classify(g, n);
+      Dims nd;
+      if (!e.ok || !static_dims(g, n.outputs[0], &nd) || nd != out) break;
+      if (!e.binary) {
+        if (n.inputs[0] != v) break;  // Pow's exponent, or Clip's bound
+        ch.add(n.op_type, -1, false, e);
+      } else {
+        const bool left = n.inputs[0] == v;
+        const std::string& other = left ? n.inputs[1] : n.inputs[0];
+        if (other == v || !valid_side(g, other, out)) break;
+        ch.add(n.op_type, ch.side_index(other), !left, e);
+      }
+      group.push_back(static_cast<size_t>(c));
+      v = n.outputs[0];
+    }
+    if (group.size() < 2) continue;
+    Node f;
+    f.name = "fused_" + head.name;
+    f.op_type = "FusedElementwise";
+    f.domain = kTesseraDomain;
+    f.inputs = ch.inputs;
+    f.outputs = {v};
+    Attribute ops;
+    ops.kind = Attribute::Kind::kStrings;
+    ops.strings = ch.ops;
+    f.attrs["ops"] = ops;
+    f.attrs["args"] = ints_attr(ch.args);
+    f.attrs["swap"] = ints_attr(ch.swap);
+    f.attrs["p0"] = floats_attr(ch.p0);
+    f.attrs["p1"] = floats_attr(ch.p1);
+    for (size_t k : group) rw.taken[k] = rw.removed[k] = true;
+    rw.removed[group.back()] = false;
+    g.nodes[group.back()] = std::move(f);
+    ++st->elementwise_chains;
+  }
+  return apply(g, rw);
+}
+
+}  // namespace
+
+bool native_fusion_disabled_by_env() {
+  const char* v = std::getenv("TESSERA_NO_FUSION");
+  return v && *v && std::string(v) != "0";
+}
+
+Status fuse_for_native(Graph& g, NativeFusionStats* stats) {
+  NativeFusionStats local;
+  NativeFusionStats& st = stats ? *stats : local;
+  for (Node& n : g.nodes) {
+    for (auto& [name, a] : n.attrs) {
+      if (a.kind == Attribute::Kind::kGraph && a.g) TSR_RETURN_IF_ERROR(fuse_for_native(*a.g, &st));
+      if (a.kind == Attribute::Kind::kGraphs) {
+        for (auto& sg : a.graphs) {
+          if (sg) TSR_RETURN_IF_ERROR(fuse_for_native(*sg, &st));
+        }
+      }
+    }
+  }
+  st.nodes_removed += fuse_conv(g, &st);
+  st.nodes_removed += fuse_gemm(g, &st);
+  st.nodes_removed += fuse_elementwise(g, &st);
+  return Status::Ok();
+}
+
+}  // namespace tessera

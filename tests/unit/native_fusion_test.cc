@@ -1,0 +1,384 @@
+// Native fusion (src/passes/native_fusion.cc, src/ops/fused_elementwise.cc):
+// every graph runs in a session with fusion and in one without, on random
+// inputs over many seeds; outputs must agree and the plan must have the
+// expected number of steps. Graphs that must not fuse keep their steps.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "passes/native_fusion.h"
+#include "runtime/session.h"
+
+namespace tessera {
+namespace {
+
+struct GraphBuilder {
+  Graph g;
+  GraphBuilder() { g.opset = 17; }
+  GraphBuilder& input(const std::string& name, Dims d, DType dt = DType::kFloat32) {
+    g.inputs.push_back(name);
+    g.values[name] = ValueInfo{dt, Shape::FromDims(d)};
+    return *this;
+  }
+  GraphBuilder& constant(const std::string& name, Tensor t) {
+    g.constants[name] = std::move(t);
+    return *this;
+  }
+  Node& node(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs) {
+    Node n;
+    n.name = op + "_" + std::to_string(g.nodes.size());
+    n.op_type = op;
+    n.inputs = std::move(ins);
+    n.outputs = std::move(outs);
+    g.nodes.push_back(std::move(n));
+    return g.nodes.back();
+  }
+  GraphBuilder& output(const std::string& name) {
+    g.outputs.push_back(name);
+    return *this;
+  }
+};
+
+Attribute ints(std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+
+Attribute flt(float v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kFloat;
+  a.f = v;
+  return a;
+}
+
+Tensor random_tensor(DType dt, const Dims& d, std::mt19937& rng, float lo = -2.f, float hi = 2.f) {
+  Tensor t(dt, d);
+  std::uniform_real_distribution<float> u(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (dt == DType::kFloat32) t.data<float>()[i] = u(rng);
+    if (dt == DType::kInt32) t.data<int32_t>()[i] = static_cast<int32_t>(u(rng) * 10);
+    if (dt == DType::kBool) t.data<bool>()[i] = u(rng) > 0.f;
+  }
+  return t;
+}
+
+struct Runs {
+  int fused_steps = 0;
+  int unfused_steps = 0;
+};
+
+// Runs `g` with and without fusion on `seeds` random input sets and checks
+// that every output agrees within 1e-5 (relative, absolute below 1).
+Runs compare(const Graph& g, int seeds = 20) {
+  Runs r;
+  SessionOptions on, off;
+  on.num_threads = off.num_threads = 2;
+  off.fuse = false;
+  auto fused = InferenceSession::Create(g, on);
+  auto plain = InferenceSession::Create(g, off);
+  EXPECT_TRUE(fused.ok()) << fused.status().message();
+  EXPECT_TRUE(plain.ok()) << plain.status().message();
+  if (!fused.ok() || !plain.ok()) return r;
+  std::vector<Dims> dims;
+  for (const auto& in : (*fused)->inputs()) dims.push_back(in.shape.concrete());
+  auto sf = (*fused)->stats(dims);
+  auto sp = (*plain)->stats(dims);
+  EXPECT_TRUE(sf.ok() && sp.ok());
+  if (!sf.ok() || !sp.ok()) return r;
+  r.fused_steps = sf->num_steps;
+  r.unfused_steps = sp->num_steps;
+  for (int seed = 0; seed < seeds; ++seed) {
+    std::mt19937 rng(static_cast<unsigned>(seed));
+    std::vector<Tensor> ins;
+    for (const auto& in : (*fused)->inputs()) ins.push_back(random_tensor(in.dtype, in.shape.concrete(), rng));
+    auto a = (*fused)->run(ins);
+    auto b = (*plain)->run(ins);
+    EXPECT_TRUE(a.ok()) << a.status().message();
+    EXPECT_TRUE(b.ok()) << b.status().message();
+    if (!a.ok() || !b.ok()) return r;
+    EXPECT_EQ(a->size(), b->size());
+    for (size_t o = 0; o < a->size() && o < b->size(); ++o) {
+      const Tensor& x = (*a)[o];
+      const Tensor& y = (*b)[o];
+      EXPECT_EQ(x.dims(), y.dims());
+      EXPECT_EQ(x.dtype(), y.dtype());
+      if (x.dims() != y.dims() || x.dtype() != y.dtype()) return r;
+      if (x.dtype() == DType::kInt32) {
+        for (int64_t i = 0; i < x.numel(); ++i) EXPECT_EQ(x.data<int32_t>()[i], y.data<int32_t>()[i]);
+        continue;
+      }
+      int bad = 0;
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        const float p = x.data<float>()[i], q = y.data<float>()[i];
+        const bool same = (std::isnan(p) && std::isnan(q)) || std::fabs(p - q) <= 1e-5f * std::max(1.f, std::fabs(q));
+        if (!same && bad++ < 3) ADD_FAILURE() << "seed " << seed << " output " << o << " [" << i << "]: " << p
+                                              << " vs " << q;
+      }
+      EXPECT_EQ(bad, 0);
+    }
+  }
+  return r;
+}
+
+// Conv 4->cout channels, 3x3, pad 1, with bias, on x [1,4,9,9].
+void add_conv(GraphBuilder& b, const std::string& x, const std::string& y, int64_t cout, unsigned seed) {
+  std::mt19937 rng(seed);
+  b.constant(y + "_w", random_tensor(DType::kFloat32, {cout, 4, 3, 3}, rng, -0.5f, 0.5f));
+  b.constant(y + "_b", random_tensor(DType::kFloat32, {cout}, rng));
+  Node& c = b.node("Conv", {x, y + "_w", y + "_b"}, {y});
+  c.attrs["pads"] = ints({1, 1, 1, 1});
+}
+
+TEST(NativeFusion, ConvThenEachEpilogueActivationBecomesOneFusedConv) {
+  for (const std::string act : {"Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid"}) {
+    GraphBuilder b;
+    b.input("x", {1, 4, 9, 9});
+    add_conv(b, "x", "c", 8, 1);
+    std::vector<std::string> ins = {"c"};
+    if (act == "Clip") {
+      b.constant("lo", Tensor::Scalar<float>(0.f)).constant("hi", Tensor::Scalar<float>(0.75f));
+      ins = {"c", "lo", "hi"};
+    }
+    Node& a = b.node(act, ins, {"y"});
+    if (act == "LeakyRelu") a.attrs["alpha"] = flt(0.2f);
+    if (act == "HardSigmoid") a.attrs["alpha"] = flt(0.3f);
+    b.output("y");
+    Runs r = compare(b.g);
+    EXPECT_EQ(r.unfused_steps, 2) << act;
+    EXPECT_EQ(r.fused_steps, 1) << act;
+  }
+}
+
+TEST(NativeFusion, ConvResidualAddThenReluBecomesFusedConvWithSummand) {
+  for (bool conv_first : {true, false}) {
+    GraphBuilder b;
+    b.input("x", {1, 4, 9, 9}).input("r", {1, 4, 9, 9});
+    add_conv(b, "x", "c", 4, 2);
+    b.node("Add", conv_first ? std::vector<std::string>{"c", "r"} : std::vector<std::string>{"r", "c"}, {"s"});
+    b.node("Relu", {"s"}, {"y"});
+    b.output("y");
+    Runs r = compare(b.g);
+    EXPECT_EQ(r.unfused_steps, 3);
+    EXPECT_EQ(r.fused_steps, 1);
+  }
+}
+
+TEST(NativeFusion, ConvResidualAddWithoutActivationFuses) {
+  GraphBuilder b;
+  b.input("x", {1, 4, 9, 9}).input("r", {1, 4, 9, 9});
+  add_conv(b, "x", "c", 4, 3);
+  b.node("Add", {"c", "r"}, {"y"});
+  b.output("y");
+  Runs r = compare(b.g);
+  EXPECT_EQ(r.unfused_steps, 2);
+  EXPECT_EQ(r.fused_steps, 1);
+}
+
+TEST(NativeFusion, GemmAndTwoDimensionalMatMulThenActivationBecomeFusedGemm) {
+  std::mt19937 rng(4);
+  GraphBuilder b;
+  b.input("a", {5, 7});
+  b.constant("w", random_tensor(DType::kFloat32, {7, 9}, rng)).constant("bias", random_tensor(DType::kFloat32, {9}, rng));
+  b.constant("w2", random_tensor(DType::kFloat32, {9, 6}, rng));
+  b.node("Gemm", {"a", "w", "bias"}, {"g"});
+  b.node("Relu", {"g"}, {"h"});
+  b.node("MatMul", {"h", "w2"}, {"m"});
+  b.node("Tanh", {"m"}, {"y"});
+  b.output("y");
+  Runs r = compare(b.g);
+  EXPECT_EQ(r.unfused_steps, 4);
+  EXPECT_EQ(r.fused_steps, 2);
+}
+
+TEST(NativeFusion, DecomposedGeluAfterBiasIsOneChain) {
+  std::mt19937 rng(5);
+  GraphBuilder b;
+  b.input("x", {2, 3, 64});
+  b.constant("bias", random_tensor(DType::kFloat32, {64}, rng));
+  b.constant("sqrt2", Tensor::Scalar<float>(1.41421354f)).constant("one", Tensor::Scalar<float>(1.f));
+  b.constant("half", Tensor::Scalar<float>(0.5f));
+  b.node("Add", {"x", "bias"}, {"h"});  // h has two consumers: stays unfused
+  b.node("Div", {"h", "sqrt2"}, {"d"});
+  b.node("Erf", {"d"}, {"e"});
+  b.node("Add", {"e", "one"}, {"p"});
+  b.node("Mul", {"h", "p"}, {"m"});
+  b.node("Mul", {"m", "half"}, {"y"});
+  b.output("y");
+  Runs r = compare(b.g);
+  EXPECT_EQ(r.unfused_steps, 6);
+  EXPECT_EQ(r.fused_steps, 2);
+}
+
+TEST(NativeFusion, LayerNormTailWithRowAndChannelBroadcastsIsOneChain) {
+  std::mt19937 rng(6);
+  GraphBuilder b;
+  b.input("d", {2, 3, 40}).input("s", {2, 3, 1});
+  b.constant("gamma", random_tensor(DType::kFloat32, {40}, rng)).constant("beta", random_tensor(DType::kFloat32, {40}, rng));
+  b.node("Div", {"d", "s"}, {"n"});
+  b.node("Mul", {"n", "gamma"}, {"m"});
+  b.node("Add", {"m", "beta"}, {"y"});
+  b.output("y");
+  Runs r = compare(b.g);
+  EXPECT_EQ(r.unfused_steps, 3);
+  EXPECT_EQ(r.fused_steps, 1);
+}
+
+// Every instruction, both operand orders, a scalar, a trailing vector that
+// straddles blocks, and a per-row operand, over several blocks and tasks.
+TEST(NativeFusion, LongChainOfEveryInstructionMatchesUnfusedKernels) {
+  std::mt19937 rng(7);
+  GraphBuilder b;
+  b.input("x", {3, 5000}).input("row", {3, 1}).input("full", {3, 5000});
+  b.constant("three", Tensor::Scalar<float>(3.f)).constant("eps", Tensor::Scalar<float>(1e-3f));
+  b.constant("two", Tensor::Scalar<float>(2.f)).constant("halfexp", Tensor::Scalar<float>(0.5f));
+  b.constant("cubic", Tensor::Scalar<float>(3.f)).constant("odd", Tensor::Scalar<float>(1.7f));
+  b.constant("vec", random_tensor(DType::kFloat32, {5000}, rng));
+  b.constant("lo", Tensor::Scalar<float>(-0.5f)).constant("hi", Tensor::Scalar<float>(0.5f));
+  b.node("Sub", {"three", "x"}, {"v0"});
+  b.node("Add", {"v0", "eps"}, {"v1"});  // 3 - x is in [1, 5]
+  b.node("Log", {"v1"}, {"v2"});
+  b.node("Abs", {"v2"}, {"v3"});
+  b.node("Neg", {"v3"}, {"v4"});
+  b.node("Exp", {"v4"}, {"v5"});
+  b.node("Pow", {"v5", "halfexp"}, {"v6"});
+  b.node("Sqrt", {"v6"}, {"v7"});
+  b.node("Pow", {"v7", "two"}, {"v8"});
+  b.node("Pow", {"v8", "odd"}, {"v9"});
+  b.node("Reciprocal", {"v9"}, {"v10"});
+  b.node("Sigmoid", {"v10"}, {"v11"});
+  b.node("Mul", {"vec", "v11"}, {"v12"});
+  b.node("Sub", {"v12", "row"}, {"v13"});
+  b.node("Clip", {"v13", "lo", "hi"}, {"v14"});
+  b.node("LeakyRelu", {"v14"}, {"v15"}).attrs["alpha"] = flt(0.1f);
+  b.node("HardSigmoid", {"v15"}, {"v16"});
+  b.node("Tanh", {"v16"}, {"v17"});
+  b.node("Div", {"two", "v17"}, {"v18"});
+  b.node("Erf", {"v18"}, {"v19"});
+  b.node("Pow", {"v19", "cubic"}, {"v20"});
+  b.node("Div", {"v20", "full"}, {"v21"});
+  b.node("Relu", {"v21"}, {"v22"});
+  b.node("Gelu", {"v22"}, {"y"});
+  b.output("y");
+  Runs r = compare(b.g, 10);
+  EXPECT_EQ(r.unfused_steps, 24);
+  EXPECT_EQ(r.fused_steps, 1);
+}
+
+TEST(NativeFusion, IntermediateWithTwoConsumersIsNotFused) {
+  GraphBuilder b;
+  b.input("x", {1, 4, 9, 9});
+  add_conv(b, "x", "c", 8, 8);
+  b.node("Relu", {"c"}, {"y1"});
+  b.node("Sigmoid", {"c"}, {"y2"});
+  b.output("y1").output("y2");
+  Runs r = compare(b.g, 5);
+  EXPECT_EQ(r.unfused_steps, 3);
+  EXPECT_EQ(r.fused_steps, 3);
+}
+
+TEST(NativeFusion, IntermediateThatIsAGraphOutputIsNotFused) {
+  GraphBuilder b;
+  b.input("x", {1, 4, 9, 9}).input("z", {4, 16});
+  add_conv(b, "x", "c", 8, 9);
+  b.node("Relu", {"c"}, {"y"});
+  b.node("Exp", {"z"}, {"e"});
+  b.node("Neg", {"e"}, {"n"});
+  b.output("c").output("y").output("e").output("n");
+  Runs r = compare(b.g, 5);
+  EXPECT_EQ(r.unfused_steps, 4);
+  EXPECT_EQ(r.fused_steps, 4);
+}
+
+TEST(NativeFusion, NonFloatChainIsNotFused) {
+  GraphBuilder b;
+  b.input("x", {4, 16}, DType::kInt32).input("w", {4, 16}, DType::kInt32);
+  b.node("Add", {"x", "w"}, {"s"});
+  b.node("Mul", {"s", "w"}, {"y"});
+  b.output("y");
+  Runs r = compare(b.g, 5);
+  EXPECT_EQ(r.unfused_steps, 2);
+  EXPECT_EQ(r.fused_steps, 2);
+}
+
+TEST(NativeFusion, BroadcastThatIsNotOneBlockIsNotFused) {
+  GraphBuilder b;
+  b.input("x", {2, 3, 4}).input("m", {2, 1, 4}).input("o", {2, 3, 4});
+  b.node("Mul", {"x", "m"}, {"s"});  // [2,1,4] on [2,3,4]: two separate blocks
+  b.node("Relu", {"s"}, {"r"});
+  b.node("Add", {"r", "o"}, {"y"});
+  b.output("y");
+  Runs r = compare(b.g, 5);
+  EXPECT_EQ(r.unfused_steps, 3);
+  EXPECT_EQ(r.fused_steps, 2);  // Mul stays; Relu + Add fuse behind it
+}
+
+TEST(NativeFusion, ValueReadByANestedBodyIsNotFused) {
+  GraphBuilder b;
+  b.input("x", {8}).input("cond", {}, DType::kBool);
+  b.node("Exp", {"x"}, {"e"});
+  b.node("Neg", {"e"}, {"n"});  // e is also read by both branches below
+  auto branch = [](const std::string& op) {
+    auto body = std::make_shared<Graph>();
+    body->opset = 17;
+    Node k;
+    k.name = op;
+    k.op_type = op;
+    k.inputs = {"e"};
+    k.outputs = {"b"};
+    body->nodes = {k};
+    body->outputs = {"b"};
+    return body;
+  };
+  Node& iff = b.node("If", {"cond"}, {"i"});
+  Attribute t, f;
+  t.kind = f.kind = Attribute::Kind::kGraph;
+  t.g = branch("Relu");
+  f.g = branch("Sigmoid");
+  iff.attrs["then_branch"] = t;
+  iff.attrs["else_branch"] = f;
+  b.node("Add", {"n", "x"}, {"y"});
+  b.output("y").output("i");
+  // The fused and unfused plans must agree whichever branch runs; the chain
+  // Neg -> Add still fuses (n has one consumer).
+  Runs r = compare(b.g, 6);
+  EXPECT_EQ(r.unfused_steps, 4);
+  EXPECT_EQ(r.fused_steps, 3);
+}
+
+TEST(NativeFusion, EnvironmentSwitchDisablesFusion) {
+  GraphBuilder b;
+  b.input("x", {16});
+  b.node("Exp", {"x"}, {"e"});
+  b.node("Neg", {"e"}, {"y"});
+  b.output("y");
+  // The pass alone, on a graph typed by hand.
+  Graph g = b.g;
+  g.values["e"] = g.values["y"] = ValueInfo{DType::kFloat32, Shape::FromDims({16})};
+  NativeFusionStats st;
+  ASSERT_TRUE(fuse_for_native(g, &st).ok());
+  EXPECT_EQ(st.elementwise_chains, 1);
+  EXPECT_EQ(st.nodes_removed, 1);
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].op_type, "FusedElementwise");
+  EXPECT_EQ(g.nodes[0].domain, "ai.tessera");
+  ::setenv("TESSERA_NO_FUSION", "1", 1);
+  EXPECT_TRUE(native_fusion_disabled_by_env());
+  auto s = InferenceSession::Create(b.g);
+  ::unsetenv("TESSERA_NO_FUSION");
+  EXPECT_FALSE(native_fusion_disabled_by_env());
+  ASSERT_TRUE(s.ok());
+  auto stats = (*s)->stats({{16}});
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->num_steps, 2);
+}
+
+}  // namespace
+}  // namespace tessera
