@@ -231,19 +231,24 @@ Expected<double> Backend::estimate_cost(std::string_view model, int num_threads)
 // beside an OpenMP one, then passive. libgomp reads this once, when it is
 // loaded, so the first call (before the first plugin is opened) decides; a
 // user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
+bool engine_uses_openmp(const std::string& engine) { return engine == "dnnl"; }
+
+bool engines_need_passive_wait(const std::vector<std::string>& engines) {
+  bool openmp = false, other_pool = false;
+  for (const auto& e : engines) {
+    bool is_omp = engine_uses_openmp(e);
+    openmp = openmp || is_omp;
+    other_pool = other_pool || (!is_omp && e != "native");
+  }
+  return openmp && other_pool;
+}
+
 void set_engine_thread_policy(const std::vector<std::string>& engines) {
   static std::once_flag once;
   std::call_once(once, [&] {
     if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
-    static const std::vector<std::string> kOpenMp = {"dnnl"};
-    bool openmp = false, other_pool = false;
-    for (const auto& e : engines) {
-      bool is_omp = std::find(kOpenMp.begin(), kOpenMp.end(), e) != kOpenMp.end();
-      openmp = openmp || is_omp;
-      other_pool = other_pool || (!is_omp && e != "native");
-    }
-    if (!openmp) return;
-    if (other_pool) setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+    if (std::none_of(engines.begin(), engines.end(), engine_uses_openmp)) return;
+    if (engines_need_passive_wait(engines)) setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
     else setenv("GOMP_SPINCOUNT", "10000", 0);
   });
 }

@@ -110,6 +110,11 @@ Status register_backend(std::shared_ptr<const Backend> backend);
 // come before the first plugin is opened (resolve_backends and program loading
 // call it).
 void set_engine_thread_policy(const std::vector<std::string>& engines);
+// True for engines whose threads are OpenMP's (oneDNN).
+bool engine_uses_openmp(const std::string& engine);
+// True when running `engines` in one process makes OpenMP wait passively: an
+// OpenMP engine beside another engine with its own thread pool.
+bool engines_need_passive_wait(const std::vector<std::string>& engines);
 
 // Names of every backend found on the search path, sorted, then "native".
 std::vector<std::string> available_backends();

@@ -4,9 +4,13 @@
 //
 // Steps (one file each, numbered in partitioner.cc):
 //   1. capability   ask every backend about every node (capability.cc)
+//   1b. costs       every node's estimated time on every backend (cost.cc),
+//                   and, for the main graph under cost-based placement, the
+//                   set of backends whose plan costs least
 //   2. placement    choose a backend per node or composite (placement.cc)
 //   3. regions      maximal convex same-backend regions (regions.cc)
-//   4. pruning      regions too small or without compute fall back
+//   4. pruning      regions too small, without compute, or (cost-based)
+//                   slower with their boundary than elsewhere fall back
 //   5. trial compile a region its backend fails on goes to the next candidate
 //   6. lowering     external regions become Region nodes of the glue graph
 //                   (extract.cc); If/Loop/Scan bodies are partitioned the same
@@ -26,6 +30,16 @@
 
 namespace tessera {
 
+namespace partition {
+class TuneCache;
+}
+
+// How a node's backend is chosen among those that can run it.
+enum class PlacementPolicy {
+  kCost,      // least estimated (or measured) time, boundaries included
+  kPriority,  // the first in --backends order
+};
+
 struct PlaceRule {
   std::string key;      // an op type ("Conv") or a node name; node names win
   std::string backend;
@@ -41,9 +55,21 @@ struct PartitionOptions {
   // always fall back when this is > 0.
   int min_region_nodes = 2;
   std::string backend_options;  // passed to every compile, recorded in the artifact
-  int num_threads = 1;          // for cost estimates
+  int num_threads = 1;          // for cost estimates and measurements
+  PlacementPolicy policy = PlacementPolicy::kCost;
+  // Measurements to use in place of estimates (may be null). With `tune`,
+  // candidate regions without one are measured now and added.
+  partition::TuneCache* tune_cache = nullptr;
+  bool tune = false;
   // Called as regions compile: (done, total, what).
   std::function<void(int, int, const std::string&)> progress;
+};
+
+// One backend a region could have gone to, with its cost there.
+struct CostOption {
+  std::string backend;
+  double us = 0;          // region time plus its boundary crossings
+  bool measured = false;  // from --tune (or its cache), else estimated
 };
 
 // One region of the final placement.
@@ -56,6 +82,15 @@ struct RegionInfo {
   std::map<std::string, int> op_histogram;    // op type -> count
   std::vector<std::string> inputs, outputs;   // boundary values
   size_t blob_bytes = 0;
+  std::vector<CostOption> considered;  // cheapest first; the winner is `backend`
+  std::string decision;                // why the winner won
+};
+
+// A backend set the cost-based placer priced for the main graph.
+struct SetOption {
+  std::vector<std::string> backends;
+  double us = 0;
+  bool chosen = false;
 };
 
 struct Refusal {
@@ -76,6 +111,10 @@ struct PartitionReport {
   std::vector<std::string> events;          // what the placer did, in order ("region 3 (dnnl) pruned: ...")
   std::vector<PlacedNode> placed;
   int num_nodes = 0;                        // main graph nodes
+  std::string policy;                       // "cost" or "priority"
+  std::vector<SetOption> sets;              // cost-based: backend sets priced, in order tried
+  double estimated_us = 0;                  // cost-based: the chosen plan's cost (main graph)
+  int measured = 0, cache_hits = 0;         // --tune: regions measured now, measurements reused
 };
 
 // `g` must be optimised and shape-inferred. The returned Program's engines

@@ -82,8 +82,11 @@ struct Placement {
 
 // allowed[node][backend]: not excluded by pruning or failed compiles.
 // pinned[node]: backend index a --place rule asks for, or -1.
+// order[node]: every backend index, most preferred first; empty means the
+// priority order for every node.
 Placement place_nodes(const Graph& g, const std::vector<std::vector<int>>& preds, const CapabilityTable& cap,
-                      const std::vector<std::vector<char>>& allowed, const std::vector<int>& pinned);
+                      const std::vector<std::vector<char>>& allowed, const std::vector<int>& pinned,
+                      const std::vector<std::vector<int>>& order = {});
 
 // ---- extraction and lowering (extract.cc) ------------------------------
 

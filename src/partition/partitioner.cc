@@ -20,13 +20,16 @@
 // Steps 2-5 repeat until nothing changes; each repetition removes at least
 // one (node, backend) pair, so it ends.
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <set>
 
 #include "onnx/onnx_export.h"
 #include "ops/region_attrs.h"
+#include "partition/cost.h"
 #include "partition/partition_internal.h"
 #include "partition/regions.h"
+#include "partition/tune.h"
 
 namespace tessera {
 
@@ -61,7 +64,7 @@ std::string join(const std::vector<std::string>& v, const char* sep = ",") {
 class Partitioner {
  public:
   Partitioner(const PartitionOptions& opts, PartitionReport* report, Program* program)
-      : opts_(opts), report_(report), program_(program) {}
+      : opts_(opts), report_(report), program_(program), in_set_(opts.backends.size(), 1) {}
 
   // Partitions `g` in place: on return it is the level's glue graph.
   Status run_level(Graph& g, const std::string& label, const Scope* outer, const std::string& key_prefix);
@@ -71,16 +74,73 @@ class Partitioner {
     int backend = 0;
     std::vector<int> nodes;
   };
+  using RegionKey = std::pair<int, std::vector<int>>;  // (backend, nodes)
+
+  // What the steps of one graph level share.
+  struct Level {
+    const Graph* g = nullptr;
+    std::string label;
+    const Scope* outer = nullptr;
+    std::string key_prefix;
+    std::vector<std::vector<int>> preds;
+    CapabilityTable cap;
+    std::vector<int> pinned;
+    std::vector<std::vector<double>> node_us;  // [node][backend], estimates
+    std::vector<std::vector<int>> order;       // [node] backends, preferred first (empty: priority)
+    std::map<RegionKey, Blob> blobs;           // compiled (trial compile or tuning)
+    std::map<RegionKey, RegionCut> cuts;
+    std::map<std::vector<int>, std::string> keys;  // region content keys by node set
+    std::map<RegionKey, bool> measure_failed;
+    std::map<RegionKey, double> plugin_estimates;  // from the ABI's estimate_cost
+  };
+
+  // One pass of steps 2-4 to a fixed point.
+  struct Plan {
+    Placement pl;
+    std::vector<Region> regions;
+    double us = 0;  // cost-based: the plan's estimated (or measured) time
+  };
 
   std::vector<int> pins_for(const Graph& g) const;
   std::vector<Region> group(const Graph& g, const Placement& pl, const RegionResult& rr) const;
+  bool cost_based() const { return opts_.policy == PlacementPolicy::kCost; }
+  std::vector<std::string> set_names(const std::vector<char>& in_set) const;
+
+  void estimate_nodes(Level& lv) const;
+  Plan plan(Level& lv, std::vector<std::vector<char>>& allowed, const std::vector<std::string>& set, bool quiet);
+  bool prune_small(Level& lv, const std::vector<Region>& regions, std::vector<std::vector<char>>& allowed, bool quiet);
+  bool relocate(Level& lv, const Plan& p, const std::vector<std::vector<char>>& allowed,
+                std::vector<std::vector<int>>& order, const std::vector<std::string>& set, bool quiet);
+  void choose_backend_set(Level& lv, std::vector<std::vector<char>>& allowed);
+
+  // The time of `nodes` as one region on backend `b` (launch included, the
+  // passive-wait penalty not): measured when known (or, with --tune,
+  // measurable now), else the sum of the node estimates.
+  double region_us(Level& lv, const std::vector<int>& nodes, int b, bool* measured);
+  // What the values crossing the boundary of `nodes` cost if the region sits
+  // on `b` and everything else stays where `backend_of` puts it.
+  double crossings_us(const Level& lv, const std::vector<int>& nodes, int b, const std::vector<int>& backend_of) const;
+  // The backend's own estimate of a region (estimate_cost), else the sum of
+  // the analytic node estimates plus a launch.
+  double estimate_region_us(Level& lv, const RegionKey& key);
+  // Cut, standalone graph and serialized model of a region (cached cut).
+  Expected<std::string> region_model(Level& lv, const RegionKey& key, Graph* rg);
+  CostOption option(Level& lv, const std::vector<int>& nodes, int b, const std::vector<int>& backend_of,
+                    const std::vector<std::string>& set);
+  const RegionCut& cut_of(Level& lv, const RegionKey& key) const;
+  // Fills the report's view of why region `r` went where it did.
+  void explain(Level& lv, const Region& r, const Placement& pl, const std::vector<std::vector<char>>& allowed,
+               RegionInfo& info);
 
   const PartitionOptions& opts_;
   PartitionReport* report_;
   Program* program_;
+  std::vector<char> in_set_;  // backends the main graph's cost search kept (bodies inherit it)
   int next_region_id_ = 0;
   int next_body_ = 0;
   int compiled_ = 0;
+  bool may_measure_ = true;  // off while only explaining
+  std::set<std::pair<std::string, int>> counted_hits_;  // (region key, backend) read from the cache file
 };
 
 std::vector<int> Partitioner::pins_for(const Graph& g) const {
@@ -110,6 +170,415 @@ std::vector<Partitioner::Region> Partitioner::group(const Graph& g, const Placem
   return regions;
 }
 
+std::vector<std::string> Partitioner::set_names(const std::vector<char>& in_set) const {
+  std::vector<std::string> names;
+  for (size_t b = 0; b < opts_.backends.size(); ++b) {
+    if (in_set[b]) names.push_back(opts_.backends[b]->name());
+  }
+  return names;
+}
+
+// ---- costs -------------------------------------------------------------
+
+void Partitioner::estimate_nodes(Level& lv) const {
+  const Graph& g = *lv.g;
+  const size_t n = g.nodes.size(), nb = opts_.backends.size();
+  lv.node_us.assign(n, std::vector<double>(nb, 0.0));
+  for (size_t i = 0; i < n; ++i) {
+    NodeWork w = node_work(g, g.nodes[i]);
+    for (size_t b = 0; b < nb; ++b) {
+      const Backend& be = *opts_.backends[b];
+      lv.node_us[i][b] = node_time_us(w, be.name(), opts_.num_threads);
+      if (has_profile(be.name()) || !be.has_estimate_cost() || !lv.cap.supported[b][i]) continue;
+      // No calibrated profile: the backend prices the node itself, as a
+      // one-node region.
+      std::vector<char> in_region(n, 0);
+      in_region[i] = 1;
+      RegionCut cut = cut_region(g, {static_cast<int>(i)}, in_region, lv.outer, lv.key_prefix);
+      auto bytes = export_onnx_bytes(region_graph(g, cut, "node", lv.outer));
+      auto us = bytes.ok() ? be.estimate_cost(*bytes, opts_.num_threads) : Expected<double>(bytes.status());
+      if (us.ok() && *us >= 0) lv.node_us[i][b] = *us;
+    }
+  }
+  lv.order.assign(n, {});
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<int>& o = lv.order[i];
+    for (size_t b = 0; b < nb; ++b) o.push_back(static_cast<int>(b));
+    std::stable_sort(o.begin(), o.end(), [&](int a, int b) {
+      return lv.node_us[i][static_cast<size_t>(a)] < lv.node_us[i][static_cast<size_t>(b)];
+    });
+  }
+}
+
+const RegionCut& Partitioner::cut_of(Level& lv, const RegionKey& key) const {
+  auto it = lv.cuts.find(key);
+  if (it == lv.cuts.end()) {
+    std::vector<char> in_region(lv.g->nodes.size(), 0);
+    for (int i : key.second) in_region[static_cast<size_t>(i)] = 1;
+    it = lv.cuts.emplace(key, cut_region(*lv.g, key.second, in_region, lv.outer, lv.key_prefix)).first;
+  }
+  return it->second;
+}
+
+Expected<std::string> Partitioner::region_model(Level& lv, const RegionKey& key, Graph* rg) {
+  *rg = region_graph(*lv.g, cut_of(lv, key), "region", lv.outer);
+  return export_onnx_bytes(*rg);
+}
+
+double Partitioner::estimate_region_us(Level& lv, const RegionKey& key) {
+  const Backend& be = *opts_.backends[static_cast<size_t>(key.first)];
+  if (be.has_estimate_cost()) {
+    auto it = lv.plugin_estimates.find(key);
+    if (it != lv.plugin_estimates.end() && it->second >= 0) return it->second;
+    if (it == lv.plugin_estimates.end()) {
+      Graph rg;
+      auto bytes = region_model(lv, key, &rg);
+      Expected<double> us = bytes.ok() ? be.estimate_cost(*bytes, opts_.num_threads) : Expected<double>(bytes.status());
+      double v = us.ok() && *us >= 0 ? *us : -1.0;  // -1: no estimate, use the analytic one
+      lv.plugin_estimates[key] = v;
+      if (v >= 0) return v;
+    }
+  }
+  double est = region_launch_us(be.name());
+  for (int i : key.second) est += lv.node_us[static_cast<size_t>(i)][static_cast<size_t>(key.first)];
+  return est;
+}
+
+double Partitioner::region_us(Level& lv, const std::vector<int>& nodes, int b, bool* measured) {
+  const Backend& be = *opts_.backends[static_cast<size_t>(b)];
+  *measured = false;
+  RegionKey key{b, nodes};
+  double est = estimate_region_us(lv, key);
+  if (!opts_.tune_cache) return est;
+  if (lv.measure_failed.count(key)) return est;
+  Graph rg;
+  std::string model;
+  auto kit = lv.keys.find(nodes);
+  if (kit == lv.keys.end()) {
+    auto bytes = region_model(lv, key, &rg);
+    if (!bytes.ok()) return est;
+    model = std::move(*bytes);
+    kit = lv.keys.emplace(nodes, region_key(rg)).first;
+  }
+  const int hits = opts_.tune_cache->hits();
+  if (auto us = opts_.tune_cache->get(kit->second, be, opts_.num_threads)) {
+    if (opts_.tune_cache->hits() > hits) counted_hits_.insert(std::make_pair(kit->second, b));
+    report_->cache_hits = static_cast<int>(counted_hits_.size());
+    *measured = true;
+    return *us;
+  }
+  if (!opts_.tune || !may_measure_) return est;
+  if (model.empty()) {
+    auto bytes = region_model(lv, key, &rg);
+    if (!bytes.ok()) return est;
+    model = std::move(*bytes);
+  }
+  if (lv.cuts.at(key).outputs.empty()) return est;
+  if (opts_.progress) {
+    opts_.progress(report_->measured + 1, report_->measured + 1,
+                   lv.label + ": measuring " + std::to_string(nodes.size()) + " node(s) on " + be.name());
+  }
+  Blob blob;
+  auto m = measure_region(be, rg, model, opts_.backend_options, opts_.num_threads, &blob);
+  if (!m.ok()) {
+    lv.measure_failed[key] = true;
+    report_->events.push_back(lv.label + ": could not measure " + std::to_string(nodes.size()) + " node(s) on " +
+                              be.name() + ", using the estimate: " + m.status().message());
+    return est;
+  }
+  ++report_->measured;
+  if (!be.is_native()) lv.blobs.emplace(key, blob);
+  opts_.tune_cache->put(kit->second, be, opts_.num_threads, m->us, m->runs);
+  *measured = true;
+  return m->us;
+}
+
+double Partitioner::crossings_us(const Level& lv, const std::vector<int>& nodes, int b,
+                                 const std::vector<int>& backend_of) const {
+  const Graph& g = *lv.g;
+  const std::string& here = opts_.backends[static_cast<size_t>(b)]->name();
+  const std::string host = "native";  // graph inputs and outputs live in host memory
+  std::vector<char> in_region(g.nodes.size(), 0);
+  for (int i : nodes) in_region[static_cast<size_t>(i)] = 1;
+  std::unordered_map<std::string, int> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (const auto& o : g.nodes[i].outputs) producer[o] = static_cast<int>(i);
+  }
+  auto other_name = [&](int node) {
+    return opts_.backends[static_cast<size_t>(backend_of[static_cast<size_t>(node)])]->name();
+  };
+  double us = 0;
+  std::set<std::string> seen;
+  // Values read from outside.
+  for (int i : nodes) {
+    for (const auto& v : g.nodes[static_cast<size_t>(i)].inputs) {
+      if (v.empty() || g.is_constant(v) || !seen.insert(v).second) continue;
+      auto p = producer.find(v);
+      if (p != producer.end() && in_region[static_cast<size_t>(p->second)]) continue;
+      us += crossing_us(value_bytes(g, v), p == producer.end() ? host : other_name(p->second), here);
+    }
+  }
+  // Values read outside (each consuming backend once) or returned.
+  std::set<std::string> outs(g.outputs.begin(), g.outputs.end());
+  for (size_t j = 0; j < g.nodes.size(); ++j) {
+    if (in_region[j]) continue;
+    std::set<std::string> charged;
+    for (const auto& v : g.nodes[j].inputs) {
+      auto p = producer.find(v);
+      if (v.empty() || p == producer.end() || !in_region[static_cast<size_t>(p->second)]) continue;
+      if (charged.insert(v + "|" + other_name(static_cast<int>(j))).second) {
+        us += crossing_us(value_bytes(g, v), here, other_name(static_cast<int>(j)));
+      }
+    }
+  }
+  for (int i : nodes) {
+    for (const auto& o : g.nodes[static_cast<size_t>(i)].outputs) {
+      if (outs.count(o)) us += crossing_us(value_bytes(g, o), here, host);
+    }
+  }
+  return us;
+}
+
+CostOption Partitioner::option(Level& lv, const std::vector<int>& nodes, int b, const std::vector<int>& backend_of,
+                               const std::vector<std::string>& set) {
+  CostOption o;
+  const std::string& name = opts_.backends[static_cast<size_t>(b)]->name();
+  o.backend = name;
+  o.us = region_us(lv, nodes, b, &o.measured) + crossings_us(lv, nodes, b, backend_of) +
+         passive_wait_us_per_node(name, set, opts_.num_threads) * static_cast<double>(nodes.size());
+  return o;
+}
+
+// ---- steps 2-4 ---------------------------------------------------------
+
+bool Partitioner::prune_small(Level& lv, const std::vector<Region>& regions, std::vector<std::vector<char>>& allowed,
+                              bool quiet) {
+  const Graph& g = *lv.g;
+  bool changed = false;
+  for (const Region& r : regions) {
+    const Backend& be = *opts_.backends[static_cast<size_t>(r.backend)];
+    if (be.is_native() || opts_.min_region_nodes <= 0) continue;
+    bool heavy = false, compute = false;
+    for (int i : r.nodes) {
+      heavy = heavy || is_heavy(g.nodes[static_cast<size_t>(i)].op_type);
+      compute = compute || !is_data_movement(g.nodes[static_cast<size_t>(i)].op_type);
+    }
+    std::string why;
+    if (!compute) why = "no compute (only data movement)";
+    else if (!heavy && static_cast<int>(r.nodes.size()) < opts_.min_region_nodes) {
+      why = std::to_string(r.nodes.size()) + " node(s) without a heavy op, below --min-region-nodes " +
+            std::to_string(opts_.min_region_nodes);
+    }
+    if (why.empty()) continue;
+    changed = true;
+    std::vector<std::string> names;
+    for (int i : r.nodes) {
+      allowed[static_cast<size_t>(i)][static_cast<size_t>(r.backend)] = 0;
+      names.push_back(g.nodes[static_cast<size_t>(i)].name);
+      if (quiet) continue;
+      report_->refusals.push_back({be.name(), lv.label, g.nodes[static_cast<size_t>(i)].name,
+                                   g.nodes[static_cast<size_t>(i)].op_type, "pruned: " + why});
+      if (lv.pinned[static_cast<size_t>(i)] == r.backend) {
+        report_->events.push_back(lv.label + ": --place for node '" + g.nodes[static_cast<size_t>(i)].name +
+                                  "' not applied: its region on " + be.name() + " was pruned");
+      }
+    }
+    if (!quiet) {
+      report_->events.push_back(lv.label + ": region of " + std::to_string(r.nodes.size()) + " node(s) on " +
+                                be.name() + " pruned (" + why + "): " + join(names));
+    }
+  }
+  return changed;
+}
+
+// Region-level correction of the node-by-node choice: a region whose time
+// plus boundary crossings is higher than on another backend that may run all
+// of its nodes (native always may) moves there — a small external region
+// between native ones gives its nodes back, a native reshape between two
+// regions of one engine joins them. Pinned regions stay.
+bool Partitioner::relocate(Level& lv, const Plan& p, const std::vector<std::vector<char>>& allowed,
+                           std::vector<std::vector<int>>& order, const std::vector<std::string>& set, bool quiet) {
+  const Graph& g = *lv.g;
+  const size_t nb = opts_.backends.size();
+  bool changed = false;
+  for (const Region& r : p.regions) {
+    const Backend& be = *opts_.backends[static_cast<size_t>(r.backend)];
+    bool pinned = false;
+    for (int i : r.nodes) pinned = pinned || lv.pinned[static_cast<size_t>(i)] >= 0;
+    if (pinned) continue;
+    CostOption here = option(lv, r.nodes, r.backend, p.pl.backend_of, set);
+    CostOption best = here;
+    int best_b = r.backend;
+    for (size_t a = 0; a < nb; ++a) {
+      if (static_cast<int>(a) == r.backend || !in_set_[a]) continue;
+      bool all = true;
+      for (int i : r.nodes) all = all && lv.cap.supported[a][static_cast<size_t>(i)] && allowed[static_cast<size_t>(i)][a];
+      if (!all) continue;
+      CostOption alt = option(lv, r.nodes, static_cast<int>(a), p.pl.backend_of, set);
+      // Ties and near-ties stay: a move must win by more than noise.
+      if (alt.us < best.us && alt.us < here.us * 0.98 - 0.5) {
+        best = alt;
+        best_b = static_cast<int>(a);
+      }
+    }
+    if (best_b == r.backend) continue;
+    changed = true;
+    std::vector<std::string> names;
+    for (int i : r.nodes) {
+      std::vector<int>& o = order[static_cast<size_t>(i)];
+      o.erase(std::find(o.begin(), o.end(), best_b));
+      o.insert(o.begin(), best_b);
+      names.push_back(g.nodes[static_cast<size_t>(i)].name);
+    }
+    if (!quiet) {
+      char buf[200];
+      std::snprintf(buf, sizeof(buf), "%s %.1f us on %s vs %.1f us on %s, boundaries included",
+                    here.measured && best.measured ? "measured" : "estimated", here.us, be.name().c_str(), best.us,
+                    best.backend.c_str());
+      report_->events.push_back(lv.label + ": region of " + std::to_string(r.nodes.size()) + " node(s) moved from " +
+                                be.name() + " to " + best.backend + " (" + buf + "): " + join(names));
+    }
+  }
+  return changed;
+}
+
+Partitioner::Plan Partitioner::plan(Level& lv, std::vector<std::vector<char>>& allowed,
+                                    const std::vector<std::string>& set, bool quiet) {
+  Plan p;
+  std::vector<std::vector<int>> order = cost_based() ? lv.order : std::vector<std::vector<int>>{};
+  // Relocation rounds are bounded: estimates are not additive, so moves
+  // could otherwise chase each other.
+  constexpr int kMaxRelocations = 6;
+  int relocations = 0;
+  for (;;) {
+    // 2. placement
+    p.pl = place_nodes(*lv.g, lv.preds, lv.cap, allowed, lv.pinned, order);
+    // 3. regions
+    RegionProblem prob;
+    prob.num_units = p.pl.num_units;
+    prob.succ = p.pl.unit_succ;
+    prob.backend = p.pl.unit_backend;
+    p.regions = group(*lv.g, p.pl, form_regions(prob));
+    // 4. pruning
+    if (prune_small(lv, p.regions, allowed, quiet)) continue;
+    if (cost_based() && relocations < kMaxRelocations && relocate(lv, p, allowed, order, set, quiet)) {
+      ++relocations;
+      continue;
+    }
+    break;
+  }
+  if (cost_based()) {
+    std::set<std::string> used;
+    for (const Region& r : p.regions) used.insert(opts_.backends[static_cast<size_t>(r.backend)]->name());
+    std::vector<std::string> used_list(used.begin(), used.end());
+    p.us = 0;
+    for (const Region& r : p.regions) {
+      CostOption o = option(lv, r.nodes, r.backend, p.pl.backend_of, used_list);
+      // Crossings are counted from both sides; the plan pays each once.
+      p.us += o.us - crossings_us(lv, r.nodes, r.backend, p.pl.backend_of) / 2;
+    }
+  }
+  return p;
+}
+
+// The main graph's backend set: every subset of the external backends (native
+// always in) is planned with estimates (or measurements) and the cheapest
+// plan's set is kept. Whole-process effects — OpenMP waiting passively beside
+// another pooled engine — only show at this level.
+void Partitioner::choose_backend_set(Level& lv, std::vector<std::vector<char>>& allowed) {
+  const size_t nb = opts_.backends.size();
+  std::vector<size_t> ext;
+  for (size_t b = 0; b + 1 < nb; ++b) ext.push_back(b);
+  if (ext.empty()) return;
+  std::vector<unsigned> masks;
+  const unsigned full = (1u << std::min<size_t>(ext.size(), 8)) - 1;
+  // A backend some --place pin asks for (and that runs the node) is in every set.
+  unsigned required = 0;
+  for (size_t i = 0; i < lv.pinned.size(); ++i) {
+    int b = lv.pinned[i];
+    if (b >= 0 && b + 1 < static_cast<int>(nb) && b < 8 && lv.cap.supported[static_cast<size_t>(b)][i]) {
+      required |= 1u << b;
+    }
+  }
+  if (ext.size() <= 4) {
+    for (unsigned m = 0; m <= full; ++m) masks.push_back(m);
+    // Fewer backends first: on a tie the smaller set wins (fewer plugins,
+    // fewer thread pools).
+    std::stable_sort(masks.begin(), masks.end(),
+                     [](unsigned a, unsigned b) { return __builtin_popcount(a) < __builtin_popcount(b); });
+  } else {  // too many subsets: none, each one alone, all
+    masks.push_back(0);
+    for (size_t k = 0; k < ext.size() && k < 8; ++k) masks.push_back(1u << k);
+    masks.push_back(full);
+  }
+  double best_us = 0;
+  unsigned best = masks.front();
+  masks.erase(std::remove_if(masks.begin(), masks.end(), [&](unsigned m) { return (m & required) != required; }),
+              masks.end());
+  if (masks.empty()) masks.push_back(full);
+  for (unsigned m : masks) {
+    std::vector<char> set(nb, 0);
+    set[nb - 1] = 1;
+    for (size_t k = 0; k < ext.size() && k < 8; ++k) set[ext[k]] = (m >> k) & 1u;
+    auto trial = allowed;
+    for (size_t i = 0; i < trial.size(); ++i) {
+      for (size_t b = 0; b < nb; ++b) trial[i][b] = trial[i][b] && set[b];
+    }
+    in_set_ = set;
+    Plan p = plan(lv, trial, set_names(set), /*quiet=*/true);
+    report_->sets.push_back({set_names(set), p.us, false});
+    if (report_->sets.size() == 1 || p.us < best_us * 0.99) {
+      best_us = p.us;
+      best = m;
+    }
+  }
+  for (size_t b = 0; b + 1 < nb; ++b) in_set_[b] = 0;
+  for (size_t k = 0; k < ext.size() && k < 8; ++k) in_set_[ext[k]] = (best >> k) & 1u;
+  for (auto& s : report_->sets) s.chosen = s.backends == set_names(in_set_);
+  for (size_t i = 0; i < allowed.size(); ++i) {
+    for (size_t b = 0; b < nb; ++b) allowed[i][b] = allowed[i][b] && in_set_[b];
+  }
+}
+
+void Partitioner::explain(Level& lv, const Region& r, const Placement& pl,
+                          const std::vector<std::vector<char>>& allowed, RegionInfo& info) {
+  const size_t nb = opts_.backends.size();
+  may_measure_ = false;
+  const std::vector<std::string> set = set_names(in_set_);
+  for (size_t a = 0; a < nb; ++a) {
+    bool all = true;
+    for (int i : r.nodes) all = all && lv.cap.supported[a][static_cast<size_t>(i)];
+    if (all) info.considered.push_back(option(lv, r.nodes, static_cast<int>(a), pl.backend_of, set));
+  }
+  may_measure_ = true;
+  std::stable_sort(info.considered.begin(), info.considered.end(),
+                   [](const CostOption& x, const CostOption& y) { return x.us < y.us; });
+  const std::string& won = opts_.backends[static_cast<size_t>(r.backend)]->name();
+  bool pinned = false;
+  for (int i : r.nodes) pinned = pinned || lv.pinned[static_cast<size_t>(i)] == r.backend;
+  if (pinned) {
+    info.decision = "pinned by --place";
+  } else if (!cost_based()) {
+    info.decision = "first backend in --backends order that runs it";
+  } else if (info.considered.size() == 1) {
+    info.decision = "the only backend that runs all of it";
+  } else if (!info.considered.empty() && info.considered[0].backend == won) {
+    info.decision = std::string("least ") + (info.considered[0].measured ? "measured" : "estimated") + " time";
+  } else {
+    std::string ruled_out;
+    for (const auto& o : info.considered) {
+      if (o.backend == won) break;
+      size_t a = 0;
+      while (a < nb && opts_.backends[a]->name() != o.backend) ++a;
+      bool all = true;
+      for (int i : r.nodes) all = all && allowed[static_cast<size_t>(i)][a];
+      if (!all) ruled_out += (ruled_out.empty() ? "" : ", ") + o.backend;
+    }
+    info.decision = ruled_out.empty() ? "each node's cheapest backend (placed node by node)"
+                                      : "cheaper " + ruled_out + " ruled out (pruned or failed to compile)";
+  }
+}
+
 Status Partitioner::run_level(Graph& g, const std::string& label, const Scope* outer,
                               const std::string& key_prefix) {
   const size_t n = g.nodes.size();
@@ -128,9 +597,15 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const Scope* o
     }
   }
 
+  Level lv;
+  lv.g = &g;
+  lv.label = label;
+  lv.outer = outer;
+  lv.key_prefix = key_prefix;
   // 1. capability
   Graph standalone = standalone_graph(g, outer);
-  CapabilityTable cap = query_capability(standalone, opts_.backends);
+  lv.cap = query_capability(standalone, opts_.backends);
+  const CapabilityTable& cap = lv.cap;
   for (size_t b = 0; b < nb; ++b) {
     if (opts_.backends[b]->is_native()) continue;
     for (size_t i = 0; i < n; ++i) {
@@ -140,7 +615,8 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const Scope* o
       }
     }
   }
-  std::vector<int> pinned = pins_for(g);
+  lv.pinned = pins_for(g);
+  const std::vector<int>& pinned = lv.pinned;
   for (size_t i = 0; i < n; ++i) {
     if (pinned[i] >= 0 && !cap.supported[static_cast<size_t>(pinned[i])][i]) {
       report_->events.push_back(label + ": --place for node '" + g.nodes[i].name + "' not applied: " +
@@ -148,81 +624,52 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const Scope* o
                                 cap.reason[static_cast<size_t>(pinned[i])][i] + ")");
     }
   }
-  std::vector<std::vector<int>> preds = node_predecessors(g);
+  lv.preds = node_predecessors(g);
+  const std::vector<std::vector<int>>& preds = lv.preds;
   std::vector<std::vector<char>> allowed(n, std::vector<char>(nb, 1));
-
-  Placement pl;
-  RegionResult rr;
-  std::vector<Region> regions;
-  std::map<std::pair<int, std::vector<int>>, Blob> blobs;  // (backend, nodes) -> compiled blob
-  std::map<std::pair<int, std::vector<int>>, RegionCut> cuts;
-  for (;;) {
-    // 2. placement
-    pl = place_nodes(g, preds, cap, allowed, pinned);
-    // 3. regions
-    RegionProblem prob;
-    prob.num_units = pl.num_units;
-    prob.succ = pl.unit_succ;
-    prob.backend = pl.unit_backend;
-    rr = form_regions(prob);
-    regions = group(g, pl, rr);
-
-    // 4. pruning
-    bool changed = false;
-    for (const Region& r : regions) {
-      const Backend& be = *opts_.backends[static_cast<size_t>(r.backend)];
-      if (be.is_native() || opts_.min_region_nodes <= 0) continue;
-      bool heavy = false, compute = false;
-      for (int i : r.nodes) {
-        heavy = heavy || is_heavy(g.nodes[static_cast<size_t>(i)].op_type);
-        compute = compute || !is_data_movement(g.nodes[static_cast<size_t>(i)].op_type);
-      }
-      std::string why;
-      if (!compute) why = "no compute (only data movement)";
-      else if (!heavy && static_cast<int>(r.nodes.size()) < opts_.min_region_nodes) {
-        why = std::to_string(r.nodes.size()) + " node(s) without a heavy op, below --min-region-nodes " +
-              std::to_string(opts_.min_region_nodes);
-      }
-      if (why.empty()) continue;
-      changed = true;
-      std::vector<std::string> names;
-      for (int i : r.nodes) {
-        allowed[static_cast<size_t>(i)][static_cast<size_t>(r.backend)] = 0;
-        names.push_back(g.nodes[static_cast<size_t>(i)].name);
-        report_->refusals.push_back({be.name(), label, g.nodes[static_cast<size_t>(i)].name,
-                                     g.nodes[static_cast<size_t>(i)].op_type, "pruned: " + why});
-        if (pinned[static_cast<size_t>(i)] == r.backend) {
-          report_->events.push_back(label + ": --place for node '" + g.nodes[static_cast<size_t>(i)].name +
-                                    "' not applied: its region on " + be.name() + " was pruned");
-        }
-      }
-      report_->events.push_back(label + ": region of " + std::to_string(r.nodes.size()) + " node(s) on " + be.name() +
-                                " pruned (" + why + "): " + join(names));
+  // 1b. costs, and the backend set
+  estimate_nodes(lv);
+  if (cost_based()) {
+    if (is_main) choose_backend_set(lv, allowed);
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t b = 0; b < nb; ++b) allowed[i][b] = allowed[i][b] && in_set_[b];
     }
-    if (changed) continue;
+  }
+
+  Plan p;
+  std::map<RegionKey, Blob>& blobs = lv.blobs;
+  std::set<RegionKey> compiled_ok;
+  for (;;) {
+    p = plan(lv, allowed, set_names(in_set_), /*quiet=*/false);
+    const std::vector<Region>& regions = p.regions;
 
     // 5. trial compile
+    bool changed = false;
     int total = 0, done = 0;
     for (const Region& r : regions) total += opts_.backends[static_cast<size_t>(r.backend)]->is_native() ? 0 : 1;
     for (const Region& r : regions) {
       const Backend& be = *opts_.backends[static_cast<size_t>(r.backend)];
       if (be.is_native()) continue;
-      auto key = std::make_pair(r.backend, r.nodes);
+      RegionKey key{r.backend, r.nodes};
       ++done;
-      if (blobs.count(key)) continue;
-      std::vector<char> in_region(n, 0);
-      for (int i : r.nodes) in_region[static_cast<size_t>(i)] = 1;
-      RegionCut cut = cut_region(g, r.nodes, in_region, outer, key_prefix);
-      if (cut.outputs.empty()) continue;  // dead code: dropped at lowering, never compiled
+      if (compiled_ok.count(key)) continue;
+      if (cut_of(lv, key).outputs.empty()) continue;  // dead code: dropped at lowering, never compiled
       std::string rname = "region on " + be.name() + " (" + std::to_string(r.nodes.size()) + " nodes)";
-      if (opts_.progress) opts_.progress(compiled_ + 1, compiled_ + 1 + (total - done), label + ": compiling " + rname);
-      Graph rg = region_graph(g, cut, "region", outer);
-      auto bytes = export_onnx_bytes(rg);
-      Expected<Blob> blob = bytes.ok() ? be.compile(*bytes, opts_.backend_options) : Expected<Blob>(bytes.status());
-      ++compiled_;
+      Expected<Blob> blob = InternalError("not compiled");
+      if (blobs.count(key)) {
+        blob = blobs.at(key);
+      } else {
+        Graph rg;
+        auto bytes = region_model(lv, key, &rg);
+        if (opts_.progress) {
+          opts_.progress(compiled_ + 1, compiled_ + 1 + (total - done), label + ": compiling " + rname);
+        }
+        blob = bytes.ok() ? be.compile(*bytes, opts_.backend_options) : Expected<Blob>(bytes.status());
+        ++compiled_;
+      }
       if (blob.ok()) {
-        blobs.emplace(key, std::move(*blob));
-        cuts.emplace(key, std::move(cut));
+        blobs[key] = std::move(*blob);
+        compiled_ok.insert(key);
         continue;
       }
       changed = true;
@@ -239,7 +686,11 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const Scope* o
     }
     if (!changed) break;
   }
+  const Placement& pl = p.pl;
+  const std::vector<Region>& regions = p.regions;
+  std::map<RegionKey, RegionCut>& cuts = lv.cuts;
   for (const auto& e : pl.events) report_->events.push_back(label + ": " + e);
+  if (is_main && cost_based()) report_->estimated_us = p.us;
 
   // 6. lowering
   Graph glue = g;
@@ -259,6 +710,7 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const Scope* o
       info.nodes.push_back(node.name);
       info.op_histogram[node.op_type]++;
     }
+    explain(lv, r, pl, allowed, info);
     if (be.is_native()) {
       RegionCut cut = cut_region(g, r.nodes, in_region, outer, key_prefix);
       info.inputs = cut.inputs;
@@ -268,7 +720,7 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const Scope* o
       continue;
     }
     auto key = std::make_pair(r.backend, r.nodes);
-    if (!cuts.count(key)) {
+    if (!cuts.count(key) || cuts.at(key).outputs.empty()) {
       report_->events.push_back(label + ": region " + std::to_string(info.id) + " on " + be.name() +
                                 " dropped: none of its " + std::to_string(r.nodes.size()) +
                                 " node(s) produces a value anyone reads");
@@ -386,6 +838,7 @@ Expected<Program> partition_and_compile(Graph g, const PartitionOptions& opts, P
     }
   }
   for (const auto& b : opts.backends) report->backends.push_back(b->name());
+  report->policy = opts.policy == PlacementPolicy::kCost ? "cost" : "priority";
   Program program;
   program.meta.producer_version = TESSERA_VERSION;
   for (const auto& b : opts.backends) program.meta.backends.push_back({b->name(), b->version(), opts.backend_options});

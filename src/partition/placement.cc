@@ -4,7 +4,8 @@
 // units (single nodes, or composites contracted to one unit) in topological
 // order, ready for region formation. Method:
 //   a. each node takes its pinned backend when that backend may run it, else
-//      the first backend in priority order that may;
+//      the first backend in its preference order that may (priority order,
+//      or cheapest first under cost-based placement);
 //   b. composites, backend by backend in priority order: when a member's
 //      choice is the composite's backend, every member moves there and the
 //      members become one unit (a node joins at most one composite; a
@@ -63,7 +64,8 @@ bool contraction_is_acyclic(const std::vector<std::vector<int>>& preds, const st
 }  // namespace
 
 Placement place_nodes(const Graph& g, const std::vector<std::vector<int>>& preds, const CapabilityTable& cap,
-                      const std::vector<std::vector<char>>& allowed, const std::vector<int>& pinned) {
+                      const std::vector<std::vector<char>>& allowed, const std::vector<int>& pinned,
+                      const std::vector<std::vector<int>>& order) {
   const size_t n = g.nodes.size();
   const size_t nb = cap.supported.size();
   Placement p;
@@ -77,7 +79,8 @@ Placement place_nodes(const Graph& g, const std::vector<std::vector<int>>& preds
       p.backend_of[i] = pin;
       continue;
     }
-    for (size_t b = 0; b < nb; ++b) {
+    for (size_t k = 0; k < nb; ++k) {
+      size_t b = order.empty() ? k : static_cast<size_t>(order[i][k]);
       if (may_run(i, b)) {
         p.backend_of[i] = static_cast<int>(b);
         break;

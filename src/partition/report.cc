@@ -1,6 +1,7 @@
 // Renderings of a PartitionReport: text for people, JSON for scripts, and
 // Graphviz DOT (nodes coloured by backend, regions drawn as clusters).
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <sstream>
 
@@ -63,6 +64,13 @@ std::string color_of(const std::string& backend) {
   return kPalette[h % (sizeof(kPalette) / sizeof(kPalette[0]))];
 }
 
+std::string us_str(double us) {
+  char buf[32];
+  if (us >= 1000) std::snprintf(buf, sizeof(buf), "%.2f ms", us / 1000);
+  else std::snprintf(buf, sizeof(buf), "%.1f us", us);
+  return buf;
+}
+
 std::string dot_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
@@ -85,13 +93,34 @@ std::string report_text(const PartitionReport& r) {
   std::string backends;
   for (const auto& b : r.backends) backends += (backends.empty() ? "" : ",") + b;
   os << "backends " << backends << "  nodes " << r.num_nodes << "  regions " << r.regions.size() << " ("
-     << counts << ")\n";
+     << counts << ")  placement " << (r.policy.empty() ? "priority" : r.policy);
+  if (r.policy == "cost") os << "  estimated " << us_str(r.estimated_us);
+  if (r.measured + r.cache_hits > 0) {
+    os << "  measured " << r.measured << " now, " << r.cache_hits << " from the tune cache";
+  }
+  os << "\n";
+  if (!r.sets.empty()) {
+    os << "backend sets";
+    for (const auto& s : r.sets) {
+      std::string names;
+      for (const auto& b : s.backends) names += (names.empty() ? "" : ",") + b;
+      os << "  " << names << " " << us_str(s.us) << (s.chosen ? " (chosen)" : "");
+    }
+    os << "\n";
+  }
   for (const auto& reg : r.regions) {
     os << "region " << reg.id << "  " << reg.backend << "  " << reg.nodes.size() << " nodes";
     if (reg.graph != "main") os << "  in " << reg.graph;
     if (reg.engine >= 0) os << "  engine " << reg.engine << " (" << reg.blob_bytes << " B)";
     os << "  ops " << histogram_str(reg.op_histogram) << "  in " << list_str(reg.inputs, 6) << "  out "
        << list_str(reg.outputs, 6) << "\n";
+    if (!reg.considered.empty()) {
+      os << "  considered";
+      for (const auto& o : reg.considered) {
+        os << "  " << o.backend << " " << us_str(o.us) << (o.measured ? " measured" : " est");
+      }
+      os << "  -> " << reg.backend << ": " << reg.decision << "\n";
+    }
   }
   auto groups = group_refusals(r);
   if (!groups.empty()) os << "refusals\n";
@@ -112,6 +141,14 @@ std::string report_json(const PartitionReport& r) {
   nlohmann::json j;
   j["backends"] = r.backends;
   j["num_nodes"] = r.num_nodes;
+  j["placement"] = r.policy.empty() ? "priority" : r.policy;
+  j["estimated_us"] = r.estimated_us;
+  j["measured"] = r.measured;
+  j["cache_hits"] = r.cache_hits;
+  j["backend_sets"] = nlohmann::json::array();
+  for (const auto& s : r.sets) {
+    j["backend_sets"].push_back({{"backends", s.backends}, {"us", s.us}, {"chosen", s.chosen}});
+  }
   j["regions"] = nlohmann::json::array();
   for (const auto& reg : r.regions) {
     nlohmann::json o;
@@ -125,6 +162,11 @@ std::string report_json(const PartitionReport& r) {
     o["inputs"] = reg.inputs;
     o["outputs"] = reg.outputs;
     o["blob_bytes"] = reg.blob_bytes;
+    o["considered"] = nlohmann::json::array();
+    for (const auto& c : reg.considered) {
+      o["considered"].push_back({{"backend", c.backend}, {"us", c.us}, {"measured", c.measured}});
+    }
+    o["decision"] = reg.decision;
     j["regions"].push_back(o);
   }
   j["refusals"] = nlohmann::json::array();

@@ -85,6 +85,7 @@ def main():
     ap.add_argument("--filter", default="", help="only cases whose name contains this")
     ap.add_argument("--backends", default="", help="passed to tessera check --backends")
     ap.add_argument("--min-region-nodes", default="", help="passed to tessera check (1: offload single-node cases)")
+    ap.add_argument("--placement", default="", help="passed to tessera check (priority: every claimed node offloaded)")
     ap.add_argument("--write-expectations", metavar="FILE",
                     help="write the failures of this run as an expectations file (reasons from the error)")
     ap.add_argument("-v", "--verbose", action="store_true")
@@ -106,6 +107,8 @@ def main():
     extra = ["--backends", args.backends] if args.backends else []
     if args.min_region_nodes:
         extra += ["--min-region-nodes", args.min_region_nodes]
+    if args.placement:
+        extra += ["--placement", args.placement]
     results = {}
     skipped = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:

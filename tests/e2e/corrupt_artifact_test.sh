@@ -57,7 +57,8 @@ check_case() {  # NAME EXPECT -- tessera args...
 for variant in "example,native" "native"; do
   tag=${variant%%,*}
   good="$work/good_$tag.tsr"
-  if ! "$tessera" compile "$work/mlp.onnx" -o "$good" --backends "$variant" >/dev/null 2>"$work/stderr.txt"; then
+  if ! "$tessera" compile "$work/mlp.onnx" -o "$good" --backends "$variant" --placement priority >/dev/null \
+    2>"$work/stderr.txt"; then
     echo "FAIL compile --backends $variant: $(cat "$work/stderr.txt")"
     exit 1
   fi

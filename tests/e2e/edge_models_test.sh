@@ -40,10 +40,11 @@ for case_dir in "$work"/*/; do
   c=$(basename "$case_dir")
   for backends in example,native native; do
     tag="$c [$backends]"
-    expect_ok "$tag check .onnx" -- "$tessera" check "$case_dir" --backends "$backends" --min-region-nodes 1
+    expect_ok "$tag check .onnx" -- "$tessera" check "$case_dir" --backends "$backends" --min-region-nodes 1 \
+      --placement priority
     tsr="$work/$c.${backends%%,*}.tsr"
     expect_ok "$tag compile" -- "$tessera" compile "$case_dir/model.onnx" -o "$tsr" --backends "$backends" \
-      --min-region-nodes 1
+      --min-region-nodes 1 --placement priority
     expect_ok "$tag check .tsr" -- "$tessera" check "$case_dir" --model "$tsr"
     expect_ok "$tag inspect" -- "$tessera" inspect "$tsr"
   done
@@ -70,11 +71,11 @@ for plugin in "$build"/lib/tessera/libtessera_backend_*.so; do
   engine=${engine#libtessera_backend_}
   tsr="$work/conv_stack.only_$engine.tsr"
   expect_ok "conv_stack [$engine] compile" -- "$tessera" compile "$work/conv_stack/model.onnx" -o "$tsr" \
-    --backends "$engine,native"
+    --backends "$engine,native" --placement priority
   expect_ok "conv_stack [$engine] check .tsr" -- "$tessera" check "$work/conv_stack" --model "$tsr"
   "$tessera" inspect "$tsr" --json >"$work/j.json"
   [ "$(json_field "$work/j.json" 'len(j["engines"]), j["graph"]["nodes"], j["engines"][0]["backend"] if j["engines"] else "-"')" = "1 1 $engine" ] \
-    && passes=$((passes + 1)) || { echo "FAIL conv_stack [$engine]: expected the whole model in one $engine engine: $("$tessera" partition "$work/conv_stack/model.onnx" --backends "$engine,native" | head -5)"; failures=$((failures + 1)); }
+    && passes=$((passes + 1)) || { echo "FAIL conv_stack [$engine]: expected the whole model in one $engine engine: $("$tessera" partition "$work/conv_stack/model.onnx" --backends "$engine,native" --placement priority | head -5)"; failures=$((failures + 1)); }
 done
 
 echo "edge_models_test: $passes passed, $failures failed"

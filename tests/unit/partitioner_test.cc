@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -28,6 +29,7 @@
 #include "ir/graph.h"
 #include "ops/region_attrs.h"
 #include "partition/partition.h"
+#include "partition/tune.h"
 #include "passes/pipeline.h"
 #include "passes/shape_inference.h"
 #include "runtime/session.h"
@@ -57,6 +59,8 @@ struct SlotConfig {
   std::string fail_compile_op;    // compile fails for a region holding this op
   bool constant_weights = false;  // refuses MatMul/Mul whose second input is not an initializer
   std::vector<std::vector<std::string>> named_composites;  // declared by node names, when all are present
+  double est_us_per_node = -1;    // estimate_cost answer per node; < 0: no estimate
+  std::map<std::string, double> est_us_by_op;  // overrides est_us_per_node for these op types
 
   // "" when the node is supported, else why not.
   std::string refusal(const std::string& op, const std::string& name) const {
@@ -208,11 +212,29 @@ tessera_status_t slot_compile(const void* m, size_t n, const char* o, tessera_bu
 }
 
 template <int S>
+tessera_status_t slot_estimate(const void* m, size_t n, int32_t, double* out_us, char* msg, size_t c) {
+  onnx::ModelProto model;
+  if (!model.ParseFromArray(m, static_cast<int>(n))) {
+    set_msg(msg, c, "not a ModelProto");
+    return TESSERA_ERROR_INVALID_ARGUMENT;
+  }
+  const SlotConfig& slot = g_slots[S];
+  if (slot.est_us_per_node < 0) return TESSERA_ERROR_UNSUPPORTED;
+  *out_us = 0;
+  for (const auto& n : model.graph().node()) {
+    auto it = slot.est_us_by_op.find(n.op_type());
+    *out_us += it != slot.est_us_by_op.end() ? it->second : slot.est_us_per_node;
+  }
+  return TESSERA_OK;
+}
+
+template <int S>
 tessera_backend_t make_table() {
   tessera_backend_t t = *native_backend_table();
   t.name = kSlotNames[S];
   t.capability = slot_capability<S>;
   t.compile = slot_compile<S>;
+  t.estimate_cost = slot_estimate<S>;
   return t;
 }
 
@@ -248,6 +270,7 @@ PartitionOptions options_for(const std::vector<std::string>& names, int min_regi
   EXPECT_TRUE(native.ok());
   o.backends.push_back(*native);
   o.min_region_nodes = min_region_nodes;
+  o.policy = PlacementPolicy::kPriority;  // the cost-based tests say so
   return o;
 }
 
@@ -678,11 +701,19 @@ std::vector<std::string> random_slots(std::mt19937& rng) {
 
 // ---- 1. property test -------------------------------------------------------
 
-TEST_F(Partitioner, random_dags_give_convex_acyclic_regions_covering_every_node_once_and_a_valid_glue_graph) {
-  constexpr int kGraphs = 1000;
-  long nodes = 0, regions = 0, external = 0, refusals = 0, compile_failures = 0, prunes = 0;
+// Returns "" or the first failure; `totals` gets the counts for the summary.
+struct PropertyTotals {
+  long nodes = 0, regions = 0, external = 0, refusals = 0, compile_failures = 0, prunes = 0, moves = 0;
   std::vector<std::string> unexpected;
   CheckStats stats;
+};
+
+void partition_random_dags(int graphs, PlacementPolicy policy, PropertyTotals& t) {
+  const int kGraphs = graphs;
+  long& nodes = t.nodes; long& regions = t.regions; long& external = t.external; long& refusals = t.refusals;
+  long& compile_failures = t.compile_failures; long& prunes = t.prunes;
+  std::vector<std::string>& unexpected = t.unexpected;
+  CheckStats& stats = t.stats;
   for (int seed = 0; seed < kGraphs; ++seed) {
     std::mt19937 rng(static_cast<unsigned>(seed) * 2654435761u + 17);
     Graph g = random_dag(rng, 1 + static_cast<int>(rng() % 40));
@@ -695,6 +726,16 @@ TEST_F(Partitioner, random_dags_give_convex_acyclic_regions_covering_every_node_
     std::vector<std::string> names = random_slots(rng);
     int min_nodes = static_cast<int>(rng() % 4);
     PartitionOptions o = options_for(names, min_nodes);
+    o.policy = policy;
+    if (policy == PlacementPolicy::kCost) {
+      // Random per-node prices, some backends without estimates.
+      for (int s = 0; s < kSlots; ++s) {
+        g_slots[s].est_us_per_node = rng() % 4 == 0 ? -1 : 0.01 * (rng() % 300);
+        for (const char* op : {"Relu", "Sigmoid", "Add", "Mul", "Tanh"}) {
+          if (rng() % 2) g_slots[s].est_us_by_op[op] = 0.01 * (rng() % 300);
+        }
+      }
+    }
     PartitionReport rep;
     g_declared.clear();
     auto p = partition_and_compile(g, o, &rep);
@@ -714,6 +755,7 @@ TEST_F(Partitioner, random_dags_give_convex_acyclic_regions_covering_every_node_
       bool failed = e.find("failed to compile") != std::string::npos;
       compile_failures += failed;
       prunes += e.find("pruned") != std::string::npos;
+      t.moves += e.find("moved from") != std::string::npos;
       // Only the configured op may fail; anything else means the region
       // model handed to compile was wrong.
       if (failed && e.find("cannot compile") == std::string::npos) {
@@ -721,15 +763,34 @@ TEST_F(Partitioner, random_dags_give_convex_acyclic_regions_covering_every_node_
       }
     }
   }
-  std::cout << "[partitioner] " << kGraphs << " graphs, " << nodes << " nodes, " << regions << " regions (" << external
-            << " external), " << refusals << " refusals, " << prunes << " prunings, " << compile_failures
-            << " compile fallbacks; " << stats.composites_checked << " composites checked, " << stats.composites_placed
-            << " placed whole\n";
-  EXPECT_GT(stats.composites_placed, 100);
-  EXPECT_TRUE(unexpected.empty()) << unexpected.size() << " unexpected compile failures, first: " << unexpected.front();
-  EXPECT_GT(external, kGraphs / 2);
-  EXPECT_GT(prunes, 10);
-  EXPECT_GT(compile_failures, 10);
+}
+
+TEST_F(Partitioner, random_dags_give_convex_acyclic_regions_covering_every_node_once_and_a_valid_glue_graph) {
+  PropertyTotals t;
+  partition_random_dags(1000, PlacementPolicy::kPriority, t);
+  std::cout << "[partitioner] 1000 graphs, " << t.nodes << " nodes, " << t.regions << " regions (" << t.external
+            << " external), " << t.refusals << " refusals, " << t.prunes << " prunings, " << t.compile_failures
+            << " compile fallbacks; " << t.stats.composites_checked << " composites checked, "
+            << t.stats.composites_placed << " placed whole\n";
+  EXPECT_GT(t.stats.composites_placed, 100);
+  EXPECT_TRUE(t.unexpected.empty()) << t.unexpected.size() << " unexpected compile failures, first: " << t.unexpected.front();
+  EXPECT_GT(t.external, 500);
+  EXPECT_GT(t.prunes, 10);
+  EXPECT_GT(t.compile_failures, 10);
+}
+
+// The same invariants under cost-based placement, with random prices: the
+// relocations and the backend-set search never break convexity, coverage,
+// composites or determinism.
+TEST_F(Partitioner, cost_based_placement_keeps_every_invariant_on_random_dags) {
+  PropertyTotals t;
+  partition_random_dags(400, PlacementPolicy::kCost, t);
+  std::cout << "[partitioner cost] 400 graphs, " << t.nodes << " nodes, " << t.regions << " regions (" << t.external
+            << " external), " << t.moves << " relocations, " << t.prunes << " prunings, " << t.compile_failures
+            << " compile fallbacks; " << t.stats.composites_placed << " composites placed whole\n";
+  EXPECT_TRUE(t.unexpected.empty()) << t.unexpected.size() << " unexpected compile failures, first: " << t.unexpected.front();
+  EXPECT_GT(t.external, 5);
+  EXPECT_GT(t.moves, 0);
 }
 
 // The checker above can fail: corrupted copies of a valid partition are caught.
@@ -1214,6 +1275,204 @@ TEST_F(Partitioner, names_given_to_unnamed_nodes_do_not_collide_with_real_names)
   std::set<std::string> names;
   for (const auto& p : rep.placed) names.insert(p.name);
   EXPECT_EQ(names.size(), g.nodes.size()) << report_json(rep);
+}
+
+// ---- cost-based placement -------------------------------------------------------
+
+PartitionOptions cost_options(const std::vector<std::string>& names) {
+  PartitionOptions o = options_for(names, 0);
+  o.policy = PlacementPolicy::kCost;
+  o.num_threads = 1;
+  return o;
+}
+
+const CostOption* considered(const RegionInfo& r, const std::string& backend) {
+  for (const auto& o : r.considered) {
+    if (o.backend == backend) return &o;
+  }
+  return nullptr;
+}
+
+TEST_F(Partitioner, cost_placement_takes_the_cheapest_backend_not_the_first_listed) {
+  for (int s : {0, 1}) g_slots[s].ops = kAllOps;
+  g_slots[0].est_us_per_node = 500;   // alpha: listed first, dear
+  g_slots[1].est_us_per_node = 0.01;  // beta: cheap
+  Graph g = chain_graph();
+  PartitionReport prio;
+  round_trip(g, options_for({"alpha", "beta"}, 0), &prio, 31);
+  ASSERT_EQ(prio.regions.size(), 1u);
+  EXPECT_EQ(prio.regions[0].backend, "alpha");
+  EXPECT_EQ(prio.policy, "priority");
+
+  PartitionReport cost;
+  round_trip(g, cost_options({"alpha", "beta"}), &cost, 31);
+  ASSERT_EQ(cost.regions.size(), 1u) << report_text(cost);
+  EXPECT_EQ(cost.regions[0].backend, "beta") << report_text(cost);
+  EXPECT_EQ(cost.policy, "cost");
+  // The report says what was considered and why beta won.
+  const RegionInfo& r = cost.regions[0];
+  ASSERT_NE(considered(r, "alpha"), nullptr);
+  ASSERT_NE(considered(r, "beta"), nullptr);
+  ASSERT_NE(considered(r, "native"), nullptr);
+  EXPECT_EQ(r.considered.front().backend, "beta");
+  EXPECT_LT(considered(r, "beta")->us, considered(r, "native")->us);
+  EXPECT_LT(considered(r, "native")->us, considered(r, "alpha")->us);
+  EXPECT_FALSE(considered(r, "beta")->measured);
+  EXPECT_EQ(r.decision, "least estimated time");
+  EXPECT_NE(report_text(cost).find("-> beta: least estimated time"), std::string::npos) << report_text(cost);
+  // Every subset of {alpha, beta} was priced; the chosen one holds beta only.
+  ASSERT_EQ(cost.sets.size(), 4u);
+  int chosen = 0;
+  for (const auto& set : cost.sets) {
+    if (!set.chosen) continue;
+    ++chosen;
+    EXPECT_EQ(set.backends, (std::vector<std::string>{"beta", "native"}));
+  }
+  EXPECT_EQ(chosen, 1);
+  EXPECT_GT(cost.estimated_us, 0);
+}
+
+TEST_F(Partitioner, cost_placement_keeps_an_offload_that_does_not_pay_for_its_boundary_native) {
+  g_slots[0].ops = {"Mul"};
+  g_slots[0].est_us_per_node = 0.5;  // cheaper than native's node, not than two boundary crossings
+  Graph g = chain_graph();
+  PartitionReport prio;
+  round_trip(g, options_for({"alpha"}, 0), &prio, 32);
+  EXPECT_EQ(backend_of(prio, "mul_0"), "alpha");
+  EXPECT_EQ(prio.regions.size(), 3u);
+
+  PartitionReport cost;
+  Program p = round_trip(g, cost_options({"alpha"}), &cost, 32);
+  EXPECT_EQ(backend_of(cost, "mul_0"), "native") << report_text(cost);
+  EXPECT_TRUE(p.engines.empty());
+  ASSERT_EQ(cost.regions.size(), 1u);
+}
+
+TEST_F(Partitioner, a_native_node_between_two_regions_of_one_engine_joins_them_when_that_is_cheaper) {
+  // Node by node, mul_0 is cheaper on native (~1 us) than on alpha (1.2 us);
+  // as a region between two alpha regions it would pay two crossings, so
+  // the region-level correction moves it to alpha and one engine remains.
+  g_slots[0].ops = kAllOps;
+  g_slots[0].est_us_per_node = 0.01;
+  g_slots[0].est_us_by_op["Mul"] = 1.2;
+  Graph g = chain_graph();
+  PartitionReport cost;
+  Program p = round_trip(g, cost_options({"alpha"}), &cost, 33);
+  ASSERT_EQ(cost.regions.size(), 1u) << report_text(cost);
+  EXPECT_EQ(cost.regions[0].backend, "alpha");
+  EXPECT_EQ(p.engines.size(), 1u);
+  EXPECT_TRUE(any_contains(cost.events, "moved from native to alpha")) << report_text(cost);
+}
+
+TEST_F(Partitioner, place_pins_win_over_cost) {
+  for (int s : {0, 1}) g_slots[s].ops = kAllOps;
+  g_slots[0].est_us_per_node = 500;
+  g_slots[1].est_us_per_node = 0.01;
+  PartitionOptions o = cost_options({"alpha", "beta"});
+  o.place.push_back({"mul_0", "alpha"});
+  PartitionReport rep;
+  round_trip(chain_graph(), o, &rep, 34);
+  EXPECT_EQ(backend_of(rep, "mul_0"), "alpha") << report_text(rep);
+  const RegionInfo* r = region_with(rep, "mul_0");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->decision, "pinned by --place");
+}
+
+TEST_F(Partitioner, tune_measures_candidate_regions_and_a_later_compile_reuses_the_cache) {
+  for (int s : {0, 1}) g_slots[s].ops = kAllOps;
+  // Estimates say alpha; both really run native's kernels, so measurements
+  // decide between near-equal times — what matters here is the mechanism.
+  g_slots[0].est_us_per_node = 0.01;
+  g_slots[1].est_us_per_node = 0.02;
+  const std::string path = (dir_ / "tune.json").string();
+  Graph g = chain_graph();
+  {
+    partition::TuneCache cache = partition::TuneCache::Open(path, nullptr);
+    PartitionOptions o = cost_options({"alpha", "beta"});
+    o.tune_cache = &cache;
+    o.tune = true;
+    PartitionReport rep;
+    round_trip(g, o, &rep, 35);
+    EXPECT_GT(rep.measured, 2) << report_text(rep);
+    EXPECT_EQ(rep.cache_hits, 0);
+    ASSERT_FALSE(rep.regions.empty());
+    for (const auto& r : rep.regions) {
+      for (const auto& c : r.considered) EXPECT_TRUE(c.measured) << c.backend << "\n" << report_text(rep);
+    }
+    EXPECT_NE(report_text(rep).find("least measured time"), std::string::npos) << report_text(rep);
+    ASSERT_TRUE(cache.save().ok());
+  }
+  ASSERT_TRUE(std::filesystem::exists(path));
+  std::string warning;
+  partition::TuneCache cache = partition::TuneCache::Open(path, &warning);
+  EXPECT_EQ(warning, "");
+  EXPECT_GT(cache.size(), 2u);
+  PartitionOptions o = cost_options({"alpha", "beta"});
+  o.tune_cache = &cache;  // no --tune: measurements are only read
+  PartitionReport again;
+  round_trip(g, o, &again, 36);
+  EXPECT_EQ(again.measured, 0);
+  EXPECT_GT(again.cache_hits, 0);
+  ASSERT_FALSE(again.regions.empty());
+  EXPECT_TRUE(again.regions[0].considered.front().measured) << report_text(again);
+  // Another thread count is another key: nothing reused, estimates again.
+  o.num_threads = 3;
+  PartitionReport other;
+  round_trip(g, o, &other, 37);
+  EXPECT_EQ(other.cache_hits, 0);
+}
+
+TEST_F(Partitioner, the_tune_cache_ignores_a_damaged_file_with_a_warning_and_rewrites_it) {
+  const std::string path = (dir_ / "tune.json").string();
+  for (const char* text : {"not json at all", "{\"format\": \"tessera-tune\", \"version\": 9, \"entries\": {}}",
+                           "{\"format\": \"tessera-tune\", \"version\": 1, \"entries\": {\"k\": {\"us\": -4}}}", ""}) {
+    {
+      std::ofstream f(path, std::ios::binary | std::ios::trunc);
+      f << text;
+    }
+    std::string warning;
+    partition::TuneCache cache = partition::TuneCache::Open(path, &warning);
+    EXPECT_EQ(cache.size(), 0u) << text;
+    EXPECT_NE(warning.find("not a tessera tune cache"), std::string::npos) << text;
+    ASSERT_TRUE(cache.save().ok());
+    std::string again;
+    EXPECT_EQ(partition::TuneCache::Open(path, &again).size(), 0u);
+    EXPECT_EQ(again, "") << "the rewritten file is a valid, empty cache";
+  }
+}
+
+TEST_F(Partitioner, region_keys_follow_structure_and_shapes_not_weight_values) {
+  auto matmul = [](Dims wdims, float wval, const std::string& op) {
+    Graph g = Builder().input("x").g;
+    g.values["x"] = ValueInfo{DType::kFloat32, Shape::FromDims({2, 3})};
+    Tensor w(DType::kFloat32, wdims);
+    for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = wval;
+    g.constants["w"] = w;
+    Node n;
+    n.name = "mm";
+    n.op_type = op;
+    n.inputs = {"x", "w"};
+    n.outputs = {"y"};
+    g.nodes.push_back(n);
+    g.outputs = {"y"};
+    EXPECT_TRUE(infer_shapes(g).ok());
+    return g;
+  };
+  const std::string base = partition::region_key(matmul({3, 40}, 1.f, "MatMul"));
+  EXPECT_EQ(base.size(), 32u);
+  EXPECT_EQ(base, partition::region_key(matmul({3, 40}, 2.f, "MatMul")));  // weights differ: same work
+  EXPECT_NE(base, partition::region_key(matmul({3, 41}, 1.f, "MatMul")));  // shape differs
+  Graph renamed = matmul({3, 40}, 1.f, "MatMul");
+  renamed.nodes[0].name = "other_name";
+  EXPECT_EQ(base, partition::region_key(renamed));
+  Graph attr = matmul({3, 40}, 1.f, "MatMul");
+  Attribute a;
+  a.kind = Attribute::Kind::kInt;
+  a.i = 1;
+  attr.nodes[0].attrs["transB"] = a;
+  EXPECT_NE(base, partition::region_key(attr));
+  // A small constant (a shape, an axis) is part of the key by value.
+  EXPECT_NE(partition::region_key(matmul({3, 2}, 1.f, "MatMul")), partition::region_key(matmul({3, 2}, 2.f, "MatMul")));
 }
 
 }  // namespace

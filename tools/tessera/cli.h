@@ -25,6 +25,7 @@ struct Args {
   std::vector<std::string> places;  // --place, repeatable
   bool json = false;
   bool profile = false;
+  bool tune = false;
 };
 
 // Prints "tessera: error: <message>" on one line; returns the exit code.

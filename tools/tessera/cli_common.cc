@@ -4,11 +4,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "artifact/artifact.h"
 #include "backends/backend.h"
 #include "cli.h"
 #include "onnx/onnx_import.h"
+#include "partition/tune.h"
 #include "passes/pipeline.h"
 
 namespace fs = std::filesystem;
@@ -19,8 +21,10 @@ const char* kUsage =
     "usage: tessera <command> [options]\n"
     "commands:\n"
     "  compile MODEL.onnx -o OUT.tsr [--backends LIST] [--shape NAME=D0,D1,..] [--place OP_OR_NODE=BACKEND]\n"
-    "          [--min-region-nodes N] [--backend-options K=V;..]\n"
-    "      partitions the model, compiles every engine ahead of time and writes one artifact\n"
+    "          [--min-region-nodes N] [--backend-options K=V;..] [--placement cost|priority] [--tune]\n"
+    "          [--tune-cache FILE] [--threads N]\n"
+    "      partitions the model, compiles every engine ahead of time and writes one artifact; --tune measures\n"
+    "      candidate regions on this machine and keeps the times in the tune cache for later compiles\n"
     "  run MODEL(.onnx|.tsr) [--input-dir DIR] [--output-dir DIR] [--backends LIST] [--threads N] [--shape ..]\n"
     "      reads input_<i>.pb (ONNX TensorProto, graph input order) from DIR, or makes random inputs;\n"
     "      writes output_<i>.pb (graph output order) to --output-dir, else prints a summary\n"
@@ -29,12 +33,18 @@ const char* kUsage =
     "      --model runs another file (e.g. the case's model compiled to a .tsr) on the case's data\n"
     "  bench MODEL [--backends LIST] [--threads N] [--runs R] [--warmup W] [--shape NAME=D0,..] [--json] [--profile]\n"
     "      times inference and prints the median; --profile adds time per op type and the slowest nodes\n"
-    "  partition MODEL [--backends LIST] [--shape ..] [--place ..] [--min-region-nodes N] [--json] [--dot F] [--svg F]\n"
-    "      placement report: one line per region, refusals grouped by backend and reason; Graphviz drawing\n"
+    "  partition MODEL [--backends LIST] [--shape ..] [--place ..] [--min-region-nodes N] [--placement ..] [--tune]\n"
+    "          [--json] [--dot F] [--svg F]\n"
+    "      placement report: one line per region with the backends considered and their costs, refusals grouped\n"
+    "      by backend and reason; Graphviz drawing\n"
     "  inspect OUT.tsr [--json]\n"
     "      what an artifact holds: sections, engines, sizes, versions, signature\n"
-    "--backends is a priority list such as dnnl,xnnpack,native (native always last; default: every backend found\n"
-    "on TESSERA_BACKEND_PATH and in <tessera>/../lib/tessera). For a .tsr, the placement is the compiled one.\n";
+    "--backends lists the backends to use, such as dnnl,xnnpack,native (native always last; default: every backend\n"
+    "found on TESSERA_BACKEND_PATH and in <tessera>/../lib/tessera). --placement cost (default) gives each region\n"
+    "the backend with the least estimated or measured time, boundary copies included, and keeps the cheapest\n"
+    "subset of the list; --placement priority takes the first backend in list order that runs a node. The tune\n"
+    "cache is --tune-cache, else $TESSERA_TUNE_CACHE, else ~/.cache/tessera/tune.json (--tune-cache= for none).\n"
+    "For a .tsr, the placement is the compiled one.\n";
 
 int fail(const Status& st) {
   std::string msg = st.message();
@@ -47,13 +57,13 @@ int usage_error(const std::string& msg) { return fail(InvalidInput(msg)); }
 
 namespace {
 
-const std::vector<std::string> kCompileFlags = {"--backends", "--shape", "--place", "--min-region-nodes",
-                                                "--backend-options", "--threads"};
+const std::vector<std::string> kCompileFlags = {"--backends",        "--shape",   "--place",     "--min-region-nodes",
+                                                "--backend-options", "--threads", "--placement", "--tune-cache"};
 
 // Flags that take a value, per command; `json` / `profile`: boolean flags.
 struct CommandFlags {
   std::vector<std::string> values;
-  bool json = false, profile = false;
+  bool json = false, profile = false, tune = false;
 };
 
 const std::map<std::string, CommandFlags>& command_flags() {
@@ -62,8 +72,8 @@ const std::map<std::string, CommandFlags>& command_flags() {
     m["run"] = {{"--input-dir", "--output-dir"}, false, false};
     m["check"] = {{"--rtol", "--atol", "--model"}, false, false};
     m["bench"] = {{"--runs", "--warmup"}, true, true};
-    m["compile"] = {{"-o", "--output"}, false, false};
-    m["partition"] = {{"--dot", "--svg"}, true, false};
+    m["compile"] = {{"-o", "--output"}, false, false, true};
+    m["partition"] = {{"--dot", "--svg"}, true, false, true};
     m["inspect"] = {{}, true, false};
     for (const char* c : {"run", "check", "bench", "compile", "partition"}) {
       auto& v = m[c].values;
@@ -123,6 +133,8 @@ Expected<Args> parse_args(int argc, char** argv) {
       a.json = true;
     } else if (s == "--profile" && flags.profile) {
       a.profile = true;
+    } else if (s == "--tune" && flags.tune) {
+      a.tune = true;
     } else if (s.rfind("-", 0) == 0 && s.size() > 1) {
       std::string key = s, value;
       bool inline_value = false;
@@ -189,6 +201,14 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Args& 
                                 bool progress) {
   std::string list = a.opts.count("--backends") ? a.opts.at("--backends") : "";
   PartitionOptions po;
+  if (auto it = a.opts.find("--placement"); it != a.opts.end()) {
+    if (it->second == "priority") po.policy = PlacementPolicy::kPriority;
+    else if (it->second != "cost") return InvalidInput("--placement expects cost or priority, got '" + it->second + "'");
+  }
+  // Measuring engines one at a time, back to back: OpenMP's bounded spin is
+  // what a oneDNN engine gets when it runs without another pooled engine,
+  // and the cost model adds the passive-wait penalty for mixed sets.
+  if (a.tune) set_engine_thread_policy({"dnnl"});
   TSR_ASSIGN_OR_RETURN(po.backends, resolve_backends(list));
   for (const auto& p : a.places) {
     PlaceRule r;
@@ -201,7 +221,17 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Args& 
   if (a.opts.count("--backend-options")) po.backend_options = a.opts.at("--backend-options");
   int64_t threads;
   TSR_ASSIGN_OR_RETURN(threads, int_opt(a, "--threads", 0, 1));
-  po.num_threads = threads > 0 ? static_cast<int>(threads) : 1;
+  po.num_threads = threads > 0 ? static_cast<int>(threads)
+                                : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  // Measurements from earlier --tune runs replace estimates; --tune adds more.
+  std::string cache_path = a.opts.count("--tune-cache") ? a.opts.at("--tune-cache") : partition::default_tune_cache_path();
+  if (a.tune && cache_path.empty()) return InvalidInput("--tune needs a cache file: set --tune-cache FILE or HOME");
+  std::string warning;
+  partition::TuneCache cache = partition::TuneCache::Open(cache_path, &warning);
+  if (!warning.empty()) std::fprintf(stderr, "tessera: warning: %s\n", warning.c_str());
+  if (po.policy == PlacementPolicy::kCost && !cache_path.empty()) po.tune_cache = &cache;
+  po.tune = a.tune;
+  if (a.tune && po.policy != PlacementPolicy::kCost) return InvalidInput("--tune needs --placement cost");
   bool tty = progress && isatty(fileno(stderr));
   if (tty) {
     po.progress = [](int done, int total, const std::string& what) {
@@ -212,6 +242,7 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Args& 
   auto program = partition_and_compile(std::move(g), po, report);
   if (tty) std::fprintf(stderr, "\r\033[K");
   if (!program.ok()) return program.status();
+  if (a.tune) TSR_RETURN_IF_ERROR(cache.save());
   program->meta.source_model = fs::path(source).filename().string();
   program->meta.shape_overrides = a.shapes;
   return program;

@@ -63,9 +63,19 @@ int cmd_compile(const Args& a) {
   for (const auto& r : report.regions) per_backend[r.backend]++;
   std::string regions;
   for (const auto& [b, c] : per_backend) regions += (regions.empty() ? "" : ", ") + std::to_string(c) + " " + b;
-  std::printf("compiled %s -> %s: %zu regions (%s), %zu engines, %.2f MiB, %.2f s\n", a.positional[0].c_str(),
+  std::string placement = "placement " + report.policy;
+  if (report.policy == "cost") {
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), ", estimated %.3f ms", report.estimated_us / 1000);
+    placement += buf;
+  }
+  if (a.tune || report.cache_hits > 0) {
+    placement += "; measured " + std::to_string(report.measured) + " regions now, reused " +
+                 std::to_string(report.cache_hits) + " measurements from the tune cache";
+  }
+  std::printf("compiled %s -> %s: %zu regions (%s), %zu engines, %.2f MiB, %.2f s; %s\n", a.positional[0].c_str(),
               out->second.c_str(), report.regions.size(), regions.c_str(), program->engines.size(),
-              static_cast<double>(size) / (1 << 20), secs);
+              static_cast<double>(size) / (1 << 20), secs, placement.c_str());
   return 0;
 }
 

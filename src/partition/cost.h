@@ -1,0 +1,56 @@
+// Cost model for cost-based placement. Input: one graph level and a backend.
+// Output: estimated microseconds for a node, for a region's launch, for a
+// value crossing a region boundary, and for a whole-process effect of the
+// backend set (how idle engine threads wait). Method: an analytic model per
+// backend (FLOPs at a per-op-class fraction of the FMA peak, bytes at a
+// bandwidth, a fixed launch cost), calibrated on this project's benchmark
+// models (docs/placement.md lists the figures); a backend that implements the
+// ABI's estimate_cost answers for itself instead, and measurements taken by
+// `tessera compile --tune` (tune.h) override both.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace tessera::partition {
+
+// What a node does, for the analytic model.
+enum class WorkKind { kConv, kDepthwise, kGemm, kPool, kNorm, kElementwise, kMove, kOther };
+
+struct NodeWork {
+  WorkKind kind = WorkKind::kOther;
+  double flops = 0;  // multiply-adds count 2
+  double bytes = 0;  // inputs (weights included) + outputs
+};
+
+// Work of node `n` of `g` from its value infos; unknown shapes count as 0.
+NodeWork node_work(const Graph& g, const Node& n);
+
+// Analytic time of `w` on backend `backend` with `threads` threads. Backends
+// without a profile (third-party plugins) get native's throughput and a
+// higher launch cost, so small regions of them only pay off when measured.
+double node_time_us(const NodeWork& w, const std::string& backend, int threads);
+
+// True when the model above is calibrated for `backend` (native, dnnl,
+// xnnpack); for others the backend's own estimate_cost is the better guess.
+bool has_profile(const std::string& backend);
+
+// Fixed cost of calling one engine of `backend` (descriptors, stream set-up).
+double region_launch_us(const std::string& backend);
+
+// Moving a value of `bytes` from a region on `from` to one on `to` (a copy or
+// layout reorder on at least one side). 0 when both are the same backend.
+double crossing_us(double bytes, const std::string& from, const std::string& to);
+
+// Extra time per node on an OpenMP engine when the process also runs another
+// engine with its own thread pool: OpenMP then waits passively and every
+// parallel region pays a futex wake-up (set_engine_thread_policy).
+double passive_wait_us_per_node(const std::string& backend, const std::vector<std::string>& backend_set,
+                                int threads);
+
+// Bytes of one value from its info (0 when the shape is not concrete).
+double value_bytes(const Graph& g, const std::string& v);
+
+}  // namespace tessera::partition

@@ -1,0 +1,273 @@
+#include "partition/tune.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <unordered_map>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+namespace fs = std::filesystem;
+
+namespace tessera::partition {
+
+namespace {
+
+// ---- region key ----------------------------------------------------------
+
+// Constants with at most this many elements are part of the key by value:
+// they are axes, shapes, scales — what changes the work, unlike weights.
+constexpr int64_t kSmallConstant = 16;
+
+class KeyWriter {
+ public:
+  explicit KeyWriter(std::ostringstream& os) : os_(os) {}
+
+  void graph(const Graph& g) {
+    for (const auto& in : g.inputs) os_ << "in " << value(g, in) << ";";
+    for (const Node& n : g.nodes) {
+      os_ << n.domain << "::" << n.op_type << "(";
+      for (const auto& v : n.inputs) os_ << value(g, v) << ",";
+      os_ << ")->(";
+      for (const auto& v : n.outputs) os_ << value(g, v) << ",";
+      os_ << ")";
+      std::vector<std::string> names;
+      for (const auto& kv : n.attrs) names.push_back(kv.first);
+      std::sort(names.begin(), names.end());
+      for (const auto& a : names) attribute(a, n.attrs.at(a));
+      os_ << ";";
+    }
+    for (const auto& out : g.outputs) os_ << "out " << value(g, out) << ";";
+  }
+
+ private:
+  // A value's canonical id (order of first appearance), with its type; a
+  // constant's dims, and its data when small.
+  std::string value(const Graph& g, const std::string& v) {
+    if (v.empty()) return "-";
+    auto it = ids_.find(v);
+    if (it != ids_.end()) return it->second;
+    std::ostringstream s;
+    s << "v" << ids_.size();
+    if (const Tensor* t = g.constant(v)) {
+      s << ":c" << static_cast<int>(t->dtype()) << dims_str(t->dims());
+      if (t->numel() <= kSmallConstant) tensor_bytes(s, *t);
+    } else if (const ValueInfo* vi = g.info(v)) {
+      s << ":" << static_cast<int>(vi->dtype) << vi->shape.str();
+    }
+    return ids_[v] = s.str();
+  }
+
+  static void tensor_bytes(std::ostringstream& s, const Tensor& t) {
+    s << "=";
+    const auto* p = static_cast<const unsigned char*>(t.raw());
+    char hex[3];
+    for (size_t i = 0; i < t.nbytes(); ++i) {
+      std::snprintf(hex, sizeof(hex), "%02x", p[i]);
+      s << hex;
+    }
+  }
+
+  void attribute(const std::string& name, const Attribute& a) {
+    os_ << " " << name << "=" << static_cast<int>(a.kind) << ":";
+    switch (a.kind) {
+      case Attribute::Kind::kFloat: os_ << a.f; break;
+      case Attribute::Kind::kInt: os_ << a.i; break;
+      case Attribute::Kind::kString: os_ << a.s.size() << "'" << a.s; break;
+      case Attribute::Kind::kTensor:
+        os_ << static_cast<int>(a.t.dtype()) << dims_str(a.t.dims());
+        if (a.t.numel() <= kSmallConstant) tensor_bytes(os_, a.t);
+        break;
+      case Attribute::Kind::kGraph:
+        if (a.g) nested(*a.g);
+        break;
+      case Attribute::Kind::kFloats:
+        for (float f : a.floats) os_ << f << ",";
+        break;
+      case Attribute::Kind::kInts:
+        for (int64_t i : a.ints) os_ << i << ",";
+        break;
+      case Attribute::Kind::kStrings:
+        for (const auto& s : a.strings) os_ << s.size() << "'" << s << ",";
+        break;
+      case Attribute::Kind::kTensors:
+        for (const auto& t : a.tensors) os_ << static_cast<int>(t.dtype()) << dims_str(t.dims()) << ",";
+        break;
+      case Attribute::Kind::kGraphs:
+        for (const auto& g : a.graphs) {
+          if (g) nested(*g);
+        }
+        break;
+    }
+  }
+
+  void nested(const Graph& g) {
+    os_ << "{";
+    KeyWriter inner(os_);
+    inner.graph(g);
+    os_ << "}";
+  }
+
+  std::ostringstream& os_;
+  std::unordered_map<std::string, std::string> ids_;
+};
+
+uint64_t fnv1a(const std::string& s, uint64_t h) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// ---- measurement ---------------------------------------------------------
+
+Tensor random_tensor(DType dtype, const Dims& dims, std::mt19937& rng) {
+  Tensor t(dtype, dims);
+  if (dtype == DType::kFloat32) {
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    float* p = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = u(rng);
+  }
+  // Other dtypes stay zero: valid indices and conditions for any op.
+  return t;
+}
+
+}  // namespace
+
+std::string region_key(const Graph& rg) {
+  std::ostringstream os;
+  KeyWriter(os).graph(rg);
+  const std::string canonical = os.str();
+  // Two independent 64-bit FNV-1a digests: 128 bits against collisions.
+  char hex[40];
+  std::snprintf(hex, sizeof(hex), "%016llx%016llx",
+                static_cast<unsigned long long>(fnv1a(canonical, 14695981039346656037ull)),
+                static_cast<unsigned long long>(fnv1a(canonical, 0x9ae16a3b2f90404full)));
+  return hex;
+}
+
+std::string default_tune_cache_path() {
+  if (const char* p = std::getenv("TESSERA_TUNE_CACHE"); p && *p) return p;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return (fs::path(x) / "tessera" / "tune.json").string();
+  if (const char* h = std::getenv("HOME"); h && *h) {
+    return (fs::path(h) / ".cache" / "tessera" / "tune.json").string();
+  }
+  return "";
+}
+
+TuneCache TuneCache::Open(const std::string& path, std::string* warning) {
+  TuneCache c;
+  c.path_ = path;
+  std::error_code ec;
+  if (path.empty() || !fs::exists(path, ec)) return c;
+  std::ifstream f(path, std::ios::binary);
+  nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  bool ok = j.is_object() && j.value("format", "") == "tessera-tune" && j.value("version", 0) == 1 &&
+            j.contains("entries") && j["entries"].is_object();
+  if (ok) {
+    for (const auto& [k, v] : j["entries"].items()) {
+      if (!v.is_object() || !v.contains("us") || !v["us"].is_number() || !(v["us"].get<double>() >= 0)) {
+        ok = false;
+        break;
+      }
+      c.entries_[k] = Entry{v["us"].get<double>(), v.value("runs", 0), true};
+    }
+  }
+  if (!ok) {
+    c.entries_.clear();
+    c.dirty_ = true;  // rewritten on save
+    if (warning) *warning = "tune cache '" + path + "' is not a tessera tune cache; ignoring it";
+  }
+  return c;
+}
+
+std::string TuneCache::entry_key(const std::string& region, const Backend& b, int threads) {
+  return region + "|" + b.name() + "|" + b.version() + "|t" + std::to_string(threads);
+}
+
+std::optional<double> TuneCache::get(const std::string& region, const Backend& b, int threads) const {
+  auto it = entries_.find(entry_key(region, b, threads));
+  if (it == entries_.end()) return std::nullopt;
+  if (it->second.from_file) ++hits_;
+  return it->second.us;
+}
+
+void TuneCache::put(const std::string& region, const Backend& b, int threads, double us, int runs) {
+  entries_[entry_key(region, b, threads)] = Entry{us, runs, false};
+  dirty_ = true;
+}
+
+Status TuneCache::save() const {
+  if (!dirty_ || path_.empty()) return Status::Ok();
+  nlohmann::json j;
+  j["format"] = "tessera-tune";
+  j["version"] = 1;
+  nlohmann::json entries = nlohmann::json::object();
+  for (const auto& [k, e] : entries_) entries[k] = {{"us", e.us}, {"runs", e.runs}};
+  j["entries"] = std::move(entries);
+  std::error_code ec;
+  fs::path p(path_);
+  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
+  std::string tmp = path_ + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << j.dump(1) << "\n";
+    if (!f) return InvalidInput("cannot write tune cache '" + tmp + "'");
+  }
+  fs::rename(tmp, path_, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return InvalidInput("cannot write tune cache '" + path_ + "'");
+  }
+  return Status::Ok();
+}
+
+Expected<Measurement> measure_region(const Backend& b, const Graph& rg, const std::string& model,
+                                     const std::string& options, int threads, Blob* blob) {
+  Blob compiled;
+  TSR_ASSIGN_OR_RETURN(compiled, b.compile(model, options));
+  std::vector<std::pair<std::string, Tensor>> consts(rg.constants.begin(), rg.constants.end());
+  std::shared_ptr<const Engine> engine;
+  TSR_ASSIGN_OR_RETURN(engine, b.load(compiled, consts, threads, "tuning region on " + b.name()));
+  if (blob) *blob = compiled;
+
+  std::mt19937 rng(20261130);
+  std::vector<Tensor> ins, outs;
+  for (const auto& name : rg.inputs) {
+    const ValueInfo* vi = rg.info(name);
+    if (!vi || !vi->shape.fully_known()) return Unsupported("input '" + name + "' has no concrete shape");
+    ins.push_back(random_tensor(vi->dtype, vi->shape.concrete(), rng));
+  }
+  for (const auto& name : rg.outputs) {
+    const ValueInfo* vi = rg.info(name);
+    if (!vi || !vi->shape.fully_known()) return Unsupported("output '" + name + "' has no concrete shape");
+    outs.emplace_back(vi->dtype, vi->shape.concrete());
+  }
+  std::vector<const Tensor*> in_ptrs;
+  std::vector<Tensor*> out_ptrs;
+  for (auto& t : ins) in_ptrs.push_back(&t);
+  for (auto& t : outs) out_ptrs.push_back(&t);
+
+  using clock = std::chrono::steady_clock;
+  for (int i = 0; i < 2; ++i) TSR_RETURN_IF_ERROR(engine->run(in_ptrs, out_ptrs));
+  std::vector<double> times;
+  const auto start = clock::now();
+  while (times.size() < 5 || (times.size() < 50 && clock::now() - start < std::chrono::milliseconds(30))) {
+    auto t0 = clock::now();
+    TSR_RETURN_IF_ERROR(engine->run(in_ptrs, out_ptrs));
+    times.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  return Measurement{times[times.size() / 2], static_cast<int>(times.size())};
+}
+
+}  // namespace tessera::partition

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Cost-based placement and --tune through the command line: a tuned compile writes its measurements to the cache, a
+# later compile without --tune reuses them (the report says how many), the report lists for every region the backends
+# considered with their costs and why the winner won, placement is deterministic for a given cache, a damaged cache
+# is ignored with a warning, and wrong option combinations exit 2 with one line.
+#
+#     tests/e2e/tune_cli_test.sh BUILD_DIR
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+build="$(cd "$1" && pwd)"
+PYTHON="${PYTHON:-/usr/bin/python3}"
+tessera="${TESSERA_BIN:-$build/bin/tessera}"
+if ! "$PYTHON" -c "import onnx, numpy" 2>/dev/null; then
+  echo "tune_cli_test: $PYTHON cannot import onnx and numpy; skipping" >&2
+  exit 77
+fi
+work="$build/e2e/tune_cli"
+rm -rf "$work"
+mkdir -p "$work"
+"$PYTHON" "$here/gen_models.py" "$work" --models mlp,bert_tiny >/dev/null || exit 1
+
+failures=0
+passes=0
+pass() { passes=$((passes + 1)); }
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+json() {  # FILE PYTHON-EXPR over j
+  "$PYTHON" -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1"
+}
+
+for m in mlp bert_tiny; do
+  cache="$work/$m.tune.json"
+  # 1. A tuned compile measures regions and writes the cache.
+  if "$tessera" compile "$work/$m.onnx" -o "$work/$m.tsr" --tune --tune-cache "$cache" >"$work/out.txt" 2>&1; then
+    pass
+  else
+    fail "$m: compile --tune: $(tail -2 "$work/out.txt")"
+    continue
+  fi
+  grep -q "measured [1-9][0-9]* regions" "$work/out.txt" && pass || fail "$m: compile --tune does not say it measured: $(cat "$work/out.txt")"
+  n=$(json "$cache" 'len(j["entries"])' 2>/dev/null || echo 0)
+  [ "$n" -gt 0 ] && pass || fail "$m: the tune cache has no entries"
+  # 2. Without --tune, the measurements are reused: nothing measured, hits reported.
+  "$tessera" partition "$work/$m.onnx" --tune-cache "$cache" --json >"$work/a.json" 2>"$work/err.txt" || fail "$m: partition: $(cat "$work/err.txt")"
+  [ "$(json "$work/a.json" 'j["measured"] == 0 and j["cache_hits"] > 0')" = True ] && pass \
+    || fail "$m: partition did not reuse the cache: $(json "$work/a.json" 'j["measured"], j["cache_hits"]')"
+  # 3. Every region says what was considered and why the winner won; the winner is among the considered.
+  [ "$(json "$work/a.json" 'all(r["considered"] and r["decision"] and r["backend"] in [c["backend"] for c in r["considered"]] for r in j["regions"])')" = True ] \
+    && pass || fail "$m: a region lacks its considered backends or decision"
+  [ "$(json "$work/a.json" 'j["placement"] == "cost" and len(j["backend_sets"]) >= 1 and sum(s["chosen"] for s in j["backend_sets"]) == 1')" = True ] \
+    && pass || fail "$m: backend sets not reported"
+  "$tessera" partition "$work/$m.onnx" --tune-cache "$cache" >"$work/a.txt" 2>&1
+  grep -q "from the tune cache" "$work/a.txt" && grep -q "considered .* -> " "$work/a.txt" && pass \
+    || fail "$m: text report lacks the cost lines: $(head -4 "$work/a.txt")"
+  # 4. Deterministic for a given cache.
+  "$tessera" partition "$work/$m.onnx" --tune-cache "$cache" --json >"$work/b.json" 2>/dev/null
+  cmp -s "$work/a.json" "$work/b.json" && pass || fail "$m: two partitions with one cache differ"
+  # 5. The tuned artifact runs.
+  "$tessera" run "$work/$m.tsr" >"$work/out.txt" 2>&1 && pass || fail "$m: running the tuned artifact: $(tail -2 "$work/out.txt")"
+done
+
+# 6. A damaged cache: a warning, an estimate-based compile, and --tune rewrites it.
+echo "garbage{" >"$work/bad.json"
+if "$tessera" compile "$work/mlp.onnx" -o "$work/bad.tsr" --tune-cache "$work/bad.json" >/dev/null 2>"$work/err.txt"; then
+  grep -q "warning: tune cache .* not a tessera tune cache" "$work/err.txt" && pass || fail "damaged cache: no warning: $(cat "$work/err.txt")"
+else
+  fail "damaged cache: compile failed: $(cat "$work/err.txt")"
+fi
+"$tessera" compile "$work/mlp.onnx" -o "$work/bad.tsr" --tune --tune-cache "$work/bad.json" >/dev/null 2>&1 \
+  && [ "$(json "$work/bad.json" 'j["format"]')" = tessera-tune ] && pass || fail "damaged cache: --tune did not rewrite it"
+
+# 7. Wrong combinations: exit 2, one line.
+expect_usage() {  # NAME EXPECTED-SUBSTRING -- command...
+  local name="$1" want="$2"
+  shift 3
+  "$@" >/dev/null 2>"$work/err.txt"
+  local rc=$?
+  if [ "$rc" -eq 2 ] && [ "$(wc -l <"$work/err.txt")" -eq 1 ] && grep -q -- "$want" "$work/err.txt"; then
+    pass
+  else
+    fail "$name: rc $rc, stderr: $(cat "$work/err.txt")"
+  fi
+}
+expect_usage "bad --placement" "expects cost or priority" -- "$tessera" compile "$work/mlp.onnx" -o "$work/x.tsr" --placement fastest
+expect_usage "--tune with priority" "--tune needs --placement cost" -- "$tessera" compile "$work/mlp.onnx" -o "$work/x.tsr" --tune --placement priority --tune-cache "$work/x.json"
+expect_usage "--tune on run" "unknown option '--tune'" -- "$tessera" run "$work/mlp.onnx" --tune
+expect_usage "--tune without a cache" "--tune needs a cache file" -- "$tessera" compile "$work/mlp.onnx" -o "$work/x.tsr" --tune --tune-cache=
+
+echo "tune_cli_test: $passes passed, $failures failed"
+[ "$failures" -eq 0 ]
