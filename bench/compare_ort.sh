@@ -6,8 +6,14 @@
 #   MODELS     names known to tests/e2e/gen_models.py (default: resnet50 mobilenet_v2 bert_tiny; bert_base is a
 #              heavier optional one)
 # Environment: THREADS (default "1 2"), REPEATS (default 3), RUNS (default 20), WARMUP (default 3),
-#              BACKEND_SETS (default "default"): tessera placements to time, each a --backends list or "default"
-#              (every backend found), e.g. "native dnnl,native xnnpack,native dnnl,xnnpack xnnpack,dnnl default",
+#              BACKEND_SETS (default "default"): tessera placements to time, each one of
+#                LIST       a --backends list in priority order (--placement priority: each engine as far as it
+#                           goes, native for the rest), e.g. dnnl,native
+#                default    what ./run.sh gives: `tessera compile --tune` over every backend found (cost-based
+#                           placement with measured regions; cache TUNE_CACHE, default BUILD_DIR/bench-tune.json),
+#                           then the artifact is timed
+#                estimated  `tessera compile` with cost-based placement from estimates only (no tune cache), then
+#                           the artifact is timed
 #              PYTHON (a python with onnx + numpy; default /usr/bin/python3), ORT_SPIN (default 1; 0 passes
 #              --no-spin to ort_bench.js: ORT's spin-waiting pool threads collapse on an oversubscribed machine),
 #              RESULTS_TSV (default BUILD_DIR/bench-results.tsv): where the machine-readable results go.
@@ -95,9 +101,14 @@ declare -A tessera_ms=() ort_ms=()
 run_engine() {  # engine model threads; engine = ort or tessera:<backend set>
   local engine=$1 m=$2 n=$3 out cmd
   if [[ $engine == tessera:* ]]; then
-    cmd=("$tessera" bench "$model_dir/$m.onnx" --threads "$n" --runs "$runs" --warmup "$warmup" --json)
     local set=${engine#tessera:}
-    if [[ $set != default ]]; then cmd+=(--backends "$set"); fi
+    case $set in
+      default | estimated)
+        cmd=("$tessera" bench "$model_dir/$m.$set.t$n.tsr" --threads "$n" --runs "$runs" --warmup "$warmup" --json) ;;
+      *)
+        cmd=("$tessera" bench "$model_dir/$m.onnx" --threads "$n" --runs "$runs" --warmup "$warmup" --json
+          --backends "$set" --placement priority) ;;
+    esac
   else
     cmd=(node "$bench_dir/ort_bench.js" "$model_dir/$m.onnx" --threads "$n" --runs "$runs" --warmup "$warmup")
     if [[ $ort_spin == 0 ]]; then cmd+=(--no-spin); fi
@@ -113,8 +124,29 @@ run_engine() {  # engine model threads; engine = ort or tessera:<backend set>
   return 1
 }
 
-# --- measure ------------------------------------------------------------------------------------------------------
+# --- compile the cost-based placements -----------------------------------------------------------------------------
 declare -A errors=()
+tune_cache=${TUNE_CACHE:-$build_dir/bench-tune.json}
+for n in "${thread_counts[@]}"; do
+  for m in "${models[@]}"; do
+    for set in "${backend_sets[@]}"; do
+      case $set in
+        default) flags=(--tune --tune-cache "$tune_cache") ;;
+        estimated) flags=(--tune-cache=) ;;
+        *) continue ;;
+      esac
+      # shellcheck disable=SC2046
+      if line=$($(pin_cmd "$n") "$tessera" compile "$model_dir/$m.onnx" -o "$model_dir/$m.$set.t$n.tsr" --threads "$n" \
+        "${flags[@]}" 2>"$errfile"); then
+        log "$set $m, $n thread(s): $line"
+      else
+        errors[tessera:$set/$m/$n]=$(last_line "$errfile")
+      fi
+    done
+  done
+done
+
+# --- measure ------------------------------------------------------------------------------------------------------
 for n in "${thread_counts[@]}"; do
   for m in "${models[@]}"; do
     engines=(ort)

@@ -6,17 +6,22 @@
 # Environment: THREADS (default 2), REPEATS (default 5), RUNS (default 20), WARMUP (default 3) for the light models;
 #              BERT_RUNS (default 10), BERT_WARMUP (default 2), BERT_REPEATS (default 3) for bert_base;
 #              LOAD_REPEATS (default 5); PYTHON (python with onnx + numpy, default /usr/bin/python3);
-#              MODELS (default "resnet50 mobilenet_v2 squeezenet bert_base mlp"); OUT (default bench/RESULTS.md).
+#              MODELS (default "resnet50 mobilenet_v2 squeezenet bert_base mlp empty"; empty is a graph without
+#              nodes, for the per-run overhead); OUT (default bench/RESULTS.md).
 #
 # Steps:
 #   1. generates the models into BUILD_DIR/bench-models with tests/e2e/gen_models.py (fixed seeds; bert_base is the
 #      BERT-base encoder: 12 layers, hidden 768, 12 heads, sequence 128);
-#   2. builds bench/peak_fma.cc (g++ -O3 -march=native) into BUILD_DIR/bench-suite and measures the FMA peak;
+#   2. builds bench/peak_fma.cc (g++ -O3 -march=native) into BUILD_DIR/bench-suite and measures the FMA peak; builds
+#      bench/gemm_bench.cc with the native SGEMM and measures it on large shapes;
 #   3. counts each model's Conv/Gemm/MatMul FLOPs with bench/model_flops.py;
 #   4. times ORT and the tessera placements with bench/compare_ort.sh (interleaved, pinned), THREADS threads, placements
-#      BACKEND_SETS (default "native dnnl,native xnnpack,native dnnl,xnnpack,native default");
-#   5. per model: wall time of `tessera compile` (default placement), the artifact's file_size (`tessera inspect`),
-#      and the artifact's load time (load_ms of `tessera bench OUT.tsr --runs 1 --warmup 0`, median of LOAD_REPEATS);
+#      BACKEND_SETS (default "native dnnl,native xnnpack,native dnnl,xnnpack,native estimated default": each engine
+#      alone in priority placement, both engines in priority order, cost-based placement from estimates, and the
+#      default — what ./run.sh does: cost-based placement with `compile --tune`);
+#   5. per model: wall time of `tessera compile` without --tune and without a tune cache, and of `tessera compile
+#      --tune` with an empty cache; the tuned artifact's file_size (`tessera inspect`), load time (load_ms of
+#      `tessera bench OUT.tsr --runs 1 --warmup 0`, median of LOAD_REPEATS) and arena;
 #   6. writes OUT (bench/suite_report.py) with the machine line and the date.
 # Not part of ./test.sh: it takes several minutes and wants a quiet machine.
 set -euo pipefail
@@ -29,8 +34,8 @@ case $build_dir in /*) ;; *) build_dir=$repo_dir/$build_dir ;; esac
 python=${PYTHON:-/usr/bin/python3}
 [[ -x $python ]] || python=python3
 threads=${THREADS:-2}
-read -r -a models <<<"${MODELS:-resnet50 mobilenet_v2 squeezenet bert_base mlp}"
-export BACKEND_SETS=${BACKEND_SETS:-"native dnnl,native xnnpack,native dnnl,xnnpack,native default"}
+read -r -a models <<<"${MODELS:-resnet50 mobilenet_v2 squeezenet bert_base mlp empty}"
+export BACKEND_SETS=${BACKEND_SETS:-"native dnnl,native xnnpack,native dnnl,xnnpack,native estimated default"}
 load_repeats=${LOAD_REPEATS:-5}
 out=${OUT:-$bench_dir/RESULTS.md}
 
@@ -49,7 +54,16 @@ log "load: $(uptime | sed 's/.*load average/load average/')"
 
 # 1. models -------------------------------------------------------------------------------------------------------
 missing=()
-for m in "${models[@]}"; do [[ -s $model_dir/$m.onnx ]] || missing+=("$m"); done
+for m in "${models[@]}"; do [[ -s $model_dir/$m.onnx || $m == empty ]] || missing+=("$m"); done
+if [[ ! -s $model_dir/empty.onnx ]]; then  # no nodes: the output is the input
+  "$python" -c "
+import sys, onnx
+from onnx import helper, TensorProto
+vi = helper.make_tensor_value_info('x', TensorProto.FLOAT, [1, 16])
+m = helper.make_model(helper.make_graph([], 'empty', [vi], [vi]), opset_imports=[helper.make_opsetid('', 17)])
+m.ir_version = 8
+onnx.save(m, sys.argv[1])" "$model_dir/empty.onnx" || die "cannot write empty.onnx"
+fi
 if [[ ${#missing[@]} -gt 0 ]]; then
   log "generating ${missing[*]}"
   (IFS=,; "$python" "$repo_dir/tests/e2e/gen_models.py" "$model_dir" --models "${missing[*]}") >&2 ||
@@ -65,6 +79,15 @@ if [[ ! -x $peak_bin || $bench_dir/peak_fma.cc -nt $peak_bin ]]; then
 fi
 "$peak_bin" >"$work/peak.json"
 log "peak: $(cat "$work/peak.json")"
+gemm_bin=$work/gemm_bench
+if [[ ! -x $gemm_bin || $bench_dir/gemm_bench.cc -nt $gemm_bin || $repo_dir/src/ops/kernels/gemm.cc -nt $gemm_bin ]]; then
+  log "building $gemm_bin"
+  g++ -std=c++20 -O3 -march=native -I"$repo_dir/src" "$bench_dir/gemm_bench.cc" "$repo_dir/src/ops/kernels/gemm.cc" \
+    "$repo_dir/src/runtime/thread_pool.cc" -lpthread -o "$gemm_bin" || die "cannot build gemm_bench"
+fi
+# shellcheck disable=SC2046
+taskset -c 0,1 "$gemm_bin" 1024 1024 1024 2048 2048 2048 >"$work/gemm.txt" 2>&1 || die "gemm_bench failed"
+log "native SGEMM: $(tr '\n' ' ' <"$work/gemm.txt")"
 
 # 3. FLOPs --------------------------------------------------------------------------------------------------------
 : >"$work/flops.jsonl"
@@ -90,24 +113,35 @@ if [[ ${#heavy[@]} -gt 0 ]]; then
 fi
 
 # 5. ahead-of-time compilation ------------------------------------------------------------------------------------
-printf 'model\tcompile_ms\tfile_size\tload_ms\tcompile_line\n' >"$work/artifact.tsv"
+printf 'model\tcompile_ms\ttune_ms\tfile_size\tload_ms\tarena_bytes\tcompile_line\n' >"$work/artifact.tsv"
 for m in "${models[@]}"; do
   tsr=$work/$m.tsr
   t0=$(now_ms)
-  if ! line=$("$tessera" compile "$model_dir/$m.onnx" -o "$tsr" 2>&1 | tail -n1); then
+  if ! line=$("$tessera" compile "$model_dir/$m.onnx" -o "$tsr" --tune-cache= 2>&1 | tail -n1); then
     log "compile failed for $m: $line"
-    printf '%s\t\t\t\t%s\n' "$m" "$line" >>"$work/artifact.tsv"
+    printf '%s\t\t\t\t\t\t%s\n' "$m" "$line" >>"$work/artifact.tsv"
     continue
   fi
   compile_ms=$(($(now_ms) - t0))
+  rm -f "$work/tune-$m.json"
+  t0=$(now_ms)
+  if ! line=$(taskset -c 0,1 "$tessera" compile "$model_dir/$m.onnx" -o "$tsr" --tune --tune-cache "$work/tune-$m.json" \
+    --threads "$threads" 2>&1 | tail -n1); then
+    log "compile --tune failed for $m: $line"
+    printf '%s\t%s\t\t\t\t\t%s\n' "$m" "$compile_ms" "$line" >>"$work/artifact.tsv"
+    continue
+  fi
+  tune_ms=$(($(now_ms) - t0))
   size=$("$tessera" inspect "$tsr" --json | json_field file_size)
-  loads=""
+  loads="" arena=""
   for ((i = 0; i < load_repeats; ++i)); do
-    loads+="$("$tessera" bench "$tsr" --threads "$threads" --runs 1 --warmup 0 --json | json_field load_ms) "
+    j=$("$tessera" bench "$tsr" --threads "$threads" --runs 1 --warmup 0 --json)
+    loads+="$(json_field load_ms <<<"$j") "
+    arena=$(json_field arena_bytes <<<"$j")
   done
   load_ms=$(tr ' ' '\n' <<<"$loads" | grep . | median)
-  printf '%s\t%s\t%s\t%s\t%s\n' "$m" "$compile_ms" "$size" "$load_ms" "$line" >>"$work/artifact.tsv"
-  log "$m: compile ${compile_ms} ms, ${size} bytes, load ${load_ms} ms [$loads]"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$compile_ms" "$tune_ms" "$size" "$load_ms" "$arena" "$line" >>"$work/artifact.tsv"
+  log "$m: compile ${compile_ms} ms, --tune ${tune_ms} ms, ${size} bytes, load ${load_ms} ms [$loads], arena $arena"
   rm -f "$tsr"
 done
 

@@ -368,7 +368,19 @@ Expected<std::vector<std::shared_ptr<const Backend>>> resolve_backends(const std
     if (nat == names.end()) names.push_back("native");
     else if (nat + 1 != names.end()) return InvalidInput("--backends '" + list + "': native must be last");
   }
-  set_engine_thread_policy(names);
+  if (list.empty()) {
+    // Every backend found: cost-based placement charges what an OpenMP
+    // engine loses beside another pooled engine and so rarely mixes them;
+    // the process takes the policy a single-engine program wants. (An
+    // artifact gets its policy from the engines it holds.)
+    std::vector<std::string> openmp;
+    for (const auto& n : names) {
+      if (engine_uses_openmp(n)) openmp.push_back(n);
+    }
+    set_engine_thread_policy(openmp);
+  } else {
+    set_engine_thread_policy(names);
+  }
   std::vector<std::shared_ptr<const Backend>> out;
   for (const auto& n : names) {
     std::shared_ptr<const Backend> b;
