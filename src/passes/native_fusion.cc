@@ -70,16 +70,41 @@ class Uses {
   std::unordered_set<std::string> outputs_;
 };
 
-DType value_dtype(const Graph& g, const std::string& v) {
+// Types and constants as seen from one graph: its own, then those of the
+// enclosing graphs for names it reads from them (a body's captures).
+class Scope {
+ public:
+  Scope(const Graph& g, const Scope* outer) : g_(g), outer_(outer) {
+    for (const auto& in : g.inputs) local_.insert(in);
+    for (const auto& n : g.nodes) {
+      for (const auto& o : n.outputs) local_.insert(o);
+    }
+  }
+  const Tensor* constant(const std::string& v) const {
+    if (const Tensor* c = g_.constant(v)) return c;
+    return local_.count(v) || !outer_ ? nullptr : outer_->constant(v);
+  }
+  const ValueInfo* info(const std::string& v) const {
+    if (const ValueInfo* vi = g_.info(v)) return vi;
+    return local_.count(v) || !outer_ ? nullptr : outer_->info(v);
+  }
+
+ private:
+  const Graph& g_;
+  const Scope* outer_;
+  std::unordered_set<std::string> local_;
+};
+
+DType value_dtype(const Scope& g, const std::string& v) {
   if (const Tensor* c = g.constant(v)) return c->dtype();
   const ValueInfo* vi = g.info(v);
   return vi ? vi->dtype : DType::kUndefined;
 }
 
-bool is_f32(const Graph& g, const std::string& v) { return !v.empty() && value_dtype(g, v) == DType::kFloat32; }
+bool is_f32(const Scope& g, const std::string& v) { return !v.empty() && value_dtype(g, v) == DType::kFloat32; }
 
 // Concrete dims of `v` when known.
-bool static_dims(const Graph& g, const std::string& v, Dims* d) {
+bool static_dims(const Scope& g, const std::string& v, Dims* d) {
   if (const Tensor* c = g.constant(v)) {
     *d = c->dims();
     return true;
@@ -91,7 +116,7 @@ bool static_dims(const Graph& g, const std::string& v, Dims* d) {
 }
 
 // A constant float32 scalar (any rank, one element).
-bool const_scalar(const Graph& g, const std::string& v, float* out) {
+bool const_scalar(const Scope& g, const std::string& v, float* out) {
   const Tensor* c = v.empty() ? nullptr : g.constant(v);
   if (!c || c->dtype() != DType::kFloat32 || c->numel() != 1) return false;
   *out = c->data<float>()[0];
@@ -99,12 +124,12 @@ bool const_scalar(const Graph& g, const std::string& v, float* out) {
 }
 
 // A single-output float32 node of the default domain.
-bool plain_f32_node(const Graph& g, const Node& n) {
+bool plain_f32_node(const Scope& g, const Node& n) {
   return (n.domain.empty() || n.domain == "ai.onnx") && n.outputs.size() == 1 && is_f32(g, n.outputs[0]);
 }
 
 // Clip's bounds from constant inputs (opset >= 11) or attributes (< 11).
-bool clip_bounds(const Graph& g, const Node& n, float* lo, float* hi) {
+bool clip_bounds(const Scope& g, const Node& n, float* lo, float* hi) {
   *lo = -std::numeric_limits<float>::max();
   *hi = std::numeric_limits<float>::max();
   if (n.has_input(1) && !const_scalar(g, n.inputs[1], lo)) return false;
@@ -116,7 +141,7 @@ bool clip_bounds(const Graph& g, const Node& n, float* lo, float* hi) {
 
 // An activation the GEMM epilogue runs (kernels/fused_activation.h), with
 // its parameters in ONNX order.
-bool epilogue_activation(const Graph& g, const Node& n, std::string* name, std::vector<float>* params) {
+bool epilogue_activation(const Scope& g, const Node& n, std::string* name, std::vector<float>* params) {
   if (!plain_f32_node(g, n) || !is_f32(g, n.inputs.empty() ? "" : n.inputs[0])) return false;
   const std::string& op = n.op_type;
   params->clear();
@@ -163,14 +188,15 @@ int apply(Graph& g, const Rewrite& rw) {
 
 // ---- 1. Conv -> [Add(Z)] -> [activation] ---------------------------------
 
-int fuse_conv(Graph& g, NativeFusionStats* st) {
+int fuse_conv(Graph& g, const Scope* outer, NativeFusionStats* st) {
   Uses uses(g);
   Rewrite rw(g);
+  const Scope sc(g, outer);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& conv = g.nodes[i];
-    if (rw.taken[i] || conv.op_type != "Conv" || !plain_f32_node(g, conv)) continue;
+    if (rw.taken[i] || conv.op_type != "Conv" || !plain_f32_node(sc, conv)) continue;
     Dims ydims;
-    if (!static_dims(g, conv.outputs[0], &ydims)) continue;
+    if (!static_dims(sc, conv.outputs[0], &ydims)) continue;
     std::string out = conv.outputs[0];
     std::string z;
     std::string act;
@@ -180,10 +206,10 @@ int fuse_conv(Graph& g, NativeFusionStats* st) {
     // Residual: Z is added before the activation, as FusedConv's kernel does.
     if (c >= 0 && !rw.taken[static_cast<size_t>(c)]) {
       const Node& add = g.nodes[static_cast<size_t>(c)];
-      if (add.op_type == "Add" && plain_f32_node(g, add) && add.num_inputs() == 2 && add.inputs[0] != add.inputs[1]) {
+      if (add.op_type == "Add" && plain_f32_node(sc, add) && add.num_inputs() == 2 && add.inputs[0] != add.inputs[1]) {
         const std::string& other = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
         Dims zd, ad;
-        if (is_f32(g, other) && static_dims(g, other, &zd) && zd == ydims && static_dims(g, add.outputs[0], &ad) &&
+        if (is_f32(sc, other) && static_dims(sc, other, &zd) && zd == ydims && static_dims(sc, add.outputs[0], &ad) &&
             ad == ydims) {
           z = other;
           out = add.outputs[0];
@@ -193,7 +219,7 @@ int fuse_conv(Graph& g, NativeFusionStats* st) {
       }
     }
     if (c >= 0 && !rw.taken[static_cast<size_t>(c)] &&
-        epilogue_activation(g, g.nodes[static_cast<size_t>(c)], &act, &params)) {
+        epilogue_activation(sc, g.nodes[static_cast<size_t>(c)], &act, &params)) {
       out = g.nodes[static_cast<size_t>(c)].outputs[0];
       group.push_back(c);
     }
@@ -229,18 +255,19 @@ int fuse_conv(Graph& g, NativeFusionStats* st) {
 
 // ---- 2. Gemm / MatMul -> activation --------------------------------------
 
-int fuse_gemm(Graph& g, NativeFusionStats* st) {
+int fuse_gemm(Graph& g, const Scope* outer, NativeFusionStats* st) {
   Uses uses(g);
   Rewrite rw(g);
+  const Scope sc(g, outer);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& mm = g.nodes[i];
-    if (rw.taken[i] || !plain_f32_node(g, mm)) continue;
+    if (rw.taken[i] || !plain_f32_node(sc, mm)) continue;
     if (mm.op_type == "MatMul") {
       // Gemm is 2-D only; B must be a constant so the kernel packs it once.
       Dims ad;
-      const Tensor* b = mm.num_inputs() == 2 ? g.constant(mm.inputs[1]) : nullptr;
-      if (!b || b->dtype() != DType::kFloat32 || b->rank() != 2 || !is_f32(g, mm.inputs[0]) ||
-          !static_dims(g, mm.inputs[0], &ad) || ad.size() != 2) {
+      const Tensor* b = mm.num_inputs() == 2 ? sc.constant(mm.inputs[1]) : nullptr;
+      if (!b || b->dtype() != DType::kFloat32 || b->rank() != 2 || !is_f32(sc, mm.inputs[0]) ||
+          !static_dims(sc, mm.inputs[0], &ad) || ad.size() != 2) {
         continue;
       }
     } else if (mm.op_type != "Gemm") {
@@ -250,7 +277,7 @@ int fuse_gemm(Graph& g, NativeFusionStats* st) {
     std::string act;
     std::vector<float> params;
     if (c < 0 || rw.taken[static_cast<size_t>(c)] ||
-        !epilogue_activation(g, g.nodes[static_cast<size_t>(c)], &act, &params)) {
+        !epilogue_activation(sc, g.nodes[static_cast<size_t>(c)], &act, &params)) {
       continue;
     }
     Node f;
@@ -290,7 +317,7 @@ struct EwOp {
   float p0 = 0.f, p1 = 0.f;
 };
 
-EwOp classify(const Graph& g, const Node& n) {
+EwOp classify(const Scope& g, const Node& n) {
   EwOp e;
   if (!plain_f32_node(g, n) || !fused_elementwise_supports(n.op_type)) return e;
   const std::string& op = n.op_type;
@@ -325,7 +352,7 @@ EwOp classify(const Graph& g, const Node& n) {
 }
 
 // A side operand of a chain whose value has dims `out`.
-bool valid_side(const Graph& g, const std::string& v, const Dims& out) {
+bool valid_side(const Scope& g, const std::string& v, const Dims& out) {
   Dims d;
   int64_t inner = 0;
   return is_f32(g, v) && static_dims(g, v, &d) && block_broadcast(d, out, &inner);
@@ -367,27 +394,28 @@ Attribute floats_attr(std::vector<float> v) {
   return a;
 }
 
-int fuse_elementwise(Graph& g, NativeFusionStats* st) {
+int fuse_elementwise(Graph& g, const Scope* outer, NativeFusionStats* st) {
   Uses uses(g);
   Rewrite rw(g);
+  const Scope sc(g, outer);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (rw.taken[i]) continue;
     const Node& head = g.nodes[i];
-    const EwOp he = classify(g, head);
+    const EwOp he = classify(sc, head);
     Dims out;
-    if (!he.ok || !static_dims(g, head.outputs[0], &out)) continue;
+    if (!he.ok || !static_dims(sc, head.outputs[0], &out)) continue;
     // The head's operand with the output's shape starts the chain.
     Chain ch;
     Dims d0, d1;
-    const bool full0 = static_dims(g, head.inputs[0], &d0) && d0 == out;
+    const bool full0 = static_dims(sc, head.inputs[0], &d0) && d0 == out;
     if (!he.binary) {
       if (!full0) continue;
       ch.inputs = {head.inputs[0]};
       ch.add(head.op_type, -1, false, he);
-    } else if (full0 && valid_side(g, head.inputs[1], out)) {
+    } else if (full0 && valid_side(sc, head.inputs[1], out)) {
       ch.inputs = {head.inputs[0]};
       ch.add(head.op_type, ch.side_index(head.inputs[1]), false, he);
-    } else if (static_dims(g, head.inputs[1], &d1) && d1 == out && valid_side(g, head.inputs[0], out)) {
+    } else if (static_dims(sc, head.inputs[1], &d1) && d1 == out && valid_side(sc, head.inputs[0], out)) {
       ch.inputs = {head.inputs[1]};
       ch.add(head.op_type, ch.side_index(head.inputs[0]), true, he);
     } else {
@@ -399,16 +427,16 @@ int fuse_elementwise(Graph& g, NativeFusionStats* st) {
       const int c = uses.sole_consumer(v);
       if (c < 0 || rw.taken[static_cast<size_t>(c)]) break;
       const Node& n = g.nodes[static_cast<size_t>(c)];
-      const EwOp e = classify(g, n);
+      const EwOp e = classify(sc, n);
       Dims nd;
-      if (!e.ok || !static_dims(g, n.outputs[0], &nd) || nd != out) break;
+      if (!e.ok || !static_dims(sc, n.outputs[0], &nd) || nd != out) break;
       if (!e.binary) {
         if (n.inputs[0] != v) break;  // Pow's exponent, or Clip's bound
         ch.add(n.op_type, -1, false, e);
       } else {
         const bool left = n.inputs[0] == v;
         const std::string& other = left ? n.inputs[1] : n.inputs[0];
-        if (other == v || !valid_side(g, other, out)) break;
+        if (other == v || !valid_side(sc, other, out)) break;
         ch.add(n.op_type, ch.side_index(other), !left, e);
       }
       group.push_back(static_cast<size_t>(c));
@@ -444,23 +472,35 @@ bool native_fusion_disabled_by_env() {
   return v && *v && std::string(v) != "0";
 }
 
-Status fuse_for_native(Graph& g, NativeFusionStats* stats) {
-  NativeFusionStats local;
-  NativeFusionStats& st = stats ? *stats : local;
-  for (Node& n : g.nodes) {
-    for (auto& [name, a] : n.attrs) {
-      if (a.kind == Attribute::Kind::kGraph && a.g) TSR_RETURN_IF_ERROR(fuse_for_native(*a.g, &st));
-      if (a.kind == Attribute::Kind::kGraphs) {
-        for (auto& sg : a.graphs) {
-          if (sg) TSR_RETURN_IF_ERROR(fuse_for_native(*sg, &st));
+namespace {
+
+Status fuse_graph(Graph& g, const Scope* outer, NativeFusionStats& st) {
+  {
+    // Bodies first: they see this graph's types as it is now, before its
+    // intermediates are renamed away (values a body reads are never fused).
+    const Scope here(g, outer);
+    for (Node& n : g.nodes) {
+      for (auto& [name, a] : n.attrs) {
+        if (a.kind == Attribute::Kind::kGraph && a.g) TSR_RETURN_IF_ERROR(fuse_graph(*a.g, &here, st));
+        if (a.kind == Attribute::Kind::kGraphs) {
+          for (auto& sg : a.graphs) {
+            if (sg) TSR_RETURN_IF_ERROR(fuse_graph(*sg, &here, st));
+          }
         }
       }
     }
   }
-  st.nodes_removed += fuse_conv(g, &st);
-  st.nodes_removed += fuse_gemm(g, &st);
-  st.nodes_removed += fuse_elementwise(g, &st);
+  st.nodes_removed += fuse_conv(g, outer, &st);
+  st.nodes_removed += fuse_gemm(g, outer, &st);
+  st.nodes_removed += fuse_elementwise(g, outer, &st);
   return Status::Ok();
+}
+
+}  // namespace
+
+Status fuse_for_native(Graph& g, NativeFusionStats* stats) {
+  NativeFusionStats local;
+  return fuse_graph(g, nullptr, stats ? *stats : local);
 }
 
 }  // namespace tessera

@@ -353,6 +353,51 @@ TEST(NativeFusion, ValueReadByANestedBodyIsNotFused) {
   EXPECT_EQ(r.fused_steps, 3);
 }
 
+// If/Loop/Scan bodies run through the eager subgraph runner, which finds
+// the fused ops in the same registry: chains inside them fuse too.
+TEST(NativeFusion, ChainInsideAnIfBodyFusesAndRunsTheSame) {
+  GraphBuilder b;
+  b.input("x", {2, 50}).input("cond", {}, DType::kBool);
+  auto branch = [](bool fuse_me) {
+    auto body = std::make_shared<Graph>();
+    body->opset = 17;
+    Node e, n;
+    e.name = "exp";
+    e.op_type = "Exp";
+    e.inputs = {"x"};
+    e.outputs = {"be"};
+    n.name = "neg";
+    n.op_type = fuse_me ? "Neg" : "Identity";
+    n.inputs = {"be"};
+    n.outputs = {"b"};
+    body->nodes = {e, n};
+    body->outputs = {"b"};
+    body->values["be"] = body->values["b"] = ValueInfo{DType::kFloat32, Shape::FromDims({2, 50})};
+    return body;
+  };
+  Node& iff = b.node("If", {"cond"}, {"y"});
+  Attribute t, f;
+  t.kind = f.kind = Attribute::Kind::kGraph;
+  t.g = branch(true);
+  f.g = branch(false);
+  iff.attrs["then_branch"] = t;
+  iff.attrs["else_branch"] = f;
+  b.output("y");
+  compare(b.g, 8);
+
+  Graph g = b.g;
+  unshare_nested_graphs(g);
+  NativeFusionStats st;
+  ASSERT_TRUE(fuse_for_native(g, &st).ok());
+  EXPECT_EQ(st.elementwise_chains, 1);  // Exp -> Neg in the then branch; Identity is not fused
+  const Graph& then_body = *g.nodes[0].attr_graph("then_branch");
+  ASSERT_EQ(then_body.nodes.size(), 1u);
+  EXPECT_EQ(then_body.nodes[0].op_type, "FusedElementwise");
+  EXPECT_EQ(g.nodes[0].attr_graph("else_branch")->nodes.size(), 2u);
+  // The session's graph was copied, not changed.
+  EXPECT_EQ(b.g.nodes[0].attr_graph("then_branch")->nodes.size(), 2u);
+}
+
 TEST(NativeFusion, EnvironmentSwitchDisablesFusion) {
   GraphBuilder b;
   b.input("x", {16});
