@@ -11,17 +11,27 @@
 //      load, into a buffer the engine owns; for activations it is a step,
 //      which happens where plain data enters a blocked chain (region inputs,
 //      the operands of MatMul/Softmax/LayerNorm/views);
-//   3. the destination gets its Mem: the host's output buffer when the value
-//      leaves the region and the primitive writes it plain; the buffer of a
-//      sum post-op's operand when that operand dies here (in place); else a
-//      fresh arena buffer.
+//   3. the destination gets its Mem: its slice of a concatenation (below);
+//      the host's output buffer when the value leaves the region and the
+//      primitive writes it plain; the buffer of a sum post-op's operand when
+//      that operand dies here (in place); else a fresh arena buffer.
+// Concatenation in place: a channel Concat of a batch-1 tensor in a layout
+// blocked by channels (nChw16c) is contiguous per operand, so each operand's
+// producer (a convolution, pooling, binary) is asked to write that layout
+// straight into its slice of the Concat's buffer, and the Concat itself
+// costs nothing; an operand whose producer cannot (or a region input) is
+// reordered into its slice. The blocked layout then flows on: a
+// convolution reading a blocked value takes it as it is when oneDNN has a
+// kernel for it, rather than choosing a layout that costs a reorder.
 // Finally every region output not already written in place is reordered
 // into the host's buffer, and the arena is planned from the steps that touch
 // each buffer.
 #include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
 
+#include <algorithm>
 #include <climits>
+#include <optional>
 
 #include "dnnl_engine.h"
 #include "dnnl_primitives.h"
@@ -57,6 +67,7 @@ class Builder {
       last_use_[v] = INT_MAX;
       if (first_output_[v] < 0) first_output_[v] = static_cast<int>(j);
     }
+    plan_concats();
     for (size_t i = 0; i < p_.inputs.size(); ++i) {
       const int32_t v = p_.inputs[i];
       if (p_.values[static_cast<size_t>(v)].dtype == 1) bind(v, add_mem(plain(v), Storage::kInput, static_cast<int>(i)));
@@ -119,7 +130,9 @@ class Builder {
   int alias_mem(int of, const memory::desc& md, int32_t v) {
     const Mem base = plan_.mems[static_cast<size_t>(of)];
     if (base.storage == Storage::kArena) buffer_values_[static_cast<size_t>(base.index)].push_back(v);
-    return add_mem(md, base.storage, base.index);
+    const int m = add_mem(md, base.storage, base.index);
+    plan_.mems[static_cast<size_t>(m)].offset = base.offset;
+    return m;
   }
 
   int arena_mem(const memory::desc& md, int32_t v) {
@@ -235,6 +248,74 @@ class Builder {
     return m;
   }
 
+  // Channels blocked by the vector width (nChw16c with AVX-512, else nChw8c).
+  static int64_t channel_block() {
+    static const int64_t b = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core ? 16 : 8;
+    return b;
+  }
+  static memory::desc channel_blocked(const Dims& d) {
+    using tag = memory::format_tag;
+    const bool b16 = channel_block() == 16;
+    const tag t = d.size() == 3   ? (b16 ? tag::aBc16b : tag::aBc8b)
+                  : d.size() == 4 ? (b16 ? tag::aBcd16b : tag::aBcd8b)
+                                  : (b16 ? tag::aBcde16b : tag::aBcde8b);
+    return memory::desc(d, memory::data_type::f32, t);
+  }
+
+  // Whether Concat `op` can be built in place: axis 1 of a batch-1 tensor
+  // with 1 to 3 spatial dims, every operand's channels a whole number of
+  // blocks, so that each operand is one contiguous run of the blocked layout.
+  static bool concat_in_place(const Op& op, const std::vector<Value>& values) {
+    const Dims& y = values[static_cast<size_t>(op.out)].dims;
+    if (op.ints[0] != 1 || y.size() < 3 || y.size() > 5 || y[0] != 1) return false;
+    for (int32_t v : op.in) {
+      if (values[static_cast<size_t>(v)].dims[1] % channel_block() != 0) return false;
+    }
+    return true;
+  }
+
+  // Marks the Concat operands whose producers may write into their slice:
+  // computed by an op that lets its destination layout be fixed, not a
+  // region output, in one Concat once.
+  void plan_concats() {
+    const size_t nv = p_.values.size();
+    slice_of_.assign(nv, -1);
+    slice_pos_.assign(nv, -1);
+    concat_mem_.assign(nv, -1);
+    in_place_.assign(nv, false);
+    std::vector<int> producer(nv, -1);
+    for (size_t i = 0; i < p_.ops.size(); ++i) producer[static_cast<size_t>(p_.ops[i].out)] = static_cast<int>(i);
+    for (size_t i = 0; i < p_.ops.size(); ++i) {
+      const Op& op = p_.ops[i];
+      if (op.kind != OpKind::kConcat || !concat_in_place(op, p_.values)) continue;
+      for (size_t k = 0; k < op.in.size(); ++k) {
+        const auto v = static_cast<size_t>(op.in[k]);
+        const int pr = producer[v];
+        if (pr < 0 || !takes_dst_layout(p_.ops[static_cast<size_t>(pr)]) || first_output_[v] >= 0 || slice_of_[v] >= 0 ||
+            std::count(op.in.begin(), op.in.end(), op.in[k]) != 1) {
+          continue;
+        }
+        slice_of_[v] = static_cast<int>(i);
+        slice_pos_[v] = static_cast<int>(k);
+      }
+    }
+  }
+
+  // The Mem of operand k of Concat `c` inside the Concat's buffer (made by
+  // the first slice asked for).
+  int slice_mem(size_t c, size_t k) {
+    const Op& op = p_.ops[c];
+    int& whole = concat_mem_[static_cast<size_t>(op.out)];
+    if (whole < 0) whole = arena_mem(channel_blocked(p_.values[static_cast<size_t>(op.out)].dims), op.out);
+    const int32_t v = op.in[k];
+    const Dims& d = p_.values[static_cast<size_t>(v)].dims;
+    int64_t before = 0;  // channels of the operands ahead of this one
+    for (size_t j = 0; j < k; ++j) before += p_.values[static_cast<size_t>(op.in[j])].dims[1];
+    const int m = alias_mem(whole, channel_blocked(d), v);
+    plan_.mems[static_cast<size_t>(m)].offset += static_cast<size_t>(before * (numel(d) / d[1])) * sizeof(float);
+    return m;
+  }
+
   int buffer_of(int m) const {
     const Mem& mm = plan_.mems[static_cast<size_t>(m)];
     return mm.storage == Storage::kArena ? mm.index : -1;
@@ -269,6 +350,10 @@ class Builder {
       bind(op.out, alias_mem(as_view(op.in[0], plain(op.in[0])), plain(op.out), op.out));
       return;
     }
+    if (op.kind == OpKind::kConcat && concat_mem_[static_cast<size_t>(op.out)] >= 0) {
+      build_concat_in_place(op);
+      return;
+    }
     std::vector<OperandSpec> specs = operand_specs(op, p_.values);
     std::vector<int> mem(op.in.size(), -1);
     std::vector<memory::desc> md(op.in.size());
@@ -282,7 +367,43 @@ class Builder {
         case Layout::kAny: md[k] = specs[k].md; break;
       }
     }
-    dnnl::primitive_desc_base pd = create_pd(op, p_.values, md, eng_);
+    // A source (not weights) the primitive may choose the layout of, held in
+    // a channel-blocked layout: offered as it is first, so that a blocked
+    // chain (from an in-place Concat) is not reordered back.
+    std::vector<memory::desc> held = md;
+    for (size_t k = 0; k < specs.size(); ++k) {
+      if (specs[k].layout != Layout::kAny || specs[k].view.data.ndims > 0) continue;
+      const memory::desc& cur = plan_.mems[static_cast<size_t>(canon(op.in[k]))].md;
+      if (cur.data.format_kind == dnnl_blocked && cur.data.format_desc.blocking.inner_nblks > 0 &&
+          cur.dims() == md[k].dims()) {
+        held[k] = cur;
+      }
+    }
+    // The destination's slice of a Concat built in place, when the producer
+    // has a real kernel writing it.
+    const int slice_c = slice_of_[static_cast<size_t>(op.out)];
+    memory::desc slice_md;
+    if (slice_c >= 0) slice_md = channel_blocked(p_.values[static_cast<size_t>(op.out)].dims);
+    std::optional<dnnl::primitive_desc_base> chosen;
+    auto attempt = [&](const std::vector<memory::desc>& in, const memory::desc* dst) {
+      if (chosen) return;
+      try {
+        dnnl::primitive_desc_base pd = create_pd(op, p_.values, in, eng_, dst);
+        // A reference kernel is far slower than a reorder around a fast one.
+        if ((dst || &in != &md) && std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return;
+        if (dst && pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_DST) != *dst) return;
+        chosen = pd;
+      } catch (const dnnl::error&) {
+      }
+    };
+    if (slice_c >= 0) {
+      attempt(held, &slice_md);
+      attempt(md, &slice_md);
+    }
+    const bool in_slice = chosen.has_value();
+    attempt(held, nullptr);
+    if (!chosen) chosen = create_pd(op, p_.values, md, eng_);  // throws when oneDNN has nothing
+    const dnnl::primitive_desc_base& pd = *chosen;
     for (size_t k = 0; k < specs.size(); ++k) {
       if (specs[k].layout == Layout::kAbsent) continue;
       const memory::desc want = pd.query_md(dnnl::query::exec_arg_md, specs[k].arg);
@@ -309,7 +430,13 @@ class Builder {
     }
     const memory::desc dst_md = pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_DST);
     int dst;
-    if (sum_operand >= 0) {
+    if (in_slice) {
+      dst = slice_mem(static_cast<size_t>(slice_c), static_cast<size_t>(slice_pos_[static_cast<size_t>(op.out)]));
+      in_place_[static_cast<size_t>(op.out)] = true;
+      if (sum_operand >= 0) {
+        reorder_step(canon(sum_operand), dst, "'" + p_.values[static_cast<size_t>(sum_operand)].name + "' into " + what);
+      }
+    } else if (sum_operand >= 0) {
       std::vector<int> others;
       for (const auto& [arg, m] : s.args) others.push_back(m);
       const int m = canon(sum_operand);
@@ -335,6 +462,18 @@ class Builder {
     }
   }
 
+  // Concat `op` whose buffer its operands' producers started: the operands
+  // not written in place are reordered into their slices; no primitive.
+  void build_concat_in_place(const Op& op) {
+    for (size_t k = 0; k < op.in.size(); ++k) {
+      const auto v = static_cast<size_t>(op.in[k]);
+      if (in_place_[v] && slice_of_[v] == static_cast<int>(op_) && slice_pos_[v] == static_cast<int>(k)) continue;
+      reorder_step(canon(op.in[k]), slice_mem(op_, k),
+                   "'" + p_.values[v].name + "' into Concat '" + op.node + "'");
+    }
+    bind(op.out, concat_mem_[static_cast<size_t>(op.out)]);
+  }
+
   const Program& p_;
   const dnnl::engine& eng_;
   const std::map<std::string, const tessera_tensor_t*>* consts_;
@@ -344,6 +483,11 @@ class Builder {
   std::vector<std::vector<int>> variants_;
   std::vector<int> canon_, last_use_, first_output_;
   std::vector<std::vector<int32_t>> buffer_values_;
+  // Concats built in place: per value, the Concat op it is a slice of and
+  // its operand position (-1: none), whether its producer wrote it there;
+  // per Concat value, the Mem of its whole buffer (-1: not started).
+  std::vector<int> slice_of_, slice_pos_, concat_mem_;
+  std::vector<bool> in_place_;
   size_t op_ = 0;
 };
 

@@ -7,7 +7,9 @@
 // run), a fixed buffer (a constant given to load, zero-copy, or weights
 // reordered at load into the engine), or a buffer of the arena. A value may
 // have several Mems: its layout as produced, a reorder of it into another
-// layout, plain views of it with other dims (which share its storage).
+// layout, plain views of it with other dims (which share its storage). A
+// value concatenated in place is a slice: a Mem at an offset into the
+// storage of the concatenation.
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -30,6 +32,7 @@ struct Mem {
   dnnl::memory::desc md;
   Storage storage = Storage::kArena;
   int index = 0;  // region input/output index, fixed buffer index, or arena buffer index
+  size_t offset = 0;  // bytes into the storage: a slice of a concatenation written in place
 };
 
 struct Step {

@@ -246,10 +246,15 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
   return specs;
 }
 
+bool takes_dst_layout(const Op& op) {
+  return op.kind == OpKind::kConv || op.kind == OpKind::kDeconv || op.kind == OpKind::kPool ||
+         op.kind == OpKind::kBinary;
+}
+
 dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, const std::vector<memory::desc>& in,
-                               const dnnl::engine& eng) {
+                               const dnnl::engine& eng, const memory::desc* dst) {
   const dnnl::primitive_attr attr = attr_for(op, v);
-  const memory::desc dst_any = any_md(dst_dims(op, v));
+  const memory::desc dst_any = dst ? *dst : any_md(dst_dims(op, v));
   const prop_kind fwd = prop_kind::forward_inference;
   const auto alg = static_cast<algorithm>(op.alg);
   switch (op.kind) {

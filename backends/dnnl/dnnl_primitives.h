@@ -54,8 +54,15 @@ Dims dst_dims(const Op& op, const std::vector<Value>& values);
 // The primitive descriptor for `op`, given a descriptor per operand (as
 // operand_specs' order; ignored where kAbsent). Throws dnnl::error when
 // oneDNN has no implementation. View ops have none: never call it for them.
+// `dst`, when given, fixes the destination's layout where the primitive
+// would otherwise choose it (see takes_dst_layout).
 dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& values,
-                               const std::vector<dnnl::memory::desc>& in, const dnnl::engine& eng);
+                               const std::vector<dnnl::memory::desc>& in, const dnnl::engine& eng,
+                               const dnnl::memory::desc* dst = nullptr);
+
+// Whether create_pd lets the caller fix the destination's layout for `op`
+// (convolution, deconvolution, pooling, binary).
+bool takes_dst_layout(const Op& op);
 
 // Whether oneDNN implements `op` with plain layouts (and `any` where the op
 // allows it): "" or a reason for the user.

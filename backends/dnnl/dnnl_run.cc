@@ -34,10 +34,10 @@ class RunContext {
       void* ptr = nullptr;
       switch (m.storage) {
         case Storage::kArena:
-          ptr = static_cast<char*>(arena_.p) + plan.buffers[static_cast<size_t>(m.index)].offset;
+          ptr = static_cast<char*>(arena_.p) + plan.buffers[static_cast<size_t>(m.index)].offset + m.offset;
           break;
         case Storage::kFixed:
-          ptr = plan.fixed[static_cast<size_t>(m.index)];
+          ptr = static_cast<char*>(plan.fixed[static_cast<size_t>(m.index)]) + m.offset;
           break;
         case Storage::kInput:
         case Storage::kOutput:  // bound per run
@@ -60,7 +60,7 @@ class RunContext {
     for (size_t i : io_) {
       const Mem& m = plan.mems[i];
       void* p = m.storage == Storage::kInput ? inputs[m.index].data : outputs[m.index].data;
-      mems_[i].set_data_handle(p);
+      mems_[i].set_data_handle(static_cast<char*>(p) + m.offset);
     }
     for (size_t s = 0; s < plan.steps.size(); ++s) plan.steps[s].prim.execute(stream_, args_[s]);
     stream_.wait();

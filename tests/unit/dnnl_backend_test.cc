@@ -489,6 +489,66 @@ TEST_F(DnnlBackend, ConcatViewsTransposeAndReductionsMatchNative) {
   expect_matches_native(b.done({"t", "f", "rm", "rx", "rs", "rl"}), {random_tensor({1, 16, 4, 4}, 55)});
 }
 
+// A SqueezeNet Fire module: the two expand convolutions write their halves of
+// the channel Concat in place (batch 1, channels in whole blocks of 16), and
+// the blocked layout flows on into the pooling and the next convolution. The
+// other variants mix operands that cannot be written in place (a region
+// input, an eltwise result, a value also leaving the region, one operand
+// twice, a residual sum into a slice) or Concats that are not in place at
+// all (batch 2, channels not in whole blocks).
+TEST_F(DnnlBackend, ConcatOfConvolutionsWrittenInPlaceMatchesNative) {
+  struct Case {
+    const char* name;
+    int64_t batch, squeeze, expand;
+    int variant;  // 0 Fire module; 1 mixed operands
+  };
+  const Case cases[] = {
+      {"fire", 1, 16, 32, 0},        {"fire_batch2", 2, 16, 32, 0}, {"fire_odd_channels", 1, 8, 24, 0},
+      {"mixed_operands", 1, 16, 16, 1}, {"mixed_batch2", 2, 16, 16, 1},
+  };
+  unsigned seed = 300;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const int64_t n = c.batch, s = c.squeeze, e = c.expand;
+    const Dims x_dims{n, 32, 9, 9};
+    Builder b;
+    b.input("x", x_dims);
+    b.constant("ws", random_tensor({s, 32, 1, 1}, seed + 1, -.3f, .3f)).constant("bs", random_tensor({s}, seed + 2));
+    b.constant("w1", random_tensor({e, s, 1, 1}, seed + 3, -.3f, .3f)).constant("b1", random_tensor({e}, seed + 4));
+    b.constant("w3", random_tensor({e, s, 3, 3}, seed + 5, -.2f, .2f)).constant("b3", random_tensor({e}, seed + 6));
+    seed += 6;
+    b.node("squeeze", "Conv", {"x", "ws", "bs"}, "sq0");
+    b.node("relu_s", "Relu", {"sq0"}, "sq");
+    b.node("expand1", "Conv", {"sq", "w1", "b1"}, "e10");
+    b.node("relu_1", "Relu", {"e10"}, "e1");
+    set_ints(b.node("expand3", "Conv", {"sq", "w3", "b3"}, "e30"), "pads", {1, 1, 1, 1});
+    b.node("relu_3", "Relu", {"e30"}, "e3");
+    std::vector<std::string> outputs;
+    if (c.variant == 0) {
+      set_int(b.node("cat", "Concat", {"e1", "e3"}, "cat"), "axis", 1);
+      Node& pool = b.node("pool", "MaxPool", {"cat"}, "p");
+      set_ints(pool, "kernel_shape", {3, 3}), set_ints(pool, "strides", {2, 2}), set_int(pool, "ceil_mode", 1);
+      b.constant("wn", random_tensor({16, 2 * e, 1, 1}, ++seed, -.2f, .2f));
+      b.node("next", "Conv", {"p", "wn"}, "n0");
+      b.node("relu_n", "Relu", {"n0"}, "y");
+      outputs = {"y"};
+    } else {
+      // A residual sum into a slice: r = conv(e1) + e3 goes into the Concat.
+      b.constant("wr", random_tensor({e, e, 3, 3}, ++seed, -.2f, .2f));
+      set_ints(b.node("convr", "Conv", {"e1", "wr"}, "cr"), "pads", {1, 1, 1, 1});
+      b.node("add", "Add", {"cr", "e3"}, "r");
+      b.node("sig", "Sigmoid", {"sq"}, "g");  // an eltwise producer: copied into its slice
+      b.node("pool", "MaxPool", {"x"}, "p");  // with kernel 1: a pooling producer
+      set_ints(b.g.nodes.back(), "kernel_shape", {1, 1});
+      set_int(b.node("cat", "Concat", {"e1", "r", "g", "x", "p", "e3", "e1"}, "cat"), "axis", 1);
+      b.node("relu_c", "Relu", {"cat"}, "y");
+      b.node("neg", "Neg", {"r"}, "after");  // a slice read again after the Concat
+      outputs = {"y", "cat", "e3", "after"};
+    }
+    expect_matches_native(b.done(outputs), {random_tensor(x_dims, ++seed)});
+  }
+}
+
 // Exporters spell LayerNorm and GELU out in pieces; each runs as one primitive,
 // and Erf, which oneDNN has no primitive for, is claimed only inside GELU.
 TEST_F(DnnlBackend, DecomposedLayerNormAndGeluAreCompositesThatMatchNative) {
