@@ -1,6 +1,7 @@
 // The matrix-product family: MatMul (numpy semantics: 1-D promotion and
 // batch broadcasting), Gemm (transposes, alpha/beta, C broadcast to [M,N]),
-// and com.microsoft FusedGemm (Gemm + activation).
+// com.microsoft FusedGemm (Gemm + activation) and ai.tessera FusedMatMul (MatMul +
+// bias [N] + activation), both made by the native fusion pass.
 //
 // float32 runs on the packed SGEMM in kernels/gemm.h; a constant B (weights)
 // is packed once when the kernel is created. float16/bfloat16 convert
@@ -49,7 +50,13 @@ void matmul_loop(const T* a, const T* b, T* y, int64_t m, int64_t n, int64_t k) 
 
 class MatMulKernel final : public Kernel {
  public:
-  explicit MatMulKernel(const KernelInit& init) {
+  static Expected<std::unique_ptr<Kernel>> Create(const KernelInit& init) {
+    auto k = std::make_unique<MatMulKernel>(init);
+    if (k->fused_) TSR_RETURN_IF_ERROR(kernels::activation_from_conv_attrs(init.node, &k->act_));
+    return std::unique_ptr<Kernel>(std::move(k));
+  }
+
+  explicit MatMulKernel(const KernelInit& init) : fused_(init.node.op_type == "FusedMatMul") {
     const Tensor* b = init.const_inputs.size() > 1 ? init.const_inputs[1] : nullptr;
     // A single column is a matrix-vector product, which gemm handles unpacked.
     if (b && b->dtype() == DType::kFloat32 && b->rank() >= 2 && b->dims().back() > 1) {
@@ -70,6 +77,22 @@ class MatMulKernel final : public Kernel {
     TSR_ASSIGN_OR_RETURN(MatMulDims d, matmul_dims(ctx.node(), a.dims(), b.dims()));
     if (y.numel() == 0) return Status::Ok();
     if (a.dtype() != b.dtype()) return ctx.error("A and B have different dtypes");
+    if (fused_) {
+      // The epilogue runs in the float32 GEMM only; the fusion pass makes
+      // FusedMatMul for float32 alone.
+      const Tensor* bias = ctx.input(2);
+      if (a.dtype() != DType::kFloat32) return ctx.error("FusedMatMul runs on float32 only");
+      if (bias && (bias->dtype() != DType::kFloat32 || bias->numel() != d.n)) {
+        return ctx.error("bias " + bias->str() + " must hold " + std::to_string(d.n) + " float32 values");
+      }
+      Epilogue ep = act_;
+      if (bias) {
+        ep.bias_kind = Epilogue::Bias::kPerCol;
+        ep.bias = bias->data<float>();
+      }
+      run_float(ctx, d, a.data<float>(), b.data<float>(), y.data<float>(), b.dims() == packed_dims_, ep);
+      return Status::Ok();
+    }
     switch (a.dtype()) {
       case DType::kFloat32:
         run_float(ctx, d, a.data<float>(), b.data<float>(), y.data<float>(), b.dims() == packed_dims_);
@@ -92,13 +115,13 @@ class MatMulKernel final : public Kernel {
 
  private:
   void run_float(KernelContext& ctx, const MatMulDims& d, const float* a, const float* b, float* y,
-                 bool use_packed) const {
+                 bool use_packed, const Epilogue& ep = {}) const {
     ThreadPool* pool = &ctx.pool();
     auto one = [&](int64_t ai, int64_t bi, float* yp, ThreadPool* p) {
       GemmA ga{a + ai * d.m * d.k, d.k, false, nullptr};
       GemmB gb{b + bi * d.k * d.n, d.n, false, nullptr, nullptr};
       if (use_packed) gb = GemmB{nullptr, 0, false, &packed_[static_cast<size_t>(bi)], nullptr};
-      kernels::gemm(p, d.m, d.n, d.k, 1.f, ga, gb, 0.f, yp, d.n);
+      kernels::gemm(p, d.m, d.n, d.k, 1.f, ga, gb, 0.f, yp, d.n, ep);
     };
     if (d.b_matrices == 1) {
       // Every batch of A meets the same B: one GEMM over all rows of A.
@@ -106,7 +129,7 @@ class MatMulKernel final : public Kernel {
       GemmB gb{b, d.n, false, nullptr, nullptr};
       if (use_packed) gb = GemmB{nullptr, 0, false, &packed_[0], nullptr};
       if (d.a_matrices == d.batch_count) {
-        kernels::gemm(pool, d.m * d.batch_count, d.n, d.k, 1.f, ga, gb, 0.f, y, d.n);
+        kernels::gemm(pool, d.m * d.batch_count, d.n, d.k, 1.f, ga, gb, 0.f, y, d.n, ep);
         return;
       }
     }
@@ -143,12 +166,14 @@ class MatMulKernel final : public Kernel {
     return Status::Ok();
   }
 
+  bool fused_ = false;  // ai.tessera.FusedMatMul: bias (input 2) and activation in the epilogue
+  Epilogue act_;
   std::vector<PackedMatrix> packed_;
   Dims packed_dims_;  // dims of the constant B, empty when not packed
 };
 
 Expected<std::unique_ptr<Kernel>> create_matmul(const KernelInit& init) {
-  return std::unique_ptr<Kernel>(std::make_unique<MatMulKernel>(init));
+  return MatMulKernel::Create(init);
 }
 
 // ---- Gemm ---------------------------------------------------------------------
@@ -325,6 +350,9 @@ TSR_REGISTER_OPS(matmul) {
   reg.add(OpSchema{"MatMul", "", infer_matmul, create_matmul, nullptr, {}});
   reg.add(OpSchema{"Gemm", "", infer_gemm, GemmKernel::Create, nullptr, {}});
   reg.add(OpSchema{"FusedGemm", "com.microsoft", infer_gemm, GemmKernel::Create, nullptr, {}});
+  // MatMul + bias [N] + activation, made by the native fusion pass; the
+  // activation attributes are FusedConv's (activation, activation_params).
+  reg.add(OpSchema{"FusedMatMul", "ai.tessera", infer_matmul, create_matmul, nullptr, {}});
 }
 
 }  // namespace tessera

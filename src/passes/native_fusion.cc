@@ -1,7 +1,8 @@
 // Native operator fusion (see native_fusion.h). Three passes over the node
 // list, each followed by a recount of uses:
 //   1. Conv -> [Add(Z)] -> [activation]  => FusedConv
-//   2. Gemm / 2-D MatMul(constant B) -> activation => FusedGemm
+//   2. Gemm -> activation => FusedGemm;
+//      MatMul(constant B) -> [Add(bias)] -> [activation] => FusedMatMul
 //   3. elementwise chains                 => FusedElementwise
 // Conv and Gemm go first so their activations end in the GEMM epilogue
 // rather than in an elementwise chain. Within a pass groups are disjoint
@@ -253,7 +254,75 @@ int fuse_conv(Graph& g, const Scope* outer, NativeFusionStats* st) {
   return apply(g, rw);
 }
 
-// ---- 2. Gemm / MatMul -> activation --------------------------------------
+// ---- 2. Gemm -> activation, MatMul -> [Add(bias)] -> [activation] -------
+
+Attribute string_attr(const std::string& v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kString;
+  a.s = v;
+  return a;
+}
+
+// FusedConv-style activation attributes (FusedMatMul reads them the same way).
+void set_conv_activation(Node& f, const std::string& act, const std::vector<float>& params) {
+  if (act.empty()) return;
+  f.attrs["activation"] = string_attr(act);
+  Attribute p;
+  p.kind = Attribute::Kind::kFloats;
+  p.floats = params;
+  f.attrs["activation_params"] = p;
+}
+
+// MatMul with a constant float32 [K, N] weight: a bias Add of N values
+// ([N], or [1, ..., N]) and an activation go to the GEMM epilogue.
+bool fuse_matmul_at(Graph& g, const Scope& sc, const Uses& uses, Rewrite& rw, size_t i) {
+  const Node& mm = g.nodes[i];
+  const Tensor* b = mm.num_inputs() == 2 ? sc.constant(mm.inputs[1]) : nullptr;
+  Dims ad, yd;
+  if (!b || b->dtype() != DType::kFloat32 || b->rank() != 2 || !is_f32(sc, mm.inputs[0]) ||
+      !static_dims(sc, mm.inputs[0], &ad) || ad.size() < 2 || !static_dims(sc, mm.outputs[0], &yd)) {
+    return false;
+  }
+  const int64_t n = b->dim(1);
+  std::string out = mm.outputs[0], bias, act;
+  std::vector<float> params;
+  std::vector<int> group;
+  int c = uses.sole_consumer(out);
+  if (c >= 0 && !rw.taken[static_cast<size_t>(c)]) {
+    const Node& add = g.nodes[static_cast<size_t>(c)];
+    if (add.op_type == "Add" && plain_f32_node(sc, add) && add.num_inputs() == 2 && add.inputs[0] != add.inputs[1]) {
+      const std::string& other = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
+      Dims bd, od;
+      if (is_f32(sc, other) && static_dims(sc, other, &bd) && !bd.empty() && bd.back() == n && numel(bd) == n &&
+          bd.size() <= yd.size() && static_dims(sc, add.outputs[0], &od) && od == yd) {
+        bias = other;
+        out = add.outputs[0];
+        group.push_back(c);
+        c = uses.sole_consumer(out);
+      }
+    }
+  }
+  if (c >= 0 && !rw.taken[static_cast<size_t>(c)] &&
+      epilogue_activation(sc, g.nodes[static_cast<size_t>(c)], &act, &params)) {
+    out = g.nodes[static_cast<size_t>(c)].outputs[0];
+    group.push_back(c);
+  }
+  if (group.empty()) return false;
+  Node f;
+  f.name = mm.name;
+  f.op_type = "FusedMatMul";
+  f.domain = kTesseraDomain;
+  f.inputs = {mm.inputs[0], mm.inputs[1]};
+  if (!bias.empty()) f.inputs.push_back(bias);
+  f.outputs = {out};
+  set_conv_activation(f, act, params);
+  rw.taken[i] = rw.removed[i] = true;
+  for (int k : group) rw.taken[static_cast<size_t>(k)] = rw.removed[static_cast<size_t>(k)] = true;
+  const size_t last = static_cast<size_t>(group.back());
+  rw.removed[last] = false;
+  g.nodes[last] = std::move(f);
+  return true;
+}
 
 int fuse_gemm(Graph& g, const Scope* outer, NativeFusionStats* st) {
   Uses uses(g);
@@ -263,16 +332,10 @@ int fuse_gemm(Graph& g, const Scope* outer, NativeFusionStats* st) {
     const Node& mm = g.nodes[i];
     if (rw.taken[i] || !plain_f32_node(sc, mm)) continue;
     if (mm.op_type == "MatMul") {
-      // Gemm is 2-D only; B must be a constant so the kernel packs it once.
-      Dims ad;
-      const Tensor* b = mm.num_inputs() == 2 ? sc.constant(mm.inputs[1]) : nullptr;
-      if (!b || b->dtype() != DType::kFloat32 || b->rank() != 2 || !is_f32(sc, mm.inputs[0]) ||
-          !static_dims(sc, mm.inputs[0], &ad) || ad.size() != 2) {
-        continue;
-      }
-    } else if (mm.op_type != "Gemm") {
+      if (fuse_matmul_at(g, sc, uses, rw, i)) ++st->matmul;
       continue;
     }
+    if (mm.op_type != "Gemm") continue;
     const int c = uses.sole_consumer(mm.outputs[0]);
     std::string act;
     std::vector<float> params;
@@ -284,21 +347,17 @@ int fuse_gemm(Graph& g, const Scope* outer, NativeFusionStats* st) {
     f.name = mm.name;
     f.op_type = "FusedGemm";
     f.domain = kMsDomain;
-    if (mm.op_type == "Gemm") f.attrs = mm.attrs;
+    f.attrs = mm.attrs;
     f.inputs = mm.inputs;
     f.outputs = {g.nodes[static_cast<size_t>(c)].outputs[0]};
-    auto set = [&](const char* key, Attribute a) { f.attrs[key] = std::move(a); };
-    Attribute s;
-    s.kind = Attribute::Kind::kString;
-    s.s = act;
-    set("activation", s);
+    f.attrs["activation"] = string_attr(act);
     // FusedGemm's activation_alpha / activation_beta carry the parameters
     // (Clip's min and max included, see activation_from_gemm_attrs).
     for (size_t k = 0; k < params.size() && k < 2; ++k) {
       Attribute p;
       p.kind = Attribute::Kind::kFloat;
       p.f = params[k];
-      set(k == 0 ? "activation_alpha" : "activation_beta", p);
+      f.attrs[k == 0 ? "activation_alpha" : "activation_beta"] = p;
     }
     rw.taken[i] = rw.removed[i] = true;
     rw.taken[static_cast<size_t>(c)] = true;

@@ -5,7 +5,9 @@
 // alone). Output: the same graph with groups of nodes replaced by one fused
 // node each, so the group's intermediates are never written to memory:
 //   Conv [-> Add(same-shape Z)] [-> activation]  => com.microsoft FusedConv
-//   Gemm, or 2-D MatMul with constant B, -> activation => com.microsoft FusedGemm
+//   Gemm -> activation                            => com.microsoft FusedGemm
+//   MatMul(constant [K,N] B) [-> Add(bias [N])] [-> activation]
+//                                                 => ai.tessera FusedMatMul
 //   chains of float32 elementwise ops             => ai.tessera.FusedElementwise
 // A group is only formed through intermediates that are float32, have
 // exactly one consumer (a nested graph reading a value counts as one), and
@@ -24,6 +26,7 @@ namespace tessera {
 struct NativeFusionStats {
   int conv = 0;                // FusedConv nodes made
   int gemm = 0;                // FusedGemm nodes made
+  int matmul = 0;              // FusedMatMul nodes made
   int elementwise_chains = 0;  // FusedElementwise nodes made
   int nodes_removed = 0;       // node count before minus after
 

@@ -182,7 +182,7 @@ TEST(NativeFusion, ConvResidualAddWithoutActivationFuses) {
   EXPECT_EQ(r.fused_steps, 1);
 }
 
-TEST(NativeFusion, GemmAndTwoDimensionalMatMulThenActivationBecomeFusedGemm) {
+TEST(NativeFusion, GemmThenActivationAndTwoDimensionalMatMulThenActivationFuse) {
   std::mt19937 rng(4);
   GraphBuilder b;
   b.input("a", {5, 7});
@@ -196,6 +196,43 @@ TEST(NativeFusion, GemmAndTwoDimensionalMatMulThenActivationBecomeFusedGemm) {
   Runs r = compare(b.g);
   EXPECT_EQ(r.unfused_steps, 4);
   EXPECT_EQ(r.fused_steps, 2);
+}
+
+TEST(NativeFusion, BatchedMatMulWithBiasAndActivationBecomesFusedMatMul) {
+  for (bool bias_left : {false, true}) {
+    for (const std::string act : {"", "Relu", "Sigmoid"}) {
+      std::mt19937 rng(10);
+      GraphBuilder b;
+      b.input("a", {2, 5, 24});
+      b.constant("w", random_tensor(DType::kFloat32, {24, 40}, rng));
+      b.constant("bias", random_tensor(DType::kFloat32, {40}, rng));
+      b.node("MatMul", {"a", "w"}, {"m"});
+      const std::string added = act.empty() ? "y" : "s";
+      b.node("Add", bias_left ? std::vector<std::string>{"bias", "m"} : std::vector<std::string>{"m", "bias"},
+             {added});
+      if (!act.empty()) b.node(act, {"s"}, {"y"});
+      b.output("y");
+      Runs r = compare(b.g);
+      EXPECT_EQ(r.unfused_steps, act.empty() ? 2 : 3) << act;
+      EXPECT_EQ(r.fused_steps, 1) << act;
+    }
+  }
+}
+
+TEST(NativeFusion, MatMulWithNonConstantWeightOrWrongBiasIsNotFused) {
+  GraphBuilder b;
+  b.input("a", {2, 5, 24}).input("w", {24, 40});
+  std::mt19937 rng(11);
+  b.constant("w2", random_tensor(DType::kFloat32, {40, 8}, rng));
+  b.node("MatMul", {"a", "w"}, {"m"});  // B is not a constant
+  b.node("Relu", {"m"}, {"r"});
+  b.node("MatMul", {"r", "w2"}, {"m2"});
+  b.node("Add", {"m2", "a8"}, {"y"});  // [5, 8] is not a per-column bias
+  b.input("a8", {5, 8});
+  b.output("y");
+  Runs r = compare(b.g, 5);
+  EXPECT_EQ(r.unfused_steps, 4);
+  EXPECT_EQ(r.fused_steps, 4);
 }
 
 TEST(NativeFusion, DecomposedGeluAfterBiasIsOneChain) {
