@@ -43,6 +43,9 @@ using tessera_plugin::fail;
 
 namespace {
 
+// Channels up to which a plain convolution source is read as it is.
+constexpr int64_t kImageChannels = 4;
+
 class Builder {
  public:
   Builder(const Program& p, const dnnl::engine& eng, const std::map<std::string, const tessera_tensor_t*>* constants)
@@ -367,17 +370,19 @@ class Builder {
         case Layout::kAny: md[k] = specs[k].md; break;
       }
     }
-    // A source (not weights) the primitive may choose the layout of, held in
-    // a channel-blocked layout: offered as it is first, so that a blocked
-    // chain (from an in-place Concat) is not reordered back.
+    // A source (not weights) the primitive may choose the layout of is
+    // offered as it is first when it is held channel-blocked, so that a
+    // blocked chain (from an in-place Concat) is not reordered back, or when
+    // it is plain with few channels (an image): oneDNN's first-layer kernels
+    // read it directly, which saves the reorder of the whole input.
     std::vector<memory::desc> held = md;
     for (size_t k = 0; k < specs.size(); ++k) {
       if (specs[k].layout != Layout::kAny || specs[k].view.data.ndims > 0) continue;
       const memory::desc& cur = plan_.mems[static_cast<size_t>(canon(op.in[k]))].md;
-      if (cur.data.format_kind == dnnl_blocked && cur.data.format_desc.blocking.inner_nblks > 0 &&
-          cur.dims() == md[k].dims()) {
-        held[k] = cur;
-      }
+      if (cur.dims() != md[k].dims()) continue;
+      const bool blocked = cur.data.format_kind == dnnl_blocked && cur.data.format_desc.blocking.inner_nblks > 0;
+      const bool image = is_plain(cur) && cur.data.ndims >= 3 && cur.data.dims[1] <= kImageChannels;
+      if (blocked || image) held[k] = cur;
     }
     // The destination's slice of a Concat built in place, when the producer
     // has a real kernel writing it.
