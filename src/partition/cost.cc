@@ -171,6 +171,12 @@ double crossing_us(double bytes, const std::string& from, const std::string& to)
   return 1.0 + bytes / 6.0e3;
 }
 
+double handoff_us(const std::string& from, const std::string& to, const std::vector<std::string>& backend_set,
+                  int threads) {
+  if (threads < 2 || from == to || !engine_uses_openmp(from) || engines_need_passive_wait(backend_set)) return 0;
+  return 500.0;
+}
+
 double passive_wait_us_per_node(const std::string& backend, const std::vector<std::string>& backend_set,
                                 int threads) {
   if (threads < 2 || !engine_uses_openmp(backend) || !engines_need_passive_wait(backend_set)) return 0;

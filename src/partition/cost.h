@@ -50,6 +50,14 @@ double crossing_us(double bytes, const std::string& from, const std::string& to)
 double passive_wait_us_per_node(const std::string& backend, const std::vector<std::string>& backend_set,
                                 int threads);
 
+// Handing over from a region on `from` to one on `to` in the same run. An
+// OpenMP engine's workers keep spinning after a run (the bounded spin a lone
+// oneDNN engine gets) and hold cores the next engine's threads need: a
+// oneDNN region followed by a native Gemm (mlp) took 1.0 ms instead of
+// 0.01 ms per run in 3 of 5 processes. Charged as an expected 500 us.
+double handoff_us(const std::string& from, const std::string& to, const std::vector<std::string>& backend_set,
+                  int threads);
+
 // Bytes of one value from its info (0 when the shape is not concrete).
 double value_bytes(const Graph& g, const std::string& v);
 

@@ -119,7 +119,11 @@ class Partitioner {
   double region_us(Level& lv, const std::vector<int>& nodes, int b, bool* measured);
   // What the values crossing the boundary of `nodes` cost if the region sits
   // on `b` and everything else stays where `backend_of` puts it.
-  double crossings_us(const Level& lv, const std::vector<int>& nodes, int b, const std::vector<int>& backend_of) const;
+  // `incoming`: also the values other regions send in (a region priced on
+  // its own); without it, only what it sends out and reads from the graph
+  // inputs (a whole plan, where each crossing is paid once).
+  double crossings_us(const Level& lv, const std::vector<int>& nodes, int b, const std::vector<int>& backend_of,
+                      const std::vector<std::string>& set, bool incoming) const;
   // The backend's own estimate of a region (estimate_cost), else the sum of
   // the analytic node estimates plus a launch.
   double estimate_region_us(Level& lv, const RegionKey& key);
@@ -294,7 +298,8 @@ double Partitioner::region_us(Level& lv, const std::vector<int>& nodes, int b, b
 }
 
 double Partitioner::crossings_us(const Level& lv, const std::vector<int>& nodes, int b,
-                                 const std::vector<int>& backend_of) const {
+                                 const std::vector<int>& backend_of, const std::vector<std::string>& set,
+                                 bool incoming) const {
   const Graph& g = *lv.g;
   const std::string& here = opts_.backends[static_cast<size_t>(b)]->name();
   const std::string host = "native";  // graph inputs and outputs live in host memory
@@ -307,28 +312,35 @@ double Partitioner::crossings_us(const Level& lv, const std::vector<int>& nodes,
   auto other_name = [&](int node) {
     return opts_.backends[static_cast<size_t>(backend_of[static_cast<size_t>(node)])]->name();
   };
+  const int threads = opts_.num_threads;
   double us = 0;
-  std::set<std::string> seen;
+  std::set<std::string> seen, handed_from, handed_to;
   // Values read from outside.
   for (int i : nodes) {
     for (const auto& v : g.nodes[static_cast<size_t>(i)].inputs) {
       if (v.empty() || g.is_constant(v) || !seen.insert(v).second) continue;
       auto p = producer.find(v);
       if (p != producer.end() && in_region[static_cast<size_t>(p->second)]) continue;
-      us += crossing_us(value_bytes(g, v), p == producer.end() ? host : other_name(p->second), here);
+      if (p == producer.end()) {
+        us += crossing_us(value_bytes(g, v), host, here);
+      } else if (incoming) {
+        const std::string from = other_name(p->second);
+        us += crossing_us(value_bytes(g, v), from, here);
+        if (from != here && handed_from.insert(from).second) us += handoff_us(from, here, set, threads);
+      }
     }
   }
   // Values read outside (each consuming backend once) or returned.
   std::set<std::string> outs(g.outputs.begin(), g.outputs.end());
+  std::set<std::string> charged;
   for (size_t j = 0; j < g.nodes.size(); ++j) {
     if (in_region[j]) continue;
-    std::set<std::string> charged;
+    const std::string to = other_name(static_cast<int>(j));
     for (const auto& v : g.nodes[j].inputs) {
       auto p = producer.find(v);
       if (v.empty() || p == producer.end() || !in_region[static_cast<size_t>(p->second)]) continue;
-      if (charged.insert(v + "|" + other_name(static_cast<int>(j))).second) {
-        us += crossing_us(value_bytes(g, v), here, other_name(static_cast<int>(j)));
-      }
+      if (charged.insert(v + "|" + to).second) us += crossing_us(value_bytes(g, v), here, to);
+      if (to != here && handed_to.insert(to).second) us += handoff_us(here, to, set, threads);
     }
   }
   for (int i : nodes) {
@@ -344,7 +356,7 @@ CostOption Partitioner::option(Level& lv, const std::vector<int>& nodes, int b, 
   CostOption o;
   const std::string& name = opts_.backends[static_cast<size_t>(b)]->name();
   o.backend = name;
-  o.us = region_us(lv, nodes, b, &o.measured) + crossings_us(lv, nodes, b, backend_of) +
+  o.us = region_us(lv, nodes, b, &o.measured) + crossings_us(lv, nodes, b, backend_of, set, /*incoming=*/true) +
          passive_wait_us_per_node(name, set, opts_.num_threads) * static_cast<double>(nodes.size());
   return o;
 }
@@ -473,9 +485,11 @@ Partitioner::Plan Partitioner::plan(Level& lv, std::vector<std::vector<char>>& a
     std::vector<std::string> used_list(used.begin(), used.end());
     p.us = 0;
     for (const Region& r : p.regions) {
-      CostOption o = option(lv, r.nodes, r.backend, p.pl.backend_of, used_list);
-      // Crossings are counted from both sides; the plan pays each once.
-      p.us += o.us - crossings_us(lv, r.nodes, r.backend, p.pl.backend_of) / 2;
+      const std::string& name = opts_.backends[static_cast<size_t>(r.backend)]->name();
+      bool measured = false;
+      p.us += region_us(lv, r.nodes, r.backend, &measured) +
+              crossings_us(lv, r.nodes, r.backend, p.pl.backend_of, used_list, /*incoming=*/false) +
+              passive_wait_us_per_node(name, used_list, opts_.num_threads) * static_cast<double>(r.nodes.size());
     }
   }
   return p;

@@ -258,16 +258,26 @@ Expected<Measurement> measure_region(const Backend& b, const Graph& rg, const st
   for (auto& t : outs) out_ptrs.push_back(&t);
 
   using clock = std::chrono::steady_clock;
-  for (int i = 0; i < 2; ++i) TSR_RETURN_IF_ERROR(engine->run(in_ptrs, out_ptrs));
+  // Warm up until the engine's threads, scratch memory and caches have
+  // settled: at least 3 runs and 20 ms.
+  const auto warm_start = clock::now();
+  for (int i = 0; i < 3 || clock::now() - warm_start < std::chrono::milliseconds(20); ++i) {
+    if (i >= 200) break;
+    TSR_RETURN_IF_ERROR(engine->run(in_ptrs, out_ptrs));
+  }
+  // Then at least 10 runs and 60 ms (at most 200 runs or 2 s). Interference
+  // from the rest of the process only ever adds time, so the lower quartile
+  // ranks engines more steadily than the median.
   std::vector<double> times;
   const auto start = clock::now();
-  while (times.size() < 5 || (times.size() < 50 && clock::now() - start < std::chrono::milliseconds(30))) {
+  while (times.size() < 10 || (clock::now() - start < std::chrono::milliseconds(60) && times.size() < 200)) {
     auto t0 = clock::now();
     TSR_RETURN_IF_ERROR(engine->run(in_ptrs, out_ptrs));
     times.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+    if (clock::now() - start > std::chrono::seconds(2)) break;
   }
   std::sort(times.begin(), times.end());
-  return Measurement{times[times.size() / 2], static_cast<int>(times.size())};
+  return Measurement{times[times.size() / 4], static_cast<int>(times.size())};
 }
 
 }  // namespace tessera::partition

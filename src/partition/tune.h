@@ -6,7 +6,7 @@
 // same model, or of another model with the same region, reuses it.
 //
 // Cache file: JSON {"format": "tessera-tune", "version": 1, "entries": {KEY:
-// {"us": median, "runs": n}}}, written atomically (temporary file + rename).
+// {"us": time per run, "runs": n}}}, written atomically (temporary file + rename).
 // A missing file is an empty cache; a damaged one is ignored with a warning
 // and rewritten on save.
 #pragma once
@@ -58,13 +58,13 @@ class TuneCache {
 };
 
 struct Measurement {
-  double us = 0;  // median per run
+  double us = 0;  // lower quartile of the timed runs
   int runs = 0;
 };
 
 // Compiles the region model `model` (the serialized `rg`) on `b`, loads it
 // with `rg`'s constants and `threads` threads, runs it on random inputs
-// (warm-up, then until ~30 ms or 50 runs have passed) and returns the median.
+// (warm-up, then at least 10 runs and 60 ms) and returns the lower quartile.
 // `blob` receives the compiled blob so the caller can reuse it.
 Expected<Measurement> measure_region(const Backend& b, const Graph& rg, const std::string& model,
                                      const std::string& options, int threads, Blob* blob);

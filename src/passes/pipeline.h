@@ -16,7 +16,7 @@ namespace tessera {
 struct OptimizeOptions {
   bool fold_constants = true;
   bool canonicalize = true;
-  int max_iterations = 8;
+  int max_iterations = 64;
   ConstantFoldingOptions folding;
   CanonicalizeOptions canonicalize_options;
 };
