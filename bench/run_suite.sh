@@ -3,8 +3,8 @@
 # peak, and the cost of ahead-of-time compilation (compile time, artifact size, artifact load time).
 #
 # Usage: bench/run_suite.sh [BUILD_DIR]      (default build; needs BUILD_DIR/bin/tessera, a Release build)
-# Environment: THREADS (default 2), REPEATS (default 5), RUNS (default 20), WARMUP (default 3) for the light models;
-#              BERT_RUNS (default 10), BERT_WARMUP (default 2), BERT_REPEATS (default 3) for bert_base;
+# Environment: THREADS (default 2), REPEATS (default 9), RUNS (default 20), WARMUP (default 3) for the light models;
+#              BERT_RUNS (default 10), BERT_WARMUP (default 2), BERT_REPEATS (default 5) for bert_base;
 #              LOAD_REPEATS (default 5); PYTHON (python with onnx + numpy, default /usr/bin/python3);
 #              MODELS (default "resnet50 mobilenet_v2 squeezenet bert_base mlp empty"; empty is a graph without
 #              nodes, for the per-run overhead); OUT (default bench/RESULTS.md).
@@ -102,12 +102,12 @@ for m in "${models[@]}"; do if [[ $m == bert_base* ]]; then heavy+=("$m"); else 
 : >"$work/latency.tsv"
 if [[ ${#light[@]} -gt 0 ]]; then
   log "timing ${light[*]}"
-  THREADS=$threads REPEATS=${REPEATS:-5} RESULTS_TSV=$work/latency_light.tsv "$bench_dir/compare_ort.sh" "$build_dir" "${light[@]}" >/dev/null
+  THREADS=$threads REPEATS=${REPEATS:-9} RESULTS_TSV=$work/latency_light.tsv "$bench_dir/compare_ort.sh" "$build_dir" "${light[@]}" >/dev/null
   cat "$work/latency_light.tsv" >>"$work/latency.tsv"
 fi
 if [[ ${#heavy[@]} -gt 0 ]]; then
   log "timing ${heavy[*]}"
-  THREADS=$threads REPEATS=${BERT_REPEATS:-3} RUNS=${BERT_RUNS:-10} WARMUP=${BERT_WARMUP:-2} \
+  THREADS=$threads REPEATS=${BERT_REPEATS:-5} RUNS=${BERT_RUNS:-10} WARMUP=${BERT_WARMUP:-2} \
     RESULTS_TSV=$work/latency_heavy.tsv "$bench_dir/compare_ort.sh" "$build_dir" "${heavy[@]}" >/dev/null
   cat "$work/latency_heavy.tsv" >>"$work/latency.tsv"
 fi
@@ -152,6 +152,6 @@ ort_version=$(NODE_PATH=$bench_dir/node_modules node -e \
 "$python" "$bench_dir/suite_report.py" --work "$work" --models "${models[*]}" --threads "$threads" \
   --backend-sets "$BACKEND_SETS" --machine "${cpu:-unknown CPU}, $(nproc) cores, $(uname -r)" \
   --ort-version "$ort_version" --git "$(git -C "$repo_dir" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
-  --settings "light models: ${REPEATS:-5} repeats x ${RUNS:-20} runs after ${WARMUP:-3} warm-up; bert_base: ${BERT_REPEATS:-3} repeats x ${BERT_RUNS:-10} runs after ${BERT_WARMUP:-2} warm-up; load time: median of $load_repeats" \
+  --settings "light models: ${REPEATS:-9} repeats x ${RUNS:-20} runs after ${WARMUP:-3} warm-up; bert_base: ${BERT_REPEATS:-5} repeats x ${BERT_RUNS:-10} runs after ${BERT_WARMUP:-2} warm-up; load time: median of $load_repeats" \
   --seconds "$(($(date +%s) - suite_start))" >"$out"
 log "written $out"

@@ -412,9 +412,14 @@ bool Partitioner::relocate(Level& lv, const Plan& p, const std::vector<std::vect
                            std::vector<std::vector<int>>& order, const std::vector<std::string>& set, bool quiet) {
   const Graph& g = *lv.g;
   const size_t nb = opts_.backends.size();
-  bool changed = false;
-  for (const Region& r : p.regions) {
-    const Backend& be = *opts_.backends[static_cast<size_t>(r.backend)];
+  struct Move {
+    size_t region;
+    int to;
+    CostOption here, there;
+  };
+  std::vector<Move> moves;
+  for (size_t k = 0; k < p.regions.size(); ++k) {
+    const Region& r = p.regions[k];
     bool pinned = false;
     for (int i : r.nodes) pinned = pinned || lv.pinned[static_cast<size_t>(i)] >= 0;
     if (pinned) continue;
@@ -433,22 +438,51 @@ bool Partitioner::relocate(Level& lv, const Plan& p, const std::vector<std::vect
         best_b = static_cast<int>(a);
       }
     }
-    if (best_b == r.backend) continue;
+    if (best_b != r.backend) moves.push_back({k, best_b, here, best});
+  }
+  // Each price assumes the neighbours stay put, so two neighbours moving at
+  // once can undo each other's reason (and flip back and forth): per round,
+  // the biggest savings first, and no move next to a region already moving.
+  std::stable_sort(moves.begin(), moves.end(), [](const Move& a, const Move& b) {
+    return a.here.us - a.there.us > b.here.us - b.there.us;
+  });
+  std::vector<int> region_of(g.nodes.size(), -1);
+  for (size_t k = 0; k < p.regions.size(); ++k) {
+    for (int i : p.regions[k].nodes) region_of[static_cast<size_t>(i)] = static_cast<int>(k);
+  }
+  std::vector<std::set<int>> neighbours(p.regions.size());
+  for (size_t v = 0; v < g.nodes.size(); ++v) {
+    for (int u : lv.preds[v]) {
+      int a = region_of[static_cast<size_t>(u)], b = region_of[v];
+      if (a != b && a >= 0 && b >= 0) {
+        neighbours[static_cast<size_t>(a)].insert(b);
+        neighbours[static_cast<size_t>(b)].insert(a);
+      }
+    }
+  }
+  std::vector<char> moving(p.regions.size(), 0);
+  bool changed = false;
+  for (const Move& m : moves) {
+    bool blocked = false;
+    for (int nbr : neighbours[m.region]) blocked = blocked || moving[static_cast<size_t>(nbr)];
+    if (blocked) continue;
+    moving[m.region] = 1;
     changed = true;
+    const Region& r = p.regions[m.region];
     std::vector<std::string> names;
     for (int i : r.nodes) {
       std::vector<int>& o = order[static_cast<size_t>(i)];
-      o.erase(std::find(o.begin(), o.end(), best_b));
-      o.insert(o.begin(), best_b);
+      o.erase(std::find(o.begin(), o.end(), m.to));
+      o.insert(o.begin(), m.to);
       names.push_back(g.nodes[static_cast<size_t>(i)].name);
     }
     if (!quiet) {
       char buf[200];
       std::snprintf(buf, sizeof(buf), "%s %.1f us on %s vs %.1f us on %s, boundaries included",
-                    here.measured && best.measured ? "measured" : "estimated", here.us, be.name().c_str(), best.us,
-                    best.backend.c_str());
+                    m.here.measured && m.there.measured ? "measured" : "estimated", m.here.us, m.here.backend.c_str(),
+                    m.there.us, m.there.backend.c_str());
       report_->events.push_back(lv.label + ": region of " + std::to_string(r.nodes.size()) + " node(s) moved from " +
-                                be.name() + " to " + best.backend + " (" + buf + "): " + join(names));
+                                m.here.backend + " to " + m.there.backend + " (" + buf + "): " + join(names));
     }
   }
   return changed;
@@ -460,7 +494,7 @@ Partitioner::Plan Partitioner::plan(Level& lv, std::vector<std::vector<char>>& a
   std::vector<std::vector<int>> order = cost_based() ? lv.order : std::vector<std::vector<int>>{};
   // Relocation rounds are bounded: estimates are not additive, so moves
   // could otherwise chase each other.
-  constexpr int kMaxRelocations = 6;
+  constexpr int kMaxRelocations = 32;
   int relocations = 0;
   for (;;) {
     // 2. placement
