@@ -36,6 +36,37 @@ struct Attribute {
   std::vector<std::string> strings;
   std::vector<Tensor> tensors;
   std::vector<std::shared_ptr<Graph>> graphs;
+
+  static Attribute Int(int64_t v) {
+    Attribute a;
+    a.kind = Kind::kInt;
+    a.i = v;
+    return a;
+  }
+  static Attribute Ints(std::vector<int64_t> v) {
+    Attribute a;
+    a.kind = Kind::kInts;
+    a.ints = std::move(v);
+    return a;
+  }
+  static Attribute Float(float v) {
+    Attribute a;
+    a.kind = Kind::kFloat;
+    a.f = v;
+    return a;
+  }
+  static Attribute Floats(std::vector<float> v) {
+    Attribute a;
+    a.kind = Kind::kFloats;
+    a.floats = std::move(v);
+    return a;
+  }
+  static Attribute String(std::string v) {
+    Attribute a;
+    a.kind = Kind::kString;
+    a.s = std::move(v);
+    return a;
+  }
 };
 
 struct ValueInfo {

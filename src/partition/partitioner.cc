@@ -797,14 +797,8 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const Scope* o
     rn.domain = kRegionDomain;
     rn.inputs = cut.inputs;
     rn.outputs = cut.outputs;
-    Attribute a;
-    a.kind = Attribute::Kind::kInt;
-    a.i = static_cast<int64_t>(program_->engines.size());
-    rn.attrs["engine"] = a;
-    Attribute bn;
-    bn.kind = Attribute::Kind::kString;
-    bn.s = be.name();
-    rn.attrs["backend"] = bn;
+    rn.attrs["engine"] = Attribute::Int(static_cast<int64_t>(program_->engines.size()));
+    rn.attrs["backend"] = Attribute::String(be.name());
     std::vector<ValueInfo> out_types;
     for (const auto& o : cut.outputs) out_types.push_back(*g.info(o));
     set_region_output_types(rn, out_types);

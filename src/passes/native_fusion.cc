@@ -187,6 +187,13 @@ int apply(Graph& g, const Rewrite& rw) {
   return dropped;
 }
 
+// FusedConv-style activation attributes (FusedMatMul reads them the same way).
+void set_conv_activation(Node& f, const std::string& act, const std::vector<float>& params) {
+  if (act.empty()) return;
+  f.attrs["activation"] = Attribute::String(act);
+  f.attrs["activation_params"] = Attribute::Floats(params);
+}
+
 // ---- 1. Conv -> [Add(Z)] -> [activation] ---------------------------------
 
 int fuse_conv(Graph& g, const Scope* outer, NativeFusionStats* st) {
@@ -234,16 +241,7 @@ int fuse_conv(Graph& g, const Scope* outer, NativeFusionStats* st) {
     f.inputs.resize(3);
     if (!z.empty()) f.inputs.push_back(z);
     f.outputs = {out};
-    if (!act.empty()) {
-      Attribute a;
-      a.kind = Attribute::Kind::kString;
-      a.s = act;
-      f.attrs["activation"] = a;
-      Attribute p;
-      p.kind = Attribute::Kind::kFloats;
-      p.floats = params;
-      f.attrs["activation_params"] = p;
-    }
+    set_conv_activation(f, act, params);
     rw.taken[i] = rw.removed[i] = true;
     for (int k : group) rw.taken[static_cast<size_t>(k)] = rw.removed[static_cast<size_t>(k)] = true;
     const size_t last = static_cast<size_t>(group.back());
@@ -255,23 +253,6 @@ int fuse_conv(Graph& g, const Scope* outer, NativeFusionStats* st) {
 }
 
 // ---- 2. Gemm -> activation, MatMul -> [Add(bias)] -> [activation] -------
-
-Attribute string_attr(const std::string& v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kString;
-  a.s = v;
-  return a;
-}
-
-// FusedConv-style activation attributes (FusedMatMul reads them the same way).
-void set_conv_activation(Node& f, const std::string& act, const std::vector<float>& params) {
-  if (act.empty()) return;
-  f.attrs["activation"] = string_attr(act);
-  Attribute p;
-  p.kind = Attribute::Kind::kFloats;
-  p.floats = params;
-  f.attrs["activation_params"] = p;
-}
 
 // MatMul with a constant float32 [K, N] weight: a bias Add of N values
 // ([N], or [1, ..., N]) and an activation go to the GEMM epilogue.
@@ -350,14 +331,11 @@ int fuse_gemm(Graph& g, const Scope* outer, NativeFusionStats* st) {
     f.attrs = mm.attrs;
     f.inputs = mm.inputs;
     f.outputs = {g.nodes[static_cast<size_t>(c)].outputs[0]};
-    f.attrs["activation"] = string_attr(act);
+    f.attrs["activation"] = Attribute::String(act);
     // FusedGemm's activation_alpha / activation_beta carry the parameters
     // (Clip's min and max included, see activation_from_gemm_attrs).
     for (size_t k = 0; k < params.size() && k < 2; ++k) {
-      Attribute p;
-      p.kind = Attribute::Kind::kFloat;
-      p.f = params[k];
-      f.attrs[k == 0 ? "activation_alpha" : "activation_beta"] = p;
+      f.attrs[k == 0 ? "activation_alpha" : "activation_beta"] = Attribute::Float(params[k]);
     }
     rw.taken[i] = rw.removed[i] = true;
     rw.taken[static_cast<size_t>(c)] = true;
@@ -439,20 +417,6 @@ struct Chain {
   }
 };
 
-Attribute ints_attr(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-
-Attribute floats_attr(std::vector<float> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kFloats;
-  a.floats = std::move(v);
-  return a;
-}
-
 int fuse_elementwise(Graph& g, const Scope* outer, NativeFusionStats* st) {
   Uses uses(g);
   Rewrite rw(g);
@@ -512,10 +476,10 @@ int fuse_elementwise(Graph& g, const Scope* outer, NativeFusionStats* st) {
     ops.kind = Attribute::Kind::kStrings;
     ops.strings = ch.ops;
     f.attrs["ops"] = ops;
-    f.attrs["args"] = ints_attr(ch.args);
-    f.attrs["swap"] = ints_attr(ch.swap);
-    f.attrs["p0"] = floats_attr(ch.p0);
-    f.attrs["p1"] = floats_attr(ch.p1);
+    f.attrs["args"] = Attribute::Ints(ch.args);
+    f.attrs["swap"] = Attribute::Ints(ch.swap);
+    f.attrs["p0"] = Attribute::Floats(ch.p0);
+    f.attrs["p1"] = Attribute::Floats(ch.p1);
     for (size_t k : group) rw.taken[k] = rw.removed[k] = true;
     rw.removed[group.back()] = false;
     g.nodes[group.back()] = std::move(f);

@@ -45,19 +45,8 @@ struct GraphBuilder {
   }
 };
 
-Attribute ints(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-
-Attribute flt(float v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kFloat;
-  a.f = v;
-  return a;
-}
+Attribute ints(std::vector<int64_t> v) { return Attribute::Ints(std::move(v)); }
+Attribute flt(float v) { return Attribute::Float(v); }
 
 Tensor random_tensor(DType dt, const Dims& d, std::mt19937& rng, float lo = -2.f, float hi = 2.f) {
   Tensor t(dt, d);

@@ -18,26 +18,9 @@
 
 namespace tessera::testutil {
 
-inline Attribute int_attr(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-
-inline Attribute ints_attr(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-
-inline Attribute str_attr(std::string s) {
-  Attribute a;
-  a.kind = Attribute::Kind::kString;
-  a.s = std::move(s);
-  return a;
-}
+inline Attribute int_attr(int64_t v) { return Attribute::Int(v); }
+inline Attribute ints_attr(std::vector<int64_t> v) { return Attribute::Ints(std::move(v)); }
+inline Attribute str_attr(std::string s) { return Attribute::String(std::move(s)); }
 
 // Chainable attribute setters for a single-node test builder. Derived has a
 // public `Node n`; e.g. struct NodeBuilder : AttrSetters<NodeBuilder> { Node n; ... }.

@@ -20,12 +20,7 @@ using testutil::int_attr;
 using testutil::ints_attr;
 using testutil::str_attr;
 
-Attribute floats_attr(std::vector<float> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kFloats;
-  a.floats = std::move(v);
-  return a;
-}
+Attribute floats_attr(std::vector<float> v) { return Attribute::Floats(std::move(v)); }
 
 Tensor random_tensor(Dims d, std::mt19937& rng) {
   Tensor t(DType::kFloat32, std::move(d));

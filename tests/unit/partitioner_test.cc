@@ -1466,10 +1466,7 @@ TEST_F(Partitioner, region_keys_follow_structure_and_shapes_not_weight_values) {
   renamed.nodes[0].name = "other_name";
   EXPECT_EQ(base, partition::region_key(renamed));
   Graph attr = matmul({3, 40}, 1.f, "MatMul");
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = 1;
-  attr.nodes[0].attrs["transB"] = a;
+  attr.nodes[0].attrs["transB"] = Attribute::Int(1);
   EXPECT_NE(base, partition::region_key(attr));
   // A small constant (a shape, an axis) is part of the key by value.
   EXPECT_NE(partition::region_key(matmul({3, 2}, 1.f, "MatMul")), partition::region_key(matmul({3, 2}, 2.f, "MatMul")));

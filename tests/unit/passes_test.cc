@@ -30,26 +30,9 @@ Node make_node(const std::string& op, std::vector<std::string> inputs, std::vect
   return n;
 }
 
-Attribute int_attr(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-
-Attribute ints_attr(std::vector<int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-
-Attribute float_attr(float v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kFloat;
-  a.f = v;
-  return a;
-}
+Attribute int_attr(int64_t v) { return Attribute::Int(v); }
+Attribute ints_attr(std::vector<int64_t> v) { return Attribute::Ints(std::move(v)); }
+Attribute float_attr(float v) { return Attribute::Float(v); }
 
 Attribute graph_attr(Graph g) {
   Attribute a;
