@@ -194,6 +194,45 @@ void set_conv_activation(Node& f, const std::string& act, const std::vector<floa
   f.attrs["activation_params"] = Attribute::Floats(params);
 }
 
+// What follows a producer's output `y` into its epilogue: an Add of
+// `y` with another float32 value that `accept_addend` takes (a residual, a
+// bias), whose result keeps y's shape, then an activation; each through a
+// single consumer. `group` lists the absorbed nodes in order.
+struct Epilogue {
+  std::string addend, out, act;
+  std::vector<float> params;
+  std::vector<int> group;
+};
+
+template <class Accept>
+Epilogue follow_epilogue(const Graph& g, const Scope& sc, const Uses& uses, const Rewrite& rw, const std::string& y,
+                         Accept accept_addend) {
+  Epilogue e;
+  e.out = y;
+  Dims yd;
+  static_dims(sc, y, &yd);
+  int c = uses.sole_consumer(e.out);
+  if (c >= 0 && !rw.taken[static_cast<size_t>(c)]) {
+    const Node& add = g.nodes[static_cast<size_t>(c)];
+    if (add.op_type == "Add" && plain_f32_node(sc, add) && add.num_inputs() == 2 && add.inputs[0] != add.inputs[1]) {
+      const std::string& other = add.inputs[0] == e.out ? add.inputs[1] : add.inputs[0];
+      Dims od;
+      if (is_f32(sc, other) && accept_addend(other) && static_dims(sc, add.outputs[0], &od) && od == yd) {
+        e.addend = other;
+        e.out = add.outputs[0];
+        e.group.push_back(c);
+        c = uses.sole_consumer(e.out);
+      }
+    }
+  }
+  if (c >= 0 && !rw.taken[static_cast<size_t>(c)] &&
+      epilogue_activation(sc, g.nodes[static_cast<size_t>(c)], &e.act, &e.params)) {
+    e.out = g.nodes[static_cast<size_t>(c)].outputs[0];
+    e.group.push_back(c);
+  }
+  return e;
+}
+
 // ---- 1. Conv -> [Add(Z)] -> [activation] ---------------------------------
 
 int fuse_conv(Graph& g, const Scope* outer, NativeFusionStats* st) {
@@ -205,32 +244,16 @@ int fuse_conv(Graph& g, const Scope* outer, NativeFusionStats* st) {
     if (rw.taken[i] || conv.op_type != "Conv" || !plain_f32_node(sc, conv)) continue;
     Dims ydims;
     if (!static_dims(sc, conv.outputs[0], &ydims)) continue;
-    std::string out = conv.outputs[0];
-    std::string z;
-    std::string act;
-    std::vector<float> params;
-    std::vector<int> group;
-    int c = uses.sole_consumer(out);
     // Residual: Z is added before the activation, as FusedConv's kernel does.
-    if (c >= 0 && !rw.taken[static_cast<size_t>(c)]) {
-      const Node& add = g.nodes[static_cast<size_t>(c)];
-      if (add.op_type == "Add" && plain_f32_node(sc, add) && add.num_inputs() == 2 && add.inputs[0] != add.inputs[1]) {
-        const std::string& other = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
-        Dims zd, ad;
-        if (is_f32(sc, other) && static_dims(sc, other, &zd) && zd == ydims && static_dims(sc, add.outputs[0], &ad) &&
-            ad == ydims) {
-          z = other;
-          out = add.outputs[0];
-          group.push_back(c);
-          c = uses.sole_consumer(out);
-        }
-      }
-    }
-    if (c >= 0 && !rw.taken[static_cast<size_t>(c)] &&
-        epilogue_activation(sc, g.nodes[static_cast<size_t>(c)], &act, &params)) {
-      out = g.nodes[static_cast<size_t>(c)].outputs[0];
-      group.push_back(c);
-    }
+    Epilogue ep = follow_epilogue(g, sc, uses, rw, conv.outputs[0], [&](const std::string& other) {
+      Dims zd;
+      return static_dims(sc, other, &zd) && zd == ydims;
+    });
+    const std::string& z = ep.addend;
+    const std::string& out = ep.out;
+    const std::string& act = ep.act;
+    const std::vector<float>& params = ep.params;
+    const std::vector<int>& group = ep.group;
     if (group.empty()) continue;
     Node f;
     f.name = conv.name;
@@ -265,29 +288,15 @@ bool fuse_matmul_at(Graph& g, const Scope& sc, const Uses& uses, Rewrite& rw, si
     return false;
   }
   const int64_t n = b->dim(1);
-  std::string out = mm.outputs[0], bias, act;
-  std::vector<float> params;
-  std::vector<int> group;
-  int c = uses.sole_consumer(out);
-  if (c >= 0 && !rw.taken[static_cast<size_t>(c)]) {
-    const Node& add = g.nodes[static_cast<size_t>(c)];
-    if (add.op_type == "Add" && plain_f32_node(sc, add) && add.num_inputs() == 2 && add.inputs[0] != add.inputs[1]) {
-      const std::string& other = add.inputs[0] == out ? add.inputs[1] : add.inputs[0];
-      Dims bd, od;
-      if (is_f32(sc, other) && static_dims(sc, other, &bd) && !bd.empty() && bd.back() == n && numel(bd) == n &&
-          bd.size() <= yd.size() && static_dims(sc, add.outputs[0], &od) && od == yd) {
-        bias = other;
-        out = add.outputs[0];
-        group.push_back(c);
-        c = uses.sole_consumer(out);
-      }
-    }
-  }
-  if (c >= 0 && !rw.taken[static_cast<size_t>(c)] &&
-      epilogue_activation(sc, g.nodes[static_cast<size_t>(c)], &act, &params)) {
-    out = g.nodes[static_cast<size_t>(c)].outputs[0];
-    group.push_back(c);
-  }
+  Epilogue ep = follow_epilogue(g, sc, uses, rw, mm.outputs[0], [&](const std::string& other) {
+    Dims bd;
+    return static_dims(sc, other, &bd) && !bd.empty() && bd.back() == n && numel(bd) == n && bd.size() <= yd.size();
+  });
+  const std::string& bias = ep.addend;
+  const std::string& out = ep.out;
+  const std::string& act = ep.act;
+  const std::vector<float>& params = ep.params;
+  const std::vector<int>& group = ep.group;
   if (group.empty()) return false;
   Node f;
   f.name = mm.name;
