@@ -168,6 +168,16 @@ struct Rewrite {
   explicit Rewrite(const Graph& g) : removed(g.nodes.size(), false), taken(g.nodes.size(), false) {}
   std::vector<bool> removed;  // absorbed into a fused node elsewhere
   std::vector<bool> taken;    // part of some group already
+
+  // Node `head` and the nodes of `group` (in order, not empty) become `f`,
+  // which takes the last one's place: there all its operands exist.
+  void fuse(Graph& g, size_t head, const std::vector<int>& group, Node f) {
+    taken[head] = removed[head] = true;
+    for (int k : group) taken[static_cast<size_t>(k)] = removed[static_cast<size_t>(k)] = true;
+    const size_t last = static_cast<size_t>(group.back());
+    removed[last] = false;
+    g.nodes[last] = std::move(f);
+  }
 };
 
 // Drops removed nodes and the values only they produced.
@@ -265,11 +275,7 @@ int fuse_conv(Graph& g, const Scope* outer, NativeFusionStats* st) {
     if (!z.empty()) f.inputs.push_back(z);
     f.outputs = {out};
     set_conv_activation(f, act, params);
-    rw.taken[i] = rw.removed[i] = true;
-    for (int k : group) rw.taken[static_cast<size_t>(k)] = rw.removed[static_cast<size_t>(k)] = true;
-    const size_t last = static_cast<size_t>(group.back());
-    rw.removed[last] = false;
-    g.nodes[last] = std::move(f);
+    rw.fuse(g, i, group, std::move(f));
     ++st->conv;
   }
   return apply(g, rw);
@@ -306,11 +312,7 @@ bool fuse_matmul_at(Graph& g, const Scope& sc, const Uses& uses, Rewrite& rw, si
   if (!bias.empty()) f.inputs.push_back(bias);
   f.outputs = {out};
   set_conv_activation(f, act, params);
-  rw.taken[i] = rw.removed[i] = true;
-  for (int k : group) rw.taken[static_cast<size_t>(k)] = rw.removed[static_cast<size_t>(k)] = true;
-  const size_t last = static_cast<size_t>(group.back());
-  rw.removed[last] = false;
-  g.nodes[last] = std::move(f);
+  rw.fuse(g, i, group, std::move(f));
   return true;
 }
 
