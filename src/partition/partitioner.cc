@@ -535,56 +535,64 @@ Partitioner::Plan Partitioner::plan(Level& lv, std::vector<std::vector<char>>& a
 // another pooled engine — only show at this level.
 void Partitioner::choose_backend_set(Level& lv, std::vector<std::vector<char>>& allowed) {
   const size_t nb = opts_.backends.size();
-  std::vector<size_t> ext;
-  for (size_t b = 0; b + 1 < nb; ++b) ext.push_back(b);
-  if (ext.empty()) return;
-  std::vector<unsigned> masks;
-  const unsigned full = (1u << std::min<size_t>(ext.size(), 8)) - 1;
+  const size_t ext = nb - 1;  // the external backends are 0..nb-2; native is last
+  if (ext == 0) return;
   // A backend some --place pin asks for (and that runs the node) is in every set.
-  unsigned required = 0;
+  std::vector<char> required(nb, 0);
+  required[nb - 1] = 1;
   for (size_t i = 0; i < lv.pinned.size(); ++i) {
     int b = lv.pinned[i];
-    if (b >= 0 && b + 1 < static_cast<int>(nb) && b < 8 && lv.cap.supported[static_cast<size_t>(b)][i]) {
-      required |= 1u << b;
-    }
+    if (b >= 0 && lv.cap.supported[static_cast<size_t>(b)][i]) required[static_cast<size_t>(b)] = 1;
   }
-  if (ext.size() <= 4) {
-    for (unsigned m = 0; m <= full; ++m) masks.push_back(m);
-    // Fewer backends first: on a tie the smaller set wins (fewer plugins,
-    // fewer thread pools).
+  // Candidates: every subset of up to four plugins, fewer backends first (on
+  // a tie the smaller set wins: fewer plugins, fewer thread pools); with more
+  // plugins, none, each alone, and all.
+  std::vector<std::vector<char>> sets;
+  auto add = [&](std::vector<char> set) {
+    for (size_t b = 0; b < nb; ++b) set[b] = set[b] || required[b];
+    if (std::find(sets.begin(), sets.end(), set) == sets.end()) sets.push_back(std::move(set));
+  };
+  if (ext <= 4) {
+    std::vector<unsigned> masks;
+    for (unsigned m = 0; m < (1u << ext); ++m) masks.push_back(m);
     std::stable_sort(masks.begin(), masks.end(),
                      [](unsigned a, unsigned b) { return __builtin_popcount(a) < __builtin_popcount(b); });
-  } else {  // too many subsets: none, each one alone, all
-    masks.push_back(0);
-    for (size_t k = 0; k < ext.size() && k < 8; ++k) masks.push_back(1u << k);
-    masks.push_back(full);
+    for (unsigned m : masks) {
+      std::vector<char> set(nb, 0);
+      for (size_t k = 0; k < ext; ++k) set[k] = (m >> k) & 1u;
+      add(std::move(set));
+    }
+  } else {
+    add(std::vector<char>(nb, 0));
+    for (size_t k = 0; k < ext; ++k) {
+      std::vector<char> one(nb, 0);
+      one[k] = 1;
+      add(std::move(one));
+    }
+    add(std::vector<char>(nb, 1));
   }
   double best_us = 0;
-  unsigned best = masks.front();
-  masks.erase(std::remove_if(masks.begin(), masks.end(), [&](unsigned m) { return (m & required) != required; }),
-              masks.end());
-  if (masks.empty()) masks.push_back(full);
-  for (unsigned m : masks) {
-    std::vector<char> set(nb, 0);
-    set[nb - 1] = 1;
-    for (size_t k = 0; k < ext.size() && k < 8; ++k) set[ext[k]] = (m >> k) & 1u;
+  size_t best = 0;
+  for (size_t k = 0; k < sets.size(); ++k) {
+    const std::vector<char>& set = sets[k];
     auto trial = allowed;
-    for (size_t i = 0; i < trial.size(); ++i) {
-      for (size_t b = 0; b < nb; ++b) trial[i][b] = trial[i][b] && set[b];
+    for (auto& row : trial) {
+      for (size_t b = 0; b < nb; ++b) row[b] = row[b] && set[b];
     }
     in_set_ = set;
     Plan p = plan(lv, trial, set_names(set), /*quiet=*/true);
     report_->sets.push_back({set_names(set), p.us, false});
-    if (report_->sets.size() == 1 || p.us < best_us * 0.99) {
+    // A later (larger) set must win by 1 %: estimates and measurements are
+    // not finer than that.
+    if (k == 0 || p.us < best_us * 0.99) {
       best_us = p.us;
-      best = m;
+      best = k;
     }
   }
-  for (size_t b = 0; b + 1 < nb; ++b) in_set_[b] = 0;
-  for (size_t k = 0; k < ext.size() && k < 8; ++k) in_set_[ext[k]] = (best >> k) & 1u;
-  for (auto& s : report_->sets) s.chosen = s.backends == set_names(in_set_);
-  for (size_t i = 0; i < allowed.size(); ++i) {
-    for (size_t b = 0; b < nb; ++b) allowed[i][b] = allowed[i][b] && in_set_[b];
+  in_set_ = sets[best];
+  report_->sets[best].chosen = true;
+  for (auto& row : allowed) {
+    for (size_t b = 0; b < nb; ++b) row[b] = row[b] && in_set_[b];
   }
 }
 
