@@ -52,12 +52,13 @@ double passive_wait_us_per_node(const std::string& backend, const std::vector<st
 
 // Handing over from a region on `from` to one on `to` in the same run. An
 // OpenMP engine's workers keep spinning after a run (the bounded spin a lone
-// oneDNN engine gets) and hold cores the next engine's threads need: a
-// oneDNN region followed by a native Gemm (mlp) took 1.0 ms instead of
-// 0.01 ms per run in 3 of 5 processes. Charged as an expected 500 us; a
-// tail too small to wake the next engine's threads pays less (bert_tiny's
-// native pooler after its oneDNN region ran at 0.78 ms in all), which the
-// model does not know: it errs towards fewer hand-overs.
+// oneDNN engine gets) and hold cores the next engine's threads need: bert_tiny
+// with its 16 MatMuls pinned to native between oneDNN regions ran in 10.0 ms
+// against 0.78 ms all on oneDNN (~0.58 ms per hand-over), and an mlp split into
+// a oneDNN region and a native Gemm took 1.0 ms instead of 0.01 ms in 3 of 5
+// processes. Charged as 500 us; a tail too small to wake the next engine's
+// threads pays less (bert_tiny's native pooler after its oneDNN region), which
+// the model does not know: it errs towards fewer hand-overs.
 double handoff_us(const std::string& from, const std::string& to, const std::vector<std::string>& backend_set,
                   int threads);
 
