@@ -221,7 +221,10 @@ Status TuneCache::save() const {
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     f << j.dump(1) << "\n";
-    if (!f) return InvalidInput("cannot write tune cache '" + tmp + "'");
+    if (!f) {
+      fs::remove(tmp, ec);
+      return InvalidInput("cannot write tune cache '" + path_ + "' (is its directory writable?)");
+    }
   }
   fs::rename(tmp, path_, ec);
   if (ec) {
