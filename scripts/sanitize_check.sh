@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds Tessera with AddressSanitizer + UndefinedBehaviorSanitizer (BUILD_DIR, default build-asan) and runs the
 # tests that feed it hostile bytes: the artifact reader's unit tests (truncations, flips, bad offsets), the example
-# plugin's corrupt-blob tests, the plugin loader's, and the CLI's damaged-artifact test. Any sanitizer report fails
+# plugin's corrupt-blob tests, the plugin loader's, the partitioner's (random graphs, tune caches, damaged cache
+# files), and the CLI's damaged-artifact test. Any sanitizer report fails
 # the run. Operator kernels are built without instrumentation (CMakeLists.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
