@@ -56,11 +56,19 @@ bool ValueType::is_static() const {
   return true;
 }
 
-int64_t ValueType::numel() const {
+int64_t numel(const std::vector<int64_t>& dims) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
   return n;
 }
+
+std::string dims_str(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+int64_t ValueType::numel() const { return tessera_plugin::numel(dims); }
 
 std::string ValueType::str() const {
   std::string s = dtype_name(dtype);

@@ -59,6 +59,10 @@ tessera_status_t guarded(char* msg, size_t cap, Fn&& fn) {
 
 // ---- a parsed model -------------------------------------------------------
 
+// Product of `dims` (1 for a scalar) and "[1,3,224,224]".
+int64_t numel(const std::vector<int64_t>& dims);
+std::string dims_str(const std::vector<int64_t>& dims);
+
 struct ValueType {
   int32_t dtype = 0;             // TESSERA_DTYPE_* / TensorProto.DataType; 0 unknown
   bool ranked = false;

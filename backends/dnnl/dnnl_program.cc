@@ -36,18 +36,6 @@ const char* op_kind_name(OpKind k) {
   return kNames[static_cast<size_t>(k)];
 }
 
-int64_t numel(const Dims& d) {
-  int64_t n = 1;
-  for (int64_t x : d) n *= x;
-  return n;
-}
-
-std::string dims_str(const Dims& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
-  return s + "]";
-}
-
 bool broadcast(const Dims& a, const Dims& b, Dims* out) {
   size_t r = std::max(a.size(), b.size());
   out->assign(r, 1);

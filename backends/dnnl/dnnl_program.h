@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "plugin_util.h"
+
 namespace tessera_dnnl {
 
 using Dims = std::vector<int64_t>;
@@ -108,8 +110,8 @@ struct Program {
   std::vector<int32_t> inputs, outputs;  // value ids, in the region model's order
 };
 
-int64_t numel(const Dims& d);
-std::string dims_str(const Dims& d);
+using tessera_plugin::dims_str;
+using tessera_plugin::numel;
 // Numpy broadcasting; false when a and b do not broadcast.
 bool broadcast(const Dims& a, const Dims& b, Dims* out);
 // `d` with leading 1s up to `rank` dims.

@@ -23,18 +23,6 @@ const OpInfo& op_info(Op op) {
   return op < Op::kCount ? kInfo[static_cast<size_t>(op)] : kUnknown;
 }
 
-int64_t numel(const Dims& d) {
-  int64_t n = 1;
-  for (int64_t x : d) n *= x;
-  return n;
-}
-
-std::string dims_str(const Dims& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
-  return s + "]";
-}
-
 Dims to_nhwc(const Dims& d) {
   Dims r{d[0]};
   r.insert(r.end(), d.begin() + 2, d.end());

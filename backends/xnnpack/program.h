@@ -129,8 +129,8 @@ struct Program {
 
 // ---- shapes ---------------------------------------------------------------
 
-int64_t numel(const Dims& d);
-std::string dims_str(const Dims& d);
+using tessera_plugin::dims_str;
+using tessera_plugin::numel;
 // Values of rank 3 (NCW, 1-D windows) and 4 (NCHW) have a channels-last
 // layout, called NHWC throughout (NWC for rank 3).
 inline bool has_channels_last(size_t rank) { return rank == 3 || rank == 4; }
