@@ -321,25 +321,7 @@ Fixture small_region() {
 TEST_F(ExampleBackend, LoadRejectsTruncatedForeignAndNewerBlobs) {
   Fixture f = small_region();
   ASSERT_FALSE(f.blob.empty());
-  for (size_t n = 0; n < f.blob.size(); ++n) {
-    Loaded l = load(f.blob.substr(0, n), f.g.constants);
-    EXPECT_EQ(l.status, TESSERA_ERROR_INCOMPATIBLE_BLOB) << "prefix of " << n << " bytes";
-    EXPECT_EQ(l.engine, nullptr);
-  }
-  Loaded trailing = load(f.blob + "x", f.g.constants);
-  EXPECT_EQ(trailing.status, TESSERA_ERROR_INCOMPATIBLE_BLOB);
-
-  std::string foreign = f.blob;
-  foreign[0] = 'X';
-  Loaded lf = load(foreign, f.g.constants);
-  EXPECT_EQ(lf.status, TESSERA_ERROR_INCOMPATIBLE_BLOB);
-  EXPECT_NE(lf.msg.find("magic"), std::string::npos) << lf.msg;
-
-  std::string newer = f.blob;
-  newer[8] = static_cast<char>(newer[8] + 1);  // the u32 format version follows the 8-byte magic
-  Loaded ln = load(newer, f.g.constants);
-  EXPECT_EQ(ln.status, TESSERA_ERROR_INCOMPATIBLE_BLOB);
-  EXPECT_NE(ln.msg.find("version 2"), std::string::npos) << ln.msg;
+  client().expect_rejects_truncated_foreign_and_newer(f.blob, f.g.constants);
 }
 
 // Broadcasting, a batched MatMul, a reused intermediate and an output that
@@ -363,35 +345,9 @@ Fixture broadcast_region() {
 TEST_F(ExampleBackend, LoadSurvivesRandomCorruption) {
   for (const Fixture& f : {small_region(), broadcast_region()}) {
     ASSERT_FALSE(f.blob.empty());
-    std::mt19937 rng(27);
-    int rejected = 0, loaded = 0;
-    for (int trial = 0; trial < 3000; ++trial) {
-      std::string bad = f.blob;
-      for (int k = 0; k <= trial % 4; ++k) {  // 1-4 bit flips, or a random 32-bit word
-        size_t at = std::uniform_int_distribution<size_t>(0, bad.size() - 4)(rng);
-        if (trial % 5 == 4) {
-          uint32_t word = static_cast<uint32_t>(rng());
-          std::memcpy(&bad[at], &word, sizeof(word));
-        } else {
-          bad[at] = static_cast<char>(bad[at] ^ (1 << std::uniform_int_distribution<int>(0, 7)(rng)));
-        }
-      }
-      Loaded l = load(bad, f.g.constants);
-      if (l.status != TESSERA_OK) {
-        EXPECT_TRUE(l.status == TESSERA_ERROR_INCOMPATIBLE_BLOB || l.status == TESSERA_ERROR_INVALID_ARGUMENT)
-            << l.status << " " << l.msg;
-        EXPECT_EQ(l.engine, nullptr);
-        ++rejected;
-        continue;
-      }
-      // What still loads (a flipped alpha, a renamed input...) must run or
-      // refuse the descriptors, never touch memory it was not given.
-      ++loaded;
-      std::vector<Tensor> out = output_buffers(f.g);
-      tessera_status_t s = run(l.engine.get(), f.inputs, out);
-      EXPECT_TRUE(s == TESSERA_OK || s == TESSERA_ERROR_INVALID_ARGUMENT) << s;
-    }
-    EXPECT_GT(rejected, 2000) << loaded << " of 3000 corrupt blobs loaded";
+    auto c = client().load_corrupted(f.blob, f.g, f.inputs, 3000, 27, 0,
+                                     {TESSERA_ERROR_INCOMPATIBLE_BLOB, TESSERA_ERROR_INVALID_ARGUMENT});
+    EXPECT_GT(c.rejected, 2000) << c.loaded << " of 3000 corrupt blobs loaded";
   }
 }
 

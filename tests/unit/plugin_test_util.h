@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <random>
@@ -168,6 +170,67 @@ class PluginClient {
     tessera_status_t s = table_->run(e, ins.data(), ins.size(), outs.data(), outs.size(), msg, sizeof(msg));
     if (msg_out) *msg_out = msg;
     return s;
+  }
+
+  // The blob checks every plugin makes before trusting one: each prefix of
+  // `blob`, the blob with a byte more, a foreign magic and a newer u32 format
+  // version (after the 8-byte magic) are refused as incompatible.
+  void expect_rejects_truncated_foreign_and_newer(const std::string& blob,
+                                                  const std::unordered_map<std::string, Tensor>& constants) const {
+    for (size_t n = 0; n < blob.size(); ++n) {
+      Loaded l = load(blob.substr(0, n), constants);
+      EXPECT_EQ(l.status, TESSERA_ERROR_INCOMPATIBLE_BLOB) << "prefix of " << n << " bytes";
+      EXPECT_EQ(l.engine, nullptr);
+    }
+    EXPECT_EQ(load(blob + "x", constants).status, TESSERA_ERROR_INCOMPATIBLE_BLOB);
+    std::string foreign = blob;
+    foreign[0] = 'X';
+    Loaded lf = load(foreign, constants);
+    EXPECT_EQ(lf.status, TESSERA_ERROR_INCOMPATIBLE_BLOB);
+    EXPECT_NE(lf.msg.find("magic"), std::string::npos) << lf.msg;
+    std::string newer = blob;
+    newer[8] = static_cast<char>(newer[8] + 1);
+    Loaded ln = load(newer, constants);
+    EXPECT_EQ(ln.status, TESSERA_ERROR_INCOMPATIBLE_BLOB);
+    EXPECT_NE(ln.msg.find("version 2"), std::string::npos) << ln.msg;
+  }
+
+  struct Corruption {
+    int rejected = 0, loaded = 0;
+  };
+  // Loads `trials` damaged copies of `blob` (compiled from `g`): 1-4 bit
+  // flips, or a random 32-bit word, at offsets from `first` on. A refusal must
+  // be one of `refusals`, with no engine; what still loads (a flipped alpha, a
+  // renamed value...) must run `inputs` or refuse the descriptors, never touch
+  // memory it was not given.
+  Corruption load_corrupted(const std::string& blob, const Graph& g, const std::vector<Tensor>& inputs, int trials,
+                            unsigned seed, size_t first, const std::vector<tessera_status_t>& refusals) const {
+    std::mt19937 rng(seed);
+    Corruption c;
+    for (int trial = 0; trial < trials; ++trial) {
+      std::string bad = blob;
+      for (int k = 0; k <= trial % 4; ++k) {
+        size_t at = std::uniform_int_distribution<size_t>(first, bad.size() - 4)(rng);
+        if (trial % 5 == 4) {
+          uint32_t word = static_cast<uint32_t>(rng());
+          std::memcpy(&bad[at], &word, sizeof(word));
+        } else {
+          bad[at] = static_cast<char>(bad[at] ^ (1 << std::uniform_int_distribution<int>(0, 7)(rng)));
+        }
+      }
+      Loaded l = load(bad, g.constants);
+      if (l.status != TESSERA_OK) {
+        EXPECT_NE(std::find(refusals.begin(), refusals.end(), l.status), refusals.end()) << l.status << " " << l.msg;
+        EXPECT_EQ(l.engine, nullptr);
+        ++c.rejected;
+        continue;
+      }
+      ++c.loaded;
+      std::vector<Tensor> out = output_buffers(g);
+      tessera_status_t s = run(l.engine.get(), inputs, out);
+      EXPECT_TRUE(s == TESSERA_OK || s == TESSERA_ERROR_INVALID_ARGUMENT) << s;
+    }
+    return c;
   }
 
  private:
