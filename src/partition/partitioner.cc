@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "onnx/onnx_export.h"
@@ -92,6 +93,7 @@ class Partitioner {
     std::map<std::vector<int>, std::string> keys;  // region content keys by node set
     std::map<RegionKey, bool> measure_failed;
     std::map<RegionKey, double> plugin_estimates;  // from the ABI's estimate_cost
+    std::unordered_map<std::string, int> producer;  // value -> the node writing it
   };
 
   // One pass of steps 2-4 to a fixed point.
@@ -252,43 +254,36 @@ double Partitioner::region_us(Level& lv, const std::vector<int>& nodes, int b, b
   const Backend& be = *opts_.backends[static_cast<size_t>(b)];
   *measured = false;
   RegionKey key{b, nodes};
-  double est = estimate_region_us(lv, key);
-  if (!opts_.tune_cache) return est;
-  if (lv.measure_failed.count(key)) return est;
-  Graph rg;
-  std::string model;
+  if (!opts_.tune_cache || lv.measure_failed.count(key)) return estimate_region_us(lv, key);
+  // The standalone region graph, built at most once here: its content key,
+  // and the model to measure.
+  std::optional<Graph> rg;
+  auto graph = [&]() -> const Graph& {
+    if (!rg) rg = region_graph(*lv.g, cut_of(lv, key), "region", lv.outer);
+    return *rg;
+  };
   auto kit = lv.keys.find(nodes);
-  if (kit == lv.keys.end()) {
-    auto bytes = region_model(lv, key, &rg);
-    if (!bytes.ok()) return est;
-    model = std::move(*bytes);
-    kit = lv.keys.emplace(nodes, region_key(rg)).first;
-  }
-  const int hits = opts_.tune_cache->hits();
-  if (auto us = opts_.tune_cache->get(kit->second, be, opts_.num_threads)) {
-    if (opts_.tune_cache->hits() > hits) counted_hits_.insert(std::make_pair(kit->second, b));
+  if (kit == lv.keys.end()) kit = lv.keys.emplace(nodes, region_key(graph())).first;
+  if (auto hit = opts_.tune_cache->get(kit->second, be, opts_.num_threads)) {
+    if (hit->from_file) counted_hits_.insert(std::make_pair(kit->second, b));
     report_->cache_hits = static_cast<int>(counted_hits_.size());
     *measured = true;
-    return *us;
+    return hit->us;
   }
-  if (!opts_.tune || !may_measure_) return est;
-  if (model.empty()) {
-    auto bytes = region_model(lv, key, &rg);
-    if (!bytes.ok()) return est;
-    model = std::move(*bytes);
-  }
-  if (lv.cuts.at(key).outputs.empty()) return est;
+  if (!opts_.tune || !may_measure_ || cut_of(lv, key).outputs.empty()) return estimate_region_us(lv, key);
+  auto model = export_onnx_bytes(graph());
+  if (!model.ok()) return estimate_region_us(lv, key);
   if (opts_.progress) {
     opts_.progress(report_->measured + 1, report_->measured + 1,
                    lv.label + ": measuring " + std::to_string(nodes.size()) + " node(s) on " + be.name());
   }
   Blob blob;
-  auto m = measure_region(be, rg, model, opts_.backend_options, opts_.num_threads, &blob);
+  auto m = measure_region(be, graph(), *model, opts_.backend_options, opts_.num_threads, &blob);
   if (!m.ok()) {
     lv.measure_failed[key] = true;
     report_->events.push_back(lv.label + ": could not measure " + std::to_string(nodes.size()) + " node(s) on " +
                               be.name() + ", using the estimate: " + m.status().message());
-    return est;
+    return estimate_region_us(lv, key);
   }
   ++report_->measured;
   if (!be.is_native()) lv.blobs.emplace(key, blob);
@@ -305,10 +300,7 @@ double Partitioner::crossings_us(const Level& lv, const std::vector<int>& nodes,
   const std::string host = "native";  // graph inputs and outputs live in host memory
   std::vector<char> in_region(g.nodes.size(), 0);
   for (int i : nodes) in_region[static_cast<size_t>(i)] = 1;
-  std::unordered_map<std::string, int> producer;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    for (const auto& o : g.nodes[i].outputs) producer[o] = static_cast<int>(i);
-  }
+  const std::unordered_map<std::string, int>& producer = lv.producer;
   auto other_name = [&](int node) {
     return opts_.backends[static_cast<size_t>(backend_of[static_cast<size_t>(node)])]->name();
   };
@@ -682,6 +674,9 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const Scope* o
   }
   lv.preds = node_predecessors(g);
   const std::vector<std::vector<int>>& preds = lv.preds;
+  for (size_t i = 0; i < n; ++i) {
+    for (const auto& o : g.nodes[i].outputs) lv.producer[o] = static_cast<int>(i);
+  }
   std::vector<std::vector<char>> allowed(n, std::vector<char>(nb, 1));
   // 1b. costs, and the backend set
   estimate_nodes(lv);

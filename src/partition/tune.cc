@@ -194,11 +194,10 @@ std::string TuneCache::entry_key(const std::string& region, const Backend& b, in
   return region + "|" + b.name() + "|" + b.version() + "|t" + std::to_string(threads);
 }
 
-std::optional<double> TuneCache::get(const std::string& region, const Backend& b, int threads) const {
+std::optional<TuneCache::Hit> TuneCache::get(const std::string& region, const Backend& b, int threads) const {
   auto it = entries_.find(entry_key(region, b, threads));
   if (it == entries_.end()) return std::nullopt;
-  if (it->second.from_file) ++hits_;
-  return it->second.us;
+  return Hit{it->second.us, it->second.from_file};
 }
 
 void TuneCache::put(const std::string& region, const Backend& b, int threads, double us, int runs) {

@@ -35,26 +35,28 @@ class TuneCache {
   // Reads `path`; `warning` gets a line when an existing file is unusable.
   static TuneCache Open(const std::string& path, std::string* warning);
 
-  std::optional<double> get(const std::string& region, const Backend& b, int threads) const;
+  struct Hit {
+    double us = 0;
+    bool from_file = false;  // read from the file, not measured by this process
+  };
+  std::optional<Hit> get(const std::string& region, const Backend& b, int threads) const;
   void put(const std::string& region, const Backend& b, int threads, double us, int runs);
   // Writes the file when something was added (creating its directory).
   Status save() const;
 
   const std::string& path() const { return path_; }
   size_t size() const { return entries_.size(); }
-  int hits() const { return hits_; }  // reads of entries that came from the file
 
  private:
   static std::string entry_key(const std::string& region, const Backend& b, int threads);
   struct Entry {
     double us = 0;
     int runs = 0;
-    bool from_file = false;  // counted in hits() when read
+    bool from_file = false;
   };
   std::string path_;
   std::map<std::string, Entry> entries_;
   bool dirty_ = false;
-  mutable int hits_ = 0;
 };
 
 struct Measurement {
