@@ -347,7 +347,8 @@ std::vector<std::string> available_backends() {
   return names;
 }
 
-Expected<std::vector<std::shared_ptr<const Backend>>> resolve_backends(const std::string& list) {
+Expected<std::vector<std::shared_ptr<const Backend>>> resolve_backends(const std::string& list,
+                                                                       bool engines_run_alone) {
   std::vector<std::string> names;
   if (list.empty()) {
     names = available_backends();
@@ -368,11 +369,12 @@ Expected<std::vector<std::shared_ptr<const Backend>>> resolve_backends(const std
     if (nat == names.end()) names.push_back("native");
     else if (nat + 1 != names.end()) return InvalidInput("--backends '" + list + "': native must be last");
   }
-  if (list.empty()) {
+  if (list.empty() || engines_run_alone) {
     // Every backend found: cost-based placement charges what an OpenMP
     // engine loses beside another pooled engine and so rarely mixes them;
-    // the process takes the policy a single-engine program wants. (An
-    // artifact gets its policy from the engines it holds.)
+    // the process takes the policy a single-engine program wants, as it does
+    // when engines are measured one at a time. (An artifact gets its policy
+    // from the engines it holds.)
     std::vector<std::string> openmp;
     for (const auto& n : names) {
       if (engine_uses_openmp(n)) openmp.push_back(n);

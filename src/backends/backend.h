@@ -121,7 +121,10 @@ std::vector<std::string> available_backends();
 
 // Parses a --backends list ("dnnl,xnnpack,native"; "" = every available
 // backend). Native is appended when missing, and must be last when given.
-Expected<std::vector<std::shared_ptr<const Backend>>> resolve_backends(const std::string& list);
+// `engines_run_alone`: the caller runs one engine at a time (measuring with
+// --tune), so the process takes the OpenMP policy of a single engine.
+Expected<std::vector<std::shared_ptr<const Backend>>> resolve_backends(const std::string& list,
+                                                                       bool engines_run_alone = false);
 
 // The native backend's in-process table (src/backends/native/).
 const tessera_backend_t* native_backend_table();

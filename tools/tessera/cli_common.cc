@@ -205,11 +205,9 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Args& 
     if (it->second == "priority") po.policy = PlacementPolicy::kPriority;
     else if (it->second != "cost") return InvalidInput("--placement expects cost or priority, got '" + it->second + "'");
   }
-  // Measuring engines one at a time, back to back: OpenMP's bounded spin is
-  // what a oneDNN engine gets when it runs without another pooled engine,
-  // and the cost model adds the passive-wait penalty for mixed sets.
-  if (a.tune) set_engine_thread_policy({"dnnl"});
-  TSR_ASSIGN_OR_RETURN(po.backends, resolve_backends(list));
+  // --tune measures engines one at a time; the cost model adds the
+  // passive-wait penalty of mixed sets.
+  TSR_ASSIGN_OR_RETURN(po.backends, resolve_backends(list, a.tune));
   for (const auto& p : a.places) {
     PlaceRule r;
     TSR_ASSIGN_OR_RETURN(r, parse_place_rule(p));
