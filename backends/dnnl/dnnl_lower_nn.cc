@@ -100,47 +100,63 @@ void check_spatial_rank(const Dims& x, const char* op) {
   }
 }
 
-}  // namespace
+// The operands and attributes Conv and ConvTranspose share: X, W, the
+// optional bias, Y, their dims and the spatial attributes of the r = rank-2
+// spatial axes.
+struct ConvOperands {
+  int32_t x = -1, w = -1, b = -1, y = -1;
+  Dims xd, wd, yd;
+  size_t r = 0;
+  SpatialAttrs a;
+};
 
-void lower_conv(Lowering& l, const onnx::NodeProto& n) {
-  const int32_t x = l.value(n.input(0));
-  const Dims xd = l.dims(x);
-  check_spatial_rank(xd, "Conv");
-  const int32_t w = weights_operand(l, n);
-  const int32_t b = n.input_size() > 2 && !n.input(2).empty() ? l.value(n.input(2), "bias") : -1;
-  const int32_t y = l.output(n);
-  const Dims wd = l.dims(w);
-  const Dims yd = l.dims(y);
-  const size_t r = xd.size() - 2;
-  if (wd.size() != xd.size() || yd.size() != xd.size()) throw Refusal{"weights and input ranks differ"};
-  SpatialAttrs a = read_spatial(n, r, Dims(wd.begin() + 2, wd.end()));
+ConvOperands conv_operands(Lowering& l, const onnx::NodeProto& n, const char* op) {
+  ConvOperands c;
+  c.x = l.value(n.input(0));
+  c.xd = l.dims(c.x);
+  check_spatial_rank(c.xd, op);
+  c.w = weights_operand(l, n);
+  c.b = n.input_size() > 2 && !n.input(2).empty() ? l.value(n.input(2), "bias") : -1;
+  c.y = l.output(n);
+  c.wd = l.dims(c.w);
+  c.yd = l.dims(c.y);
+  c.r = c.xd.size() - 2;
+  if (c.wd.size() != c.xd.size() || c.yd.size() != c.xd.size()) throw Refusal{"weights and input ranks differ"};
+  c.a = read_spatial(n, c.r, Dims(c.wd.begin() + 2, c.wd.end()));
+  return c;
+}
+
+// The op both emit: rank, strides, dilations, begin and end pads, group.
+void emit_conv(Lowering& l, const onnx::NodeProto& n, OpKind kind, const ConvOperands& c, const Dims& pb,
+               const Dims& pe) {
   Op op;
-  op.kind = OpKind::kConv;
-  op.in = {x, w, b};
-  op.out = y;
-  Dims pb(r), pe(r);
-  for (size_t i = 0; i < r; ++i) {
-    int64_t explicit_end;
-    window_pads(a, i, xd[i + 2], yd[i + 2], &pb[i], &pe[i], &explicit_end);
-  }
-  op.ints.push_back(static_cast<int64_t>(r));
-  for (const Dims* d : {&a.strides, &a.dil, &pb, &pe}) op.ints.insert(op.ints.end(), d->begin(), d->end());
+  op.kind = kind;
+  op.in = {c.x, c.w, c.b};
+  op.out = c.y;
+  op.ints.push_back(static_cast<int64_t>(c.r));
+  for (const Dims* d : {&c.a.strides, &c.a.dil, &pb, &pe}) op.ints.insert(op.ints.end(), d->begin(), d->end());
   op.ints.push_back(attr_int(n, "group", 1));
   l.emit(std::move(op));
 }
 
+}  // namespace
+
+void lower_conv(Lowering& l, const onnx::NodeProto& n) {
+  const ConvOperands c = conv_operands(l, n, "Conv");
+  Dims pb(c.r), pe(c.r);
+  for (size_t i = 0; i < c.r; ++i) {
+    int64_t explicit_end;
+    window_pads(c.a, i, c.xd[i + 2], c.yd[i + 2], &pb[i], &pe[i], &explicit_end);
+  }
+  emit_conv(l, n, OpKind::kConv, c, pb, pe);
+}
+
 void lower_conv_transpose(Lowering& l, const onnx::NodeProto& n) {
-  const int32_t x = l.value(n.input(0));
-  const Dims xd = l.dims(x);
-  check_spatial_rank(xd, "ConvTranspose");
-  const int32_t w = weights_operand(l, n);
-  const int32_t b = n.input_size() > 2 && !n.input(2).empty() ? l.value(n.input(2), "bias") : -1;
-  const int32_t y = l.output(n);
-  const Dims wd = l.dims(w);
-  const Dims yd = l.dims(y);
-  const size_t r = xd.size() - 2;
-  if (wd.size() != xd.size() || yd.size() != xd.size()) throw Refusal{"weights and input ranks differ"};
-  SpatialAttrs a = read_spatial(n, r, Dims(wd.begin() + 2, wd.end()));
+  const ConvOperands c = conv_operands(l, n, "ConvTranspose");
+  const Dims& xd = c.xd;
+  const Dims& yd = c.yd;
+  const size_t r = c.r;
+  const SpatialAttrs& a = c.a;
   Dims out_pad = attr_ints(n, "output_padding", Dims(r, 0));
   if (out_pad.empty()) out_pad.assign(r, 0);
   Dims out_shape = attr_ints(n, "output_shape");
@@ -169,14 +185,7 @@ void lower_conv_transpose(Lowering& l, const onnx::NodeProto& n) {
     // makes it negative, which oneDNN reads as extra output positions.
     pe[i] = s * (xd[i + 2] - 1) + eff - yd[i + 2] - pb[i];
   }
-  Op op;
-  op.kind = OpKind::kDeconv;
-  op.in = {x, w, b};
-  op.out = y;
-  op.ints.push_back(static_cast<int64_t>(r));
-  for (const Dims* d : {&a.strides, &a.dil, &pb, &pe}) op.ints.insert(op.ints.end(), d->begin(), d->end());
-  op.ints.push_back(attr_int(n, "group", 1));
-  l.emit(std::move(op));
+  emit_conv(l, n, OpKind::kDeconv, c, pb, pe);
 }
 
 void lower_pool(Lowering& l, const onnx::NodeProto& n) {
