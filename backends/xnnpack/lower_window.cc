@@ -155,15 +155,36 @@ Window2d window_2d(const onnx::NodeProto& n, const Dims& x, const int64_t* kerne
   return w;
 }
 
-void lower_conv(Lowering& L, const onnx::NodeProto& n) {
+namespace {
+
+// What Conv and ConvTranspose check alike: X (a window input), constant
+// weights of X's rank, an optional constant bias, the group count.
+struct ConvArgs {
+  const Dims& x;
+  const Dims& w;
+  bool has_bias;
+  int64_t group;
+};
+
+ConvArgs conv_args(Lowering& L, const onnx::NodeProto& n, const std::string& op) {
   const Dims& x = window_input(L, n);
-  if (n.input_size() < 2 || n.output_size() != 1) refuse("Conv needs X and W");
+  if (n.input_size() < 2 || n.output_size() != 1) refuse(op + " needs X and W");
   if (!L.is_constant(n.input(1))) refuse("weights not constant");
   const Dims& w = L.float_dims(n.input(1));
   if (w.size() != x.size()) refuse("weights of rank " + std::to_string(w.size()));
   bool has_bias = n.input_size() > 2 && !n.input(2).empty();
   if (has_bias && !L.is_constant(n.input(2))) refuse("bias not constant");
-  const int64_t group = attr_int(n, "group", 1);
+  return ConvArgs{x, w, has_bias, attr_int(n, "group", 1)};
+}
+
+}  // namespace
+
+void lower_conv(Lowering& L, const onnx::NodeProto& n) {
+  const ConvArgs args = conv_args(L, n, "Conv");
+  const Dims& x = args.x;
+  const Dims& w = args.w;
+  const bool has_bias = args.has_bias;
+  const int64_t group = args.group;
   const int64_t c = x[1], m = w[0];
   if (group < 1 || c % group != 0 || m % group != 0) refuse("Conv with group count not dividing channels");
   if (w[1] != c / group) refuse("weights " + dims_str(w) + " do not match " + std::to_string(c) + " input channels");
@@ -192,14 +213,11 @@ void lower_conv(Lowering& L, const onnx::NodeProto& n) {
 }
 
 void lower_conv_transpose(Lowering& L, const onnx::NodeProto& n) {
-  const Dims& x = window_input(L, n);
-  if (n.input_size() < 2 || n.output_size() != 1) refuse("ConvTranspose needs X and W");
-  if (!L.is_constant(n.input(1))) refuse("weights not constant");
-  const Dims& w = L.float_dims(n.input(1));
-  if (w.size() != x.size()) refuse("weights of rank " + std::to_string(w.size()));
-  bool has_bias = n.input_size() > 2 && !n.input(2).empty();
-  if (has_bias && !L.is_constant(n.input(2))) refuse("bias not constant");
-  const int64_t group = attr_int(n, "group", 1);
+  const ConvArgs args = conv_args(L, n, "ConvTranspose");
+  const Dims& x = args.x;
+  const Dims& w = args.w;
+  const bool has_bias = args.has_bias;
+  const int64_t group = args.group;
   const int64_t c = x[1];
   if (group < 1 || c % group != 0 || w[0] != c) refuse("ConvTranspose with group count not dividing channels");
   const int64_t m = w[1] * group;
