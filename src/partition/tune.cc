@@ -169,17 +169,21 @@ TuneCache TuneCache::Open(const std::string& path, std::string* warning) {
   c.path_ = path;
   std::error_code ec;
   if (path.empty() || !fs::exists(path, ec)) return c;
-  std::ifstream f(path, std::ios::binary);
-  nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-  bool ok = j.is_object() && j.value("format", "") == "tessera-tune" && j.value("version", 0) == 1 &&
-            j.contains("entries") && j["entries"].is_object();
+  // Every field is type-checked before it is read: json's value() and get()
+  // throw on a wrong type, and a damaged cache must only be ignored.
+  nlohmann::json j;
+  if (fs::is_regular_file(path, ec)) {
+    std::ifstream f(path, std::ios::binary);
+    j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  }
+  bool ok = j.is_object() && j.contains("format") && j["format"] == "tessera-tune" && j.contains("version") &&
+            j["version"] == 1 && j.contains("entries") && j["entries"].is_object();
   if (ok) {
     for (const auto& [k, v] : j["entries"].items()) {
-      if (!v.is_object() || !v.contains("us") || !v["us"].is_number() || !(v["us"].get<double>() >= 0)) {
-        ok = false;
-        break;
-      }
-      c.entries_[k] = Entry{v["us"].get<double>(), v.value("runs", 0), true};
+      ok = v.is_object() && v.contains("us") && v["us"].is_number() && v["us"].get<double>() >= 0 &&
+           (!v.contains("runs") || v["runs"].is_number_integer());
+      if (!ok) break;
+      c.entries_[k] = Entry{v["us"].get<double>(), v.contains("runs") ? v["runs"].get<int>() : 0, true};
     }
   }
   if (!ok) {

@@ -68,6 +68,17 @@ fi
 "$tessera" compile "$work/mlp.onnx" -o "$work/bad.tsr" --tune --tune-cache "$work/bad.json" >/dev/null 2>&1 \
   && [ "$(json "$work/bad.json" 'j["format"]')" = tessera-tune ] && pass || fail "damaged cache: --tune did not rewrite it"
 
+# A cache with wrongly typed fields, or a directory in its place: a warning, not an error.
+printf '{"format": "tessera-tune", "version": 1, "entries": {"k": {"us": 3, "runs": "x"}}}' >"$work/typed.json"
+mkdir -p "$work/a_dir"
+for c in "$work/typed.json" "$work/a_dir"; do
+  if "$tessera" compile "$work/mlp.onnx" -o "$work/bad.tsr" --tune-cache "$c" >/dev/null 2>"$work/err.txt"; then
+    grep -q "warning: tune cache .* not a tessera tune cache" "$work/err.txt" && pass || fail "cache $c: no warning: $(cat "$work/err.txt")"
+  else
+    fail "cache $c: compile failed: $(cat "$work/err.txt")"
+  fi
+done
+
 # 7. Wrong combinations: exit 2, one line.
 expect_usage() {  # NAME EXPECTED-SUBSTRING -- command...
   local name="$1" want="$2"
@@ -84,6 +95,7 @@ expect_usage "bad --placement" "expects cost or priority" -- "$tessera" compile 
 expect_usage "--tune with priority" "--tune needs --placement cost" -- "$tessera" compile "$work/mlp.onnx" -o "$work/x.tsr" --tune --placement priority --tune-cache "$work/x.json"
 expect_usage "--tune on run" "unknown option '--tune'" -- "$tessera" run "$work/mlp.onnx" --tune
 expect_usage "--tune without a cache" "--tune needs a cache file" -- "$tessera" compile "$work/mlp.onnx" -o "$work/x.tsr" --tune --tune-cache=
+expect_usage "--tune into a directory" "is not a file" -- "$tessera" compile "$work/mlp.onnx" -o "$work/x.tsr" --tune --tune-cache "$work/a_dir"
 
 echo "tune_cli_test: $passes passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -1425,7 +1425,9 @@ TEST_F(Partitioner, tune_measures_candidate_regions_and_a_later_compile_reuses_t
 TEST_F(Partitioner, the_tune_cache_ignores_a_damaged_file_with_a_warning_and_rewrites_it) {
   const std::string path = (dir_ / "tune.json").string();
   for (const char* text : {"not json at all", "{\"format\": \"tessera-tune\", \"version\": 9, \"entries\": {}}",
-                           "{\"format\": \"tessera-tune\", \"version\": 1, \"entries\": {\"k\": {\"us\": -4}}}", ""}) {
+                           "{\"format\": \"tessera-tune\", \"version\": 1, \"entries\": {\"k\": {\"us\": -4}}}",
+                           "{\"format\": \"tessera-tune\", \"version\": 1, \"entries\": {\"k\": {\"us\": 3, \"runs\": \"x\"}}}",
+                           "{\"format\": 7, \"version\": \"1\", \"entries\": []}", ""}) {
     {
       std::ofstream f(path, std::ios::binary | std::ios::trunc);
       f << text;
@@ -1439,6 +1441,12 @@ TEST_F(Partitioner, the_tune_cache_ignores_a_damaged_file_with_a_warning_and_rew
     EXPECT_EQ(partition::TuneCache::Open(path, &again).size(), 0u);
     EXPECT_EQ(again, "") << "the rewritten file is a valid, empty cache";
   }
+  // A directory where the file should be: ignored with the same warning.
+  const std::string dir = (dir_ / "a_directory").string();
+  std::filesystem::create_directories(dir);
+  std::string warning;
+  EXPECT_EQ(partition::TuneCache::Open(dir, &warning).size(), 0u);
+  EXPECT_NE(warning.find("not a tessera tune cache"), std::string::npos);
 }
 
 TEST_F(Partitioner, region_keys_follow_structure_and_shapes_not_weight_values) {

@@ -224,6 +224,9 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Args& 
   // Measurements from earlier --tune runs replace estimates; --tune adds more.
   std::string cache_path = a.opts.count("--tune-cache") ? a.opts.at("--tune-cache") : partition::default_tune_cache_path();
   if (a.tune && cache_path.empty()) return InvalidInput("--tune needs a cache file: set --tune-cache FILE or HOME");
+  if (std::error_code ec; a.tune && fs::exists(cache_path, ec) && !fs::is_regular_file(cache_path, ec)) {
+    return InvalidInput("--tune: tune cache '" + cache_path + "' is not a file");  // before measuring anything
+  }
   std::string warning;
   partition::TuneCache cache = partition::TuneCache::Open(cache_path, &warning);
   if (!warning.empty()) std::fprintf(stderr, "tessera: warning: %s\n", warning.c_str());
