@@ -239,6 +239,10 @@ const tessera_backend_t kTable = {
     .run = run,
     .destroy = destroy,
     .estimate_cost = estimate_cost,
+    .threading = TESSERA_THREADING_OPENMP,  // oneDNN 2.6 from Debian runs on libgomp
+    .color = "#9ecae1",
+    .estimate_region = nullptr,
+    .run_profiled = nullptr,
 };
 
 }  // namespace

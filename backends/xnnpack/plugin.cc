@@ -218,6 +218,10 @@ const tessera_backend_t kTable = {
     .run = xnnpack_run,
     .destroy = xnnpack_destroy,
     .estimate_cost = xnnpack_estimate_cost,
+    .threading = TESSERA_THREADING_POOL,  // pthreadpool
+    .color = "#a1d99b",
+    .estimate_region = nullptr,
+    .run_profiled = nullptr,
 };
 
 }  // namespace

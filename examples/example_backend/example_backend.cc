@@ -811,6 +811,11 @@ const tessera_backend_t kTable = {
     .run = example_run,
     .destroy = example_destroy,
     .estimate_cost = example_estimate_cost,  // optional; NULL means "no estimates"
+    // Minor revision 1 (read by the host because struct_size covers them):
+    .threading = TESSERA_THREADING_CALLER,  // runs on the calling thread only
+    .color = "#fdd0a2",                     // optional: colour of its regions in pictures
+    .estimate_region = nullptr,             // optional: an estimate on the host's measured machine
+    .run_profiled = nullptr,                // optional: per-node profile of a run
 };
 
 }  // namespace

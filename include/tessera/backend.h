@@ -1,4 +1,4 @@
-/* Tessera backend ABI, version 1.
+/* Tessera backend ABI, version 1 (minor revision 1).
  *
  * A backend is a shared library that exports one C symbol,
  *
@@ -38,9 +38,17 @@
  * Versioning: the host passes the ABI version it was built against to
  * tessera_backend_query. A backend that cannot serve that version returns
  * NULL. The host refuses a table whose abi_version differs from its own or
- * whose struct_size is smaller than the size of the version-1 table; members
- * added by later minor revisions go at the end and are read only when
- * struct_size covers them.
+ * whose struct_size is smaller than the size of the version-1.0 table
+ * (TESSERA_BACKEND_V1_0_SIZE); members added by later minor revisions go at
+ * the end and are read only when struct_size covers them, so a plugin built
+ * against an older minor revision keeps working (its newer members read as
+ * absent).
+ *
+ * Minor revision 1 (members after estimate_cost) lets a backend describe
+ * itself instead of the host knowing it by name: how its engines use threads
+ * (threading), a colour for pictures (color), an estimate on the measured
+ * scale of the machine it runs on (estimate_region), and a per-node profile of
+ * a run (run_profiled).
  */
 #ifndef TESSERA_BACKEND_H_
 #define TESSERA_BACKEND_H_
@@ -53,6 +61,8 @@ extern "C" {
 #endif
 
 #define TESSERA_BACKEND_ABI_VERSION 1u
+/* The minor revision this header describes (members gated by struct_size). */
+#define TESSERA_BACKEND_ABI_MINOR 1u
 
 /* Name of the symbol every backend library exports. */
 #define TESSERA_BACKEND_QUERY_SYMBOL "tessera_backend_query"
@@ -142,6 +152,52 @@ typedef struct tessera_load_options {
 /* An engine: whatever the backend needs to run one compiled region. */
 typedef struct tessera_engine tessera_engine_t;
 
+/* What the host measured of the machine a region will run on (once per
+ * machine, cached): a backend's estimate_region prices its work against these
+ * figures, never against constants fitted on another CPU. Read only the
+ * members struct_size covers. */
+typedef struct tessera_machine {
+  uint32_t struct_size;    /* sizeof(tessera_machine_t) as the host knows it */
+  int32_t num_threads;     /* threads the region will run with (>= 1) */
+  double peak_gflops;      /* fp32 multiply-add peak of ONE thread, GFLOP/s (a multiply-add counts 2) */
+  double gemm_gflops;      /* what a large fp32 GEMM reaches on ONE thread with the host's own kernel, GFLOP/s */
+  double bandwidth_gbps;   /* streaming read+write bandwidth with num_threads threads, GB/s */
+  double launch_us;        /* fixed cost of one run() of a trivial engine of THIS backend with num_threads
+                              threads, measured; < 0 when not measured */
+  double wake_us;          /* time to wake one sleeping thread (a futex round trip) */
+  const char* cpu;         /* CPU model name, "" when unknown */
+  const char* isa;         /* comma-separated ISA features the CPU has ("avx2,fma,avx512f,avx512_bf16,...") */
+} tessera_machine_t;
+
+/* Receives a per-node profile from run_profiled. The callback copies what it
+ * is given. */
+typedef struct tessera_profile_sink {
+  void* ctx;
+  /* One call per step the engine executed, in execution order. `nodes` names
+   * the region model's nodes (NodeProto.name) whose work the step did: one
+   * node, or every node of a fused step (a convolution with its activation
+   * and residual add). `what` is the engine's own name for the step
+   * ("convolution jit:avx512_core"), possibly "". `start_us` is measured from
+   * the start of the run() call, `duration_us` is the step's wall time. */
+  void (*step)(void* ctx, const char* const* nodes, int32_t num_nodes, const char* what, double start_us,
+               double duration_us);
+} tessera_profile_sink_t;
+
+/* How a backend's engines use threads (tessera_backend_t.threading). The host
+ * uses it to choose how idle threads wait in a process that runs several
+ * engines, and to price handing a run over from one engine to another. */
+enum {
+  TESSERA_THREADING_UNKNOWN = 0, /* not declared (a minor-0 table): treated as POOL */
+  TESSERA_THREADING_CALLER = 1,  /* runs on the calling thread only */
+  TESSERA_THREADING_POOL = 2,    /* its own worker threads, which sleep when idle (pthreadpool) */
+  /* OpenMP worker threads (libgomp). They keep spinning after a parallel
+   * region for as long as the process's OMP_WAIT_POLICY / GOMP_SPINCOUNT say,
+   * which libgomp reads once, when it is loaded: the host sets them before it
+   * opens the first plugin that could load it, from the threading of the
+   * engines it expects to run (recorded in an artifact). */
+  TESSERA_THREADING_OPENMP = 3
+};
+
 /* Flags in tessera_backend_t.flags. */
 enum {
   /* run() may be called on one engine from several threads at once. Without
@@ -220,7 +276,40 @@ typedef struct tessera_backend {
    * Thread-safe. */
   tessera_status_t (*estimate_cost)(const void* model, size_t model_size, int32_t num_threads, double* out_us,
                                     char* msg, size_t msg_cap);
+
+  /* --- version 1, minor revision 1: read only when struct_size covers them --- */
+
+  /* TESSERA_THREADING_*: how this backend's engines use threads. */
+  uint32_t threading;
+
+  /* Optional (may be NULL). Fill colour of this backend's regions in
+   * pictures, "#rrggbb". Static string. */
+  const char* color;
+
+  /* Optional (may be NULL). Estimated time in microseconds to run the region
+   * `model` (as given to compile) once on the machine `machine` describes,
+   * with machine->num_threads threads: the backend's own knowledge of its
+   * kernels (their share of the peak, what it fuses, its layout conversions,
+   * its slow paths) applied to the host's measurements of this machine. The
+   * host prefers it to estimate_cost, uses it to rank candidates before
+   * measuring them, and prices with it what it does not measure.
+   * TESSERA_ERROR_UNSUPPORTED means "no estimate". Thread-safe. */
+  tessera_status_t (*estimate_region)(const void* model, size_t model_size, const tessera_machine_t* machine,
+                                      double* out_us, char* msg, size_t msg_cap);
+
+  /* Optional (may be NULL: the backend gives no per-node profile, and the
+   * host reports the region as one step). Same as run(), and also reports
+   * every step it executes to `sink`. It may be slower than run() (a step may
+   * wait for its work to finish before the next starts, so that times
+   * belong to steps). Same thread-safety as run(). */
+  tessera_status_t (*run_profiled)(tessera_engine_t* engine, const tessera_tensor_t* inputs, size_t num_inputs,
+                                   tessera_tensor_t* outputs, size_t num_outputs, const tessera_profile_sink_t* sink,
+                                   char* msg, size_t msg_cap);
 } tessera_backend_t;
+
+/* The size of a version-1.0 table (members up to estimate_cost): the least
+ * struct_size a host accepts. */
+#define TESSERA_BACKEND_V1_0_SIZE (offsetof(tessera_backend_t, estimate_cost) + sizeof(void*))
 
 /* The one exported symbol. Returns the backend's table, or NULL when it
  * cannot serve `host_abi_version`. The table is static and lives as long as

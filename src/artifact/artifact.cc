@@ -448,6 +448,9 @@ Status read_provenance(const MetaReader& r, const json& meta, ProgramMeta* out) 
     TSR_RETURN_IF_ERROR(r.string((*backends)[i], "name", at, &b.name));
     TSR_RETURN_IF_ERROR(r.string((*backends)[i], "version", at, &b.version));
     TSR_RETURN_IF_ERROR(r.string((*backends)[i], "options", at, &b.options));
+    if ((*backends)[i].contains("threading")) {  // written since ABI minor revision 1
+      TSR_RETURN_IF_ERROR(r.string((*backends)[i], "threading", at, &b.threading));
+    }
     out->backends.push_back(std::move(b));
   }
   return Status::Ok();

@@ -26,6 +26,7 @@ void add_program_meta(const ProgramMeta& m, json* j) {
     r["name"] = b.name;
     r["version"] = b.version;
     r["options"] = b.options;
+    if (!b.threading.empty()) r["threading"] = b.threading;
     backends.push_back(std::move(r));
   }
   (*j)["backends"] = std::move(backends);

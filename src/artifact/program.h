@@ -51,6 +51,7 @@ struct EngineSpec {
 
 struct BackendRecord {
   std::string name, version, options;
+  std::string threading;  // the backend's declared threading ("openmp", "pool", "caller"; "" or "unknown")
 };
 
 struct ProgramMeta {

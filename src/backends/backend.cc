@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -51,7 +52,28 @@ std::string self_dir() {
 
 std::string plugin_file(const std::string& name) { return "libtessera_backend_" + name + ".so"; }
 
+// True when a table of `struct_size` bytes has the member ending at `end`.
+constexpr bool covers(uint32_t struct_size, size_t end) { return struct_size >= end; }
+#define TSR_MEMBER_END(m) (offsetof(tessera_backend_t, m) + sizeof(tessera_backend_t::m))
+
 }  // namespace
+
+const char* threading_name(Threading t) {
+  switch (t) {
+    case Threading::kCaller: return "caller";
+    case Threading::kPool: return "pool";
+    case Threading::kOpenMP: return "openmp";
+    case Threading::kUnknown: break;
+  }
+  return "unknown";
+}
+
+Threading threading_from_name(const std::string& s) {
+  for (Threading t : {Threading::kCaller, Threading::kPool, Threading::kOpenMP}) {
+    if (s == threading_name(t)) return t;
+  }
+  return Threading::kUnknown;
+}
 
 tessera_tensor_t tensor_descriptor(const Tensor& t) {
   tessera_tensor_t d{};
@@ -86,6 +108,37 @@ Status Engine::run(const std::vector<const Tensor*>& inputs, const std::vector<T
   return Status::Ok();
 }
 
+Status Engine::run_profiled(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                            std::vector<ProfileStep>* steps) const {
+  if (!backend_->run_profiled_ || !steps) return run(inputs, outputs);
+  std::vector<tessera_tensor_t> in(inputs.size()), out(outputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) in[i] = tensor_descriptor(*inputs[i]);
+  for (size_t i = 0; i < outputs.size(); ++i) out[i] = tensor_descriptor(*outputs[i]);
+  tessera_profile_sink_t sink{};
+  sink.ctx = steps;
+  sink.step = [](void* ctx, const char* const* nodes, int32_t num_nodes, const char* what, double start_us,
+                 double duration_us) {
+    ProfileStep st;
+    for (int32_t k = 0; nodes && k < num_nodes; ++k) {
+      if (nodes[k]) st.nodes.emplace_back(nodes[k]);
+    }
+    st.what = what ? what : "";
+    st.start_us = start_us;
+    st.duration_us = duration_us;
+    static_cast<std::vector<ProfileStep>*>(ctx)->push_back(std::move(st));
+  };
+  char msg[kMsgCap] = {0};
+  tessera_status_t s;
+  {
+    std::unique_lock<std::mutex> lock;
+    if (run_mu_) lock = std::unique_lock<std::mutex>(*run_mu_);
+    s = backend_->run_profiled_(handle_, in.data(), in.size(), out.data(), out.size(), &sink, msg, kMsgCap);
+  }
+  msg[kMsgCap - 1] = 0;
+  if (s != TESSERA_OK) return backend_status(backend_->name(), ("run of " + region_ + ":").c_str(), s, msg);
+  return Status::Ok();
+}
+
 // ---- Backend -----------------------------------------------------------
 
 Expected<std::shared_ptr<Backend>> Backend::FromTable(const tessera_backend_t* t, std::string path,
@@ -97,9 +150,9 @@ Expected<std::shared_ptr<Backend>> Backend::FromTable(const tessera_backend_t* t
     return InvalidModel(where + ": built for backend ABI version " + std::to_string(t->abi_version) +
                         ", this tessera uses version " + std::to_string(TESSERA_BACKEND_ABI_VERSION));
   }
-  if (t->struct_size < sizeof(tessera_backend_t)) {
+  if (t->struct_size < TESSERA_BACKEND_V1_0_SIZE) {
     return InvalidModel(where + ": backend table is " + std::to_string(t->struct_size) + " bytes, expected at least " +
-                        std::to_string(sizeof(tessera_backend_t)));
+                        std::to_string(TESSERA_BACKEND_V1_0_SIZE));
   }
   if (!t->name || !t->name[0]) return InvalidModel(where + ": backend has no name");
   if (!t->capability || !t->compile || !t->free_buffer || !t->load || !t->run || !t->destroy) {
@@ -111,12 +164,17 @@ Expected<std::shared_ptr<Backend>> Backend::FromTable(const tessera_backend_t* t
   b->name_ = t->name;
   b->version_ = t->version ? t->version() : "";
   b->path_ = std::move(path);
+  // Minor revision 1, where the table has it.
+  if (covers(t->struct_size, TSR_MEMBER_END(threading)) && t->threading <= TESSERA_THREADING_OPENMP) {
+    b->threading_ = static_cast<Threading>(t->threading);
+  }
+  if (covers(t->struct_size, TSR_MEMBER_END(color)) && t->color) b->color_ = t->color;
+  if (covers(t->struct_size, TSR_MEMBER_END(estimate_region))) b->estimate_region_ = t->estimate_region;
+  if (covers(t->struct_size, TSR_MEMBER_END(run_profiled))) b->run_profiled_ = t->run_profiled;
   return b;
 }
 
 Expected<std::shared_ptr<Backend>> Backend::LoadLibrary(const std::string& path) {
-  // Without a plan from the caller (set_engine_thread_policy), the safe one.
-  set_engine_thread_policy({"dnnl", "xnnpack"});
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* e = dlerror();
@@ -207,11 +265,13 @@ Expected<std::shared_ptr<const Engine>> Backend::load(const Blob& blob,
   return std::shared_ptr<const Engine>(std::move(e));
 }
 
-Expected<double> Backend::estimate_cost(std::string_view model, int num_threads) const {
-  if (!table_->estimate_cost) return Unsupported("backend '" + name_ + "' gives no cost estimates");
+Expected<double> Backend::estimate_cost(std::string_view model, const tessera_machine_t& machine) const {
+  if (!estimate_region_ && !table_->estimate_cost) return Unsupported("backend '" + name_ + "' gives no cost estimates");
   double us = 0;
   char msg[kMsgCap] = {0};
-  tessera_status_t s = table_->estimate_cost(model.data(), model.size(), num_threads, &us, msg, kMsgCap);
+  tessera_status_t s =
+      estimate_region_ ? estimate_region_(model.data(), model.size(), &machine, &us, msg, kMsgCap)
+                       : table_->estimate_cost(model.data(), model.size(), machine.num_threads, &us, msg, kMsgCap);
   msg[kMsgCap - 1] = 0;
   if (s != TESSERA_OK) return backend_status(name_, "estimate_cost:", s, msg);
   return us;
@@ -219,38 +279,102 @@ Expected<double> Backend::estimate_cost(std::string_view model, int num_threads)
 
 // ---- threads -----------------------------------------------------------
 
-// Engines built on OpenMP (oneDNN) share the cores with the native thread
-// pool and with other engines' pools (XNNPACK's pthreadpool). libgomp keeps
-// idle threads spinning after every parallel region; a bounded spin keeps the
-// wake-ups between the primitives of one run cheap, but a spinning thread
-// holds a core that another spinning pool needs next. Measured at 2 threads
-// on an idle machine: oneDNN alone, passive / GOMP_SPINCOUNT=10000: resnet50
-// 47.0 / 40.4 ms, mobilenet_v2 6.5 / 4.2 ms, bert_tiny 2.14 / 0.79 ms; with
-// XNNPACK regions alternating with oneDNN ones (bert_tiny xnnpack,dnnl):
-// 1.40 / 16.0 ms. Hence: bounded spin unless another pooled engine will run
-// beside an OpenMP one, then passive. libgomp reads this once, when it is
-// loaded, so the first call (before the first plugin is opened) decides; a
-// user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
-bool engine_uses_openmp(const std::string& engine) { return engine == "dnnl"; }
-
-bool engines_need_passive_wait(const std::vector<std::string>& engines) {
-  bool openmp = false, other_pool = false;
-  for (const auto& e : engines) {
-    bool is_omp = engine_uses_openmp(e);
-    openmp = openmp || is_omp;
-    other_pool = other_pool || (!is_omp && e != "native");
+// Measured at 2 threads on an idle machine, oneDNN alone, passive /
+// GOMP_SPINCOUNT=10000: resnet50 47.0 / 40.4 ms, mobilenet_v2 6.5 / 4.2 ms,
+// bert_tiny 2.14 / 0.79 ms; with XNNPACK regions alternating with oneDNN
+// ones (bert_tiny xnnpack,dnnl): 1.40 / 16.0 ms. Hence a bounded spin unless
+// another pooled engine runs beside an OpenMP one, then passive.
+bool engines_need_passive_wait(const std::vector<Threading>& engines) {
+  for (size_t a = 0; a < engines.size(); ++a) {
+    if (engines[a] != Threading::kOpenMP && engines[a] != Threading::kUnknown) continue;
+    for (size_t b = 0; b < engines.size(); ++b) {
+      if (b != a && (engines[b] == Threading::kPool || engines[b] == Threading::kUnknown)) return true;
+    }
   }
-  return openmp && other_pool;
+  return false;
 }
 
-void set_engine_thread_policy(const std::vector<std::string>& engines) {
-  static std::once_flag once;
-  std::call_once(once, [&] {
-    if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
-    if (std::none_of(engines.begin(), engines.end(), engine_uses_openmp)) return;
-    if (engines_need_passive_wait(engines)) setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
-    else setenv("GOMP_SPINCOUNT", "10000", 0);
-  });
+namespace {
+
+struct ThreadPolicyState {
+  std::mutex mu;
+  std::map<std::string, Threading> expected;  // backend name -> threading (kUnknown until known)
+  std::map<std::string, Threading> known;     // from plugins already open
+  bool alone = false;
+  bool user_set = std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT");
+  bool applied = false;  // our own variables are in the environment
+};
+
+ThreadPolicyState& policy_state() {
+  static ThreadPolicyState s;
+  return s;
+}
+
+// The variable the expectation asks for ("" when no OpenMP engine is possible).
+std::string policy_locked(ThreadPolicyState& st) {
+  std::vector<Threading> t;
+  for (const auto& [name, threading] : st.expected) {
+    if (name == "native") continue;
+    auto k = st.known.find(name);
+    t.push_back(k != st.known.end() ? k->second : threading);
+  }
+  bool openmp = false;
+  for (Threading x : t) openmp = openmp || x == Threading::kOpenMP || x == Threading::kUnknown;
+  if (!openmp) return "";
+  if (!st.alone && engines_need_passive_wait(t)) return "OMP_WAIT_POLICY=PASSIVE";
+  return "GOMP_SPINCOUNT=10000";
+}
+
+bool libgomp_loaded() {
+  void* h = dlopen("libgomp.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (h) dlclose(h);
+  return h != nullptr;
+}
+
+// Puts the expected policy into the environment while it can still matter.
+void apply_policy_locked(ThreadPolicyState& st) {
+  if (st.user_set || libgomp_loaded()) return;
+  if (st.applied) {
+    unsetenv("OMP_WAIT_POLICY");
+    unsetenv("GOMP_SPINCOUNT");
+    st.applied = false;
+  }
+  std::string p = policy_locked(st);
+  if (p.empty()) return;
+  auto eq = p.find('=');
+  setenv(p.substr(0, eq).c_str(), p.substr(eq + 1).c_str(), 1);
+  st.applied = true;
+}
+
+void plugin_opening(const std::string& name) {
+  ThreadPolicyState& st = policy_state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  // A plugin nobody announced counts as unknown beside what was expected.
+  st.expected.emplace(name, Threading::kUnknown);
+  apply_policy_locked(st);
+}
+
+void plugin_opened(const std::string& name, Threading t) {
+  ThreadPolicyState& st = policy_state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  st.known[name] = t;
+}
+
+}  // namespace
+
+void expect_engines(const std::vector<std::pair<std::string, Threading>>& engines, bool alone) {
+  ThreadPolicyState& st = policy_state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  st.expected.clear();
+  for (const auto& [name, t] : engines) st.expected[name] = t;
+  st.alone = alone;
+  apply_policy_locked(st);
+}
+
+std::string expected_thread_policy() {
+  ThreadPolicyState& st = policy_state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  return policy_locked(st);
 }
 
 // ---- discovery ---------------------------------------------------------
@@ -319,7 +443,9 @@ Expected<std::shared_ptr<const Backend>> find_backend(const std::string& name) {
       return Unsupported("backend '" + name + "' not found: no " + plugin_file(name) + " in " + list +
                          " (set TESSERA_BACKEND_PATH)");
     }
+    plugin_opening(name);
     TSR_ASSIGN_OR_RETURN(b, Backend::LoadLibrary(found));
+    plugin_opened(name, b->threading());
     if (b->name() != name) {
       return InvalidModel("backend plugin '" + found + "' calls itself '" + b->name() + "', expected '" + name + "'");
     }
@@ -369,20 +495,14 @@ Expected<std::vector<std::shared_ptr<const Backend>>> resolve_backends(const std
     if (nat == names.end()) names.push_back("native");
     else if (nat + 1 != names.end()) return InvalidInput("--backends '" + list + "': native must be last");
   }
-  if (list.empty() || engines_run_alone) {
-    // Every backend found: cost-based placement charges what an OpenMP
-    // engine loses beside another pooled engine and so rarely mixes them;
-    // the process takes the policy a single-engine program wants, as it does
-    // when engines are measured one at a time. (An artifact gets its policy
-    // from the engines it holds.)
-    std::vector<std::string> openmp;
-    for (const auto& n : names) {
-      if (engine_uses_openmp(n)) openmp.push_back(n);
-    }
-    set_engine_thread_policy(openmp);
-  } else {
-    set_engine_thread_policy(names);
-  }
+  // Every backend found (no list): cost-based placement charges what an
+  // OpenMP engine loses beside another pooled engine and so rarely mixes
+  // them; the process takes the policy a single-engine program wants, as it
+  // does when engines are measured one at a time. (An artifact gets its
+  // policy from the engines it holds.)
+  std::vector<std::pair<std::string, Threading>> expected;
+  for (const auto& n : names) expected.emplace_back(n, Threading::kUnknown);
+  expect_engines(expected, list.empty() || engines_run_alone);
   std::vector<std::shared_ptr<const Backend>> out;
   for (const auto& n : names) {
     std::shared_ptr<const Backend> b;

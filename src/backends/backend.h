@@ -39,6 +39,18 @@ struct Capability {
 
 class Backend;
 
+// How a backend's engines use threads (the ABI's TESSERA_THREADING_*).
+enum class Threading { kUnknown = 0, kCaller = 1, kPool = 2, kOpenMP = 3 };
+const char* threading_name(Threading t);       // "unknown", "caller", "pool", "openmp"
+Threading threading_from_name(const std::string& s);  // kUnknown for anything else
+
+// One step of a profiled engine run (the ABI's tessera_profile_sink_t).
+struct ProfileStep {
+  std::vector<std::string> nodes;  // region-model node names the step computed
+  std::string what;                // the engine's name for the step
+  double start_us = 0, duration_us = 0;
+};
+
 class Engine {
  public:
   ~Engine();
@@ -47,6 +59,10 @@ class Engine {
 
   // Inputs/outputs in the region model's order; outputs are preallocated.
   Status run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) const;
+  // Like run(), also collecting the engine's per-node steps. An engine whose
+  // backend gives no profile runs as usual and leaves `steps` empty.
+  Status run_profiled(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                      std::vector<ProfileStep>* steps) const;
   const Backend& backend() const { return *backend_; }
   const std::string& region() const { return region_; }
 
@@ -75,8 +91,14 @@ class Backend : public std::enable_shared_from_this<Backend> {
   const std::string& version() const { return version_; }
   const std::string& path() const { return path_; }  // "" for in-process backends
   bool is_native() const { return name_ == "native"; }
-  bool has_estimate_cost() const { return table_->estimate_cost != nullptr; }
+  bool has_estimate_cost() const { return table_->estimate_cost != nullptr || estimate_region_ != nullptr; }
   const tessera_backend_t* table() const { return table_; }
+
+  // Properties of ABI minor revision 1 (absent in an older table: unknown
+  // threading, no colour, no estimate_region, no profile).
+  Threading threading() const { return threading_; }
+  const std::string& color() const { return color_; }
+  bool gives_profile() const { return run_profiled_ != nullptr; }
 
   // Verdicts for the `num_nodes` nodes of the serialized model. A backend
   // error becomes a refusal of every node with the message as reason.
@@ -85,14 +107,20 @@ class Backend : public std::enable_shared_from_this<Backend> {
   Expected<std::shared_ptr<const Engine>> load(const Blob& blob,
                                                const std::vector<std::pair<std::string, Tensor>>& constants,
                                                int num_threads, const std::string& region) const;
-  // Microseconds, or an error when the backend gives no estimate.
-  Expected<double> estimate_cost(std::string_view model, int num_threads) const;
+  // Microseconds on the machine `machine` describes (estimate_region), or,
+  // from a table without it, estimate_cost at machine.num_threads; an error
+  // when the backend gives no estimate.
+  Expected<double> estimate_cost(std::string_view model, const tessera_machine_t& machine) const;
 
  private:
+  friend class Engine;
   Backend() = default;
   const tessera_backend_t* table_ = nullptr;
   std::shared_ptr<void> library_;
-  std::string name_, version_, path_;
+  std::string name_, version_, path_, color_;
+  Threading threading_ = Threading::kUnknown;
+  decltype(tessera_backend_t::estimate_region) estimate_region_ = nullptr;
+  decltype(tessera_backend_t::run_profiled) run_profiled_ = nullptr;
 };
 
 // Directories searched for plugins, in order.
@@ -105,16 +133,33 @@ Expected<std::shared_ptr<const Backend>> find_backend(const std::string& name);
 // the name is taken.
 Status register_backend(std::shared_ptr<const Backend> backend);
 
-// Chooses how idle engine threads wait (OpenMP's wait policy) from the
-// engines a process is about to run; only the first call counts, and it must
-// come before the first plugin is opened (resolve_backends and program loading
-// call it).
-void set_engine_thread_policy(const std::vector<std::string>& engines);
-// True for engines whose threads are OpenMP's (oneDNN).
-bool engine_uses_openmp(const std::string& engine);
-// True when running `engines` in one process makes OpenMP wait passively: an
-// OpenMP engine beside another engine with its own thread pool.
-bool engines_need_passive_wait(const std::vector<std::string>& engines);
+// ---- how idle engine threads wait ----------------------------------------
+//
+// OpenMP's workers spin after every parallel region for as long as
+// OMP_WAIT_POLICY / GOMP_SPINCOUNT say, and libgomp reads them once, when the
+// first plugin that needs it is opened. A bounded spin keeps the wake-ups
+// between one engine's primitives cheap, but a spinning worker holds a core
+// that another engine's pool needs: beside such an engine OpenMP must wait
+// passively. The host knows engines only by their declared threading.
+
+// True when engines of these threadings in one process make OpenMP wait
+// passively: a possible OpenMP engine beside another engine with (possibly)
+// its own pool. Unknown counts as both. Native runs on its own pool between
+// regions and is priced as a hand-over instead (partition/cost.h), so callers
+// leave it out.
+bool engines_need_passive_wait(const std::vector<Threading>& engines);
+
+// Declares the engines the process expects to run, by backend name, with
+// their threading where known (an artifact records it); `alone`: they run one
+// at a time (measuring), so a single engine's policy applies. The policy is
+// applied before each plugin is opened, as long as libgomp is not loaded yet,
+// from what is known by then: plugins already open tell their threading,
+// the rest count as unknown. A user's own OMP_WAIT_POLICY / GOMP_SPINCOUNT
+// always wins.
+void expect_engines(const std::vector<std::pair<std::string, Threading>>& engines, bool alone);
+// The environment the current expectation gives, as "OMP_WAIT_POLICY=PASSIVE",
+// "GOMP_SPINCOUNT=10000" or "" (no OpenMP engine expected); for tests.
+std::string expected_thread_policy();
 
 // Names of every backend found on the search path, sorted, then "native".
 std::vector<std::string> available_backends();

@@ -124,7 +124,10 @@ class ConvKernel final : public Kernel {
     ThreadPool& pool = ctx.pool();
     const int64_t tasks = s.n * s.group;
 
-    if (s.cg == 1 && g.in.size() <= 2) {
+    // Depthwise (one input channel per group, several groups): a direct loop
+    // per (image, group). One group with one input channel (an STFT as a
+    // Conv1d: hundreds of output channels, a long kernel) is a plain GEMM.
+    if (s.cg == 1 && s.group > 1 && g.in.size() <= 2) {
       pool.parallel_for(tasks, 1, [&](int64_t begin, int64_t end) {
         for (int64_t t = begin; t < end; ++t) {
           const int64_t n = t / s.group, gi = t % s.group;

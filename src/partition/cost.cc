@@ -1,51 +1,26 @@
-// The analytic half of the cost model (cost.h). The constants are calibrated
-// on the benchmark suite at 2 threads on a Zen 4 core pair (bench/RESULTS.md):
-// the convolution efficiencies from resnet50 (oneDNN 211 GFLOP/s = 0.91 of the
-// FMA peak, XNNPACK 0.84, native 0.62), the GEMM ones from BERT-base and the
-// native SGEMM micro-benchmark (bench/gemm_bench.cc, 0.90 on 1024^3), the
-// passive-wait cost from running oneDNN alone under both OpenMP wait policies
-// (mobilenet_v2 6.5 vs 4.2 ms over ~100 nodes, resnet50 47.0 vs 40.4 ms over
-// 122). They only need to rank placements; `tessera compile --tune` measures.
+// The analytic half of the cost model (cost.h): the native backend's prior,
+// and what crossing between backends costs, on the measured figures of this
+// machine (machine.h). The per-op-class shares below are properties of
+// Tessera's own kernels, not of a CPU: native convolutions run im2col into
+// its SGEMM (about 0.75 of what that SGEMM reaches on a plain product),
+// depthwise ones a direct loop (about 0.1 of the FMA peak, one task per
+// channel group), products the SGEMM itself.
 #include "partition/cost.h"
 
 #include <algorithm>
 #include <map>
 
-#include "backends/backend.h"
-
 namespace tessera::partition {
 
 namespace {
 
-// Nominal FMA peak of one thread, flops per microsecond (AVX-512, 2 FMA/cycle
-// at ~3.6 GHz: 117 GFLOP/s measured by bench/peak_fma.cc).
-constexpr double kPeakPerThread = 1.15e5;
-// Memory-bound ops: bytes per microsecond per thread.
-constexpr double kBandwidthPerThread = 8.0e3;
-
-struct Profile {
-  double conv, depthwise, gemm;  // fraction of the FMA peak
-  double memory;                 // multiplier on bandwidth for memory-bound ops
-  double fused_elementwise;      // share of an elementwise op's traffic left after fusion
-  double launch_us;              // per node
+struct NativeShares {
+  double conv = 0.75, gemm = 0.95;  // of the measured SGEMM rate
+  double depthwise = 0.10;          // of the FMA peak, per task
+  double recurrent = 0.25;          // of the SGEMM rate, one thread (batch-1 products per step)
+  double launch_us = 0.8;           // per node: the executor's dispatch, and a hand-off to the pool
 };
-
-const std::map<std::string, Profile>& profiles() {
-  static const std::map<std::string, Profile> kProfiles = {
-      {"native", {0.62, 0.08, 0.85, 1.0, 1.0, 1.0}},
-      {"dnnl", {0.91, 0.25, 0.80, 1.3, 0.3, 2.0}},
-      {"xnnpack", {0.84, 0.25, 0.78, 1.3, 0.3, 1.0}},
-  };
-  return kProfiles;
-}
-
-const Profile& profile_of(const std::string& backend) {
-  const auto& kProfiles = profiles();
-  // A plugin without a profile: native's throughput, a dearer launch.
-  static const Profile kUnknown = {0.62, 0.08, 0.85, 1.0, 1.0, 5.0};
-  auto it = kProfiles.find(backend);
-  return it == kProfiles.end() ? kUnknown : it->second;
-}
+constexpr NativeShares kNative;
 
 // Concrete dims of `v` (a constant's, else its value info's); false when unknown.
 bool dims_of(const Graph& g, const std::string& v, Dims* out) {
@@ -92,7 +67,8 @@ WorkKind kind_of(const std::string& op) {
       {"Max", WorkKind::kElementwise}, {"Min", WorkKind::kElementwise}, {"Exp", WorkKind::kElementwise},
       {"Neg", WorkKind::kElementwise}, {"Abs", WorkKind::kElementwise}, {"PRelu", WorkKind::kElementwise},
       {"Sum", WorkKind::kElementwise}, {"Mean", WorkKind::kElementwise}, {"Elu", WorkKind::kElementwise},
-      {"Gelu", WorkKind::kElementwise}, {"Softplus", WorkKind::kElementwise}};
+      {"Gelu", WorkKind::kElementwise}, {"Softplus", WorkKind::kElementwise},
+      {"LSTM", WorkKind::kRecurrent}, {"GRU", WorkKind::kRecurrent}, {"RNN", WorkKind::kRecurrent}};
   auto it = kKinds.find(op);
   return it == kKinds.end() ? WorkKind::kOther : it->second;
 }
@@ -125,8 +101,27 @@ NodeWork node_work(const Graph& g, const Node& n) {
         w.flops = 2.0 * numel_of(g, n.inputs[0]) * static_cast<double>(wd[1]) * kernel;
       } else {
         w.flops = 2.0 * numel_of(g, y) * static_cast<double>(wd[1]) * kernel;
-        if (group > 1 && wd[1] == 1) w.kind = WorkKind::kDepthwise;
+        if (group > 1 && wd[1] == 1) {
+          // Native's direct loop, one task per (image, group).
+          w.kind = WorkKind::kDepthwise;
+          Dims xd;
+          w.tasks = static_cast<double>(group) * (dims_of(g, n.inputs[0], &xd) && !xd.empty() ? xd[0] : 1);
+        }
       }
+      break;
+    }
+    case WorkKind::kRecurrent: {
+      // W is [directions, gates*hidden, input], R [directions, gates*hidden,
+      // hidden]; every step multiplies both with one batch of vectors.
+      Dims xd, wd, rd;
+      if (n.inputs.size() < 3 || !dims_of(g, n.inputs[0], &xd) || xd.size() != 3 || !dims_of(g, n.inputs[1], &wd) ||
+          wd.size() != 3 || !dims_of(g, n.inputs[2], &rd) || rd.size() != 3) {
+        break;
+      }
+      const double steps = static_cast<double>(int_attr(n, "layout", 0) == 0 ? xd[0] : xd[1]);
+      const double batch = static_cast<double>(int_attr(n, "layout", 0) == 0 ? xd[1] : xd[0]);
+      w.flops = 2.0 * steps * batch * static_cast<double>(wd[0] * wd[1]) * static_cast<double>(wd[2] + rd[2]);
+      w.tasks = steps;  // sequential: one small product per step
       break;
     }
     case WorkKind::kGemm: {
@@ -144,43 +139,75 @@ NodeWork node_work(const Graph& g, const Node& n) {
   return w;
 }
 
-double node_time_us(const NodeWork& w, const std::string& backend, int threads) {
-  const Profile& p = profile_of(backend);
-  const double t = std::max(1, threads);
+double native_node_us(const NodeWork& w, const MachineProfile& m) {
+  const double t = std::max(1, m.threads);
+  const double gemm_rate = std::max(1.0, m.gemm_gflops) * 1e3;  // flops per us per thread
+  const double peak = std::max(1.0, m.peak_gflops) * 1e3;
   double compute = 0;
   switch (w.kind) {
-    case WorkKind::kConv: compute = w.flops / (p.conv * kPeakPerThread * t); break;
-    case WorkKind::kDepthwise: compute = w.flops / (p.depthwise * kPeakPerThread * t); break;
-    case WorkKind::kGemm: compute = w.flops / (p.gemm * kPeakPerThread * t); break;
+    case WorkKind::kConv: compute = w.flops / (kNative.conv * gemm_rate * t); break;
+    case WorkKind::kDepthwise:
+      compute = w.flops / (kNative.depthwise * peak * std::min(t, std::max(1.0, w.tasks)));
+      break;
+    case WorkKind::kGemm: compute = w.flops / (kNative.gemm * gemm_rate * t); break;
+    case WorkKind::kRecurrent:
+      // Matrix-vector products per step: a small share of the SGEMM rate, on
+      // one thread, plus a dispatch per step.
+      compute = w.flops / (kNative.recurrent * gemm_rate) + w.tasks * kNative.launch_us;
+      break;
     default: break;
   }
-  double memory = w.bytes / (p.memory * kBandwidthPerThread * t);
-  if (w.kind == WorkKind::kElementwise) memory *= p.fused_elementwise;
+  const double bw = std::max(0.1, m.bandwidth_gbps) * 1e3;  // bytes per us, all threads
+  double memory = w.bytes / bw;
   if (w.kind == WorkKind::kMove) memory *= 0.5;  // often a view or a single copy
-  return p.launch_us + std::max(compute, memory);
+  return kNative.launch_us + std::max(compute, memory);
 }
 
-bool has_profile(const std::string& backend) { return profiles().count(backend) != 0; }
-
-double region_launch_us(const std::string& backend) { return backend == "native" ? 0.0 : 3.0; }
-
-double crossing_us(double bytes, const std::string& from, const std::string& to) {
-  if (from == to) return 0;
-  // A reorder or copy at ~6 GB/s: engines keep their own layouts (blocked for
-  // oneDNN, NHWC for XNNPACK) and convert at their boundary.
-  return 1.0 + bytes / 6.0e3;
+double prior_node_us(const NodeWork& w, const Backend& b, const MachineProfile& m) {
+  if (b.is_native()) return native_node_us(w, m);
+  auto it = m.launch_us.find(backend_key(b));
+  const double launch = it != m.launch_us.end() && it->second >= 0 ? it->second : 5.0;
+  return native_node_us(w, m) - kNative.launch_us + launch;
 }
 
-double handoff_us(const std::string& from, const std::string& to, const std::vector<std::string>& backend_set,
-                  int threads) {
-  if (threads < 2 || from == to || !engine_uses_openmp(from) || engines_need_passive_wait(backend_set)) return 0;
-  return 500.0;
+double region_launch_us(const Backend& b, const MachineProfile& m) {
+  if (b.is_native()) return 0.0;
+  auto it = m.launch_us.find(backend_key(b));
+  return it != m.launch_us.end() && it->second >= 0 ? it->second : 3.0;
 }
 
-double passive_wait_us_per_node(const std::string& backend, const std::vector<std::string>& backend_set,
-                                int threads) {
-  if (threads < 2 || !engine_uses_openmp(backend) || !engines_need_passive_wait(backend_set)) return 0;
-  return 30.0;
+double crossing_us(double bytes, const Backend* from, const Backend* to, const MachineProfile& m) {
+  const bool same = (from == nullptr && to == nullptr) || (from && to && from->name() == to->name());
+  const bool host_both = (!from || from->is_native()) && (!to || to->is_native());
+  if (same || host_both) return 0;
+  // A reorder or copy on one side: engines keep their own layouts (blocked,
+  // NHWC) and convert at their boundary, at about a third of the streaming
+  // bandwidth (strided reads, one thread per side).
+  const double bw = std::max(0.1, m.bandwidth_gbps) * 1e3 / 3.0;
+  return 1.0 + bytes / bw;
+}
+
+bool set_waits_passively(const std::vector<const Backend*>& set) {
+  std::vector<Threading> t;
+  for (const Backend* b : set) {
+    if (b && !b->is_native()) t.push_back(b->threading());
+  }
+  return engines_need_passive_wait(t);
+}
+
+double handoff_us(const Backend& from, const Backend& to, bool passive, const MachineProfile& m) {
+  if (m.threads < 2 || from.name() == to.name() || passive) return 0;
+  if (from.threading() != Threading::kOpenMP && from.threading() != Threading::kUnknown) return 0;
+  auto it = m.handoff_us.find(backend_key(from));
+  if (it != m.handoff_us.end() && it->second >= 0) return it->second;
+  // Not measured (measuring off, or a backend of unknown threading): libgomp's
+  // bounded spin of 10000 rounds, about 0.5 ms on the cores it was seen on.
+  return from.threading() == Threading::kOpenMP ? 500.0 : 0.0;
+}
+
+double passive_wait_us_per_node(const Backend& b, bool passive, const MachineProfile& m) {
+  if (m.threads < 2 || !passive || b.threading() != Threading::kOpenMP) return 0;
+  return 4.0 * std::max(1.0, m.wake_us);
 }
 
 }  // namespace tessera::partition

@@ -1,66 +1,74 @@
-// Cost model for cost-based placement. Input: one graph level and a backend.
+// Cost model for cost-based placement: the prior. Input: one graph level, a
+// backend, and the machine (machine.h: its measured peak, SGEMM rate,
+// bandwidth, wake-up latency, and per-backend launch and hand-over costs).
 // Output: estimated microseconds for a node, for a region's launch, for a
-// value crossing a region boundary, and for a whole-process effect of the
-// backend set (how idle engine threads wait). Method: an analytic model per
-// backend (FLOPs at a per-op-class fraction of the FMA peak, bytes at a
-// bandwidth, a fixed launch cost), calibrated on this project's benchmark
-// models (docs/placement.md lists the figures); a backend that implements the
-// ABI's estimate_cost answers for itself instead, and measurements taken by
-// `tessera compile --tune` (tune.h) override both.
+// value crossing a region boundary, and for the whole-process effects of a
+// backend set (how idle OpenMP threads wait). Method: the native backend is
+// priced here, by FLOPs at a share of the machine's measured SGEMM rate and
+// bytes at its measured bandwidth; every other backend prices its own regions
+// through the ABI's estimate_region on the same machine figures (a backend
+// without an estimate gets native's throughput and its measured launch). No
+// backend is known by name: what differs between engines comes from what they
+// declare (threading) or what was measured. Measurements (tune.h) replace
+// these estimates wherever they exist.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "ir/graph.h"
+#include "partition/machine.h"
 
 namespace tessera::partition {
 
 // What a node does, for the analytic model.
-enum class WorkKind { kConv, kDepthwise, kGemm, kPool, kNorm, kElementwise, kMove, kOther };
+enum class WorkKind { kConv, kDepthwise, kGemm, kRecurrent, kPool, kNorm, kElementwise, kMove, kOther };
 
 struct NodeWork {
   WorkKind kind = WorkKind::kOther;
   double flops = 0;  // multiply-adds count 2
   double bytes = 0;  // inputs (weights included) + outputs
+  double tasks = 1;  // independent pieces a direct kernel can spread over threads (depthwise: images x groups)
 };
 
 // Work of node `n` of `g` from its value infos; unknown shapes count as 0.
 NodeWork node_work(const Graph& g, const Node& n);
 
-// Analytic time of `w` on backend `backend` with `threads` threads. Backends
-// without a profile (third-party plugins) get native's throughput and a
-// higher launch cost, so small regions of them only pay off when measured.
-double node_time_us(const NodeWork& w, const std::string& backend, int threads);
+// Analytic time of `w` on the native backend with m.threads threads.
+double native_node_us(const NodeWork& w, const MachineProfile& m);
 
-// True when the model above is calibrated for `backend` (native, dnnl,
-// xnnpack); for others the backend's own estimate_cost is the better guess.
-bool has_profile(const std::string& backend);
+// The prior for a backend that gives no estimate of its own: native's
+// throughput, plus the backend's measured launch (else 5 us) per node.
+double prior_node_us(const NodeWork& w, const Backend& b, const MachineProfile& m);
 
-// Fixed cost of calling one engine of `backend` (descriptors, stream set-up).
-double region_launch_us(const std::string& backend);
+// Fixed cost of calling one engine of `b`: its measured launch (0 for native,
+// whose regions run inline; 3 us when not measured).
+double region_launch_us(const Backend& b, const MachineProfile& m);
 
-// Moving a value of `bytes` from a region on `from` to one on `to` (a copy or
-// layout reorder on at least one side). 0 when both are the same backend.
-double crossing_us(double bytes, const std::string& from, const std::string& to);
+// Moving a value of `bytes` between a region on `from` and one on `to` (null:
+// host memory, a graph input or output): a copy or layout reorder on at least
+// one side, at the machine's bandwidth. 0 when both are the same backend.
+double crossing_us(double bytes, const Backend* from, const Backend* to, const MachineProfile& m);
 
-// Extra time per node on an OpenMP engine when the process also runs another
-// engine with its own thread pool: OpenMP then waits passively and every
-// parallel region pays a futex wake-up (set_engine_thread_policy).
-double passive_wait_us_per_node(const std::string& backend, const std::vector<std::string>& backend_set,
-                                int threads);
+// True when the backends of `set` make OpenMP wait passively in one process
+// (engines_need_passive_wait over their declared threading, native aside).
+bool set_waits_passively(const std::vector<const Backend*>& set);
 
 // Handing over from a region on `from` to one on `to` in the same run. An
 // OpenMP engine's workers keep spinning after a run (the bounded spin a lone
-// oneDNN engine gets) and hold cores the next engine's threads need: bert_tiny
-// with its 16 MatMuls pinned to native between oneDNN regions ran in 10.0 ms
-// against 0.78 ms all on oneDNN (~0.58 ms per hand-over), and an mlp split into
-// a oneDNN region and a native Gemm took 1.0 ms instead of 0.01 ms in 3 of 5
-// processes. Charged as 500 us; a tail too small to wake the next engine's
-// threads pays less (bert_tiny's native pooler after its oneDNN region), which
-// the model does not know: it errs towards fewer hand-overs.
-double handoff_us(const std::string& from, const std::string& to, const std::vector<std::string>& backend_set,
-                  int threads);
+// OpenMP engine gets) and hold cores the next pool needs: bert_tiny with its
+// 16 MatMuls pinned to native between oneDNN regions ran in 10.0 ms against
+// 0.78 ms all on oneDNN. Priced at the hand-over measured on this machine
+// (machine.h), 0 when OpenMP waits passively (`passive`) or with one thread.
+double handoff_us(const Backend& from, const Backend& to, bool passive, const MachineProfile& m);
+
+// Extra time per node of an OpenMP engine when OpenMP waits passively: every
+// parallel region pays futex wake-ups, about four per primitive at the
+// machine's measured wake-up latency (Zen 4, 2 threads: mobilenet_v2 6.5 vs
+// 4.2 ms over ~100 nodes, resnet50 47.0 vs 40.4 ms over 122, with a 7 us
+// wake-up).
+double passive_wait_us_per_node(const Backend& b, bool passive, const MachineProfile& m);
 
 // Bytes of one value from its info (0 when the shape is not concrete).
 double value_bytes(const Graph& g, const std::string& v);

@@ -32,12 +32,21 @@ namespace tessera {
 
 namespace partition {
 class TuneCache;
+struct MeasureBudget;
+struct MachineProfile;
 }
 
 // How a node's backend is chosen among those that can run it.
 enum class PlacementPolicy {
   kCost,      // least estimated (or measured) time, boundaries included
   kPriority,  // the first in --backends order
+};
+
+// What cost-based placement may measure on this machine (tune.h).
+enum class MeasureMode {
+  kOff,      // nothing: estimates, and measurements already in the cache
+  kDefault,  // the nodes and regions that matter, within a budget
+  kFull,     // every candidate region it prices (--tune), thoroughly
 };
 
 struct PlaceRule {
@@ -57,10 +66,14 @@ struct PartitionOptions {
   std::string backend_options;  // passed to every compile, recorded in the artifact
   int num_threads = 1;          // for cost estimates and measurements
   PlacementPolicy policy = PlacementPolicy::kCost;
-  // Measurements to use in place of estimates (may be null). With `tune`,
-  // candidate regions without one are measured now and added.
+  // Measurements to use in place of estimates (may be null: nothing is read
+  // or measured). `measure` says what is measured now and added to it.
   partition::TuneCache* tune_cache = nullptr;
-  bool tune = false;
+  MeasureMode measure = MeasureMode::kOff;
+  // kDefault's limit (null: MeasureBudget's defaults).
+  partition::MeasureBudget* budget = nullptr;
+  // The machine's figures for estimates (null: this CPU's nominal figures).
+  const partition::MachineProfile* machine = nullptr;
   // Called as regions compile: (done, total, what).
   std::function<void(int, int, const std::string&)> progress;
 };
@@ -93,6 +106,18 @@ struct SetOption {
   bool chosen = false;
 };
 
+// One measured candidate: a node alone, or a region, on one backend.
+struct MeasurementInfo {
+  std::string graph, backend;
+  std::string kind;          // "node" or "region"
+  std::string what;          // the node's name, or the region's op histogram
+  int nodes = 0;
+  double estimated_us = 0;   // the estimate made before any measurement
+  double measured_us = 0;
+  bool from_cache = false;   // measured by an earlier compile on this machine
+  bool cut_short = false;    // stopped early: much slower than an alternative
+};
+
 struct Refusal {
   std::string backend, graph, node, op_type, reason;
 };
@@ -106,6 +131,7 @@ struct PlacedNode {
 
 struct PartitionReport {
   std::vector<std::string> backends;        // priority order
+  std::map<std::string, std::string> colors;  // backend -> its declared colour for pictures
   std::vector<RegionInfo> regions;
   std::vector<Refusal> refusals;            // capability refusals, pins, pruning, compile failures
   std::vector<std::string> events;          // what the placer did, in order ("region 3 (dnnl) pruned: ...")
@@ -114,7 +140,11 @@ struct PartitionReport {
   std::string policy;                       // "cost" or "priority"
   std::vector<SetOption> sets;              // cost-based: backend sets priced, in order tried
   double estimated_us = 0;                  // cost-based: the chosen plan's cost (main graph)
-  int measured = 0, cache_hits = 0;         // --tune: regions measured now, measurements reused
+  int measured = 0, cache_hits = 0;         // candidates measured now, measurements reused from the cache
+  std::vector<MeasurementInfo> measurements;  // every measurement used, in the order taken
+  double measure_seconds = 0;               // time spent measuring
+  bool budget_exhausted = false;            // kDefault stopped measuring at its budget
+  std::string machine;                      // MachineProfile::str() of the machine priced for
 };
 
 // `g` must be optimised and shape-inferred. The returned Program's engines

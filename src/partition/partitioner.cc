@@ -28,11 +28,15 @@
 #include "onnx/onnx_export.h"
 #include "ops/region_attrs.h"
 #include "partition/cost.h"
+#include "partition/machine.h"
 #include "partition/partition_internal.h"
 #include "partition/regions.h"
 #include "partition/tune.h"
 
 namespace tessera {
+
+using partition::MeasureBudget;
+using partition::MeasureSpec;
 
 using namespace partition;
 
@@ -65,7 +69,14 @@ std::string join(const std::vector<std::string>& v, const char* sep = ",") {
 class Partitioner {
  public:
   Partitioner(const PartitionOptions& opts, PartitionReport* report, Program* program)
-      : opts_(opts), report_(report), program_(program), in_set_(opts.backends.size(), 1) {}
+      : opts_(opts),
+        report_(report),
+        program_(program),
+        in_set_(opts.backends.size(), 1),
+        machine_(opts.machine ? *opts.machine : identify_machine(opts.num_threads)),
+        budget_(opts.budget ? opts.budget : &default_budget_) {
+    report_->machine = machine_.str();
+  }
 
   // Partitions `g` in place: on return it is the level's glue graph.
   Status run_level(Graph& g, const std::string& label, const Scope* outer, const std::string& key_prefix);
@@ -86,13 +97,18 @@ class Partitioner {
     std::vector<std::vector<int>> preds;
     CapabilityTable cap;
     std::vector<int> pinned;
-    std::vector<std::vector<double>> node_us;  // [node][backend], estimates
-    std::vector<std::vector<int>> order;       // [node] backends, preferred first (empty: priority)
+    std::vector<std::vector<double>> prior_us;  // [node][backend], estimates before any measurement
+    std::vector<std::vector<double>> node_us;   // [node][backend], measured where measured, else prior
+    std::vector<std::vector<double>> delta_us;  // [node][backend], measured - prior (0 when not measured)
+    double total_us = 0;                        // every node at its cheapest: what "a share" is of
+    std::vector<std::vector<int>> order;        // [node] backends, preferred first (empty: priority)
     std::map<RegionKey, Blob> blobs;           // compiled (trial compile or tuning)
     std::map<RegionKey, RegionCut> cuts;
     std::map<std::vector<int>, std::string> keys;  // region content keys by node set
     std::map<RegionKey, bool> measure_failed;
-    std::map<RegionKey, double> plugin_estimates;  // from the ABI's estimate_cost
+    std::map<RegionKey, double> plugin_estimates;  // from the ABI's estimate_region / estimate_cost
+    std::map<RegionKey, double> region_priors;     // estimate before any measurement
+    std::set<RegionKey> recorded;                   // measurements already in the report
     std::unordered_map<std::string, int> producer;  // value -> the node writing it
   };
 
@@ -107,12 +123,23 @@ class Partitioner {
   std::vector<Region> group(const Graph& g, const Placement& pl, const RegionResult& rr) const;
   bool cost_based() const { return opts_.policy == PlacementPolicy::kCost; }
   std::vector<std::string> set_names(const std::vector<char>& in_set) const;
+  // True when the backends of `in_set` make OpenMP wait passively.
+  bool passive(const std::vector<char>& in_set) const;
 
-  void estimate_nodes(Level& lv) const;
-  Plan plan(Level& lv, std::vector<std::vector<char>>& allowed, const std::vector<std::string>& set, bool quiet);
+  void estimate_nodes(Level& lv);
+  // Step 1c: measures the nodes that matter on every backend that claims
+  // them (or takes their times from the cache), and corrects the estimates.
+  void measure_nodes(Level& lv);
+  void rank_backends(Level& lv) const;
+  bool can_measure() const;
+  MeasureSpec measure_spec(double give_up_us) const;
+  // Measures (or finds in the cache) `nodes` on `b`; records it in the report.
+  std::optional<double> measure_candidate(Level& lv, const RegionKey& key, const std::string& content_key,
+                                          const Graph& rg, double prior_us, double give_up_us, bool allow_measuring);
+  Plan plan(Level& lv, std::vector<std::vector<char>>& allowed, bool passive, bool quiet);
   bool prune_small(Level& lv, const std::vector<Region>& regions, std::vector<std::vector<char>>& allowed, bool quiet);
   bool relocate(Level& lv, const Plan& p, const std::vector<std::vector<char>>& allowed,
-                std::vector<std::vector<int>>& order, const std::vector<std::string>& set, bool quiet);
+                std::vector<std::vector<int>>& order, bool passive, bool quiet);
   void choose_backend_set(Level& lv, std::vector<std::vector<char>>& allowed);
 
   // The time of `nodes` as one region on backend `b` (launch included, the
@@ -125,14 +152,19 @@ class Partitioner {
   // its own); without it, only what it sends out and reads from the graph
   // inputs (a whole plan, where each crossing is paid once).
   double crossings_us(const Level& lv, const std::vector<int>& nodes, int b, const std::vector<int>& backend_of,
-                      const std::vector<std::string>& set, bool incoming) const;
-  // The backend's own estimate of a region (estimate_cost), else the sum of
-  // the analytic node estimates plus a launch.
+                      bool passive, bool incoming) const;
+  // The estimate of a region before any measurement: the backend's own
+  // (estimate_region on this machine's figures), else the sum of the node
+  // priors plus a launch.
+  double prior_region_us(Level& lv, const RegionKey& key);
+  // The prior corrected by what node measurements showed: measured native
+  // nodes replace their priors; for other backends each measured node's
+  // error (measured - prior, alone) is added to the region's estimate.
   double estimate_region_us(Level& lv, const RegionKey& key);
   // Cut, standalone graph and serialized model of a region (cached cut).
   Expected<std::string> region_model(Level& lv, const RegionKey& key, Graph* rg);
   CostOption option(Level& lv, const std::vector<int>& nodes, int b, const std::vector<int>& backend_of,
-                    const std::vector<std::string>& set);
+                    bool passive);
   const RegionCut& cut_of(Level& lv, const RegionKey& key) const;
   // Fills the report's view of why region `r` went where it did.
   void explain(Level& lv, const Region& r, const Placement& pl, const std::vector<std::vector<char>>& allowed,
@@ -147,6 +179,9 @@ class Partitioner {
   int compiled_ = 0;
   bool may_measure_ = true;  // off while only explaining
   std::set<std::pair<std::string, int>> counted_hits_;  // (region key, backend) read from the cache file
+  MachineProfile machine_;
+  MeasureBudget default_budget_;
+  MeasureBudget* budget_;
 };
 
 std::vector<int> Partitioner::pins_for(const Graph& g) const {
@@ -184,28 +219,56 @@ std::vector<std::string> Partitioner::set_names(const std::vector<char>& in_set)
   return names;
 }
 
+bool Partitioner::passive(const std::vector<char>& in_set) const {
+  std::vector<const Backend*> set;
+  for (size_t b = 0; b < opts_.backends.size(); ++b) {
+    if (in_set[b]) set.push_back(opts_.backends[b].get());
+  }
+  return set_waits_passively(set);
+}
+
 // ---- costs -------------------------------------------------------------
 
-void Partitioner::estimate_nodes(Level& lv) const {
+// Step 1b: every node's prior on every backend. Native is priced by the
+// host's model; another backend prices the node as a one-node region itself
+// (estimate_region on this machine's figures), else it gets the prior.
+void Partitioner::estimate_nodes(Level& lv) {
   const Graph& g = *lv.g;
   const size_t n = g.nodes.size(), nb = opts_.backends.size();
-  lv.node_us.assign(n, std::vector<double>(nb, 0.0));
+  lv.prior_us.assign(n, std::vector<double>(nb, 0.0));
+  lv.delta_us.assign(n, std::vector<double>(nb, 0.0));
   for (size_t i = 0; i < n; ++i) {
     NodeWork w = node_work(g, g.nodes[i]);
+    std::optional<std::string> model;  // the one-node region, serialized once for every backend
     for (size_t b = 0; b < nb; ++b) {
       const Backend& be = *opts_.backends[b];
-      lv.node_us[i][b] = node_time_us(w, be.name(), opts_.num_threads);
-      if (has_profile(be.name()) || !be.has_estimate_cost() || !lv.cap.supported[b][i]) continue;
-      // No calibrated profile: the backend prices the node itself, as a
-      // one-node region.
-      std::vector<char> in_region(n, 0);
-      in_region[i] = 1;
-      RegionCut cut = cut_region(g, {static_cast<int>(i)}, in_region, lv.outer, lv.key_prefix);
-      auto bytes = export_onnx_bytes(region_graph(g, cut, "node", lv.outer));
-      auto us = bytes.ok() ? be.estimate_cost(*bytes, opts_.num_threads) : Expected<double>(bytes.status());
-      if (us.ok() && *us >= 0) lv.node_us[i][b] = *us;
+      lv.prior_us[i][b] = prior_node_us(w, be, machine_);
+      if (be.is_native() || !be.has_estimate_cost() || !lv.cap.supported[b][i]) continue;
+      if (!model) {
+        std::vector<char> in_region(n, 0);
+        in_region[i] = 1;
+        RegionCut cut = cut_region(g, {static_cast<int>(i)}, in_region, lv.outer, lv.key_prefix);
+        auto bytes = export_onnx_bytes(region_graph(g, cut, "node", lv.outer));
+        model = bytes.ok() ? *bytes : std::string();
+      }
+      if (model->empty()) continue;
+      auto us = be.estimate_cost(*model, machine_abi(machine_, be));
+      if (us.ok() && *us >= 0) lv.prior_us[i][b] = *us;
     }
   }
+  lv.node_us = lv.prior_us;
+  lv.total_us = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double cheapest = lv.prior_us[i][nb - 1];  // native runs everything
+    for (size_t b = 0; b < nb; ++b) {
+      if (lv.cap.supported[b][i]) cheapest = std::min(cheapest, lv.prior_us[i][b]);
+    }
+    lv.total_us += cheapest;
+  }
+}
+
+void Partitioner::rank_backends(Level& lv) const {
+  const size_t n = lv.g->nodes.size(), nb = opts_.backends.size();
   lv.order.assign(n, {});
   for (size_t i = 0; i < n; ++i) {
     std::vector<int>& o = lv.order[i];
@@ -213,6 +276,158 @@ void Partitioner::estimate_nodes(Level& lv) const {
     std::stable_sort(o.begin(), o.end(), [&](int a, int b) {
       return lv.node_us[i][static_cast<size_t>(a)] < lv.node_us[i][static_cast<size_t>(b)];
     });
+  }
+}
+
+bool Partitioner::can_measure() const {
+  if (!opts_.tune_cache || !may_measure_ || opts_.measure == MeasureMode::kOff) return false;
+  if (opts_.measure == MeasureMode::kFull) return true;
+  if (budget_->exhausted()) {
+    report_->budget_exhausted = true;
+    return false;
+  }
+  return true;
+}
+
+MeasureSpec Partitioner::measure_spec(double give_up_us) const {
+  MeasureSpec spec = opts_.measure == MeasureMode::kFull ? MeasureSpec::Thorough() : MeasureSpec::Quick();
+  spec.give_up_us = give_up_us;
+  return spec;
+}
+
+std::optional<double> Partitioner::measure_candidate(Level& lv, const RegionKey& key, const std::string& content_key,
+                                                     const Graph& rg, double prior_us, double give_up_us,
+                                                     bool allow_measuring) {
+  const Backend& be = *opts_.backends[static_cast<size_t>(key.first)];
+  auto record = [&](double us, bool from_cache, bool cut_short) {
+    if (!lv.recorded.insert(key).second) return;
+    MeasurementInfo m;
+    m.graph = lv.label;
+    m.backend = be.name();
+    m.nodes = static_cast<int>(key.second.size());
+    m.kind = key.second.size() == 1 ? "node" : "region";
+    if (key.second.size() == 1) {
+      const Node& node = lv.g->nodes[static_cast<size_t>(key.second[0])];
+      m.what = node.name + " (" + node.op_type + ")";
+    } else {
+      std::map<std::string, int> ops;
+      for (int i : key.second) ops[lv.g->nodes[static_cast<size_t>(i)].op_type]++;
+      for (const auto& [op, count] : ops) m.what += (m.what.empty() ? "" : " ") + op + "x" + std::to_string(count);
+    }
+    m.estimated_us = prior_us;
+    m.measured_us = us;
+    m.from_cache = from_cache;
+    m.cut_short = cut_short;
+    report_->measurements.push_back(std::move(m));
+  };
+  const std::string mkey = machine_.key();
+  if (auto hit = opts_.tune_cache->get(content_key, be, mkey)) {
+    if (hit->from_file) counted_hits_.insert(std::make_pair(content_key, key.first));
+    report_->cache_hits = static_cast<int>(counted_hits_.size());
+    record(hit->us, hit->from_file, false);
+    return hit->us;
+  }
+  if (!allow_measuring || !can_measure() || lv.measure_failed.count(key)) return std::nullopt;
+  auto model = export_onnx_bytes(rg);
+  if (!model.ok()) return std::nullopt;
+  if (opts_.progress) {
+    opts_.progress(report_->measured + 1, 0,
+                   lv.label + ": measuring " +
+                       (key.second.size() == 1 ? "node '" + lv.g->nodes[static_cast<size_t>(key.second[0])].name + "'"
+                                               : std::to_string(key.second.size()) + " nodes") +
+                       " on " + be.name());
+  }
+  Blob blob;
+  const double t0 = budget_->now();
+  auto m = measure_region(be, rg, *model, opts_.backend_options, opts_.num_threads, &blob, measure_spec(give_up_us));
+  const double spent = budget_->now() - t0;
+  budget_->spent_us += spent;
+  budget_->measurements += 1;
+  report_->measure_seconds += spent / 1e6;
+  if (!m.ok()) {
+    lv.measure_failed[key] = true;
+    report_->events.push_back(lv.label + ": could not measure " + std::to_string(key.second.size()) + " node(s) on " +
+                              be.name() + ", using the estimate: " + m.status().message());
+    return std::nullopt;
+  }
+  ++report_->measured;
+  if (!be.is_native()) lv.blobs.emplace(key, blob);
+  opts_.tune_cache->put(content_key, be, mkey, m->us, m->runs);
+  record(m->us, false, m->cut_short);
+  return m->us;
+}
+
+// Step 1c. Which nodes matter: every heavy node (convolutions, products,
+// pools, normalisations, recurrences) and every node whose cheapest estimate
+// is at least kNodeShare of the level's total. They are taken largest first,
+// each on every backend that claims it, cheapest estimate first; a backend
+// whose run is more than four times slower than the best measured so far is
+// cut short (it cannot win). Identical nodes share one measurement (the
+// cache key is their content). Native's measured times replace its priors;
+// for other backends the error of a node measured alone (measured - prior)
+// is carried into every region that holds it (estimate_region_us), since an
+// engine alone also converts layouts at its boundary.
+void Partitioner::measure_nodes(Level& lv) {
+  if (!opts_.tune_cache || !cost_based()) return;
+  constexpr double kNodeShare = 0.01;
+  const Graph& g = *lv.g;
+  const size_t n = g.nodes.size(), nb = opts_.backends.size();
+  std::vector<std::pair<double, size_t>> candidates;
+  for (size_t i = 0; i < n; ++i) {
+    const Node& node = g.nodes[i];
+    bool nested = false;
+    for (const auto& kv : node.attrs) nested = nested || kv.second.g || !kv.second.graphs.empty();
+    if (nested) continue;  // its body is placed on its own
+    bool shapes = true;
+    for (const auto& v : node.inputs) {
+      if (v.empty() || g.is_constant(v)) continue;
+      const ValueInfo* vi = g.info(v);
+      if (!vi && lv.outer) vi = lv.outer->info(v);
+      shapes = shapes && vi && vi->shape.fully_known();
+    }
+    for (const auto& v : node.outputs) {
+      const ValueInfo* vi = g.info(v);
+      shapes = shapes && (v.empty() || (vi && vi->shape.fully_known()));
+    }
+    if (!shapes) continue;
+    double cheapest = lv.prior_us[i][nb - 1];
+    for (size_t b = 0; b < nb; ++b) {
+      if (lv.cap.supported[b][i]) cheapest = std::min(cheapest, lv.prior_us[i][b]);
+    }
+    if (is_heavy(node.op_type) || cheapest >= kNodeShare * lv.total_us) candidates.emplace_back(cheapest, i);
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [cheapest, i] : candidates) {
+    (void)cheapest;
+    std::vector<char> in_region(n, 0);
+    in_region[i] = 1;
+    std::vector<int> nodes{static_cast<int>(i)};
+    std::optional<Graph> rg;
+    std::string content_key;
+    std::vector<size_t> by_prior;
+    for (size_t b = 0; b < nb; ++b) {
+      if (lv.cap.supported[b][i] && lv.pinned[i] < 0) by_prior.push_back(b);
+      else if (lv.cap.supported[b][i] && lv.pinned[i] == static_cast<int>(b)) by_prior.push_back(b);
+    }
+    std::stable_sort(by_prior.begin(), by_prior.end(),
+                     [&](size_t a, size_t b) { return lv.prior_us[i][a] < lv.prior_us[i][b]; });
+    double best = 0;
+    for (size_t b : by_prior) {
+      if (!rg) {
+        RegionKey any{static_cast<int>(b), nodes};
+        rg = region_graph(g, cut_of(lv, any), "region", lv.outer);
+        auto kit = lv.keys.find(nodes);
+        if (kit == lv.keys.end()) kit = lv.keys.emplace(nodes, region_key(*rg)).first;
+        content_key = kit->second;
+      }
+      RegionKey key{static_cast<int>(b), nodes};
+      auto us = measure_candidate(lv, key, content_key, *rg, lv.prior_us[i][b], best > 0 ? 4 * best : 0, true);
+      if (!us) continue;
+      lv.node_us[i][b] = *us;
+      lv.delta_us[i][b] = *us - lv.prior_us[i][b];
+      best = best > 0 ? std::min(best, *us) : *us;
+    }
   }
 }
 
@@ -231,80 +446,68 @@ Expected<std::string> Partitioner::region_model(Level& lv, const RegionKey& key,
   return export_onnx_bytes(*rg);
 }
 
-double Partitioner::estimate_region_us(Level& lv, const RegionKey& key) {
+double Partitioner::prior_region_us(Level& lv, const RegionKey& key) {
+  auto known = lv.region_priors.find(key);
+  if (known != lv.region_priors.end()) return known->second;
   const Backend& be = *opts_.backends[static_cast<size_t>(key.first)];
-  if (be.has_estimate_cost()) {
-    auto it = lv.plugin_estimates.find(key);
-    if (it != lv.plugin_estimates.end() && it->second >= 0) return it->second;
-    if (it == lv.plugin_estimates.end()) {
-      Graph rg;
-      auto bytes = region_model(lv, key, &rg);
-      Expected<double> us = bytes.ok() ? be.estimate_cost(*bytes, opts_.num_threads) : Expected<double>(bytes.status());
-      double v = us.ok() && *us >= 0 ? *us : -1.0;  // -1: no estimate, use the analytic one
-      lv.plugin_estimates[key] = v;
-      if (v >= 0) return v;
-    }
+  double est = -1;
+  if (!be.is_native() && be.has_estimate_cost()) {
+    Graph rg;
+    auto bytes = region_model(lv, key, &rg);
+    Expected<double> us = bytes.ok() ? be.estimate_cost(*bytes, machine_abi(machine_, be))
+                                     : Expected<double>(bytes.status());
+    if (us.ok() && *us >= 0) est = *us;
   }
-  double est = region_launch_us(be.name());
-  for (int i : key.second) est += lv.node_us[static_cast<size_t>(i)][static_cast<size_t>(key.first)];
+  if (est < 0) {
+    est = region_launch_us(be, machine_);
+    for (int i : key.second) est += lv.prior_us[static_cast<size_t>(i)][static_cast<size_t>(key.first)];
+  }
+  lv.region_priors[key] = est;
   return est;
 }
 
+double Partitioner::estimate_region_us(Level& lv, const RegionKey& key) {
+  const double prior = prior_region_us(lv, key);
+  double correction = 0;
+  for (int i : key.second) correction += lv.delta_us[static_cast<size_t>(i)][static_cast<size_t>(key.first)];
+  // A node much faster inside a region than alone (its layout conversions
+  // gone) must not make the region free.
+  return std::max(prior + correction, 0.1 * prior);
+}
+
 double Partitioner::region_us(Level& lv, const std::vector<int>& nodes, int b, bool* measured) {
-  const Backend& be = *opts_.backends[static_cast<size_t>(b)];
   *measured = false;
   RegionKey key{b, nodes};
-  if (!opts_.tune_cache || lv.measure_failed.count(key)) return estimate_region_us(lv, key);
+  const double est = estimate_region_us(lv, key);
+  if (!opts_.tune_cache || lv.measure_failed.count(key)) return est;
   // The standalone region graph, built at most once here: its content key,
   // and the model to measure.
-  std::optional<Graph> rg;
-  auto graph = [&]() -> const Graph& {
-    if (!rg) rg = region_graph(*lv.g, cut_of(lv, key), "region", lv.outer);
-    return *rg;
-  };
+  Graph rg = region_graph(*lv.g, cut_of(lv, key), "region", lv.outer);
   auto kit = lv.keys.find(nodes);
-  if (kit == lv.keys.end()) kit = lv.keys.emplace(nodes, region_key(graph())).first;
-  if (auto hit = opts_.tune_cache->get(kit->second, be, opts_.num_threads)) {
-    if (hit->from_file) counted_hits_.insert(std::make_pair(kit->second, b));
-    report_->cache_hits = static_cast<int>(counted_hits_.size());
-    *measured = true;
-    return hit->us;
-  }
-  if (!opts_.tune || !may_measure_ || cut_of(lv, key).outputs.empty()) return estimate_region_us(lv, key);
-  auto model = export_onnx_bytes(graph());
-  if (!model.ok()) return estimate_region_us(lv, key);
-  if (opts_.progress) {
-    opts_.progress(report_->measured + 1, report_->measured + 1,
-                   lv.label + ": measuring " + std::to_string(nodes.size()) + " node(s) on " + be.name());
-  }
-  Blob blob;
-  auto m = measure_region(be, graph(), *model, opts_.backend_options, opts_.num_threads, &blob);
-  if (!m.ok()) {
-    lv.measure_failed[key] = true;
-    report_->events.push_back(lv.label + ": could not measure " + std::to_string(nodes.size()) + " node(s) on " +
-                              be.name() + ", using the estimate: " + m.status().message());
-    return estimate_region_us(lv, key);
-  }
-  ++report_->measured;
-  if (!be.is_native()) lv.blobs.emplace(key, blob);
-  opts_.tune_cache->put(kit->second, be, opts_.num_threads, m->us, m->runs);
+  if (kit == lv.keys.end()) kit = lv.keys.emplace(nodes, region_key(rg)).first;
+  // Measured now: with --tune every region priced; by default the regions
+  // of several nodes that hold at least kRegionShare of the level's time
+  // (a single node was measured, or not, in step 1c).
+  constexpr double kRegionShare = 0.02;
+  const bool want = !cut_of(lv, key).outputs.empty() &&
+                    (opts_.measure == MeasureMode::kFull ||
+                     (nodes.size() > 1 && est >= kRegionShare * lv.total_us));
+  auto us = measure_candidate(lv, key, kit->second, rg, prior_region_us(lv, key), 0, want);
+  if (!us) return est;
   *measured = true;
-  return m->us;
+  return *us;
 }
 
 double Partitioner::crossings_us(const Level& lv, const std::vector<int>& nodes, int b,
-                                 const std::vector<int>& backend_of, const std::vector<std::string>& set,
-                                 bool incoming) const {
+                                 const std::vector<int>& backend_of, bool passive, bool incoming) const {
   const Graph& g = *lv.g;
-  const std::string& here = opts_.backends[static_cast<size_t>(b)]->name();
-  const std::string host = "native";  // graph inputs and outputs live in host memory
+  const Backend& here = *opts_.backends[static_cast<size_t>(b)];
   std::vector<char> in_region(g.nodes.size(), 0);
   for (int i : nodes) in_region[static_cast<size_t>(i)] = 1;
   const std::unordered_map<std::string, int>& producer = lv.producer;
-  auto other_name = [&](int node) {
-    return opts_.backends[static_cast<size_t>(backend_of[static_cast<size_t>(node)])]->name();
+  auto other = [&](int node) -> const Backend& {
+    return *opts_.backends[static_cast<size_t>(backend_of[static_cast<size_t>(node)])];
   };
-  const int threads = opts_.num_threads;
   double us = 0;
   std::set<std::string> seen, handed_from, handed_to;
   // Values read from outside.
@@ -314,11 +517,13 @@ double Partitioner::crossings_us(const Level& lv, const std::vector<int>& nodes,
       auto p = producer.find(v);
       if (p != producer.end() && in_region[static_cast<size_t>(p->second)]) continue;
       if (p == producer.end()) {
-        us += crossing_us(value_bytes(g, v), host, here);
+        us += crossing_us(value_bytes(g, v), nullptr, &here, machine_);  // a graph input: host memory
       } else if (incoming) {
-        const std::string from = other_name(p->second);
-        us += crossing_us(value_bytes(g, v), from, here);
-        if (from != here && handed_from.insert(from).second) us += handoff_us(from, here, set, threads);
+        const Backend& from = other(p->second);
+        us += crossing_us(value_bytes(g, v), &from, &here, machine_);
+        if (from.name() != here.name() && handed_from.insert(from.name()).second) {
+          us += handoff_us(from, here, passive, machine_);
+        }
       }
     }
   }
@@ -327,29 +532,29 @@ double Partitioner::crossings_us(const Level& lv, const std::vector<int>& nodes,
   std::set<std::string> charged;
   for (size_t j = 0; j < g.nodes.size(); ++j) {
     if (in_region[j]) continue;
-    const std::string to = other_name(static_cast<int>(j));
+    const Backend& to = other(static_cast<int>(j));
     for (const auto& v : g.nodes[j].inputs) {
       auto p = producer.find(v);
       if (v.empty() || p == producer.end() || !in_region[static_cast<size_t>(p->second)]) continue;
-      if (charged.insert(v + "|" + to).second) us += crossing_us(value_bytes(g, v), here, to);
-      if (to != here && handed_to.insert(to).second) us += handoff_us(here, to, set, threads);
+      if (charged.insert(v + "|" + to.name()).second) us += crossing_us(value_bytes(g, v), &here, &to, machine_);
+      if (to.name() != here.name() && handed_to.insert(to.name()).second) us += handoff_us(here, to, passive, machine_);
     }
   }
   for (int i : nodes) {
     for (const auto& o : g.nodes[static_cast<size_t>(i)].outputs) {
-      if (outs.count(o)) us += crossing_us(value_bytes(g, o), here, host);
+      if (outs.count(o)) us += crossing_us(value_bytes(g, o), &here, nullptr, machine_);
     }
   }
   return us;
 }
 
 CostOption Partitioner::option(Level& lv, const std::vector<int>& nodes, int b, const std::vector<int>& backend_of,
-                               const std::vector<std::string>& set) {
+                               bool passive) {
   CostOption o;
-  const std::string& name = opts_.backends[static_cast<size_t>(b)]->name();
-  o.backend = name;
-  o.us = region_us(lv, nodes, b, &o.measured) + crossings_us(lv, nodes, b, backend_of, set, /*incoming=*/true) +
-         passive_wait_us_per_node(name, set, opts_.num_threads) * static_cast<double>(nodes.size());
+  const Backend& be = *opts_.backends[static_cast<size_t>(b)];
+  o.backend = be.name();
+  o.us = region_us(lv, nodes, b, &o.measured) + crossings_us(lv, nodes, b, backend_of, passive, /*incoming=*/true) +
+         passive_wait_us_per_node(be, passive, machine_) * static_cast<double>(nodes.size());
   return o;
 }
 
@@ -401,7 +606,7 @@ bool Partitioner::prune_small(Level& lv, const std::vector<Region>& regions, std
 // between native ones gives its nodes back, a native reshape between two
 // regions of one engine joins them. Pinned regions stay.
 bool Partitioner::relocate(Level& lv, const Plan& p, const std::vector<std::vector<char>>& allowed,
-                           std::vector<std::vector<int>>& order, const std::vector<std::string>& set, bool quiet) {
+                           std::vector<std::vector<int>>& order, bool passive, bool quiet) {
   const Graph& g = *lv.g;
   const size_t nb = opts_.backends.size();
   struct Move {
@@ -415,7 +620,7 @@ bool Partitioner::relocate(Level& lv, const Plan& p, const std::vector<std::vect
     bool pinned = false;
     for (int i : r.nodes) pinned = pinned || lv.pinned[static_cast<size_t>(i)] >= 0;
     if (pinned) continue;
-    CostOption here = option(lv, r.nodes, r.backend, p.pl.backend_of, set);
+    CostOption here = option(lv, r.nodes, r.backend, p.pl.backend_of, passive);
     CostOption best = here;
     int best_b = r.backend;
     for (size_t a = 0; a < nb; ++a) {
@@ -423,7 +628,7 @@ bool Partitioner::relocate(Level& lv, const Plan& p, const std::vector<std::vect
       bool all = true;
       for (int i : r.nodes) all = all && lv.cap.supported[a][static_cast<size_t>(i)] && allowed[static_cast<size_t>(i)][a];
       if (!all) continue;
-      CostOption alt = option(lv, r.nodes, static_cast<int>(a), p.pl.backend_of, set);
+      CostOption alt = option(lv, r.nodes, static_cast<int>(a), p.pl.backend_of, passive);
       // Ties and near-ties stay: a move must win by more than noise.
       if (alt.us < best.us && alt.us < here.us * 0.98 - 0.5) {
         best = alt;
@@ -481,7 +686,7 @@ bool Partitioner::relocate(Level& lv, const Plan& p, const std::vector<std::vect
 }
 
 Partitioner::Plan Partitioner::plan(Level& lv, std::vector<std::vector<char>>& allowed,
-                                    const std::vector<std::string>& set, bool quiet) {
+                                    bool passive, bool quiet) {
   Plan p;
   std::vector<std::vector<int>> order = cost_based() ? lv.order : std::vector<std::vector<int>>{};
   // Relocation rounds are bounded: estimates are not additive, so moves
@@ -499,7 +704,7 @@ Partitioner::Plan Partitioner::plan(Level& lv, std::vector<std::vector<char>>& a
     p.regions = group(*lv.g, p.pl, form_regions(prob));
     // 4. pruning
     if (prune_small(lv, p.regions, allowed, quiet)) continue;
-    if (cost_based() && relocations < kMaxRelocations && relocate(lv, p, allowed, order, set, quiet)) {
+    if (cost_based() && relocations < kMaxRelocations && relocate(lv, p, allowed, order, passive, quiet)) {
       ++relocations;
       continue;
     }
@@ -508,14 +713,18 @@ Partitioner::Plan Partitioner::plan(Level& lv, std::vector<std::vector<char>>& a
   if (cost_based()) {
     std::set<std::string> used;
     for (const Region& r : p.regions) used.insert(opts_.backends[static_cast<size_t>(r.backend)]->name());
-    std::vector<std::string> used_list(used.begin(), used.end());
+    std::vector<const Backend*> used_set;
+    for (const auto& b : opts_.backends) {
+      if (used.count(b->name())) used_set.push_back(b.get());
+    }
+    const bool used_passive = set_waits_passively(used_set);
     p.us = 0;
     for (const Region& r : p.regions) {
-      const std::string& name = opts_.backends[static_cast<size_t>(r.backend)]->name();
+      const Backend& be = *opts_.backends[static_cast<size_t>(r.backend)];
       bool measured = false;
       p.us += region_us(lv, r.nodes, r.backend, &measured) +
-              crossings_us(lv, r.nodes, r.backend, p.pl.backend_of, used_list, /*incoming=*/false) +
-              passive_wait_us_per_node(name, used_list, opts_.num_threads) * static_cast<double>(r.nodes.size());
+              crossings_us(lv, r.nodes, r.backend, p.pl.backend_of, used_passive, /*incoming=*/false) +
+              passive_wait_us_per_node(be, used_passive, machine_) * static_cast<double>(r.nodes.size());
     }
   }
   return p;
@@ -572,7 +781,7 @@ void Partitioner::choose_backend_set(Level& lv, std::vector<std::vector<char>>& 
       for (size_t b = 0; b < nb; ++b) row[b] = row[b] && set[b];
     }
     in_set_ = set;
-    Plan p = plan(lv, trial, set_names(set), /*quiet=*/true);
+    Plan p = plan(lv, trial, passive(set), /*quiet=*/true);
     report_->sets.push_back({set_names(set), p.us, false});
     // A later (larger) set must win by 1 %: estimates and measurements are
     // not finer than that.
@@ -592,7 +801,7 @@ void Partitioner::explain(Level& lv, const Region& r, const Placement& pl,
                           const std::vector<std::vector<char>>& allowed, RegionInfo& info) {
   const size_t nb = opts_.backends.size();
   may_measure_ = false;
-  const std::vector<std::string> set = set_names(in_set_);
+  const bool set = passive(in_set_);
   for (size_t a = 0; a < nb; ++a) {
     bool all = true;
     for (int i : r.nodes) all = all && lv.cap.supported[a][static_cast<size_t>(i)];
@@ -678,8 +887,10 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const Scope* o
     for (const auto& o : g.nodes[i].outputs) lv.producer[o] = static_cast<int>(i);
   }
   std::vector<std::vector<char>> allowed(n, std::vector<char>(nb, 1));
-  // 1b. costs, and the backend set
+  // 1b. costs; 1c. measurements of the nodes that matter; the backend set
   estimate_nodes(lv);
+  measure_nodes(lv);
+  rank_backends(lv);
   if (cost_based()) {
     if (is_main) choose_backend_set(lv, allowed);
     for (size_t i = 0; i < n; ++i) {
@@ -691,7 +902,7 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const Scope* o
   std::map<RegionKey, Blob>& blobs = lv.blobs;
   std::set<RegionKey> compiled_ok;
   for (;;) {
-    p = plan(lv, allowed, set_names(in_set_), /*quiet=*/false);
+    p = plan(lv, allowed, passive(in_set_), /*quiet=*/false);
     const std::vector<Region>& regions = p.regions;
 
     // 5. trial compile
@@ -882,11 +1093,16 @@ Expected<Program> partition_and_compile(Graph g, const PartitionOptions& opts, P
                           "' is not in the backend list");
     }
   }
-  for (const auto& b : opts.backends) report->backends.push_back(b->name());
+  for (const auto& b : opts.backends) {
+    report->backends.push_back(b->name());
+    report->colors[b->name()] = b->color();
+  }
   report->policy = opts.policy == PlacementPolicy::kCost ? "cost" : "priority";
   Program program;
   program.meta.producer_version = TESSERA_VERSION;
-  for (const auto& b : opts.backends) program.meta.backends.push_back({b->name(), b->version(), opts.backend_options});
+  for (const auto& b : opts.backends) {
+    program.meta.backends.push_back({b->name(), b->version(), opts.backend_options, threading_name(b->threading())});
+  }
   Partitioner p(opts, report, &program);
   TSR_RETURN_IF_ERROR(p.run_level(g, "main", nullptr, ""));
   // Constants: the glue graph's own plus those engines read, each once.

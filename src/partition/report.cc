@@ -54,11 +54,11 @@ std::vector<std::pair<std::string, std::vector<Group>>> group_refusals(const Par
   return out;
 }
 
-std::string color_of(const std::string& backend) {
-  static const std::map<std::string, std::string> kKnown = {
-      {"native", "#d9d9d9"}, {"dnnl", "#9ecae1"}, {"xnnpack", "#a1d99b"}, {"example", "#fdd0a2"}};
-  auto it = kKnown.find(backend);
-  if (it != kKnown.end()) return it->second;
+// The colour a backend declared (ABI minor revision 1), else one from a
+// palette by its name.
+std::string color_of(const PartitionReport& r, const std::string& backend) {
+  auto it = r.colors.find(backend);
+  if (it != r.colors.end() && !it->second.empty()) return it->second;
   static const char* kPalette[] = {"#fcbba1", "#dadaeb", "#c7e9c0", "#fee391", "#bcbddc", "#fdae6b"};
   size_t h = std::hash<std::string>{}(backend);
   return kPalette[h % (sizeof(kPalette) / sizeof(kPalette[0]))];
@@ -193,7 +193,7 @@ std::string report_dot(const PartitionReport& r) {
     for (size_t i : by_region[reg.id]) {
       const PlacedNode& p = r.placed[i];
       os << "    n" << i << " [label=\"" << dot_escape(p.name) << "\\n" << dot_escape(p.op_type)
-         << "\", fillcolor=\"" << color_of(p.backend) << "\"];\n";
+         << "\", fillcolor=\"" << color_of(r, p.backend) << "\"];\n";
     }
     os << "  }\n";
   }
@@ -204,7 +204,7 @@ std::string report_dot(const PartitionReport& r) {
   os << "  subgraph cluster_legend {\n    label=\"backends\"; style=\"rounded\"; color=\"#999999\";\n";
   for (size_t b = 0; b < r.backends.size(); ++b) {
     os << "    legend_" << b << " [label=\"" << dot_escape(r.backends[b]) << "\", fillcolor=\""
-       << color_of(r.backends[b]) << "\"];\n";
+       << color_of(r, r.backends[b]) << "\"];\n";
   }
   os << "  }\n}\n";
   return os.str();

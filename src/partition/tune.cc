@@ -11,6 +11,8 @@
 #include <sstream>
 #include <unordered_map>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -164,11 +166,72 @@ std::string default_tune_cache_path() {
   return "";
 }
 
-TuneCache TuneCache::Open(const std::string& path, std::string* warning) {
-  TuneCache c;
-  c.path_ = path;
+namespace {
+
+constexpr int kFormatVersion = 2;
+
+nlohmann::json machine_json(const MachineProfile& m) {
+  nlohmann::json j;
+  j["cpu"] = m.cpu;
+  j["isa"] = m.isa;
+  j["cores"] = m.cores;
+  j["threads"] = m.threads;
+  j["peak_gflops"] = m.peak_gflops;
+  j["gemm_gflops"] = m.gemm_gflops;
+  j["bandwidth_gbps"] = m.bandwidth_gbps;
+  j["wake_us"] = m.wake_us;
+  j["launch_us"] = m.launch_us;
+  j["handoff_us"] = m.handoff_us;
+  return j;
+}
+
+bool is_number_map(const nlohmann::json& j) {
+  if (!j.is_object()) return false;
+  for (const auto& [k, v] : j.items()) {
+    if (!v.is_number()) return false;
+  }
+  return true;
+}
+
+// A calibration from the file; false when any field is missing or mistyped.
+bool machine_from_json(const nlohmann::json& j, MachineProfile* m) {
+  if (!j.is_object()) return false;
+  for (const char* k : {"cpu", "isa"}) {
+    if (!j.contains(k) || !j[k].is_string()) return false;
+  }
+  for (const char* k : {"cores", "threads"}) {
+    if (!j.contains(k) || !j[k].is_number_integer()) return false;
+  }
+  for (const char* k : {"peak_gflops", "gemm_gflops", "bandwidth_gbps", "wake_us"}) {
+    if (!j.contains(k) || !j[k].is_number() || !(j[k].get<double>() > 0)) return false;
+  }
+  for (const char* k : {"launch_us", "handoff_us"}) {
+    if (!j.contains(k) || !is_number_map(j[k])) return false;
+  }
+  m->cpu = j["cpu"].get<std::string>();
+  m->isa = j["isa"].get<std::string>();
+  m->cores = j["cores"].get<int>();
+  m->threads = j["threads"].get<int>();
+  m->peak_gflops = j["peak_gflops"].get<double>();
+  m->gemm_gflops = j["gemm_gflops"].get<double>();
+  m->bandwidth_gbps = j["bandwidth_gbps"].get<double>();
+  m->wake_us = j["wake_us"].get<double>();
+  m->launch_us = j["launch_us"].get<std::map<std::string, double>>();
+  m->handoff_us = j["handoff_us"].get<std::map<std::string, double>>();
+  m->measured = true;
+  return true;
+}
+
+struct FileContents {
+  std::map<std::string, nlohmann::json> entries;   // validated
+  std::map<std::string, MachineProfile> machines;  // validated
+};
+
+// Reads and validates a cache file. A missing file is empty and fine;
+// anything else wrong returns false (the caller warns and replaces it).
+bool read_cache_file(const std::string& path, FileContents* out) {
   std::error_code ec;
-  if (path.empty() || !fs::exists(path, ec)) return c;
+  if (!fs::exists(path, ec)) return true;
   // Every field is type-checked before it is read: json's value() and get()
   // throw on a wrong type, and a damaged cache must only be ignored.
   nlohmann::json j;
@@ -177,49 +240,113 @@ TuneCache TuneCache::Open(const std::string& path, std::string* warning) {
     j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
   }
   bool ok = j.is_object() && j.contains("format") && j["format"] == "tessera-tune" && j.contains("version") &&
-            j["version"] == 1 && j.contains("entries") && j["entries"].is_object();
-  if (ok) {
-    for (const auto& [k, v] : j["entries"].items()) {
-      ok = v.is_object() && v.contains("us") && v["us"].is_number() && v["us"].get<double>() >= 0 &&
-           (!v.contains("runs") || v["runs"].is_number_integer());
-      if (!ok) break;
-      c.entries_[k] = Entry{v["us"].get<double>(), v.contains("runs") ? v["runs"].get<int>() : 0, true};
+            j["version"] == kFormatVersion && j.contains("entries") && j["entries"].is_object() &&
+            (!j.contains("machines") || j["machines"].is_object());
+  if (!ok) return false;
+  for (const auto& [k, v] : j["entries"].items()) {
+    if (!(v.is_object() && v.contains("us") && v["us"].is_number() && v["us"].get<double>() >= 0 &&
+          (!v.contains("runs") || v["runs"].is_number_integer()))) {
+      return false;
+    }
+    out->entries[k] = v;
+  }
+  if (j.contains("machines")) {
+    for (const auto& [k, v] : j["machines"].items()) {
+      MachineProfile m;
+      if (!machine_from_json(v, &m)) return false;
+      out->machines[k] = std::move(m);
     }
   }
-  if (!ok) {
-    c.entries_.clear();
-    c.dirty_ = true;  // rewritten on save
-    if (warning) *warning = "tune cache '" + path + "' is not a tessera tune cache; ignoring it";
+  return true;
+}
+
+// An exclusive advisory lock on PATH.lock for as long as it lives.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path) {
+    fd_ = ::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ >= 0) {
+      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+    }
   }
+  ~FileLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+  bool ok() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace
+
+TuneCache TuneCache::Open(const std::string& path, std::string* warning) {
+  TuneCache c;
+  c.path_ = path;
+  if (path.empty()) return c;
+  FileContents fc;
+  if (!read_cache_file(path, &fc)) {
+    c.rewrite_ = true;  // replaced on save
+    if (warning) *warning = "tune cache '" + path + "' is not a tessera tune cache (format version 2); ignoring it";
+    return c;
+  }
+  for (const auto& [k, v] : fc.entries) {
+    c.entries_[k] = Entry{v["us"].get<double>(), v.contains("runs") ? v["runs"].get<int>() : 0, true};
+  }
+  c.machines_ = std::move(fc.machines);
   return c;
 }
 
-std::string TuneCache::entry_key(const std::string& region, const Backend& b, int threads) {
-  return region + "|" + b.name() + "|" + b.version() + "|t" + std::to_string(threads);
+std::string TuneCache::entry_key(const std::string& region, const Backend& b, const std::string& machine) {
+  return region + "|" + b.name() + "|" + b.version() + "|" + machine;
 }
 
-std::optional<TuneCache::Hit> TuneCache::get(const std::string& region, const Backend& b, int threads) const {
-  auto it = entries_.find(entry_key(region, b, threads));
+std::optional<TuneCache::Hit> TuneCache::get(const std::string& region, const Backend& b,
+                                             const std::string& machine) const {
+  auto it = entries_.find(entry_key(region, b, machine));
   if (it == entries_.end()) return std::nullopt;
   return Hit{it->second.us, it->second.from_file};
 }
 
-void TuneCache::put(const std::string& region, const Backend& b, int threads, double us, int runs) {
-  entries_[entry_key(region, b, threads)] = Entry{us, runs, false};
-  dirty_ = true;
+void TuneCache::put(const std::string& region, const Backend& b, const std::string& machine, double us, int runs) {
+  const std::string k = entry_key(region, b, machine);
+  entries_[k] = Entry{us, runs, false};
+  added_[k] = Entry{us, runs, false};
 }
 
-Status TuneCache::save() const {
-  if (!dirty_ || path_.empty()) return Status::Ok();
-  nlohmann::json j;
-  j["format"] = "tessera-tune";
-  j["version"] = 1;
-  nlohmann::json entries = nlohmann::json::object();
-  for (const auto& [k, e] : entries_) entries[k] = {{"us", e.us}, {"runs", e.runs}};
-  j["entries"] = std::move(entries);
+std::optional<MachineProfile> TuneCache::machine(const std::string& key) const {
+  auto it = machines_.find(key);
+  if (it == machines_.end()) return std::nullopt;
+  return it->second;
+}
+
+void TuneCache::put_machine(const MachineProfile& m) {
+  machines_[m.key()] = m;
+  added_machines_[m.key()] = m;
+}
+
+Status TuneCache::save() {
+  if (path_.empty() || (added_.empty() && added_machines_.empty() && !rewrite_)) return Status::Ok();
   std::error_code ec;
   fs::path p(path_);
   if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
+  FileLock lock(path_);
+  if (!lock.ok()) return InvalidInput("cannot write tune cache '" + path_ + "' (is its directory writable?)");
+  // What other processes saved since Open, then ours on top.
+  FileContents now;
+  if (!read_cache_file(path_, &now)) now = FileContents{};
+  nlohmann::json j;
+  j["format"] = "tessera-tune";
+  j["version"] = kFormatVersion;
+  nlohmann::json entries = nlohmann::json::object();
+  for (auto& [k, v] : now.entries) entries[k] = std::move(v);
+  for (const auto& [k, e] : added_) entries[k] = {{"us", e.us}, {"runs", e.runs}};
+  j["entries"] = std::move(entries);
+  nlohmann::json machines = nlohmann::json::object();
+  for (const auto& [k, m] : now.machines) machines[k] = machine_json(m);
+  for (const auto& [k, m] : added_machines_) machines[k] = machine_json(m);
+  j["machines"] = std::move(machines);
   std::string tmp = path_ + ".tmp" + std::to_string(::getpid());
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
@@ -234,11 +361,19 @@ Status TuneCache::save() const {
     fs::remove(tmp, ec);
     return InvalidInput("cannot write tune cache '" + path_ + "'");
   }
+  added_.clear();
+  added_machines_.clear();
+  rewrite_ = false;
   return Status::Ok();
 }
 
+double MeasureBudget::now() const {
+  if (clock) return clock();
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 Expected<Measurement> measure_region(const Backend& b, const Graph& rg, const std::string& model,
-                                     const std::string& options, int threads, Blob* blob) {
+                                     const std::string& options, int threads, Blob* blob, const MeasureSpec& spec) {
   Blob compiled;
   TSR_ASSIGN_OR_RETURN(compiled, b.compile(model, options));
   std::vector<std::pair<std::string, Tensor>> consts(rg.constants.begin(), rg.constants.end());
@@ -264,23 +399,37 @@ Expected<Measurement> measure_region(const Backend& b, const Graph& rg, const st
   for (auto& t : outs) out_ptrs.push_back(&t);
 
   using clock = std::chrono::steady_clock;
+  auto us_since = [](clock::time_point t0) {
+    return std::chrono::duration<double, std::micro>(clock::now() - t0).count();
+  };
   // Warm up until the engine's threads, scratch memory and caches have
-  // settled: at least 3 runs and 20 ms.
+  // settled.
   const auto warm_start = clock::now();
-  for (int i = 0; i < 3 || clock::now() - warm_start < std::chrono::milliseconds(20); ++i) {
+  for (int i = 0; i < spec.warmup_runs || us_since(warm_start) < spec.warmup_us; ++i) {
     if (i >= 200) break;
-    TSR_RETURN_IF_ERROR(engine->run(in_ptrs, out_ptrs));
-  }
-  // Then at least 10 runs and 60 ms (at most 200 runs or 2 s). Interference
-  // from the rest of the process only ever adds time, so the lower quartile
-  // ranks engines more steadily than the median.
-  std::vector<double> times;
-  const auto start = clock::now();
-  while (times.size() < 10 || (clock::now() - start < std::chrono::milliseconds(60) && times.size() < 200)) {
     auto t0 = clock::now();
     TSR_RETURN_IF_ERROR(engine->run(in_ptrs, out_ptrs));
-    times.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
-    if (clock::now() - start > std::chrono::seconds(2)) break;
+    const double t = us_since(t0);
+    // A run this slow past the first (which may set things up) cannot win.
+    if (i > 0 && spec.give_up_us > 0 && t > spec.give_up_us) return Measurement{t, 1, true};
+    if (i == 0 && spec.give_up_us > 0 && t > 4 * spec.give_up_us) {
+      auto t1 = clock::now();
+      TSR_RETURN_IF_ERROR(engine->run(in_ptrs, out_ptrs));
+      const double again = us_since(t1);
+      if (again > spec.give_up_us) return Measurement{again, 1, true};
+    }
+  }
+  // Interference from the rest of the process only ever adds time, so the
+  // lower quartile ranks engines more steadily than the median.
+  std::vector<double> times;
+  const auto start = clock::now();
+  while (static_cast<int>(times.size()) < spec.min_runs ||
+         (us_since(start) < spec.min_us && times.size() < 200)) {
+    auto t0 = clock::now();
+    TSR_RETURN_IF_ERROR(engine->run(in_ptrs, out_ptrs));
+    times.push_back(us_since(t0));
+    if (spec.give_up_us > 0 && times.back() > spec.give_up_us && times.size() >= 2) break;
+    if (us_since(start) > spec.max_us) break;
   }
   std::sort(times.begin(), times.end());
   return Measurement{times[times.size() / 4], static_cast<int>(times.size())};

@@ -1,16 +1,24 @@
-// Measured costs for cost-based placement (`tessera compile --tune`). A
-// candidate region is compiled on a backend, loaded and run on this machine;
-// the median time per run is kept in a cache file keyed by the region's
+// Measured costs for cost-based placement. A candidate (one node, or a
+// region of several) is compiled on a backend, loaded and run on this
+// machine; its time per run is kept in a cache file keyed by the candidate's
 // content (ops, attributes, wiring, dtypes and shapes — not weight values),
-// the backend, its version and the thread count, so a later compile of the
-// same model, or of another model with the same region, reuses it.
+// the backend, its version and the machine (CPU model, ISA flags, cores and
+// threads: MachineProfile::key), so every later compile on this machine — of
+// this model or of another with the same layer — reuses it. The machine's
+// calibration (machine.h) lives in the same file.
 //
-// Cache file: JSON {"format": "tessera-tune", "version": 1, "entries": {KEY:
-// {"us": time per run, "runs": n}}}, written atomically (temporary file + rename).
-// A missing file is an empty cache; a damaged one is ignored with a warning
-// and rewritten on save.
+// Cache file: JSON {"format": "tessera-tune", "version": 2,
+//   "entries": {KEY: {"us": time per run, "runs": n}},
+//   "machines": {MACHINE_KEY: {"cpu", "isa", "cores", "threads", "peak_gflops", "gemm_gflops",
+//                              "bandwidth_gbps", "wake_us", "launch_us": {BACKEND: us}, "handoff_us": {..}}}}.
+// Saving merges: under an exclusive lock on FILE.lock it re-reads the file,
+// adds what this process measured, writes a temporary file and renames it, so
+// processes that measure at the same time all keep their entries. A missing
+// file is an empty cache; a damaged one (or one of another format version) is
+// ignored with a warning and rewritten on save.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -18,6 +26,7 @@
 #include "artifact/program.h"
 #include "backends/backend.h"
 #include "ir/graph.h"
+#include "partition/machine.h"
 #include "util/status.h"
 
 namespace tessera::partition {
@@ -39,16 +48,22 @@ class TuneCache {
     double us = 0;
     bool from_file = false;  // read from the file, not measured by this process
   };
-  std::optional<Hit> get(const std::string& region, const Backend& b, int threads) const;
-  void put(const std::string& region, const Backend& b, int threads, double us, int runs);
-  // Writes the file when something was added (creating its directory).
-  Status save() const;
+  std::optional<Hit> get(const std::string& region, const Backend& b, const std::string& machine) const;
+  void put(const std::string& region, const Backend& b, const std::string& machine, double us, int runs);
+
+  // The calibration of machine `key`, if cached.
+  std::optional<MachineProfile> machine(const std::string& key) const;
+  void put_machine(const MachineProfile& m);
+
+  // Writes what was added since Open, merged with what the file holds now
+  // (creating its directory). No-op when nothing was added.
+  Status save();
 
   const std::string& path() const { return path_; }
   size_t size() const { return entries_.size(); }
 
  private:
-  static std::string entry_key(const std::string& region, const Backend& b, int threads);
+  static std::string entry_key(const std::string& region, const Backend& b, const std::string& machine);
   struct Entry {
     double us = 0;
     int runs = 0;
@@ -56,19 +71,51 @@ class TuneCache {
   };
   std::string path_;
   std::map<std::string, Entry> entries_;
-  bool dirty_ = false;
+  std::map<std::string, MachineProfile> machines_;
+  std::map<std::string, Entry> added_;              // this process's measurements
+  std::map<std::string, MachineProfile> added_machines_;
+  bool rewrite_ = false;  // the file was unusable: replace it
+};
+
+// How long measuring may take and how many candidates it may measure, counted
+// on a clock that tests replace.
+struct MeasureBudget {
+  double limit_us = 5e6;          // measuring time, all candidates together
+  int max_measurements = 1 << 30;
+  std::function<double()> clock;  // microseconds; default: a steady clock
+  double spent_us = 0;
+  int measurements = 0;
+
+  double now() const;
+  bool exhausted() const { return spent_us >= limit_us || measurements >= max_measurements; }
 };
 
 struct Measurement {
-  double us = 0;  // lower quartile of the timed runs
+  double us = 0;         // lower quartile of the timed runs
   int runs = 0;
+  bool cut_short = false;  // stopped early: slower than `give_up_us`
+};
+
+// How long to time a candidate.
+struct MeasureSpec {
+  // Warm-up: at least `warmup_runs` runs and `warmup_us`; then at least
+  // `min_runs` runs and `min_us` (at most 200 runs or `max_us`).
+  int warmup_runs = 3, min_runs = 10;
+  double warmup_us = 20e3, min_us = 60e3, max_us = 2e6;
+  // Stop as soon as a run past the first warm-up takes longer than this
+  // (0: never): a candidate that slow cannot win.
+  double give_up_us = 0;
+
+  static MeasureSpec Thorough() { return {}; }  // --tune
+  static MeasureSpec Quick() { return {1, 5, 2e3, 10e3, 300e3, 0}; }  // measuring by default
 };
 
 // Compiles the region model `model` (the serialized `rg`) on `b`, loads it
-// with `rg`'s constants and `threads` threads, runs it on random inputs
-// (warm-up, then at least 10 runs and 60 ms) and returns the lower quartile.
-// `blob` receives the compiled blob so the caller can reuse it.
+// with `rg`'s constants and `threads` threads, runs it on random inputs as
+// `spec` says and returns the lower quartile. `blob` receives the compiled
+// blob so the caller can reuse it.
 Expected<Measurement> measure_region(const Backend& b, const Graph& rg, const std::string& model,
-                                     const std::string& options, int threads, Blob* blob);
+                                     const std::string& options, int threads, Blob* blob,
+                                     const MeasureSpec& spec = MeasureSpec::Thorough());
 
 }  // namespace tessera::partition

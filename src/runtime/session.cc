@@ -69,9 +69,17 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Program pro
   s->optimize_ = false;
   auto engines = std::make_shared<EngineTable>();
   {
-    std::vector<std::string> names;
-    for (const EngineSpec& e : program.engines) names.push_back(e.backend);
-    set_engine_thread_policy(names);
+    // The process's thread policy from the engines it will run, with the
+    // threading their backends declared when the program was compiled.
+    std::vector<std::pair<std::string, Threading>> engines;
+    for (const EngineSpec& e : program.engines) {
+      Threading t = Threading::kUnknown;
+      for (const BackendRecord& r : program.meta.backends) {
+        if (r.name == e.backend) t = threading_from_name(r.threading);
+      }
+      engines.emplace_back(e.backend, t);
+    }
+    expect_engines(engines, /*alone=*/false);
   }
   for (size_t i = 0; i < program.engines.size(); ++i) {
     const EngineSpec& e = program.engines[i];

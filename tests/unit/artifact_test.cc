@@ -99,7 +99,7 @@ Program mlp_program() {
 
   p.meta.producer_version = "0.1.0";
   p.meta.source_model = "mlp.onnx";
-  p.meta.backends = {{"dnnl", "2.6.3", ""}, {"native", "", ""}};
+  p.meta.backends = {{"dnnl", "2.6.3", "", "openmp"}, {"native", "", "", "pool"}};
   p.meta.shape_overrides = {"x=2,4"};
   return p;
 }

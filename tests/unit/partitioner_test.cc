@@ -1390,7 +1390,7 @@ TEST_F(Partitioner, tune_measures_candidate_regions_and_a_later_compile_reuses_t
     partition::TuneCache cache = partition::TuneCache::Open(path, nullptr);
     PartitionOptions o = cost_options({"alpha", "beta"});
     o.tune_cache = &cache;
-    o.tune = true;
+    o.measure = MeasureMode::kFull;
     PartitionReport rep;
     round_trip(g, o, &rep, 35);
     EXPECT_GT(rep.measured, 2) << report_text(rep);

@@ -26,6 +26,7 @@ struct Args {
   bool json = false;
   bool profile = false;
   bool tune = false;
+  bool no_tune = false;
 };
 
 // Prints "tessera: error: <message>" on one line; returns the exit code.
@@ -38,6 +39,10 @@ Expected<double> float_opt(const Args& a, const std::string& key, double def);
 
 // Imports an ONNX model, applies --shape, and optimises it.
 Expected<Graph> load_graph(const std::string& path, const Args& a);
+
+// What placement measures: --tune (everything), --no-tune or TESSERA_TUNE=0
+// (nothing), else the default (what matters, within --tune-budget).
+MeasureMode measure_mode(const Args& a);
 
 // Partitions and compiles an optimised graph for --backends (default: every
 // available backend), with --place / --min-region-nodes / --backend-options.

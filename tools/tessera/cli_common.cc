@@ -10,6 +10,7 @@
 #include "backends/backend.h"
 #include "cli.h"
 #include "onnx/onnx_import.h"
+#include "partition/machine.h"
 #include "partition/tune.h"
 #include "passes/pipeline.h"
 
@@ -57,13 +58,14 @@ int usage_error(const std::string& msg) { return fail(InvalidInput(msg)); }
 
 namespace {
 
-const std::vector<std::string> kCompileFlags = {"--backends",        "--shape",   "--place",     "--min-region-nodes",
-                                                "--backend-options", "--threads", "--placement", "--tune-cache"};
+const std::vector<std::string> kCompileFlags = {"--backends",  "--shape",     "--place",      "--min-region-nodes",
+                                                "--backend-options", "--threads", "--placement", "--tune-cache",
+                                                "--tune-budget"};
 
 // Flags that take a value, per command; `json` / `profile`: boolean flags.
 struct CommandFlags {
   std::vector<std::string> values;
-  bool json = false, profile = false, tune = false;
+  bool json = false, profile = false, tune = false;  // --tune: compile and partition only
 };
 
 const std::map<std::string, CommandFlags>& command_flags() {
@@ -135,6 +137,8 @@ Expected<Args> parse_args(int argc, char** argv) {
       a.profile = true;
     } else if (s == "--tune" && flags.tune) {
       a.tune = true;
+    } else if (s == "--no-tune" && a.command != "inspect") {
+      a.no_tune = true;
     } else if (s.rfind("-", 0) == 0 && s.size() > 1) {
       std::string key = s, value;
       bool inline_value = false;
@@ -197,6 +201,14 @@ Expected<Graph> load_graph(const std::string& path, const Args& a) {
   return g;
 }
 
+MeasureMode measure_mode(const Args& a) {
+  if (a.tune) return MeasureMode::kFull;
+  if (a.no_tune) return MeasureMode::kOff;
+  const char* env = std::getenv("TESSERA_TUNE");
+  if (env && std::string(env) == "0") return MeasureMode::kOff;
+  return MeasureMode::kDefault;
+}
+
 Expected<Program> compile_graph(Graph g, const std::string& source, const Args& a, PartitionReport* report,
                                 bool progress) {
   std::string list = a.opts.count("--backends") ? a.opts.at("--backends") : "";
@@ -207,7 +219,7 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Args& 
   }
   // --tune measures engines one at a time; the cost model adds the
   // passive-wait penalty of mixed sets.
-  TSR_ASSIGN_OR_RETURN(po.backends, resolve_backends(list, a.tune));
+  TSR_ASSIGN_OR_RETURN(po.backends, resolve_backends(list, measure_mode(a) != MeasureMode::kOff));
   for (const auto& p : a.places) {
     PlaceRule r;
     TSR_ASSIGN_OR_RETURN(r, parse_place_rule(p));
@@ -221,29 +233,53 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Args& 
   TSR_ASSIGN_OR_RETURN(threads, int_opt(a, "--threads", 0, 1));
   po.num_threads = threads > 0 ? static_cast<int>(threads)
                                 : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  // Measurements from earlier --tune runs replace estimates; --tune adds more.
+  // What is measured: by default the nodes and regions that matter, within
+  // a budget; --tune every candidate region; --no-tune or TESSERA_TUNE=0
+  // nothing (estimates, and measurements already in the cache).
+  if (a.tune && a.no_tune) return InvalidInput("--tune and --no-tune contradict each other");
+  if (a.tune && po.policy != PlacementPolicy::kCost) return InvalidInput("--tune needs --placement cost");
+  po.measure = measure_mode(a);
+  partition::MeasureBudget budget;
+  double budget_s;
+  TSR_ASSIGN_OR_RETURN(budget_s, float_opt(a, "--tune-budget", budget.limit_us / 1e6));
+  budget.limit_us = budget_s * 1e6;
+  po.budget = &budget;
+  // Measurements from earlier compiles replace estimates; this one adds more.
   std::string cache_path = a.opts.count("--tune-cache") ? a.opts.at("--tune-cache") : partition::default_tune_cache_path();
   if (a.tune && cache_path.empty()) return InvalidInput("--tune needs a cache file: set --tune-cache FILE or HOME");
-  if (std::error_code ec; a.tune && fs::exists(cache_path, ec) && !fs::is_regular_file(cache_path, ec)) {
-    return InvalidInput("--tune: tune cache '" + cache_path + "' is not a file");  // before measuring anything
+  if (std::error_code ec; po.measure != MeasureMode::kOff && fs::exists(cache_path, ec) &&
+                          !fs::is_regular_file(cache_path, ec)) {
+    if (a.tune) return InvalidInput("--tune: tune cache '" + cache_path + "' is not a file");  // before measuring
   }
   std::string warning;
   partition::TuneCache cache = partition::TuneCache::Open(cache_path, &warning);
   if (!warning.empty()) std::fprintf(stderr, "tessera: warning: %s\n", warning.c_str());
-  if (po.policy == PlacementPolicy::kCost && !cache_path.empty()) po.tune_cache = &cache;
-  po.tune = a.tune;
-  if (a.tune && po.policy != PlacementPolicy::kCost) return InvalidInput("--tune needs --placement cost");
+  // Without a cache file, measurements still serve this compile.
+  if (po.policy == PlacementPolicy::kCost) po.tune_cache = &cache;
+  // This machine's figures: calibrated once and cached; nominal when
+  // measuring is off and none are cached.
+  partition::MachineProfile machine = partition::identify_machine(po.num_threads);
+  if (auto known = cache.machine(machine.key())) machine = *known;
+  if (po.policy == PlacementPolicy::kCost && po.measure != MeasureMode::kOff) {
+    if (partition::calibrate_machine(&machine, po.backends)) cache.put_machine(machine);
+  }
+  po.machine = &machine;
   bool tty = progress && isatty(fileno(stderr));
   if (tty) {
     po.progress = [](int done, int total, const std::string& what) {
-      std::fprintf(stderr, "\r\033[K[%d/%d] %s", done, total, what.c_str());
+      if (total > 0) std::fprintf(stderr, "\r\033[K[%d/%d] %s", done, total, what.c_str());
+      else std::fprintf(stderr, "\r\033[K[%d] %s", done, what.c_str());
       std::fflush(stderr);
     };
   }
   auto program = partition_and_compile(std::move(g), po, report);
   if (tty) std::fprintf(stderr, "\r\033[K");
   if (!program.ok()) return program.status();
-  if (a.tune) TSR_RETURN_IF_ERROR(cache.save());
+  if (Status st = cache.save(); !st.ok()) {
+    if (a.tune) return st;
+    // Measuring by default must not fail a compile over a read-only cache.
+    std::fprintf(stderr, "tessera: warning: %s\n", st.message().c_str());
+  }
   program->meta.source_model = fs::path(source).filename().string();
   program->meta.shape_overrides = a.shapes;
   return program;

@@ -69,9 +69,12 @@ int cmd_compile(const Args& a) {
     std::snprintf(buf, sizeof(buf), ", estimated %.3f ms", report.estimated_us / 1000);
     placement += buf;
   }
-  if (a.tune || report.cache_hits > 0) {
-    placement += "; measured " + std::to_string(report.measured) + " regions now, reused " +
-                 std::to_string(report.cache_hits) + " measurements from the tune cache";
+  if (report.measured > 0 || report.cache_hits > 0) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "; measured %d candidates now (%.2f s%s), reused %d measurements from the tune cache",
+                  report.measured, report.measure_seconds, report.budget_exhausted ? ", budget reached" : "",
+                  report.cache_hits);
+    placement += buf;
   }
   std::printf("compiled %s -> %s: %zu regions (%s), %zu engines, %.2f MiB, %.2f s; %s\n", a.positional[0].c_str(),
               out->second.c_str(), report.regions.size(), regions.c_str(), program->engines.size(),
