@@ -3,8 +3,9 @@
 #
 # Usage: bench/compare_ort.sh [BUILD_DIR] [MODELS...]
 #   BUILD_DIR  a tessera build directory holding bin/tessera (default: build)
-#   MODELS     names known to tests/e2e/gen_models.py (default: resnet50 mobilenet_v2 bert_tiny; bert_base is a
-#              heavier optional one)
+#   MODELS     names known to tests/e2e/gen_models.py or to the zoo, bench/zoo/gen_zoo.py (default: resnet50
+#              mobilenet_v2 bert_tiny; bert_base is a heavier optional one). A zoo model is timed at its bench pins
+#              (bench/zoo/pins.txt): ORT, `tessera bench` and `tessera compile` all get its --shape flags.
 # Environment: THREADS (default "1 2"), REPEATS (default 3), RUNS (default 20), WARMUP (default 3),
 #              BACKEND_SETS (default "default"): tessera placements to time, each one of
 #                LIST       a --backends list in priority order (--placement priority: each engine as far as it
@@ -20,7 +21,7 @@
 #
 # What it does:
 #   * installs onnxruntime-node into bench/node_modules (npm install --ignore-scripts --no-save) unless it is there;
-#   * generates the models into BUILD_DIR/bench-models (kept between runs: the generator is deterministic);
+#   * generates the models into BUILD_DIR/bench-models (kept between runs: the generators are deterministic);
 #   * for each thread count and model, runs `tessera bench` and bench/ort_bench.js alternately REPEATS times (the
 #     order flips every repeat), each RUNS timed runs after WARMUP warm-up runs, pinned with taskset to cores 0..N-1
 #     when taskset exists and the machine has enough cores;
@@ -68,15 +69,22 @@ ort_version=$(node -e "process.stdout.write(require('onnxruntime-node/package.js
   die "onnxruntime-node cannot be loaded from $bench_dir/node_modules"
 
 # --- models -------------------------------------------------------------------------------------------------------
+# shellcheck source=zoo/models.sh
+source "$bench_dir/zoo/models.sh"
 model_dir=$build_dir/bench-models
 mkdir -p "$model_dir"
 missing=()
 for m in "${models[@]}"; do [[ -s $model_dir/$m.onnx ]] || missing+=("$m"); done
 if [[ ${#missing[@]} -gt 0 ]]; then
   log "generating ${missing[*]} into $model_dir ..."
-  (IFS=,; "$python" "$repo_dir/tests/e2e/gen_models.py" "$model_dir" --models "${missing[*]}") >&2 ||
+  bench_generate "$model_dir" "${missing[@]}" ||
     die "model generation failed (needs a python with onnx + numpy; set PYTHON)"
 fi
+declare -A model_pins=()  # model -> its --shape flags (zoo models with symbolic inputs)
+for m in "${models[@]}"; do
+  bench_pins "$m" || die "cannot read the pins of $m"
+  model_pins[$m]="${pins[*]}"
+done
 
 # --- helpers ------------------------------------------------------------------------------------------------------
 ncpu=$(nproc 2>/dev/null || echo 1)
@@ -99,7 +107,8 @@ declare -A tessera_ms=() ort_ms=()
 
 # Each run_* sets `val` to the process's median ms and returns 0, or records the error line and returns 1.
 run_engine() {  # engine model threads; engine = ort or tessera:<backend set>
-  local engine=$1 m=$2 n=$3 out cmd
+  local engine=$1 m=$2 n=$3 out cmd shape_flags
+  read -r -a shape_flags <<<"${model_pins[$m]}"
   if [[ $engine == tessera:* ]]; then
     local set=${engine#tessera:}
     case $set in
@@ -107,10 +116,11 @@ run_engine() {  # engine model threads; engine = ort or tessera:<backend set>
         cmd=("$tessera" bench "$model_dir/$m.$set.t$n.tsr" --threads "$n" --runs "$runs" --warmup "$warmup" --json) ;;
       *)
         cmd=("$tessera" bench "$model_dir/$m.onnx" --threads "$n" --runs "$runs" --warmup "$warmup" --json
-          --backends "$set" --placement priority) ;;
+          --backends "$set" --placement priority "${shape_flags[@]}") ;;
     esac
   else
-    cmd=(node "$bench_dir/ort_bench.js" "$model_dir/$m.onnx" --threads "$n" --runs "$runs" --warmup "$warmup")
+    cmd=(node "$bench_dir/ort_bench.js" "$model_dir/$m.onnx" --threads "$n" --runs "$runs" --warmup "$warmup"
+      "${shape_flags[@]}")
     if [[ $ort_spin == 0 ]]; then cmd+=(--no-spin); fi
   fi
   # shellcheck disable=SC2046
@@ -135,9 +145,10 @@ for n in "${thread_counts[@]}"; do
         estimated) flags=(--tune-cache=) ;;
         *) continue ;;
       esac
+      read -r -a shape_flags <<<"${model_pins[$m]}"
       # shellcheck disable=SC2046
       if line=$($(pin_cmd "$n") "$tessera" compile "$model_dir/$m.onnx" -o "$model_dir/$m.$set.t$n.tsr" --threads "$n" \
-        "${flags[@]}" 2>"$errfile"); then
+        "${flags[@]}" "${shape_flags[@]}" 2>"$errfile"); then
         log "$set $m, $n thread(s): $line"
       else
         errors[tessera:$set/$m/$n]=$(last_line "$errfile")

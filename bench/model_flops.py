@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """FLOPs of an ONNX model's dense compute: Conv, ConvTranspose, Gemm and MatMul, counted as 2 * multiply-accumulates.
 
-Input: one or more .onnx files (an optional --dim NAME=VALUE binds a symbolic input dimension; unknown ones become 1).
+Input: one or more .onnx files (an optional --dim NAME=VALUE binds a symbolic input dimension, --shape INPUT=D0,D1,..
+binds the symbolic dims of one input as `tessera --shape` does; unknown ones become 1).
 Output: one JSON object per model on stdout,
     {"model": PATH, "flops": N, "gflops": N/1e9, "by_op": {"Conv": N, ...}, "nodes": K, "unknown": [node names]}
 Method: onnx.shape_inference (data propagation on) gives every tensor's shape; where it cannot (exported graphs that
@@ -77,13 +78,32 @@ def _matmul_shape(a, b):
     return np.zeros(out, dtype=a.dtype)
 
 
+def _window_shape(op, at, x):
+    """Output of a Conv / ConvTranspose / pooling node from its attributes (explicit pads; auto_pad is not handled)."""
+    xs = x[0].shape
+    k = list(at["kernel_shape"]) if "kernel_shape" in at else list(x[1].shape[2:])
+    nd = len(k)
+    st, dil = at.get("strides", [1] * nd), at.get("dilations", [1] * nd)
+    pads = at.get("pads", [0] * 2 * nd)
+    if op == "ConvTranspose":
+        outp = at.get("output_padding", [0] * nd)
+        sp = [st[i] * (xs[2 + i] - 1) + outp[i] + (k[i] - 1) * dil[i] + 1 - pads[i] - pads[i + nd] for i in range(nd)]
+        c = x[1].shape[1] * at.get("group", 1)
+    else:
+        rnd = np.ceil if at.get("ceil_mode", 0) else np.floor
+        sp = [int(rnd((xs[2 + i] + pads[i] + pads[i + nd] - dil[i] * (k[i] - 1) - 1) / st[i])) + 1 for i in range(nd)]
+        c = x[1].shape[0] if op == "Conv" else xs[1]
+    return np.zeros((xs[0], c) + tuple(sp), dtype=x[0].dtype)
+
+
 def _eval_node(node, x):
     op, at = node.op_type, {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     unary = ("Relu", "Sigmoid", "Tanh", "Erf", "Sqrt", "Neg", "Exp", "Log", "Abs", "Softmax", "Identity", "Dropout",
              "Clip", "LeakyRelu", "HardSigmoid", "HardSwish", "Gelu", "BatchNormalization", "LayerNormalization",
              "Reciprocal")
     binary = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": lambda a, b: a * b, "Pow": np.multiply,
-              "Equal": np.equal, "Less": np.less, "Greater": np.greater, "And": np.logical_and}
+              "Equal": np.equal, "Less": np.less, "Greater": np.greater, "And": np.logical_and, "Max": np.maximum,
+              "Min": np.minimum}
     if op in unary:
         return [x[0]]
     if op in binary:
@@ -127,12 +147,36 @@ def _eval_node(node, x):
         return [np.mean(x[0], axis=axes, keepdims=bool(at.get("keepdims", 1)))]
     if op == "Where":
         return [np.where(x[0], x[1], x[2])]
-    if op == "ConstantOfShape":
-        return [np.zeros([int(d) for d in x[0]], dtype=np.float32)]
+    if op == "ConstantOfShape":  # the value matters: torch's expand() compares it with -1 (Where(Equal(..)))
+        v = numpy_helper.to_array(at["value"]).reshape(-1) if "value" in at else np.zeros(1, dtype=np.float32)
+        return [np.full([int(d) for d in x[0]], v[0], dtype=v.dtype)]
     if op == "Range":
         return [np.arange(x[0], x[1], x[2])]
     if op == "MatMul":
         return [_matmul_shape(x[0], x[1])]
+    if op in ("Conv", "ConvTranspose", "MaxPool", "AveragePool"):
+        return [_window_shape(op, at, x)]
+    if op == "GlobalAveragePool":
+        return [np.zeros(x[0].shape[:2] + (1,) * (x[0].ndim - 2), dtype=x[0].dtype)]
+    if op == "Pad":
+        p = [int(v) for v in x[1]]
+        n = x[0].ndim
+        return [np.zeros([d + p[i] + p[i + n] for i, d in enumerate(x[0].shape)], dtype=x[0].dtype)]
+    if op == "Resize":
+        if len(x) > 3 and x[3].size:
+            shape = [int(d) for d in x[3]]
+        else:
+            shape = [int(np.floor(d * s)) for d, s in zip(x[0].shape, x[2])]
+        return [np.zeros(shape, dtype=x[0].dtype)]
+    if op == "Split":
+        axis = at.get("axis", 0) % x[0].ndim
+        n = len(node.output)
+        split = list(x[1]) if len(x) > 1 else at.get("split") or [x[0].shape[axis] // n] * n
+        return np.split(x[0], np.cumsum([int(v) for v in split])[:-1], axis=axis)
+    if op == "LSTM":  # Y [T, dirs, B, H], Y_h and Y_c [dirs, B, H]
+        t, bsz, hid = x[0].shape[0], x[0].shape[1], at["hidden_size"]
+        dirs = 2 if at.get("direction", b"forward") in (b"bidirectional", "bidirectional") else 1
+        return [np.zeros((t, dirs, bsz, hid), np.float32)] + [np.zeros((dirs, bsz, hid), np.float32)] * 2
     if op == "Gemm":
         a = x[0].T if at.get("transA", 0) else x[0]
         b = x[1].T if at.get("transB", 0) else x[1]
@@ -204,8 +248,14 @@ def node_macs(node, shapes):
     return 0
 
 
-def model_flops(path, dims):
+def model_flops(path, dims, input_shapes=None):
     model = onnx.load(path)
+    dims = dict(dims)
+    for inp in model.graph.input:  # --shape INPUT=D0,..: each symbolic dim of INPUT takes the pinned value
+        pin = (input_shapes or {}).get(inp.name)
+        for d, v in zip(inp.type.tensor_type.shape.dim, pin or []):
+            if d.HasField("dim_param"):
+                dims[d.dim_param] = v
     shapes = _shapes(model, dims)
     dense = [n for n in model.graph.node if n.op_type in ("Conv", "ConvTranspose", "Gemm", "MatMul")]
     if any(node_macs(n, shapes) is None for n in dense):
@@ -235,15 +285,22 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="+", help=".onnx files")
     ap.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE", help="bind a symbolic dimension")
+    ap.add_argument("--shape", action="append", default=[], metavar="INPUT=D0,D1,..",
+                    help="bind the symbolic dims of one input")
     args = ap.parse_args(argv)
-    dims = {}
+    dims, input_shapes = {}, {}
+    for s in args.shape:
+        name, _, value = s.partition("=")
+        if not name or not all(v.isdigit() for v in value.split(",")):
+            ap.error("--shape expects INPUT=D0,D1,..")
+        input_shapes[name] = [int(v) for v in value.split(",")]
     for d in args.dim:
         name, _, value = d.partition("=")
         if not value.isdigit():
             ap.error("--dim expects NAME=VALUE")
         dims[name] = int(value)
     for path in args.models:
-        print(json.dumps(model_flops(path, dims)))
+        print(json.dumps(model_flops(path, dims, input_shapes)))
     return 0
 
 

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# The benchmark suite: tessera against ONNX Runtime on five models, with achieved GFLOP/s against the machine's FMA
-# peak, and the cost of ahead-of-time compilation (compile time, artifact size, artifact load time).
+# The benchmark suite: tessera against ONNX Runtime on the classic models and the zoo (bench/zoo: exporter-style
+# speech, OCR, VAD, keyword, ViT, Whisper and YOLO models), with achieved GFLOP/s against the machine's FMA peak, and
+# the cost of ahead-of-time compilation (compile time, artifact size, artifact load time).
 #
 # Usage: bench/run_suite.sh [BUILD_DIR]      (default build; needs BUILD_DIR/bin/tessera, a Release build)
 # Environment: THREADS (default 2), REPEATS (default 9), RUNS (default 20), WARMUP (default 3) for the light models;
-#              BERT_RUNS (default 10), BERT_WARMUP (default 2), BERT_REPEATS (default 5) for bert_base;
+#              BERT_RUNS (default 10), BERT_WARMUP (default 2), BERT_REPEATS (default 5) for the heavy models
+#              (bert_base*, vit_b16, whisper_tiny_enc);
 #              LOAD_REPEATS (default 5); PYTHON (python with onnx + numpy, default /usr/bin/python3);
-#              MODELS (default "resnet50 mobilenet_v2 squeezenet bert_base mlp empty"; empty is a graph without
-#              nodes, for the per-run overhead); OUT (default bench/RESULTS.md).
+#              MODELS (default "resnet50 mobilenet_v2 squeezenet bert_base mlp empty" followed by the zoo: "melspec
+#              dbnet crnn silero_vad kws vit_b16 whisper_tiny_enc yolo"; empty is a graph without nodes, for the
+#              per-run overhead); OUT (default bench/RESULTS.md).
 #
 # Steps:
-#   1. generates the models into BUILD_DIR/bench-models with tests/e2e/gen_models.py (fixed seeds; bert_base is the
-#      BERT-base encoder: 12 layers, hidden 768, 12 heads, sequence 128);
+#   1. generates the models into BUILD_DIR/bench-models with tests/e2e/gen_models.py and bench/zoo/gen_zoo.py (fixed
+#      seeds; bert_base is the BERT-base encoder: 12 layers, hidden 768, 12 heads, sequence 128); a zoo model is
+#      counted, timed and compiled at its bench pins (bench/zoo/pins.txt, --shape flags);
 #   2. builds bench/peak_fma.cc (g++ -O3 -march=native) into BUILD_DIR/bench-suite and measures the FMA peak; builds
 #      bench/gemm_bench.cc with the native SGEMM and measures it on large shapes;
 #   3. counts each model's Conv/Gemm/MatMul FLOPs with bench/model_flops.py;
@@ -34,7 +38,7 @@ case $build_dir in /*) ;; *) build_dir=$repo_dir/$build_dir ;; esac
 python=${PYTHON:-/usr/bin/python3}
 [[ -x $python ]] || python=python3
 threads=${THREADS:-2}
-read -r -a models <<<"${MODELS:-resnet50 mobilenet_v2 squeezenet bert_base mlp empty}"
+read -r -a models <<<"${MODELS:-resnet50 mobilenet_v2 squeezenet bert_base mlp empty melspec dbnet crnn silero_vad kws vit_b16 whisper_tiny_enc yolo}"
 export BACKEND_SETS=${BACKEND_SETS:-"native dnnl,native xnnpack,native dnnl,xnnpack,native estimated default"}
 load_repeats=${LOAD_REPEATS:-5}
 out=${OUT:-$bench_dir/RESULTS.md}
@@ -64,11 +68,18 @@ m = helper.make_model(helper.make_graph([], 'empty', [vi], [vi]), opset_imports=
 m.ir_version = 8
 onnx.save(m, sys.argv[1])" "$model_dir/empty.onnx" || die "cannot write empty.onnx"
 fi
+# shellcheck source=zoo/models.sh
+source "$bench_dir/zoo/models.sh"
 if [[ ${#missing[@]} -gt 0 ]]; then
   log "generating ${missing[*]}"
-  (IFS=,; "$python" "$repo_dir/tests/e2e/gen_models.py" "$model_dir" --models "${missing[*]}") >&2 ||
+  bench_generate "$model_dir" "${missing[@]}" ||
     die "model generation failed (needs a python with onnx + numpy; set PYTHON)"
 fi
+declare -A model_pins=()  # model -> its --shape flags (zoo models with symbolic inputs)
+for m in "${models[@]}"; do
+  bench_pins "$m" || die "cannot read the pins of $m"
+  model_pins[$m]="${pins[*]}"
+done
 
 # 2. peak ---------------------------------------------------------------------------------------------------------
 peak_bin=$work/peak_fma
@@ -92,13 +103,17 @@ log "native SGEMM: $(tr '\n' ' ' <"$work/gemm.txt")"
 # 3. FLOPs --------------------------------------------------------------------------------------------------------
 : >"$work/flops.jsonl"
 for m in "${models[@]}"; do
-  "$python" "$bench_dir/model_flops.py" "$model_dir/$m.onnx" >>"$work/flops.jsonl" || die "model_flops failed on $m"
+  read -r -a shape_flags <<<"${model_pins[$m]}"
+  "$python" "$bench_dir/model_flops.py" "$model_dir/$m.onnx" "${shape_flags[@]}" >>"$work/flops.jsonl" ||
+    die "model_flops failed on $m"
 done
 log "FLOPs counted"
 
 # 4. latency ------------------------------------------------------------------------------------------------------
 light=() heavy=()
-for m in "${models[@]}"; do if [[ $m == bert_base* ]]; then heavy+=("$m"); else light+=("$m"); fi; done
+for m in "${models[@]}"; do
+  case $m in bert_base* | vit_b16 | whisper_tiny_enc) heavy+=("$m") ;; *) light+=("$m") ;; esac
+done
 : >"$work/latency.tsv"
 if [[ ${#light[@]} -gt 0 ]]; then
   log "timing ${light[*]}"
@@ -116,8 +131,9 @@ fi
 printf 'model\tcompile_ms\ttune_ms\tfile_size\tload_ms\tarena_bytes\tcompile_line\n' >"$work/artifact.tsv"
 for m in "${models[@]}"; do
   tsr=$work/$m.tsr
+  read -r -a shape_flags <<<"${model_pins[$m]}"
   t0=$(now_ms)
-  if ! line=$("$tessera" compile "$model_dir/$m.onnx" -o "$tsr" --tune-cache= 2>&1 | tail -n1); then
+  if ! line=$("$tessera" compile "$model_dir/$m.onnx" -o "$tsr" --tune-cache= "${shape_flags[@]}" 2>&1 | tail -n1); then
     log "compile failed for $m: $line"
     printf '%s\t\t\t\t\t\t%s\n' "$m" "$line" >>"$work/artifact.tsv"
     continue
@@ -126,7 +142,7 @@ for m in "${models[@]}"; do
   rm -f "$work/tune-$m.json"
   t0=$(now_ms)
   if ! line=$(taskset -c 0,1 "$tessera" compile "$model_dir/$m.onnx" -o "$tsr" --tune --tune-cache "$work/tune-$m.json" \
-    --threads "$threads" 2>&1 | tail -n1); then
+    --threads "$threads" "${shape_flags[@]}" 2>&1 | tail -n1); then
     log "compile --tune failed for $m: $line"
     printf '%s\t%s\t\t\t\t\t%s\n' "$m" "$compile_ms" "$line" >>"$work/artifact.tsv"
     continue
@@ -152,6 +168,6 @@ ort_version=$(NODE_PATH=$bench_dir/node_modules node -e \
 "$python" "$bench_dir/suite_report.py" --work "$work" --models "${models[*]}" --threads "$threads" \
   --backend-sets "$BACKEND_SETS" --machine "${cpu:-unknown CPU}, $(nproc) cores, $(uname -r)" \
   --ort-version "$ort_version" --git "$(git -C "$repo_dir" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
-  --settings "light models: ${REPEATS:-9} repeats x ${RUNS:-20} runs after ${WARMUP:-3} warm-up; bert_base: ${BERT_REPEATS:-5} repeats x ${BERT_RUNS:-10} runs after ${BERT_WARMUP:-2} warm-up; load time: median of $load_repeats" \
+  --settings "light models: ${REPEATS:-9} repeats x ${RUNS:-20} runs after ${WARMUP:-3} warm-up; heavy models (bert_base, vit_b16, whisper_tiny_enc): ${BERT_REPEATS:-5} repeats x ${BERT_RUNS:-10} runs after ${BERT_WARMUP:-2} warm-up; load time: median of $load_repeats" \
   --seconds "$(($(date +%s) - suite_start))" >"$out"
 log "written $out"

@@ -1,29 +1,39 @@
 #!/usr/bin/env bash
-# Regenerates the checked-in end-to-end reference data: tests/e2e/reference/<model>/test_data_set_0/{input,output}_*.pb
+# Regenerates the checked-in end-to-end reference data:
+#     tests/e2e/reference/<model>/test_data_set_<k>/{input,output}_*.pb
 #
-# Run by hand after changing gen_models.py (the test suite never runs it):
+# Run by hand after changing gen_models.py or bench/zoo/gen_zoo.py (the test suite never runs it):
 #     tests/e2e/make_reference.sh [MODEL ...]          default: every test model (gen_models.py TEST_MODELS)
+#     tests/e2e/make_reference.sh --zoo [MODEL ...]    the zoo (bench/zoo/gen_zoo.py; default: its TEST_MODELS),
+#                                                      inputs at the test pins of bench/zoo/pins.txt
 # Needs Debian's /usr/bin/python3 (onnx + numpy; override with PYTHON=...) and node with onnxruntime-node reachable
 # from tests/e2e/ (a node_modules above it) or through NODE_PATH, e.g.
 #     mkdir -p /tmp/ort && (cd /tmp/ort && npm install --ignore-scripts onnxruntime-node)
 #     NODE_PATH=/tmp/ort/node_modules tests/e2e/make_reference.sh
 #
 # Steps, per model: generate the model into a temporary directory (with the ONNX checker on), write its deterministic
-# inputs, run ONNX Runtime with graph optimizations disabled (the plain node-by-node computation) to produce the
-# expected outputs, check that the output files load with onnx and match the graph outputs, and run ONNX Runtime a
-# second time with every optimization and two threads: a reference whose two runs differ by more than the e2e
-# tolerance (rtol 1e-4, atol 1e-5) is too fragile to test against, and the script fails. reference/<model>/model.sha256
-# records the model the outputs came from; run_e2e.sh warns when a regenerated model differs from it.
+# inputs (one or more data sets), run ONNX Runtime with graph optimizations disabled (the plain node-by-node
+# computation) to produce the expected outputs, check that the output files load with onnx and match the graph
+# outputs, and run ONNX Runtime a second time with every optimization and two threads: a reference whose two runs
+# differ by more than the e2e tolerance (rtol 1e-4, atol 1e-5) is too fragile to test against, and the script fails.
+# reference/<model>/model.sha256 records the model the outputs came from; run_e2e.sh warns when a regenerated model
+# differs from it.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 NODE="${NODE:-node}"
 
+gen="$here/gen_models.py"
+if [ "${1:-}" = "--zoo" ]; then
+  gen="$(cd "$here/../../bench/zoo" && pwd)/gen_zoo.py"
+  shift
+fi
 if [ "$#" -gt 0 ]; then
   models=("$@")
 else
-  read -r -a models <<<"$("$PYTHON" -c "import sys; sys.path.insert(0, '$here'); import gen_models; print(' '.join(gen_models.TEST_MODELS))")"
+  read -r -a models <<<"$("$PYTHON" -c "import sys; sys.path.insert(0, '$(dirname "$gen")')
+import $(basename "$gen" .py) as g; print(' '.join(g.TEST_MODELS))")"
 fi
 
 tmp="$(mktemp -d)"
@@ -31,19 +41,22 @@ trap 'rm -rf "$tmp"' EXIT
 
 list="$(IFS=,; echo "${models[*]}")"
 start=$(date +%s.%N)
-"$PYTHON" "$here/gen_models.py" "$tmp/models" --models "$list" --check
-"$PYTHON" "$here/gen_models.py" --inputs "$tmp/data" --models "$list"
+"$PYTHON" "$gen" "$tmp/models" --models "$list" --check
+"$PYTHON" "$gen" --inputs "$tmp/data" --models "$list"
 echo "generated ${#models[@]} models and inputs in $(echo "$(date +%s.%N) - $start" | bc) s"
 
 for m in "${models[@]}"; do
-  ref="$here/reference/$m/test_data_set_0"
   rm -rf "$here/reference/$m"
-  mkdir -p "$ref"
-  cp "$tmp/data/$m/test_data_set_0"/input_*.pb "$ref/"
+  mkdir -p "$here/reference/$m"
   sha256sum "$tmp/models/$m.onnx" | cut -d' ' -f1 >"$here/reference/$m/model.sha256"
-  "$NODE" "$here/ort_reference.js" "$tmp/models/$m.onnx" "$ref"
-  "$NODE" "$here/ort_reference.js" "$tmp/models/$m.onnx" "$ref" --opt all --threads 2 --out "$tmp/check/$m" >/dev/null
-  "$PYTHON" - "$tmp/models/$m.onnx" "$ref" "$tmp/check/$m" <<'EOF'
+  for set_dir in "$tmp/data/$m"/test_data_set_*; do
+    set_name="$(basename "$set_dir")"
+    ref="$here/reference/$m/$set_name"
+    mkdir -p "$ref"
+    cp "$set_dir"/input_*.pb "$ref/"
+    "$NODE" "$here/ort_reference.js" "$tmp/models/$m.onnx" "$ref"
+    "$NODE" "$here/ort_reference.js" "$tmp/models/$m.onnx" "$ref" --opt all --threads 2 --out "$tmp/check/$m/$set_name"
+    "$PYTHON" - "$tmp/models/$m.onnx" "$ref" "$tmp/check/$m/$set_name" <<'EOF'
 import os, sys
 import numpy as np
 import onnx
@@ -65,5 +78,6 @@ for i, out in enumerate(graph.output):
     if not err.max() <= 1.0:
         sys.exit("%s output_%d: ORT's own runs differ beyond the e2e tolerance; rescale the model" % (ref, i))
 EOF
+  done
 done
 du -sh "$here/reference"

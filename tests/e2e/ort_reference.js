@@ -5,8 +5,8 @@
 //
 // Reads DATA_DIR/input_<i>.pb (ONNX TensorProto, graph input order), runs the model with onnxruntime-node and writes
 // output_<i>.pb (graph output order, tensor named after the graph output) into --out (default DATA_DIR). Prints per
-// output statistics and fails (exit 1) when an output holds a non-finite value or is constant, so a badly scaled
-// generated model cannot become a reference silently.
+// output statistics and fails (exit 1) when an output holds a non-finite value or is constant (more than one element
+// all equal), so a badly scaled generated model cannot become a reference silently.
 //
 // onnxruntime-node is resolved the usual way (a node_modules above this file, or NODE_PATH), e.g.
 //   mkdir -p /tmp/ort && (cd /tmp/ort && npm install --ignore-scripts onnxruntime-node)
@@ -167,7 +167,8 @@ function stats(data) {
     sq += v * v;
   }
   const mean = sum / n;
-  return {min, max, mean, std: Math.sqrt(Math.max(0, sq / n - mean * mean)), finite, constant: min === max};
+  // A one-element output (a probability, a score) cannot vary; any larger one that is constant is badly scaled.
+  return {min, max, mean, std: Math.sqrt(Math.max(0, sq / n - mean * mean)), finite, constant: n > 1 && min === max};
 }
 
 async function main() {

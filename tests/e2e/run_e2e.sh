@@ -3,12 +3,15 @@
 #
 #     tests/e2e/run_e2e.sh MODEL BUILD_DIR [--via-artifact] [EXTRA FLAGS...]   e.g.  run_e2e.sh resnet50 build --backends native
 #
-# (Re)generates BUILD_DIR/e2e/MODEL.onnx with gen_models.py (skipped when it is newer than gen_models.py; set
-# TESSERA_E2E_REGEN=1 to force), lays out the ONNX test case BUILD_DIR/e2e/MODEL/{model.onnx, test_data_set_0} with
-# test_data_set_0 linking to tests/e2e/reference/MODEL/test_data_set_0, and runs
-#     tessera check CASE --rtol 1e-4 --atol 1e-5 [EXTRA...]
+# (Re)generates BUILD_DIR/e2e/MODEL.onnx with its generator (skipped when it is newer than the generator; set
+# TESSERA_E2E_REGEN=1 to force), lays out the ONNX test case BUILD_DIR/e2e/MODEL/{model.onnx, test_data_set_<k>} with
+# each test_data_set_<k> linking to tests/e2e/reference/MODEL/test_data_set_<k>, and runs
+#     tessera check CASE --rtol 1e-4 --atol 1e-5 [PINS...] [EXTRA...]
+# The generator is tests/e2e/gen_models.py, or bench/zoo/gen_zoo.py for a zoo model (one `gen_zoo.py --pins MODEL`
+# knows); a zoo model's test pins (bench/zoo/pins.txt) become PINS, --shape flags for its symbolic inputs.
 # Exit status is tessera's (0 = pass); 77 (CTest "skipped") when the Python with onnx is missing.
-# Environment: TESSERA_BIN (default BUILD_DIR/bin/tessera), PYTHON (default /usr/bin/python3).
+# Environment: TESSERA_BIN (default BUILD_DIR/bin/tessera), PYTHON (default /usr/bin/python3), TESSERA_E2E_GEN (a
+# generator script to use instead, with gen_models.py's command line).
 set -euo pipefail
 
 if [ "$#" -lt 2 ]; then
@@ -36,13 +39,31 @@ if ! "$PYTHON" -c "import onnx, numpy" 2>/dev/null; then
   exit 77
 fi
 
+# Which generator: the zoo's for the models it pins (and its --shape flags with them), gen_models.py for the rest.
+gen="$here/gen_models.py"
+zoo_gen="$(cd "$here/../.." && pwd)/bench/zoo/gen_zoo.py"
+regen_tool="tests/e2e/make_reference.sh"
+pins=()
+if [ -n "${TESSERA_E2E_GEN:-}" ]; then
+  gen="$TESSERA_E2E_GEN"
+elif [ -f "$zoo_gen" ]; then
+  rc=0
+  pin_line="$("$PYTHON" "$zoo_gen" --pins "$model")" || rc=$?
+  case $rc in
+    0) gen="$zoo_gen"; regen_tool="tests/e2e/make_reference.sh --zoo"; read -r -a pins <<<"$pin_line" ;;
+    3) ;;  # not a zoo model
+    *) echo "run_e2e: $zoo_gen --pins $model failed (exit $rc)" >&2; exit 2 ;;
+  esac
+fi
+
 out="$build/e2e"
 mkdir -p "$out"
 onnx_file="$out/$model.onnx"
-if [ "${TESSERA_E2E_REGEN:-0}" = 1 ] || [ ! -s "$onnx_file" ] || [ "$here/gen_models.py" -nt "$onnx_file" ]; then
+if [ "${TESSERA_E2E_REGEN:-0}" = 1 ] || [ ! -s "$onnx_file" ] || [ "$gen" -nt "$onnx_file" ] ||
+   [ "$here/gen_models.py" -nt "$onnx_file" ]; then  # gen_zoo.py builds on gen_models.py's Builder
   start=$(date +%s%N)
-  "$PYTHON" "$here/gen_models.py" "$out" --models "$model"
-  echo "run_e2e: generated $onnx_file in $(( ($(date +%s%N) - start) / 1000000 )) ms"
+  "$PYTHON" "$gen" "$out" --models "$model"
+  echo "run_e2e: generated $onnx_file with $(basename "$gen") in $(( ($(date +%s%N) - start) / 1000000 )) ms"
 fi
 
 # A model that differs from the one the reference was made from (gen_models.py edited without make_reference.sh)
@@ -50,23 +71,26 @@ fi
 if [ -f "$here/reference/$model/model.sha256" ] && command -v sha256sum >/dev/null; then
   if [ "$(sha256sum "$onnx_file" | cut -d' ' -f1)" != "$(cat "$here/reference/$model/model.sha256")" ]; then
     echo "run_e2e: warning: $onnx_file differs from the model the reference outputs were made from" \
-         "(rerun tests/e2e/make_reference.sh after changing gen_models.py)" >&2
+         "(rerun $regen_tool after changing $(basename "$gen"))" >&2
   fi
 fi
 
 case_dir="$out/$model"
 mkdir -p "$case_dir"
 ln -sfn "../$model.onnx" "$case_dir/model.onnx"
-ln -sfn "$ref" "$case_dir/test_data_set_0"
+rm -f "$case_dir"/test_data_set_*  # links only: a data set dropped from the reference must not linger
+for set_dir in "$here/reference/$model"/test_data_set_*; do
+  ln -sfn "$set_dir" "$case_dir/$(basename "$set_dir")"
+done
 
 # --via-artifact: compile the model (with the remaining flags) to a .tsr first, then check the artifact.
 if [ "${1:-}" = "--via-artifact" ]; then
   shift
   tsr="$out/$model.$(echo "$*" | tr -c 'a-zA-Z0-9\n' '_').tsr"
-  echo "run_e2e: $tessera compile $onnx_file -o $tsr $*"
-  "$tessera" compile "$onnx_file" -o "$tsr" "$@" || exit $?
+  echo "run_e2e: $tessera compile $onnx_file -o $tsr ${pins[*]} $*"
+  "$tessera" compile "$onnx_file" -o "$tsr" ${pins[@]+"${pins[@]}"} "$@" || exit $?
   echo "run_e2e: $tessera check $case_dir --model $tsr --rtol 1e-4 --atol 1e-5"
   exec "$tessera" check "$case_dir" --model "$tsr" --rtol 1e-4 --atol 1e-5
 fi
-echo "run_e2e: $tessera check $case_dir --rtol 1e-4 --atol 1e-5 $*"
-exec "$tessera" check "$case_dir" --rtol 1e-4 --atol 1e-5 "$@"
+echo "run_e2e: $tessera check $case_dir --rtol 1e-4 --atol 1e-5 ${pins[*]} $*"
+exec "$tessera" check "$case_dir" --rtol 1e-4 --atol 1e-5 ${pins[@]+"${pins[@]}"} "$@"
