@@ -3,11 +3,11 @@
 #   ./run.sh                      a bundled CNN (SqueezeNet 1.1 topology, generated deterministically with fixed seeds)
 #   ./run.sh MODEL.onnx [FLAGS]   your model; FLAGS go to `tessera compile` (--shape NAME=D0,D1 for symbolic dims,
 #                                 --backends LIST, --place OP=BACKEND, --placement priority)
-# The main job: `tessera compile --tune` places the model on the backends available with cost-based placement,
-# measuring candidate regions on this machine (kept in the tune cache, ~/.cache/tessera/tune.json, so the next
-# compile of a model sharing regions is quick; TESSERA_TUNE=0 skips measuring and uses the estimates and the cache),
-# and writes one artifact, BUILD_DIR/models/NAME.tsr; then `tessera run` runs the artifact on random inputs and prints
-# the outputs, and `tessera bench` times it.
+# The main job: `tessera compile` places the model on the backends available with cost-based placement, measuring the
+# nodes and regions that matter on this machine (kept in the tune cache, ~/.cache/tessera/tune.json, which every later
+# compile on this machine shares; TESSERA_TUNE=0 skips measuring and uses the estimates and the cache; --tune measures
+# every candidate), and writes one artifact, BUILD_DIR/models/NAME.tsr; then `tessera run` runs the artifact on random
+# inputs and prints the outputs, and `tessera bench` times it.
 set -euo pipefail
 cd "$(dirname "$0")"
 ./scripts/install_deps.sh
@@ -26,13 +26,9 @@ else
 fi
 ARTIFACT="$BUILD_DIR/models/$(basename "${MODEL%.onnx}").tsr"
 tessera="$BUILD_DIR/bin/tessera"
-tune=()
-if [ "${TESSERA_TUNE:-1}" != 0 ] && [[ " $* " != *" --placement priority "* && " $* " != *" --placement=priority "* ]]; then
-  tune=(--tune)
-  if [ -z "${TESSERA_TUNE_CACHE:-}${XDG_CACHE_HOME:-}${HOME:-}" ]; then export TESSERA_TUNE_CACHE="$BUILD_DIR/tune-cache.json"; fi
-fi
-echo "== tessera compile $MODEL -o $ARTIFACT ${tune[*]} $*"
-"$tessera" compile "$MODEL" -o "$ARTIFACT" "${tune[@]}" "$@"
+if [ -z "${TESSERA_TUNE_CACHE:-}${XDG_CACHE_HOME:-}${HOME:-}" ]; then export TESSERA_TUNE_CACHE="$BUILD_DIR/tune-cache.json"; fi
+echo "== tessera compile $MODEL -o $ARTIFACT $*"
+"$tessera" compile "$MODEL" -o "$ARTIFACT" "$@"
 echo "== tessera run $ARTIFACT"
 "$tessera" run "$ARTIFACT"
 echo "== tessera bench $ARTIFACT"

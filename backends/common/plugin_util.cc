@@ -1,6 +1,7 @@
 #include "plugin_util.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <limits>
 
@@ -354,6 +355,35 @@ void check_descriptors(const tessera_tensor_t* t, size_t n, const std::vector<Va
            std::string(what) + " " + std::to_string(i) + " does not match the compiled " + w.str());
     }
   }
+}
+
+// ---- pricing --------------------------------------------------------------
+
+MachineFigures MachineFigures::Nominal(int threads) {
+  MachineFigures f;
+  f.threads = std::max(1, threads);
+  f.bytes_per_us = 8.0e3 * f.threads;
+  return f;
+}
+
+MachineFigures MachineFigures::From(const tessera_machine_t* m) {
+  MachineFigures f;
+  if (!m || m->struct_size < offsetof(tessera_machine_t, num_threads) + sizeof(int32_t)) return f;
+  f = Nominal(m->num_threads);
+  auto has = [&](size_t end) { return m->struct_size >= end; };
+  if (has(offsetof(tessera_machine_t, peak_gflops) + sizeof(double)) && m->peak_gflops > 0) {
+    f.flops_per_us = m->peak_gflops * 1e3;
+  }
+  if (has(offsetof(tessera_machine_t, bandwidth_gbps) + sizeof(double)) && m->bandwidth_gbps > 0) {
+    f.bytes_per_us = m->bandwidth_gbps * 1e3;
+  }
+  if (has(offsetof(tessera_machine_t, launch_us) + sizeof(double)) && m->launch_us >= 0) f.launch_us = m->launch_us;
+  if (has(offsetof(tessera_machine_t, wake_us) + sizeof(double)) && m->wake_us > 0) f.wake_us = m->wake_us;
+  if (has(offsetof(tessera_machine_t, isa) + sizeof(const char*)) && m->isa) {
+    std::string isa = std::string(",") + m->isa + ",";
+    f.vector_floats = isa.find(",avx512f,") != std::string::npos ? 16 : 8;
+  }
+  return f;
 }
 
 }  // namespace tessera_plugin

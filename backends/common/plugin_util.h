@@ -8,6 +8,7 @@
 //                              static shapes, initializers, nodes, consumers,
 //                              attribute access
 //   BlobWriter / BlobReader    bounds-checked little-endian blob encoding
+//   MachineFigures             the machine a plugin prices its regions on
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -160,6 +161,26 @@ class BlobReader {
   void take(void* out, size_t n);
   const char* p_;
   size_t n_, pos_ = 0;
+};
+
+// ---- pricing --------------------------------------------------------------
+
+// The machine a plugin prices its regions on, in flops and bytes per
+// microsecond: the host's measurements (estimate_region's tessera_machine_t,
+// read as far as its struct_size goes), or, for a host of ABI minor revision
+// 0 (estimate_cost), nominal figures. A plugin's own knowledge (which share of
+// the peak its kernels reach, what it fuses, its slow paths) multiplies these;
+// no absolute speed is a constant of the plugin.
+struct MachineFigures {
+  int threads = 1;
+  double flops_per_us = 1.15e5;  // fp32 FMA peak of one thread
+  double bytes_per_us = 1.6e4;   // streaming bandwidth with `threads` threads
+  double launch_us = 3.0;        // one run() of a trivial engine of this backend
+  double wake_us = 8.0;          // waking a sleeping thread
+  int vector_floats = 16;        // floats per vector register: 16 with AVX-512, else 8
+
+  static MachineFigures From(const tessera_machine_t* m);
+  static MachineFigures Nominal(int threads);
 };
 
 // free_buffer for buffers filled by BlobWriter::release_to.

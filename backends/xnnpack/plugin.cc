@@ -20,6 +20,7 @@
 #include <memory>
 #include <set>
 
+#include "cost.h"
 #include "engine.h"
 #include "lowering.h"
 
@@ -152,56 +153,33 @@ tessera_status_t xnnpack_run(tessera_engine_t* engine, const tessera_tensor_t* i
 
 void xnnpack_destroy(tessera_engine_t* engine) { delete engine; }
 
-// FLOPs at the rates XNNPACK's f32 kernels reach per AVX-512 core (convolutions
-// and fully connected ~95 GFLOP/s, 0.8 of the FMA peak, measured on resnet50;
-// the memory-bound rest ~2 G elements/s), plus per-node and per-copy costs. On
-// the host's scale (src/partition/cost.cc), so placements compare fairly.
+// Both estimates price the lowered program with cost.cc: on the host's
+// measured machine (estimate_region), or on nominal figures for an older host
+// (estimate_cost).
+double estimate_program(const void* model, size_t size, const tessera_plugin::MachineFigures& f) {
+  ModelView m(model, size);
+  Program p;
+  try {
+    p = Lowering(m).lower_region();
+  } catch (const tessera_plugin::Failure& fl) {
+    fail(TESSERA_ERROR_UNSUPPORTED, "no estimate: " + fl.message);
+  }
+  return region_cost_us(p, f);
+}
+
 tessera_status_t xnnpack_estimate_cost(const void* model, size_t size, int32_t num_threads, double* out_us, char* msg,
                                        size_t cap) {
   return guarded(msg, cap, [&] {
     if (!out_us) fail(TESSERA_ERROR_INVALID_ARGUMENT, "out_us is NULL");
-    ModelView m(model, size);
-    Program p;
-    try {
-      p = Lowering(m).lower_region();
-    } catch (const tessera_plugin::Failure& f) {
-      fail(TESSERA_ERROR_UNSUPPORTED, "no estimate: " + f.message);
-    }
-    double dense = 0, light = 0, moved = 0;
-    for (const NodeDef& n : p.nodes) {
-      const Dims& x = p.tensors[static_cast<size_t>(n.inputs[0])].dims;
-      double out = static_cast<double>(numel(p.tensors[static_cast<size_t>(n.output)].dims));
-      switch (n.op) {
-        case Op::kConv2d:
-          dense += 2 * out * static_cast<double>(n.ints[4] * n.ints[5] * n.ints[11]);
-          break;
-        case Op::kDepthwiseConv2d:
-          light += 2 * out * static_cast<double>(n.ints[4] * n.ints[5]);
-          break;
-        case Op::kDeconv2d:
-          dense += 2 * static_cast<double>(numel(x)) * static_cast<double>(n.ints[6] * n.ints[7] * n.ints[14]);
-          break;
-        case Op::kFullyConnected:
-          dense += 2 * out * static_cast<double>(x.back());
-          break;
-        case Op::kMaxPool2d:
-        case Op::kAvgPool2d:
-          light += out * static_cast<double>(n.ints[4] * n.ints[5]);
-          break;
-        case Op::kGlobalAvgPool2d:
-          light += static_cast<double>(numel(x));
-          break;
-        default:
-          light += out;
-      }
-    }
-    for (const Import& im : p.imports)
-      moved += static_cast<double>(numel(p.tensors[static_cast<size_t>(im.tensor)].dims));
-    for (const Export& e : p.exports)
-      moved += static_cast<double>(numel(p.tensors[static_cast<size_t>(e.tensor)].dims));
-    const double threads = std::max(1, num_threads);
-    *out_us = dense / (95e3 * threads) + light / (2e3 * threads) + moved * 4 / 5e3 +
-              static_cast<double>(p.nodes.size()) + 2.0 * static_cast<double>(p.steps.size());
+    *out_us = estimate_program(model, size, tessera_plugin::MachineFigures::Nominal(num_threads));
+  });
+}
+
+tessera_status_t xnnpack_estimate_region(const void* model, size_t size, const tessera_machine_t* machine,
+                                         double* out_us, char* msg, size_t cap) {
+  return guarded(msg, cap, [&] {
+    if (!out_us || !machine) fail(TESSERA_ERROR_INVALID_ARGUMENT, "out_us or machine is NULL");
+    *out_us = estimate_program(model, size, tessera_plugin::MachineFigures::From(machine));
   });
 }
 
@@ -220,7 +198,10 @@ const tessera_backend_t kTable = {
     .estimate_cost = xnnpack_estimate_cost,
     .threading = TESSERA_THREADING_POOL,  // pthreadpool
     .color = "#a1d99b",
-    .estimate_region = nullptr,
+    .estimate_region = xnnpack_estimate_region,
+    // No per-node profile: this XNNPACK snapshot (2022-02-16) has no runtime
+    // profiling (xnn_get_runtime_profiling_info came later), and a subgraph
+    // runtime runs its operators in one xnn_invoke_runtime call.
     .run_profiled = nullptr,
 };
 

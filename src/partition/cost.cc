@@ -141,8 +141,8 @@ NodeWork node_work(const Graph& g, const Node& n) {
 
 double native_node_us(const NodeWork& w, const MachineProfile& m) {
   const double t = std::max(1, m.threads);
-  const double gemm_rate = std::max(1.0, m.gemm_gflops) * 1e3;  // flops per us per thread
-  const double peak = std::max(1.0, m.peak_gflops) * 1e3;
+  const double gemm_rate = std::max(1e-6, m.gemm_gflops) * 1e3;  // flops per us per thread
+  const double peak = std::max(1e-6, m.peak_gflops) * 1e3;
   double compute = 0;
   switch (w.kind) {
     case WorkKind::kConv: compute = w.flops / (kNative.conv * gemm_rate * t); break;

@@ -7,7 +7,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -164,6 +166,41 @@ MachineProfile identify_machine(int threads) {
   m.bandwidth_gbps = 10.0 * std::min(m.threads, m.cores);
   m.wake_us = 8.0;
   return m;
+}
+
+namespace {
+
+// Threads of this process in state R (running or ready) right now.
+int own_running_threads() {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream f(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(f, line)) continue;
+    auto close = line.rfind(')');  // the name may hold spaces and parentheses
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'R') ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+double other_runnable_threads() {
+  double sum = 0;
+  int samples = 0;
+  for (int i = 0; i < 8; ++i) {
+    std::ifstream f("/proc/loadavg");
+    std::string a, b, c, running;
+    if (!(f >> a >> b >> c >> running)) return 0;
+    auto slash = running.find('/');
+    if (slash == std::string::npos) return 0;
+    const double all = std::atof(running.substr(0, slash).c_str());
+    sum += std::max(0.0, all - std::max(1, own_running_threads()));
+    ++samples;
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  return samples ? sum / samples : 0;
 }
 
 double measure_peak_gflops() {
@@ -351,8 +388,9 @@ Expected<double> measure_launch_us(const Backend& b, int threads) {
 
 Expected<double> measure_handoff_us(const Backend& openmp, const Backend& native, int threads) {
   if (threads < 2) return 0.0;
-  // Two products big enough to run on every thread of each pool.
-  const Dims dims{64, 256};
+  // Two products big enough that each pool runs them on all its threads
+  // (a few hundred microseconds each).
+  const Dims dims{256, 512};
   Loaded a, n;
   TSR_ASSIGN_OR_RETURN(a, load_tiny(openmp, "MatMul", dims, threads));
   TSR_ASSIGN_OR_RETURN(n, load_tiny(native, "MatMul", dims, threads));
@@ -370,9 +408,9 @@ Expected<double> measure_handoff_us(const Backend& openmp, const Backend& native
     TSR_RETURN_IF_ERROR(n.run());
   }
   double ta, tn, pair;
-  TSR_ASSIGN_OR_RETURN(ta, time_of({&a}, 60));
-  TSR_ASSIGN_OR_RETURN(tn, time_of({&n}, 60));
-  TSR_ASSIGN_OR_RETURN(pair, time_of({&a, &n}, 60));
+  TSR_ASSIGN_OR_RETURN(ta, time_of({&a}, 30));
+  TSR_ASSIGN_OR_RETURN(tn, time_of({&n}, 30));
+  TSR_ASSIGN_OR_RETURN(pair, time_of({&a, &n}, 30));
   return std::max(0.0, pair - ta - tn);
 }
 

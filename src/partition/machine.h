@@ -61,6 +61,12 @@ bool calibrate_machine(MachineProfile* m, const std::vector<std::shared_ptr<cons
 // The ABI's view of `m` for backend `b` (strings point into `m`).
 tessera_machine_t machine_abi(const MachineProfile& m, const Backend& b);
 
+// Threads of other processes ready to run right now, averaged over a few
+// samples of /proc/loadavg (0 when unknown). Measurements taken while the
+// machine is this busy say more about the other processes than about the
+// engines: the caller keeps them out of the cache.
+double other_runnable_threads();
+
 // The single micro-measurements (exposed for tests and bench/).
 double measure_peak_gflops();
 double measure_gemm_gflops();

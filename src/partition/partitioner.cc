@@ -140,7 +140,9 @@ class Partitioner {
   bool prune_small(Level& lv, const std::vector<Region>& regions, std::vector<std::vector<char>>& allowed, bool quiet);
   bool relocate(Level& lv, const Plan& p, const std::vector<std::vector<char>>& allowed,
                 std::vector<std::vector<int>>& order, bool passive, bool quiet);
-  void choose_backend_set(Level& lv, std::vector<std::vector<char>>& allowed);
+  // `report`: list the sets priced in the report (the main graph's);
+  // a body's choice becomes an event.
+  void choose_backend_set(Level& lv, std::vector<std::vector<char>>& allowed, bool report);
 
   // The time of `nodes` as one region on backend `b` (launch included, the
   // passive-wait penalty not): measured when known (or, with --tune,
@@ -173,7 +175,7 @@ class Partitioner {
   const PartitionOptions& opts_;
   PartitionReport* report_;
   Program* program_;
-  std::vector<char> in_set_;  // backends the main graph's cost search kept (bodies inherit it)
+  std::vector<char> in_set_;  // backends the current level's cost search kept
   int next_region_id_ = 0;
   int next_body_ = 0;
   int compiled_ = 0;
@@ -734,7 +736,7 @@ Partitioner::Plan Partitioner::plan(Level& lv, std::vector<std::vector<char>>& a
 // always in) is planned with estimates (or measurements) and the cheapest
 // plan's set is kept. Whole-process effects — OpenMP waiting passively beside
 // another pooled engine — only show at this level.
-void Partitioner::choose_backend_set(Level& lv, std::vector<std::vector<char>>& allowed) {
+void Partitioner::choose_backend_set(Level& lv, std::vector<std::vector<char>>& allowed, bool report) {
   const size_t nb = opts_.backends.size();
   const size_t ext = nb - 1;  // the external backends are 0..nb-2; native is last
   if (ext == 0) return;
@@ -774,6 +776,7 @@ void Partitioner::choose_backend_set(Level& lv, std::vector<std::vector<char>>& 
   }
   double best_us = 0;
   size_t best = 0;
+  std::vector<SetOption> priced;
   for (size_t k = 0; k < sets.size(); ++k) {
     const std::vector<char>& set = sets[k];
     auto trial = allowed;
@@ -782,7 +785,7 @@ void Partitioner::choose_backend_set(Level& lv, std::vector<std::vector<char>>& 
     }
     in_set_ = set;
     Plan p = plan(lv, trial, passive(set), /*quiet=*/true);
-    report_->sets.push_back({set_names(set), p.us, false});
+    priced.push_back({set_names(set), p.us, false});
     // A later (larger) set must win by 1 %: estimates and measurements are
     // not finer than that.
     if (k == 0 || p.us < best_us * 0.99) {
@@ -791,7 +794,14 @@ void Partitioner::choose_backend_set(Level& lv, std::vector<std::vector<char>>& 
     }
   }
   in_set_ = sets[best];
-  report_->sets[best].chosen = true;
+  priced[best].chosen = true;
+  if (report) {
+    report_->sets = priced;
+  } else if (sets.size() > 1) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), " (%.1f us)", priced[best].us);
+    report_->events.push_back(lv.label + ": backend set " + join(priced[best].backends) + buf);
+  }
   for (auto& row : allowed) {
     for (size_t b = 0; b < nb; ++b) row[b] = row[b] && in_set_[b];
   }
@@ -800,7 +810,7 @@ void Partitioner::choose_backend_set(Level& lv, std::vector<std::vector<char>>& 
 void Partitioner::explain(Level& lv, const Region& r, const Placement& pl,
                           const std::vector<std::vector<char>>& allowed, RegionInfo& info) {
   const size_t nb = opts_.backends.size();
-  may_measure_ = false;
+  may_measure_ = opts_.measure == MeasureMode::kFull;  // --tune measures what it explains, too
   const bool set = passive(in_set_);
   for (size_t a = 0; a < nb; ++a) {
     bool all = true;
@@ -892,7 +902,10 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const Scope* o
   measure_nodes(lv);
   rank_backends(lv);
   if (cost_based()) {
-    if (is_main) choose_backend_set(lv, allowed);
+    // Every level chooses its own set: a main graph that is an If around the
+    // whole model cannot speak for its branches.
+    in_set_.assign(nb, 1);
+    choose_backend_set(lv, allowed, /*report=*/is_main);
     for (size_t i = 0; i < n; ++i) {
       for (size_t b = 0; b < nb; ++b) allowed[i][b] = allowed[i][b] && in_set_[b];
     }

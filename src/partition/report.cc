@@ -134,6 +134,19 @@ std::string report_text(const PartitionReport& r) {
   }
   if (!r.events.empty()) os << "events\n";
   for (const auto& e : r.events) os << "  " << e << "\n";
+  if (!r.measurements.empty()) {
+    os << "measurements (estimate before measuring -> measured"
+       << (r.measure_seconds > 0 ? ", " + us_str(r.measure_seconds * 1e6) + " spent measuring" : std::string())
+       << (r.budget_exhausted ? ", budget reached" : "") << ")\n";
+    for (const auto& m : r.measurements) {
+      char ratio[32];
+      std::snprintf(ratio, sizeof(ratio), "x%.2f", m.estimated_us > 0 ? m.measured_us / m.estimated_us : 0.0);
+      os << "  " << m.backend << "  " << m.kind << "  " << us_str(m.estimated_us) << " -> " << us_str(m.measured_us)
+         << " (" << ratio << (m.from_cache ? ", cached" : "") << (m.cut_short ? ", cut short" : "") << ")  "
+         << (m.graph != "main" ? m.graph + ": " : "") << m.what << "\n";
+    }
+  }
+  if (!r.machine.empty()) os << "machine  " << r.machine << "\n";
   return os.str();
 }
 
@@ -176,6 +189,21 @@ std::string report_json(const PartitionReport& r) {
     }
   }
   j["events"] = r.events;
+  j["measurements"] = nlohmann::json::array();
+  for (const auto& m : r.measurements) {
+    j["measurements"].push_back({{"graph", m.graph},
+                                 {"backend", m.backend},
+                                 {"kind", m.kind},
+                                 {"what", m.what},
+                                 {"nodes", m.nodes},
+                                 {"estimated_us", m.estimated_us},
+                                 {"measured_us", m.measured_us},
+                                 {"from_cache", m.from_cache},
+                                 {"cut_short", m.cut_short}});
+  }
+  j["measure_seconds"] = r.measure_seconds;
+  j["budget_exhausted"] = r.budget_exhausted;
+  j["machine"] = r.machine;
   return j.dump(2) + "\n";
 }
 

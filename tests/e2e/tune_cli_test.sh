@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Cost-based placement and --tune through the command line: a tuned compile writes its measurements to the cache, a
+# Cost-based placement and measuring through the command line: a tuned compile writes its measurements to the cache, a
 # later compile without --tune reuses them (the report says how many), the report lists for every region the backends
 # considered with their costs and why the winner won, placement is deterministic for a given cache, a damaged cache
-# is ignored with a warning, and wrong option combinations exit 2 with one line.
+# is ignored with a warning, and wrong option combinations exit 2 with one line. Then measuring by default: a compile
+# with no flag measures and calibrates into the cache (unless TESSERA_TUNE=0 or --no-tune), and the next one reuses it.
 #
 #     tests/e2e/tune_cli_test.sh BUILD_DIR
 set -uo pipefail
@@ -36,7 +37,7 @@ for m in mlp bert_tiny; do
     fail "$m: compile --tune: $(tail -2 "$work/out.txt")"
     continue
   fi
-  grep -q "measured [1-9][0-9]* regions" "$work/out.txt" && pass || fail "$m: compile --tune does not say it measured: $(cat "$work/out.txt")"
+  grep -q "measured [1-9][0-9]* candidates" "$work/out.txt" && pass || fail "$m: compile --tune does not say it measured: $(cat "$work/out.txt")"
   n=$(json "$cache" 'len(j["entries"])' 2>/dev/null || echo 0)
   [ "$n" -gt 0 ] && pass || fail "$m: the tune cache has no entries"
   # 2. Without --tune, the measurements are reused: nothing measured, hits reported.
@@ -79,7 +80,46 @@ for c in "$work/typed.json" "$work/a_dir"; do
   fi
 done
 
-# 7. Wrong combinations: exit 2, one line.
+# 7. Measuring by default (CTest sets TESSERA_TUNE=0 for every other test; here it is unset).
+default_cache="$work/default.json"
+rm -f "$default_cache"
+if env -u TESSERA_TUNE "$tessera" compile "$work/mlp.onnx" -o "$work/d.tsr" --tune-cache "$default_cache" >"$work/out.txt" 2>"$work/err.txt"; then
+  pass
+else
+  fail "default measuring: compile failed: $(cat "$work/err.txt")"
+fi
+if grep -q "served this compile only" "$work/err.txt"; then
+  # A busy machine (other tests running): the measurements were used, not cached.
+  grep -q "measured [1-9][0-9]* candidates" "$work/out.txt" && pass || fail "default measuring (busy): $(cat "$work/out.txt")"
+else
+  grep -q "measured [1-9][0-9]* candidates" "$work/out.txt" && pass || fail "default measuring: nothing measured: $(cat "$work/out.txt")"
+  [ "$(json "$default_cache" 'len(j["entries"]) > 0 and len(j["machines"]) == 1 and j["version"] == 2')" = True ] && pass \
+    || fail "default measuring: the cache lacks entries or the machine's calibration"
+  # Warm: the same compile measures nothing more.
+  env -u TESSERA_TUNE "$tessera" partition "$work/mlp.onnx" --tune-cache "$default_cache" --json >"$work/warm.json" 2>/dev/null
+  [ "$(json "$work/warm.json" 'j["measured"] == 0 and j["cache_hits"] > 0 and "nominal" not in j["machine"]')" = True ] && pass \
+    || fail "warm compile measured again: $(json "$work/warm.json" 'j["measured"], j["cache_hits"], j["machine"]')"
+fi
+# The report shows what was measured, with the estimate made before.
+"$tessera" partition "$work/mlp.onnx" --tune-cache "$work/mlp.tune.json" --json >"$work/m.json" 2>/dev/null
+[ "$(json "$work/m.json" 'len(j["measurements"]) > 0 and all(m["estimated_us"] > 0 and m["measured_us"] > 0 for m in j["measurements"])')" = True ] \
+  && pass || fail "the report lacks the measurements"
+# Switched off: nothing measured, nothing written.
+for off in "--no-tune" "TESSERA_TUNE=0"; do
+  rm -f "$work/off.json"
+  if [ "$off" = --no-tune ]; then
+    env -u TESSERA_TUNE "$tessera" compile "$work/mlp.onnx" -o "$work/o.tsr" --no-tune --tune-cache "$work/off.json" >"$work/out.txt" 2>&1
+  else
+    TESSERA_TUNE=0 "$tessera" compile "$work/mlp.onnx" -o "$work/o.tsr" --tune-cache "$work/off.json" >"$work/out.txt" 2>&1
+  fi
+  if grep -q "measured [1-9]" "$work/out.txt" || [ -e "$work/off.json" ]; then
+    fail "$off still measured: $(cat "$work/out.txt")"
+  else
+    pass
+  fi
+done
+
+# 8. Wrong combinations: exit 2, one line.
 expect_usage() {  # NAME EXPECTED-SUBSTRING -- command...
   local name="$1" want="$2"
   shift 3
@@ -96,6 +136,8 @@ expect_usage "--tune with priority" "--tune needs --placement cost" -- "$tessera
 expect_usage "--tune on run" "unknown option '--tune'" -- "$tessera" run "$work/mlp.onnx" --tune
 expect_usage "--tune without a cache" "--tune needs a cache file" -- "$tessera" compile "$work/mlp.onnx" -o "$work/x.tsr" --tune --tune-cache=
 expect_usage "--tune into a directory" "is not a file" -- "$tessera" compile "$work/mlp.onnx" -o "$work/x.tsr" --tune --tune-cache "$work/a_dir"
+expect_usage "--tune with --no-tune" "contradict" -- "$tessera" compile "$work/mlp.onnx" -o "$work/x.tsr" --tune --no-tune
+expect_usage "negative budget" "--tune-budget expects a non-negative number" -- "$tessera" compile "$work/mlp.onnx" -o "$work/x.tsr" --tune-budget -1
 
 echo "tune_cli_test: $passes passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -44,6 +44,39 @@ TEST(Backend, truncated_table_and_missing_functions_are_refused) {
   EXPECT_FALSE(Backend::FromTable(nullptr, "p.so", nullptr).ok());
 }
 
+TEST(Backend, a_table_of_minor_revision_0_still_loads_and_declares_nothing) {
+  // What a plugin built against the 1.0 header hands over: a table that ends
+  // at estimate_cost, followed by memory that is not its own.
+  struct Old {
+    tessera_backend_t t;
+  } old{*native_backend_table()};
+  old.t.struct_size = static_cast<uint32_t>(TESSERA_BACKEND_V1_0_SIZE);
+  old.t.threading = 0xdeadbeef;  // beyond struct_size: must not be read
+  old.t.color = "#not-read";
+  auto b = Backend::FromTable(&old.t, "", nullptr);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ((*b)->threading(), Threading::kUnknown);
+  EXPECT_EQ((*b)->color(), "");
+  EXPECT_FALSE((*b)->gives_profile());
+  // One byte short of 1.0 is refused.
+  old.t.struct_size = static_cast<uint32_t>(TESSERA_BACKEND_V1_0_SIZE - 1);
+  EXPECT_FALSE(Backend::FromTable(&old.t, "", nullptr).ok());
+}
+
+TEST(Backend, a_table_of_minor_revision_1_declares_its_threading_and_colour) {
+  auto b = Backend::FromTable(native_backend_table(), "", nullptr);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ((*b)->threading(), Threading::kPool);
+  EXPECT_EQ((*b)->color(), "#d9d9d9");
+  tessera_backend_t t = *native_backend_table();
+  t.threading = 77;  // not a known value: unknown
+  auto odd = Backend::FromTable(&t, "", nullptr);
+  ASSERT_TRUE(odd.ok());
+  EXPECT_EQ((*odd)->threading(), Threading::kUnknown);
+  EXPECT_EQ(threading_from_name(threading_name(Threading::kOpenMP)), Threading::kOpenMP);
+  EXPECT_EQ(threading_from_name("fibers"), Threading::kUnknown);
+}
+
 TEST(Backend, library_without_the_query_symbol_is_refused) {
   auto b = Backend::LoadLibrary("libz.so.1");
   ASSERT_FALSE(b.ok());

@@ -790,7 +790,46 @@ TEST_F(DnnlBackend, EstimatedCostGrowsWithTheWork) {
     return us;
   };
   EXPECT_GT(cost(8), 0);
-  EXPECT_GT(cost(256), 100 * cost(8));
+  // Eight times the work, nearly eight times the time (a launch and a
+  // dispatch are fixed).
+  EXPECT_GT(cost(512), 6 * cost(256));
+  EXPECT_GT(cost(256), cost(8));
+}
+
+TEST_F(DnnlBackend, EstimateRegionPricesOnTheMachineItIsGiven) {
+  Builder b;
+  b.input("x", {512, 512}).constant("w", random_tensor({512, 512}, 65));
+  b.node("mm", "MatMul", {"x", "w"}, "y");
+  std::string model = model_bytes(b.done({"y"}));
+  ASSERT_GE(table()->struct_size, offsetof(tessera_backend_t, estimate_region) + sizeof(void*));
+  ASSERT_NE(table()->estimate_region, nullptr);
+  auto cost = [&](double peak, int threads) {
+    tessera_machine_t m{};
+    m.struct_size = sizeof(m);
+    m.num_threads = threads;
+    m.peak_gflops = peak;
+    m.gemm_gflops = peak;
+    m.bandwidth_gbps = 20;
+    m.launch_us = 1;
+    m.wake_us = 5;
+    m.cpu = "test";
+    m.isa = "avx2,fma,avx512f";
+    double us = -1;
+    char msg[256];
+    EXPECT_EQ(table()->estimate_region(model.data(), model.size(), &m, &us, msg, sizeof(msg)), TESSERA_OK) << msg;
+    return us;
+  };
+  // A product this size is compute-bound: twice the peak, about half the time.
+  EXPECT_NEAR(cost(200, 1) / cost(100, 1), 0.5, 0.05);
+  EXPECT_NEAR(cost(100, 2) / cost(100, 1), 0.5, 0.05);
+  // A machine description from an older host (only its first members) still prices.
+  tessera_machine_t old{};
+  old.struct_size = offsetof(tessera_machine_t, num_threads) + sizeof(int32_t);
+  old.num_threads = 1;
+  double us = -1;
+  char msg[256];
+  EXPECT_EQ(table()->estimate_region(model.data(), model.size(), &old, &us, msg, sizeof(msg)), TESSERA_OK) << msg;
+  EXPECT_GT(us, 0);
 }
 
 }  // namespace

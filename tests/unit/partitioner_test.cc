@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -22,12 +24,14 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "artifact/artifact.h"
 #include "backends/backend.h"
 #include "ir/graph.h"
 #include "ops/region_attrs.h"
+#include "partition/machine.h"
 #include "partition/partition.h"
 #include "partition/tune.h"
 #include "passes/pipeline.h"
@@ -61,6 +65,10 @@ struct SlotConfig {
   std::vector<std::vector<std::string>> named_composites;  // declared by node names, when all are present
   double est_us_per_node = -1;    // estimate_cost answer per node; < 0: no estimate
   std::map<std::string, double> est_us_by_op;  // overrides est_us_per_node for these op types
+  // A slow path its estimates do not know: every run of an engine holding
+  // this op takes slow_us longer.
+  std::string slow_op;
+  double slow_us = 0;
 
   // "" when the node is supported, else why not.
   std::string refusal(const std::string& op, const std::string& name) const {
@@ -192,14 +200,68 @@ tessera_status_t compile_impl(int slot, const void* model, size_t size, const ch
     set_msg(msg, cap, problem);
     return TESSERA_ERROR_INVALID_ARGUMENT;
   }
-  const std::string& fail = g_slots[slot].fail_compile_op;
+  const SlotConfig& c = g_slots[slot];
+  double slow_us = 0;
   for (const auto& n : m.graph().node()) {
-    if (!fail.empty() && n.op_type() == fail) {
-      set_msg(msg, cap, "cannot compile " + fail + " (" + n.name() + ")");
+    if (!c.fail_compile_op.empty() && n.op_type() == c.fail_compile_op) {
+      set_msg(msg, cap, "cannot compile " + c.fail_compile_op + " (" + n.name() + ")");
       return TESSERA_ERROR_COMPILE_FAILED;
     }
+    if (!c.slow_op.empty() && n.op_type() == c.slow_op) slow_us = c.slow_us;
   }
-  return native_backend_table()->compile(model, size, options, out, msg, cap);
+  // The blob: how long each run waits, then native's blob.
+  tessera_buffer_t inner{nullptr, 0};
+  tessera_status_t st = native_backend_table()->compile(model, size, options, &inner, msg, cap);
+  if (st != TESSERA_OK) {
+    native_backend_table()->free_buffer(&inner);
+    return st;
+  }
+  out->size = sizeof(double) + inner.size;
+  out->data = std::malloc(out->size);
+  std::memcpy(out->data, &slow_us, sizeof(double));
+  std::memcpy(static_cast<char*>(out->data) + sizeof(double), inner.data, inner.size);
+  native_backend_table()->free_buffer(&inner);
+  return TESSERA_OK;
+}
+
+struct SlotEngine {
+  tessera_engine_t* inner = nullptr;
+  double slow_us = 0;
+};
+
+void slot_free_buffer(tessera_buffer_t* b) {
+  if (b && b->data) std::free(b->data);
+  if (b) *b = tessera_buffer_t{nullptr, 0};
+}
+
+tessera_status_t slot_load(const void* blob, size_t size, const tessera_named_tensor_t* constants, size_t n,
+                           const tessera_load_options_t* opts, tessera_engine_t** out, char* msg, size_t cap) {
+  *out = nullptr;
+  if (size < sizeof(double)) {
+    set_msg(msg, cap, "blob too short");
+    return TESSERA_ERROR_INCOMPATIBLE_BLOB;
+  }
+  auto e = std::make_unique<SlotEngine>();
+  std::memcpy(&e->slow_us, blob, sizeof(double));
+  tessera_status_t st = native_backend_table()->load(static_cast<const char*>(blob) + sizeof(double),
+                                                     size - sizeof(double), constants, n, opts, &e->inner, msg, cap);
+  if (st != TESSERA_OK) return st;
+  *out = reinterpret_cast<tessera_engine_t*>(e.release());
+  return TESSERA_OK;
+}
+
+tessera_status_t slot_run(tessera_engine_t* engine, const tessera_tensor_t* in, size_t n_in, tessera_tensor_t* out,
+                          size_t n_out, char* msg, size_t cap) {
+  auto* e = reinterpret_cast<SlotEngine*>(engine);
+  if (e->slow_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(e->slow_us)));
+  return native_backend_table()->run(e->inner, in, n_in, out, n_out, msg, cap);
+}
+
+void slot_destroy(tessera_engine_t* engine) {
+  auto* e = reinterpret_cast<SlotEngine*>(engine);
+  if (!e) return;
+  native_backend_table()->destroy(e->inner);
+  delete e;
 }
 
 template <int S>
@@ -234,7 +296,13 @@ tessera_backend_t make_table() {
   t.name = kSlotNames[S];
   t.capability = slot_capability<S>;
   t.compile = slot_compile<S>;
+  t.free_buffer = slot_free_buffer;
+  t.load = slot_load;
+  t.run = slot_run;
+  t.destroy = slot_destroy;
   t.estimate_cost = slot_estimate<S>;
+  t.threading = TESSERA_THREADING_CALLER;
+  t.color = nullptr;
   return t;
 }
 
@@ -1478,6 +1546,157 @@ TEST_F(Partitioner, region_keys_follow_structure_and_shapes_not_weight_values) {
   EXPECT_NE(base, partition::region_key(attr));
   // A small constant (a shape, an axis) is part of the key by value.
   EXPECT_NE(partition::region_key(matmul({3, 2}, 1.f, "MatMul")), partition::region_key(matmul({3, 2}, 2.f, "MatMul")));
+}
+
+
+// ---- measuring by default ----------------------------------------------------
+
+// x -> mm0 (MatMul) -> relu -> mm1 (MatMul) -> ...: `n` products of distinct
+// shapes, so each is its own measurement.
+Graph matmul_chain(int n) {
+  Builder b;
+  b.input("x");  // [2, 3]
+  std::string prev = "x";
+  int64_t k = 3;
+  for (int i = 0; i < n; ++i) {
+    const int64_t m = 4 + i;
+    std::string w = "w" + std::to_string(i);
+    b.constant(w, Tensor::FromVector(random_vec(static_cast<size_t>(k * m), 100u + static_cast<unsigned>(i)), {k, m}));
+    std::string mm = "mm" + std::to_string(i), relu = "relu" + std::to_string(i);
+    b.node(mm, "MatMul", {prev, w});
+    b.node(relu, "Relu", {mm});
+    prev = relu;
+    k = m;
+  }
+  return b.done({prev});
+}
+
+// Native priced as if its products were very slow: the estimates send every
+// MatMul to a plugin.
+partition::MachineProfile slow_native_machine() {
+  partition::MachineProfile m = partition::identify_machine(1);
+  m.gemm_gflops = 1e-6;
+  m.peak_gflops = 1e-6;
+  return m;
+}
+
+TEST_F(Partitioner, a_slow_path_the_estimates_miss_is_measured_and_avoided) {
+  g_slots[0].ops = kAllOps;
+  g_slots[0].est_us_per_node = 1;  // alpha claims to be fast...
+  g_slots[0].slow_op = "MatMul";
+  g_slots[0].slow_us = 20000;      // ...but every engine holding a MatMul takes 20 ms longer
+  g_slots[1].ops = kAllOps;
+  g_slots[1].est_us_per_node = 50;
+  const partition::MachineProfile machine = slow_native_machine();
+  Graph g = matmul_chain(2);
+  PartitionOptions o = cost_options({"alpha", "beta"});
+  o.machine = &machine;
+  // Estimates only: alpha, which says it is the cheapest.
+  PartitionReport est;
+  round_trip(g, o, &est, 41);
+  EXPECT_EQ(backend_of(est, "mm0"), "alpha") << report_text(est);
+  EXPECT_EQ(backend_of(est, "mm1"), "alpha") << report_text(est);
+  EXPECT_EQ(est.measured, 0);
+  // Measured by default: alpha's products are seen for what they are.
+  partition::TuneCache cache = partition::TuneCache::Open((dir_ / "tune.json").string(), nullptr);
+  o.tune_cache = &cache;
+  o.measure = MeasureMode::kDefault;
+  PartitionReport rep;
+  round_trip(g, o, &rep, 42);
+  EXPECT_NE(backend_of(rep, "mm0"), "alpha") << report_text(rep);
+  EXPECT_NE(backend_of(rep, "mm1"), "alpha") << report_text(rep);
+  bool saw_slow = false;
+  for (const auto& m : rep.measurements) {
+    if (m.backend == "alpha" && m.kind == "node" && m.what.rfind("mm", 0) == 0) {
+      saw_slow = saw_slow || m.measured_us >= 10000;
+      EXPECT_LT(m.estimated_us, 100) << "the estimate recorded is the one made before measuring";
+    }
+  }
+  EXPECT_TRUE(saw_slow) << report_text(rep);
+  EXPECT_NE(report_text(rep).find("measurements (estimate before measuring -> measured"), std::string::npos);
+}
+
+TEST_F(Partitioner, measuring_stops_at_its_budget_counted_on_the_injected_clock) {
+  g_slots[0].ops = kAllOps;
+  g_slots[0].est_us_per_node = 1;
+  Graph g = matmul_chain(6);
+  const partition::MachineProfile machine = slow_native_machine();
+  for (int round = 0; round < 2; ++round) {
+    partition::TuneCache cache;  // in memory: every round starts cold
+    PartitionOptions o = cost_options({"alpha"});
+    o.machine = &machine;
+    o.tune_cache = &cache;
+    o.measure = MeasureMode::kDefault;
+    partition::MeasureBudget budget;
+    double now = 0;
+    if (round == 0) {
+      // Each reading of the clock moves it by a second: every measurement
+      // costs one second, whatever it really takes.
+      budget.clock = [&now] { return now += 1e6; };
+      budget.limit_us = 2.5e6;
+    } else {
+      budget.max_measurements = 4;
+    }
+    o.budget = &budget;
+    PartitionReport rep;
+    round_trip(g, o, &rep, 43 + static_cast<unsigned>(round));
+    // Twelve candidates (six products on alpha and on native) and more regions.
+    EXPECT_EQ(rep.measured, round == 0 ? 3 : 4) << report_text(rep);
+    EXPECT_EQ(budget.measurements, rep.measured);
+    EXPECT_TRUE(rep.budget_exhausted);
+    if (round == 0) {
+      EXPECT_DOUBLE_EQ(rep.measure_seconds, 3.0);
+    }
+  }
+  // --tune (kFull) is not bound by the default budget.
+  partition::TuneCache cache;
+  PartitionOptions o = cost_options({"alpha"});
+  o.machine = &machine;
+  o.tune_cache = &cache;
+  o.measure = MeasureMode::kFull;
+  partition::MeasureBudget budget;
+  budget.max_measurements = 4;
+  o.budget = &budget;
+  PartitionReport rep;
+  round_trip(g, o, &rep, 45);
+  EXPECT_GT(rep.measured, 12) << report_text(rep);
+  EXPECT_FALSE(rep.budget_exhausted);
+}
+
+TEST_F(Partitioner, measurements_are_reused_on_the_same_machine_only) {
+  g_slots[0].ops = kAllOps;
+  g_slots[0].est_us_per_node = 1;
+  Graph g = matmul_chain(2);
+  partition::MachineProfile machine = slow_native_machine();
+  const std::string path = (dir_ / "tune.json").string();
+  {
+    partition::TuneCache cache = partition::TuneCache::Open(path, nullptr);
+    PartitionOptions o = cost_options({"alpha"});
+    o.machine = &machine;
+    o.tune_cache = &cache;
+    o.measure = MeasureMode::kDefault;
+    PartitionReport rep;
+    round_trip(g, o, &rep, 46);
+    EXPECT_GT(rep.measured, 0);
+    ASSERT_TRUE(cache.save().ok());
+  }
+  partition::TuneCache cache = partition::TuneCache::Open(path, nullptr);
+  PartitionOptions o = cost_options({"alpha"});
+  o.machine = &machine;
+  o.tune_cache = &cache;
+  o.measure = MeasureMode::kDefault;
+  PartitionReport again;
+  round_trip(g, o, &again, 47);
+  EXPECT_EQ(again.measured, 0) << report_text(again);
+  EXPECT_GT(again.cache_hits, 0);
+  // Another CPU is another machine: nothing reused, measured afresh.
+  partition::MachineProfile other = machine;
+  other.cpu = "another CPU";
+  o.machine = &other;
+  PartitionReport elsewhere;
+  round_trip(g, o, &elsewhere, 48);
+  EXPECT_EQ(elsewhere.cache_hits, 0);
+  EXPECT_GT(elsewhere.measured, 0);
 }
 
 }  // namespace

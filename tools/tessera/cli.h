@@ -52,7 +52,9 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Args& 
 
 // A session for MODEL: an artifact is loaded as compiled; an ONNX model runs
 // natively, or is compiled in memory when --backends names external backends.
-Expected<std::unique_ptr<InferenceSession>> open_session(const std::string& path, const Args& a);
+// `report` (optional) receives the placement report when one is made.
+Expected<std::unique_ptr<InferenceSession>> open_session(const std::string& path, const Args& a,
+                                                         PartitionReport* report = nullptr);
 
 int cmd_compile(const Args& a);
 int cmd_partition(const Args& a);

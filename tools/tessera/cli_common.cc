@@ -22,22 +22,29 @@ const char* kUsage =
     "usage: tessera <command> [options]\n"
     "commands:\n"
     "  compile MODEL.onnx -o OUT.tsr [--backends LIST] [--shape NAME=D0,D1,..] [--place OP_OR_NODE=BACKEND]\n"
-    "          [--min-region-nodes N] [--backend-options K=V;..] [--placement cost|priority] [--tune]\n"
-    "          [--tune-cache FILE] [--threads N]\n"
-    "      partitions the model, compiles every engine ahead of time and writes one artifact; --tune measures\n"
-    "      candidate regions on this machine and keeps the times in the tune cache for later compiles\n"
+    "          [--min-region-nodes N] [--backend-options K=V;..] [--placement cost|priority] [--tune | --no-tune]\n"
+    "          [--tune-budget SECONDS] [--tune-cache FILE] [--threads N]\n"
+    "      partitions the model, compiles every engine ahead of time and writes one artifact; measures the nodes\n"
+    "      and regions that matter on this machine (within --tune-budget, default 5 s) and keeps the times in the\n"
+    "      tune cache for later compiles; --tune measures every candidate region, --no-tune (or TESSERA_TUNE=0)\n"
+    "      nothing\n"
     "  run MODEL(.onnx|.tsr) [--input-dir DIR] [--output-dir DIR] [--backends LIST] [--threads N] [--shape ..]\n"
+    "          [--trace FILE]\n"
     "      reads input_<i>.pb (ONNX TensorProto, graph input order) from DIR, or makes random inputs;\n"
-    "      writes output_<i>.pb (graph output order) to --output-dir, else prints a summary\n"
+    "      writes output_<i>.pb (graph output order) to --output-dir, else prints a summary; --trace writes the\n"
+    "      run as a Chrome trace (chrome://tracing, Perfetto), with the steps inside engine regions\n"
     "  check CASE_DIR [--backends LIST] [--threads N] [--rtol R] [--atol A] [--model FILE]\n"
     "      runs an ONNX backend test case (model.onnx + test_data_set_*/) against its expected outputs;\n"
     "      --model runs another file (e.g. the case's model compiled to a .tsr) on the case's data\n"
     "  bench MODEL [--backends LIST] [--threads N] [--runs R] [--warmup W] [--shape NAME=D0,..] [--json] [--profile]\n"
-    "      times inference and prints the median; --profile adds time per op type and the slowest nodes\n"
-    "  partition MODEL [--backends LIST] [--shape ..] [--place ..] [--min-region-nodes N] [--placement ..] [--tune]\n"
-    "          [--json] [--dot F] [--svg F]\n"
+    "          [--trace FILE]\n"
+    "      times inference and prints the median; --profile adds time per op type and the slowest nodes, inside\n"
+    "      engine regions too (under \"profile\" with --json); --trace writes the profiled runs (at most 20) as a\n"
+    "      Chrome trace (docs/profiling.md)\n"
+    "  partition MODEL [--backends LIST] [--shape ..] [--place ..] [--min-region-nodes N] [--placement ..]\n"
+    "          [--tune | --no-tune] [--json] [--dot F] [--svg F]\n"
     "      placement report: one line per region with the backends considered and their costs, refusals grouped\n"
-    "      by backend and reason; Graphviz drawing\n"
+    "      by backend and reason, every measurement with the estimate made before it; Graphviz drawing\n"
     "  inspect OUT.tsr [--json]\n"
     "      what an artifact holds: sections, engines, sizes, versions, signature\n"
     "--backends lists the backends to use, such as dnnl,xnnpack,native (native always last; default: every backend\n"
@@ -71,9 +78,9 @@ struct CommandFlags {
 const std::map<std::string, CommandFlags>& command_flags() {
   static const std::map<std::string, CommandFlags> kFlags = [] {
     std::map<std::string, CommandFlags> m;
-    m["run"] = {{"--input-dir", "--output-dir"}, false, false};
+    m["run"] = {{"--input-dir", "--output-dir", "--trace"}, false, false};
     m["check"] = {{"--rtol", "--atol", "--model"}, false, false};
-    m["bench"] = {{"--runs", "--warmup"}, true, true};
+    m["bench"] = {{"--runs", "--warmup", "--trace"}, true, true};
     m["compile"] = {{"-o", "--output"}, false, false, true};
     m["partition"] = {{"--dot", "--svg"}, true, false, true};
     m["inspect"] = {{}, true, false};
@@ -211,6 +218,8 @@ MeasureMode measure_mode(const Args& a) {
 
 Expected<Program> compile_graph(Graph g, const std::string& source, const Args& a, PartitionReport* report,
                                 bool progress) {
+  PartitionReport local_report;
+  if (!report) report = &local_report;
   std::string list = a.opts.count("--backends") ? a.opts.at("--backends") : "";
   PartitionOptions po;
   if (auto it = a.opts.find("--placement"); it != a.opts.end()) {
@@ -260,6 +269,14 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Args& 
   // measuring is off and none are cached.
   partition::MachineProfile machine = partition::identify_machine(po.num_threads);
   if (auto known = cache.machine(machine.key())) machine = *known;
+  // Measurements taken while other processes hold the cores they need say
+  // more about those processes than about the engines: by default they serve
+  // this compile only (--tune, asked for explicitly, keeps them).
+  auto busy = [&] {
+    return po.measure == MeasureMode::kDefault &&
+           partition::other_runnable_threads() >= std::max(0, machine.cores - po.num_threads) + 0.5;
+  };
+  bool was_busy = busy();
   if (po.policy == PlacementPolicy::kCost && po.measure != MeasureMode::kOff) {
     if (partition::calibrate_machine(&machine, po.backends)) cache.put_machine(machine);
   }
@@ -275,7 +292,12 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Args& 
   auto program = partition_and_compile(std::move(g), po, report);
   if (tty) std::fprintf(stderr, "\r\033[K");
   if (!program.ok()) return program.status();
-  if (Status st = cache.save(); !st.ok()) {
+  was_busy = was_busy || busy();
+  if (was_busy && report->measured > 0) {
+    std::fprintf(stderr,
+                 "tessera: warning: other processes were running on this machine's cores while it measured; the "
+                 "measurements served this compile only and were not cached\n");
+  } else if (Status st = cache.save(); !st.ok()) {
     if (a.tune) return st;
     // Measuring by default must not fail a compile over a read-only cache.
     std::fprintf(stderr, "tessera: warning: %s\n", st.message().c_str());
@@ -285,7 +307,8 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Args& 
   return program;
 }
 
-Expected<std::unique_ptr<InferenceSession>> open_session(const std::string& path, const Args& a) {
+Expected<std::unique_ptr<InferenceSession>> open_session(const std::string& path, const Args& a,
+                                                         PartitionReport* report) {
   int64_t threads;
   TSR_ASSIGN_OR_RETURN(threads, int_opt(a, "--threads", 0, 1));
   TSR_RETURN_IF_ERROR(check_model_path(path));
@@ -305,7 +328,7 @@ Expected<std::unique_ptr<InferenceSession>> open_session(const std::string& path
   OptimizeOptions o;
   TSR_RETURN_IF_ERROR(optimize_graph(g, o));
   Program p;
-  TSR_ASSIGN_OR_RETURN(p, compile_graph(std::move(g), path, a, nullptr, false));
+  TSR_ASSIGN_OR_RETURN(p, compile_graph(std::move(g), path, a, report, false));
   return InferenceSession::Create(std::move(p), opts);
 }
 

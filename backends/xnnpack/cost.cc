@@ -1,0 +1,82 @@
+// What a region costs on XNNPACK, on the machine the host measured.
+//
+// Input: the region's lowered program and the machine's figures. Output:
+// microseconds per run. Method: convolutions and fully connected layers at
+// the share of the machine's FMA peak XNNPACK's f32 GEMM kernels reach (0.8,
+// measured on resnet50 at 2 threads), depthwise convolutions and pools by
+// their memory traffic or a quarter of the peak, everything else by its bytes
+// at the machine's bandwidth; a dispatch per node and per step; the NCHW <->
+// NHWC conversions at the region's boundary; the engine's measured launch.
+// Slow paths priced as such: the GEMM micro-kernels tile output channels by
+// a whole vector (16 floats with AVX-512), so a layer with one output channel
+// computes sixteen. Whatever slower path a kernel takes beyond this, the host
+// measures.
+#include "cost.h"
+
+#include <algorithm>
+
+namespace tessera_xnn {
+
+namespace {
+
+struct Shares {
+  double gemm = 0.8, light = 0.25;  // of the FMA peak
+  double node_us = 1.0, step_us = 2.0;
+};
+constexpr Shares kShares;
+
+double padded(int64_t c, int64_t block) {
+  return static_cast<double>((c + block - 1) / block * block) / static_cast<double>(std::max<int64_t>(1, c));
+}
+
+}  // namespace
+
+double region_cost_us(const Program& p, const tessera_plugin::MachineFigures& f) {
+  const double peak = f.flops_per_us * f.threads;
+  const int64_t block = f.vector_floats;
+  double us = f.launch_us;
+  for (const NodeDef& n : p.nodes) {
+    const Dims& x = p.tensors[static_cast<size_t>(n.inputs[0])].dims;
+    const double in = static_cast<double>(numel(x));
+    const double out = static_cast<double>(numel(p.tensors[static_cast<size_t>(n.output)].dims));
+    const double memory = 4.0 * (in + out) / f.bytes_per_us;
+    double compute = 0;
+    switch (n.op) {
+      case Op::kConv2d:  // NHWC: out elements x kernel x group input channels, output channels tiled
+        compute = 2 * out * static_cast<double>(n.ints[4] * n.ints[5] * n.ints[11]) * padded(n.ints[12], block) /
+                  (kShares.gemm * peak);
+        break;
+      case Op::kDeconv2d:
+        compute = 2 * in * static_cast<double>(n.ints[6] * n.ints[7] * n.ints[14]) * padded(n.ints[14], block) /
+                  (kShares.gemm * peak);
+        break;
+      case Op::kFullyConnected:
+        compute = 2 * out * static_cast<double>(x.back()) / (kShares.gemm * peak);
+        break;
+      case Op::kDepthwiseConv2d:
+        compute = 2 * out * static_cast<double>(n.ints[4] * n.ints[5]) / (kShares.light * peak);
+        break;
+      case Op::kMaxPool2d:
+      case Op::kAvgPool2d:
+        compute = out * static_cast<double>(n.ints[4] * n.ints[5]) / (kShares.light * peak);
+        break;
+      default:
+        break;
+    }
+    us += kShares.node_us + std::max(compute, memory);
+  }
+  us += kShares.step_us * static_cast<double>(p.steps.size());
+  // Layout conversions at the boundary: read and write, strided, at a third
+  // of the streaming bandwidth.
+  double moved = 0;
+  for (const Import& im : p.imports) {
+    if (im.transfer == Transfer::kNhwc) moved += static_cast<double>(numel(p.tensors[static_cast<size_t>(im.tensor)].dims));
+  }
+  for (const Export& e : p.exports) {
+    if (e.transfer == Transfer::kNhwc) moved += static_cast<double>(numel(p.tensors[static_cast<size_t>(e.tensor)].dims));
+  }
+  us += 2.0 * 4.0 * moved / (f.bytes_per_us / 3.0);
+  return us;
+}
+
+}  // namespace tessera_xnn
