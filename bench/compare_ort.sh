@@ -7,14 +7,22 @@
 #              mobilenet_v2 bert_tiny; bert_base is a heavier optional one). A zoo model is timed at its bench pins
 #              (bench/zoo/pins.txt): ORT, `tessera bench` and `tessera compile` all get its --shape flags.
 # Environment: THREADS (default "1 2"), REPEATS (default 3), RUNS (default 20), WARMUP (default 3),
-#              BACKEND_SETS (default "default"): tessera placements to time, each one of
+#              BACKEND_SETS (default "default"): tessera placements to time, each one of (bench/placements.sh defines
+#              the compiled ones)
 #                LIST       a --backends list in priority order (--placement priority: each engine as far as it
-#                           goes, native for the rest), e.g. dnnl,native
-#                default    what ./run.sh gives: `tessera compile --tune` over every backend found (cost-based
-#                           placement with measured regions; cache TUNE_CACHE, default BUILD_DIR/bench-tune.json),
-#                           then the artifact is timed
-#                estimated  `tessera compile` with cost-based placement from estimates only (no tune cache), then
-#                           the artifact is timed
+#                           goes, native for the rest), e.g. dnnl,native; timed from the .onnx
+#                estimated  `tessera compile --no-tune --tune-cache=`: cost-based placement from estimates only
+#                default    `tessera compile` with no flags (pins and --threads only) from an EMPTY tune cache: a fresh
+#                           cache file per model and thread count (TUNE_DIR/MODEL.tN.default.json, given as
+#                           $TESSERA_TUNE_CACHE), so it calibrates and measures as on a machine it has never seen
+#                warm       the same compile again with the cache `default` left (needs `default` in the list; it is
+#                           compiled after it whatever the order)
+#                tuned      `tessera compile --tune` with a fresh cache file (TUNE_DIR/MODEL.tN.tuned.json)
+#              a compiled set is compiled to BUILD_DIR/bench-models/MODEL.SET.tN.tsr and that artifact is timed;
+#              TUNE_DIR (default BUILD_DIR/bench-tune), COMPILE_TSV (default BUILD_DIR/bench-compile.tsv): where each
+#              compile's wall time goes, as tab-separated lines "model threads set compile_ms line notes" (compile_ms
+#              empty and line = the error when it failed; notes = the compile's warnings, e.g. measurements not
+#              cached because other processes held the cores);
 #              PYTHON (a python with onnx + numpy; default /usr/bin/python3), ORT_SPIN (default 1; 0 passes
 #              --no-spin to ort_bench.js: ORT's spin-waiting pool threads collapse on an oversubscribed machine),
 #              RESULTS_TSV (default BUILD_DIR/bench-results.tsv): where the machine-readable results go.
@@ -22,6 +30,8 @@
 # What it does:
 #   * installs onnxruntime-node into bench/node_modules (npm install --ignore-scripts --no-save) unless it is there;
 #   * generates the models into BUILD_DIR/bench-models (kept between runs: the generators are deterministic);
+#   * compiles the compiled sets (per thread count, model: estimated, default, warm, tuned, each as listed), pinned
+#     like the timing runs, and records their wall times in COMPILE_TSV;
 #   * for each thread count and model, runs `tessera bench` and bench/ort_bench.js alternately REPEATS times (the
 #     order flips every repeat), each RUNS timed runs after WARMUP warm-up runs, pinned with taskset to cores 0..N-1
 #     when taskset exists and the machine has enough cores;
@@ -88,14 +98,9 @@ done
 
 # --- helpers ------------------------------------------------------------------------------------------------------
 ncpu=$(nproc 2>/dev/null || echo 1)
-pin_cmd() {  # prints the taskset prefix for N threads, or nothing
-  local n=$1
-  if command -v taskset >/dev/null && ((n <= ncpu)); then
-    local cpus=0 i
-    for ((i = 1; i < n; ++i)); do cpus+=",$i"; done
-    printf 'taskset -c %s' "$cpus"
-  fi
-}
+# shellcheck source=placements.sh
+source "$bench_dir/placements.sh"
+pin_cmd() { bench_pin_cmd "$@"; }
 json_field() { sed -n "s/.*\"$1\": *\([-0-9.eE+]*\).*/\1/p" | head -n1; }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 fmt_ms() { if [[ -z $1 ]]; then echo fail; else awk -v v="$1" 'BEGIN { printf(v < 1 ? "%.3f" : "%.2f", v) }'; fi; }
@@ -111,13 +116,12 @@ run_engine() {  # engine model threads; engine = ort or tessera:<backend set>
   read -r -a shape_flags <<<"${model_pins[$m]}"
   if [[ $engine == tessera:* ]]; then
     local set=${engine#tessera:}
-    case $set in
-      default | estimated)
-        cmd=("$tessera" bench "$model_dir/$m.$set.t$n.tsr" --threads "$n" --runs "$runs" --warmup "$warmup" --json) ;;
-      *)
-        cmd=("$tessera" bench "$model_dir/$m.onnx" --threads "$n" --runs "$runs" --warmup "$warmup" --json
-          --backends "$set" --placement priority "${shape_flags[@]}") ;;
-    esac
+    if bench_is_compiled "$set"; then  # the artifact compiled above
+      cmd=("$tessera" bench "$model_dir/$m.$set.t$n.tsr" --threads "$n" --runs "$runs" --warmup "$warmup" --json)
+    else
+      cmd=("$tessera" bench "$model_dir/$m.onnx" --threads "$n" --runs "$runs" --warmup "$warmup" --json
+        --backends "$set" --placement priority "${shape_flags[@]}")
+    fi
   else
     cmd=(node "$bench_dir/ort_bench.js" "$model_dir/$m.onnx" --threads "$n" --runs "$runs" --warmup "$warmup"
       "${shape_flags[@]}")
@@ -135,24 +139,33 @@ run_engine() {  # engine model threads; engine = ort or tessera:<backend set>
 }
 
 # --- compile the cost-based placements -----------------------------------------------------------------------------
-declare -A errors=()
-tune_cache=${TUNE_CACHE:-$build_dir/bench-tune.json}
+declare -A errors=() compile_ms_of=()
+tune_dir=${TUNE_DIR:-$build_dir/bench-tune}
+compile_tsv=${COMPILE_TSV:-$build_dir/bench-compile.tsv}
+compiled_sets=()  # in the order they must be compiled: warm after default
+for s in estimated default warm tuned; do
+  for b in "${backend_sets[@]}"; do if [[ $b == "$s" ]]; then compiled_sets+=("$s"); break; fi; done
+done
+if [[ " ${compiled_sets[*]} " == *" warm "* && " ${compiled_sets[*]} " != *" default "* ]]; then
+  die "BACKEND_SETS: warm compiles again with the cache default left; list default too"
+fi
+: >"$compile_tsv"
 for n in "${thread_counts[@]}"; do
   for m in "${models[@]}"; do
-    for set in "${backend_sets[@]}"; do
-      case $set in
-        default) flags=(--tune --tune-cache "$tune_cache") ;;
-        estimated) flags=(--tune-cache=) ;;
-        *) continue ;;
-      esac
-      read -r -a shape_flags <<<"${model_pins[$m]}"
-      # shellcheck disable=SC2046
-      if line=$($(pin_cmd "$n") "$tessera" compile "$model_dir/$m.onnx" -o "$model_dir/$m.$set.t$n.tsr" --threads "$n" \
-        "${flags[@]}" "${shape_flags[@]}" 2>"$errfile"); then
-        log "$set $m, $n thread(s): $line"
-      else
-        errors[tessera:$set/$m/$n]=$(last_line "$errfile")
+    read -r -a shape_flags <<<"${model_pins[$m]}"
+    for set in "${compiled_sets[@]}"; do
+      if [[ $set == warm && -n ${errors[tessera:default/$m/$n]:-} ]]; then
+        errors[tessera:warm/$m/$n]="not compiled: the default compile failed"
+        continue
       fi
+      if bench_compile "$set" "$model_dir/$m.onnx" "$model_dir/$m.$set.t$n.tsr" "$n" "$tune_dir" "${shape_flags[@]}"; then
+        compile_ms_of[$set/$m/$n]=$compile_ms
+        log "$set $m, $n thread(s), ${compile_ms} ms: $compile_line${compile_notes:+ [warning: $compile_notes]}"
+      else
+        errors[tessera:$set/$m/$n]=$compile_line
+        log "$set $m, $n thread(s): compile failed: $compile_line"
+      fi
+      printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$n" "$set" "$compile_ms" "$compile_line" "$compile_notes" >>"$compile_tsv"
     done
   done
 done
@@ -223,6 +236,23 @@ cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head 
       if [[ -n ${errors[ort/$m/$n]:-} ]]; then echo "- ORT $m, $n thread(s): ${errors[ort/$m/$n]}"; fi
     done
   done
+  if [[ ${#compiled_sets[@]} -gt 0 ]]; then
+    echo
+    header="| model | threads |" rule="|---|---:|"
+    for s in "${compiled_sets[@]}"; do header+=" compile $s ms |"; rule+="---:|"; done
+    echo "$header"
+    echo "$rule"
+    for n in "${thread_counts[@]}"; do
+      for m in "${models[@]}"; do
+        row="| $m | $n |"
+        for s in "${compiled_sets[@]}"; do row+=" ${compile_ms_of[$s/$m/$n]:-fail} |"; done
+        echo "$row"
+      done
+    done
+    echo
+    echo "Wall time of \`tessera compile\` (process start to exit, pinned like the timing runs); default: fresh tune" \
+      "cache, warm: the cache default left, tuned: --tune with a fresh cache. Compile lines in $compile_tsv."
+  fi
 } | tee "$results"
 
 tsv=${RESULTS_TSV:-$build_dir/bench-results.tsv}
@@ -235,5 +265,5 @@ tsv=${RESULTS_TSV:-$build_dir/bench-results.tsv}
   done
 } >"$tsv"
 
-log "written $results and $tsv ($(($(date +%s) - script_start)) s)"
+log "written $results, $tsv and $compile_tsv ($(($(date +%s) - script_start)) s)"
 if [[ ${#tessera_ms[@]} -eq 0 && ${#ort_ms[@]} -eq 0 ]]; then exit 1; fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The benchmark suite: tessera against ONNX Runtime on the classic models and the zoo (bench/zoo: exporter-style
-# speech, OCR, VAD, keyword, ViT, Whisper and YOLO models), with achieved GFLOP/s against the machine's FMA peak, and
-# the cost of ahead-of-time compilation (compile time, artifact size, artifact load time).
+# speech, OCR, VAD, keyword, ViT, Whisper and YOLO models), with achieved GFLOP/s against the machine's FMA peak, the
+# goals of "placement grounded in measurement" (the default placement against the best single backend, estimates
+# against measurements, compile time with measuring on), and the cost of ahead-of-time compilation.
 #
 # Usage: bench/run_suite.sh [BUILD_DIR]      (default build; needs BUILD_DIR/bin/tessera, a Release build)
 # Environment: THREADS (default 2), REPEATS (default 9), RUNS (default 20), WARMUP (default 3) for the light models;
@@ -10,24 +11,36 @@
 #              LOAD_REPEATS (default 5); PYTHON (python with onnx + numpy, default /usr/bin/python3);
 #              MODELS (default "resnet50 mobilenet_v2 squeezenet bert_base mlp empty" followed by the zoo: "melspec
 #              dbnet crnn silero_vad kws vit_b16 whisper_tiny_enc yolo"; empty is a graph without nodes, for the
-#              per-run overhead); OUT (default bench/RESULTS.md).
+#              per-run overhead); BACKEND_SETS (default "native dnnl,native xnnpack,native estimated default warm
+#              tuned", see bench/compare_ort.sh and bench/placements.sh); TUNE=0 skips step 6; OUT (default
+#              bench/RESULTS.md).
 #
-# Steps:
+# Steps (work folder BUILD_DIR/bench-suite):
 #   1. generates the models into BUILD_DIR/bench-models with tests/e2e/gen_models.py and bench/zoo/gen_zoo.py (fixed
 #      seeds; bert_base is the BERT-base encoder: 12 layers, hidden 768, 12 heads, sequence 128); a zoo model is
 #      counted, timed and compiled at its bench pins (bench/zoo/pins.txt, --shape flags);
-#   2. builds bench/peak_fma.cc (g++ -O3 -march=native) into BUILD_DIR/bench-suite and measures the FMA peak; builds
+#   2. builds bench/peak_fma.cc (g++ -O3 -march=native) into the work folder and measures the FMA peak; builds
 #      bench/gemm_bench.cc with the native SGEMM and measures it on large shapes;
 #   3. counts each model's Conv/Gemm/MatMul FLOPs with bench/model_flops.py;
-#   4. times ORT and the tessera placements with bench/compare_ort.sh (interleaved, pinned), THREADS threads, placements
-#      BACKEND_SETS (default "native dnnl,native xnnpack,native dnnl,xnnpack,native estimated default": each engine
-#      alone in priority placement, both engines in priority order, cost-based placement from estimates, and the
-#      default — what ./run.sh does: cost-based placement with `compile --tune`);
-#   5. per model: wall time of `tessera compile` without --tune and without a tune cache, and of `tessera compile
-#      --tune` with an empty cache; the tuned artifact's file_size (`tessera inspect`), load time (load_ms of
-#      `tessera bench OUT.tsr --runs 1 --warmup 0`, median of LOAD_REPEATS) and arena;
-#   6. writes OUT (bench/suite_report.py) with the machine line and the date.
-# Not part of ./test.sh: it takes several minutes and wants a quiet machine.
+#   4. compiles and times ORT and the tessera placements with bench/compare_ort.sh (interleaved, pinned), THREADS
+#      threads: each engine alone in priority placement (native, dnnl,native, xnnpack,native: the single backends),
+#      `estimated` (cost model, nothing measured), `default` (plain `tessera compile`, empty tune cache: a fresh cache
+#      file per model, so no measurement or calibration carries over from another model or an earlier run), `warm`
+#      (the same compile again with the cache default left) and `tuned` (`--tune`, fresh cache); the compile wall
+#      times and compile lines land in compile.tsv, the tune caches under tune/;
+#   5. per model: the default artifact's file_size (`tessera inspect`), load time (load_ms of `tessera bench OUT.tsr
+#      --runs 1 --warmup 0`, median of LOAD_REPEATS) and arena; compile times come from step 4 (a compiled set that
+#      BACKEND_SETS left out is compiled here, timed the same way);
+#   6. per model: `tessera partition --tune --json` with a fresh tune cache (partition/MODEL.json; every measurement,
+#      with the estimate made before it, appended to measurements.jsonl with its model; wall time in partition.tsv);
+#   7. writes OUT (bench/suite_report.py) with the machine line and the date.
+# Expected time on the 2-core machine (AMD EPYC, quiet), estimated from per-inference and compile times rather than
+# timed end to end: about 45 minutes for the default MODELS. Step 4 about 35: the timing runs about 27 (72 processes
+# per light model, 40 per heavy one; yolo, dbnet, resnet50 and the three transformers take three quarters of it) and
+# the four compiles per model about 7 (the --tune ones of the transformers and of the 640x640 detectors the most);
+# step 6 (a full --tune per model) about 5; the rest 2-3 (plus model generation on a first run).
+# Not part of ./test.sh: it takes long and wants a quiet machine (a default compile that measures while other
+# processes hold the cores keeps nothing in its cache; the report flags it).
 set -euo pipefail
 
 suite_start=$(date +%s)
@@ -39,7 +52,7 @@ python=${PYTHON:-/usr/bin/python3}
 [[ -x $python ]] || python=python3
 threads=${THREADS:-2}
 read -r -a models <<<"${MODELS:-resnet50 mobilenet_v2 squeezenet bert_base mlp empty melspec dbnet crnn silero_vad kws vit_b16 whisper_tiny_enc yolo}"
-export BACKEND_SETS=${BACKEND_SETS:-"native dnnl,native xnnpack,native dnnl,xnnpack,native estimated default"}
+export BACKEND_SETS=${BACKEND_SETS:-"native dnnl,native xnnpack,native estimated default warm tuned"}
 load_repeats=${LOAD_REPEATS:-5}
 out=${OUT:-$bench_dir/RESULTS.md}
 
@@ -54,7 +67,9 @@ tessera=$build_dir/bin/tessera
 work=$build_dir/bench-suite
 model_dir=$build_dir/bench-models
 mkdir -p "$work" "$model_dir"
-log "load: $(uptime | sed 's/.*load average/load average/')"
+load_now() { sed 's/^\([^ ]* [^ ]* [^ ]*\).*/\1/' /proc/loadavg 2>/dev/null || echo unknown; }
+load_start=$(load_now)
+log "load average: $load_start"
 
 # 1. models -------------------------------------------------------------------------------------------------------
 missing=()
@@ -109,45 +124,54 @@ for m in "${models[@]}"; do
 done
 log "FLOPs counted"
 
-# 4. latency ------------------------------------------------------------------------------------------------------
+# 4. latency (and the compiles of the compiled placements) ---------------------------------------------------------
 light=() heavy=()
 for m in "${models[@]}"; do
   case $m in bert_base* | vit_b16 | whisper_tiny_enc) heavy+=("$m") ;; *) light+=("$m") ;; esac
 done
 : >"$work/latency.tsv"
+: >"$work/compile.tsv"
+rm -rf "$work/tune"
 if [[ ${#light[@]} -gt 0 ]]; then
-  log "timing ${light[*]}"
-  THREADS=$threads REPEATS=${REPEATS:-9} RESULTS_TSV=$work/latency_light.tsv "$bench_dir/compare_ort.sh" "$build_dir" "${light[@]}" >/dev/null
+  log "compiling and timing ${light[*]}"
+  THREADS=$threads REPEATS=${REPEATS:-9} RESULTS_TSV=$work/latency_light.tsv COMPILE_TSV=$work/compile_light.tsv \
+    TUNE_DIR=$work/tune "$bench_dir/compare_ort.sh" "$build_dir" "${light[@]}" >/dev/null
   cat "$work/latency_light.tsv" >>"$work/latency.tsv"
+  cat "$work/compile_light.tsv" >>"$work/compile.tsv"
 fi
 if [[ ${#heavy[@]} -gt 0 ]]; then
-  log "timing ${heavy[*]}"
+  log "compiling and timing ${heavy[*]}"
   THREADS=$threads REPEATS=${BERT_REPEATS:-5} RUNS=${BERT_RUNS:-10} WARMUP=${BERT_WARMUP:-2} \
-    RESULTS_TSV=$work/latency_heavy.tsv "$bench_dir/compare_ort.sh" "$build_dir" "${heavy[@]}" >/dev/null
+    RESULTS_TSV=$work/latency_heavy.tsv COMPILE_TSV=$work/compile_heavy.tsv TUNE_DIR=$work/tune \
+    "$bench_dir/compare_ort.sh" "$build_dir" "${heavy[@]}" >/dev/null
   cat "$work/latency_heavy.tsv" >>"$work/latency.tsv"
+  cat "$work/compile_heavy.tsv" >>"$work/compile.tsv"
 fi
 
 # 5. ahead-of-time compilation ------------------------------------------------------------------------------------
-printf 'model\tcompile_ms\ttune_ms\tfile_size\tload_ms\tarena_bytes\tcompile_line\n' >"$work/artifact.tsv"
+# shellcheck source=placements.sh
+source "$bench_dir/placements.sh"
+printf 'model\tartifact\tfile_size\tload_ms\tarena_bytes\n' >"$work/artifact.tsv"
 for m in "${models[@]}"; do
-  tsr=$work/$m.tsr
   read -r -a shape_flags <<<"${model_pins[$m]}"
-  t0=$(now_ms)
-  if ! line=$("$tessera" compile "$model_dir/$m.onnx" -o "$tsr" --tune-cache= "${shape_flags[@]}" 2>&1 | tail -n1); then
-    log "compile failed for $m: $line"
-    printf '%s\t\t\t\t\t\t%s\n' "$m" "$line" >>"$work/artifact.tsv"
+  # Compiles step 4 did not do (their set not in BACKEND_SETS): timed here the same way, warm after default.
+  for set in estimated default warm tuned; do
+    if awk -F'\t' -v m="$m" -v n="$threads" -v s="$set" '$1 == m && $2 == n && $3 == s { found = 1 } END { exit !found }' \
+      "$work/compile.tsv"; then continue; fi
+    log "$m: compiling $set (not in BACKEND_SETS)"
+    tsr=$work/$m.$set.t$threads.tsr
+    bench_compile "$set" "$model_dir/$m.onnx" "$tsr" "$threads" "$work/tune" "${shape_flags[@]}" ||
+      log "compile $set failed for $m: $compile_line"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$threads" "$set" "$compile_ms" "$compile_line" "$compile_notes" >>"$work/compile.tsv"
+    if [[ $set != default ]]; then rm -f "$tsr"; fi
+  done
+  tsr=$model_dir/$m.default.t$threads.tsr
+  [[ -s $work/$m.default.t$threads.tsr ]] && tsr=$work/$m.default.t$threads.tsr
+  if [[ ! -s $tsr ]]; then
+    log "$m: no default artifact"
+    printf '%s\t\t\t\t\n' "$m" >>"$work/artifact.tsv"
     continue
   fi
-  compile_ms=$(($(now_ms) - t0))
-  rm -f "$work/tune-$m.json"
-  t0=$(now_ms)
-  if ! line=$(taskset -c 0,1 "$tessera" compile "$model_dir/$m.onnx" -o "$tsr" --tune --tune-cache "$work/tune-$m.json" \
-    --threads "$threads" "${shape_flags[@]}" 2>&1 | tail -n1); then
-    log "compile --tune failed for $m: $line"
-    printf '%s\t%s\t\t\t\t\t%s\n' "$m" "$compile_ms" "$line" >>"$work/artifact.tsv"
-    continue
-  fi
-  tune_ms=$(($(now_ms) - t0))
   size=$("$tessera" inspect "$tsr" --json | json_field file_size)
   loads="" arena=""
   for ((i = 0; i < load_repeats; ++i)); do
@@ -156,18 +180,52 @@ for m in "${models[@]}"; do
     arena=$(json_field arena_bytes <<<"$j")
   done
   load_ms=$(tr ' ' '\n' <<<"$loads" | grep . | median)
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$m" "$compile_ms" "$tune_ms" "$size" "$load_ms" "$arena" "$line" >>"$work/artifact.tsv"
-  log "$m: compile ${compile_ms} ms, --tune ${tune_ms} ms, ${size} bytes, load ${load_ms} ms [$loads], arena $arena"
-  rm -f "$tsr"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$m" "default" "$size" "$load_ms" "$arena" >>"$work/artifact.tsv"
+  log "$m: default artifact ${size} bytes, load ${load_ms} ms [$loads], arena $arena"
+  rm -f "$work/$m.default.t$threads.tsr"
 done
 
-# 6. report -------------------------------------------------------------------------------------------------------
+# 6. estimates against measurements -------------------------------------------------------------------------------
+: >"$work/measurements.jsonl"
+printf 'model\tpartition_ms\tmeasured\terror\n' >"$work/partition.tsv"
+rm -rf "$work/partition"
+mkdir -p "$work/partition"
+if [[ ${TUNE:-1} != 0 ]]; then
+  for m in "${models[@]}"; do
+    read -r -a shape_flags <<<"${model_pins[$m]}"
+    cache=$work/tune/$m.t$threads.partition.json
+    rm -f "$cache"
+    t0=$(now_ms)
+    # shellcheck disable=SC2046
+    if env -u TESSERA_TUNE -u TESSERA_TUNE_CACHE $(bench_pin_cmd "$threads") "$tessera" partition "$model_dir/$m.onnx" \
+      --tune --json --threads "$threads" --tune-cache "$cache" "${shape_flags[@]}" >"$work/partition/$m.json" \
+      2>"$work/partition/$m.err"; then
+      ms=$(($(now_ms) - t0))
+      count=$("$python" -c '
+import json, sys
+report, model = json.load(open(sys.argv[1])), sys.argv[2]
+with open(sys.argv[3], "a") as f:
+    for x in report.get("measurements", []):
+        f.write(json.dumps(dict(model=model, **x), sort_keys=True) + "\n")
+print(len(report.get("measurements", [])))' "$work/partition/$m.json" "$m" "$work/measurements.jsonl") || count=""
+      printf '%s\t%s\t%s\t\n' "$m" "$ms" "$count" >>"$work/partition.tsv"
+      log "$m: partition --tune ${ms} ms, $count measurements"
+    else
+      err=$(grep -v '^[[:space:]]*$' "$work/partition/$m.err" | tail -n1 || true)
+      printf '%s\t\t\t%s\n' "$m" "${err:-partition --tune failed}" >>"$work/partition.tsv"
+      log "$m: partition --tune failed: $err"
+    fi
+  done
+fi
+
+# 7. report -------------------------------------------------------------------------------------------------------
 cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head -n1)
 ort_version=$(NODE_PATH=$bench_dir/node_modules node -e \
   "process.stdout.write(require('onnxruntime-node/package.json').version)" 2>/dev/null || echo unknown)
-"$python" "$bench_dir/suite_report.py" --work "$work" --models "${models[*]}" --threads "$threads" \
+zoo_models=$("$python" "$bench_dir/zoo/gen_zoo.py" --list | tr "\n" " ")
+"$python" "$bench_dir/suite_report.py" --work "$work" --models "${models[*]}" --zoo "$zoo_models" --threads "$threads" \
   --backend-sets "$BACKEND_SETS" --machine "${cpu:-unknown CPU}, $(nproc) cores, $(uname -r)" \
   --ort-version "$ort_version" --git "$(git -C "$repo_dir" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   --settings "light models: ${REPEATS:-9} repeats x ${RUNS:-20} runs after ${WARMUP:-3} warm-up; heavy models (bert_base, vit_b16, whisper_tiny_enc): ${BERT_REPEATS:-5} repeats x ${BERT_RUNS:-10} runs after ${BERT_WARMUP:-2} warm-up; load time: median of $load_repeats" \
-  --seconds "$(($(date +%s) - suite_start))" >"$out"
+  --seconds "$(($(date +%s) - suite_start))" --load "at the start $load_start, at the end $(load_now)" >"$out"
 log "written $out"

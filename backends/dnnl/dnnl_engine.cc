@@ -27,6 +27,7 @@
 // into the host's buffer, and the arena is planned from the steps that touch
 // each buffer.
 #include <oneapi/dnnl/dnnl.hpp>
+#include <oneapi/dnnl/dnnl_debug.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -181,6 +182,7 @@ class Builder {
     s.args = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
     s.scratchpad = pd.scratchpad_desc();
     s.what = "reorder of " + what;
+    s.impl = s.what + " " + pd.impl_info_str();
     ++plan_.reorders;
     add_step(std::move(s));
   }
@@ -348,9 +350,10 @@ class Builder {
   }
 
   void build_op(const Op& op) {
-    const std::string what = std::string(op_kind_name(op.kind)) + " '" + op.node + "'";
+    const std::string what = std::string(op_kind_name(op.kind)) + " '" + nodes_str(op) + "'";
     if (op.kind == OpKind::kView) {
       bind(op.out, alias_mem(as_view(op.in[0], plain(op.in[0])), plain(op.out), op.out));
+      plan_.free_steps.push_back(FreeStep{plan_.steps.size(), op.nodes, "view (no work)"});
       return;
     }
     if (op.kind == OpKind::kConcat && concat_mem_[static_cast<size_t>(op.out)] >= 0) {
@@ -422,6 +425,9 @@ class Builder {
     }
     Step s;
     s.what = what;
+    s.nodes = op.nodes;
+    s.impl = std::string(dnnl_prim_kind2str(static_cast<dnnl_primitive_kind_t>(pd.get_kind()))) + " " +
+             pd.impl_info_str();
     for (size_t k = 0; k < specs.size(); ++k) {
       if (mem[k] >= 0) s.args.emplace_back(specs[k].arg, mem[k]);
     }
@@ -474,9 +480,10 @@ class Builder {
       const auto v = static_cast<size_t>(op.in[k]);
       if (in_place_[v] && slice_of_[v] == static_cast<int>(op_) && slice_pos_[v] == static_cast<int>(k)) continue;
       reorder_step(canon(op.in[k]), slice_mem(op_, k),
-                   "'" + p_.values[v].name + "' into Concat '" + op.node + "'");
+                   "'" + p_.values[v].name + "' into Concat '" + nodes_str(op) + "'");
     }
     bind(op.out, concat_mem_[static_cast<size_t>(op.out)]);
+    plan_.free_steps.push_back(FreeStep{plan_.steps.size(), op.nodes, "concat in place (no work)"});
   }
 
   const Program& p_;

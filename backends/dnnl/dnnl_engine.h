@@ -40,11 +40,27 @@ struct Step {
   std::vector<std::pair<int, int>> args;  // DNNL_ARG_* -> Mem index
   dnnl::memory::desc scratchpad;         // zero-size when the primitive needs none
   std::string what;                      // for messages: "Conv 'conv1'"
+  // For run_profiled: the region's nodes whose work the primitive does (none
+  // for a reorder: a layout conversion is its own step, named after the value
+  // it converts), and what oneDNN runs ("convolution jit:avx512_core",
+  // "reorder of 'x' jit:uni").
+  std::vector<std::string> nodes;
+  std::string impl;
+};
+
+// Work no primitive does: a view (Reshape, Flatten...) or a Concatenation
+// written in place by its operands' producers. run_profiled reports it as a
+// step of no duration, so that every node of the region appears in a profile.
+struct FreeStep {
+  size_t before = 0;  // position among the Steps: reported just before Step `before` (or at the end)
+  std::vector<std::string> nodes;
+  std::string impl;   // "view (no work)"
 };
 
 struct Plan {
   std::vector<Mem> mems;
   std::vector<Step> steps;
+  std::vector<FreeStep> free_steps;       // in order of `before`
   std::vector<void*> fixed;               // pointers of the kFixed storages
   std::vector<AlignedBuffer> owned;       // reordered weights
   std::vector<ArenaBuffer> buffers;
@@ -86,5 +102,9 @@ std::unique_ptr<tessera_engine> make_engine(Program p, const tessera_named_tenso
 // that differ from the region, TESSERA_ERROR_RUNTIME when oneDNN fails.
 void run_engine(tessera_engine& e, const tessera_tensor_t* inputs, size_t num_inputs, tessera_tensor_t* outputs,
                 size_t num_outputs);
+// The same, reporting each step to `sink` (the ABI's run_profiled): every
+// primitive is waited for before the next starts, so that its time is its own.
+void run_engine_profiled(tessera_engine& e, const tessera_tensor_t* inputs, size_t num_inputs,
+                         tessera_tensor_t* outputs, size_t num_outputs, const tessera_profile_sink_t& sink);
 
 }  // namespace tessera_dnnl

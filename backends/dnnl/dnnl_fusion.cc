@@ -87,7 +87,9 @@ void fuse(Program& p, const dnnl::engine& eng) {
       Op fused;
       if (j <= i || !fold(p, p.ops[i], p.ops[j], &fused)) break;
       if (!probe(fused, p.values, eng).empty()) break;
-      fused.node = p.ops[i].node + "+" + p.ops[j].node;
+      for (const std::string& n : p.ops[j].nodes) {  // a node emitting several ops is named once
+        if (std::find(fused.nodes.begin(), fused.nodes.end(), n) == fused.nodes.end()) fused.nodes.push_back(n);
+      }
       p.ops[j] = std::move(fused);
       p.ops.erase(p.ops.begin() + static_cast<std::ptrdiff_t>(i));
       i = j - 1;  // the fused op, at the reader's place; try to extend it

@@ -114,6 +114,7 @@ void Lowering::lower_pattern(const Pattern& p, const onnx::NodeProto& last) {
     op.floats = {p.epsilon};
   }
   op.out = output(last);
+  for (int i : p.nodes) op.nodes.push_back(model_.node(i).name());  // the op does every node's work
   emit(std::move(op));
 }
 
@@ -199,7 +200,7 @@ std::vector<int64_t> Lowering::constant_ints(const std::string& name, const std:
 }
 
 void Lowering::emit(Op op) {
-  if (current_) op.node = current_->name();
+  if (current_ && op.nodes.empty()) op.nodes = {current_->name()};
   std::string why = check_op(op, program_.values);
   if (!why.empty()) throw Refusal{why};
   program_.ops.push_back(std::move(op));

@@ -10,13 +10,16 @@
 //   load         validates the blob, binds the constants, creates the stream
 //                and primitives and reorders weights (dnnl_engine.h)
 //   run          checks the descriptors and executes (dnnl_run.cc)
-//   estimate_cost  a FLOP count at an assumed rate
+//   run_profiled the same, one step per primitive, each waited for and timed
+//   estimate_region / estimate_cost  the fused program priced on the
+//                machine's measured figures (dnnl_cost.cc)
 // It links tessera_plugin_common, oneDNN and the ONNX protobuf classes, never
 // Tessera's own library.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <string>
 
+#include "dnnl_cost.h"
 #include "dnnl_engine.h"
 #include "dnnl_fusion.h"
 #include "dnnl_lowering.h"
@@ -112,7 +115,7 @@ Program lower_region(const ModelView& m, bool fusion) {
   Program p = Lowering::lower_all(m);
   for (const Op& op : p.ops) {
     std::string why = probe(op, p.values, probe_engine());
-    if (!why.empty()) fail(TESSERA_ERROR_UNSUPPORTED, "node '" + op.node + "': " + why);
+    if (!why.empty()) fail(TESSERA_ERROR_UNSUPPORTED, "node '" + nodes_str(op) + "': " + why);
   }
   if (fusion) fuse(p, probe_engine());
   return p;
@@ -170,59 +173,51 @@ tessera_status_t run(tessera_engine_t* engine, const tessera_tensor_t* inputs, s
   });
 }
 
-void destroy(tessera_engine_t* engine) { delete engine; }
-
-// Work of one op in FLOPs (a multiply-add counts 2).
-double op_flops(const Op& op, const std::vector<Value>& v) {
-  const double out = static_cast<double>(numel(v[static_cast<size_t>(op.out)].dims));
-  switch (op.kind) {
-    case OpKind::kConv: {
-      const Dims& w = v[static_cast<size_t>(op.in[1])].dims;
-      return 2.0 * out * static_cast<double>(numel(Dims(w.begin() + 1, w.end())));
-    }
-    case OpKind::kDeconv: {
-      const Dims& w = v[static_cast<size_t>(op.in[1])].dims;
-      const double in = static_cast<double>(numel(v[static_cast<size_t>(op.in[0])].dims));
-      return 2.0 * in * static_cast<double>(numel(Dims(w.begin() + 1, w.end())));
-    }
-    case OpKind::kMatMul: {
-      const auto r = static_cast<size_t>(op.ints[0]);
-      const int64_t k = op.ints[1] ? op.ints[3 + r - 2] : op.ints[3 + r - 1];
-      return 2.0 * out * static_cast<double>(k);
-    }
-    case OpKind::kPool: {
-      const auto r = static_cast<size_t>(op.ints[0]);
-      return out * static_cast<double>(numel(Dims(op.ints.begin() + 1, op.ints.begin() + 1 + static_cast<std::ptrdiff_t>(r))));
-    }
-    default:
-      return out * 4.0;
-  }
+// One step per primitive executed, waited for (dnnl_run.cc): a convolution
+// with its fused post-ops names every node it does the work of; a reorder
+// names the value it converts and covers no node; views and concatenations
+// in place are steps of no duration. `what` is the primitive kind and
+// oneDNN's implementation ("convolution jit:avx512_core", "matmul gemm:jit",
+// "eltwise ref:any" for a slow reference path).
+tessera_status_t run_profiled(tessera_engine_t* engine, const tessera_tensor_t* inputs, size_t num_inputs,
+                              tessera_tensor_t* outputs, size_t num_outputs, const tessera_profile_sink_t* sink,
+                              char* msg, size_t cap) {
+  return guarded(msg, cap, [&] {
+    if (!engine) fail(TESSERA_ERROR_INVALID_ARGUMENT, "engine is NULL");
+    if (!sink) fail(TESSERA_ERROR_INVALID_ARGUMENT, "profile sink is NULL");
+    run_engine_profiled(*engine, inputs, num_inputs, outputs, num_outputs, *sink);
+  });
 }
 
-// Per AVX-512 thread: ~105 GFLOP/s for convolutions (0.91 of the FMA peak,
-// measured on resnet50), ~92 GFLOP/s for matrix products, 2 G elements/s for
-// the memory-bound rest, plus 3 us per primitive, on the fused program. On the host's scale
-// (src/partition/cost.cc), so placements compare fairly.
+void destroy(tessera_engine_t* engine) { delete engine; }
+
+// Both estimates price the fused program compile would build (post-ops cost
+// nothing extra) with dnnl_cost.cc: on the host's measured machine
+// (estimate_region), or on nominal figures for an older host (estimate_cost).
+double estimate_program(const void* model, size_t size, const tessera_plugin::MachineFigures& f) {
+  const ModelView m(model, size);
+  Program p;
+  try {
+    p = lower_region(m, /*fusion=*/true);
+  } catch (const tessera_plugin::Failure& fl) {
+    fail(TESSERA_ERROR_UNSUPPORTED, "no estimate: " + fl.message);
+  }
+  return region_cost_us(p, f);
+}
+
 tessera_status_t estimate_cost(const void* model, size_t size, int32_t num_threads, double* out_us, char* msg,
                                size_t cap) {
   return guarded(msg, cap, [&] {
     if (!out_us) fail(TESSERA_ERROR_INVALID_ARGUMENT, "out_us is NULL");
-    const ModelView m(model, size);
-    Program p;
-    try {
-      p = lower_region(m, /*fusion=*/true);  // what compile builds: post-ops cost nothing extra
-    } catch (const tessera_plugin::Failure& f) {
-      fail(TESSERA_ERROR_UNSUPPORTED, "no estimate: " + f.message);
-    }
-    const double threads = std::max(1, num_threads);
-    double us = 0;
-    for (const Op& op : p.ops) {
-      const double rate = op.kind == OpKind::kConv || op.kind == OpKind::kDeconv ? 105e3
-                          : op.kind == OpKind::kMatMul                          ? 92e3
-                                                                                : 8e3;
-      us += op_flops(op, p.values) / (rate * threads) + (op.kind == OpKind::kView ? 0.0 : 3.0);
-    }
-    *out_us = us;
+    *out_us = estimate_program(model, size, tessera_plugin::MachineFigures::Nominal(num_threads));
+  });
+}
+
+tessera_status_t estimate_region(const void* model, size_t size, const tessera_machine_t* machine, double* out_us,
+                                 char* msg, size_t cap) {
+  return guarded(msg, cap, [&] {
+    if (!out_us || !machine) fail(TESSERA_ERROR_INVALID_ARGUMENT, "out_us or machine is NULL");
+    *out_us = estimate_program(model, size, tessera_plugin::MachineFigures::From(machine));
   });
 }
 
@@ -241,8 +236,8 @@ const tessera_backend_t kTable = {
     .estimate_cost = estimate_cost,
     .threading = TESSERA_THREADING_OPENMP,  // oneDNN 2.6 from Debian runs on libgomp
     .color = "#9ecae1",
-    .estimate_region = nullptr,
-    .run_profiled = nullptr,
+    .estimate_region = estimate_region,
+    .run_profiled = run_profiled,
 };
 
 }  // namespace

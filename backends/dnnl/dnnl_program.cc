@@ -3,7 +3,7 @@
 // Blob, little-endian (BlobWriter/BlobReader):
 //   "TSRDNNL\0"  u32 format version
 //   u32 #values  { str name, u32 kind, i32 dtype, u32 rank, i64 dims[rank] }
-//   u32 #ops     { u32 kind, i32 alg, str node, u32 #in, i32 in[], i32 out, u32 #ints, i64 ints[],
+//   u32 #ops     { u32 kind, i32 alg, u32 #nodes, str nodes[], u32 #in, i32 in[], i32 out, u32 #ints, i64 ints[],
 //                  u32 #floats, f32 floats[], u32 #post, { u32 kind, i32 alg, f32 alpha, f32 beta, i32 operand } }
 //   u32 #inputs  i32[]     u32 #outputs i32[]
 // Bump kBlobVersion on any change so that load refuses old blobs instead of
@@ -26,7 +26,7 @@ using tessera_plugin::fail;
 
 static_assert(std::endian::native == std::endian::little, "the blob format is little-endian");
 constexpr char kMagic[8] = {'T', 'S', 'R', 'D', 'N', 'N', 'L', '\0'};
-constexpr uint32_t kBlobVersion = 1;
+constexpr uint32_t kBlobVersion = 2;  // 2: an op names all its nodes (1: one string)
 
 const char* op_kind_name(OpKind k) {
   static constexpr const char* kNames[] = {"Conv",    "Deconv",    "Pool",    "MatMul", "BatchNorm",
@@ -374,6 +374,12 @@ std::string check_op(const Op& op, const std::vector<Value>& v) {
   return "";
 }
 
+std::string nodes_str(const Op& op) {
+  std::string s;
+  for (const std::string& n : op.nodes) s += (s.empty() ? "" : "+") + n;
+  return s;
+}
+
 // ---- blob ------------------------------------------------------------------
 
 std::string serialize(const Program& p) {
@@ -392,7 +398,8 @@ std::string serialize(const Program& p) {
   for (const Op& op : p.ops) {
     w.u32(static_cast<uint32_t>(op.kind));
     w.i32(op.alg);
-    w.str(op.node);
+    w.u32(static_cast<uint32_t>(op.nodes.size()));
+    for (const std::string& n : op.nodes) w.str(n);
     w.u32(static_cast<uint32_t>(op.in.size()));
     for (int32_t i : op.in) w.i32(i);
     w.i32(op.out);
@@ -478,7 +485,7 @@ Program deserialize(const void* blob, size_t size) {
     if (kind >= kNumOpKinds) corrupt("unknown op kind " + std::to_string(kind));
     op.kind = static_cast<OpKind>(kind);
     op.alg = r.i32();
-    op.node = r.str(1 << 16);
+    for (uint32_t k = count(r, 1024, "node names"); k > 0; --k) op.nodes.push_back(r.str(1 << 16));
     for (uint32_t k = count(r, 1024, "operands"); k > 0; --k) op.in.push_back(r.i32());
     op.out = r.i32();
     for (uint32_t k = count(r, 1024, "parameters"); k > 0; --k) op.ints.push_back(r.i64());
@@ -494,11 +501,11 @@ Program deserialize(const void* blob, size_t size) {
       po.operand = r.i32();
       op.post.push_back(po);
     }
-    if (std::string why = check_op(op, p.values); !why.empty()) corrupt("op '" + op.node + "': " + why);
+    if (std::string why = check_op(op, p.values); !why.empty()) corrupt("op '" + nodes_str(op) + "': " + why);
     bool ok = touched_ok(op.out);
     for (int32_t id : op.in) ok = ok && (id < 0 || touched_ok(id));
     for (const PostOp& po : op.post) ok = ok && (po.operand < 0 || touched_ok(po.operand));
-    if (!ok) corrupt("op '" + op.node + "' touches a value that is not float32 or has no elements");
+    if (!ok) corrupt("op '" + nodes_str(op) + "' touches a value that is not float32 or has no elements");
     for (int32_t id : op.in) {
       if (id >= 0 && !readable(id)) corrupt("operand read before it is written");
     }

@@ -89,8 +89,14 @@ struct Op {
   std::vector<int64_t> ints;
   std::vector<float> floats;
   std::vector<PostOp> post;
-  std::string node;  // the ONNX node it came from, for messages
+  // The ONNX nodes whose work it does, in order: the node it was lowered
+  // from, every node fused into it as a post-op, every node of a pattern
+  // (dnnl_patterns.h). For messages and run_profiled.
+  std::vector<std::string> nodes;
 };
+
+// The op's nodes for messages: "conv1+relu1".
+std::string nodes_str(const Op& op);
 
 enum class ValueKind : uint8_t { kInput, kConstant, kComputed };
 

@@ -13,8 +13,14 @@
 // Threads: oneDNN runs on OpenMP here. omp_set_num_threads() sets the
 // calling thread's team size, so each run sets it to the session's count
 // before executing (and load did before generating kernels).
+//
+// A profiled run (run_profiled) executes the same primitives but waits for
+// each before starting the next, so each one's wall time is its own, and
+// reports it with the nodes it covers and oneDNN's implementation name; the
+// plain run never waits between primitives.
 #include <omp.h>
 
+#include <chrono>
 #include <unordered_map>
 
 #include "dnnl_engine.h"
@@ -57,16 +63,53 @@ class RunContext {
   }
 
   void run(const Plan& plan, const tessera_tensor_t* inputs, tessera_tensor_t* outputs) {
+    bind_io(plan, inputs, outputs);
+    for (size_t s = 0; s < plan.steps.size(); ++s) plan.steps[s].prim.execute(stream_, args_[s]);
+    stream_.wait();
+  }
+
+  // run(), waiting for each primitive and reporting it to `sink`; the steps
+  // that do no work (views, concatenations in place) are reported where they
+  // fall, with no duration. Times are from `start`.
+  void run_profiled(const Plan& plan, const tessera_tensor_t* inputs, tessera_tensor_t* outputs,
+                    const tessera_profile_sink_t& sink, std::chrono::steady_clock::time_point start) {
+    using clock = std::chrono::steady_clock;
+    auto us = [&](clock::time_point t) { return std::chrono::duration<double, std::micro>(t - start).count(); };
+    std::vector<const char*> names;
+    auto report = [&](const std::vector<std::string>& nodes, const std::string& what, double at, double dur) {
+      names.clear();
+      for (const std::string& n : nodes) names.push_back(n.c_str());
+      sink.step(sink.ctx, names.data(), static_cast<int32_t>(names.size()), what.c_str(), at, dur);
+    };
+    size_t free_at = 0;
+    auto report_free = [&](size_t before) {
+      for (; free_at < plan.free_steps.size() && plan.free_steps[free_at].before <= before; ++free_at) {
+        const FreeStep& f = plan.free_steps[free_at];
+        report(f.nodes, f.impl, us(clock::now()), 0.0);
+      }
+    };
+    bind_io(plan, inputs, outputs);
+    for (size_t s = 0; s < plan.steps.size(); ++s) {
+      report_free(s);
+      const clock::time_point t0 = clock::now();
+      plan.steps[s].prim.execute(stream_, args_[s]);
+      stream_.wait();
+      const clock::time_point t1 = clock::now();
+      report(plan.steps[s].nodes, plan.steps[s].impl, us(t0),
+             std::chrono::duration<double, std::micro>(t1 - t0).count());
+    }
+    report_free(plan.steps.size());
+  }
+
+ private:
+  void bind_io(const Plan& plan, const tessera_tensor_t* inputs, tessera_tensor_t* outputs) {
     for (size_t i : io_) {
       const Mem& m = plan.mems[i];
       void* p = m.storage == Storage::kInput ? inputs[m.index].data : outputs[m.index].data;
       mems_[i].set_data_handle(static_cast<char*>(p) + m.offset);
     }
-    for (size_t s = 0; s < plan.steps.size(); ++s) plan.steps[s].prim.execute(stream_, args_[s]);
-    stream_.wait();
   }
 
- private:
   dnnl::stream stream_;
   AlignedBuffer arena_, scratch_;
   std::vector<memory> mems_;
@@ -109,8 +152,12 @@ std::unique_ptr<tessera_engine> make_engine(Program p, const tessera_named_tenso
   return e;
 }
 
-void run_engine(tessera_engine& e, const tessera_tensor_t* inputs, size_t num_inputs, tessera_tensor_t* outputs,
-                size_t num_outputs) {
+namespace {
+
+// Checks the descriptors, takes a run context, runs `body` on it and gives it back.
+template <class Body>
+void with_context(tessera_engine& e, const tessera_tensor_t* inputs, size_t num_inputs, const tessera_tensor_t* outputs,
+                  size_t num_outputs, Body&& body) {
   if ((num_inputs && !inputs) || (num_outputs && !outputs)) fail(TESSERA_ERROR_INVALID_ARGUMENT, "NULL descriptors");
   tessera_plugin::check_descriptors(inputs, num_inputs, e.input_types, "input");
   tessera_plugin::check_descriptors(outputs, num_outputs, e.output_types, "output");
@@ -125,12 +172,27 @@ void run_engine(tessera_engine& e, const tessera_tensor_t* inputs, size_t num_in
   if (!ctx) ctx = std::make_unique<RunContext>(e.plan, e.eng);
   omp_set_num_threads(e.num_threads);
   try {
-    ctx->run(e.plan, inputs, outputs);
+    body(*ctx);
   } catch (const dnnl::error& err) {
     fail(TESSERA_ERROR_RUNTIME, std::string("oneDNN: ") + err.what());
   }
   std::lock_guard<std::mutex> lock(e.mu);
   e.idle.push_back(std::move(ctx));
+}
+
+}  // namespace
+
+void run_engine(tessera_engine& e, const tessera_tensor_t* inputs, size_t num_inputs, tessera_tensor_t* outputs,
+                size_t num_outputs) {
+  with_context(e, inputs, num_inputs, outputs, num_outputs, [&](RunContext& ctx) { ctx.run(e.plan, inputs, outputs); });
+}
+
+void run_engine_profiled(tessera_engine& e, const tessera_tensor_t* inputs, size_t num_inputs,
+                         tessera_tensor_t* outputs, size_t num_outputs, const tessera_profile_sink_t& sink) {
+  const auto start = std::chrono::steady_clock::now();
+  if (!sink.step) fail(TESSERA_ERROR_INVALID_ARGUMENT, "profile sink has no step callback");
+  with_context(e, inputs, num_inputs, outputs, num_outputs,
+               [&](RunContext& ctx) { ctx.run_profiled(e.plan, inputs, outputs, sink, start); });
 }
 
 }  // namespace tessera_dnnl

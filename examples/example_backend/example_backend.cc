@@ -14,7 +14,8 @@
 //   3. Lowering      ONNX node -> op, or a refusal with a reason a user reads
 //   4. Blob format   magic + version + program; no weights (they come at load)
 //   5. Kernels       the loops that do the arithmetic
-//   6. The ABI       capability, compile, load, run, destroy, estimate_cost
+//   6. The ABI       capability, compile, load, run, destroy, estimate_cost,
+//                    run_profiled
 //
 // It links only the ONNX protobuf classes and include/tessera/backend.h, as a
 // third-party plugin would; nothing of Tessera's own library.
@@ -22,6 +23,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -123,6 +125,7 @@ struct Op {
   int32_t out = -1;
   float alpha = 1.f, beta = 1.f;  // Gemm only
   uint8_t trans_a = 0, trans_b = 0;
+  std::string node;  // the ONNX node's name: what run_profiled reports
 };
 
 struct Program {
@@ -260,6 +263,7 @@ class Lowering {
     if (def == std::end(kOps)) throw Refusal{"op " + node.op_type() + " is not supported"};
     Op op;
     op.code = static_cast<uint8_t>(def - std::begin(kOps));
+    op.node = node.name();
     int arity = def->kind == Kind::kUnary ? 1 : 2;
     int max_arity = def->kind == Kind::kGemm ? 3 : arity;
     if (node.input_size() < arity || node.input_size() > max_arity || node.output_size() != 1) {
@@ -358,13 +362,14 @@ onnx::ModelProto parse_model(const void* data, size_t size) {
 // All integers little-endian (the host is; see the static_assert):
 //   "TSRXMPL\0"  u32 format version
 //   u32 #values  { u32 name length, name bytes, u8 kind, u8 rank, i64 dims[rank] }
-//   u32 #ops     { u8 code, i32 in[3], i32 out, f32 alpha, f32 beta, u8 trans_a, u8 trans_b }
+//   u32 #ops     { u8 code, i32 in[3], i32 out, f32 alpha, f32 beta, u8 trans_a, u8 trans_b,
+//                  u32 node name length, node name bytes }
 //   u32 #inputs  { i32 value }     u32 #outputs { i32 value }
 // Weights are not in it: load() receives them by name. Bump kBlobVersion on
 // any change, so that load() refuses old blobs instead of misreading them.
 static_assert(std::endian::native == std::endian::little, "the blob format is little-endian");
 constexpr char kMagic[8] = {'T', 'S', 'R', 'X', 'M', 'P', 'L', '\0'};
-constexpr uint32_t kBlobVersion = 1;
+constexpr uint32_t kBlobVersion = 2;  // 2: ops carry their node's name
 
 struct Writer {
   std::string bytes;
@@ -395,6 +400,8 @@ std::string serialize(const Program& p) {
     w.put(op.beta);
     w.put(op.trans_a);
     w.put(op.trans_b);
+    w.put(static_cast<uint32_t>(op.node.size()));
+    w.bytes += op.node;
   }
   for (const auto* list : {&p.inputs, &p.outputs}) {
     w.put(static_cast<uint32_t>(list->size()));
@@ -419,6 +426,13 @@ struct Reader {
     p += sizeof(T), left -= sizeof(T);
     return x;
   }
+  std::string str() {
+    uint32_t len = get<uint32_t>();
+    if (len > left) corrupt("truncated");
+    std::string s(p, len);
+    p += len, left -= len;
+    return s;
+  }
   int32_t index(size_t limit, bool optional = false) {
     int32_t i = get<int32_t>();
     if ((i < 0 && !(optional && i == -1)) || (i >= 0 && static_cast<size_t>(i) >= limit)) {
@@ -440,10 +454,7 @@ Program deserialize(const void* blob, size_t size) {
   Program p;
   for (uint32_t n = r.get<uint32_t>(); n > 0; --n) {  // no reserve(n): n is not trusted yet
     Value v;
-    uint32_t len = r.get<uint32_t>();
-    if (len > r.left) Reader::corrupt("truncated");
-    v.name.assign(r.p, len);
-    r.p += len, r.left -= len;
+    v.name = r.str();
     uint8_t kind = r.get<uint8_t>(), rank = r.get<uint8_t>();
     if (kind > static_cast<uint8_t>(ValueKind::kComputed) || rank > kMaxRank) Reader::corrupt("bad value header");
     v.kind = static_cast<ValueKind>(kind);
@@ -468,6 +479,7 @@ Program deserialize(const void* blob, size_t size) {
     op.beta = r.get<float>();
     op.trans_a = r.get<uint8_t>() != 0;
     op.trans_b = r.get<uint8_t>() != 0;
+    op.node = r.str();
     // Operands that exist, are already computed, and a fresh output.
     Kind kind = kOps[op.code].kind;
     int needed = kind == Kind::kUnary ? 1 : 2, allowed = kind == Kind::kGemm ? 3 : needed;
@@ -577,7 +589,12 @@ struct tessera_engine {
 
 namespace {
 
-void execute(tessera_engine& e, const std::vector<const float*>& in, const std::vector<float*>& out) {
+// With a profile sink (run_profiled), each op is timed and reported as one
+// step naming its node; times are from `start`.
+void execute(tessera_engine& e, const std::vector<const float*>& in, const std::vector<float*>& out,
+             const tessera_profile_sink_t* sink = nullptr,
+             std::chrono::steady_clock::time_point start = std::chrono::steady_clock::time_point()) {
+  using clock = std::chrono::steady_clock;
   const Program& p = e.program;
   std::vector<float*> ptr = e.where;
   for (size_t i = 0; i < in.size(); ++i) ptr[static_cast<size_t>(p.inputs[i])] = const_cast<float*>(in[i]);
@@ -591,6 +608,7 @@ void execute(tessera_engine& e, const std::vector<const float*>& in, const std::
       ptr[v] = out[i], redirected[v] = true, copy[i] = false;
   }
   for (const Op& op : p.ops) {
+    const clock::time_point t0 = sink ? clock::now() : clock::time_point();
     auto dims = [&](int k) -> const Dims& { return p.values[static_cast<size_t>(op.in[k])].dims; };
     const float* a = ptr[static_cast<size_t>(op.in[0])];
     const float* b = op.in[1] >= 0 ? ptr[static_cast<size_t>(op.in[1])] : nullptr;
@@ -615,6 +633,13 @@ void execute(tessera_engine& e, const std::vector<const float*>& in, const std::
         gemm(a, b, c, c ? dims(2) : Dims{}, y, m, k, nn, op.trans_a, op.trans_b, op.alpha, op.beta);
         break;
       }
+    }
+    if (sink) {
+      static constexpr const char* kLoops[] = {"unary loop", "binary loop", "gemm loop", "gemm loop"};
+      auto us = [&](clock::time_point t) { return std::chrono::duration<double, std::micro>(t - start).count(); };
+      const char* node = op.node.c_str();
+      const double began = us(t0);
+      sink->step(sink->ctx, &node, 1, kLoops[static_cast<int>(kOps[op.code].kind)], began, us(clock::now()) - began);
     }
   }
   for (size_t i = 0; i < out.size(); ++i) {
@@ -743,30 +768,46 @@ tessera_status_t example_load(const void* blob, size_t size, const tessera_named
   });
 }
 
+// run and run_profiled: checks the engine and every descriptor, then executes.
+void checked_run(tessera_engine_t* engine, const tessera_tensor_t* inputs, size_t num_inputs, tessera_tensor_t* outputs,
+                 size_t num_outputs, const tessera_profile_sink_t* sink) {
+  const auto start = std::chrono::steady_clock::now();
+  if (!engine) fail(TESSERA_ERROR_INVALID_ARGUMENT, "engine is NULL");
+  const Program& p = engine->program;
+  if (num_inputs != p.inputs.size() || num_outputs != p.outputs.size() || (num_inputs && !inputs) ||
+      (num_outputs && !outputs)) {
+    fail(TESSERA_ERROR_INVALID_ARGUMENT,
+         "run with " + std::to_string(num_inputs) + " inputs and " + std::to_string(num_outputs) +
+             " outputs, expected " + std::to_string(p.inputs.size()) + " and " + std::to_string(p.outputs.size()));
+  }
+  std::vector<const float*> in(num_inputs);
+  std::vector<float*> out(num_outputs);
+  for (size_t i = 0; i < num_inputs; ++i) {
+    const Value& v = p.values[static_cast<size_t>(p.inputs[i])];
+    check_descriptor(inputs[i], v, "input " + std::to_string(i) + " ('" + v.name + "')");
+    in[i] = static_cast<const float*>(inputs[i].data);
+  }
+  for (size_t i = 0; i < num_outputs; ++i) {
+    const Value& v = p.values[static_cast<size_t>(p.outputs[i])];
+    check_descriptor(outputs[i], v, "output " + std::to_string(i) + " ('" + v.name + "')");
+    out[i] = static_cast<float*>(outputs[i].data);
+  }
+  execute(*engine, in, out, sink, start);
+}
+
 tessera_status_t example_run(tessera_engine_t* engine, const tessera_tensor_t* inputs, size_t num_inputs,
                              tessera_tensor_t* outputs, size_t num_outputs, char* msg, size_t cap) {
+  return guarded(msg, cap, [&] { checked_run(engine, inputs, num_inputs, outputs, num_outputs, nullptr); });
+}
+
+// Optional: run() that also reports each op it executes as a step (one node
+// each; a plugin that fuses names every node of a fused step).
+tessera_status_t example_run_profiled(tessera_engine_t* engine, const tessera_tensor_t* inputs, size_t num_inputs,
+                                      tessera_tensor_t* outputs, size_t num_outputs, const tessera_profile_sink_t* sink,
+                                      char* msg, size_t cap) {
   return guarded(msg, cap, [&] {
-    if (!engine) fail(TESSERA_ERROR_INVALID_ARGUMENT, "engine is NULL");
-    const Program& p = engine->program;
-    if (num_inputs != p.inputs.size() || num_outputs != p.outputs.size() || (num_inputs && !inputs) ||
-        (num_outputs && !outputs)) {
-      fail(TESSERA_ERROR_INVALID_ARGUMENT,
-           "run with " + std::to_string(num_inputs) + " inputs and " + std::to_string(num_outputs) +
-               " outputs, expected " + std::to_string(p.inputs.size()) + " and " + std::to_string(p.outputs.size()));
-    }
-    std::vector<const float*> in(num_inputs);
-    std::vector<float*> out(num_outputs);
-    for (size_t i = 0; i < num_inputs; ++i) {
-      const Value& v = p.values[static_cast<size_t>(p.inputs[i])];
-      check_descriptor(inputs[i], v, "input " + std::to_string(i) + " ('" + v.name + "')");
-      in[i] = static_cast<const float*>(inputs[i].data);
-    }
-    for (size_t i = 0; i < num_outputs; ++i) {
-      const Value& v = p.values[static_cast<size_t>(p.outputs[i])];
-      check_descriptor(outputs[i], v, "output " + std::to_string(i) + " ('" + v.name + "')");
-      out[i] = static_cast<float*>(outputs[i].data);
-    }
-    execute(*engine, in, out);
+    if (!sink || !sink->step) fail(TESSERA_ERROR_INVALID_ARGUMENT, "no profile sink");
+    checked_run(engine, inputs, num_inputs, outputs, num_outputs, sink);
   });
 }
 
@@ -815,7 +856,7 @@ const tessera_backend_t kTable = {
     .threading = TESSERA_THREADING_CALLER,  // runs on the calling thread only
     .color = "#fdd0a2",                     // optional: colour of its regions in pictures
     .estimate_region = nullptr,             // optional: an estimate on the host's measured machine
-    .run_profiled = nullptr,                // optional: per-node profile of a run
+    .run_profiled = example_run_profiled,   // optional: per-node profile of a run
 };
 
 }  // namespace

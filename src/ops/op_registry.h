@@ -67,6 +67,8 @@ class SubgraphRunner {
   virtual Expected<std::vector<Tensor>> run(const Graph& g, const std::vector<Tensor>& inputs) = 0;
 };
 
+struct ProfileStep;  // backends/backend.h
+
 class KernelContext {
  public:
   KernelContext(const Node& node, std::vector<const Tensor*> inputs, std::vector<Tensor*> outputs,
@@ -92,6 +94,10 @@ class KernelContext {
   ThreadPool& pool() const { return *pool_; }
   SubgraphRunner* subgraphs() const { return subgraphs_; }
   Status error(const std::string& msg) const { return RuntimeError(node_.describe() + ": " + msg); }
+  // Set by a profiled run: a kernel that runs an engine (a Region node)
+  // collects the engine's steps here. Null otherwise; other kernels ignore it.
+  std::vector<ProfileStep>* engine_steps() const { return engine_steps_; }
+  void set_engine_steps(std::vector<ProfileStep>* steps) { engine_steps_ = steps; }
 
  private:
   const Node& node_;
@@ -99,6 +105,7 @@ class KernelContext {
   std::vector<Tensor*> outputs_;
   ThreadPool* pool_;
   SubgraphRunner* subgraphs_;
+  std::vector<ProfileStep>* engine_steps_ = nullptr;
 };
 
 // A prepared kernel for one node. run() must be safe to call from several

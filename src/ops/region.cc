@@ -6,7 +6,8 @@
 //   output_dtypes   dtype per output        } the region's outputs are
 //   output_ranks    rank per output         } concrete: engines are compiled
 //   output_dims     all dims, concatenated  } for fixed shapes
-// The kernel hands the inputs and preallocated outputs to the engine.
+// The kernel hands the inputs and preallocated outputs to the engine (through
+// run_profiled when the run is profiled: the engine's own steps).
 #include "backends/backend.h"
 #include "ops/op_registry.h"
 #include "ops/region_attrs.h"
@@ -53,6 +54,7 @@ class RegionKernel final : public Kernel {
         return ctx.error("output " + std::to_string(i) + " has no buffer");
       }
     }
+    if (ctx.engine_steps()) return engine_->run_profiled(in, out, ctx.engine_steps());
     return engine_->run(in, out);
   }
 

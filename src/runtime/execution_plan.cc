@@ -4,6 +4,7 @@
 #include <cstring>
 #include <unordered_set>
 
+#include "ops/region_attrs.h"
 #include "runtime/memory_planner.h"
 #include "runtime/node_runner.h"
 #include "runtime/subgraph_runner.h"
@@ -193,6 +194,7 @@ Expected<std::vector<Tensor>> ExecutionPlan::run(const std::vector<Tensor>& inpu
     }
   }
   EagerSubgraphRunner runner(&frame, graph_.opset, pool_, engines_);
+  if (profile) profile->started = std::chrono::steady_clock::now();
   std::vector<const Tensor*> in_ptrs;
   std::vector<Tensor*> out_ptrs;
   Status status;
@@ -231,11 +233,22 @@ Expected<std::vector<Tensor>> ExecutionPlan::run(const std::vector<Tensor>& inpu
       out_ptrs.push_back(&ot);
     }
     KernelContext ctx(*st.node, in_ptrs, out_ptrs, pool_, st.has_subgraphs ? &runner : nullptr);
-    auto t0 = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-    status = st.kernel->run(ctx);
-    if (profile) {
-      double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      profile->entries.push_back({st.node->name, st.node->op_type, us});
+    if (!profile) {
+      status = st.kernel->run(ctx);
+    } else {
+      RunProfile::Entry e;
+      e.node = st.node->name;
+      e.op_type = st.node->op_type;
+      if (is_region_node(*st.node)) {
+        e.engine = static_cast<int>(st.node->attr_int("engine", -1));
+        ctx.set_engine_steps(&e.steps);  // the Region kernel asks its engine for steps
+      }
+      auto t0 = std::chrono::steady_clock::now();
+      status = st.kernel->run(ctx);
+      auto t1 = std::chrono::steady_clock::now();
+      e.start_us = std::chrono::duration<double, std::micro>(t0 - profile->started).count();
+      e.us = std::chrono::duration<double, std::micro>(t1 - t0).count();
+      profile->entries.push_back(std::move(e));
     }
     if (!status.ok()) break;
   }

@@ -11,6 +11,7 @@
 // once; each run takes its own arena from a pool.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "artifact/program.h"
+#include "backends/backend.h"
 #include "ir/graph.h"
 #include "ops/op_registry.h"
 #include "ir/tensor.h"
@@ -48,12 +50,21 @@ struct RunStats {
 };
 
 // Per-node wall times of one run, in execution order (filled when a
-// profile is passed to run()).
+// profile is passed to run()). A Region node is one entry; when its backend
+// gives a profile (Backend::gives_profile), the entry also holds the steps
+// the engine reported: which of the region's nodes each computed (by their
+// names in the source graph), the engine's name for it, and its time. A
+// profiled run is slower than a plain one: engines wait for each step.
 struct RunProfile {
   struct Entry {
-    std::string node, op_type;
+    std::string node, op_type;  // the glue graph's node ("region_3", "Region" for a region)
     double us = 0;
+    double start_us = 0;        // from `started`
+    int engine = -1;            // a Region node: index into the session's engines; -1 for a native node
+    std::vector<ProfileStep> steps;  // a Region node whose backend gives a profile: its steps, times
+                                     // from the start of the engine's run (about start_us)
   };
+  std::chrono::steady_clock::time_point started;  // when the run began executing nodes
   std::vector<Entry> entries;
 };
 

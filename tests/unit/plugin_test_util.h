@@ -172,6 +172,34 @@ class PluginClient {
     return s;
   }
 
+  // run_profiled, with the steps the plugin reported, as the host copies them.
+  struct Profiled {
+    tessera_status_t status = TESSERA_OK;
+    std::string msg;
+    std::vector<ProfileStep> steps;
+  };
+  Profiled run_profiled(tessera_engine_t* e, const std::vector<Tensor>& in, std::vector<Tensor>& out) const {
+    Profiled p;
+    std::vector<tessera_tensor_t> ins, outs;
+    for (const auto& t : in) ins.push_back(tensor_descriptor(t));
+    for (auto& t : out) outs.push_back(tensor_descriptor(t));
+    tessera_profile_sink_t sink{};
+    sink.ctx = &p.steps;
+    sink.step = [](void* ctx, const char* const* nodes, int32_t num_nodes, const char* what, double start_us,
+                   double duration_us) {
+      ProfileStep st;
+      for (int32_t k = 0; k < num_nodes; ++k) st.nodes.emplace_back(nodes[k]);
+      st.what = what ? what : "";
+      st.start_us = start_us;
+      st.duration_us = duration_us;
+      static_cast<std::vector<ProfileStep>*>(ctx)->push_back(std::move(st));
+    };
+    char msg[256] = {0};
+    p.status = table_->run_profiled(e, ins.data(), ins.size(), outs.data(), outs.size(), &sink, msg, sizeof(msg));
+    p.msg = msg;
+    return p;
+  }
+
   // The blob checks every plugin makes before trusting one: each prefix of
   // `blob`, the blob with a byte more, a foreign magic and a newer u32 format
   // version (after the 8-byte magic) are refused as incompatible.

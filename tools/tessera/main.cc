@@ -1,8 +1,8 @@
 // The tessera command line. Contract (see the README and the design):
 //   tessera compile MODEL.onnx -o OUT.tsr [--backends L] [--shape N=D,..] [--place K=B] ...
-//   tessera run MODEL(.onnx|.tsr) [--input-dir DIR --output-dir DIR] [--backends L] [--threads N]
+//   tessera run MODEL(.onnx|.tsr) [--input-dir DIR --output-dir DIR] [--backends L] [--threads N] [--trace F]
 //   tessera check CASE_DIR [--backends L] [--rtol R] [--atol A]
-//   tessera bench MODEL [--backends L] [--threads N] [--runs R] [--warmup W] [--json]
+//   tessera bench MODEL [--backends L] [--threads N] [--runs R] [--warmup W] [--json] [--profile] [--trace F]
 //   tessera partition MODEL [--backends L] [--json] [--dot F] [--svg F]
 //   tessera inspect OUT.tsr [--json]
 // Exit codes: 0 success, 1 a run or check failed, 2 bad input (with a
@@ -20,6 +20,7 @@
 
 #include "backends/backend.h"
 #include "cli.h"
+#include "cli_profile.h"
 #include "onnx/onnx_import.h"
 #include "runtime/session.h"
 
@@ -93,7 +94,13 @@ int cmd_run(const Args& a) {
   if (a.opts.count("--output-dir") && !a.opts.count("--input-dir")) {
     return usage_error("run: --output-dir needs --input-dir (without both, run prints outputs for random inputs)");
   }
-  auto session = open_session(a.positional[0], a);
+  // --trace profiles the run: engines report their steps (and wait for each).
+  const bool trace = a.opts.count("--trace") > 0;
+  if (trace) {
+    if (Status st = check_trace_path(a.opts.at("--trace")); !st.ok()) return fail(st);
+  }
+  RegionNodes region_nodes;
+  auto session = trace ? open_profiled_session(a.positional[0], a, &region_nodes) : open_session(a.positional[0], a);
   if (!session.ok()) return fail(session.status());
   const InferenceSession& s = **session;
   std::vector<Tensor> inputs;
@@ -106,10 +113,16 @@ int cmd_run(const Args& a) {
     if (!r.ok()) return fail(r.status());
     inputs = std::move(r).value();
   }
+  std::vector<RunProfile> profile(trace ? 1 : 0);
   auto t0 = std::chrono::steady_clock::now();
-  auto out = s.run(inputs);
+  auto out = s.run(inputs, trace ? &profile[0] : nullptr);
   auto t1 = std::chrono::steady_clock::now();
   if (!out.ok()) return fail(out.status());
+  if (trace) {
+    Status st = write_trace(a.opts.at("--trace"), "tessera run " + a.positional[0], profile,
+                            {profile_items(s, profile[0], region_nodes)}, s);
+    if (!st.ok()) return fail(st);
+  }
   if (auto it = a.opts.find("--output-dir"); it != a.opts.end()) {
     std::error_code ec;
     fs::create_directories(it->second, ec);
@@ -222,41 +235,10 @@ int cmd_check(const Args& a) {
   return 0;
 }
 
-// Median per node over `runs` profiled runs, summed per op type.
-void print_profile(const InferenceSession& s, const std::vector<Tensor>& inputs, int runs) {
-  std::vector<RunProfile> profiles(static_cast<size_t>(runs));
-  for (auto& p : profiles) {
-    if (!s.run(inputs, &p).ok()) return;
-  }
-  const auto& first = profiles[0].entries;
-  std::vector<std::pair<double, size_t>> node_us;
-  std::map<std::string, std::pair<double, int>> by_op;
-  double total = 0;
-  for (size_t i = 0; i < first.size(); ++i) {
-    std::vector<double> v;
-    for (const auto& p : profiles) v.push_back(p.entries[i].us);
-    std::sort(v.begin(), v.end());
-    double med = v[v.size() / 2];
-    node_us.push_back({med, i});
-    by_op[first[i].op_type].first += med;
-    by_op[first[i].op_type].second += 1;
-    total += med;
-  }
-  std::vector<std::pair<double, std::string>> ops;
-  for (const auto& kv : by_op) ops.push_back({kv.second.first, kv.first});
-  std::sort(ops.rbegin(), ops.rend());
-  std::printf("time per op type (median per node, summed; %.3f ms in kernels):\n", total / 1000);
-  for (const auto& o : ops) {
-    std::printf("  %-24s %9.3f ms  %5.1f%%  (%d nodes)\n", o.second.c_str(), o.first / 1000, 100 * o.first / total,
-                by_op[o.second].second);
-  }
-  std::sort(node_us.rbegin(), node_us.rend());
-  std::printf("slowest nodes:\n");
-  for (size_t i = 0; i < std::min<size_t>(10, node_us.size()); ++i) {
-    const auto& e = first[node_us[i].second];
-    std::printf("  %-40s %-16s %9.3f ms\n", e.node.c_str(), e.op_type.c_str(), node_us[i].first / 1000);
-  }
-}
+// Bench's profiled runs, after the timed ones so that the median is a plain
+// run's: --profile summarises them (medians per node), --trace writes the
+// first kMaxTraceRuns of them.
+constexpr int kMaxTraceRuns = 20;
 
 int cmd_bench(const Args& a) {
   if (a.positional.size() != 1) return usage_error("bench: expected exactly one MODEL argument");
@@ -264,8 +246,14 @@ int cmd_bench(const Args& a) {
   auto warmup = int_opt(a, "--warmup", 3, 0);
   if (!runs.ok()) return fail(runs.status());
   if (!warmup.ok()) return fail(warmup.status());
+  const bool trace = a.opts.count("--trace") > 0;
+  if (trace) {
+    if (Status st = check_trace_path(a.opts.at("--trace")); !st.ok()) return fail(st);
+  }
+  RegionNodes region_nodes;  // op types of the nodes inside engine regions, for the profile
   auto load_start = std::chrono::steady_clock::now();
-  auto session = open_session(a.positional[0], a);
+  auto session = a.profile || trace ? open_profiled_session(a.positional[0], a, &region_nodes)
+                                    : open_session(a.positional[0], a);
   if (!session.ok()) return fail(session.status());
   double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
   const InferenceSession& s = **session;
@@ -290,7 +278,28 @@ int cmd_bench(const Args& a) {
   double mean = 0;
   for (double v : ms) mean += v;
   mean /= static_cast<double>(ms.size());
-  if (a.profile) print_profile(s, *inputs, static_cast<int>(*runs));
+  std::string profile_json_obj;
+  if (a.profile || trace) {
+    std::vector<RunProfile> profiles(static_cast<size_t>(*runs));
+    std::vector<std::vector<ProfileItem>> items;
+    for (auto& p : profiles) {
+      auto out = s.run(*inputs, &p);
+      if (!out.ok()) return fail(out.status());
+      items.push_back(profile_items(s, p, region_nodes));
+    }
+    if (a.profile) {
+      ProfileSummary summary = summarize(items);
+      if (a.json) profile_json_obj = profile_json(summary);
+      else print_profile_text(summary);
+    }
+    if (trace) {
+      const size_t n = std::min<size_t>(profiles.size(), kMaxTraceRuns);
+      profiles.resize(n);
+      items.resize(n);
+      Status st = write_trace(a.opts.at("--trace"), "tessera bench " + a.positional[0], profiles, items, s);
+      if (!st.ok()) return fail(st);
+    }
+  }
   std::vector<Dims> dims;
   for (const auto& t : *inputs) dims.push_back(t.dims());
   auto stats = s.stats(dims);
@@ -300,9 +309,10 @@ int cmd_bench(const Args& a) {
     std::printf(
         "{\"model\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"mean_ms\": %.4f, \"max_ms\": %.4f, "
         "\"runs\": %lld, \"warmup\": %lld, \"threads\": %d, \"backends\": \"%s\", \"arena_bytes\": %zu, "
-        "\"engines\": %zu, \"load_ms\": %.3f}\n",
+        "\"engines\": %zu, \"load_ms\": %.3f%s%s}\n",
         a.positional[0].c_str(), median, sorted.front(), mean, sorted.back(), static_cast<long long>(*runs),
-        static_cast<long long>(*warmup), s.num_threads(), backends.c_str(), arena, s.engines().size(), load_ms);
+        static_cast<long long>(*warmup), s.num_threads(), backends.c_str(), arena, s.engines().size(), load_ms,
+        profile_json_obj.empty() ? "" : ", \"profile\": ", profile_json_obj.c_str());
   } else {
     std::printf("%s: median %.3f ms, min %.3f ms, mean %.3f ms, max %.3f ms over %lld runs (%d threads, backends %s, "
                 "arena %.2f MiB, %zu engines, loaded in %.1f ms)\n",
