@@ -8,6 +8,12 @@
 // for memory-bound primitives, plus a dispatch per primitive; reorders where
 // plain data enters or leaves a blocked chain; the engine's measured launch.
 // Slow paths priced as such:
+//   - oneDNN is asked: the program's primitive descriptors are created (as
+//     compile does, without weights) and a primitive whose implementation is
+//     a reference kernel ("binary ref:any": a division with a broadcast add
+//     fused after it, 2.1 ms for 65k elements where the fused MatMul epilogue
+//     is free) is priced at reference speed, 1 GFLOP/s or 20 M elements/s
+//     per thread; the reorders the plan holds are priced one by one;
 //   - blocked kernels pad channels to whole vector blocks (16 with AVX-512):
 //     a convolution with 1 or 24 channels on a side computes 16 or 32;
 //   - grouped convolutions whose groups are not whole blocks (and are not
@@ -20,6 +26,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 namespace tessera_dnnl {
 
@@ -70,8 +77,24 @@ double conv_us(const Op& op, const std::vector<Value>& v, const tessera_plugin::
   return flops * in_pad * out_pad / ((deconv ? kShares.deconv : kShares.conv) * peak);
 }
 
-double op_us(const Op& op, const std::vector<Value>& v, const tessera_plugin::MachineFigures& f) {
+// Reference kernels: scalar loops with index arithmetic per element.
+constexpr double kRefFlopsPerUs = 1.0e3;     // per thread
+constexpr double kRefElementsPerUs = 20.0;   // per thread
+
+double op_us(const Op& op, const std::vector<Value>& v, const tessera_plugin::MachineFigures& f, bool reference) {
   if (op.kind == OpKind::kView) return 0;
+  if (reference) {
+    double elements = static_cast<double>(numel(v[static_cast<size_t>(op.out)].dims));
+    double flops = 0;
+    if (op.kind == OpKind::kConv || op.kind == OpKind::kDeconv) {
+      flops = conv_us(op, v, f) * kShares.conv * f.flops_per_us * f.threads;  // undo the rate: its FLOPs
+    } else if (op.kind == OpKind::kMatMul) {
+      const auto r = static_cast<size_t>(op.ints[0]);
+      flops = 2.0 * elements * static_cast<double>(op.ints[1] ? op.ints[3 + r - 2] : op.ints[3 + r - 1]);
+    }
+    return kShares.dispatch_us +
+           std::max(flops / kRefFlopsPerUs, elements / kRefElementsPerUs) / static_cast<double>(f.threads);
+  }
   double bytes = bytes_of(v[static_cast<size_t>(op.out)]);
   for (int32_t in : op.in) {
     if (in >= 0) bytes += bytes_of(v[static_cast<size_t>(in)]);
@@ -98,10 +121,38 @@ double op_us(const Op& op, const std::vector<Value>& v, const tessera_plugin::Ma
 
 }  // namespace
 
-double region_cost_us(const Program& p, const tessera_plugin::MachineFigures& f) {
+double region_cost_us(const Program& p, const Plan* plan, const tessera_plugin::MachineFigures& f) {
   double us = f.launch_us;
-  for (const Op& op : p.ops) us += op_us(op, p.values, f);
-  // Plain data enters and leaves blocked chains: a reorder of every region
+  // The nodes oneDNN runs on a reference kernel.
+  std::set<std::string> reference;
+  if (plan) {
+    for (const Step& s : plan->steps) {
+      const auto space = s.impl.rfind(' ');
+      if (space != std::string::npos && s.impl.compare(space + 1, 3, "ref") == 0) {
+        reference.insert(s.nodes.begin(), s.nodes.end());
+      }
+    }
+  }
+  for (const Op& op : p.ops) {
+    bool ref = false;
+    for (const auto& n : op.nodes) ref = ref || reference.count(n) != 0;
+    us += op_us(op, p.values, f, ref);
+  }
+  if (plan) {
+    // The reorders the plan holds: read and write, strided, at a third of
+    // the streaming bandwidth.
+    for (const Step& s : plan->steps) {
+      if (!s.nodes.empty()) continue;
+      for (const auto& [arg, mem] : s.args) {
+        if (arg == DNNL_ARG_TO) {
+          us += kShares.dispatch_us +
+                2.0 * static_cast<double>(plan->mems[static_cast<size_t>(mem)].md.get_size()) / (f.bytes_per_us / 3.0);
+        }
+      }
+    }
+    return us;
+  }
+  // Without a plan: plain data enters and leaves blocked chains, a reorder of every region
   // input and output of rank 3 or more that a convolution, deconvolution or
   // pooling touches (read, write, at a third of the streaming bandwidth).
   std::vector<char> blocked(p.values.size(), 0);

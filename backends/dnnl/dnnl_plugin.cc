@@ -17,6 +17,7 @@
 // Tessera's own library.
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <optional>
 #include <string>
 
 #include "dnnl_cost.h"
@@ -202,7 +203,16 @@ double estimate_program(const void* model, size_t size, const tessera_plugin::Ma
   } catch (const tessera_plugin::Failure& fl) {
     fail(TESSERA_ERROR_UNSUPPORTED, "no estimate: " + fl.message);
   }
-  return region_cost_us(p, f);
+  // oneDNN's own choices: primitive descriptors, no weights (as compile's
+  // check builds them).
+  std::optional<Plan> plan;
+  try {
+    plan = build_plan(p, probe_engine(), nullptr, f.threads);
+  } catch (const dnnl::error&) {
+    // priced without them
+  } catch (const tessera_plugin::Failure&) {
+  }
+  return region_cost_us(p, plan ? &*plan : nullptr, f);
 }
 
 tessera_status_t estimate_cost(const void* model, size_t size, int32_t num_threads, double* out_us, char* msg,

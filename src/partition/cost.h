@@ -56,11 +56,14 @@ double crossing_us(double bytes, const Backend* from, const Backend* to, const M
 bool set_waits_passively(const std::vector<const Backend*>& set);
 
 // Handing over from a region on `from` to one on `to` in the same run. An
-// OpenMP engine's workers keep spinning after a run (the bounded spin a lone
-// OpenMP engine gets) and hold cores the next pool needs: bert_tiny with its
-// 16 MatMuls pinned to native between oneDNN regions ran in 10.0 ms against
-// 0.78 ms all on oneDNN. Priced at the hand-over measured on this machine
-// (machine.h), 0 when OpenMP waits passively (`passive`) or with one thread.
+// engine's workers keep spinning after a run (OpenMP's bounded spin, or
+// pthreadpool's) and hold cores the next pool needs, or sleep and must be
+// woken: bert_tiny with its 16 MatMuls pinned to native between oneDNN
+// regions ran in 10.0 ms against 0.78 ms all on oneDNN, and a voice-activity
+// net alternating XNNPACK and native seven times ran 1.6x slower than the sum
+// of its regions. Priced at the hand-over measured on this machine between
+// each engine and native's pool (machine.h); the dearer side counts. 0 with
+// one thread or for engines that run on the caller's thread.
 double handoff_us(const Backend& from, const Backend& to, bool passive, const MachineProfile& m);
 
 // Extra time per node of an OpenMP engine when OpenMP waits passively: every

@@ -189,7 +189,7 @@ int own_running_threads() {
 double other_runnable_threads() {
   double sum = 0;
   int samples = 0;
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < 16; ++i) {
     std::ifstream f("/proc/loadavg");
     std::string a, b, c, running;
     if (!(f >> a >> b >> c >> running)) return 0;
@@ -198,7 +198,7 @@ double other_runnable_threads() {
     const double all = std::atof(running.substr(0, slash).c_str());
     sum += std::max(0.0, all - std::max(1, own_running_threads()));
     ++samples;
-    std::this_thread::sleep_for(std::chrono::microseconds(500));
+    std::this_thread::sleep_for(std::chrono::microseconds(600));
   }
   return samples ? sum / samples : 0;
 }
@@ -386,13 +386,13 @@ Expected<double> measure_launch_us(const Backend& b, int threads) {
   return median(t);
 }
 
-Expected<double> measure_handoff_us(const Backend& openmp, const Backend& native, int threads) {
+Expected<double> measure_handoff_us(const Backend& engine, const Backend& native, int threads) {
   if (threads < 2) return 0.0;
   // Two products big enough that each pool runs them on all its threads
   // (a few hundred microseconds each).
-  const Dims dims{256, 512};
+  const Dims dims{128, 128};
   Loaded a, n;
-  TSR_ASSIGN_OR_RETURN(a, load_tiny(openmp, "MatMul", dims, threads));
+  TSR_ASSIGN_OR_RETURN(a, load_tiny(engine, "MatMul", dims, threads));
   TSR_ASSIGN_OR_RETURN(n, load_tiny(native, "MatMul", dims, threads));
   auto time_of = [](const std::vector<const Loaded*>& seq, int reps) -> Expected<double> {
     std::vector<double> t;
@@ -411,7 +411,9 @@ Expected<double> measure_handoff_us(const Backend& openmp, const Backend& native
   TSR_ASSIGN_OR_RETURN(ta, time_of({&a}, 30));
   TSR_ASSIGN_OR_RETURN(tn, time_of({&n}, 30));
   TSR_ASSIGN_OR_RETURN(pair, time_of({&a, &n}, 30));
-  return std::max(0.0, pair - ta - tn);
+  if (std::getenv("TESSERA_DEBUG_HANDOFF")) std::fprintf(stderr, "handoff %s: a %.1f n %.1f pair %.1f\n", engine.name().c_str(), ta, tn, pair);
+  // Two hand-overs per pair (engine -> native -> engine).
+  return std::max(0.0, pair - ta - tn) / 2;
 }
 
 bool calibrate_machine(MachineProfile* m, const std::vector<std::shared_ptr<const Backend>>& backends) {
@@ -436,7 +438,7 @@ bool calibrate_machine(MachineProfile* m, const std::vector<std::shared_ptr<cons
       m->launch_us[k] = us.ok() ? *us : -1.0;  // -1: this backend could not run the probe
       did = true;
     }
-    if (b->threading() == Threading::kOpenMP && native && !m->handoff_us.count(k)) {
+    if (b->threading() != Threading::kCaller && native && !m->handoff_us.count(k)) {
       auto us = measure_handoff_us(*b, *native, m->threads);
       m->handoff_us[k] = us.ok() ? *us : -1.0;
       did = true;

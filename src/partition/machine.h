@@ -37,8 +37,10 @@ struct MachineProfile {
   double bandwidth_gbps = 0;  // streaming a + b -> c with `threads` threads
   double wake_us = 0;         // waking a sleeping thread (half a condition-variable round trip)
   // Per backend (backend_key()): fixed cost of one run() of a trivial engine
-  // with `threads` threads, and for OpenMP engines the extra time a run of the
-  // native pool pays right after one of theirs (their workers still spin).
+  // with `threads` threads; and for engines with threads of their own, what
+  // one hand-over between them and native's pool costs (half the extra time
+  // of alternating runs over each alone: workers that still spin hold cores
+  // the other pool needs, and sleeping ones must be woken).
   std::map<std::string, double> launch_us;
   std::map<std::string, double> handoff_us;
 
@@ -73,6 +75,6 @@ double measure_gemm_gflops();
 double measure_bandwidth_gbps(int threads);
 double measure_wake_us();
 Expected<double> measure_launch_us(const Backend& b, int threads);
-Expected<double> measure_handoff_us(const Backend& openmp, const Backend& native, int threads);
+Expected<double> measure_handoff_us(const Backend& engine, const Backend& native, int threads);
 
 }  // namespace tessera::partition

@@ -104,6 +104,10 @@ struct SetOption {
   std::vector<std::string> backends;
   double us = 0;
   bool chosen = false;
+  // The plan: "cost" (each node's cheapest backend, then relocation) or
+  // "engine first" (the one engine takes every node it runs, as
+  // `--backends ENGINE,native --placement priority` would).
+  std::string plan = "cost";
 };
 
 // One measured candidate: a node alone, or a region, on one backend.

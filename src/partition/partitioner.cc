@@ -109,6 +109,7 @@ class Partitioner {
     std::map<RegionKey, double> plugin_estimates;  // from the ABI's estimate_region / estimate_cost
     std::map<RegionKey, double> region_priors;     // estimate before any measurement
     std::set<RegionKey> recorded;                   // measurements already in the report
+    bool engine_first = false;                      // the chosen plan is an engine-first one
     std::unordered_map<std::string, int> producer;  // value -> the node writing it
   };
 
@@ -136,7 +137,9 @@ class Partitioner {
   // Measures (or finds in the cache) `nodes` on `b`; records it in the report.
   std::optional<double> measure_candidate(Level& lv, const RegionKey& key, const std::string& content_key,
                                           const Graph& rg, double prior_us, double give_up_us, bool allow_measuring);
-  Plan plan(Level& lv, std::vector<std::vector<char>>& allowed, bool passive, bool quiet);
+  // `engine_first`: the backends' list order for every node and no
+  // relocation (the plan a single-engine priority placement makes).
+  Plan plan(Level& lv, std::vector<std::vector<char>>& allowed, bool passive, bool quiet, bool engine_first = false);
   bool prune_small(Level& lv, const std::vector<Region>& regions, std::vector<std::vector<char>>& allowed, bool quiet);
   bool relocate(Level& lv, const Plan& p, const std::vector<std::vector<char>>& allowed,
                 std::vector<std::vector<int>>& order, bool passive, bool quiet);
@@ -688,9 +691,9 @@ bool Partitioner::relocate(Level& lv, const Plan& p, const std::vector<std::vect
 }
 
 Partitioner::Plan Partitioner::plan(Level& lv, std::vector<std::vector<char>>& allowed,
-                                    bool passive, bool quiet) {
+                                    bool passive, bool quiet, bool engine_first) {
   Plan p;
-  std::vector<std::vector<int>> order = cost_based() ? lv.order : std::vector<std::vector<int>>{};
+  std::vector<std::vector<int>> order = cost_based() && !engine_first ? lv.order : std::vector<std::vector<int>>{};
   // Relocation rounds are bounded: estimates are not additive, so moves
   // could otherwise chase each other.
   constexpr int kMaxRelocations = 32;
@@ -706,7 +709,8 @@ Partitioner::Plan Partitioner::plan(Level& lv, std::vector<std::vector<char>>& a
     p.regions = group(*lv.g, p.pl, form_regions(prob));
     // 4. pruning
     if (prune_small(lv, p.regions, allowed, quiet)) continue;
-    if (cost_based() && relocations < kMaxRelocations && relocate(lv, p, allowed, order, passive, quiet)) {
+    if (cost_based() && !engine_first && relocations < kMaxRelocations &&
+        relocate(lv, p, allowed, order, passive, quiet)) {
       ++relocations;
       continue;
     }
@@ -777,6 +781,7 @@ void Partitioner::choose_backend_set(Level& lv, std::vector<std::vector<char>>& 
   double best_us = 0;
   size_t best = 0;
   std::vector<SetOption> priced;
+  std::vector<std::vector<char>> plan_sets;  // the set of each priced plan
   for (size_t k = 0; k < sets.size(); ++k) {
     const std::vector<char>& set = sets[k];
     auto trial = allowed;
@@ -784,17 +789,28 @@ void Partitioner::choose_backend_set(Level& lv, std::vector<std::vector<char>>& 
       for (size_t b = 0; b < nb; ++b) row[b] = row[b] && set[b];
     }
     in_set_ = set;
-    Plan p = plan(lv, trial, passive(set), /*quiet=*/true);
-    priced.push_back({set_names(set), p.us, false});
-    // A later (larger) set must win by 1 %: estimates and measurements are
-    // not finer than that.
-    if (k == 0 || p.us < best_us * 0.99) {
-      best_us = p.us;
-      best = k;
+    int engines = 0;
+    for (size_t b = 0; b + 1 < nb; ++b) engines += set[b] ? 1 : 0;
+    // With one engine, also the plan in which it takes every node it runs:
+    // a whole-model region is priced (and measured) as a whole, where the
+    // node-by-node choice may split it at nodes that are cheap only alone.
+    for (bool engine_first : {false, true}) {
+      if (engine_first && engines != 1) continue;
+      auto trial_copy = trial;
+      Plan p = plan(lv, trial_copy, passive(set), /*quiet=*/true, engine_first);
+      priced.push_back({set_names(set), p.us, false, engine_first ? "engine first" : "cost"});
+      plan_sets.push_back(set);
+      // A later (larger) set must win by 1 %: estimates and measurements
+      // are not finer than that.
+      if (priced.size() == 1 || p.us < best_us * 0.99) {
+        best_us = p.us;
+        best = priced.size() - 1;
+      }
     }
   }
-  in_set_ = sets[best];
+  in_set_ = plan_sets[best];
   priced[best].chosen = true;
+  lv.engine_first = priced[best].plan == "engine first";
   if (report) {
     report_->sets = priced;
   } else if (sets.size() > 1) {
@@ -827,6 +843,8 @@ void Partitioner::explain(Level& lv, const Region& r, const Placement& pl,
     info.decision = "pinned by --place";
   } else if (!cost_based()) {
     info.decision = "first backend in --backends order that runs it";
+  } else if (lv.engine_first) {
+    info.decision = "the engine-first plan (the engine takes every node it runs) priced cheapest";
   } else if (info.considered.size() == 1) {
     info.decision = "the only backend that runs all of it";
   } else if (!info.considered.empty() && info.considered[0].backend == won) {
@@ -915,7 +933,7 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const Scope* o
   std::map<RegionKey, Blob>& blobs = lv.blobs;
   std::set<RegionKey> compiled_ok;
   for (;;) {
-    p = plan(lv, allowed, passive(in_set_), /*quiet=*/false);
+    p = plan(lv, allowed, passive(in_set_), /*quiet=*/false, lv.engine_first);
     const std::vector<Region>& regions = p.regions;
 
     // 5. trial compile

@@ -104,7 +104,7 @@ std::string report_text(const PartitionReport& r) {
     for (const auto& s : r.sets) {
       std::string names;
       for (const auto& b : s.backends) names += (names.empty() ? "" : ",") + b;
-      os << "  " << names << " " << us_str(s.us) << (s.chosen ? " (chosen)" : "");
+      os << "  " << names << (s.plan == "cost" ? "" : " " + s.plan) << " " << us_str(s.us) << (s.chosen ? " (chosen)" : "");
     }
     os << "\n";
   }
@@ -160,7 +160,7 @@ std::string report_json(const PartitionReport& r) {
   j["cache_hits"] = r.cache_hits;
   j["backend_sets"] = nlohmann::json::array();
   for (const auto& s : r.sets) {
-    j["backend_sets"].push_back({{"backends", s.backends}, {"us", s.us}, {"chosen", s.chosen}});
+    j["backend_sets"].push_back({{"backends", s.backends}, {"us", s.us}, {"chosen", s.chosen}, {"plan", s.plan}});
   }
   j["regions"] = nlohmann::json::array();
   for (const auto& reg : r.regions) {

@@ -274,7 +274,7 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Args& 
   // this compile only (--tune, asked for explicitly, keeps them).
   auto busy = [&] {
     return po.measure == MeasureMode::kDefault &&
-           partition::other_runnable_threads() >= std::max(0, machine.cores - po.num_threads) + 0.5;
+           partition::other_runnable_threads() >= std::max(0, machine.cores - po.num_threads) + 0.75;
   };
   bool was_busy = busy();
   if (po.policy == PlacementPolicy::kCost && po.measure != MeasureMode::kOff) {
