@@ -1388,8 +1388,12 @@ TEST_F(Partitioner, cost_placement_takes_the_cheapest_backend_not_the_first_list
   EXPECT_FALSE(considered(r, "beta")->measured);
   EXPECT_EQ(r.decision, "least estimated time");
   EXPECT_NE(report_text(cost).find("-> beta: least estimated time"), std::string::npos) << report_text(cost);
-  // Every subset of {alpha, beta} was priced; the chosen one holds beta only.
-  ASSERT_EQ(cost.sets.size(), 4u);
+  // Every subset of {alpha, beta} was priced, the single-engine ones also
+  // engine first; the chosen one holds beta only.
+  ASSERT_EQ(cost.sets.size(), 6u);
+  int engine_first = 0;
+  for (const auto& set : cost.sets) engine_first += set.plan == "engine first" ? 1 : 0;
+  EXPECT_EQ(engine_first, 2);
   int chosen = 0;
   for (const auto& set : cost.sets) {
     if (!set.chosen) continue;
