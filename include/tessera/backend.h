@@ -292,7 +292,11 @@ typedef struct tessera_backend {
    * kernels (their share of the peak, what it fuses, its layout conversions,
    * its slow paths) applied to the host's measurements of this machine. The
    * host prefers it to estimate_cost, uses it to rank candidates before
-   * measuring them, and prices with it what it does not measure.
+   * measuring them, and prices with it what it does not measure. Models
+   * given to estimates (estimate_region and estimate_cost) may hold
+   * initializers of more than 64 KiB without their data (data_location
+   * EXTERNAL, external_data location "tessera:elided"): their dims and dtype
+   * are there, their values are not needed to price the work.
    * TESSERA_ERROR_UNSUPPORTED means "no estimate". Thread-safe. */
   tessera_status_t (*estimate_region)(const void* model, size_t model_size, const tessera_machine_t* machine,
                                       double* out_us, char* msg, size_t msg_cap);

@@ -25,7 +25,7 @@ void set_type(const ValueInfo& vi, onnx::ValueInfoProto* p) {
   }
 }
 
-Status export_graph(const Graph& g, onnx::GraphProto* gp);
+Status export_graph(const Graph& g, onnx::GraphProto* gp, size_t elide_above = kKeepAllData);
 
 Status export_attribute(const std::string& name, const Attribute& a, onnx::AttributeProto* ap) {
   using AP = onnx::AttributeProto;
@@ -63,13 +63,27 @@ Status export_attribute(const std::string& name, const Attribute& a, onnx::Attri
   return Status::Ok();
 }
 
-Status export_graph(const Graph& g, onnx::GraphProto* gp) {
+Status export_graph(const Graph& g, onnx::GraphProto* gp, size_t elide_above) {
   gp->set_name(g.name.empty() ? "tessera" : g.name);
   // Deterministic initializer order.
   std::vector<std::string> names;
   for (const auto& kv : g.constants) names.push_back(kv.first);
   std::sort(names.begin(), names.end());
-  for (const auto& n : names) tensor_to_proto(g.constants.at(n), n, gp->add_initializer());
+  for (const auto& n : names) {
+    const Tensor& t = g.constants.at(n);
+    onnx::TensorProto* p = gp->add_initializer();
+    if (t.nbytes() <= elide_above) {
+      tensor_to_proto(t, n, p);
+      continue;
+    }
+    p->set_name(n);
+    p->set_data_type(static_cast<int32_t>(t.dtype()));
+    for (int64_t d : t.dims()) p->add_dims(d);
+    p->set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* loc = p->add_external_data();
+    loc->set_key("location");
+    loc->set_value(kElidedLocation);
+  }
 
   std::unordered_set<std::string> io;
   for (const auto& in : g.inputs) {
@@ -108,7 +122,7 @@ Status export_graph(const Graph& g, onnx::GraphProto* gp) {
 
 }  // namespace
 
-Status export_onnx_model(const Graph& g, onnx::ModelProto* model) {
+Status export_onnx_model(const Graph& g, onnx::ModelProto* model, size_t elide_above) {
   model->Clear();
   model->set_ir_version(std::max<int64_t>(g.ir_version, 7));
   model->set_producer_name("tessera");
@@ -132,12 +146,12 @@ Status export_onnx_model(const Graph& g, onnx::ModelProto* model) {
     o->set_domain(d);
     o->set_version(1);
   }
-  return export_graph(g, model->mutable_graph());
+  return export_graph(g, model->mutable_graph(), elide_above);
 }
 
-Expected<std::string> export_onnx_bytes(const Graph& g) {
+Expected<std::string> export_onnx_bytes(const Graph& g, size_t elide_above) {
   onnx::ModelProto m;
-  TSR_RETURN_IF_ERROR(export_onnx_model(g, &m));
+  TSR_RETURN_IF_ERROR(export_onnx_model(g, &m, elide_above));
   std::string out;
   if (!m.SerializeToString(&out)) return InternalError("model serialization failed (larger than 2 GiB?)");
   return out;

@@ -15,8 +15,14 @@ class ModelProto;
 
 namespace tessera {
 
-Status export_onnx_model(const Graph& g, onnx::ModelProto* model);
-Expected<std::string> export_onnx_bytes(const Graph& g);
+// `elide_above`: initializers of more bytes than this are written without
+// their data (dims and dtype only, data_location EXTERNAL at location
+// kElidedLocation): a model for an estimate, which needs shapes, not weights,
+// and would otherwise copy every weight of a large region each time.
+constexpr size_t kKeepAllData = static_cast<size_t>(-1);
+constexpr const char* kElidedLocation = "tessera:elided";
+Status export_onnx_model(const Graph& g, onnx::ModelProto* model, size_t elide_above = kKeepAllData);
+Expected<std::string> export_onnx_bytes(const Graph& g, size_t elide_above = kKeepAllData);
 Status export_onnx_file(const Graph& g, const std::string& path);
 
 }  // namespace tessera

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,14 @@ struct PartitionOptions {
   const partition::MachineProfile* machine = nullptr;
   // Called as regions compile: (done, total, what).
   std::function<void(int, int, const std::string&)> progress;
+  // Cost-based: at every graph level, take this backend set's plan instead
+  // of choosing one (the end-to-end check builds the alternatives it times
+  // this way). Backends not in the list are ignored; native is always in.
+  struct ForcedPlan {
+    std::vector<std::string> backends;
+    bool engine_first = false;
+  };
+  std::optional<ForcedPlan> force;
 };
 
 // One backend a region could have gone to, with its cost there.
@@ -133,6 +142,14 @@ struct PlacedNode {
   std::vector<int> preds;  // indices into PartitionReport::placed
 };
 
+// A whole program timed end to end against the chosen one (the CLI's check
+// after placement, tools/tessera/plan_check.cc).
+struct PlanTiming {
+  std::string plan;  // "chosen", or "dnnl,native engine first", ...
+  double ms = 0;     // lower quartile of its timed runs
+  bool kept = false;
+};
+
 struct PartitionReport {
   std::vector<std::string> backends;        // priority order
   std::map<std::string, std::string> colors;  // backend -> its declared colour for pictures
@@ -149,6 +166,7 @@ struct PartitionReport {
   double measure_seconds = 0;               // time spent measuring
   bool budget_exhausted = false;            // kDefault stopped measuring at its budget
   std::string machine;                      // MachineProfile::str() of the machine priced for
+  std::vector<PlanTiming> plan_timings;     // the end-to-end check, when one ran
 };
 
 // `g` must be optimised and shape-inferred. The returned Program's engines

@@ -38,6 +38,10 @@ namespace tessera {
 using partition::MeasureBudget;
 using partition::MeasureSpec;
 
+// Models given to estimates carry no initializer data above this size: an
+// estimate needs shapes (small constants such as axes and shapes keep theirs).
+constexpr size_t kEstimateElideAbove = 64 * 1024;
+
 using namespace partition;
 
 namespace {
@@ -253,7 +257,7 @@ void Partitioner::estimate_nodes(Level& lv) {
         std::vector<char> in_region(n, 0);
         in_region[i] = 1;
         RegionCut cut = cut_region(g, {static_cast<int>(i)}, in_region, lv.outer, lv.key_prefix);
-        auto bytes = export_onnx_bytes(region_graph(g, cut, "node", lv.outer));
+        auto bytes = export_onnx_bytes(region_graph(g, cut, "node", lv.outer), kEstimateElideAbove);
         model = bytes.ok() ? *bytes : std::string();
       }
       if (model->empty()) continue;
@@ -362,9 +366,11 @@ std::optional<double> Partitioner::measure_candidate(Level& lv, const RegionKey&
   return m->us;
 }
 
-// Step 1c. Which nodes matter: every heavy node (convolutions, products,
-// pools, normalisations, recurrences) and every node whose cheapest estimate
-// is at least kNodeShare of the level's total. They are taken largest first,
+// Step 1c. Which nodes matter: by their cheapest estimate, largest first,
+// every node until those taken hold kCoverage of the level's total, and
+// beyond that every node still at least kNodeShare of it (a small node that
+// hides a slow path costs little; a large one decides the placement). They
+// are taken largest first,
 // each on every backend that claims it, cheapest estimate first; a backend
 // whose run is more than four times slower than the best measured so far is
 // cut short (it cannot win). Identical nodes share one measurement (the
@@ -374,7 +380,7 @@ std::optional<double> Partitioner::measure_candidate(Level& lv, const RegionKey&
 // engine alone also converts layouts at its boundary.
 void Partitioner::measure_nodes(Level& lv) {
   if (!opts_.tune_cache || !cost_based()) return;
-  constexpr double kNodeShare = 0.01;
+  constexpr double kNodeShare = 0.01, kCoverage = 0.9;
   const Graph& g = *lv.g;
   const size_t n = g.nodes.size(), nb = opts_.backends.size();
   std::vector<std::pair<double, size_t>> candidates;
@@ -399,10 +405,17 @@ void Partitioner::measure_nodes(Level& lv) {
     for (size_t b = 0; b < nb; ++b) {
       if (lv.cap.supported[b][i]) cheapest = std::min(cheapest, lv.prior_us[i][b]);
     }
-    if (is_heavy(node.op_type) || cheapest >= kNodeShare * lv.total_us) candidates.emplace_back(cheapest, i);
+    candidates.emplace_back(cheapest, i);
   }
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
+  double covered = 0;
+  size_t keep = 0;
+  while (keep < candidates.size() &&
+         (covered < kCoverage * lv.total_us || candidates[keep].first >= kNodeShare * lv.total_us)) {
+    covered += candidates[keep++].first;
+  }
+  candidates.resize(keep);
   for (const auto& [cheapest, i] : candidates) {
     (void)cheapest;
     std::vector<char> in_region(n, 0);
@@ -417,6 +430,12 @@ void Partitioner::measure_nodes(Level& lv) {
     }
     std::stable_sort(by_prior.begin(), by_prior.end(),
                      [&](size_t a, size_t b) { return lv.prior_us[i][a] < lv.prior_us[i][b]; });
+    // A backend estimated at more than kHopeless times the cheapest would
+    // need its estimate to be that far off to win: not worth a measurement.
+    constexpr double kHopeless = 3.0;
+    while (by_prior.size() > 1 && lv.prior_us[i][by_prior.back()] > kHopeless * lv.prior_us[i][by_prior.front()]) {
+      by_prior.pop_back();
+    }
     double best = 0;
     for (size_t b : by_prior) {
       if (!rg) {
@@ -457,8 +476,7 @@ double Partitioner::prior_region_us(Level& lv, const RegionKey& key) {
   const Backend& be = *opts_.backends[static_cast<size_t>(key.first)];
   double est = -1;
   if (!be.is_native() && be.has_estimate_cost()) {
-    Graph rg;
-    auto bytes = region_model(lv, key, &rg);
+    auto bytes = export_onnx_bytes(region_graph(*lv.g, cut_of(lv, key), "region", lv.outer), kEstimateElideAbove);
     Expected<double> us = bytes.ok() ? be.estimate_cost(*bytes, machine_abi(machine_, be))
                                      : Expected<double>(bytes.status());
     if (us.ok() && *us >= 0) est = *us;
@@ -759,7 +777,14 @@ void Partitioner::choose_backend_set(Level& lv, std::vector<std::vector<char>>& 
     for (size_t b = 0; b < nb; ++b) set[b] = set[b] || required[b];
     if (std::find(sets.begin(), sets.end(), set) == sets.end()) sets.push_back(std::move(set));
   };
-  if (ext <= 4) {
+  if (opts_.force) {
+    std::vector<char> set(nb, 0);
+    for (size_t b = 0; b < nb; ++b) {
+      const auto& f = opts_.force->backends;
+      set[b] = std::find(f.begin(), f.end(), opts_.backends[b]->name()) != f.end();
+    }
+    add(std::move(set));
+  } else if (ext <= 4) {
     std::vector<unsigned> masks;
     for (unsigned m = 0; m < (1u << ext); ++m) masks.push_back(m);
     std::stable_sort(masks.begin(), masks.end(),
@@ -796,6 +821,7 @@ void Partitioner::choose_backend_set(Level& lv, std::vector<std::vector<char>>& 
     // node-by-node choice may split it at nodes that are cheap only alone.
     for (bool engine_first : {false, true}) {
       if (engine_first && engines != 1) continue;
+      if (opts_.force && engines == 1 && engine_first != opts_.force->engine_first) continue;
       auto trial_copy = trial;
       Plan p = plan(lv, trial_copy, passive(set), /*quiet=*/true, engine_first);
       priced.push_back({set_names(set), p.us, false, engine_first ? "engine first" : "cost"});

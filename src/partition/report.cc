@@ -146,6 +146,13 @@ std::string report_text(const PartitionReport& r) {
          << (m.graph != "main" ? m.graph + ": " : "") << m.what << "\n";
     }
   }
+  if (!r.plan_timings.empty()) {
+    os << "end-to-end check (random inputs, lower quartile)";
+    for (const auto& t : r.plan_timings) {
+      os << "  " << t.plan << " " << us_str(t.ms * 1e3) << (t.kept ? " (kept)" : "");
+    }
+    os << "\n";
+  }
   if (!r.machine.empty()) os << "machine  " << r.machine << "\n";
   return os.str();
 }
@@ -204,6 +211,10 @@ std::string report_json(const PartitionReport& r) {
   j["measure_seconds"] = r.measure_seconds;
   j["budget_exhausted"] = r.budget_exhausted;
   j["machine"] = r.machine;
+  j["plan_timings"] = nlohmann::json::array();
+  for (const auto& t : r.plan_timings) {
+    j["plan_timings"].push_back({{"plan", t.plan}, {"ms", t.ms}, {"kept", t.kept}});
+  }
   return j.dump(2) + "\n";
 }
 

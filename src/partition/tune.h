@@ -80,7 +80,7 @@ class TuneCache {
 // How long measuring may take and how many candidates it may measure, counted
 // on a clock that tests replace.
 struct MeasureBudget {
-  double limit_us = 5e6;          // measuring time, all candidates together
+  double limit_us = 3e6;          // measuring time, all candidates together
   int max_measurements = 1 << 30;
   std::function<double()> clock;  // microseconds; default: a steady clock
   double spent_us = 0;
@@ -107,10 +107,10 @@ struct MeasureSpec {
   double give_up_us = 0;
 
   static MeasureSpec Thorough() { return {}; }  // --tune
-  // Measuring by default: warm-up until 2 runs and 8 ms (a freshly loaded
+  // Measuring by default: warm-up until 2 runs and 2 ms (a freshly loaded
   // engine's first runs fault in its memory and wake its threads), then a
-  // long candidate gets three timed runs, a short one as many as 12 ms allow.
-  static MeasureSpec Quick() { return {2, 3, 8e3, 12e3, 300e3, 0}; }
+  // long candidate gets three timed runs, a short one as many as 3 ms allow.
+  static MeasureSpec Quick() { return {2, 3, 2e3, 3e3, 300e3, 0}; }
 };
 
 // Compiles the region model `model` (the serialized `rg`) on `b`, loads it

@@ -56,6 +56,10 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Args& 
 Expected<std::unique_ptr<InferenceSession>> open_session(const std::string& path, const Args& a,
                                                          PartitionReport* report = nullptr);
 
+// Random inputs for models run without data: symbolic dims become 1, floats
+// are uniform in [-1, 1), integers are 0 or 1 (valid ids and mask values).
+Expected<std::vector<Tensor>> random_inputs(const InferenceSession& s, uint32_t seed);
+
 int cmd_compile(const Args& a);
 int cmd_partition(const Args& a);
 int cmd_inspect(const Args& a);

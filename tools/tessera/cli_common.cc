@@ -4,11 +4,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <thread>
 
 #include "artifact/artifact.h"
 #include "backends/backend.h"
 #include "cli.h"
+#include "plan_check.h"
 #include "onnx/onnx_import.h"
 #include "partition/machine.h"
 #include "partition/tune.h"
@@ -25,7 +27,7 @@ const char* kUsage =
     "          [--min-region-nodes N] [--backend-options K=V;..] [--placement cost|priority] [--tune | --no-tune]\n"
     "          [--tune-budget SECONDS] [--tune-cache FILE] [--threads N]\n"
     "      partitions the model, compiles every engine ahead of time and writes one artifact; measures the nodes\n"
-    "      and regions that matter on this machine (within --tune-budget, default 5 s) and keeps the times in the\n"
+    "      and regions that matter on this machine (within --tune-budget, default 3 s) and keeps the times in the\n"
     "      tune cache for later compiles; --tune measures every candidate region, --no-tune (or TESSERA_TUNE=0)\n"
     "      nothing\n"
     "  run MODEL(.onnx|.tsr) [--input-dir DIR] [--output-dir DIR] [--backends LIST] [--threads N] [--shape ..]\n"
@@ -289,9 +291,18 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Args& 
       std::fflush(stderr);
     };
   }
+  const Graph source_graph = g;  // for the end-to-end check's alternatives (tensors are shared)
   auto program = partition_and_compile(std::move(g), po, report);
   if (tty) std::fprintf(stderr, "\r\033[K");
   if (!program.ok()) return program.status();
+  {
+    if (tty) std::fprintf(stderr, "\r\033[Kchecking the plan end to end");
+    const double left = po.measure == MeasureMode::kFull ? 5e6 : std::max(1e6, budget.limit_us - budget.spent_us);
+    auto checked = check_plan(std::move(*program), source_graph, po, report, left);
+    if (tty) std::fprintf(stderr, "\r\033[K");
+    if (!checked.ok()) return checked.status();
+    program = std::move(checked);
+  }
   was_busy = was_busy || busy();
   if (was_busy && report->measured > 0) {
     std::fprintf(stderr,
@@ -305,6 +316,33 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Args& 
   program->meta.source_model = fs::path(source).filename().string();
   program->meta.shape_overrides = a.shapes;
   return program;
+}
+
+// Random inputs for models run without data: symbolic dims become 1, floats
+// are uniform in [-1, 1), integers are 0 or 1 (valid ids and mask values).
+Expected<std::vector<Tensor>> random_inputs(const InferenceSession& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uf(-1.f, 1.f);
+  std::vector<Tensor> inputs;
+  for (const auto& in : s.inputs()) {
+    if (!in.shape.rank_known) return InvalidInput("input '" + in.name + "' has an unknown rank; give --shape");
+    Dims d;
+    for (const Dim& x : in.shape.dims) d.push_back(x.known() ? x.value : 1);
+    DType dt = in.dtype == DType::kUndefined ? DType::kFloat32 : in.dtype;
+    Tensor t(dt, d);
+    visit_dtype(dt, [&](auto tag) {
+      using T = decltype(tag);
+      T* p = t.data<T>();
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        if constexpr (std::is_same_v<T, bool>) p[i] = (rng() & 1) != 0;
+        else if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>)
+          p[i] = static_cast<T>(uf(rng));
+        else p[i] = static_cast<T>(rng() & 1);
+      }
+    });
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
 }
 
 Expected<std::unique_ptr<InferenceSession>> open_session(const std::string& path, const Args& a,

@@ -49,33 +49,6 @@ Expected<std::vector<Tensor>> read_inputs(const std::string& dir, const Inferenc
   return inputs;
 }
 
-// Random inputs for models run without data: symbolic dims become 1, floats
-// are uniform in [-1, 1), integers are 0 or 1 (valid ids and mask values).
-Expected<std::vector<Tensor>> random_inputs(const InferenceSession& s, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uf(-1.f, 1.f);
-  std::vector<Tensor> inputs;
-  for (const auto& in : s.inputs()) {
-    if (!in.shape.rank_known) return InvalidInput("input '" + in.name + "' has an unknown rank; give --shape");
-    Dims d;
-    for (const Dim& x : in.shape.dims) d.push_back(x.known() ? x.value : 1);
-    DType dt = in.dtype == DType::kUndefined ? DType::kFloat32 : in.dtype;
-    Tensor t(dt, d);
-    visit_dtype(dt, [&](auto tag) {
-      using T = decltype(tag);
-      T* p = t.data<T>();
-      for (int64_t i = 0; i < t.numel(); ++i) {
-        if constexpr (std::is_same_v<T, bool>) p[i] = (rng() & 1) != 0;
-        else if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>)
-          p[i] = static_cast<T>(uf(rng));
-        else p[i] = static_cast<T>(rng() & 1);
-      }
-    });
-    inputs.push_back(std::move(t));
-  }
-  return inputs;
-}
-
 void print_summary(const std::string& name, const Tensor& t) {
   std::printf("  %s: %s", name.c_str(), t.str().c_str());
   int64_t n = std::min<int64_t>(t.numel(), 8);

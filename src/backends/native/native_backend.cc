@@ -75,9 +75,15 @@ tessera_status_t native_capability(const void* model, size_t size, const tessera
 tessera_status_t native_compile(const void* model, size_t size, const char*, tessera_buffer_t* out, char* msg,
                                 size_t cap) {
   try {
-    // Import once to fail here, ahead of time, rather than at load.
-    auto g = import_onnx_bytes(std::string(static_cast<const char*>(model), size), "", "region model");
-    if (!g.ok()) return from_status(g.status(), msg, cap);
+    // A model that does not parse fails here, ahead of time; load imports it.
+    // (Native regions of a program run inline in the glue graph: this path
+    // serves measuring and embedders, where a full import here would only be
+    // done twice.)
+    onnx::ModelProto proto;
+    if (size > static_cast<size_t>(INT32_MAX) || !proto.ParseFromArray(model, static_cast<int>(size))) {
+      set_msg(msg, cap, "the region model is not a valid serialized ModelProto");
+      return TESSERA_ERROR_INVALID_ARGUMENT;
+    }
     out->size = sizeof(kMagic) + size;
     out->data = std::malloc(out->size);
     if (!out->data) return TESSERA_ERROR_OUT_OF_MEMORY;
