@@ -4,8 +4,8 @@
 // options it came from. Output: the program to keep, and the timings in the
 // report. Method: the plans a single backend gives — native alone, or one
 // engine taking every node it runs (as `--backends ENGINE,native --placement
-// priority` would) — that were priced within 1.3x of the chosen plan are built
-// too (by now every measurement they need is cached, so this compiles but
+// priority` would) — the cheapest of them and any priced within 1.5x of the
+// chosen plan are built too (by now every measurement they need is cached, so this compiles but
 // hardly measures), and every distinct program is run end to end on random
 // inputs, interleaved, on this machine. An alternative replaces the chosen
 // plan only when it is faster by more than 3 %. What region-by-region
