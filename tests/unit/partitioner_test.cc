@@ -1584,6 +1584,16 @@ partition::MachineProfile slow_native_machine() {
   return m;
 }
 
+// Cost-based placement that measures by default on `machine`, into `cache`.
+PartitionOptions measuring_options(const std::vector<std::string>& names, const partition::MachineProfile* machine,
+                                   partition::TuneCache* cache) {
+  PartitionOptions o = cost_options(names);
+  o.machine = machine;
+  o.tune_cache = cache;
+  o.measure = MeasureMode::kDefault;
+  return o;
+}
+
 TEST_F(Partitioner, a_slow_path_the_estimates_miss_is_measured_and_avoided) {
   g_slots[0].ops = kAllOps;
   g_slots[0].est_us_per_node = 1;  // alpha claims to be fast...
@@ -1627,10 +1637,7 @@ TEST_F(Partitioner, measuring_stops_at_its_budget_counted_on_the_injected_clock)
   const partition::MachineProfile machine = slow_native_machine();
   for (int round = 0; round < 2; ++round) {
     partition::TuneCache cache;  // in memory: every round starts cold
-    PartitionOptions o = cost_options({"alpha"});
-    o.machine = &machine;
-    o.tune_cache = &cache;
-    o.measure = MeasureMode::kDefault;
+    PartitionOptions o = measuring_options({"alpha"}, &machine, &cache);
     partition::MeasureBudget budget;
     double now = 0;
     if (round == 0) {
@@ -1654,9 +1661,7 @@ TEST_F(Partitioner, measuring_stops_at_its_budget_counted_on_the_injected_clock)
   }
   // --tune (kFull) is not bound by the default budget.
   partition::TuneCache cache;
-  PartitionOptions o = cost_options({"alpha"});
-  o.machine = &machine;
-  o.tune_cache = &cache;
+  PartitionOptions o = measuring_options({"alpha"}, &machine, &cache);
   o.measure = MeasureMode::kFull;
   partition::MeasureBudget budget;
   budget.max_measurements = 4;
@@ -1675,20 +1680,14 @@ TEST_F(Partitioner, measurements_are_reused_on_the_same_machine_only) {
   const std::string path = (dir_ / "tune.json").string();
   {
     partition::TuneCache cache = partition::TuneCache::Open(path, nullptr);
-    PartitionOptions o = cost_options({"alpha"});
-    o.machine = &machine;
-    o.tune_cache = &cache;
-    o.measure = MeasureMode::kDefault;
+    PartitionOptions o = measuring_options({"alpha"}, &machine, &cache);
     PartitionReport rep;
     round_trip(g, o, &rep, 46);
     EXPECT_GT(rep.measured, 0);
     ASSERT_TRUE(cache.save().ok());
   }
   partition::TuneCache cache = partition::TuneCache::Open(path, nullptr);
-  PartitionOptions o = cost_options({"alpha"});
-  o.machine = &machine;
-  o.tune_cache = &cache;
-  o.measure = MeasureMode::kDefault;
+  PartitionOptions o = measuring_options({"alpha"}, &machine, &cache);
   PartitionReport again;
   round_trip(g, o, &again, 47);
   EXPECT_EQ(again.measured, 0) << report_text(again);
