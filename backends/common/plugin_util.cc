@@ -379,6 +379,9 @@ MachineFigures MachineFigures::From(const tessera_machine_t* m) {
   }
   if (has(offsetof(tessera_machine_t, launch_us) + sizeof(double)) && m->launch_us >= 0) f.launch_us = m->launch_us;
   if (has(offsetof(tessera_machine_t, wake_us) + sizeof(double)) && m->wake_us > 0) f.wake_us = m->wake_us;
+  if (has(offsetof(tessera_machine_t, clock_ghz) + sizeof(double)) && m->clock_ghz > 0) {
+    f.cycles_per_us = m->clock_ghz * 1e3;
+  }
   if (has(offsetof(tessera_machine_t, isa) + sizeof(const char*)) && m->isa) {
     std::string isa = std::string(",") + m->isa + ",";
     f.vector_floats = isa.find(",avx512f,") != std::string::npos ? 16 : 8;

@@ -178,6 +178,7 @@ struct MachineFigures {
   double launch_us = 3.0;        // one run() of a trivial engine of this backend
   double wake_us = 8.0;          // waking a sleeping thread
   int vector_floats = 16;        // floats per vector register: 16 with AVX-512, else 8
+  double cycles_per_us = 3.0e3;  // core clock
 
   static MachineFigures From(const tessera_machine_t* m);
   static MachineFigures Nominal(int threads);

@@ -25,6 +25,17 @@ struct Shares {
 };
 constexpr Shares kShares;
 
+// XNNPACK's kernels for functions that cost more than their traffic, in
+// cycles per output element (single-op models, 2 threads, 1 M elements).
+double function_cycles(Op op) {
+  switch (op) {
+    case Op::kSigmoid: return 1.2;
+    case Op::kElu: return 3.0;
+    case Op::kSoftmax: return 3.0;
+    default: return 0;
+  }
+}
+
 double padded(int64_t c, int64_t block) {
   return static_cast<double>((c + block - 1) / block * block) / static_cast<double>(std::max<int64_t>(1, c));
 }
@@ -61,6 +72,7 @@ double region_cost_us(const Program& p, const tessera_plugin::MachineFigures& f)
         compute = out * static_cast<double>(n.ints[4] * n.ints[5]) / (kShares.light * peak);
         break;
       default:
+        compute = out * function_cycles(n.op) / (f.cycles_per_us * f.threads);
         break;
     }
     us += kShares.node_us + std::max(compute, memory);

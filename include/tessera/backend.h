@@ -167,6 +167,8 @@ typedef struct tessera_machine {
   double wake_us;          /* time to wake one sleeping thread (a futex round trip) */
   const char* cpu;         /* CPU model name, "" when unknown */
   const char* isa;         /* comma-separated ISA features the CPU has ("avx2,fma,avx512f,avx512_bf16,...") */
+  double clock_ghz;        /* cycles per nanosecond of one core under load (a chain of dependent adds):
+                              prices kernels known by their cycles per element */
 } tessera_machine_t;
 
 /* Receives a per-node profile from run_profiled. The callback copies what it

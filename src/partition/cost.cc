@@ -73,6 +73,31 @@ WorkKind kind_of(const std::string& op) {
   return it == kKinds.end() ? WorkKind::kOther : it->second;
 }
 
+// Native kernels whose cost is their arithmetic, not their traffic, in cycles
+// per element (single-op models of 1 M elements, 2 threads, timed with
+// `tessera bench` on an AVX-512 core): properties of the kernels, priced on
+// the machine's measured clock. The elements counted are the
+// output's, or the input's for a global reduction.
+void native_kernel_cycles(const Graph& g, const Node& n, NodeWork* w) {
+  static const std::map<std::string, double> kCycles = {
+      {"Exp", 2.8},  {"Log", 2.8},      {"Sigmoid", 2.8},  {"Elu", 2.8},       {"Selu", 2.8},   {"Celu", 2.8},
+      {"Erf", 4.8},  {"Tanh", 4.8},     {"Pow", 4.8},      {"Gelu", 5.5},      {"Mish", 9.0},   {"Softplus", 8.6},
+      {"Sin", 4.8},  {"Cos", 4.8},      {"Atan", 4.8},     {"Transpose", 2.3}, {"Softmax", 2.3}, {"LogSoftmax", 2.6},
+      {"LayerNormalization", 1.8},      {"GlobalAveragePool", 2.5},            {"GlobalMaxPool", 2.5}};
+  const std::string y = n.outputs.empty() ? std::string() : n.outputs[0];
+  if (n.op_type == "Resize" || n.op_type == "Upsample") {
+    const std::string mode = n.attrs.count("mode") ? n.attrs.at("mode").s : "nearest";
+    w->cycles_per_element = mode == "nearest" ? 2.7 : 4.5;
+    w->elements = numel_of(g, y);
+    return;
+  }
+  auto it = kCycles.find(n.op_type);
+  if (it == kCycles.end()) return;
+  w->cycles_per_element = it->second;
+  const bool global = n.op_type == "GlobalAveragePool" || n.op_type == "GlobalMaxPool";
+  w->elements = global && !n.inputs.empty() ? numel_of(g, n.inputs[0]) : numel_of(g, y);
+}
+
 }  // namespace
 
 double value_bytes(const Graph& g, const std::string& v) {
@@ -136,6 +161,7 @@ NodeWork node_work(const Graph& g, const Node& n) {
       w.flops = numel_of(g, y);
       break;
   }
+  native_kernel_cycles(g, n, &w);
   return w;
 }
 
@@ -156,6 +182,9 @@ double native_node_us(const NodeWork& w, const MachineProfile& m) {
       compute = w.flops / (kNative.recurrent * gemm_rate) + w.tasks * kNative.launch_us;
       break;
     default: break;
+  }
+  if (w.cycles_per_element > 0) {
+    compute = std::max(compute, w.elements * w.cycles_per_element / (std::max(0.1, m.clock_ghz) * 1e3 * t));
   }
   const double bw = std::max(0.1, m.bandwidth_gbps) * 1e3;  // bytes per us, all threads
   double memory = w.bytes / bw;

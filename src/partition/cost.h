@@ -30,6 +30,10 @@ struct NodeWork {
   double flops = 0;  // multiply-adds count 2
   double bytes = 0;  // inputs (weights included) + outputs
   double tasks = 1;  // independent pieces a direct kernel can spread over threads (depthwise: images x groups)
+  // Native kernels that compute more than they move, known by cycles per
+  // element: the elements, and the cycles each costs (0: memory-bound).
+  double elements = 0;
+  double cycles_per_element = 0;
 };
 
 // Work of node `n` of `g` from its value infos; unknown shapes count as 0.

@@ -119,10 +119,10 @@ std::string MachineProfile::key() const {
 std::string MachineProfile::str() const {
   char buf[400];
   std::snprintf(buf, sizeof(buf),
-                "%s, %d cores, %d threads: peak %.0f GFLOP/s/thread, SGEMM %.0f GFLOP/s/thread, bandwidth %.1f GB/s, "
-                "wake-up %.1f us%s",
-                cpu.empty() ? "unknown CPU" : cpu.c_str(), cores, threads, peak_gflops, gemm_gflops, bandwidth_gbps,
-                wake_us, measured ? "" : " (nominal)");
+                "%s, %d cores, %d threads: %.2f GHz, peak %.0f GFLOP/s/thread, SGEMM %.0f GFLOP/s/thread, bandwidth "
+                "%.1f GB/s, wake-up %.1f us%s",
+                cpu.empty() ? "unknown CPU" : cpu.c_str(), cores, threads, clock_ghz, peak_gflops, gemm_gflops,
+                bandwidth_gbps, wake_us, measured ? "" : " (nominal)");
   std::string s = buf;
   for (const auto& [k, us] : launch_us) {
     std::snprintf(buf, sizeof(buf), "; %s launch %.1f us", k.substr(0, k.find('|')).c_str(), us);
@@ -165,6 +165,7 @@ MachineProfile identify_machine(int threads) {
   m.gemm_gflops = 0.85 * m.peak_gflops;
   m.bandwidth_gbps = 10.0 * std::min(m.threads, m.cores);
   m.wake_us = 8.0;
+  m.clock_ghz = 3.0;
   return m;
 }
 
@@ -222,6 +223,30 @@ double measure_peak_gflops() {
     double us = since_us(t0);
     double gflops = static_cast<double>(iters) * kChains * lanes * 2.0 / (us * 1e3);
     best = std::max(best, gflops);
+  }
+  return best;
+}
+
+double measure_clock_ghz() {
+  // Eight dependent adds per iteration, one cycle each on every x86-64 core;
+  // the loop's own counter runs beside them.
+  constexpr long kIters = 1 << 22;
+  auto chain = [](long iters) {
+    uint64_t x = 0;
+    for (long i = 0; i < iters; ++i) {
+      asm volatile(
+          "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+          "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0"
+          : "+r"(x));
+    }
+    return x;
+  };
+  g_sink = static_cast<float>(chain(kIters / 8));  // let the clock ramp
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = Clock::now();
+    g_sink = static_cast<float>(chain(kIters));
+    best = std::max(best, 8.0 * kIters / (since_us(t0) * 1e3));
   }
   return best;
 }
@@ -429,6 +454,7 @@ bool calibrate_machine(MachineProfile* m, const std::vector<std::shared_ptr<cons
     measure_bandwidth_gbps(std::min(m->threads, m->cores));
     m->bandwidth_gbps = measure_bandwidth_gbps(std::min(m->threads, m->cores));
     m->wake_us = measure_wake_us();
+    m->clock_ghz = measure_clock_ghz();
     m->measured = true;
     did = true;
   }
@@ -465,6 +491,7 @@ tessera_machine_t machine_abi(const MachineProfile& m, const Backend& b) {
   t.wake_us = m.wake_us;
   t.cpu = m.cpu.c_str();
   t.isa = m.isa.c_str();
+  t.clock_ghz = m.clock_ghz;
   return t;
 }
 

@@ -36,6 +36,7 @@ struct MachineProfile {
   double gemm_gflops = 0;     // native SGEMM on a cache-friendly large product, one thread
   double bandwidth_gbps = 0;  // streaming a + b -> c with `threads` threads
   double wake_us = 0;         // waking a sleeping thread (half a condition-variable round trip)
+  double clock_ghz = 0;       // one core's clock under load (a chain of dependent adds)
   // Per backend (backend_key()): fixed cost of one run() of a trivial engine
   // with `threads` threads; and for engines with threads of their own, what
   // one hand-over between them and native's pool costs (half the extra time
@@ -74,6 +75,7 @@ double measure_peak_gflops();
 double measure_gemm_gflops();
 double measure_bandwidth_gbps(int threads);
 double measure_wake_us();
+double measure_clock_ghz();
 Expected<double> measure_launch_us(const Backend& b, int threads);
 Expected<double> measure_handoff_us(const Backend& engine, const Backend& native, int threads);
 

@@ -10,7 +10,8 @@
 // Cache file: JSON {"format": "tessera-tune", "version": 2,
 //   "entries": {KEY: {"us": time per run, "runs": n}},
 //   "machines": {MACHINE_KEY: {"cpu", "isa", "cores", "threads", "peak_gflops", "gemm_gflops",
-//                              "bandwidth_gbps", "wake_us", "launch_us": {BACKEND: us}, "handoff_us": {..}}}}.
+//                              "bandwidth_gbps", "wake_us", "clock_ghz", "launch_us": {BACKEND: us},
+//                              "handoff_us": {..}}}}.
 // Saving merges: under an exclusive lock on FILE.lock it re-reads the file,
 // adds what this process measured, writes a temporary file and renames it, so
 // processes that measure at the same time all keep their entries. A missing

@@ -44,6 +44,7 @@ partition::MachineProfile measured_machine(int threads) {
   m.gemm_gflops = 101.25;
   m.bandwidth_gbps = 33.0;
   m.wake_us = 6.5;
+  m.clock_ghz = 3.75;
   return m;
 }
 
@@ -101,6 +102,7 @@ TEST_F(Tune, a_calibration_is_saved_once_and_reused) {
   EXPECT_DOUBLE_EQ(back->gemm_gflops, 101.25);
   EXPECT_DOUBLE_EQ(back->bandwidth_gbps, 33.0);
   EXPECT_DOUBLE_EQ(back->wake_us, 6.5);
+  EXPECT_DOUBLE_EQ(back->clock_ghz, 3.75);
   EXPECT_DOUBLE_EQ(back->launch_us.at("example|1.0"), 4.25);
   EXPECT_DOUBLE_EQ(back->handoff_us.at("omp|2.0"), 480);
   // A calibrated machine with nothing missing for these backends measures
@@ -119,6 +121,8 @@ TEST_F(Tune, calibration_measures_this_machine_when_nothing_is_known) {
   EXPECT_GT(m.gemm_gflops, 0);
   EXPECT_GT(m.bandwidth_gbps, 0);
   EXPECT_GT(m.wake_us, 0);
+  EXPECT_GT(m.clock_ghz, 0.3);
+  EXPECT_LT(m.clock_ghz, 10);
   EXPECT_FALSE(partition::calibrate_machine(&m, {native()}));
 }
 
