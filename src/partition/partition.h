@@ -167,6 +167,7 @@ struct PartitionReport {
   bool budget_exhausted = false;            // kDefault stopped measuring at its budget
   std::string machine;                      // MachineProfile::str() of the machine priced for
   std::vector<PlanTiming> plan_timings;     // the end-to-end check, when one ran
+  double check_seconds = 0;                 // what the check took (building the alternatives included)
 };
 
 // `g` must be optimised and shape-inferred. The returned Program's engines

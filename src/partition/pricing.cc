@@ -299,13 +299,16 @@ double Partitioner::region_us(Level& lv, const std::vector<int>& nodes, int b, b
   Graph rg = region_graph(*lv.g, cut_of(lv, key), "region", lv.outer);
   auto kit = lv.keys.find(nodes);
   if (kit == lv.keys.end()) kit = lv.keys.emplace(nodes, region_key(rg)).first;
-  // Measured now: with --tune every region priced; by default the regions
-  // of several nodes that hold at least kRegionShare of the level's time
-  // (a single node was measured, or not, in step 1c).
+  // Measured now: with --tune every region priced; by default an engine's
+  // regions of several nodes that hold at least kRegionShare of the level's
+  // time (a single node was measured, or not, in step 1c; native's regions
+  // are the sums of their nodes, which step 1c measured: native fuses no
+  // further and converts no layout at a boundary).
   constexpr double kRegionShare = 0.02;
   const bool want = !cut_of(lv, key).outputs.empty() &&
                     (opts_.measure == MeasureMode::kFull ||
-                     (nodes.size() > 1 && est >= kRegionShare * lv.total_us));
+                     (nodes.size() > 1 && !opts_.backends[static_cast<size_t>(b)]->is_native() &&
+                      est >= kRegionShare * lv.total_us));
   auto us = measure_candidate(lv, key, kit->second, rg, prior_region_us(lv, key), 0, want);
   if (!us) return est;
   *measured = true;

@@ -76,6 +76,12 @@ int cmd_compile(const Args& a) {
                   report.cache_hits);
     placement += buf;
   }
+  if (!report.plan_timings.empty()) {
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "; end-to-end check of %zu plans (%.2f s)", report.plan_timings.size(),
+                  report.check_seconds);
+    placement += buf;
+  }
   std::printf("compiled %s -> %s: %zu regions (%s), %zu engines, %.2f MiB, %.2f s; %s\n", a.positional[0].c_str(),
               out->second.c_str(), report.regions.size(), regions.c_str(), program->engines.size(),
               static_cast<double>(size) / (1 << 20), secs, placement.c_str());

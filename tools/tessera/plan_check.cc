@@ -87,10 +87,11 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
     if (s.chosen) picked = &s;
   }
   if (!picked) return chosen;
+  const auto check_start = Clock::now();
   // The cheapest single-backend plan always (a plan of many regions, priced
   // partly from estimates, can be far off: a YOLO priced at 29 ms ran in 51
   // where XNNPACK alone, priced at 41, ran in 42), and any other priced
-  // within 1.5x of the chosen plan.
+  // within 1.25x of the chosen plan.
   std::vector<const SetOption*> alternatives;
   for (const auto& s : report->sets) {
     if (&s != picked && single_backend_plan(s)) alternatives.push_back(&s);
@@ -98,7 +99,7 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
   std::stable_sort(alternatives.begin(), alternatives.end(),
                    [](const SetOption* a, const SetOption* b) { return a->us < b->us; });
   for (size_t k = 1; k < alternatives.size(); ++k) {
-    if (alternatives[k]->us > 1.5 * picked->us) alternatives.resize(k);
+    if (alternatives[k]->us > 1.25 * picked->us) alternatives.resize(k);
   }
   std::vector<Candidate> cands;
   cands.push_back(Candidate{"chosen (" + plan_name(*picked) + ")", std::move(chosen), *report, nullptr, {}, {}});
@@ -177,6 +178,7 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
     *report = std::move(kept);
   }
   report->plan_timings = std::move(timings);
+  report->check_seconds = std::chrono::duration<double>(Clock::now() - check_start).count();
   return std::move(cands[best].program);
 }
 

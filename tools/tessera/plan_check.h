@@ -4,7 +4,7 @@
 // options it came from. Output: the program to keep, and the timings in the
 // report. Method: the plans a single backend gives — native alone, or one
 // engine taking every node it runs (as `--backends ENGINE,native --placement
-// priority` would) — the cheapest of them and any priced within 1.5x of the
+// priority` would) — the cheapest of them and any priced within 1.25x of the
 // chosen plan are built too (by now every measurement they need is cached, so this compiles but
 // hardly measures), and every distinct program is run end to end on random
 // inputs, interleaved, on this machine. An alternative replaces the chosen
