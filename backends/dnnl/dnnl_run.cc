@@ -12,7 +12,11 @@
 //
 // Threads: oneDNN runs on OpenMP here. omp_set_num_threads() sets the
 // calling thread's team size, so each run sets it to the session's count
-// before executing (and load did before generating kernels).
+// before executing (and load did before generating kernels). A region whose
+// whole run is a few microseconds of work (kTinyWorkUs on one thread) runs
+// on the calling thread alone: waking OpenMP's worker costs more than it
+// saves, and once that worker has gone to sleep between runs the wake-up
+// alone took a 9 us MLP to 1 ms per run in some processes.
 //
 // A profiled run (run_profiled) executes the same primitives but waits for
 // each before starting the next, so each one's wall time is its own, and
@@ -23,9 +27,14 @@
 #include <chrono>
 #include <unordered_map>
 
+#include "dnnl_cost.h"
 #include "dnnl_engine.h"
 
 namespace tessera_dnnl {
+
+namespace {
+constexpr double kTinyWorkUs = 30.0;
+}  // namespace
 
 using dnnl::memory;
 using tessera_plugin::fail;
@@ -139,6 +148,11 @@ std::unique_ptr<tessera_engine> make_engine(Program p, const tessera_named_tenso
   auto e = std::make_unique<tessera_engine>();
   e->program = std::move(p);
   e->num_threads = std::max(1, num_threads);
+  if (e->num_threads > 1) {
+    tessera_plugin::MachineFigures one = tessera_plugin::MachineFigures::Nominal(1);
+    one.launch_us = 0;
+    if (region_cost_us(e->program, nullptr, one) < kTinyWorkUs) e->num_threads = 1;
+  }
   e->input_types = types_of(e->program, e->program.inputs);
   e->output_types = types_of(e->program, e->program.outputs);
   std::map<std::string, const tessera_tensor_t*> by_name;
