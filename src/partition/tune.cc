@@ -227,6 +227,7 @@ bool machine_from_json(const nlohmann::json& j, MachineProfile* m) {
 struct FileContents {
   std::map<std::string, nlohmann::json> entries;   // validated
   std::map<std::string, MachineProfile> machines;  // validated
+  std::map<std::string, std::string> verdicts;     // validated
 };
 
 // Reads and validates a cache file. A missing file is empty and fine;
@@ -243,7 +244,8 @@ bool read_cache_file(const std::string& path, FileContents* out) {
   }
   bool ok = j.is_object() && j.contains("format") && j["format"] == "tessera-tune" && j.contains("version") &&
             j["version"] == kFormatVersion && j.contains("entries") && j["entries"].is_object() &&
-            (!j.contains("machines") || j["machines"].is_object());
+            (!j.contains("machines") || j["machines"].is_object()) &&
+            (!j.contains("verdicts") || j["verdicts"].is_object());
   if (!ok) return false;
   for (const auto& [k, v] : j["entries"].items()) {
     if (!(v.is_object() && v.contains("us") && v["us"].is_number() && v["us"].get<double>() >= 0 &&
@@ -257,6 +259,12 @@ bool read_cache_file(const std::string& path, FileContents* out) {
       MachineProfile m;
       if (!machine_from_json(v, &m)) return false;
       out->machines[k] = std::move(m);
+    }
+  }
+  if (j.contains("verdicts")) {
+    for (const auto& [k, v] : j["verdicts"].items()) {
+      if (!v.is_string()) return false;
+      out->verdicts[k] = v.get<std::string>();
     }
   }
   return true;
@@ -297,6 +305,7 @@ TuneCache TuneCache::Open(const std::string& path, std::string* warning) {
     c.entries_[k] = Entry{v["us"].get<double>(), v.contains("runs") ? v["runs"].get<int>() : 0, true};
   }
   c.machines_ = std::move(fc.machines);
+  c.verdicts_ = std::move(fc.verdicts);
   return c;
 }
 
@@ -328,8 +337,21 @@ void TuneCache::put_machine(const MachineProfile& m) {
   added_machines_[m.key()] = m;
 }
 
+std::optional<std::string> TuneCache::verdict(const std::string& key) const {
+  auto it = verdicts_.find(key);
+  if (it == verdicts_.end()) return std::nullopt;
+  return it->second;
+}
+
+void TuneCache::put_verdict(const std::string& key, const std::string& plan) {
+  verdicts_[key] = plan;
+  added_verdicts_[key] = plan;
+}
+
 Status TuneCache::save() {
-  if (path_.empty() || (added_.empty() && added_machines_.empty() && !rewrite_)) return Status::Ok();
+  if (path_.empty() || (added_.empty() && added_machines_.empty() && added_verdicts_.empty() && !rewrite_)) {
+    return Status::Ok();
+  }
   std::error_code ec;
   fs::path p(path_);
   if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
@@ -349,6 +371,10 @@ Status TuneCache::save() {
   for (const auto& [k, m] : now.machines) machines[k] = machine_json(m);
   for (const auto& [k, m] : added_machines_) machines[k] = machine_json(m);
   j["machines"] = std::move(machines);
+  nlohmann::json verdicts = nlohmann::json::object();
+  for (const auto& [k, v] : now.verdicts) verdicts[k] = v;
+  for (const auto& [k, v] : added_verdicts_) verdicts[k] = v;
+  j["verdicts"] = std::move(verdicts);
   std::string tmp = path_ + ".tmp" + std::to_string(::getpid());
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
@@ -365,6 +391,7 @@ Status TuneCache::save() {
   }
   added_.clear();
   added_machines_.clear();
+  added_verdicts_.clear();
   rewrite_ = false;
   return Status::Ok();
 }

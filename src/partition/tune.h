@@ -11,7 +11,8 @@
 //   "entries": {KEY: {"us": time per run, "runs": n}},
 //   "machines": {MACHINE_KEY: {"cpu", "isa", "cores", "threads", "peak_gflops", "gemm_gflops",
 //                              "bandwidth_gbps", "wake_us", "clock_ghz", "launch_us": {BACKEND: us},
-//                              "handoff_us": {..}}}}.
+//                              "handoff_us": {..}}},
+//   "verdicts": {KEY: plan name}}  (the end-to-end check's, optional).
 // Saving merges: under an exclusive lock on FILE.lock it re-reads the file,
 // adds what this process measured, writes a temporary file and renames it, so
 // processes that measure at the same time all keep their entries. A missing
@@ -56,6 +57,11 @@ class TuneCache {
   std::optional<MachineProfile> machine(const std::string& key) const;
   void put_machine(const MachineProfile& m);
 
+  // A verdict of the end-to-end check (which plan of a model ran fastest on
+  // this machine), by a key the caller makes.
+  std::optional<std::string> verdict(const std::string& key) const;
+  void put_verdict(const std::string& key, const std::string& plan);
+
   // Writes what was added since Open, merged with what the file holds now
   // (creating its directory). No-op when nothing was added.
   Status save();
@@ -75,6 +81,7 @@ class TuneCache {
   std::map<std::string, MachineProfile> machines_;
   std::map<std::string, Entry> added_;              // this process's measurements
   std::map<std::string, MachineProfile> added_machines_;
+  std::map<std::string, std::string> verdicts_, added_verdicts_;
   bool rewrite_ = false;  // the file was unusable: replace it
 };
 

@@ -112,6 +112,26 @@ TEST_F(Tune, a_calibration_is_saved_once_and_reused) {
   EXPECT_DOUBLE_EQ(again.peak_gflops, 123.5);
 }
 
+TEST_F(Tune, a_verdict_of_the_end_to_end_check_is_kept_and_merged) {
+  const std::string path = (dir_ / "verdicts.json").string();
+  {
+    partition::TuneCache c = partition::TuneCache::Open(path, nullptr);
+    EXPECT_FALSE(c.verdict("model-a"));
+    c.put_verdict("model-a", "dnnl,native engine first");
+    ASSERT_TRUE(c.save().ok());
+  }
+  {
+    // Another process adds its own; the first stays.
+    partition::TuneCache c = partition::TuneCache::Open(path, nullptr);
+    c.put_verdict("model-b", "chosen (dnnl,native)");
+    ASSERT_TRUE(c.save().ok());
+  }
+  partition::TuneCache c = partition::TuneCache::Open(path, nullptr);
+  ASSERT_TRUE(c.verdict("model-a"));
+  EXPECT_EQ(*c.verdict("model-a"), "dnnl,native engine first");
+  EXPECT_EQ(*c.verdict("model-b"), "chosen (dnnl,native)");
+}
+
 TEST_F(Tune, calibration_measures_this_machine_when_nothing_is_known) {
   partition::MachineProfile m = partition::identify_machine(1);
   ASSERT_FALSE(m.measured);

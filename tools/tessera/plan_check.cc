@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 
 #include "backends/backend.h"
 #include "cli.h"
+#include "partition/machine.h"
+#include "partition/tune.h"
 #include "runtime/session.h"
 
 namespace tessera::cli {
@@ -104,13 +107,56 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
   }
   std::vector<Candidate> cands;
   cands.push_back(Candidate{"chosen (" + plan_name(*picked) + ")", std::move(chosen), *report, nullptr, {}, {}});
+  auto build = [&](const SetOption& s, PartitionReport* rep) {
+    PartitionOptions alt = po;
+    alt.force = PartitionOptions::ForcedPlan{s.backends, s.plan == "engine first"};
+    alt.progress = nullptr;
+    return partition_and_compile(g, alt, rep);
+  };
+  // A verdict this machine reached before for this model and these plans:
+  // the check is timing, and timing is measured once.
+  std::string verdict_key;
+  if (po.tune_cache && po.machine) {
+    // The model, the chosen placement (region by region), the alternatives,
+    // the backends' builds and the machine.
+    std::string placement;
+    for (const RegionInfo& r : report->regions) {
+      placement += r.graph + ":" + r.backend + "(";
+      for (const auto& n : r.nodes) placement += n + ",";
+      placement += ")";
+    }
+    char digest[24];
+    std::snprintf(digest, sizeof(digest), "%016zx", std::hash<std::string>{}(placement));
+    verdict_key = "check|" + partition::region_key(g) + "|" + digest + "|" + cands[0].name;
+    for (const SetOption* s : alternatives) verdict_key += "|" + plan_name(*s);
+    for (const auto& b : po.backends) verdict_key += "|" + partition::backend_key(*b);
+    verdict_key += "|" + po.machine->key();
+    if (auto v = po.tune_cache->verdict(verdict_key)) {
+      if (*v == cands[0].name) {
+        report->events.push_back("end-to-end check: the chosen plan ran fastest here before (tune cache)");
+        return std::move(cands[0].program);
+      }
+      for (const SetOption* s : alternatives) {
+        if (plan_name(*s) != *v) continue;
+        PartitionReport rep;
+        auto p = build(*s, &rep);
+        if (!p.ok()) break;  // check again
+        rep.events.push_back("end-to-end check: " + *v + " ran fastest here before (tune cache): kept it");
+        rep.sets = report->sets;
+        for (auto& set : rep.sets) set.chosen = plan_name(set) == *v;
+        rep.measured = report->measured;
+        rep.measurements = report->measurements;
+        rep.measure_seconds = report->measure_seconds;
+        rep.cache_hits = report->cache_hits;
+        *report = std::move(rep);
+        return p;
+      }
+    }
+  }
   bool chosen_is_single = false;  // the chosen program is one of the single-backend plans
   for (const SetOption* s : alternatives) {
-    PartitionOptions alt = po;
-    alt.force = PartitionOptions::ForcedPlan{s->backends, s->plan == "engine first"};
-    alt.progress = nullptr;
     PartitionReport rep;
-    auto p = partition_and_compile(g, alt, &rep);
+    auto p = build(*s, &rep);
     if (!p.ok()) continue;  // the chosen plan stands
     bool duplicate = false;
     for (const auto& c : cands) duplicate = duplicate || same_placement(c.report, rep);
@@ -118,7 +164,10 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
     if (duplicate) continue;
     cands.push_back(Candidate{plan_name(*s), std::move(*p), std::move(rep), nullptr, {}, {}});
   }
-  if (cands.size() == 1) return std::move(cands[0].program);
+  if (cands.size() == 1) {
+    if (!verdict_key.empty()) po.tune_cache->put_verdict(verdict_key, cands[0].name);
+    return std::move(cands[0].program);
+  }
   SessionOptions so;
   so.num_threads = po.num_threads;
   for (auto& c : cands) {
@@ -196,6 +245,7 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
     *report = std::move(kept);
   }
   report->plan_timings = std::move(timings);
+  if (!verdict_key.empty()) po.tune_cache->put_verdict(verdict_key, cands[best].name);
   report->check_seconds = std::chrono::duration<double>(Clock::now() - check_start).count();
   return std::move(cands[best].program);
 }
