@@ -21,7 +21,9 @@ namespace {
 
 struct Shares {
   double gemm = 0.8, light = 0.25;  // of the FMA peak
-  double node_us = 1.0, step_us = 2.0;
+  // Per node and per step, a multiple of the host's measured launch (one
+  // run of a one-node runtime).
+  double node_launches = 2.0, step_launches = 4.0;
 };
 constexpr Shares kShares;
 
@@ -45,7 +47,8 @@ double padded(int64_t c, int64_t block) {
 double region_cost_us(const Program& p, const tessera_plugin::MachineFigures& f) {
   const double peak = f.flops_per_us * f.threads;
   const int64_t block = f.vector_floats;
-  double us = f.launch_us;
+  const double launch = std::max(0.1, f.launch_us);
+  double us = launch;
   for (const NodeDef& n : p.nodes) {
     const Dims& x = p.tensors[static_cast<size_t>(n.inputs[0])].dims;
     const double in = static_cast<double>(numel(x));
@@ -75,9 +78,9 @@ double region_cost_us(const Program& p, const tessera_plugin::MachineFigures& f)
         compute = out * function_cycles(n.op) / (f.cycles_per_us * f.threads);
         break;
     }
-    us += kShares.node_us + std::max(compute, memory);
+    us += kShares.node_launches * launch + std::max(compute, memory);
   }
-  us += kShares.step_us * static_cast<double>(p.steps.size());
+  us += kShares.step_launches * launch * static_cast<double>(p.steps.size());
   // Layout conversions at the boundary: read and write, strided, at a third
   // of the streaming bandwidth.
   double moved = 0;

@@ -189,7 +189,11 @@ double native_node_us(const NodeWork& w, const MachineProfile& m) {
   const double bw = std::max(0.1, m.bandwidth_gbps) * 1e3;  // bytes per us, all threads
   double memory = w.bytes / bw;
   if (w.kind == WorkKind::kMove) memory *= 0.5;  // often a view or a single copy
-  return kNative.launch_us + std::max(compute, memory);
+  const double work = std::max(compute, memory);
+  // Work worth splitting wakes the pool's sleeping workers (a condition
+  // variable), about half a measured wake-up round trip.
+  const double wake = t > 1 && work > 3.0 ? 0.5 * m.wake_us : 0.0;
+  return kNative.launch_us + wake + work;
 }
 
 double prior_node_us(const NodeWork& w, const Backend& b, const MachineProfile& m) {
