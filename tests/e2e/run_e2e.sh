@@ -4,8 +4,8 @@
 #     tests/e2e/run_e2e.sh MODEL BUILD_DIR [--via-artifact] [EXTRA FLAGS...]   e.g.  run_e2e.sh resnet50 build --backends native
 #
 # (Re)generates BUILD_DIR/e2e/MODEL.onnx with its generator (skipped when it is newer than the generator; set
-# TESSERA_E2E_REGEN=1 to force), lays out the ONNX test case BUILD_DIR/e2e/MODEL/{model.onnx, test_data_set_<k>} with
-# each test_data_set_<k> linking to tests/e2e/reference/MODEL/test_data_set_<k>, and runs
+# TESSERA_E2E_REGEN=1 to force), lays out a private ONNX test case BUILD_DIR/e2e/MODEL.case.XXXXXX/{model.onnx,
+# test_data_set_<k>} (removed on exit) with each test_data_set_<k> linking to tests/e2e/reference/MODEL/test_data_set_<k>, and runs
 #     tessera check CASE --rtol 1e-4 --atol 1e-5 [PINS...] [EXTRA...]
 # The generator is tests/e2e/gen_models.py, or bench/zoo/gen_zoo.py for a zoo model (one `gen_zoo.py --pins MODEL`
 # knows); a zoo model's test pins (bench/zoo/pins.txt) become PINS, --shape flags for its symbolic inputs.
@@ -75,12 +75,13 @@ if [ -f "$here/reference/$model/model.sha256" ] && command -v sha256sum >/dev/nu
   fi
 fi
 
-case_dir="$out/$model"
-mkdir -p "$case_dir"
-ln -sfn "../$model.onnx" "$case_dir/model.onnx"
-rm -f "$case_dir"/test_data_set_*  # links only: a data set dropped from the reference must not linger
+# Each run lays out its own case directory: the tests of one model run in parallel, and a shared directory being
+# relinked by one while another reads it is a race.
+case_dir="$(mktemp -d "$out/$model.case.XXXXXX")"
+trap 'rm -rf "$case_dir"' EXIT
+ln -s "../$model.onnx" "$case_dir/model.onnx"
 for set_dir in "$here/reference/$model"/test_data_set_*; do
-  ln -sfn "$set_dir" "$case_dir/$(basename "$set_dir")"
+  ln -s "$set_dir" "$case_dir/$(basename "$set_dir")"
 done
 
 # --via-artifact: compile the model (with the remaining flags) to a .tsr first, then check the artifact.
@@ -90,7 +91,11 @@ if [ "${1:-}" = "--via-artifact" ]; then
   echo "run_e2e: $tessera compile $onnx_file -o $tsr ${pins[*]} $*"
   "$tessera" compile "$onnx_file" -o "$tsr" ${pins[@]+"${pins[@]}"} "$@" || exit $?
   echo "run_e2e: $tessera check $case_dir --model $tsr --rtol 1e-4 --atol 1e-5"
-  exec "$tessera" check "$case_dir" --model "$tsr" --rtol 1e-4 --atol 1e-5
+  rc=0
+  "$tessera" check "$case_dir" --model "$tsr" --rtol 1e-4 --atol 1e-5 || rc=$?
+  exit $rc
 fi
 echo "run_e2e: $tessera check $case_dir --rtol 1e-4 --atol 1e-5 ${pins[*]} $*"
-exec "$tessera" check "$case_dir" --rtol 1e-4 --atol 1e-5 ${pins[@]+"${pins[@]}"} "$@"
+rc=0
+"$tessera" check "$case_dir" --rtol 1e-4 --atol 1e-5 ${pins[@]+"${pins[@]}"} "$@" || rc=$?
+exit $rc

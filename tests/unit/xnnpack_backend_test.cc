@@ -758,7 +758,7 @@ TEST_F(XnnpackBackend, RunRejectsDescriptorsThatDifferFromTheRegion) {
 TEST_F(XnnpackBackend, EstimatedCostGrowsWithTheWorkAndWithFewerThreads) {
   auto cost = [](int64_t c, int threads) {
     Builder b;
-    b.input("x", {1, c, 16, 16});
+    b.input("x", {1, c, 64, 64});  // large enough that the work, not the fixed cost of a launch, dominates
     conv(b, "c", "x", "y", c, c, 3, 1, 1);
     std::string model = model_bytes(b.done({"y"}));
     double us = -1;
