@@ -165,6 +165,56 @@ NodeWork node_work(const Graph& g, const Node& n) {
   return w;
 }
 
+namespace {
+
+// The body's node-by-node native time; outer types are visible to it through
+// a copy of its value infos extended with the enclosing graph's.
+double body_native_us(const Graph& outer, const Graph& body, const MachineProfile& m) {
+  Graph typed;
+  typed.values = outer.values;
+  for (const auto& kv : body.values) typed.values[kv.first] = kv.second;
+  for (const auto& kv : body.constants) {
+    typed.values[kv.first] = ValueInfo{kv.second.dtype(), Shape::FromDims(kv.second.dims())};
+  }
+  typed.constants = body.constants;
+  double us = 0;
+  for (const Node& bn : body.nodes) us += native_node_us(node_work(typed, bn), m) + nested_native_us(typed, bn, m);
+  return us;
+}
+
+}  // namespace
+
+double nested_native_us(const Graph& g, const Node& n, const MachineProfile& m) {
+  if (n.domain.empty() && n.op_type == "If") {
+    double us = 0;
+    for (const char* branch : {"then_branch", "else_branch"}) {
+      if (auto b = n.attr_graph(branch)) us = std::max(us, body_native_us(g, *b, m));
+    }
+    return us;
+  }
+  auto body = n.attr_graph("body");
+  if (!body || !n.domain.empty() || (n.op_type != "Loop" && n.op_type != "Scan")) return 0;
+  double times = 1;
+  if (n.op_type == "Loop") {
+    const Tensor* trips = n.has_input(0) ? g.constant(n.inputs[0]) : nullptr;
+    if (trips && trips->numel() == 1) times = static_cast<double>(std::clamp<int64_t>(trips->as_int64(0), 0, 1 << 20));
+  } else {
+    // The first scan input's length along its axis (axis 0 unless scan_input_axes says otherwise; opset 8's batch
+    // axis aside).
+    const int first_scan = static_cast<int>(n.inputs.size()) - static_cast<int>(n.attr_int("num_scan_inputs", 0));
+    if (first_scan >= 0 && first_scan < static_cast<int>(n.inputs.size())) {
+      const ValueInfo* vi = g.info(n.inputs[static_cast<size_t>(first_scan)]);
+      std::vector<int64_t> axes = n.attr_ints("scan_input_axes");
+      int64_t axis = axes.empty() ? 0 : axes[0];
+      if (vi && vi->shape.rank_known && axis < 0) axis += vi->shape.rank();
+      if (vi && vi->shape.rank_known && axis >= 0 && axis < vi->shape.rank() && vi->shape[static_cast<int>(axis)].known()) {
+        times = static_cast<double>(vi->shape[static_cast<int>(axis)].value);
+      }
+    }
+  }
+  return times * body_native_us(g, *body, m);
+}
+
 double native_node_us(const NodeWork& w, const MachineProfile& m) {
   const double t = std::max(1, m.threads);
   const double gemm_rate = std::max(1e-6, m.gemm_gflops) * 1e3;  // flops per us per thread

@@ -42,6 +42,12 @@ NodeWork node_work(const Graph& g, const Node& n);
 // Analytic time of `w` on the native backend with m.threads threads.
 double native_node_us(const NodeWork& w, const MachineProfile& m);
 
+// Native time of the graphs nested in `n` (If: its dearer branch; Loop: the
+// body times a constant trip count; Scan: the body times the scan length when
+// known; once otherwise), node by node, recursively. 0 for other nodes. Body
+// nodes reading outer values see the outer graph's types.
+double nested_native_us(const Graph& g, const Node& n, const MachineProfile& m);
+
 // The prior for a backend that gives no estimate of its own: native's
 // throughput, plus the backend's measured launch (else 5 us) per node.
 double prior_node_us(const NodeWork& w, const Backend& b, const MachineProfile& m);

@@ -43,6 +43,7 @@ void Partitioner::estimate_nodes(Level& lv) {
     for (size_t b = 0; b < nb; ++b) {
       const Backend& be = *opts_.backends[b];
       lv.prior_us[i][b] = prior_node_us(w, be, machine_);
+      if (be.is_native()) lv.prior_us[i][b] += nested_native_us(g, g.nodes[i], machine_);
       if (be.is_native() || !be.has_estimate_cost() || !lv.cap.supported[b][i]) continue;
       if (!model) {
         std::vector<char> in_region(n, 0);

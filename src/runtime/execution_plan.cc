@@ -21,6 +21,12 @@ class ExecutionPlan::Frame final : public ValueScope {
     const Tensor& t = tensors_[static_cast<size_t>(it->second)];
     return t.defined() ? &t : nullptr;
   }
+  const Tensor* lookup_constant(const std::string& name) const override {
+    auto it = plan_.slot_of_.find(name);
+    if (it == plan_.slot_of_.end()) return nullptr;
+    const Slot& slot = plan_.slots_[static_cast<size_t>(it->second)];
+    return slot.kind == Slot::Kind::kConstant ? &slot.constant : nullptr;
+  }
   std::vector<Tensor>& tensors() { return tensors_; }
 
  private:
@@ -28,7 +34,8 @@ class ExecutionPlan::Frame final : public ValueScope {
   std::vector<Tensor> tensors_;
 };
 
-Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPool* pool, const EngineTable* engines) {
+Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPool* pool, const EngineTable* engines,
+                                                             PlanOptions opts) {
   auto plan = std::shared_ptr<ExecutionPlan>(new ExecutionPlan());
   plan->engines_ = engines;
   plan->graph_ = std::move(g);
@@ -157,7 +164,12 @@ Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPoo
   plan->stats_.arena_bytes = mp.arena_bytes;
   plan->stats_.naive_bytes = mp.naive_bytes;
   plan->stats_.num_steps = num_steps;
-  for (const Step& st : plan->steps_) plan->stats_.num_dynamic_steps += st.dynamic ? 1 : 0;
+  bool nested = false;
+  for (const Step& st : plan->steps_) {
+    plan->stats_.num_dynamic_steps += st.dynamic ? 1 : 0;
+    nested = nested || st.has_subgraphs;
+  }
+  if (nested) plan->bodies_ = std::make_unique<BodyPlanCache>(pool, engines, opts);
   return plan;
 }
 
@@ -193,7 +205,7 @@ Expected<std::vector<Tensor>> ExecutionPlan::run(const std::vector<Tensor>& inpu
       case Slot::Kind::kDynamic: break;
     }
   }
-  EagerSubgraphRunner runner(&frame, graph_.opset, pool_, engines_);
+  PlannedSubgraphRunner runner(&frame, bodies_.get(), graph_.opset);
   if (profile) profile->started = std::chrono::steady_clock::now();
   std::vector<const Tensor*> in_ptrs;
   std::vector<Tensor*> out_ptrs;

@@ -13,20 +13,24 @@
 
 #include "ir/graph.h"
 #include "ops/op_registry.h"
+#include "runtime/body_plans.h"
 #include "runtime/session.h"
 
 namespace tessera {
 
 class ExecutionPlan {
  public:
-  // `g` must be shape-inferred with the concrete input shapes.
+  // `g` must be shape-inferred with the concrete input shapes (prepare_for_plan).
   // `engines` (may be null) serves Region nodes; it must outlive the plan.
+  // `opts` say how the plans of nested graphs are prepared (body_plans.h).
   static Expected<std::shared_ptr<ExecutionPlan>> Build(Graph g, ThreadPool* pool,
-                                                       const EngineTable* engines = nullptr);
+                                                       const EngineTable* engines = nullptr, PlanOptions opts = {});
 
   // Inputs in graph-input order, already checked by the session.
   Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, RunProfile* profile = nullptr) const;
   const RunStats& stats() const { return stats_; }
+  // Plans built so far for the nested graphs of this plan's nodes (not deeper).
+  int num_body_plans() const { return bodies_ ? bodies_->num_plans() : 0; }
 
  private:
   struct Slot {
@@ -60,6 +64,7 @@ class ExecutionPlan {
   std::vector<int> output_slots_;
   std::unordered_map<std::string, int> slot_of_;
   RunStats stats_;
+  std::unique_ptr<BodyPlanCache> bodies_;  // when some node has a nested graph
   mutable std::mutex arena_mu_;
   mutable std::vector<std::shared_ptr<void>> free_arenas_;
 };

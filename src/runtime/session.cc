@@ -5,31 +5,11 @@
 #include "artifact/artifact.h"
 #include "backends/backend.h"
 #include "onnx/onnx_import.h"
-#include "passes/native_fusion.h"
-#include "passes/shape_inference.h"
 #include "runtime/execution_plan.h"
-
-#if __has_include("passes/pipeline.h")
-#include "passes/pipeline.h"
-#define TESSERA_HAVE_PIPELINE 1
-#endif
 
 namespace tessera {
 
 namespace {
-
-Status optimize(Graph& g, bool full) {
-#ifdef TESSERA_HAVE_PIPELINE
-  if (full) {
-    OptimizeOptions o;
-    return optimize_graph(g, o);
-  }
-#else
-  (void)full;
-#endif
-  unshare_nested_graphs(g);  // inference writes types into nested graphs
-  return infer_shapes(g);
-}
 
 std::string sig_str(DType dt, const Shape& s) { return std::string(dtype_name(dt)) + s.str(); }
 
@@ -113,7 +93,7 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Program pro
 Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique_ptr<InferenceSession> s,
                                                                      Graph graph) {
   s->pool_ = std::make_unique<ThreadPool>(thread_count(s->opts_));
-  TSR_RETURN_IF_ERROR(optimize(graph, s->optimize_));
+  TSR_RETURN_IF_ERROR(prepare_for_plan(graph, PlanOptions{s->optimize_, /*fuse=*/false}));
   s->graph_ = std::move(graph);
   for (const auto& name : s->graph_.inputs) {
     const ValueInfo* vi = s->graph_.info(name);
@@ -171,11 +151,11 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const 
     // Keep dtype; pin the shape to the concrete one.
     vi.shape = Shape::FromDims(dims[i]);
   }
-  TSR_RETURN_IF_ERROR(optimize(g, optimize_));
-  // After partitioning and optimisation, on what native runs only.
-  if (opts_.fuse && !native_fusion_disabled_by_env()) TSR_RETURN_IF_ERROR(fuse_for_native(g));
+  // Fusion after partitioning and optimisation, on what native runs only.
+  const PlanOptions po{optimize_, opts_.fuse};
+  TSR_RETURN_IF_ERROR(prepare_for_plan(g, po));
   std::shared_ptr<ExecutionPlan> plan;
-  TSR_ASSIGN_OR_RETURN(plan, ExecutionPlan::Build(std::move(g), pool_.get(), engines_.get()));
+  TSR_ASSIGN_OR_RETURN(plan, ExecutionPlan::Build(std::move(g), pool_.get(), engines_.get(), po));
   // A small cache: models are usually run with a handful of shapes.
   if (plans_.size() >= 16) plans_.erase(plans_.begin());
   plans_[dims] = plan;

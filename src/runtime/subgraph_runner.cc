@@ -15,6 +15,11 @@ class MapScope final : public ValueScope {
     if (const Tensor* c = g_.constant(name)) return c;
     return parent_ ? parent_->lookup(name) : nullptr;
   }
+  const Tensor* lookup_constant(const std::string& name) const override {
+    if (values_.count(name)) return nullptr;
+    if (const Tensor* c = g_.constant(name)) return c;
+    return parent_ ? parent_->lookup_constant(name) : nullptr;
+  }
   void set(const std::string& name, Tensor t) { values_[name] = std::move(t); }
 
  private:

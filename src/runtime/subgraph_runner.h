@@ -17,6 +17,9 @@ class ValueScope {
   virtual ~ValueScope() = default;
   // The value named `name` visible at this point, or null.
   virtual const Tensor* lookup(const std::string& name) const = 0;
+  // The value named `name` when it is a constant of its graph (the same tensor
+  // on every run), or null.
+  virtual const Tensor* lookup_constant(const std::string& name) const { (void)name; return nullptr; }
 };
 
 class EagerSubgraphRunner final : public SubgraphRunner {
