@@ -10,25 +10,13 @@
 
 #include "runtime/execution_plan.h"
 #include "runtime/thread_pool.h"
+#include "unit/op_test_util.h"
 
 namespace tessera {
 namespace {
 
-Node make_node(std::string op, std::vector<std::string> in, std::vector<std::string> out) {
-  Node n;
-  n.name = op + "_" + out[0];
-  n.op_type = std::move(op);
-  n.inputs = std::move(in);
-  n.outputs = std::move(out);
-  return n;
-}
-
-void set_graph(Node& n, const std::string& name, Graph g) {
-  Attribute a;
-  a.kind = Attribute::Kind::kGraph;
-  a.g = std::make_shared<Graph>(std::move(g));
-  n.attrs[name] = a;
-}
+using testutil::graph_node;
+using testutil::set_graph;
 
 std::vector<float> values(const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); }
 
@@ -42,15 +30,15 @@ Graph if_model() {
   Graph then_g;
   then_g.name = "then";
   then_g.constants["one"] = Tensor::FromVector<float>({1.f}, {1});
-  then_g.nodes.push_back(make_node("Mul", {"x", "w"}, {"xw"}));
-  then_g.nodes.push_back(make_node("Add", {"xw", "one"}, {"t_out"}));
+  then_g.nodes.push_back(graph_node("Mul", {"x", "w"}, {"xw"}));
+  then_g.nodes.push_back(graph_node("Add", {"xw", "one"}, {"t_out"}));
   then_g.outputs = {"t_out"};
   Graph else_g;
   else_g.name = "else";
   else_g.constants["one"] = Tensor::FromVector<float>({1.f}, {1});
-  else_g.nodes.push_back(make_node("Sub", {"x", "one"}, {"e_out"}));
+  else_g.nodes.push_back(graph_node("Sub", {"x", "one"}, {"e_out"}));
   else_g.outputs = {"e_out"};
-  Node n = make_node("If", {"c"}, {"y"});
+  Node n = graph_node("If", {"c"}, {"y"});
   set_graph(n, "then_branch", std::move(then_g));
   set_graph(n, "else_branch", std::move(else_g));
   g.nodes.push_back(std::move(n));
@@ -74,18 +62,18 @@ Graph loop_model(bool grow) {
   body.values["v"] = ValueInfo{DType::kFloat32, grow ? Shape::FromDims({-1}) : Shape::FromDims({2})};
   if (grow) {
     body.values["v"].shape = Shape();
-    Node c = make_node("Concat", {"v", "x"}, {"v_out"});
+    Node c = graph_node("Concat", {"v", "x"}, {"v_out"});
     Attribute axis;
     axis.kind = Attribute::Kind::kInt;
     axis.i = 0;
     c.attrs["axis"] = axis;
     body.nodes.push_back(c);
   } else {
-    body.nodes.push_back(make_node("Add", {"v", "x"}, {"v_out"}));
+    body.nodes.push_back(graph_node("Add", {"v", "x"}, {"v_out"}));
   }
-  body.nodes.push_back(make_node("Identity", {"cond_in"}, {"cond_out"}));
+  body.nodes.push_back(graph_node("Identity", {"cond_in"}, {"cond_out"}));
   body.outputs = {"cond_out", "v_out"};
-  Node n = make_node("Loop", {"M", "", "v0"}, {"v_final"});
+  Node n = graph_node("Loop", {"M", "", "v0"}, {"v_final"});
   set_graph(n, "body", std::move(body));
   g.nodes.push_back(std::move(n));
   g.outputs = {"v_final"};

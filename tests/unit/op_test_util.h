@@ -90,6 +90,23 @@ inline void set_string(Node& n, const std::string& name, const std::string& v) {
   n.attrs[name] = a;
 }
 
+// A node named "<op>_<first output>" (the control-flow tests build graphs of them).
+inline Node graph_node(std::string op, std::vector<std::string> in, std::vector<std::string> out) {
+  Node n;
+  n.name = op + "_" + out[0];
+  n.op_type = std::move(op);
+  n.inputs = std::move(in);
+  n.outputs = std::move(out);
+  return n;
+}
+
+inline void set_graph(Node& n, const std::string& name, Graph g) {
+  Attribute a;
+  a.kind = Attribute::Kind::kGraph;
+  a.g = std::make_shared<Graph>(std::move(g));
+  n.attrs[name] = a;
+}
+
 // Tensor construction shorthands and value extraction.
 inline Tensor f32(std::vector<float> v, Dims d) { return Tensor::FromVector(v, std::move(d)); }
 inline Tensor i64(std::vector<int64_t> v) {

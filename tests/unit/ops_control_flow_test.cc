@@ -15,6 +15,8 @@ namespace {
 
 using testutil::set_int;
 using testutil::set_ints;
+using testutil::graph_node;
+using testutil::set_graph;
 
 class TestRunner final : public SubgraphRunner {
  public:
@@ -50,22 +52,6 @@ class TestRunner final : public SubgraphRunner {
   int64_t opset_;
 };
 
-Node make_node(std::string op, std::vector<std::string> in, std::vector<std::string> out) {
-  Node n;
-  n.name = op + "_" + out[0];
-  n.op_type = std::move(op);
-  n.inputs = std::move(in);
-  n.outputs = std::move(out);
-  return n;
-}
-
-void set_graph(Node& n, const std::string& name, Graph g) {
-  Attribute a;
-  a.kind = Attribute::Kind::kGraph;
-  a.g = std::make_shared<Graph>(std::move(g));
-  n.attrs[name] = a;
-}
-
 std::vector<float> values(const Tensor& t) { return std::vector<float>(t.data<float>(), t.data<float>() + t.numel()); }
 
 // ---- If ---------------------------------------------------------------------
@@ -75,16 +61,16 @@ Node if_node() {
   Graph then_g;
   then_g.name = "then";
   then_g.constants["one"] = Tensor::FromVector<float>({1.f}, {1});
-  then_g.nodes.push_back(make_node("Add", {"x", "one"}, {"t_out"}));
+  then_g.nodes.push_back(graph_node("Add", {"x", "one"}, {"t_out"}));
   then_g.outputs = {"t_out"};
   then_g.values["t_out"] = ValueInfo{DType::kFloat32, Shape::FromDims({2})};
   Graph else_g;
   else_g.name = "else";
   else_g.constants["c"] = Tensor::FromVector<float>({7, 8, 9}, {3});
-  else_g.nodes.push_back(make_node("Identity", {"c"}, {"e_out"}));
+  else_g.nodes.push_back(graph_node("Identity", {"c"}, {"e_out"}));
   else_g.outputs = {"e_out"};
   else_g.values["e_out"] = ValueInfo{DType::kFloat32, Shape::FromDims({3})};
-  Node n = make_node("If", {"cond"}, {"y"});
+  Node n = graph_node("If", {"cond"}, {"y"});
   set_graph(n, "then_branch", std::move(then_g));
   set_graph(n, "else_branch", std::move(else_g));
   return n;
@@ -132,16 +118,16 @@ Graph loop_body() {
   b.values["v"] = ValueInfo{DType::kFloat32, Shape::FromDims({2})};
   b.constants["two"] = Tensor::FromVector<float>({2.f}, {1});
   b.constants["limit"] = Tensor::Scalar<float>(10.f);
-  Node cast = make_node("Cast", {"i"}, {"fi"});
+  Node cast = graph_node("Cast", {"i"}, {"fi"});
   set_int(cast, "to", static_cast<int64_t>(DType::kFloat32));
   b.nodes.push_back(cast);
-  b.nodes.push_back(make_node("Add", {"v", "fi"}, {"v_out"}));
-  b.nodes.push_back(make_node("Mul", {"v_out", "two"}, {"scan"}));
-  b.nodes.push_back(make_node("ReduceMax", {"v_out"}, {"vmax"}));
+  b.nodes.push_back(graph_node("Add", {"v", "fi"}, {"v_out"}));
+  b.nodes.push_back(graph_node("Mul", {"v_out", "two"}, {"scan"}));
+  b.nodes.push_back(graph_node("ReduceMax", {"v_out"}, {"vmax"}));
   b.nodes.back().attrs["keepdims"] = Attribute{};
   b.nodes.back().attrs["keepdims"].kind = Attribute::Kind::kInt;
   b.nodes.back().attrs["keepdims"].i = 0;
-  b.nodes.push_back(make_node("Less", {"vmax", "limit"}, {"cond_out"}));
+  b.nodes.push_back(graph_node("Less", {"vmax", "limit"}, {"cond_out"}));
   b.outputs = {"cond_out", "v_out", "scan"};
   b.values["cond_out"] = ValueInfo{DType::kBool, Shape::FromDims({})};
   b.values["v_out"] = ValueInfo{DType::kFloat32, Shape::FromDims({2})};
@@ -150,7 +136,7 @@ Graph loop_body() {
 }
 
 TEST(ControlFlowOps, LoopWithTripCountIgnoresBodyCondition) {
-  Node n = make_node("Loop", {"M", "", "v0"}, {"v_final", "scans"});
+  Node n = graph_node("Loop", {"M", "", "v0"}, {"v_final", "scans"});
   set_graph(n, "body", loop_body());
   TestRunner runner({}, 13);
   auto res = run_node_once(n, 13, {Tensor::Scalar<int64_t>(6), Tensor(), Tensor::FromVector<float>({0, 1}, {2})},
@@ -163,7 +149,7 @@ TEST(ControlFlowOps, LoopWithTripCountIgnoresBodyCondition) {
 }
 
 TEST(ControlFlowOps, LoopStopsWhenConditionTurnsFalse) {
-  Node n = make_node("Loop", {"M", "cond", "v0"}, {"v_final", "scans"});
+  Node n = graph_node("Loop", {"M", "cond", "v0"}, {"v_final", "scans"});
   set_graph(n, "body", loop_body());
   TestRunner runner({}, 13);
   auto res = run_node_once(n, 13,
@@ -178,7 +164,7 @@ TEST(ControlFlowOps, LoopStopsWhenConditionTurnsFalse) {
 }
 
 TEST(ControlFlowOps, LoopWithZeroTripsReturnsInitialValues) {
-  Node n = make_node("Loop", {"M", "", "v0"}, {"v_final", "scans"});
+  Node n = graph_node("Loop", {"M", "", "v0"}, {"v_final", "scans"});
   set_graph(n, "body", loop_body());
   TestRunner runner({}, 13);
   auto res = run_node_once(n, 13, {Tensor::Scalar<int64_t>(0), Tensor(), Tensor::FromVector<float>({4, 5}, {2})},
@@ -189,7 +175,7 @@ TEST(ControlFlowOps, LoopWithZeroTripsReturnsInitialValues) {
 }
 
 TEST(ControlFlowOps, LoopInferenceUsesConstantTripCount) {
-  Node n = make_node("Loop", {"M", "", "v0"}, {"v_final", "scans"});
+  Node n = graph_node("Loop", {"M", "", "v0"}, {"v_final", "scans"});
   set_graph(n, "body", loop_body());
   Tensor m = Tensor::Scalar<int64_t>(4);
   InferContext ctx(n, 13,
@@ -200,7 +186,7 @@ TEST(ControlFlowOps, LoopInferenceUsesConstantTripCount) {
   EXPECT_EQ(ctx.outputs()[0].shape.str(), "[2]");
   EXPECT_EQ(ctx.outputs()[1].shape.str(), "[4,2]");
   // With a condition input the trip count is unknown.
-  Node w = make_node("Loop", {"M", "cond", "v0"}, {"v_final", "scans"});
+  Node w = graph_node("Loop", {"M", "cond", "v0"}, {"v_final", "scans"});
   set_graph(w, "body", loop_body());
   InferContext wctx(w, 13,
                     {ValueInfo{DType::kInt64, Shape::FromDims({})}, ValueInfo{DType::kBool, Shape::FromDims({})},
@@ -219,8 +205,8 @@ Graph scan_body(Dims state) {
   b.inputs = {"s", "x"};
   b.values["s"] = ValueInfo{DType::kFloat32, Shape::FromDims(state)};
   b.values["x"] = ValueInfo{DType::kFloat32, Shape::FromDims(state)};
-  b.nodes.push_back(make_node("Add", {"s", "x"}, {"s_out"}));
-  b.nodes.push_back(make_node("Identity", {"s_out"}, {"o"}));
+  b.nodes.push_back(graph_node("Add", {"s", "x"}, {"s_out"}));
+  b.nodes.push_back(graph_node("Identity", {"s_out"}, {"o"}));
   b.outputs = {"s_out", "o"};
   b.values["s_out"] = ValueInfo{DType::kFloat32, Shape::FromDims(state)};
   b.values["o"] = ValueInfo{DType::kFloat32, Shape::FromDims(state)};
@@ -229,7 +215,7 @@ Graph scan_body(Dims state) {
 
 TEST(ControlFlowOps, Scan9HonoursInputAndOutputAxesAndDirections) {
   // x [2,3] scanned along axis 1 in reverse: slices [x0j, x1j] for j = 2,1,0.
-  Node n = make_node("Scan", {"init", "x"}, {"final", "outs"});
+  Node n = graph_node("Scan", {"init", "x"}, {"final", "outs"});
   set_graph(n, "body", scan_body({2}));
   set_int(n, "num_scan_inputs", 1);
   set_ints(n, "scan_input_axes", {1});
@@ -248,7 +234,7 @@ TEST(ControlFlowOps, Scan9HonoursInputAndOutputAxesAndDirections) {
 }
 
 TEST(ControlFlowOps, Scan8RunsPerBatchWithSequenceLengths) {
-  Node n = make_node("Scan", {"lens", "init", "x"}, {"final", "outs"});
+  Node n = graph_node("Scan", {"lens", "init", "x"}, {"final", "outs"});
   set_graph(n, "body", scan_body({1}));
   set_int(n, "num_scan_inputs", 1);
   TestRunner runner({}, 8);
@@ -263,7 +249,7 @@ TEST(ControlFlowOps, Scan8RunsPerBatchWithSequenceLengths) {
 }
 
 TEST(ControlFlowOps, ScanInferenceInsertsSequenceAxis) {
-  Node n = make_node("Scan", {"init", "x"}, {"final", "outs"});
+  Node n = graph_node("Scan", {"init", "x"}, {"final", "outs"});
   set_graph(n, "body", scan_body({2}));
   set_int(n, "num_scan_inputs", 1);
   set_ints(n, "scan_input_axes", {1});
