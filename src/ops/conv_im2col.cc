@@ -34,63 +34,57 @@ bool is_pointwise(const Geometry& g) {
   return true;
 }
 
-Im2colSource::Im2colSource(const float* x, int64_t channels, const Geometry& g)
-    : x_(x), channels_(channels), g_(g), is_2d_(g.in.size() <= 2) {
-  if (is_2d_) {
-    const bool one = g.in.size() == 1;
-    auto at = [&](const std::vector<int64_t>& v, int axis, int64_t def) {
-      return one ? (axis == 0 ? def : v[0]) : v[static_cast<size_t>(axis)];
-    };
-    ih_ = at(g.in, 0, 1);
-    iw_ = at(g.in, 1, 1);
-    oh_ = at(g.out, 0, 1);
-    ow_ = at(g.out, 1, 1);
-    kh_ = at(g.kernel, 0, 1);
-    kw_ = at(g.kernel, 1, 1);
-    sh_ = at(g.strides, 0, 1);
-    sw_ = at(g.strides, 1, 1);
-    dh_ = at(g.dilations, 0, 1);
-    dw_ = at(g.dilations, 1, 1);
-    ph_ = at(g.pad_begin, 0, 0);
-    pw_ = at(g.pad_begin, 1, 0);
-  } else {
-    ih_ = iw_ = oh_ = ow_ = kh_ = kw_ = sh_ = sw_ = dh_ = dw_ = ph_ = pw_ = 0;
-  }
-}
+Im2colSource::Im2colSource(const float* x, int64_t channels, const Geometry& g) : x_(x), channels_(channels), g_(g) {}
 
+// Row by row: a row is a run of output positions along the last spatial axis
+// with every other output index fixed, so it reads one input row (or
+// padding) at a constant stride. Spatial ranks 1, 2, 3 and more take the same
+// path: the outer axes only choose the input row.
 void Im2colSource::pack(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) const {
-  if (is_2d_) {
-    pack_2d(k0, kc, n0, nc, dst);
-  } else {
-    pack_nd(k0, kc, n0, nc, dst);
-  }
-}
-
-void Im2colSource::pack_2d(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) const {
   const int64_t nr = kernels::gemm_nr();
-  const int64_t ksize = kh_ * kw_;
+  const size_t r = g_.in.size();
+  const size_t outer = r - 1;
+  const int64_t ksize = g_.kernel_size();
+  const int64_t isize = g_.in_size();
+  const int64_t iw = g_.in[outer], own = g_.out[outer], sw = g_.strides[outer], dw = g_.dilations[outer];
+  const int64_t pw = g_.pad_begin[outer];
   const int64_t panel_stride = nr * kc;
+  std::vector<int64_t> kidx(r), oidx(r);
   for (int64_t kk = 0; kk < kc; ++kk) {
     const int64_t k = k0 + kk;
     const int64_t c = k / ksize;
-    const int64_t kh = (k % ksize) / kw_;
-    const int64_t kw = k % kw_;
-    const float* xc = x_ + c * ih_ * iw_;
+    int64_t rem = k % ksize;
+    for (size_t i = r; i-- > 0;) {
+      kidx[i] = rem % g_.kernel[i];
+      rem /= g_.kernel[i];
+    }
+    const float* xc = x_ + c * isize;
     float* drow = dst + kk * nr;  // row kk of panel 0
-    int64_t oh = n0 / ow_;
-    int64_t ow = n0 % ow_;
+    int64_t o = n0;
+    int64_t ow = o % own;
+    o /= own;
+    for (size_t i = outer; i-- > 0;) {
+      oidx[i] = o % g_.out[i];
+      o /= g_.out[i];
+    }
     int64_t j = 0;
     while (j < nc) {
-      const int64_t len = std::min(ow_ - ow, nc - j);
-      const int64_t ih = oh * sh_ - ph_ + kh * dh_;
-      const bool row_ok = ih >= 0 && ih < ih_;
-      const float* xr = row_ok ? xc + ih * iw_ : xc;
-      const int64_t off = ow * sw_ - pw_ + kw * dw_;  // input column of the run's first element
+      const int64_t len = std::min(own - ow, nc - j);
+      bool row_ok = true;
+      int64_t row = 0;
+      for (size_t i = 0; i < outer; ++i) {
+        const int64_t p = oidx[i] * g_.strides[i] - g_.pad_begin[i] + kidx[i] * g_.dilations[i];
+        if (p < 0 || p >= g_.in[i]) {
+          row_ok = false;
+          break;
+        }
+        row = row * g_.in[i] + p;
+      }
+      const float* xr = row_ok ? xc + row * iw : xc;
+      const int64_t off = ow * sw - pw + kidx[outer] * dw;  // input column of the run's first element
       // Valid elements t of the run: 0 <= off + t*sw < iw.
       int64_t lo = 0, hi = 0;
-      if (row_ok) {
-        valid_range(off, sw_, iw_, len, &lo, &hi);
-      }
+      if (row_ok) valid_range(off, sw, iw, len, &lo, &hi);
       // Write the run [j, j+len) split at panel boundaries.
       int64_t t = 0;
       while (t < len) {
@@ -102,10 +96,10 @@ void Im2colSource::pack_2d(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float
         const int64_t a = std::clamp(lo - t, int64_t{0}, chunk);
         const int64_t b = std::clamp(hi - t, a, chunk);
 #if defined(__AVX512F__) && defined(__BMI2__)
-        if (sw_ <= 2) {
+        if (sw <= 2) {
           // Element e of the chunk reads sp[e * sw] when a <= e < b, else 0;
           // masked loads never touch the masked-off addresses.
-          const float* sp = xr + off + t * sw_;
+          const float* sp = xr + off + t * sw;
           for (int64_t g0 = 0; g0 < chunk; g0 += 16) {
             const auto lanes = [&](int64_t from, int64_t to) -> uint32_t {
               const int64_t l = std::clamp<int64_t>(from - g0, 0, 16), h = std::clamp<int64_t>(to - g0, 0, 16);
@@ -113,7 +107,7 @@ void Im2colSource::pack_2d(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float
             };
             const uint32_t valid = lanes(a, b);
             __m512 v;
-            if (sw_ == 1) {
+            if (sw == 1) {
               v = _mm512_maskz_loadu_ps(static_cast<__mmask16>(valid), sp + g0);
             } else {
               const uint32_t spread = _pdep_u32(valid, 0x55555555u);
@@ -130,11 +124,11 @@ void Im2colSource::pack_2d(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float
 #endif
         if (a > 0) std::memset(d, 0, sizeof(float) * static_cast<size_t>(a));
         if (b > a) {
-          const float* src = xr + off + (t + a) * sw_;
-          if (sw_ == 1) {
+          const float* src = xr + off + (t + a) * sw;
+          if (sw == 1) {
             std::memcpy(d + a, src, sizeof(float) * static_cast<size_t>(b - a));
           } else {
-            for (int64_t e = 0; e < b - a; ++e) d[a + e] = src[e * sw_];
+            for (int64_t e = 0; e < b - a; ++e) d[a + e] = src[e * sw];
           }
         }
         if (chunk > b) std::memset(d + b, 0, sizeof(float) * static_cast<size_t>(chunk - b));
@@ -142,54 +136,16 @@ void Im2colSource::pack_2d(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float
       }
       j += len;
       ow = 0;
-      ++oh;
+      for (size_t i = outer; i-- > 0;) {  // next row
+        if (++oidx[i] < g_.out[i]) break;
+        oidx[i] = 0;
+      }
     }
     // Zero the lanes past nc in the last panel.
     if (nc % nr != 0) {
       float* d = drow + (nc / nr) * panel_stride + nc % nr;
       std::memset(d, 0, sizeof(float) * static_cast<size_t>(nr - nc % nr));
     }
-  }
-}
-
-void Im2colSource::pack_nd(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) const {
-  const int64_t nr = kernels::gemm_nr();
-  const size_t r = g_.in.size();
-  const int64_t ksize = g_.kernel_size();
-  const int64_t isize = g_.in_size();
-  std::vector<int64_t> kidx(r), oidx(r);
-  for (int64_t kk = 0; kk < kc; ++kk) {
-    const int64_t k = k0 + kk;
-    const int64_t c = k / ksize;
-    int64_t rem = k % ksize;
-    for (size_t i = r; i-- > 0;) {
-      kidx[i] = rem % g_.kernel[i];
-      rem /= g_.kernel[i];
-    }
-    const float* xc = x_ + c * isize;
-    int64_t o = n0;
-    for (size_t i = r; i-- > 0;) {
-      oidx[i] = o % g_.out[i];
-      o /= g_.out[i];
-    }
-    for (int64_t j = 0; j < nc; ++j) {
-      int64_t off = 0;
-      bool ok = true;
-      for (size_t i = 0; i < r; ++i) {
-        const int64_t p = oidx[i] * g_.strides[i] - g_.pad_begin[i] + kidx[i] * g_.dilations[i];
-        if (p < 0 || p >= g_.in[i]) {
-          ok = false;
-          break;
-        }
-        off = off * g_.in[i] + p;
-      }
-      dst[(j / nr) * nr * kc + kk * nr + j % nr] = ok ? xc[off] : 0.f;
-      for (size_t i = r; i-- > 0;) {
-        if (++oidx[i] < g_.out[i]) break;
-        oidx[i] = 0;
-      }
-    }
-    for (int64_t j = nc; j % nr != 0; ++j) dst[(j / nr) * nr * kc + kk * nr + j % nr] = 0.f;
   }
 }
 

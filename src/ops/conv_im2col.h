@@ -25,14 +25,9 @@ class Im2colSource final : public kernels::BPackSource {
   void pack(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) const override;
 
  private:
-  void pack_2d(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) const;
-  void pack_nd(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) const;
-
   const float* x_;
   int64_t channels_;
   const Geometry& g_;
-  bool is_2d_;  // rank 1 or 2: handled as 2-D with H = 1 for rank 1
-  int64_t ih_, iw_, oh_, ow_, kh_, kw_, sh_, sw_, dh_, dw_, ph_, pw_;
 };
 
 // True when the convolution is a plain GEMM on the input planes (every kernel
