@@ -4,6 +4,7 @@
 // (conv_util.h). Kernels run one (image, channel) plane per task; 1-D and
 // 2-D pools run as 3-D with unit leading axes.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -496,6 +497,25 @@ Status run_pool(KernelContext& ctx) {
 
 // ---- global pools -------------------------------------------------------------
 
+// Reduces n contiguous floats with independent lanes, which the compiler
+// vectorises (a single accumulator is a chain of dependent adds: a 160x160
+// plane took 10x the time of reading it).
+template <class Op>
+float reduce_lanes(const float* v, int64_t n, float init, Op op) {
+  constexpr int kLanes = 32;
+  std::array<float, kLanes> acc;
+  acc.fill(init);
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+#pragma GCC unroll 1
+    for (int l = 0; l < kLanes; ++l) acc[static_cast<size_t>(l)] = op(acc[static_cast<size_t>(l)], v[j + l]);
+  }
+  float r = init;
+  for (float a : acc) r = op(r, a);
+  for (; j < n; ++j) r = op(r, v[j]);
+  return r;
+}
+
 Status run_global_pool(KernelContext& ctx) {
   const Node& node = ctx.node();
   const Tensor& x = *ctx.input(0);
@@ -520,6 +540,16 @@ Status run_global_pool(KernelContext& ctx) {
         for (int64_t i = begin; i < end; ++i) {
           const T* v = xp + i * sz;
           A r;
+          if constexpr (std::is_same_v<T, float>) {
+            if (kind == PoolKind::kMax && sz > 0) {
+              yp[i] = reduce_lanes(v, sz, v[0], [](float a, float b) { return std::max(a, b); });
+              continue;
+            }
+            if (kind == PoolKind::kAvg && sz > 0) {
+              yp[i] = reduce_lanes(v, sz, 0.f, [](float a, float b) { return a + b; }) / static_cast<float>(sz);
+              continue;
+            }
+          }
           if (kind == PoolKind::kMax) {
             r = sz > 0 ? static_cast<A>(v[0]) : A(0);
             for (int64_t j = 1; j < sz; ++j) r = std::max(r, static_cast<A>(v[j]));
