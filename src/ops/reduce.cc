@@ -301,8 +301,14 @@ inline A reduce_row(const T* x, int64_t n, A shift) {
           R::comb(acc[static_cast<size_t>(j)], R::pre(static_cast<A>(static_cast<C>(x[i + j])), shift));
     }
   }
-  A r = R::init();
-  for (int j = 0; j < kLanes; ++j) r = R::comb(r, acc[static_cast<size_t>(j)]);
+  // The lanes fold pairwise (the wide steps vectorise), not one by one: a
+  // short row spent most of its time here.
+  for (int w = kLanes / 2; w >= 1; w /= 2) {
+    for (int j = 0; j < w; ++j) {
+      acc[static_cast<size_t>(j)] = R::comb(acc[static_cast<size_t>(j)], acc[static_cast<size_t>(j + w)]);
+    }
+  }
+  A r = acc[0];
   for (; i < n; ++i) r = R::comb(r, R::pre(static_cast<A>(static_cast<C>(x[i])), shift));
   return r;
 }
