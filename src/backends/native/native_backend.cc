@@ -7,6 +7,10 @@
 //
 // Blob format: "TNATIVE1" followed by the region's serialized ModelProto
 // (initializers included; load() rebinds the given constants over them).
+#include <elf.h>
+#include <link.h>
+
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -48,7 +52,59 @@ struct NativeEngine {
   std::unique_ptr<InferenceSession> session;
 };
 
-const char* native_version() { return TESSERA_VERSION; }
+// The GNU build id of the binary holding this code (hex), or "".
+std::string own_build_id() {
+  struct Search {
+    uintptr_t addr;
+    std::string id;
+  } search{reinterpret_cast<uintptr_t>(&own_build_id), {}};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) -> int {
+        auto* s = static_cast<Search*>(data);
+        bool mine = false;
+        for (int i = 0; i < info->dlpi_phnum && !mine; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+          mine = ph.p_type == PT_LOAD && s->addr >= lo && s->addr < lo + ph.p_memsz;
+        }
+        if (!mine) return 0;
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_NOTE) continue;
+          const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+          const char* end = p + ph.p_memsz;
+          while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const auto* nh = reinterpret_cast<const ElfW(Nhdr)*>(p);
+            const char* name = p + sizeof(ElfW(Nhdr));
+            const char* desc = name + ((nh->n_namesz + 3) & ~3u);
+            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0 &&
+                desc + nh->n_descsz <= end) {
+              char hex[3];
+              for (unsigned k = 0; k < nh->n_descsz; ++k) {
+                std::snprintf(hex, sizeof(hex), "%02x", static_cast<unsigned char>(desc[k]));
+                s->id += hex;
+              }
+              return 1;
+            }
+            p = desc + ((nh->n_descsz + 3) & ~3u);
+          }
+        }
+        return 1;
+      },
+      &search);
+  return search.id;
+}
+
+// The release, and which build of it: measurements of native kernels (the
+// tune cache keys them by backend version) must not outlive a rebuild that
+// changed the kernels.
+const char* native_version() {
+  static const std::string v = [] {
+    std::string id = own_build_id();
+    return std::string(TESSERA_VERSION) + (id.empty() ? "" : "+" + id.substr(0, 12));
+  }();
+  return v.c_str();
+}
 
 tessera_status_t native_capability(const void* model, size_t size, const tessera_capability_sink_t* sink, char* msg,
                                    size_t cap) {
