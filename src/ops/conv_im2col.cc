@@ -202,7 +202,20 @@ void dw_row(const float* __restrict xr, const float* __restrict w, int64_t kw_rt
       }
     }
   } else {
-    for (int64_t o = lo; o < hi; ++o) edge(o);
+    // A kernel of any length: tap by tap over the whole interior, so the
+    // inner loop runs along the row (vectorised) and not along the taps (a
+    // 31-tap 1-D depthwise conv ran at 0.4x ONNX Runtime with the taps inner).
+    // Each output still sums its taps in order.
+    const float* base = xr - pw;
+    for (int64_t k = 0; k < kwn; ++k) {
+      const float wk = w[k];
+      const float* src = base + k * dw;
+      if (sw == 1) {
+        for (int64_t o = lo; o < hi; ++o) yr[o] += wk * src[o];
+      } else {
+        for (int64_t o = lo; o < hi; ++o) yr[o] += wk * src[o * sw];
+      }
+    }
   }
   for (int64_t o = std::max(hi, lo); o < ow; ++o) edge(o);
 }

@@ -289,6 +289,31 @@ TEST(Conv, DepthwiseFastPathsMatchReference) {
   }
 }
 
+TEST(Conv, LongDepthwiseKernelsMatchReference) {
+  // 1-D depthwise kernels longer than the vector paths take (31 taps, as in
+  // speech encoders), with strides, dilations and every padding.
+  std::mt19937 rng(37);
+  ThreadPool pool(2);
+  for (int64_t k : {9, 31}) {
+    for (int64_t s : {1, 2, 3}) {
+      for (int64_t d : {1, 2}) {
+        for (int64_t pad : {int64_t{0}, k / 2, k}) {
+          const int64_t len = 70;
+          if (len + 2 * pad < (k - 1) * d + 1) continue;
+          ConvParams p{1, 1, 4, 1, 1, {len}, {k}, {s}, {d}, {pad}, {pad / 2}, "NOTSET"};
+          Dims out;
+          conv_out(p, &out);
+          if (out[0] <= 0) continue;
+          Tensor x = random_tensor({1, 4, len}, rng), wt = random_tensor({4, 1, k}, rng), b = random_tensor({4}, rng);
+          auto res = run_node(conv_node(p, true), {x, wt, b}, true, &pool);
+          ASSERT_TRUE(res.ok()) << res.status().message();
+          expect_close(res->at(0), ref_conv(p, out, x, wt, &b), describe(p));
+        }
+      }
+    }
+  }
+}
+
 TEST(Conv, InferenceKeepsUnknownDims) {
   Node node;
   node.name = "c";
