@@ -17,6 +17,11 @@ int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1)
 // Output positions o in [0, out) whose input index o*s + off falls in
 // [0, in): returns [lo, hi).
 void valid_range(int64_t off, int64_t s, int64_t in, int64_t out, int64_t* lo, int64_t* hi) {
+  if (s == 1) {  // the common case, without the divisions (im2col calls this once per run)
+    *lo = std::min(std::max<int64_t>(-off, 0), out);
+    *hi = std::max(std::min(in - off, out), *lo);
+    return;
+  }
   // o*s + off >= 0  <=>  o >= ceil(-off / s)
   int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
   // o*s + off <= in - 1  <=>  o <= floor((in - 1 - off) / s)
