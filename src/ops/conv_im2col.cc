@@ -72,7 +72,7 @@ void Im2colSource::pack(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* d
       oidx[i] = o % g_.out[i];
       o /= g_.out[i];
     }
-    int64_t j = 0;
+    int64_t j = 0, panel = 0, lane = 0;
     while (j < nc) {
       const int64_t len = std::min(own - ow, nc - j);
       bool row_ok = true;
@@ -93,10 +93,16 @@ void Im2colSource::pack(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* d
       // Write the run [j, j+len) split at panel boundaries.
       int64_t t = 0;
       while (t < len) {
-        const int64_t col = j + t;
-        const int64_t lane = col % nr;
+        // Column j + t is lane `lane` of panel `panel`, tracked as the runs
+        // advance: nr is not a power of two, and a division per chunk cost
+        // more than the copy on short rows.
         const int64_t chunk = std::min(len - t, nr - lane);
-        float* d = drow + (col / nr) * panel_stride + lane;
+        float* d = drow + panel * panel_stride + lane;
+        lane += chunk;
+        if (lane == nr) {
+          lane = 0;
+          ++panel;
+        }
         // Elements t .. t+chunk of the run.
         const int64_t a = std::clamp(lo - t, int64_t{0}, chunk);
         const int64_t b = std::clamp(hi - t, a, chunk);
