@@ -68,15 +68,9 @@ tessera=$build_dir/bin/tessera
 command -v node >/dev/null || die "node is not installed (ONNX Runtime is driven through onnxruntime-node)"
 
 # --- ONNX Runtime -------------------------------------------------------------------------------------------------
-if [[ ! -f $bench_dir/node_modules/onnxruntime-node/package.json ]]; then
-  log "installing onnxruntime-node into $bench_dir/node_modules ..."
-  command -v npm >/dev/null || die "npm is not installed"
-  npm install --prefix "$bench_dir" --ignore-scripts --no-save --no-audit --no-fund onnxruntime-node >&2 ||
-    die "npm install onnxruntime-node failed"
-fi
-export NODE_PATH=$bench_dir/node_modules${NODE_PATH:+:$NODE_PATH}
-ort_version=$(node -e "process.stdout.write(require('onnxruntime-node/package.json').version)" 2>/dev/null) ||
-  die "onnxruntime-node cannot be loaded from $bench_dir/node_modules"
+# shellcheck source=ort_env.sh
+source "$bench_dir/ort_env.sh"
+ort_setup "$bench_dir"
 
 # --- models -------------------------------------------------------------------------------------------------------
 # shellcheck source=zoo/models.sh
