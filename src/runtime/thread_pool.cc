@@ -1,13 +1,35 @@
 #include "runtime/thread_pool.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 
 namespace tessera {
 
 namespace {
 thread_local bool t_in_parallel = false;
+
+// Workers spin this long for the next job, and a caller this long for its
+// chunks to finish, before sleeping on a condition variable: waking a
+// sleeping thread costs 5-20 us, more than the work a parallel_for of a
+// small kernel (one LSTM step, one elementwise op) hands each thread.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+// Spins until done() or kSpin passes; true when done() held.
+template <class Done>
+bool spin_until(Done done) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      _mm_pause();
+    }
+    if (std::chrono::steady_clock::now() >= until) return done();
+  }
 }
+}  // namespace
 
 struct ThreadPool::Job {
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
@@ -28,6 +50,7 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    stop_flag_.store(true);
   }
   cv_.notify_all();
   for (auto& t : workers_) t.join();
@@ -57,6 +80,7 @@ void ThreadPool::run_chunks(Job& job) {
 void ThreadPool::worker_loop() {
   for (;;) {
     std::shared_ptr<Job> job;
+    spin_until([this] { return queued_.load(std::memory_order_acquire) > 0 || stop_flag_.load(std::memory_order_relaxed); });
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
@@ -66,12 +90,16 @@ void ThreadPool::worker_loop() {
       // workers can join in.
       if (job->next.load() >= job->num_chunks) {
         queue_.pop_front();
+        queued_.fetch_sub(1, std::memory_order_release);
         continue;
       }
     }
     run_chunks(*job);
     std::lock_guard<std::mutex> lock(mu_);
-    if (!queue_.empty() && queue_.front() == job) queue_.pop_front();
+    if (!queue_.empty() && queue_.front() == job) {
+      queue_.pop_front();
+      queued_.fetch_sub(1, std::memory_order_release);
+    }
   }
 }
 
@@ -92,14 +120,20 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(job);
+    queued_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_all();
   run_chunks(*job);
-  std::unique_lock<std::mutex> lock(job->mu);
-  job->cv.wait(lock, [&] { return job->done.load() == job->num_chunks; });
+  if (!spin_until([&] { return job->done.load(std::memory_order_acquire) == job->num_chunks; })) {
+    std::unique_lock<std::mutex> lock(job->mu);
+    job->cv.wait(lock, [&] { return job->done.load() == job->num_chunks; });
+  }
   std::lock_guard<std::mutex> qlock(mu_);
   auto it = std::find(queue_.begin(), queue_.end(), job);
-  if (it != queue_.end()) queue_.erase(it);
+  if (it != queue_.end()) {
+    queue_.erase(it);
+    queued_.fetch_sub(1, std::memory_order_release);
+  }
 }
 
 }  // namespace tessera

@@ -4,6 +4,7 @@
 // range inline so nesting never deadlocks or oversubscribes.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -44,6 +45,8 @@ class ThreadPool {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
   bool stop_ = false;
+  std::atomic<int> queued_{0};          // jobs in queue_, read without the lock by spinning workers
+  std::atomic<bool> stop_flag_{false};  // stop_, likewise
 };
 
 }  // namespace tessera
