@@ -93,6 +93,9 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Program pro
 Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique_ptr<InferenceSession> s,
                                                                      Graph graph) {
   s->pool_ = std::make_unique<ThreadPool>(thread_count(s->opts_));
+  // Engines bring their own threads (OpenMP, pthreadpool): native's must not
+  // spin beside them (a oneDNN MLP ran 100x slower with them spinning).
+  s->pool_->set_spin(s->engines_->empty());
   TSR_RETURN_IF_ERROR(prepare_for_plan(graph, PlanOptions{s->optimize_, /*fuse=*/false}));
   s->graph_ = std::move(graph);
   for (const auto& name : s->graph_.inputs) {

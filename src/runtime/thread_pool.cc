@@ -17,9 +17,11 @@ thread_local bool t_in_parallel = false;
 // small kernel (one LSTM step, one elementwise op) hands each thread.
 constexpr auto kSpin = std::chrono::microseconds(50);
 
-// Spins until done() or kSpin passes; true when done() held.
+// Spins until done() or kSpin passes (not at all unless `spin`); true when
+// done() held.
 template <class Done>
-bool spin_until(Done done) {
+bool spin_until(bool spin, Done done) {
+  if (!spin) return done();
   const auto until = std::chrono::steady_clock::now() + kSpin;
   for (;;) {
     for (int i = 0; i < 64; ++i) {
@@ -80,7 +82,9 @@ void ThreadPool::run_chunks(Job& job) {
 void ThreadPool::worker_loop() {
   for (;;) {
     std::shared_ptr<Job> job;
-    spin_until([this] { return queued_.load(std::memory_order_acquire) > 0 || stop_flag_.load(std::memory_order_relaxed); });
+    spin_until(spin_.load(std::memory_order_relaxed), [this] {
+      return queued_.load(std::memory_order_acquire) > 0 || stop_flag_.load(std::memory_order_relaxed);
+    });
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
@@ -124,7 +128,8 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   }
   cv_.notify_all();
   run_chunks(*job);
-  if (!spin_until([&] { return job->done.load(std::memory_order_acquire) == job->num_chunks; })) {
+  if (!spin_until(spin_.load(std::memory_order_relaxed),
+                  [&] { return job->done.load(std::memory_order_acquire) == job->num_chunks; })) {
     std::unique_lock<std::mutex> lock(job->mu);
     job->cv.wait(lock, [&] { return job->done.load() == job->num_chunks; });
   }

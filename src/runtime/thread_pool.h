@@ -25,6 +25,12 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return num_threads_; }
+  // Whether idle workers (and callers waiting for their chunks) spin briefly
+  // before sleeping. On by default; a session whose engines run their own
+  // threads (OpenMP, pthreadpool) turns it off, so the pool never competes
+  // with them for the cores.
+  void set_spin(bool on) { spin_.store(on, std::memory_order_relaxed); }
+  bool spins() const { return spin_.load(std::memory_order_relaxed); }
 
   // Calls fn(begin, end) on disjoint chunks covering [0, n). Chunks hold at
   // least `grain` iterations; at most about 4 chunks per thread are made.
@@ -47,6 +53,7 @@ class ThreadPool {
   bool stop_ = false;
   std::atomic<int> queued_{0};          // jobs in queue_, read without the lock by spinning workers
   std::atomic<bool> stop_flag_{false};  // stop_, likewise
+  std::atomic<bool> spin_{true};
 };
 
 }  // namespace tessera

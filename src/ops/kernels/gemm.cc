@@ -47,8 +47,10 @@ constexpr int64_t kKC = TSR_GEMM_KC;
 constexpr int64_t kNC = TSR_GEMM_NC_PANELS * kNR;
 // Below this many flops a GEMM runs on the calling thread. With the pool's
 // threads spinning between jobs, handing half of a 0.5 MFLOP product (an LSTM
-// step at hidden 256) to the other thread pays: 2.6 -> 1.6 ms over 256 steps.
-constexpr double kMinParallelFlops = 2.5e5;
+// step at hidden 256) to the other thread pays: 2.6 -> 1.6 ms over 256 steps;
+// when they sleep (beside an engine's threads), waking one costs more.
+constexpr double kMinParallelFlops = 2.0e6;
+constexpr double kMinParallelFlopsSpinning = 2.5e5;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -508,7 +510,8 @@ void gemm(ThreadPool* pool, int64_t m, int64_t n, int64_t k, float alpha, const 
   const int64_t pn = ceil_div(n, kNR);
   const int threads = pool ? pool->num_threads() : 1;
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  if (threads <= 1 || ThreadPool::in_parallel_region() || flops < kMinParallelFlops) {
+  if (threads <= 1 || ThreadPool::in_parallel_region() ||
+      flops < (pool->spins() ? kMinParallelFlopsSpinning : kMinParallelFlops)) {
     run_region(job, 0, m, 0, n);
     return;
   }
