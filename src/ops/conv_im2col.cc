@@ -75,16 +75,8 @@ void Im2colSource::pack(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* d
     int64_t j = 0, panel = 0, lane = 0;
     while (j < nc) {
       const int64_t len = std::min(own - ow, nc - j);
-      bool row_ok = true;
       int64_t row = 0;
-      for (size_t i = 0; i < outer; ++i) {
-        const int64_t p = oidx[i] * g_.strides[i] - g_.pad_begin[i] + kidx[i] * g_.dilations[i];
-        if (p < 0 || p >= g_.in[i]) {
-          row_ok = false;
-          break;
-        }
-        row = row * g_.in[i] + p;
-      }
+      const bool row_ok = g_.input_offset(oidx.data(), kidx.data(), outer, &row);
       const float* xr = row_ok ? xc + row * iw : xc;
       const int64_t off = ow * sw - pw + kidx[outer] * dw;  // input column of the run's first element
       // Valid elements t of the run: 0 <= off + t*sw < iw.
@@ -721,16 +713,7 @@ void col2im(const float* col, int64_t mult, const Geometry& g, float* y) {
       std::fill(xidx.begin(), xidx.end(), 0);
       for (int64_t p = 0; p < xsize; ++p) {
         int64_t off = 0;
-        bool ok = true;
-        for (size_t i = 0; i < r; ++i) {
-          const int64_t o = xidx[i] * g.strides[i] - g.pad_begin[i] + kidx[i] * g.dilations[i];
-          if (o < 0 || o >= g.in[i]) {
-            ok = false;
-            break;
-          }
-          off = off * g.in[i] + o;
-        }
-        if (ok) ym[off] += cr[p];
+        if (g.input_offset(xidx.data(), kidx.data(), r, &off)) ym[off] += cr[p];
         for (size_t i = r; i-- > 0;) {
           if (++xidx[i] < g.out[i]) break;
           xidx[i] = 0;

@@ -105,6 +105,17 @@ int64_t Geometry::in_size() const { return numel(in); }
 int64_t Geometry::out_size() const { return numel(out); }
 int64_t Geometry::kernel_size() const { return numel(kernel); }
 
+bool Geometry::input_offset(const int64_t* oidx, const int64_t* kidx, size_t axes, int64_t* offset) const {
+  int64_t off = 0;
+  for (size_t i = 0; i < axes; ++i) {
+    const int64_t p = oidx[i] * strides[i] - pad_begin[i] + kidx[i] * dilations[i];
+    if (p < 0 || p >= in[i]) return false;
+    off = off * in[i] + p;
+  }
+  *offset = off;
+  return true;
+}
+
 Expected<Geometry> conv_geometry(const Dims& in_spatial, const SpatialAttrs& a, const std::string& who) {
   Geometry g;
   g.in = in_spatial;

@@ -50,6 +50,10 @@ struct Geometry {
   int64_t in_size() const;   // product of in
   int64_t out_size() const;  // product of out
   int64_t kernel_size() const;
+  // The flat offset, over the first `axes` spatial axes, of the input element
+  // that kernel position kidx reads for output position oidx; false when it
+  // falls in the padding.
+  bool input_offset(const int64_t* oidx, const int64_t* kidx, size_t axes, int64_t* offset) const;
 };
 Expected<Geometry> conv_geometry(const Dims& in_spatial, const SpatialAttrs& a, const std::string& who);
 
