@@ -52,7 +52,6 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
-    stop_flag_.store(true);
   }
   cv_.notify_all();
   for (auto& t : workers_) t.join();
@@ -83,7 +82,7 @@ void ThreadPool::worker_loop() {
   for (;;) {
     std::shared_ptr<Job> job;
     spin_until(spin_.load(std::memory_order_relaxed), [this] {
-      return queued_.load(std::memory_order_acquire) > 0 || stop_flag_.load(std::memory_order_relaxed);
+      return queued_.load(std::memory_order_acquire) > 0 || stop_.load(std::memory_order_relaxed);
     });
     {
       std::unique_lock<std::mutex> lock(mu_);

@@ -50,9 +50,8 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
-  bool stop_ = false;
-  std::atomic<int> queued_{0};          // jobs in queue_, read without the lock by spinning workers
-  std::atomic<bool> stop_flag_{false};  // stop_, likewise
+  std::atomic<bool> stop_{false};  // set under mu_, read without it by spinning workers
+  std::atomic<int> queued_{0};      // jobs in queue_, likewise
   std::atomic<bool> spin_{true};
 };
 
