@@ -4,7 +4,6 @@
 // (conv_util.h). Kernels run one (image, channel) plane per task; 1-D and
 // 2-D pools run as 3-D with unit leading axes.
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -15,6 +14,7 @@
 #endif
 
 #include "ops/conv_util.h"
+#include "ops/kernels/lane_fold.h"
 #include "ops/op_registry.h"
 
 namespace tessera {
@@ -497,25 +497,6 @@ Status run_pool(KernelContext& ctx) {
 
 // ---- global pools -------------------------------------------------------------
 
-// Reduces n contiguous floats with independent lanes, which the compiler
-// vectorises (a single accumulator is a chain of dependent adds: a 160x160
-// plane took 10x the time of reading it).
-template <class Op>
-float reduce_lanes(const float* v, int64_t n, float init, Op op) {
-  constexpr int kLanes = 32;
-  std::array<float, kLanes> acc;
-  acc.fill(init);
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-#pragma GCC unroll 1
-    for (int l = 0; l < kLanes; ++l) acc[static_cast<size_t>(l)] = op(acc[static_cast<size_t>(l)], v[j + l]);
-  }
-  float r = init;
-  for (float a : acc) r = op(r, a);
-  for (; j < n; ++j) r = op(r, v[j]);
-  return r;
-}
-
 Status run_global_pool(KernelContext& ctx) {
   const Node& node = ctx.node();
   const Tensor& x = *ctx.input(0);
@@ -542,11 +523,14 @@ Status run_global_pool(KernelContext& ctx) {
           A r;
           if constexpr (std::is_same_v<T, float>) {
             if (kind == PoolKind::kMax && sz > 0) {
-              yp[i] = reduce_lanes(v, sz, v[0], [](float a, float b) { return std::max(a, b); });
+              yp[i] = kernels::fold_lanes<32>(sz, v[0], [v](int64_t j) { return v[j]; },
+                                              [](float a, float b) { return std::max(a, b); });
               continue;
             }
             if (kind == PoolKind::kAvg && sz > 0) {
-              yp[i] = reduce_lanes(v, sz, 0.f, [](float a, float b) { return a + b; }) / static_cast<float>(sz);
+              yp[i] = kernels::fold_lanes<32>(sz, 0.f, [v](int64_t j) { return v[j]; },
+                                              [](float a, float b) { return a + b; }) /
+                      static_cast<float>(sz);
               continue;
             }
           }

@@ -21,6 +21,7 @@
 
 #include "ops/elementwise_common.h"
 #include "ops/elementwise_math.h"
+#include "ops/kernels/lane_fold.h"
 #include "ops/op_registry.h"
 #include "ops/reduce_arg.h"
 
@@ -289,28 +290,9 @@ using acc_t = std::conditional_t<
 template <class R, class A, class T>
 inline A reduce_row(const T* x, int64_t n, A shift) {
   using C = compute_t<T>;
-  constexpr int kLanes = static_cast<int>(128 / sizeof(A));
-  std::array<A, kLanes> acc;
-  acc.fill(R::init());
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    // Unrolled fully, the lanes become scalars that GCC cannot vectorize.
-#pragma GCC unroll 1
-    for (int j = 0; j < kLanes; ++j) {
-      acc[static_cast<size_t>(j)] =
-          R::comb(acc[static_cast<size_t>(j)], R::pre(static_cast<A>(static_cast<C>(x[i + j])), shift));
-    }
-  }
-  // The lanes fold pairwise (the wide steps vectorise), not one by one: a
-  // short row spent most of its time here.
-  for (int w = kLanes / 2; w >= 1; w /= 2) {
-    for (int j = 0; j < w; ++j) {
-      acc[static_cast<size_t>(j)] = R::comb(acc[static_cast<size_t>(j)], acc[static_cast<size_t>(j + w)]);
-    }
-  }
-  A r = acc[0];
-  for (; i < n; ++i) r = R::comb(r, R::pre(static_cast<A>(static_cast<C>(x[i])), shift));
-  return r;
+  return kernels::fold_lanes<static_cast<int>(128 / sizeof(A))>(
+      n, R::init(), [&](int64_t i) { return R::pre(static_cast<A>(static_cast<C>(x[i])), shift); },
+      [](A a, A b) { return R::comb(a, b); });
 }
 
 // Runs reducer R over the layout and hands write(o, acc) each result.
