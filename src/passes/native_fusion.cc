@@ -10,7 +10,6 @@
 // first node in topological order, which makes the result deterministic.
 #include "passes/native_fusion.h"
 
-#include <cstdlib>
 #include <limits>
 #include <string>
 #include <unordered_map>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "ops/fused_elementwise.h"
+#include "util/env.h"
 
 namespace tessera {
 
@@ -501,10 +501,7 @@ int fuse_elementwise(Graph& g, const Scope* outer, NativeFusionStats* st) {
 
 }  // namespace
 
-bool native_fusion_disabled_by_env() {
-  const char* v = std::getenv("TESSERA_NO_FUSION");
-  return v && *v && std::string(v) != "0";
-}
+bool native_fusion_disabled_by_env() { return env_flag("TESSERA_NO_FUSION"); }
 
 namespace {
 

@@ -16,6 +16,7 @@
 #include "partition/machine.h"
 #include "partition/tune.h"
 #include "passes/pipeline.h"
+#include "util/env.h"
 
 namespace fs = std::filesystem;
 
@@ -279,8 +280,7 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Args& 
   // convolution).
   // TESSERA_TUNE_CACHE_BUSY=1 caches them anyway (a machine whose run queue
   // always holds unrelated threads; the CLI tests, run beside other tests).
-  const char* cache_busy = std::getenv("TESSERA_TUNE_CACHE_BUSY");
-  const bool keep_busy = cache_busy && *cache_busy && std::string(cache_busy) != "0";
+  const bool keep_busy = env_flag("TESSERA_TUNE_CACHE_BUSY");
   auto busy = [&] {
     return po.measure != MeasureMode::kOff && !keep_busy &&
            partition::other_runnable_threads() >= std::max(0, machine.cores - po.num_threads) + 0.75;
