@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_set>
 
 namespace tessera::partition {
 
@@ -167,11 +168,15 @@ NodeWork node_work(const Graph& g, const Node& n) {
 
 namespace {
 
-// The body's node-by-node native time; outer types are visible to it through
-// a copy of its value infos extended with the enclosing graph's.
+// The body's node-by-node native time; the types of the outer values it reads
+// (its captures, nested bodies' included) are copied in beside its own.
 double body_native_us(const Graph& outer, const Graph& body, const MachineProfile& m) {
   Graph typed;
-  typed.values = outer.values;
+  std::unordered_set<std::string> captures;
+  collect_graph_captures(body, &captures);
+  for (const auto& name : captures) {
+    if (const ValueInfo* vi = outer.info(name)) typed.values[name] = *vi;
+  }
   for (const auto& kv : body.values) typed.values[kv.first] = kv.second;
   for (const auto& kv : body.constants) {
     typed.values[kv.first] = ValueInfo{kv.second.dtype(), Shape::FromDims(kv.second.dims())};
