@@ -247,28 +247,22 @@ def main():
     share = lambda r: f"{r.others} %" + (" (busy)" if r.busy else "") if r.others is not None else "?"  # noqa: E731
     L.append("## Flagged points")
     L.append("")
-    L.append("### NATIVE<0.5")
-    L.append("")
-    if native_flagged:
-        L.append("| point | ORT ms | native ms | ORT / native | others' CPU share while timed |")
-        L.append("|---|---:|---:|---:|---:|")
-        for r in sorted(native_flagged, key=lambda r: r.native_ratio):
-            L.append(f"| `{r.p.id}` | {fmt_ms(r.ort)} | {fmt_ms(r.ms['native'])} | {r.native_ratio:.3f} | "
-                     f"{share(r)} |")
-    else:
-        L.append("None.")
-    L.append("")
-    L.append("### BEST<0.8")
-    L.append("")
-    if best_flagged:
-        L.append("| point | ORT ms | best Tessera ms | best backend | ORT / best | others' CPU share while timed |")
-        L.append("|---|---:|---:|---|---:|---:|")
-        for r in sorted(best_flagged, key=lambda r: r.best_ratio):
-            L.append(f"| `{r.p.id}` | {fmt_ms(r.ort)} | {fmt_ms(r.best)} | {r.best_engine} | {r.best_ratio:.3f} | "
-                     f"{share(r)} |")
-    else:
-        L.append("None.")
-    L.append("")
+    def flagged_table(title, rows, header, align, key, cells):
+        L.append(f"### {title}")
+        L.append("")
+        if rows:
+            L.append(f"| point | ORT ms | {header} | others' CPU share while timed |")
+            L.append(f"|---|---:|{align}|---:|")
+            for r in sorted(rows, key=key):
+                L.append(f"| `{r.p.id}` | {fmt_ms(r.ort)} | {cells(r)} | {share(r)} |")
+        else:
+            L.append("None.")
+        L.append("")
+
+    flagged_table("NATIVE<0.5", native_flagged, "native ms | ORT / native", "---:|---:", lambda r: r.native_ratio,
+                  lambda r: f"{fmt_ms(r.ms['native'])} | {r.native_ratio:.3f}")
+    flagged_table("BEST<0.8", best_flagged, "best Tessera ms | best backend | ORT / best", "---:|---|---:",
+                  lambda r: r.best_ratio, lambda r: f"{fmt_ms(r.best)} | {r.best_engine} | {r.best_ratio:.3f}")
 
     # --- per family
     for fam, rs in by_family.items():
