@@ -69,16 +69,12 @@ BlockCache& block_cache() {
 std::shared_ptr<void> aligned_alloc_shared(size_t bytes, size_t alignment) {
   size_t rounded = (bytes + alignment - 1) / alignment * alignment;
   if (rounded == 0) rounded = alignment;
-  if (rounded < BlockCache::kMinBytes) {
-    void* p = std::aligned_alloc(alignment, rounded);
-    if (!p) throw std::bad_alloc();
-    std::memset(p, 0, rounded);
-    return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
-  }
-  void* p = block_cache().take(rounded, alignment);
+  const bool large = rounded >= BlockCache::kMinBytes;
+  void* p = large ? block_cache().take(rounded, alignment) : nullptr;
   if (!p) p = std::aligned_alloc(alignment, rounded);
   if (!p) throw std::bad_alloc();
   std::memset(p, 0, rounded);
+  if (!large) return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   return std::shared_ptr<void>(p, [rounded, alignment](void* q) { block_cache().give(q, rounded, alignment); });
 }
 
