@@ -62,21 +62,27 @@ std::shared_ptr<const ExecutionPlan> BodyPlanCache::plan_for(const Graph& g, con
 
   // The signature: formal inputs, then each outer value read (constants by
   // identity: they are the same tensors for the life of the outer plan).
-  std::string sig;
+  // Each value as its dtype, rank and dims; a constant as -1.
+  std::vector<int64_t> sig;
+  auto add = [&sig](const Tensor& t) {
+    sig.push_back(static_cast<int64_t>(t.dtype()));
+    sig.push_back(static_cast<int64_t>(t.dims().size()));
+    sig.insert(sig.end(), t.dims().begin(), t.dims().end());
+  };
   std::vector<const Tensor*> captured(body.captures.size(), nullptr);
   std::vector<bool> is_const(body.captures.size(), false);
-  for (const Tensor& t : inputs) sig += t.str() + ";";
+  for (const Tensor& t : inputs) add(t);
   for (size_t i = 0; i < body.captures.size(); ++i) {
     const std::string& name = body.captures[i];
     if (const Tensor* c = outer.lookup_constant(name)) {
       captured[i] = c;
       is_const[i] = true;
-      sig += "c;";
+      sig.push_back(-1);
       continue;
     }
     captured[i] = outer.lookup(name);
     if (!captured[i]) return nullptr;  // not computed (yet): the eager runner reports it
-    sig += captured[i]->str() + ";";
+    add(*captured[i]);
   }
   plan_inputs->assign(inputs.begin(), inputs.end());
   for (size_t i = 0; i < captured.size(); ++i) {

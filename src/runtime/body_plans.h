@@ -60,7 +60,7 @@ class BodyPlanCache {
  private:
   struct Body {
     std::vector<std::string> captures;  // outer values the body reads, sorted
-    std::map<std::string, std::shared_ptr<const ExecutionPlan>> plans;  // signature -> plan (null: failed)
+    std::map<std::vector<int64_t>, std::shared_ptr<const ExecutionPlan>> plans;  // signature -> plan (null: failed)
     bool eager = false;  // too many signatures: stop planning
   };
   // The plan for this signature, or null when the body runs eagerly.
