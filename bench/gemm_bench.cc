@@ -2,7 +2,8 @@
 // 1 and 2 threads (median of several runs). Not built by CMake; build with
 //   g++ -std=c++20 -O3 -march=native -Isrc bench/gemm_bench.cc src/ops/kernels/gemm.cc
 //       src/runtime/thread_pool.cc -lpthread -o /tmp/gemm_bench
-// Usage: gemm_bench [M N K ...]   (defaults to a fixed list)
+// Usage: gemm_bench [M N K ...]   (defaults to a fixed list; PACKED_B=1: B packed once ahead, as for
+// constant weights)
 // Prints the best of several runs (BENCH_MEDIAN=1: the median).
 #include <algorithm>
 #include <chrono>
@@ -80,7 +81,8 @@ int main(int argc, char** argv) {
   std::vector<Shape> shapes;
   if (argc >= 4) {
     for (int i = 1; i + 2 < argc; i += 3) {
-      shapes.push_back({std::atoll(argv[i]), std::atoll(argv[i + 1]), std::atoll(argv[i + 2]), false, false, false});
+      shapes.push_back({std::atoll(argv[i]), std::atoll(argv[i + 1]), std::atoll(argv[i + 2]), false, false,
+                        std::getenv("PACKED_B") != nullptr});
     }
   } else {
     shapes = {{1024, 1024, 1024, false, false, false}, {1024, 1024, 1024, false, false, true},
