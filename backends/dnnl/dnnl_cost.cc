@@ -180,11 +180,12 @@ double region_cost_us(const Program& p, const Plan* plan, const tessera_plugin::
     }
   }
   for (const Op& op : p.ops) {
-    // A reference concatenation or transpose is a plain copy: priced by its
+    // A reference concatenation, transpose or slice is a plain copy: priced by its
     // traffic like any other.
     bool ref = false;
     for (const auto& n : op.nodes) {
       ref = ref || (reference.count(n) != 0 && op.kind != OpKind::kConcat && op.kind != OpKind::kTranspose &&
+                    op.kind != OpKind::kSlice &&
                     op.kind != OpKind::kView);
     }
     us += op_us(op, p.values, f, ref);

@@ -8,6 +8,7 @@
 // become zero-copy views.
 #include <oneapi/dnnl/dnnl_types.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -358,6 +359,70 @@ void lower_view(Lowering& l, const onnx::NodeProto& n) {
   // The output's shape is static in the region model, so a Reshape's shape
   // input (constant or not) is never read.
   emit_view(l, l.value(n.input(0)), l.output(n));
+}
+
+namespace {
+
+// Output `y` as the box of `x` that starts at `offsets`; the output's dims
+// give the box's extent.
+void emit_slice(Lowering& l, int32_t x, int32_t y, const Dims& offsets) {
+  Op op;
+  op.kind = OpKind::kSlice;
+  op.in = {x};
+  op.out = y;
+  op.ints = offsets;
+  l.emit(std::move(op));
+}
+
+}  // namespace
+
+// Each output of a Split is the next box along the axis. The sizes are the
+// outputs' static dims, so the `split` input or attribute and opset 18's
+// num_outputs are never read.
+void lower_split(Lowering& l, const onnx::NodeProto& n) {
+  const int32_t x = l.value(n.input(0));
+  const Dims xd = l.dims(x);
+  const auto axis = static_cast<size_t>(normalize_axis(attr_int(n, "axis", 0), xd.size(), "axis"));
+  // Every output is interned before any op is emitted, so a refused output leaves nothing behind.
+  std::vector<int32_t> ys;
+  int64_t total = 0;
+  for (int i = 0; i < n.output_size(); ++i) {
+    if (n.output(i).empty()) throw Refusal{"Split with an unnamed output"};
+    ys.push_back(l.output(n, i));
+    total += l.dims(ys.back()).size() == xd.size() ? l.dims(ys.back())[axis] : 0;
+  }
+  if (total != xd[axis]) throw Refusal{"Split outputs do not cover the input along axis " + std::to_string(axis)};
+  Dims offsets(xd.size(), 0);
+  for (int32_t y : ys) {
+    emit_slice(l, x, y, offsets);
+    offsets[axis] += l.dims(y)[axis];
+  }
+}
+
+// Slice with unit steps and constant starts: one box. The ends are implied
+// by the output's static dims.
+void lower_slice(Lowering& l, const onnx::NodeProto& n) {
+  if (n.input_size() < 3) throw Refusal{"Slice with starts/ends attributes (opset < 10)"};
+  const int32_t x = l.value(n.input(0));
+  const Dims xd = l.dims(x);
+  const std::vector<int64_t> starts = l.constant_ints(n.input(1), "Slice starts");
+  std::vector<int64_t> axes(starts.size());
+  std::iota(axes.begin(), axes.end(), 0);
+  if (n.input_size() > 3 && !n.input(3).empty()) axes = l.constant_ints(n.input(3), "Slice axes");
+  if (n.input_size() > 4 && !n.input(4).empty()) {
+    for (int64_t s : l.constant_ints(n.input(4), "Slice steps")) {
+      if (s != 1) throw Refusal{"Slice with step " + std::to_string(s) + " (only 1)"};
+    }
+  }
+  if (axes.size() != starts.size()) throw Refusal{"Slice axes and starts differ in length"};
+  Dims offsets(xd.size(), 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const auto a = static_cast<size_t>(normalize_axis(axes[i], xd.size(), "axis"));
+    const int64_t dim = xd[a];
+    int64_t s = starts[i] < 0 ? starts[i] + dim : starts[i];
+    offsets[a] = std::clamp<int64_t>(s, 0, dim);
+  }
+  emit_slice(l, x, l.output(n), offsets);
 }
 
 void lower_transpose(Lowering& l, const onnx::NodeProto& n) {

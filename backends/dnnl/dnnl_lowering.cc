@@ -43,6 +43,8 @@ constexpr OpEntry kOps[] = {
     {"Mean", lower_variadic},
     {"Concat", lower_concat},
     {"Transpose", lower_transpose},
+    {"Split", lower_split},
+    {"Slice", lower_slice},
     {"PRelu", lower_prelu},
     {"ReduceMean", lower_reduce},
     {"ReduceSum", lower_reduce},
@@ -230,8 +232,9 @@ void Lowering::lower(int index) {
     Handler h = find_handler(n.op_type());
     if (!h) throw Refusal{"op " + n.op_type() + " is not supported"};
     // Outputs past the first (BatchNormalization's running statistics,
-    // MaxPool's indices, Dropout's mask...) are computed by no op here.
-    for (int i = 1; i < n.output_size(); ++i) {
+    // MaxPool's indices, Dropout's mask...) are computed by no op here;
+    // Split computes every output.
+    for (int i = 1; i < n.output_size() && n.op_type() != "Split"; ++i) {
       const std::string& o = n.output(i);
       if (!o.empty() && (!model_.consumers(o).empty() || model_.is_graph_output(o))) {
         throw Refusal{n.op_type() + " with its output " + std::to_string(i) + " ('" + o + "') used"};

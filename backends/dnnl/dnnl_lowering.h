@@ -88,6 +88,8 @@ void lower_gemm(Lowering& l, const onnx::NodeProto& n);
 void lower_matmul(Lowering& l, const onnx::NodeProto& n);
 void lower_concat(Lowering& l, const onnx::NodeProto& n);
 void lower_view(Lowering& l, const onnx::NodeProto& n);
+void lower_split(Lowering& l, const onnx::NodeProto& n);
+void lower_slice(Lowering& l, const onnx::NodeProto& n);
 void lower_transpose(Lowering& l, const onnx::NodeProto& n);
 void lower_reduce(Lowering& l, const onnx::NodeProto& n);
 void lower_prelu(Lowering& l, const onnx::NodeProto& n);

@@ -242,6 +242,12 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
       set(0, Layout::kPlain, DNNL_ARG_FROM, md, md);
       break;
     }
+    case OpKind::kSlice: {
+      // The input read through a view of the box: its extent, the input's strides, an offset.
+      memory::desc md = plain_md(dims(0)).submemory_desc(out, op.ints);
+      set(0, Layout::kPlain, DNNL_ARG_FROM, md, md);
+      break;
+    }
   }
   return specs;
 }
@@ -324,6 +330,7 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, c
     case OpKind::kConcat:
       return dnnl::concat::primitive_desc(static_cast<int>(op.ints[0]), in, eng, attr);
     case OpKind::kTranspose:
+    case OpKind::kSlice:
       return dnnl::reorder::primitive_desc(eng, in[0], eng, plain_md(dst_dims(op, v)), attr);
     case OpKind::kReduce: {
       // Plain result: reductions mostly feed elementwise ops and views.

@@ -31,7 +31,8 @@ constexpr uint32_t kBlobVersion = 2;  // 2: an op names all its nodes (1: one st
 const char* op_kind_name(OpKind k) {
   static constexpr const char* kNames[] = {"Conv",    "Deconv",    "Pool",    "MatMul", "BatchNorm",
                                            "Lrn",     "Softmax",   "LayerNorm", "Eltwise", "Binary",
-                                           "Sum",     "Concat",    "View",    "Transpose", "Reduce", "PRelu"};
+                                           "Sum",     "Concat",    "View",    "Transpose", "Reduce", "PRelu",
+                                           "Slice"};
   static_assert(std::size(kNames) == kNumOpKinds);
   return kNames[static_cast<size_t>(k)];
 }
@@ -316,6 +317,15 @@ std::string check_kind(const Op& op, const std::vector<Value>& v) {
         if (p < 0 || p >= static_cast<int64_t>(y.size()) || seen[static_cast<size_t>(p)]) return "perm";
         seen[static_cast<size_t>(p)] = true;
         if (y[d] != dims(0)[static_cast<size_t>(p)]) return "output shape";
+      }
+      return "";
+    }
+    case OpKind::kSlice: {
+      if (op.in.size() != 1 || !present(0) || op.ints.size() != dims(0).size() || y.size() != dims(0).size()) {
+        return "operands";
+      }
+      for (size_t d = 0; d < y.size(); ++d) {
+        if (op.ints[d] < 0 || op.ints[d] + y[d] > dims(0)[d]) return "box outside the input";
       }
       return "";
     }

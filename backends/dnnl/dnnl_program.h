@@ -65,8 +65,9 @@ enum class OpKind : uint8_t {
   kTranspose,
   kReduce,
   kPRelu,
+  kSlice,  // a box of the input (ints: its offset per dim; the output's dims its extent), copied out
 };
-constexpr uint8_t kNumOpKinds = static_cast<uint8_t>(OpKind::kPRelu) + 1;
+constexpr uint8_t kNumOpKinds = static_cast<uint8_t>(OpKind::kSlice) + 1;
 const char* op_kind_name(OpKind k);
 
 enum class PostKind : uint8_t { kEltwise, kSum, kBinary };

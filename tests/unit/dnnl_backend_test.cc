@@ -489,6 +489,39 @@ TEST_F(DnnlBackend, ConcatViewsTransposeAndReductionsMatchNative) {
   expect_matches_native(b.done({"t", "f", "rm", "rx", "rs", "rl"}), {random_tensor({1, 16, 4, 4}, 55)});
 }
 
+// Split (sizes from an input, and equal parts) and Slice (negative starts and
+// axes, ends past the end, unit steps) copy boxes of their input out, inside
+// a region with compute around them, as a transformer's fused QKV projection
+// is split into its heads' operands.
+TEST_F(DnnlBackend, SplitAndSliceMatchNative) {
+  Builder b;
+  b.input("x", {2, 12, 5, 6}).constant("sizes", testutil::i64({3, 9}));
+  b.constant("starts", testutil::i64({-4, 1})).constant("ends", testutil::i64({100, 5}));
+  b.constant("axes", testutil::i64({-1, 1})).constant("steps", testutil::i64({1, 1}));
+  b.node("relu", "Relu", {"x"}, "r");
+  Node& s1 = b.node("split", "Split", {"r", "sizes"}, "a");
+  s1.outputs = {"a", "b"};
+  set_int(s1, "axis", 1);
+  Node& s2 = b.node("split_eq", "Split", {"r"}, "p");
+  s2.outputs = {"p", "q", "u"};
+  set_int(s2, "axis", -1);
+  b.node("slice", "Slice", {"r", "starts", "ends", "axes", "steps"}, "c");
+  b.node("tanh", "Tanh", {"b"}, "bt");
+  b.node("sum", "Add", {"p", "u"}, "pu");
+  expect_matches_native(b.done({"a", "bt", "pu", "q", "c"}), {random_tensor({2, 12, 5, 6}, 56)});
+}
+
+TEST_F(DnnlBackend, SliceRefusesStepsOtherThanOne) {
+  Builder b;
+  b.input("x", {4, 6}).constant("starts", testutil::i64({0})).constant("ends", testutil::i64({6}));
+  b.constant("axes", testutil::i64({1})).constant("steps", testutil::i64({2}));
+  b.node("relu", "Relu", {"x"}, "r");
+  b.node("slice", "Slice", {"r", "starts", "ends", "axes", "steps"}, "c");
+  CapabilityReport cap = capability(model_bytes(b.done({"c"})));
+  ASSERT_EQ(cap.status, TESSERA_OK) << cap.msg;
+  EXPECT_EQ(cap.refused[1], "Slice with step 2 (only 1)");
+}
+
 // A SqueezeNet Fire module: the two expand convolutions write their halves of
 // the channel Concat in place (batch 1, channels in whole blocks of 16), and
 // the blocked layout flows on into the pooling and the next convolution. The
