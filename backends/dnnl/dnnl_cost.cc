@@ -122,8 +122,8 @@ double op_us(const Op& op, const std::vector<Value>& v, const tessera_plugin::Ma
     if (op.kind == OpKind::kConv || op.kind == OpKind::kDeconv) {
       flops = conv_us(op, v, f) * kShares.conv * f.flops_per_us * f.threads;  // undo the rate: its FLOPs
     } else if (op.kind == OpKind::kMatMul) {
-      const auto r = static_cast<size_t>(op.ints[0]);
-      flops = 2.0 * elements * static_cast<double>(op.ints[1] ? op.ints[3 + r - 2] : op.ints[3 + r - 1]);
+      MatMulOperands mo;
+      if (matmul_operands(op, &mo)) flops = 2.0 * elements * static_cast<double>(mo.read[0].back());
     }
     return dispatch_us(f) +
            std::max(flops / kRefFlopsPerUs, elements / kRefElementsPerUs) / static_cast<double>(f.threads);
@@ -153,8 +153,8 @@ double op_us(const Op& op, const std::vector<Value>& v, const tessera_plugin::Ma
       compute = conv_us(op, v, f);
       break;
     case OpKind::kMatMul: {
-      const auto r = static_cast<size_t>(op.ints[0]);
-      const int64_t k = op.ints[1] ? op.ints[3 + r - 2] : op.ints[3 + r - 1];
+      MatMulOperands mo;
+      const int64_t k = matmul_operands(op, &mo) ? mo.read[0].back() : 0;
       const double out = static_cast<double>(numel(v[static_cast<size_t>(op.out)].dims));
       compute = 2.0 * out * static_cast<double>(k) / (kShares.matmul * f.flops_per_us * f.threads);
       break;

@@ -75,9 +75,58 @@ bool fold(const Program& p, const Op& producer, const Op& r, Op* fused) {
   return true;
 }
 
+// A Transpose read only by a MatMul (attention's Q, K and V heads) becomes
+// that operand's strided view: the MatMul reads the Transpose's input in
+// place, and the reorder goes. Kept only when oneDNN confirms a non-reference
+// implementation for the strided operand.
+void absorb_transposes(Program& p, const dnnl::engine& eng) {
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    if (p.ops[i].kind != OpKind::kMatMul) continue;
+    for (size_t k = 0; k < 2; ++k) {
+      const Uses u = uses_of(p);
+      const int32_t v = p.ops[i].in[k];
+      if (v < 0 || u.is_output[static_cast<size_t>(v)] || u.readers[static_cast<size_t>(v)].size() != 1) continue;
+      const auto t = static_cast<size_t>(std::find_if(p.ops.begin(), p.ops.end(), [&](const Op& o) { return o.out == v; }) -
+                                         p.ops.begin());
+      if (t >= p.ops.size() || p.ops[t].kind != OpKind::kTranspose || !p.ops[t].post.empty()) continue;
+      MatMulOperands mo;
+      if (!matmul_operands(p.ops[i], &mo)) continue;
+      const auto r = static_cast<size_t>(p.ops[i].ints[0]);
+      const Dims& src = p.values[static_cast<size_t>(p.ops[t].in[0])].dims;
+      // Only an operand viewed at its own rank (no 1-D or broadcast padding).
+      if (src.size() != r || p.values[static_cast<size_t>(v)].dims != mo.stored[k]) continue;
+      Op m = p.ops[i];
+      Dims perms[2] = {mo.perm[0], mo.perm[1]};
+      for (size_t d = 0; d < r; ++d) perms[k][d] = p.ops[t].ints[static_cast<size_t>(mo.perm[k][d])];
+      m.in[k] = p.ops[t].in[0];
+      Dims ints = {static_cast<int64_t>(r), 0, 0};  // the transposes now live in the perms
+      ints.insert(ints.end(), k == 0 ? src.begin() : mo.stored[0].begin(), k == 0 ? src.end() : mo.stored[0].end());
+      ints.insert(ints.end(), k == 1 ? src.begin() : mo.stored[1].begin(), k == 1 ? src.end() : mo.stored[1].end());
+      ints.insert(ints.end(), mo.bias.begin(), mo.bias.end());
+      ints.insert(ints.end(), perms[0].begin(), perms[0].end());
+      ints.insert(ints.end(), perms[1].begin(), perms[1].end());
+      m.ints = ints;
+      std::string impl;
+      if (!check_op(m, p.values).empty() || !probe(m, p.values, eng, &impl).empty() ||
+          impl.find("ref") != std::string::npos) {
+        continue;
+      }
+      std::vector<std::string> nodes = p.ops[t].nodes;
+      for (const std::string& n : m.nodes) {
+        if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
+      }
+      m.nodes = nodes;
+      p.ops[i] = std::move(m);
+      p.ops.erase(p.ops.begin() + static_cast<std::ptrdiff_t>(t));
+      if (t < i) --i;
+    }
+  }
+}
+
 }  // namespace
 
 void fuse(Program& p, const dnnl::engine& eng) {
+  absorb_transposes(p, eng);
   for (size_t i = 0; i < p.ops.size(); ++i) {
     while (can_take_post_ops(p.ops[i].kind) && p.ops[i].post.size() < 8) {
       const Uses u = uses_of(p);

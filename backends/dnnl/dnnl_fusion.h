@@ -11,6 +11,7 @@
 //                                      or aliased as, the destination)
 //   Binary with a broadcast operand -> binary post-op (the producer's result
 //                                      on the left, or a commutative op)
+// A Transpose read only by a MatMul becomes that operand's strided view.
 // Every fusion is confirmed with oneDNN (probe) before it is kept. The fused
 // op takes the reader's place in the order, where all its operands exist.
 //

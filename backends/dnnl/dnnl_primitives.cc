@@ -54,13 +54,14 @@ Dims row_major(const Dims& dims) {
   return s;
 }
 
-// A MatMul operand: stored row-major as `stored`, read with its last two
-// dims swapped when `trans`.
-memory::desc matmul_view(const Dims& stored, bool trans) {
-  Dims d = stored, s = row_major(stored);
-  if (trans) {
-    std::swap(d[d.size() - 2], d[d.size() - 1]);
-    std::swap(s[s.size() - 2], s[s.size() - 1]);
+// A MatMul operand: stored row-major as `stored`, read with its dims
+// permuted by `perm`.
+memory::desc matmul_view(const Dims& stored, const Dims& perm) {
+  const Dims rm = row_major(stored);
+  Dims d, s;
+  for (int64_t p : perm) {
+    d.push_back(stored[static_cast<size_t>(p)]);
+    s.push_back(rm[static_cast<size_t>(p)]);
   }
   return strided_md(d, s);
 }
@@ -122,10 +123,10 @@ Dims dst_dims(const Op& op, const std::vector<Value>& v) {
   switch (op.kind) {
     case OpKind::kMatMul: {
       const auto r = static_cast<size_t>(op.ints[0]);
-      Dims a(op.ints.begin() + 3, op.ints.begin() + 3 + static_cast<std::ptrdiff_t>(r));
-      Dims b(op.ints.begin() + 3 + static_cast<std::ptrdiff_t>(r), op.ints.begin() + 3 + 2 * static_cast<std::ptrdiff_t>(r));
-      if (op.ints[1]) std::swap(a[r - 2], a[r - 1]);
-      if (op.ints[2]) std::swap(b[r - 2], b[r - 1]);
+      MatMulOperands mo;
+      if (!matmul_operands(op, &mo)) return y;
+      const Dims& a = mo.read[0];
+      const Dims& b = mo.read[1];
       Dims d;
       broadcast(Dims(a.begin(), a.end() - 2), Dims(b.begin(), b.end() - 2), &d);
       d.push_back(a[r - 2]);
@@ -179,9 +180,9 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
       set(1, Layout::kPlain, DNNL_ARG_WEIGHTS, plain_md(pad_to_rank(dims(1), std::max<size_t>(dims(0).size(), 1))));
       break;
     case OpKind::kMatMul: {
-      const auto r = static_cast<size_t>(op.ints[0]);
-      auto block = [&](size_t b) { return Dims(op.ints.begin() + 3 + static_cast<std::ptrdiff_t>(b * r), op.ints.begin() + 3 + static_cast<std::ptrdiff_t>((b + 1) * r)); };
-      memory::desc a = matmul_view(block(0), op.ints[1] != 0), b = matmul_view(block(1), op.ints[2] != 0);
+      MatMulOperands mo;
+      matmul_operands(op, &mo);  // checked by check_op
+      memory::desc a = matmul_view(mo.stored[0], mo.perm[0]), b = matmul_view(mo.stored[1], mo.perm[1]);
       set(0, Layout::kPlain, DNNL_ARG_SRC, a, a);
       // A constant B is reordered once, at load, into the layout matmul prefers.
       if (constant(1)) {
@@ -189,7 +190,7 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
       } else {
         set(1, Layout::kPlain, DNNL_ARG_WEIGHTS, b, b);
       }
-      set(2, Layout::kPlain, DNNL_ARG_BIAS, plain_md(block(2)), plain_md(block(2)));
+      set(2, Layout::kPlain, DNNL_ARG_BIAS, plain_md(mo.bias), plain_md(mo.bias));
       break;
     }
     case OpKind::kBatchNorm:
@@ -352,7 +353,7 @@ const dnnl::engine& probe_engine() {
   return eng;
 }
 
-std::string probe(const Op& op, const std::vector<Value>& v, const dnnl::engine& eng) {
+std::string probe(const Op& op, const std::vector<Value>& v, const dnnl::engine& eng, std::string* impl) {
   if (op.kind == OpKind::kView) return "";
   std::vector<OperandSpec> specs = operand_specs(op, v);
   std::vector<memory::desc> in;
@@ -367,7 +368,8 @@ std::string probe(const Op& op, const std::vector<Value>& v, const dnnl::engine&
     }
   }
   try {
-    create_pd(op, v, in, eng);
+    dnnl::primitive_desc_base pd = create_pd(op, v, in, eng);
+    if (impl) *impl = pd.impl_info_str();
     return "";
   } catch (const dnnl::error& e) {
     std::string what = op_kind_name(op.kind);

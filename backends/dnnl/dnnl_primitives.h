@@ -66,7 +66,7 @@ bool takes_dst_layout(const Op& op);
 
 // Whether oneDNN implements `op` with plain layouts (and `any` where the op
 // allows it): "" or a reason for the user.
-std::string probe(const Op& op, const std::vector<Value>& values, const dnnl::engine& eng);
+std::string probe(const Op& op, const std::vector<Value>& values, const dnnl::engine& eng, std::string* impl = nullptr);
 
 // The CPU engine probes use (created once, thread-safe to share).
 const dnnl::engine& probe_engine();

@@ -189,23 +189,53 @@ std::string check_pool(const Op& op, const std::vector<Value>& v) {
   return "";
 }
 
+}  // namespace
+
+bool matmul_operands(const Op& op, MatMulOperands* out) {
+  if (op.ints.empty() || op.ints[0] < 2 || op.ints[0] > static_cast<int64_t>(kMaxRank)) return false;
+  const auto r = static_cast<size_t>(op.ints[0]);
+  if (op.ints.size() != 3 + 3 * r && op.ints.size() != 3 + 5 * r) return false;
+  auto block = [&](size_t b) {
+    return Dims(op.ints.begin() + static_cast<std::ptrdiff_t>(3 + b * r),
+                op.ints.begin() + static_cast<std::ptrdiff_t>(3 + (b + 1) * r));
+  };
+  for (size_t k = 0; k < 2; ++k) {
+    out->stored[k] = block(k);
+    Dims perm(r);
+    for (size_t d = 0; d < r; ++d) perm[d] = static_cast<int64_t>(d);
+    if (op.ints.size() == 3 + 5 * r) perm = block(3 + k);
+    std::vector<bool> seen(r, false);
+    for (int64_t p : perm) {
+      if (p < 0 || p >= static_cast<int64_t>(r) || seen[static_cast<size_t>(p)]) return false;
+      seen[static_cast<size_t>(p)] = true;
+    }
+    if (op.ints[1 + k] != 0) std::swap(perm[r - 2], perm[r - 1]);
+    out->perm[k] = perm;
+    out->read[k].clear();
+    for (int64_t p : perm) out->read[k].push_back(out->stored[k][static_cast<size_t>(p)]);
+  }
+  out->bias = block(2);
+  return true;
+}
+
+namespace {
+
 std::string check_matmul(const Op& op, const std::vector<Value>& v) {
   if (op.in.size() != 3 || op.in[0] < 0 || op.in[1] < 0) return "operand count";
-  if (op.ints.empty() || op.ints[0] < 2 || op.ints[0] > static_cast<int64_t>(kMaxRank)) return "bad rank";
+  MatMulOperands mo;
+  if (!matmul_operands(op, &mo)) return "bad rank, parameter count or perm";
   const size_t r = static_cast<size_t>(op.ints[0]);
-  if (op.ints.size() != 3 + 3 * r) return "wrong parameter count";
-  auto block = [&](size_t b) { return Dims(op.ints.begin() + 3 + b * r, op.ints.begin() + 3 + (b + 1) * r); };
-  Dims a = block(0), b = block(1), bias = block(2);
-  for (const Dims* d : {&a, &b, &bias}) {
+  for (const Dims* d : {&mo.stored[0], &mo.stored[1], &mo.bias}) {
     for (int64_t x : *d) {
       if (x < 1 || x > kMaxElements) return "bad operand view";
     }
   }
-  if (bounded_numel(a) != numel(v[op.in[0]].dims) || bounded_numel(b) != numel(v[op.in[1]].dims)) {
+  if (bounded_numel(mo.stored[0]) != numel(v[op.in[0]].dims) || bounded_numel(mo.stored[1]) != numel(v[op.in[1]].dims)) {
     return "operand views";
   }
-  if (op.ints[1]) std::swap(a[r - 2], a[r - 1]);
-  if (op.ints[2]) std::swap(b[r - 2], b[r - 1]);
+  const Dims& a = mo.read[0];
+  const Dims& b = mo.read[1];
+  const Dims& bias = mo.bias;
   if (a[r - 1] != b[r - 2]) return "inner dims differ: " + dims_str(a) + " x " + dims_str(b);
   Dims y;
   if (!broadcast(Dims(a.begin(), a.end() - 2), Dims(b.begin(), b.end() - 2), &y)) return "batch dims";

@@ -31,10 +31,12 @@ constexpr int64_t kMaxElements = int64_t{1} << 40;  // per value; bounds what a 
 //   kConv, kDeconv  in {X, W, B?}   ints {r, strides[r], dilations[r], pad_begin[r], pad_end[r], group}
 //   kPool           in {X}          ints {r, kernel[r], strides[r], dilations[r], pad_begin[r], pad_end[r]}
 //                                   alg: pooling_max / pooling_avg_include_padding / pooling_avg_exclude_padding
-//   kMatMul         in {A, B, Bias?} ints {rank, trans_a, trans_b, a_dims[rank], b_dims[rank], bias_dims[rank]}
-//                   (a_dims/b_dims: the operands viewed at `rank` dims, stored row-major; a transposed operand
-//                   swaps its last two logical dims; the output is the broadcast [batch..., M, N] viewed as the
-//                   output value)
+//   kMatMul         in {A, B, Bias?} ints {rank, trans_a, trans_b, a_dims[rank], b_dims[rank], bias_dims[rank]
+//                   [, a_perm[rank], b_perm[rank]]}
+//                   (a_dims/b_dims: the operands viewed at `rank` dims, stored row-major; an operand is read with
+//                   its dims permuted by its perm (a Transpose folded in; identity when absent), then, when
+//                   transposed, its last two logical dims swapped; the output is the broadcast [batch..., M, N]
+//                   viewed as the output value)
 //   kBatchNorm      in {X, scale, bias, mean, var}   floats {epsilon}
 //   kLrn            in {X}          ints {size}    floats {alpha, beta, bias}
 //   kSoftmax        in {X}          ints {rank, view[rank], axis}    alg: softmax_accurate / softmax_log
@@ -123,6 +125,15 @@ using tessera_plugin::numel;
 bool broadcast(const Dims& a, const Dims& b, Dims* out);
 // `d` with leading 1s up to `rank` dims.
 Dims pad_to_rank(const Dims& d, size_t rank);
+
+// A MatMul's operands as oneDNN reads them: operand k (0: A, 1: B) is stored
+// row-major with dims stored[k] and read as logical dims
+// read[k][d] = stored[k][perm[k][d]] (transposes folded into perm).
+struct MatMulOperands {
+  Dims stored[2], perm[2], read[2], bias;
+};
+// False when the parameters are malformed (counts, perms).
+bool matmul_operands(const Op& op, MatMulOperands* out);
 
 // "" when `op` is consistent with the dims of its operands and output in `v`
 // (operand counts, parameter counts, shapes); else what is wrong.

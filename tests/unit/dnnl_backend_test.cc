@@ -317,6 +317,31 @@ TEST_F(DnnlBackend, MatMulBiasGeluChainMatchesNative) {
   expect_matches_native(g, {random_tensor({2, 5, 8}, 31)});
 }
 
+// Attention: Q [B,T,H,D] -> [B,H,T,D], K -> [B,H,D,T], V -> [B,H,T,D]; each
+// Transpose read only by its MatMul becomes that operand's strided view (no
+// reorder). A Transpose with a second reader stays. Results match native with
+// and without fusion, and the blob is smaller by the folded Transposes.
+TEST_F(DnnlBackend, AttentionTransposesFoldIntoTheMatMulsAndMatchNative) {
+  Builder b(13);
+  b.input("q", {2, 7, 3, 4}).input("k", {2, 7, 3, 4}).input("v", {2, 7, 3, 4});
+  set_ints(b.node("tq", "Transpose", {"q"}, "qt"), "perm", {0, 2, 1, 3});
+  set_ints(b.node("tk", "Transpose", {"k"}, "kt"), "perm", {0, 2, 3, 1});
+  set_ints(b.node("tv", "Transpose", {"v"}, "vt"), "perm", {0, 2, 1, 3});
+  b.node("qk", "MatMul", {"qt", "kt"}, "s");
+  b.node("softmax", "Softmax", {"s"}, "p");
+  b.node("pv", "MatMul", {"p", "vt"}, "o");
+  b.node("relu", "Relu", {"vt"}, "vr");  // a second reader: tv stays a reorder
+  Graph g = b.done({"o", "vr"});
+  Compiled fused = compile(model_bytes(g)), plain = compile(model_bytes(g), "fusion=0");
+  ASSERT_EQ(fused.status, TESSERA_OK) << fused.msg;
+  ASSERT_EQ(plain.status, TESSERA_OK) << plain.msg;
+  EXPECT_LT(fused.blob.size(), plain.blob.size());
+  const std::vector<Tensor> in = {random_tensor({2, 7, 3, 4}, 14), random_tensor({2, 7, 3, 4}, 15),
+                                  random_tensor({2, 7, 3, 4}, 16)};
+  expect_matches_native(g, in);
+  expect_matches_native(g, in, "fusion=0");
+}
+
 // --- pools and normalizations --------------------------------------------------------
 TEST_F(DnnlBackend, PoolsMatchNative) {
   Builder b;
