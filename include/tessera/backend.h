@@ -56,6 +56,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tessera/dtype.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -79,23 +81,6 @@ typedef enum tessera_status {
   TESSERA_ERROR_OUT_OF_MEMORY = 18,
   TESSERA_ERROR_INTERNAL = 31         /* a bug in the backend */
 } tessera_status_t;
-
-/* Element types: the values of ONNX TensorProto.DataType. */
-enum {
-  TESSERA_DTYPE_FLOAT32 = 1,
-  TESSERA_DTYPE_UINT8 = 2,
-  TESSERA_DTYPE_INT8 = 3,
-  TESSERA_DTYPE_UINT16 = 4,
-  TESSERA_DTYPE_INT16 = 5,
-  TESSERA_DTYPE_INT32 = 6,
-  TESSERA_DTYPE_INT64 = 7,
-  TESSERA_DTYPE_BOOL = 9,
-  TESSERA_DTYPE_FLOAT16 = 10,
-  TESSERA_DTYPE_FLOAT64 = 11,
-  TESSERA_DTYPE_UINT32 = 12,
-  TESSERA_DTYPE_UINT64 = 13,
-  TESSERA_DTYPE_BFLOAT16 = 16
-};
 
 /* A dense, row-major (C-contiguous) tensor. `data` is at least 64-byte
  * aligned: Tessera's buffers, arenas and the constants in a mapped artifact

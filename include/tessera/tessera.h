@@ -1,14 +1,273 @@
-// Tessera's C++ API: load an ONNX model into an InferenceSession and run it.
-//
-//   auto session = tessera::InferenceSession::Load("model.onnx");
-//   if (!session.ok()) { ... session.status().message() ... }
-//   auto outputs = (*session)->run(std::vector<tessera::Tensor>{input});
-//
-// Every fallible call returns tessera::Expected<T> or tessera::Status; nothing
-// throws for bad models or inputs. run() may be called from several threads
-// at once on one session.
-#pragma once
+/* Tessera C API, version 0.1.
+ *
+ * Load an ONNX model or a compiled .tsr artifact into a session and run it;
+ * compile models to artifacts; read placement reports and artifact contents.
+ * Everything the `tessera` command line does is reachable from here.
+ *
+ *     tessera_env_t* env = NULL;
+ *     tessera_session_t* s = NULL;
+ *     tessera_error_t* e = tessera_env_create(&env);
+ *     if (!e) e = tessera_session_create(env, "model.tsr", NULL, &s);
+ *     ... tessera_value_wrap(...) the inputs, tessera_session_run(...) ...
+ *     if (e) { fprintf(stderr, "%s\n", tessera_error_message(e)); tessera_error_release(e); }
+ *     tessera_session_release(s);
+ *     tessera_env_release(env);
+ *
+ * Rules that hold for every function:
+ *  - A function that can fail returns a tessera_error_t*: NULL on success,
+ *    else an error the caller owns and releases with tessera_error_release.
+ *    It carries a code (tessera_code_t) and a one-line message naming what
+ *    was wrong and where ("input 'x' has shape [1,3] but the model expects
+ *    [1,4]"). On failure, out-parameters are left untouched.
+ *  - Misuse is an error, never a crash: NULL handles, NULL out-parameters,
+ *    unknown names, wrong dtypes or shapes and buffers too small all return
+ *    TESSERA_CODE_INVALID_ARGUMENT.
+ *  - Handles (env, session options, session, value, run options) are created
+ *    by *_create functions and released by their *_release function, which
+ *    accepts NULL. A session keeps its environment alive; releasing the env
+ *    handle first is allowed.
+ *  - Strings passed in are NUL-terminated UTF-8 and copied when kept.
+ *    Strings returned through `char**` are allocated by Tessera and freed with
+ *    tessera_string_free; `const char*` results live as long as the handle
+ *    they came from.
+ *  - Thread safety: tessera_session_run may be called from any number of
+ *    threads at once on one session, each with its own run options (or none).
+ *    tessera_run_options_cancel may be called from any thread at any time.
+ *    Other functions on one handle must not race with each other.
+ *  - Nothing here throws or exits; the library installs no signal handlers.
+ *
+ * Versioning: TESSERA_API_VERSION_MAJOR changes when a declaration here
+ * changes incompatibly; minor versions only add functions and enumerators.
+ * tessera_api_version() gives the version of the library actually loaded.
+ * Symbols: only tessera_* functions are exported by libtessera.so.
+ */
+#ifndef TESSERA_TESSERA_H_
+#define TESSERA_TESSERA_H_
 
-#include "ir/tensor.h"
-#include "onnx/onnx_import.h"
-#include "runtime/session.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TESSERA_API_VERSION_MAJOR 0
+#define TESSERA_API_VERSION_MINOR 1
+
+#if defined(__GNUC__)
+#define TESSERA_API __attribute__((visibility("default")))
+#else
+#define TESSERA_API
+#endif
+
+/* ---- errors ------------------------------------------------------------ */
+
+typedef enum tessera_code {
+  TESSERA_CODE_OK = 0,
+  TESSERA_CODE_INVALID_ARGUMENT = 1, /* a bad call: NULL handle, unknown name, wrong dtype/shape, bad option */
+  TESSERA_CODE_INVALID_MODEL = 2,    /* a malformed or inconsistent model or artifact */
+  TESSERA_CODE_UNSUPPORTED = 3,      /* valid, but not supported (an op, an opset, a dtype) */
+  TESSERA_CODE_IO = 4,               /* a file cannot be read or written */
+  TESSERA_CODE_CANCELLED = 5,        /* the run was cancelled (tessera_run_options_cancel) */
+  TESSERA_CODE_RUNTIME = 6,          /* a kernel or an engine failed while running */
+  TESSERA_CODE_INTERNAL = 7          /* a bug in Tessera */
+} tessera_code_t;
+
+typedef struct tessera_error tessera_error_t;
+
+TESSERA_API tessera_code_t tessera_error_code(const tessera_error_t* error);  /* TESSERA_CODE_OK for NULL */
+TESSERA_API const char* tessera_error_message(const tessera_error_t* error); /* "" for NULL */
+TESSERA_API void tessera_error_release(tessera_error_t* error);
+TESSERA_API void tessera_string_free(char* s);
+
+/* The library's API version, (major << 16) | minor, and its release ("0.1.0"). */
+TESSERA_API uint32_t tessera_api_version(void);
+TESSERA_API const char* tessera_version_string(void);
+
+/* ---- environment --------------------------------------------------------- */
+
+/* Process-wide settings shared by the sessions created from it: a log sink
+ * for warnings (a tune cache that cannot be written, measurements taken on a
+ * busy machine). Without a log callback, warnings go nowhere. */
+typedef struct tessera_env tessera_env_t;
+
+typedef enum tessera_log_level {
+  TESSERA_LOG_WARNING = 1,
+  TESSERA_LOG_INFO = 2
+} tessera_log_level_t;
+
+/* Called from the thread that caused the message; must be thread-safe. */
+typedef void (*tessera_log_fn)(void* user, tessera_log_level_t level, const char* message);
+
+TESSERA_API tessera_error_t* tessera_env_create(tessera_env_t** out);
+TESSERA_API tessera_error_t* tessera_env_set_log(tessera_env_t* env, tessera_log_fn fn, void* user);
+TESSERA_API void tessera_env_release(tessera_env_t* env);
+
+/* The backends available to this process, as a comma-separated list in
+ * priority order, native last ("dnnl,xnnpack,native"). Plugins are found on
+ * TESSERA_BACKEND_PATH, then in lib/tessera beside the library. */
+TESSERA_API tessera_error_t* tessera_available_backends(tessera_env_t* env, char** out);
+
+/* ---- session options --------------------------------------------------------
+ *
+ * How a model is compiled and run: the command line's flags. They apply when
+ * a session is created from an ONNX model (which is then compiled in memory
+ * unless only native is asked for), to tessera_compile and to
+ * tessera_partition_report. An artifact is run as it was compiled: only the
+ * thread count applies to it. */
+typedef struct tessera_session_options tessera_session_options_t;
+
+typedef enum tessera_tune {
+  TESSERA_TUNE_DEFAULT = 0, /* measure what matters, within the tune budget (TESSERA_TUNE=0 turns it off) */
+  TESSERA_TUNE_OFF = 1,     /* estimates only (and measurements already in the tune cache) */
+  TESSERA_TUNE_FULL = 2     /* measure every candidate region (`--tune`) */
+} tessera_tune_t;
+
+TESSERA_API tessera_error_t* tessera_session_options_create(tessera_session_options_t** out);
+TESSERA_API void tessera_session_options_release(tessera_session_options_t* opts);
+/* Threads for the native pool and every engine; 0 (the default): all hardware threads. */
+TESSERA_API tessera_error_t* tessera_session_options_set_threads(tessera_session_options_t* opts, int threads);
+/* "dnnl,native": the backends to use, in priority order; NULL or "": every backend found. */
+TESSERA_API tessera_error_t* tessera_session_options_set_backends(tessera_session_options_t* opts,
+                                                                  const char* backends);
+/* Pins input `name` to `dims` (rank entries, each >= 0); replaces an earlier pin of the same input. */
+TESSERA_API tessera_error_t* tessera_session_options_set_shape(tessera_session_options_t* opts, const char* name,
+                                                               const int64_t* dims, size_t rank);
+/* "OP_OR_NODE=BACKEND", as --place; may be given several times. */
+TESSERA_API tessera_error_t* tessera_session_options_add_place(tessera_session_options_t* opts, const char* rule);
+/* "cost" (the default) or "priority". */
+TESSERA_API tessera_error_t* tessera_session_options_set_placement(tessera_session_options_t* opts,
+                                                                   const char* placement);
+TESSERA_API tessera_error_t* tessera_session_options_set_tune(tessera_session_options_t* opts, tessera_tune_t tune);
+/* Seconds of measuring for TESSERA_TUNE_DEFAULT (default 3). */
+TESSERA_API tessera_error_t* tessera_session_options_set_tune_budget(tessera_session_options_t* opts,
+                                                                     double seconds);
+/* The tune cache file; "" for none; NULL (the default): $TESSERA_TUNE_CACHE, else ~/.cache/tessera/tune.json. */
+TESSERA_API tessera_error_t* tessera_session_options_set_tune_cache(tessera_session_options_t* opts,
+                                                                    const char* path);
+/* Regions with fewer nodes fall back to native (default 2). */
+TESSERA_API tessera_error_t* tessera_session_options_set_min_region_nodes(tessera_session_options_t* opts, int n);
+/* "K=V;K=V" handed to every backend's compile. */
+TESSERA_API tessera_error_t* tessera_session_options_set_backend_options(tessera_session_options_t* opts,
+                                                                         const char* options);
+
+/* ---- sessions -------------------------------------------------------------- */
+
+typedef struct tessera_session tessera_session_t;
+
+/* From a file: a .tsr artifact is loaded as compiled (engines built ahead of
+ * time are loaded, nothing is compiled); an ONNX model is compiled as `tessera
+ * run` would. `opts` may be NULL. */
+TESSERA_API tessera_error_t* tessera_session_create(tessera_env_t* env, const char* path,
+                                                    const tessera_session_options_t* opts, tessera_session_t** out);
+/* The same from the bytes of an ONNX model or an artifact (copied; the
+ * caller's buffer may be freed on return). An ONNX model's external data is
+ * looked up relative to the working directory. */
+TESSERA_API tessera_error_t* tessera_session_create_from_buffer(tessera_env_t* env, const void* data, size_t size,
+                                                                const tessera_session_options_t* opts,
+                                                                tessera_session_t** out);
+TESSERA_API void tessera_session_release(tessera_session_t* session);
+
+/* An input or output of a session. dims[i] is -1 where dim i is not known
+ * (symbolic or unknown), and dim_names[i] then names its symbol ("batch"; ""
+ * when it has none); rank is -1 when even the rank is unknown. The pointers
+ * live as long as the session. */
+typedef struct tessera_io_info {
+  const char* name;
+  int32_t dtype; /* TESSERA_DTYPE_*, 0 when unknown */
+  int32_t rank;
+  const int64_t* dims;
+  const char* const* dim_names;
+} tessera_io_info_t;
+
+TESSERA_API tessera_error_t* tessera_session_input_count(const tessera_session_t* session, size_t* out);
+TESSERA_API tessera_error_t* tessera_session_output_count(const tessera_session_t* session, size_t* out);
+TESSERA_API tessera_error_t* tessera_session_input_info(const tessera_session_t* session, size_t index,
+                                                        tessera_io_info_t* out);
+TESSERA_API tessera_error_t* tessera_session_output_info(const tessera_session_t* session, size_t index,
+                                                         tessera_io_info_t* out);
+/* The session's engines as a JSON array of {"backend", "version"} ([] for a
+ * model run natively). */
+TESSERA_API tessera_error_t* tessera_session_engines_json(const tessera_session_t* session, char** out);
+
+/* ---- values ------------------------------------------------------------------
+ *
+ * A dense, row-major tensor. A value made by tessera_value_create owns its
+ * memory (64-byte aligned, zero-filled); one made by tessera_value_wrap
+ * borrows the caller's, which must stay valid and unchanged while a run reads
+ * it (no copy is made). */
+typedef struct tessera_value tessera_value_t;
+
+TESSERA_API tessera_error_t* tessera_value_create(int32_t dtype, const int64_t* dims, size_t rank,
+                                                  tessera_value_t** out);
+/* `size_bytes` must equal the element count times the element size. */
+TESSERA_API tessera_error_t* tessera_value_wrap(int32_t dtype, const int64_t* dims, size_t rank, void* data,
+                                                size_t size_bytes, tessera_value_t** out);
+TESSERA_API void tessera_value_release(tessera_value_t* value);
+TESSERA_API int32_t tessera_value_dtype(const tessera_value_t* value);   /* 0 for NULL */
+TESSERA_API size_t tessera_value_rank(const tessera_value_t* value);     /* 0 for NULL */
+TESSERA_API const int64_t* tessera_value_dims(const tessera_value_t* value);
+TESSERA_API void* tessera_value_data(tessera_value_t* value);
+TESSERA_API size_t tessera_value_size_bytes(const tessera_value_t* value);
+
+/* ---- running ------------------------------------------------------------------ */
+
+typedef struct tessera_run_options tessera_run_options_t;
+
+TESSERA_API tessera_error_t* tessera_run_options_create(tessera_run_options_t** out);
+TESSERA_API void tessera_run_options_release(tessera_run_options_t* ro);
+/* A label for logs and traces. */
+TESSERA_API tessera_error_t* tessera_run_options_set_tag(tessera_run_options_t* ro, const char* tag);
+/* Cancels every run using these options, now or later (until reset): each
+ * returns TESSERA_CODE_CANCELLED before its next step. Safe from any thread,
+ * also while the run is in progress. */
+TESSERA_API tessera_error_t* tessera_run_options_cancel(tessera_run_options_t* ro);
+TESSERA_API tessera_error_t* tessera_run_options_reset(tessera_run_options_t* ro);
+/* Profiles the runs using these options and writes each as a Chrome trace
+ * (chrome://tracing, Perfetto) to `path`, with the steps inside engine
+ * regions; NULL turns it off. A profiled run is slower. */
+TESSERA_API tessera_error_t* tessera_run_options_set_trace_path(tessera_run_options_t* ro, const char* path);
+
+/* Runs the session once.
+ *  - inputs: n_inputs values, named by input_names; every input of the model
+ *    must be given exactly once, in any order.
+ *  - outputs: n_outputs slots for the outputs named by output_names (NULL:
+ *    every output in graph order, and n_outputs must be their count). A slot
+ *    holding NULL receives a new value the caller releases; a slot holding a
+ *    value binds that output to it: the output is written into its memory
+ *    (computed there directly when the plan allows), and its dtype and dims
+ *    must match the output's.
+ *  - run_options may be NULL.
+ * On failure no new value is returned; bound values may have been written. */
+TESSERA_API tessera_error_t* tessera_session_run(tessera_session_t* session, const tessera_run_options_t* run_options,
+                                                 const char* const* input_names,
+                                                 const tessera_value_t* const* inputs, size_t n_inputs,
+                                                 const char* const* output_names, tessera_value_t** outputs,
+                                                 size_t n_outputs);
+
+/* ---- compiling and reports ------------------------------------------------- */
+
+/* Compiles the ONNX model at `model_path` into the artifact `out_path`, as
+ * `tessera compile` does (placement, measuring and caching per `opts`, which
+ * may be NULL). */
+TESSERA_API tessera_error_t* tessera_compile(tessera_env_t* env, const char* model_path,
+                                             const tessera_session_options_t* opts, const char* out_path);
+/* The same from and to memory: the ONNX model's bytes in, the artifact's bytes
+ * out (`*out` is freed with tessera_string_free; `*out_size` is its size). */
+TESSERA_API tessera_error_t* tessera_compile_buffer(tessera_env_t* env, const void* model, size_t model_size,
+                                                    const tessera_session_options_t* opts, char** out,
+                                                    size_t* out_size);
+/* The placement report of `tessera partition --json` for the ONNX model at
+ * `model_path`, as a JSON document. */
+TESSERA_API tessera_error_t* tessera_partition_report(tessera_env_t* env, const char* model_path,
+                                                      const tessera_session_options_t* opts, char** json);
+/* What an artifact holds, as `tessera inspect --json` prints it. */
+TESSERA_API tessera_error_t* tessera_inspect_artifact(const char* path, char** json);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* TESSERA_TESSERA_H_ */

@@ -1,4 +1,4 @@
-#include "plan_check.h"
+#include "api/plan_check.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,12 +7,12 @@
 #include <memory>
 
 #include "backends/backend.h"
-#include "cli.h"
+#include "api/session_setup.h"
 #include "partition/machine.h"
 #include "partition/tune.h"
 #include "runtime/session.h"
 
-namespace tessera::cli {
+namespace tessera::api {
 
 namespace {
 
@@ -250,4 +250,4 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
   return std::move(cands[best].program);
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::api

@@ -21,7 +21,7 @@
 #include "partition/partition.h"
 #include "util/status.h"
 
-namespace tessera::cli {
+namespace tessera::api {
 
 // `g` is the optimised graph `chosen` was partitioned from with `po`.
 // Runs only for cost-based placement that may measure; spends at most
@@ -29,4 +29,4 @@ namespace tessera::cli {
 Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOptions& po, PartitionReport* report,
                              double budget_us);
 
-}  // namespace tessera::cli
+}  // namespace tessera::api

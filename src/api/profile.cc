@@ -1,4 +1,4 @@
-#include "cli_profile.h"
+#include "api/profile.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "artifact/artifact.h"
 #include "backends/backend.h"
 
-namespace tessera::cli {
+namespace tessera::api {
 
 namespace {
 
@@ -82,16 +82,13 @@ const char* item_kind_name(ProfileItem::Kind k) {
   return "node";
 }
 
-Expected<std::unique_ptr<InferenceSession>> open_profiled_session(const std::string& path, const Args& a,
-                                                                  RegionNodes* nodes) {
-  PartitionReport report;
-  std::unique_ptr<InferenceSession> s;
-  TSR_ASSIGN_OR_RETURN(s, open_session(path, a, &report));
-  for (const PlacedNode& n : report.placed) nodes->op_type[n.name] = n.op_type;
+RegionNodes region_nodes_of(const PartitionReport& report) {
+  RegionNodes nodes;
+  for (const PlacedNode& n : report.placed) nodes.op_type[n.name] = n.op_type;
   for (const RegionInfo& r : report.regions) {
-    if (r.engine >= 0) nodes->count[r.engine] = static_cast<int>(r.nodes.size());
+    if (r.engine >= 0) nodes.count[r.engine] = static_cast<int>(r.nodes.size());
   }
-  return s;
+  return nodes;
 }
 
 std::vector<ProfileItem> profile_items(const InferenceSession& s, const RunProfile& p, const RegionNodes& nodes) {
@@ -360,4 +357,4 @@ Status write_trace(const std::string& path, const std::string& label, const std:
   return Status::Ok();
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::api

@@ -15,23 +15,19 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
+#include "partition/partition.h"
 #include "runtime/session.h"
 
-namespace tessera::cli {
+namespace tessera::api {
 
-// What the command line knows about the nodes inside engine regions, from the
-// placement report when it compiled the model itself (an artifact records
+// What is known about the nodes inside engine regions, from the placement
+// report when the model was compiled in this process (an artifact records
 // neither): op types by node name, node counts by engine index.
 struct RegionNodes {
   std::map<std::string, std::string> op_type;
   std::map<int, int> count;
 };
-
-// open_session(), keeping what the placement report says about the nodes of
-// engine regions when the model is compiled here.
-Expected<std::unique_ptr<InferenceSession>> open_profiled_session(const std::string& path, const Args& a,
-                                                                  RegionNodes* nodes);
+RegionNodes region_nodes_of(const PartitionReport& report);
 
 // One line of a profile.
 struct ProfileItem {
@@ -95,4 +91,4 @@ Status check_trace_path(const std::string& path);
 Status write_trace(const std::string& path, const std::string& label, const std::vector<RunProfile>& runs,
                    const std::vector<std::vector<ProfileItem>>& items, const InferenceSession& s);
 
-}  // namespace tessera::cli
+}  // namespace tessera::api

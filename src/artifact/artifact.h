@@ -23,6 +23,8 @@ Expected<Program> read_artifact(const std::string& path);
 
 // True if the file starts with the artifact magic (cheap sniff for the CLI).
 bool is_artifact_file(const std::string& path);
+// The same for a model given as bytes.
+bool is_artifact_bytes(const std::string& bytes);
 
 // What `tessera inspect` prints: header, sections with offsets, sizes and
 // checksums, engines with backend, version and blob size, constants count and

@@ -164,4 +164,8 @@ bool is_artifact_file(const std::string& path) {
   return n == static_cast<ssize_t>(sizeof magic) && std::memcmp(magic, artifact::kMagic, sizeof magic) == 0;
 }
 
+bool is_artifact_bytes(const std::string& bytes) {
+  return bytes.size() >= sizeof artifact::kMagic && std::memcmp(bytes.data(), artifact::kMagic, sizeof artifact::kMagic) == 0;
+}
+
 }  // namespace tessera

@@ -50,6 +50,18 @@ std::string self_dir() {
   return ec ? std::string() : exe.parent_path().string();
 }
 
+// The file of the shared library this code was linked into (libtessera.so
+// for a program using the C API), or "" when it is the executable itself.
+std::string own_library() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&self_dir), &info) == 0 || !info.dli_fname) return "";
+  std::error_code ec;
+  const fs::path lib = fs::canonical(info.dli_fname, ec);
+  if (ec) return "";
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec || lib == exe ? "" : lib.string();
+}
+
 std::string plugin_file(const std::string& name) { return "libtessera_backend_" + name + ".so"; }
 
 // True when a table of `struct_size` bytes has the member ending at `end`.
@@ -393,6 +405,12 @@ std::vector<std::string> backend_search_path() {
   }
   std::string self = self_dir();
   if (!self.empty()) dirs.push_back((fs::path(self) / ".." / "lib" / "tessera").lexically_normal().string());
+  // A program linked against libtessera.so: plugins beside the library (PREFIX/lib/tessera).
+  const std::string lib = own_library();
+  if (!lib.empty()) {
+    const std::string d = (fs::path(lib).parent_path() / "tessera").lexically_normal().string();
+    if (std::find(dirs.begin(), dirs.end(), d) == dirs.end()) dirs.push_back(d);
+  }
   return dirs;
 }
 

@@ -190,7 +190,19 @@ void ExecutionPlan::release_arena(std::shared_ptr<void> a) const {
   free_arenas_.push_back(std::move(a));
 }
 
-Expected<std::vector<Tensor>> ExecutionPlan::run(const std::vector<Tensor>& inputs, RunProfile* profile) const {
+Expected<std::vector<Tensor>> ExecutionPlan::run(const std::vector<Tensor>& inputs, const RunOptions& ro) const {
+  RunProfile* profile = ro.profile;
+  // Output slots bound to caller buffers: slot -> the bound tensor.
+  std::vector<const Tensor*> bound;
+  if (ro.bound_outputs) {
+    for (size_t i = 0; i < ro.bound_outputs->size() && i < output_slots_.size(); ++i) {
+      const Tensor& b = (*ro.bound_outputs)[i];
+      if (!b.defined()) continue;
+      if (bound.empty()) bound.assign(slots_.size(), nullptr);
+      const auto s = static_cast<size_t>(output_slots_[i]);
+      if (!bound[s]) bound[s] = &b;
+    }
+  }
   Frame frame(*this);
   std::vector<Tensor>& t = frame.tensors();
   std::shared_ptr<void> arena = acquire_arena();
@@ -211,6 +223,10 @@ Expected<std::vector<Tensor>> ExecutionPlan::run(const std::vector<Tensor>& inpu
   std::vector<Tensor*> out_ptrs;
   Status status;
   for (const Step& st : steps_) {
+    if (ro.cancel && ro.cancel->load(std::memory_order_relaxed)) {
+      status = Cancelled("the run was cancelled");
+      break;
+    }
     in_ptrs.clear();
     out_ptrs.clear();
     for (int s : st.in) in_ptrs.push_back(s >= 0 && t[static_cast<size_t>(s)].defined() ? &t[static_cast<size_t>(s)] : nullptr);
@@ -236,7 +252,12 @@ Expected<std::vector<Tensor>> ExecutionPlan::run(const std::vector<Tensor>& inpu
       const Slot& slot = slots_[static_cast<size_t>(s)];
       Tensor& ot = t[static_cast<size_t>(s)];
       if (slot.kind == Slot::Kind::kOutput) {
-        ot = Tensor(slot.dtype, slot.dims);
+        const Tensor* b = bound.empty() ? nullptr : bound[static_cast<size_t>(s)];
+        if (b && b->dtype() == slot.dtype && b->dims() == slot.dims) {
+          ot = Tensor::View(slot.dtype, slot.dims, const_cast<void*>(b->raw()));  // computed in place
+        } else {
+          ot = Tensor(slot.dtype, slot.dims);
+        }
       } else if (slot.kind == Slot::Kind::kDynamic) {
         const ValueInfo& vi = dyn_info[i];
         if (vi.dtype != DType::kUndefined && vi.shape.fully_known()) ot = Tensor(vi.dtype, vi.shape.concrete());
@@ -268,10 +289,22 @@ Expected<std::vector<Tensor>> ExecutionPlan::run(const std::vector<Tensor>& inpu
   if (!status.ok()) return status;
   std::vector<Tensor> outs;
   outs.reserve(output_slots_.size());
-  for (int s : output_slots_) {
+  for (size_t i = 0; i < output_slots_.size(); ++i) {
+    const int s = output_slots_[i];
     const Slot& slot = slots_[static_cast<size_t>(s)];
     Tensor& v = t[static_cast<size_t>(s)];
     if (!v.defined()) return InternalError("graph output '" + slot.name + "' was not produced");
+    const Tensor* b = ro.bound_outputs && i < ro.bound_outputs->size() && (*ro.bound_outputs)[i].defined()
+                          ? &(*ro.bound_outputs)[i]
+                          : nullptr;
+    if (b) {
+      if (b->dtype() != v.dtype() || b->dims() != v.dims()) {
+        return InvalidInput("output '" + slot.name + "' is " + v.str() + " but its buffer is " + b->str());
+      }
+      if (b->raw() != v.raw() && v.nbytes() > 0) std::memcpy(const_cast<void*>(b->raw()), v.raw(), v.nbytes());
+      outs.push_back(*b);
+      continue;
+    }
     // Inputs, constants and arena views must not escape: copy them.
     if (slot.kind == Slot::Kind::kOutput ||
         (slot.kind == Slot::Kind::kDynamic && v.raw() != nullptr)) {

@@ -27,7 +27,7 @@ class ExecutionPlan {
                                                        const EngineTable* engines = nullptr, PlanOptions opts = {});
 
   // Inputs in graph-input order, already checked by the session.
-  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, RunProfile* profile = nullptr) const;
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const RunOptions& ro = {}) const;
   const RunStats& stats() const { return stats_; }
   // Plans built so far for the nested graphs of this plan's nodes (not deeper).
   int num_body_plans() const { return bodies_ ? bodies_->num_plans() : 0; }

@@ -166,13 +166,23 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const 
 }
 
 Expected<std::vector<Tensor>> InferenceSession::run(const std::vector<Tensor>& inputs, RunProfile* profile) const {
+  RunOptions ro;
+  ro.profile = profile;
+  return run(inputs, ro);
+}
+
+Expected<std::vector<Tensor>> InferenceSession::run(const std::vector<Tensor>& inputs, const RunOptions& ro) const {
   TSR_RETURN_IF_ERROR(check_inputs(inputs));
+  if (ro.bound_outputs && ro.bound_outputs->size() > outputs_.size()) {
+    return InvalidInput(std::to_string(ro.bound_outputs->size()) + " output buffers for a model with " +
+                        std::to_string(outputs_.size()) + " outputs");
+  }
   std::vector<Dims> dims;
   dims.reserve(inputs.size());
   for (const auto& t : inputs) dims.push_back(t.dims());
   std::shared_ptr<const ExecutionPlan> plan;
   TSR_ASSIGN_OR_RETURN(plan, plan_for(dims));
-  return plan->run(inputs, profile);
+  return plan->run(inputs, ro);
 }
 
 Expected<std::vector<Tensor>> InferenceSession::run(const std::map<std::string, Tensor>& inputs) const {

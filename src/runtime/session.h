@@ -11,6 +11,7 @@
 // once; each run takes its own arena from a pool.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -68,6 +69,22 @@ struct RunProfile {
   std::vector<Entry> entries;
 };
 
+// How one run goes (all optional).
+struct RunOptions {
+  RunProfile* profile = nullptr;  // filled with per-node times
+  // Read before every step of the top-level graph: once it is set the run
+  // stops at the next step and returns a kCancelled status. A step already
+  // running (an engine region, a whole Loop) finishes first.
+  const std::atomic<bool>* cancel = nullptr;
+  // Per graph output, in graph order: a tensor over caller memory to write
+  // that output into, or an undefined Tensor to have the run allocate it. An
+  // output the plan computes into its own buffer is computed straight into
+  // the bound one; others are copied there. A bound tensor whose dtype or
+  // dims differ from the output's is an error. Fewer entries than outputs:
+  // the rest are allocated.
+  const std::vector<Tensor>* bound_outputs = nullptr;
+};
+
 class ExecutionPlan;
 
 class InferenceSession {
@@ -92,6 +109,7 @@ class InferenceSession {
 
   // Inputs in graph-input order. Returns outputs in graph-output order.
   Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, RunProfile* profile = nullptr) const;
+  Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const RunOptions& ro) const;
   // Inputs by name (every graph input must be given).
   Expected<std::vector<Tensor>> run(const std::map<std::string, Tensor>& inputs) const;
 

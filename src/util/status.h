@@ -18,6 +18,7 @@ enum class ErrorCode {
   kIo,             // file cannot be read or written
   kRuntime,        // a kernel failed while running
   kInternal,       // a broken invariant that was caught
+  kCancelled,      // the caller cancelled a run
 };
 
 class [[nodiscard]] Status {
@@ -49,6 +50,7 @@ inline Status Unsupported(std::string m) { return Status(ErrorCode::kUnsupported
 inline Status IoError(std::string m) { return Status(ErrorCode::kIo, std::move(m)); }
 inline Status RuntimeError(std::string m) { return Status(ErrorCode::kRuntime, std::move(m)); }
 inline Status InternalError(std::string m) { return Status(ErrorCode::kInternal, std::move(m)); }
+inline Status Cancelled(std::string m) { return Status(ErrorCode::kCancelled, std::move(m)); }
 
 template <class T>
 class [[nodiscard]] Expected {

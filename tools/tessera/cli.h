@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "api/profile.h"
+#include "api/session_setup.h"
 #include "artifact/program.h"
 #include "partition/partition.h"
 #include "runtime/session.h"
@@ -56,9 +58,24 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Args& 
 Expected<std::unique_ptr<InferenceSession>> open_session(const std::string& path, const Args& a,
                                                          PartitionReport* report = nullptr);
 
-// Random inputs for models run without data: symbolic dims become 1, floats
-// are uniform in [-1, 1), integers are 0 or 1 (valid ids and mask values).
-Expected<std::vector<Tensor>> random_inputs(const InferenceSession& s, uint32_t seed);
+// open_session(), keeping what the placement report says about the nodes of
+// engine regions when the model is compiled here.
+Expected<std::unique_ptr<InferenceSession>> open_profiled_session(const std::string& path, const Args& a,
+                                                                  api::RegionNodes* nodes);
+
+// The library's compile options from the command line's flags.
+Expected<api::CompileOptions> compile_options(const Args& a, bool progress);
+
+using api::random_inputs;
+using api::RegionNodes;
+using api::ProfileItem;
+using api::ProfileSummary;
+using api::check_trace_path;
+using api::print_profile_text;
+using api::profile_items;
+using api::profile_json;
+using api::summarize;
+using api::write_trace;
 
 int cmd_compile(const Args& a);
 int cmd_partition(const Args& a);

@@ -11,7 +11,8 @@
 #include "artifact/artifact.h"
 #include "backends/backend.h"
 #include "cli.h"
-#include "plan_check.h"
+#include "api/profile.h"
+#include "api/session_setup.h"
 #include "onnx/onnx_import.h"
 #include "partition/machine.h"
 #include "partition/tune.h"
@@ -97,38 +98,6 @@ const std::map<std::string, CommandFlags>& command_flags() {
   return kFlags;
 }
 
-Status apply_shapes(Graph& g, const std::vector<std::string>& shapes) {
-  for (const auto& spec : shapes) {
-    auto eq = spec.find('=');
-    if (eq == std::string::npos) return InvalidInput("--shape expects NAME=D0,D1,..., got '" + spec + "'");
-    std::string name = spec.substr(0, eq);
-    if (std::find(g.inputs.begin(), g.inputs.end(), name) == g.inputs.end()) {
-      return InvalidInput("--shape: the model has no input named '" + name + "'");
-    }
-    std::vector<Dim> dims;
-    std::string rest = spec.substr(eq + 1);
-    size_t p = 0;
-    while (p < rest.size()) {
-      size_t c = rest.find(',', p);
-      std::string tok = rest.substr(p, c == std::string::npos ? std::string::npos : c - p);
-      char* end = nullptr;
-      long long v = std::strtoll(tok.c_str(), &end, 10);
-      if (tok.empty() || *end != '\0' || v < 0) return InvalidInput("--shape: bad dimension '" + tok + "'");
-      dims.emplace_back(v);
-      if (c == std::string::npos) break;
-      p = c + 1;
-    }
-    g.values[name].shape = Shape(std::move(dims));
-  }
-  return Status::Ok();
-}
-
-Status check_model_path(const std::string& path) {
-  if (!fs::exists(path)) return IoError("model '" + path + "' does not exist");
-  if (fs::is_directory(path)) return InvalidInput("model '" + path + "' is a directory, not a file");
-  return Status::Ok();
-}
-
 }  // namespace
 
 Expected<Args> parse_args(int argc, char** argv) {
@@ -200,181 +169,71 @@ Expected<double> float_opt(const Args& a, const std::string& key, double def) {
 }
 
 Expected<Graph> load_graph(const std::string& path, const Args& a) {
-  TSR_RETURN_IF_ERROR(check_model_path(path));
-  if (is_artifact_file(path)) {
-    return InvalidInput("'" + path + "' is a compiled artifact; this command needs an ONNX model");
-  }
-  Graph g;
-  TSR_ASSIGN_OR_RETURN(g, import_onnx_file(path));
-  TSR_RETURN_IF_ERROR(apply_shapes(g, a.shapes));
-  OptimizeOptions o;
-  TSR_RETURN_IF_ERROR(optimize_graph(g, o));
-  return g;
+  return api::load_graph(api::ModelSource{path, {}}, a.shapes, "this command");
 }
 
 MeasureMode measure_mode(const Args& a) {
   if (a.tune) return MeasureMode::kFull;
   if (a.no_tune) return MeasureMode::kOff;
-  const char* env = std::getenv("TESSERA_TUNE");
-  if (env && std::string(env) == "0") return MeasureMode::kOff;
-  return MeasureMode::kDefault;
+  return api::default_measure();
 }
 
-Expected<Program> compile_graph(Graph g, const std::string& source, const Args& a, PartitionReport* report,
-                                bool progress) {
-  PartitionReport local_report;
-  if (!report) report = &local_report;
-  std::string list = a.opts.count("--backends") ? a.opts.at("--backends") : "";
-  PartitionOptions po;
+Expected<api::CompileOptions> compile_options(const Args& a, bool progress) {
+  api::CompileOptions o;
+  o.backends = a.opts.count("--backends") ? a.opts.at("--backends") : "";
+  o.shapes = a.shapes;
+  o.places = a.places;
   if (auto it = a.opts.find("--placement"); it != a.opts.end()) {
-    if (it->second == "priority") po.policy = PlacementPolicy::kPriority;
+    if (it->second == "priority") o.policy = PlacementPolicy::kPriority;
     else if (it->second != "cost") return InvalidInput("--placement expects cost or priority, got '" + it->second + "'");
   }
-  // --tune measures engines one at a time; the cost model adds the
-  // passive-wait penalty of mixed sets.
-  TSR_ASSIGN_OR_RETURN(po.backends, resolve_backends(list, measure_mode(a) != MeasureMode::kOff));
-  for (const auto& p : a.places) {
-    PlaceRule r;
-    TSR_ASSIGN_OR_RETURN(r, parse_place_rule(p));
-    po.place.push_back(r);
-  }
+  if (a.tune && a.no_tune) return InvalidInput("--tune and --no-tune contradict each other");
+  o.measure = measure_mode(a);
   int64_t min_nodes;
-  TSR_ASSIGN_OR_RETURN(min_nodes, int_opt(a, "--min-region-nodes", po.min_region_nodes, 0));
-  po.min_region_nodes = static_cast<int>(min_nodes);
-  if (a.opts.count("--backend-options")) po.backend_options = a.opts.at("--backend-options");
+  TSR_ASSIGN_OR_RETURN(min_nodes, int_opt(a, "--min-region-nodes", -1, 0));
+  o.min_region_nodes = static_cast<int>(min_nodes);
+  if (a.opts.count("--backend-options")) o.backend_options = a.opts.at("--backend-options");
   int64_t threads;
   TSR_ASSIGN_OR_RETURN(threads, int_opt(a, "--threads", 0, 1));
-  po.num_threads = threads > 0 ? static_cast<int>(threads)
-                                : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  // What is measured: by default the nodes and regions that matter, within
-  // a budget; --tune every candidate region; --no-tune or TESSERA_TUNE=0
-  // nothing (estimates, and measurements already in the cache).
-  if (a.tune && a.no_tune) return InvalidInput("--tune and --no-tune contradict each other");
-  if (a.tune && po.policy != PlacementPolicy::kCost) return InvalidInput("--tune needs --placement cost");
-  po.measure = measure_mode(a);
-  partition::MeasureBudget budget;
-  double budget_s;
-  TSR_ASSIGN_OR_RETURN(budget_s, float_opt(a, "--tune-budget", budget.limit_us / 1e6));
-  budget.limit_us = budget_s * 1e6;
-  po.budget = &budget;
-  // Measurements from earlier compiles replace estimates; this one adds more.
-  std::string cache_path = a.opts.count("--tune-cache") ? a.opts.at("--tune-cache") : partition::default_tune_cache_path();
-  if (a.tune && cache_path.empty()) return InvalidInput("--tune needs a cache file: set --tune-cache FILE or HOME");
-  if (std::error_code ec; po.measure != MeasureMode::kOff && fs::exists(cache_path, ec) &&
-                          !fs::is_regular_file(cache_path, ec)) {
-    if (a.tune) return InvalidInput("--tune: tune cache '" + cache_path + "' is not a file");  // before measuring
-  }
-  std::string warning;
-  partition::TuneCache cache = partition::TuneCache::Open(cache_path, &warning);
-  if (!warning.empty()) std::fprintf(stderr, "tessera: warning: %s\n", warning.c_str());
-  // Without a cache file, measurements still serve this compile.
-  if (po.policy == PlacementPolicy::kCost) po.tune_cache = &cache;
-  // This machine's figures: calibrated once and cached; nominal when
-  // measuring is off and none are cached.
-  partition::MachineProfile machine = partition::identify_machine(po.num_threads);
-  if (auto known = cache.machine(machine.key())) machine = *known;
-  // Measurements taken while other processes hold the cores they need say
-  // more about those processes than about the engines: they serve this
-  // compile only, --tune's as well (every later compile on this machine would
-  // trust them: an op sweep run beside another job cached 24 ms for a 0.06 ms
-  // convolution).
-  // TESSERA_TUNE_CACHE_BUSY=1 caches them anyway (a machine whose run queue
-  // always holds unrelated threads; the CLI tests, run beside other tests).
-  const bool keep_busy = env_flag("TESSERA_TUNE_CACHE_BUSY");
-  auto busy = [&] {
-    return po.measure != MeasureMode::kOff && !keep_busy &&
-           partition::other_runnable_threads() >= std::max(0, machine.cores - po.num_threads) + 0.75;
-  };
-  bool was_busy = busy();
-  if (po.policy == PlacementPolicy::kCost && po.measure != MeasureMode::kOff) {
-    if (partition::calibrate_machine(&machine, po.backends)) cache.put_machine(machine);
-  }
-  po.machine = &machine;
-  bool tty = progress && isatty(fileno(stderr));
-  if (tty) {
-    po.progress = [](int done, int total, const std::string& what) {
+  o.threads = static_cast<int>(threads);
+  TSR_ASSIGN_OR_RETURN(o.tune_budget_s, float_opt(a, "--tune-budget", -1));
+  if (a.opts.count("--tune-cache")) o.tune_cache = a.opts.at("--tune-cache");
+  o.warn = [](const std::string& w) { std::fprintf(stderr, "tessera: warning: %s\n", w.c_str()); };
+  if (progress && isatty(fileno(stderr))) {
+    o.progress = [](int done, int total, const std::string& what) {
       if (total > 0) std::fprintf(stderr, "\r\033[K[%d/%d] %s", done, total, what.c_str());
       else std::fprintf(stderr, "\r\033[K[%d] %s", done, what.c_str());
       std::fflush(stderr);
     };
   }
-  const Graph source_graph = g;  // for the end-to-end check's alternatives (tensors are shared)
-  auto program = partition_and_compile(std::move(g), po, report);
-  if (tty) std::fprintf(stderr, "\r\033[K");
-  if (!program.ok()) return program.status();
-  {
-    if (tty) std::fprintf(stderr, "\r\033[Kchecking the plan end to end");
-    const double left = po.measure == MeasureMode::kFull ? 5e6 : std::max(1e6, budget.limit_us - budget.spent_us);
-    auto checked = check_plan(std::move(*program), source_graph, po, report, left);
-    if (tty) std::fprintf(stderr, "\r\033[K");
-    if (!checked.ok()) return checked.status();
-    program = std::move(checked);
-  }
-  was_busy = was_busy || busy();
-  if (was_busy && report->measured > 0) {
-    std::fprintf(stderr,
-                 "tessera: warning: other processes were running on this machine's cores while it measured; the "
-                 "measurements served this compile only and were not cached\n");
-  } else if (Status st = cache.save(); !st.ok()) {
-    if (a.tune) return st;
-    // Measuring by default must not fail a compile over a read-only cache.
-    std::fprintf(stderr, "tessera: warning: %s\n", st.message().c_str());
-  }
-  program->meta.source_model = fs::path(source).filename().string();
-  program->meta.shape_overrides = a.shapes;
-  return program;
+  return o;
 }
 
-// Random inputs for models run without data: symbolic dims become 1, floats
-// are uniform in [-1, 1), integers are 0 or 1 (valid ids and mask values).
-Expected<std::vector<Tensor>> random_inputs(const InferenceSession& s, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uf(-1.f, 1.f);
-  std::vector<Tensor> inputs;
-  for (const auto& in : s.inputs()) {
-    if (!in.shape.rank_known) return InvalidInput("input '" + in.name + "' has an unknown rank; give --shape");
-    Dims d;
-    for (const Dim& x : in.shape.dims) d.push_back(x.known() ? x.value : 1);
-    DType dt = in.dtype == DType::kUndefined ? DType::kFloat32 : in.dtype;
-    Tensor t(dt, d);
-    visit_dtype(dt, [&](auto tag) {
-      using T = decltype(tag);
-      T* p = t.data<T>();
-      for (int64_t i = 0; i < t.numel(); ++i) {
-        if constexpr (std::is_same_v<T, bool>) p[i] = (rng() & 1) != 0;
-        else if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>)
-          p[i] = static_cast<T>(uf(rng));
-        else p[i] = static_cast<T>(rng() & 1);
-      }
-    });
-    inputs.push_back(std::move(t));
-  }
-  return inputs;
+Expected<Program> compile_graph(Graph g, const std::string& source, const Args& a, PartitionReport* report,
+                                bool progress) {
+  api::CompileOptions o;
+  TSR_ASSIGN_OR_RETURN(o, compile_options(a, progress));
+  auto program = api::compile_graph(std::move(g), source, o, report);
+  if (o.progress) std::fprintf(stderr, "\r\033[K");
+  return program;
 }
 
 Expected<std::unique_ptr<InferenceSession>> open_session(const std::string& path, const Args& a,
                                                          PartitionReport* report) {
-  int64_t threads;
-  TSR_ASSIGN_OR_RETURN(threads, int_opt(a, "--threads", 0, 1));
-  TSR_RETURN_IF_ERROR(check_model_path(path));
-  SessionOptions opts;
-  opts.num_threads = static_cast<int>(threads);
-  if (is_artifact_file(path)) {
-    if (!a.shapes.empty()) return InvalidInput("--shape applies to ONNX models; an artifact's shapes are compiled in");
-    return InferenceSession::Load(path, opts);
-  }
-  std::string list = a.opts.count("--backends") ? a.opts.at("--backends") : "";
-  std::vector<std::shared_ptr<const Backend>> backends;
-  TSR_ASSIGN_OR_RETURN(backends, resolve_backends(list));
-  Graph g;
-  TSR_ASSIGN_OR_RETURN(g, import_onnx_file(path));
-  TSR_RETURN_IF_ERROR(apply_shapes(g, a.shapes));
-  if (backends.size() == 1 && a.places.empty()) return InferenceSession::Create(std::move(g), opts);
-  OptimizeOptions o;
-  TSR_RETURN_IF_ERROR(optimize_graph(g, o));
-  Program p;
-  TSR_ASSIGN_OR_RETURN(p, compile_graph(std::move(g), path, a, report, false));
-  return InferenceSession::Create(std::move(p), opts);
+  api::CompileOptions o;
+  TSR_ASSIGN_OR_RETURN(o, compile_options(a, false));
+  SessionOptions so;
+  so.num_threads = o.threads;
+  return api::open_session(api::ModelSource{path, {}}, o, so, report);
+}
+
+Expected<std::unique_ptr<InferenceSession>> open_profiled_session(const std::string& path, const Args& a,
+                                                                  api::RegionNodes* nodes) {
+  PartitionReport report;
+  std::unique_ptr<InferenceSession> s;
+  TSR_ASSIGN_OR_RETURN(s, open_session(path, a, &report));
+  *nodes = api::region_nodes_of(report);
+  return s;
 }
 
 }  // namespace tessera::cli

@@ -20,7 +20,7 @@
 
 #include "backends/backend.h"
 #include "cli.h"
-#include "cli_profile.h"
+#include "api/profile.h"
 #include "onnx/onnx_import.h"
 #include "runtime/session.h"
 

@@ -1,0 +1,22 @@
+/* Element types shared by Tessera's C API (tessera.h) and its backend ABI
+ * (backend.h): the values of ONNX TensorProto.DataType. */
+#ifndef TESSERA_DTYPE_H_
+#define TESSERA_DTYPE_H_
+
+enum {
+  TESSERA_DTYPE_FLOAT32 = 1,
+  TESSERA_DTYPE_UINT8 = 2,
+  TESSERA_DTYPE_INT8 = 3,
+  TESSERA_DTYPE_UINT16 = 4,
+  TESSERA_DTYPE_INT16 = 5,
+  TESSERA_DTYPE_INT32 = 6,
+  TESSERA_DTYPE_INT64 = 7,
+  TESSERA_DTYPE_BOOL = 9,
+  TESSERA_DTYPE_FLOAT16 = 10,
+  TESSERA_DTYPE_FLOAT64 = 11,
+  TESSERA_DTYPE_UINT32 = 12,
+  TESSERA_DTYPE_UINT64 = 13,
+  TESSERA_DTYPE_BFLOAT16 = 16
+};
+
+#endif /* TESSERA_DTYPE_H_ */

@@ -1,0 +1,262 @@
+#include "api/session_setup.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "api/plan_check.h"
+#include "artifact/artifact.h"
+#include "backends/backend.h"
+#include "onnx/onnx_import.h"
+#include "partition/machine.h"
+#include "partition/tune.h"
+#include "passes/pipeline.h"
+#include "util/env.h"
+
+namespace fs = std::filesystem;
+
+namespace tessera::api {
+
+namespace {
+
+Status check_model_path(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return IoError("model '" + path + "' does not exist");
+  if (fs::is_directory(path, ec)) return InvalidInput("model '" + path + "' is a directory, not a file");
+  return Status::Ok();
+}
+
+}  // namespace
+
+MeasureMode default_measure() {
+  const char* env = std::getenv("TESSERA_TUNE");
+  return env && std::string(env) == "0" ? MeasureMode::kOff : MeasureMode::kDefault;
+}
+
+Expected<bool> is_artifact(const ModelSource& m) {
+  if (m.path.empty()) return is_artifact_bytes(m.bytes);
+  TSR_RETURN_IF_ERROR(check_model_path(m.path));
+  return is_artifact_file(m.path);
+}
+
+Status apply_shapes(Graph& g, const std::vector<std::string>& shapes) {
+  for (const auto& spec : shapes) {
+    auto eq = spec.find('=');
+    if (eq == std::string::npos) return InvalidInput("--shape expects NAME=D0,D1,..., got '" + spec + "'");
+    std::string name = spec.substr(0, eq);
+    if (std::find(g.inputs.begin(), g.inputs.end(), name) == g.inputs.end()) {
+      return InvalidInput("--shape: the model has no input named '" + name + "'");
+    }
+    std::vector<Dim> dims;
+    std::string rest = spec.substr(eq + 1);
+    size_t p = 0;
+    while (p < rest.size()) {
+      size_t c = rest.find(',', p);
+      std::string tok = rest.substr(p, c == std::string::npos ? std::string::npos : c - p);
+      char* end = nullptr;
+      long long v = std::strtoll(tok.c_str(), &end, 10);
+      if (tok.empty() || *end != '\0' || v < 0) return InvalidInput("--shape: bad dimension '" + tok + "'");
+      dims.emplace_back(v);
+      if (c == std::string::npos) break;
+      p = c + 1;
+    }
+    g.values[name].shape = Shape(std::move(dims));
+  }
+  return Status::Ok();
+}
+
+Expected<Graph> load_graph(const ModelSource& m, const std::vector<std::string>& shapes, const std::string& what) {
+  bool artifact = false;
+  TSR_ASSIGN_OR_RETURN(artifact, is_artifact(m));
+  if (artifact) return InvalidInput("'" + m.name() + "' is a compiled artifact; " + what + " needs an ONNX model");
+  Graph g;
+  if (m.path.empty()) {
+    TSR_ASSIGN_OR_RETURN(g, import_onnx_bytes(m.bytes, "."));
+  } else {
+    TSR_ASSIGN_OR_RETURN(g, import_onnx_file(m.path));
+  }
+  TSR_RETURN_IF_ERROR(apply_shapes(g, shapes));
+  OptimizeOptions opt;
+  TSR_RETURN_IF_ERROR(optimize_graph(g, opt));
+  return g;
+}
+
+Expected<Program> compile_graph(Graph g, const std::string& source, const CompileOptions& o, PartitionReport* report) {
+  PartitionReport local_report;
+  if (!report) report = &local_report;
+  auto warn = [&](const std::string& w) {
+    if (o.warn) o.warn(w);
+  };
+  PartitionOptions po;
+  po.policy = o.policy;
+  // --tune measures engines one at a time; the cost model adds the
+  // passive-wait penalty of mixed sets.
+  TSR_ASSIGN_OR_RETURN(po.backends, resolve_backends(o.backends, o.measure != MeasureMode::kOff));
+  for (const auto& p : o.places) {
+    PlaceRule r;
+    TSR_ASSIGN_OR_RETURN(r, parse_place_rule(p));
+    po.place.push_back(r);
+  }
+  if (o.min_region_nodes >= 0) po.min_region_nodes = o.min_region_nodes;
+  po.backend_options = o.backend_options;
+  po.num_threads = o.threads > 0 ? o.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  // What is measured: by default the nodes and regions that matter, within
+  // a budget; --tune every candidate region; --no-tune or TESSERA_TUNE=0
+  // nothing (estimates, and measurements already in the cache).
+  const bool full = o.measure == MeasureMode::kFull;
+  if (full && po.policy != PlacementPolicy::kCost) return InvalidInput("--tune needs --placement cost");
+  po.measure = o.measure;
+  partition::MeasureBudget budget;
+  if (o.tune_budget_s >= 0) budget.limit_us = o.tune_budget_s * 1e6;
+  po.budget = &budget;
+  // Measurements from earlier compiles replace estimates; this one adds more.
+  const std::string cache_path = o.tune_cache ? *o.tune_cache : partition::default_tune_cache_path();
+  if (full && cache_path.empty()) return InvalidInput("--tune needs a cache file: set --tune-cache FILE or HOME");
+  if (std::error_code ec; po.measure != MeasureMode::kOff && fs::exists(cache_path, ec) &&
+                          !fs::is_regular_file(cache_path, ec)) {
+    if (full) return InvalidInput("--tune: tune cache '" + cache_path + "' is not a file");  // before measuring
+  }
+  std::string warning;
+  partition::TuneCache cache = partition::TuneCache::Open(cache_path, &warning);
+  if (!warning.empty()) warn(warning);
+  // Without a cache file, measurements still serve this compile.
+  if (po.policy == PlacementPolicy::kCost) po.tune_cache = &cache;
+  // This machine's figures: calibrated once and cached; nominal when
+  // measuring is off and none are cached.
+  partition::MachineProfile machine = partition::identify_machine(po.num_threads);
+  if (auto known = cache.machine(machine.key())) machine = *known;
+  // Measurements taken while other processes hold the cores they need say
+  // more about those processes than about the engines: they serve this
+  // compile only, --tune's as well (every later compile on this machine would
+  // trust them: an op sweep run beside another job cached 24 ms for a 0.06 ms
+  // convolution).
+  // TESSERA_TUNE_CACHE_BUSY=1 caches them anyway (a machine whose run queue
+  // always holds unrelated threads; the CLI tests, run beside other tests).
+  const bool keep_busy = env_flag("TESSERA_TUNE_CACHE_BUSY");
+  auto busy = [&] {
+    return po.measure != MeasureMode::kOff && !keep_busy &&
+           partition::other_runnable_threads() >= std::max(0, machine.cores - po.num_threads) + 0.75;
+  };
+  bool was_busy = busy();
+  if (po.policy == PlacementPolicy::kCost && po.measure != MeasureMode::kOff) {
+    if (partition::calibrate_machine(&machine, po.backends)) cache.put_machine(machine);
+  }
+  po.machine = &machine;
+  if (o.progress) po.progress = o.progress;
+  const Graph source_graph = g;  // for the end-to-end check's alternatives (tensors are shared)
+  auto program = partition_and_compile(std::move(g), po, report);
+  if (!program.ok()) return program.status();
+  {
+    if (o.progress) o.progress(0, 0, "checking the plan end to end");
+    const double left = full ? 5e6 : std::max(1e6, budget.limit_us - budget.spent_us);
+    auto checked = check_plan(std::move(*program), source_graph, po, report, left);
+    if (!checked.ok()) return checked.status();
+    program = std::move(checked);
+  }
+  was_busy = was_busy || busy();
+  if (was_busy && report->measured > 0) {
+    warn("other processes were running on this machine's cores while it measured; the measurements served this "
+         "compile only and were not cached");
+  } else if (Status st = cache.save(); !st.ok()) {
+    if (full) return st;
+    // Measuring by default must not fail a compile over a read-only cache.
+    warn(st.message());
+  }
+  program->meta.source_model = fs::path(source).filename().string();
+  program->meta.shape_overrides = o.shapes;
+  return program;
+}
+
+Expected<std::string> write_temp_file(const std::string& bytes, const std::string& suffix) {
+  std::error_code ec;
+  fs::path dir = fs::temp_directory_path(ec);
+  if (ec) dir = "/tmp";
+  std::string tmpl = (dir / ("tessera-XXXXXX" + suffix)).string();
+  std::vector<char> name(tmpl.begin(), tmpl.end());
+  name.push_back('\0');
+  int fd = ::mkstemps(name.data(), static_cast<int>(suffix.size()));
+  if (fd < 0) return IoError("cannot create a temporary file in '" + dir.string() + "': " + std::strerror(errno));
+  const std::string path(name.data());
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      ::unlink(path.c_str());
+      return IoError("cannot write the temporary file '" + path + "': " + why);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) {
+    ::unlink(path.c_str());
+    return IoError("cannot write the temporary file '" + path + "'");
+  }
+  return path;
+}
+
+Expected<std::unique_ptr<InferenceSession>> open_session(const ModelSource& m, const CompileOptions& o,
+                                                         const SessionOptions& so, PartitionReport* report) {
+  bool artifact = false;
+  TSR_ASSIGN_OR_RETURN(artifact, is_artifact(m));
+  if (artifact) {
+    if (!o.shapes.empty()) return InvalidInput("--shape applies to ONNX models; an artifact's shapes are compiled in");
+    if (!m.path.empty()) return InferenceSession::Load(m.path, so);
+    // The reader maps a file: the bytes go to a temporary one, removed once mapped.
+    std::string tmp;
+    TSR_ASSIGN_OR_RETURN(tmp, write_temp_file(m.bytes, ".tsr"));
+    auto s = InferenceSession::Load(tmp, so);
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  std::vector<std::shared_ptr<const Backend>> backends;
+  TSR_ASSIGN_OR_RETURN(backends, resolve_backends(o.backends));
+  Graph g;
+  if (m.path.empty()) {
+    TSR_ASSIGN_OR_RETURN(g, import_onnx_bytes(m.bytes, "."));
+  } else {
+    TSR_ASSIGN_OR_RETURN(g, import_onnx_file(m.path));
+  }
+  TSR_RETURN_IF_ERROR(apply_shapes(g, o.shapes));
+  if (backends.size() == 1 && o.places.empty()) return InferenceSession::Create(std::move(g), so);
+  OptimizeOptions opt;
+  TSR_RETURN_IF_ERROR(optimize_graph(g, opt));
+  Program p;
+  TSR_ASSIGN_OR_RETURN(p, compile_graph(std::move(g), m.name(), o, report));
+  return InferenceSession::Create(std::move(p), so);
+}
+
+Expected<std::vector<Tensor>> random_inputs(const InferenceSession& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uf(-1.f, 1.f);
+  std::vector<Tensor> inputs;
+  for (const auto& in : s.inputs()) {
+    if (!in.shape.rank_known) return InvalidInput("input '" + in.name + "' has an unknown rank; give --shape");
+    Dims d;
+    for (const Dim& x : in.shape.dims) d.push_back(x.known() ? x.value : 1);
+    DType dt = in.dtype == DType::kUndefined ? DType::kFloat32 : in.dtype;
+    Tensor t(dt, d);
+    visit_dtype(dt, [&](auto tag) {
+      using T = decltype(tag);
+      T* p = t.data<T>();
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        if constexpr (std::is_same_v<T, bool>) p[i] = (rng() & 1) != 0;
+        else if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>)
+          p[i] = static_cast<T>(uf(rng));
+        else p[i] = static_cast<T>(rng() & 1);
+      }
+    });
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
+}
+
+}  // namespace tessera::api

@@ -1,0 +1,81 @@
+// From a model to a session or an artifact, the way `tessera run` and
+// `tessera compile` do it: import (a path or bytes), apply shape pins,
+// optimise, partition, compile every engine, check the plan end to end. The
+// command line and the C API (include/tessera/tessera.h) both build on this,
+// so a program gets exactly what the CLI gives.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "artifact/program.h"
+#include "ir/graph.h"
+#include "partition/partition.h"
+#include "runtime/session.h"
+#include "util/status.h"
+
+namespace tessera::api {
+
+// What to compile for and how; the CLI's flags of the same names.
+struct CompileOptions {
+  std::string backends;               // --backends: "dnnl,native"; empty: every backend found
+  std::vector<std::string> shapes;    // --shape: "NAME=D0,D1,..."
+  std::vector<std::string> places;    // --place: "OP_OR_NODE=BACKEND"
+  PlacementPolicy policy = PlacementPolicy::kCost;
+  MeasureMode measure = MeasureMode::kDefault;  // see default_measure()
+  double tune_budget_s = -1;                    // --tune-budget; < 0: the default budget
+  std::optional<std::string> tune_cache;        // --tune-cache; unset: the default path; "": none
+  int min_region_nodes = -1;                    // --min-region-nodes; < 0: the partitioner's default
+  std::string backend_options;                  // --backend-options "K=V;.."
+  int threads = 0;                              // --threads; 0: the hardware threads
+  // Progress while compiling (done, total, what); total 0 when unknown.
+  std::function<void(int, int, const std::string&)> progress;
+  // One-line warnings (the CLI prints them as "tessera: warning: ...").
+  std::function<void(const std::string&)> warn;
+};
+
+// kOff when TESSERA_TUNE=0 is set, else kDefault.
+MeasureMode default_measure();
+
+// A model given by path or by its bytes (an ONNX model or a .tsr artifact,
+// told apart by content). `name` names it in messages and provenance.
+struct ModelSource {
+  std::string path;   // empty when given as bytes
+  std::string bytes;  // used when path is empty
+  std::string name() const { return path.empty() ? "<memory>" : path; }
+};
+
+// True when the model is a compiled artifact.
+Expected<bool> is_artifact(const ModelSource& m);
+
+// Pins input shapes: "NAME=D0,D1,..." per entry.
+Status apply_shapes(Graph& g, const std::vector<std::string>& shapes);
+
+// Imports an ONNX model (an artifact is refused: `what` says which operation
+// needs an ONNX model), applies `shapes` and optimises it.
+Expected<Graph> load_graph(const ModelSource& m, const std::vector<std::string>& shapes, const std::string& what);
+
+// Partitions and compiles an optimised graph (measuring, caching and checking
+// the plan end to end as CompileOptions say); `report` (optional) receives the
+// placement report.
+Expected<Program> compile_graph(Graph g, const std::string& source, const CompileOptions& o, PartitionReport* report);
+
+// A session for a model: an artifact is loaded as compiled; an ONNX model runs
+// natively when only native is asked for (or found), else it is compiled in
+// memory first. `report` (optional) receives the placement report when one is
+// made.
+Expected<std::unique_ptr<InferenceSession>> open_session(const ModelSource& m, const CompileOptions& o,
+                                                         const SessionOptions& so, PartitionReport* report = nullptr);
+
+// Writes `bytes` to a fresh file under the temporary directory and returns its
+// path; the caller removes it.
+Expected<std::string> write_temp_file(const std::string& bytes, const std::string& suffix);
+
+// Random inputs for models run without data: symbolic dims become 1, floats
+// are uniform in [-1, 1), integers are 0 or 1 (valid ids and mask values).
+Expected<std::vector<Tensor>> random_inputs(const InferenceSession& s, uint32_t seed);
+
+}  // namespace tessera::api

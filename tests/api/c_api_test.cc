@@ -1,0 +1,416 @@
+// The C API (include/tessera/tessera.h) as a program embedding Tessera uses
+// it: sessions from ONNX models and artifacts (paths and buffers), outputs
+// against ONNX Runtime's references, bound outputs, concurrent runs,
+// cancellation, traces, reports, and misuse that must return errors.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/api_test_util.h"
+#include "tessera/tessera.h"
+
+namespace {
+
+using apitest::model_path;
+using apitest::reference;
+using apitest::RefTensor;
+
+// Fails the test with the error's message when `e` is set; releases it.
+#define ASSERT_OK(expr)                                                                  \
+  do {                                                                                   \
+    tessera_error_t* e_ = (expr);                                                        \
+    ASSERT_EQ(e_, nullptr) << #expr << ": " << tessera_error_message(e_);               \
+  } while (0)
+
+// The error's code (releasing it); TESSERA_CODE_OK for none.
+tessera_code_t code_of(tessera_error_t* e, std::string* msg = nullptr) {
+  const tessera_code_t c = tessera_error_code(e);
+  if (msg) *msg = tessera_error_message(e);
+  tessera_error_release(e);
+  return c;
+}
+
+struct Env {
+  tessera_env_t* env = nullptr;
+  Env() { EXPECT_EQ(tessera_env_create(&env), nullptr); }
+  ~Env() { tessera_env_release(env); }
+};
+
+struct Options {
+  tessera_session_options_t* o = nullptr;
+  // Tests never measure (placements depend only on the build) and never touch the user's tune cache.
+  Options() {
+    EXPECT_EQ(tessera_session_options_create(&o), nullptr);
+    EXPECT_EQ(tessera_session_options_set_tune(o, TESSERA_TUNE_OFF), nullptr);
+    EXPECT_EQ(tessera_session_options_set_tune_cache(o, ""), nullptr);
+  }
+  ~Options() { tessera_session_options_release(o); }
+};
+
+struct Session {
+  tessera_session_t* s = nullptr;
+  ~Session() { tessera_session_release(s); }
+};
+
+struct Values {
+  std::vector<tessera_value_t*> v;
+  explicit Values(size_t n = 0) : v(n, nullptr) {}
+  ~Values() {
+    for (auto* x : v) tessera_value_release(x);
+  }
+};
+
+tessera_value_t* wrap(const RefTensor& t) {
+  tessera_value_t* v = nullptr;
+  EXPECT_EQ(tessera_value_wrap(t.dtype, t.dims.data(), t.dims.size(), const_cast<char*>(t.bytes.data()),
+                               t.bytes.size(), &v),
+            nullptr);
+  return v;
+}
+
+// The model's reference inputs, wrapped, with their input names.
+struct RefInputs {
+  std::vector<RefTensor> tensors;
+  std::vector<std::string> names;
+  Values values;
+  std::vector<const char*> cnames;
+  RefInputs(const std::string& model, const std::vector<std::string>& input_names) : names(input_names) {
+    for (size_t i = 0; i < names.size(); ++i) tensors.push_back(reference(model, "input_" + std::to_string(i) + ".pb"));
+    for (const auto& t : tensors) values.v.push_back(wrap(t));
+    for (const auto& n : names) cnames.push_back(n.c_str());
+  }
+  const tessera_value_t* const* ptrs() const { return values.v.data(); }
+};
+
+// Every output in graph order matches ONNX Runtime's reference.
+void expect_matches_reference(tessera_session_t* s, const std::string& model, const RefInputs& in) {
+  size_t n = 0;
+  ASSERT_OK(tessera_session_output_count(s, &n));
+  Values out(n);
+  ASSERT_OK(tessera_session_run(s, nullptr, in.cnames.data(), in.ptrs(), in.cnames.size(), nullptr, out.v.data(), n));
+  for (size_t i = 0; i < n; ++i) {
+    const RefTensor want = reference(model, "output_" + std::to_string(i) + ".pb");
+    ASSERT_EQ(tessera_value_dtype(out.v[i]), TESSERA_DTYPE_FLOAT32);
+    ASSERT_EQ(std::vector<int64_t>(tessera_value_dims(out.v[i]), tessera_value_dims(out.v[i]) + tessera_value_rank(out.v[i])),
+              want.dims);
+    EXPECT_LE(apitest::worst_ratio(static_cast<const float*>(tessera_value_data(out.v[i])), want.floats(), want.count()),
+              1.0)
+        << model << " output " << i;
+  }
+}
+
+TEST(CApi, VersionAndErrorsOfNothing) {
+  EXPECT_EQ(tessera_api_version(), (uint32_t{TESSERA_API_VERSION_MAJOR} << 16) | TESSERA_API_VERSION_MINOR);
+  EXPECT_GT(std::strlen(tessera_version_string()), 0u);
+  EXPECT_EQ(tessera_error_code(nullptr), TESSERA_CODE_OK);
+  EXPECT_STREQ(tessera_error_message(nullptr), "");
+  tessera_error_release(nullptr);
+  tessera_string_free(nullptr);
+}
+
+TEST(CApi, SessionFromOnnxDescribesItsInputsAndMatchesOnnxRuntime) {
+  Env env;
+  Options opts;
+  ASSERT_OK(tessera_session_options_set_backends(opts.o, "native"));
+  Session s;
+  ASSERT_OK(tessera_session_create(env.env, model_path("bert_tiny").c_str(), opts.o, &s.s));
+  size_t n_in = 0, n_out = 0;
+  ASSERT_OK(tessera_session_input_count(s.s, &n_in));
+  ASSERT_OK(tessera_session_output_count(s.s, &n_out));
+  ASSERT_EQ(n_in, 2u);
+  ASSERT_EQ(n_out, 2u);
+  tessera_io_info_t info{};
+  ASSERT_OK(tessera_session_input_info(s.s, 0, &info));
+  EXPECT_STREQ(info.name, "input_ids");
+  EXPECT_EQ(info.dtype, TESSERA_DTYPE_INT64);
+  ASSERT_EQ(info.rank, 2);
+  EXPECT_EQ(info.dims[1], 128);
+  ASSERT_OK(tessera_session_output_info(s.s, 1, &info));
+  EXPECT_STREQ(info.name, "pooler_output");
+  EXPECT_EQ(info.dtype, TESSERA_DTYPE_FLOAT32);
+  char* engines = nullptr;
+  ASSERT_OK(tessera_session_engines_json(s.s, &engines));
+  EXPECT_STREQ(engines, "[]");
+  tessera_string_free(engines);
+  expect_matches_reference(s.s, "bert_tiny", RefInputs("bert_tiny", {"input_ids", "attention_mask"}));
+}
+
+TEST(CApi, SessionsFromBuffersAndArtifactsMatchOnnxRuntime) {
+  Env env;
+  Options opts;  // every backend found, cost placement from estimates
+  const std::string onnx = apitest::read_bytes(model_path("mlp"));
+  const RefInputs in("mlp", {"input"});
+  {
+    Session s;
+    ASSERT_OK(tessera_session_create_from_buffer(env.env, onnx.data(), onnx.size(), opts.o, &s.s));
+    expect_matches_reference(s.s, "mlp", in);
+  }
+  const std::string tsr = testing::TempDir() + "capi_mlp_" + std::to_string(getpid()) + ".tsr";
+  ASSERT_OK(tessera_compile(env.env, model_path("mlp").c_str(), opts.o, tsr.c_str()));
+  {
+    Session s;
+    ASSERT_OK(tessera_session_create(env.env, tsr.c_str(), nullptr, &s.s));
+    expect_matches_reference(s.s, "mlp", in);
+  }
+  char* json = nullptr;
+  ASSERT_OK(tessera_inspect_artifact(tsr.c_str(), &json));
+  EXPECT_NE(std::string(json).find("\"sections\""), std::string::npos) << json;
+  tessera_string_free(json);
+  std::remove(tsr.c_str());
+  char* bytes = nullptr;
+  size_t size = 0;
+  ASSERT_OK(tessera_compile_buffer(env.env, onnx.data(), onnx.size(), opts.o, &bytes, &size));
+  ASSERT_GT(size, 64u);
+  EXPECT_EQ(std::memcmp(bytes, "\x89TSR\r\n\x1a\n", 8), 0);  // the artifact magic
+  {
+    Session s;
+    ASSERT_OK(tessera_session_create_from_buffer(env.env, bytes, size, nullptr, &s.s));
+    tessera_string_free(bytes);  // the session keeps its own copy
+    expect_matches_reference(s.s, "mlp", in);
+  }
+}
+
+TEST(CApi, BoundOutputsAreWrittenInPlaceAndMustMatch) {
+  Env env;
+  Options opts;
+  ASSERT_OK(tessera_session_options_set_backends(opts.o, "native"));
+  Session s;
+  ASSERT_OK(tessera_session_create(env.env, model_path("bert_tiny").c_str(), opts.o, &s.s));
+  const RefInputs in("bert_tiny", {"input_ids", "attention_mask"});
+  const RefTensor want = reference("bert_tiny", "output_1.pb");
+  // Only pooler_output, into a caller buffer.
+  std::vector<float> buf(want.count(), -7.f);
+  tessera_value_t* bound = nullptr;
+  ASSERT_OK(tessera_value_wrap(TESSERA_DTYPE_FLOAT32, want.dims.data(), want.dims.size(), buf.data(),
+                               buf.size() * sizeof(float), &bound));
+  const char* names[] = {"pooler_output"};
+  tessera_value_t* outs[] = {bound};
+  ASSERT_OK(tessera_session_run(s.s, nullptr, in.cnames.data(), in.ptrs(), 2, names, outs, 1));
+  EXPECT_EQ(outs[0], bound);  // the caller's value, not a new one
+  EXPECT_LE(apitest::worst_ratio(buf.data(), want.floats(), want.count()), 1.0);
+  tessera_value_release(bound);
+  // A buffer of the wrong shape is refused, naming the output.
+  std::vector<float> small(want.count() / 2);
+  const int64_t half[] = {static_cast<int64_t>(small.size())};
+  ASSERT_OK(tessera_value_wrap(TESSERA_DTYPE_FLOAT32, half, 1, small.data(), small.size() * sizeof(float), &bound));
+  outs[0] = bound;
+  std::string msg;
+  EXPECT_EQ(code_of(tessera_session_run(s.s, nullptr, in.cnames.data(), in.ptrs(), 2, names, outs, 1), &msg),
+            TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("pooler_output"), std::string::npos) << msg;
+  tessera_value_release(bound);
+}
+
+// 8 threads x 200 runs on one session: every output bit-identical to a serial run.
+TEST(CApi, ConcurrentRunsOnOneSessionAreBitIdenticalToSerialOnes) {
+  Env env;
+  Options opts;
+  ASSERT_OK(tessera_session_options_set_threads(opts.o, 2));
+  Session s;
+  ASSERT_OK(tessera_session_create(env.env, model_path("bert_tiny").c_str(), opts.o, &s.s));
+  const RefInputs in("bert_tiny", {"input_ids", "attention_mask"});
+  Values serial(2);
+  ASSERT_OK(tessera_session_run(s.s, nullptr, in.cnames.data(), in.ptrs(), 2, nullptr, serial.v.data(), 2));
+  std::atomic<int> mismatches{0}, failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int r = 0; r < 200; ++r) {
+        Values out(2);
+        tessera_error_t* e = tessera_session_run(s.s, nullptr, in.cnames.data(), in.ptrs(), 2, nullptr, out.v.data(), 2);
+        if (e) {
+          ++failures;
+          tessera_error_release(e);
+          continue;
+        }
+        for (size_t i = 0; i < 2; ++i) {
+          if (tessera_value_size_bytes(out.v[i]) != tessera_value_size_bytes(serial.v[i]) ||
+              std::memcmp(tessera_value_data(out.v[i]), tessera_value_data(serial.v[i]),
+                          tessera_value_size_bytes(out.v[i])) != 0) {
+            ++mismatches;
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+TEST(CApi, CancelledRunsReturnCancelled) {
+  Env env;
+  Options opts;
+  ASSERT_OK(tessera_session_options_set_backends(opts.o, "native"));
+  Session s;
+  ASSERT_OK(tessera_session_create(env.env, model_path("bert_tiny").c_str(), opts.o, &s.s));
+  const RefInputs in("bert_tiny", {"input_ids", "attention_mask"});
+  tessera_run_options_t* ro = nullptr;
+  ASSERT_OK(tessera_run_options_create(&ro));
+  ASSERT_OK(tessera_run_options_set_tag(ro, "cancel-test"));
+  // Cancelled before it starts.
+  ASSERT_OK(tessera_run_options_cancel(ro));
+  {
+    Values out(2);
+    EXPECT_EQ(code_of(tessera_session_run(s.s, ro, in.cnames.data(), in.ptrs(), 2, nullptr, out.v.data(), 2)),
+              TESSERA_CODE_CANCELLED);
+    EXPECT_EQ(out.v[0], nullptr);  // no value on failure
+  }
+  ASSERT_OK(tessera_run_options_reset(ro));
+  {
+    Values out(2);
+    ASSERT_OK(tessera_session_run(s.s, ro, in.cnames.data(), in.ptrs(), 2, nullptr, out.v.data(), 2));
+  }
+  // Cancelled from another thread while runs are going: the loop ends with CANCELLED.
+  std::atomic<bool> started{false};
+  std::thread canceller([&] {
+    while (!started.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(tessera_run_options_cancel(ro), nullptr);
+  });
+  tessera_code_t last = TESSERA_CODE_OK;
+  for (int r = 0; r < 100000 && last == TESSERA_CODE_OK; ++r) {
+    Values out(2);
+    started = true;
+    last = code_of(tessera_session_run(s.s, ro, in.cnames.data(), in.ptrs(), 2, nullptr, out.v.data(), 2));
+  }
+  canceller.join();
+  EXPECT_EQ(last, TESSERA_CODE_CANCELLED);
+  tessera_run_options_release(ro);
+}
+
+TEST(CApi, TraceAndReports) {
+  Env env;
+  Options opts;
+  ASSERT_OK(tessera_session_options_set_backends(opts.o, "native"));
+  Session s;
+  ASSERT_OK(tessera_session_create(env.env, model_path("mlp").c_str(), opts.o, &s.s));
+  const RefInputs in("mlp", {"input"});
+  tessera_run_options_t* ro = nullptr;
+  ASSERT_OK(tessera_run_options_create(&ro));
+  const std::string trace = testing::TempDir() + "capi_trace_" + std::to_string(getpid()) + ".json";
+  ASSERT_OK(tessera_run_options_set_trace_path(ro, trace.c_str()));
+  Values out(1);
+  ASSERT_OK(tessera_session_run(s.s, ro, in.cnames.data(), in.ptrs(), 1, nullptr, out.v.data(), 1));
+  tessera_run_options_release(ro);
+  EXPECT_NE(apitest::read_bytes(trace).find("traceEvents"), std::string::npos);
+  std::remove(trace.c_str());
+  char* json = nullptr;
+  ASSERT_OK(tessera_partition_report(env.env, model_path("mlp").c_str(), opts.o, &json));
+  EXPECT_NE(std::string(json).find("\"regions\""), std::string::npos) << json;
+  tessera_string_free(json);
+  char* list = nullptr;
+  ASSERT_OK(tessera_available_backends(env.env, &list));
+  const std::string backends = list;
+  tessera_string_free(list);
+  EXPECT_EQ(backends.substr(backends.size() - 6), "native") << backends;
+}
+
+// Misuse returns INVALID_ARGUMENT (or the model's own error), naming what was wrong; nothing crashes.
+TEST(CApi, MisuseIsAnErrorNeverACrash) {
+  Env env;
+  std::string msg;
+  EXPECT_EQ(code_of(tessera_env_create(nullptr)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_session_create(nullptr, "x.onnx", nullptr, nullptr)), TESSERA_CODE_INVALID_ARGUMENT);
+  tessera_session_t* none = nullptr;
+  EXPECT_EQ(code_of(tessera_session_create(env.env, nullptr, nullptr, &none)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_session_create(env.env, "/nonexistent/model.onnx", nullptr, &none), &msg), TESSERA_CODE_IO);
+  EXPECT_NE(msg.find("/nonexistent/model.onnx"), std::string::npos) << msg;
+  const char garbage[] = "definitely not a model";
+  EXPECT_EQ(code_of(tessera_session_create_from_buffer(env.env, garbage, sizeof garbage, nullptr, &none)),
+            TESSERA_CODE_INVALID_MODEL);
+  EXPECT_EQ(code_of(tessera_session_create_from_buffer(env.env, nullptr, 0, nullptr, &none)),
+            TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(none, nullptr);
+  EXPECT_EQ(code_of(tessera_session_run(nullptr, nullptr, nullptr, nullptr, 0, nullptr, nullptr, 0)),
+            TESSERA_CODE_INVALID_ARGUMENT);
+  size_t n = 0;
+  EXPECT_EQ(code_of(tessera_session_input_count(nullptr, &n)), TESSERA_CODE_INVALID_ARGUMENT);
+  tessera_io_info_t info{};
+  EXPECT_EQ(code_of(tessera_session_input_info(nullptr, 0, &info)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_session_options_set_threads(nullptr, 1)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_run_options_cancel(nullptr)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_compile(env.env, nullptr, nullptr, nullptr)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_inspect_artifact(nullptr, nullptr)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(tessera_value_dtype(nullptr), 0);
+  EXPECT_EQ(tessera_value_data(nullptr), nullptr);
+
+  Options opts;
+  EXPECT_EQ(code_of(tessera_session_options_set_threads(opts.o, -1)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_session_options_set_placement(opts.o, "fastest")), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_session_options_add_place(opts.o, "no-equals-sign")), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_session_options_set_shape(opts.o, "x", nullptr, 2)), TESSERA_CODE_INVALID_ARGUMENT);
+  const int64_t huge[] = {int64_t{1} << 40, int64_t{1} << 40};
+  EXPECT_EQ(code_of(tessera_session_options_set_shape(opts.o, "x", huge, 2)), TESSERA_CODE_INVALID_ARGUMENT);
+
+  // Values.
+  tessera_value_t* v = nullptr;
+  const int64_t dims[] = {2, 3};
+  float data[6] = {};
+  EXPECT_EQ(code_of(tessera_value_create(999, dims, 2, &v)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_value_create(TESSERA_DTYPE_FLOAT32, huge, 2, &v)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_value_wrap(TESSERA_DTYPE_FLOAT32, dims, 2, data, 5 * sizeof(float), &v), &msg),
+            TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("size_bytes"), std::string::npos) << msg;
+  EXPECT_EQ(code_of(tessera_value_wrap(TESSERA_DTYPE_FLOAT32, dims, 2, nullptr, sizeof data, &v)),
+            TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(v, nullptr);
+
+  // Runs with wrong inputs and outputs.
+  ASSERT_OK(tessera_session_options_set_backends(opts.o, "native"));
+  Session s;
+  ASSERT_OK(tessera_session_create(env.env, model_path("mlp").c_str(), opts.o, &s.s));
+  EXPECT_EQ(code_of(tessera_session_input_info(s.s, 5, &info), &msg), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("out of range"), std::string::npos) << msg;
+  std::vector<float> x(256, 0.5f);
+  const int64_t xd[] = {1, 256};
+  tessera_value_t* good = nullptr;
+  ASSERT_OK(tessera_value_wrap(TESSERA_DTYPE_FLOAT32, xd, 2, x.data(), x.size() * sizeof(float), &good));
+  std::vector<int64_t> xi(256, 1);
+  tessera_value_t* wrong_dtype = nullptr;
+  ASSERT_OK(tessera_value_wrap(TESSERA_DTYPE_INT64, xd, 2, xi.data(), xi.size() * sizeof(int64_t), &wrong_dtype));
+  const int64_t bad_dims[] = {2, 128};
+  tessera_value_t* wrong_shape = nullptr;
+  ASSERT_OK(tessera_value_wrap(TESSERA_DTYPE_FLOAT32, bad_dims, 2, x.data(), x.size() * sizeof(float), &wrong_shape));
+  const char* in_name[] = {"input"};
+  const char* bad_name[] = {"nope"};
+  const char* twice[] = {"input", "input"};
+  const tessera_value_t* two[] = {good, good};
+  tessera_value_t* out[1] = {nullptr};
+  auto run = [&](const char* const* names, const tessera_value_t* const* vals, size_t n_in, const char* const* onames,
+                 size_t n_out) {
+    out[0] = nullptr;
+    return code_of(tessera_session_run(s.s, nullptr, names, vals, n_in, onames, out, n_out), &msg);
+  };
+  const tessera_value_t* one_wrong_dtype[] = {wrong_dtype};
+  const tessera_value_t* one_wrong_shape[] = {wrong_shape};
+  const tessera_value_t* one_null[] = {nullptr};
+  EXPECT_EQ(run(in_name, one_wrong_dtype, 1, nullptr, 1), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("input"), std::string::npos) << msg;
+  EXPECT_EQ(run(in_name, one_wrong_shape, 1, nullptr, 1), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(run(bad_name, two, 1, nullptr, 1), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("nope"), std::string::npos) << msg;
+  EXPECT_EQ(run(twice, two, 2, nullptr, 1), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(run(in_name, one_null, 1, nullptr, 1), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(run(nullptr, nullptr, 0, nullptr, 1), TESSERA_CODE_INVALID_ARGUMENT);  // input missing
+  EXPECT_NE(msg.find("missing"), std::string::npos) << msg;
+  EXPECT_EQ(run(in_name, two, 1, nullptr, 3), TESSERA_CODE_INVALID_ARGUMENT);      // wrong output count
+  EXPECT_EQ(run(in_name, two, 1, bad_name, 1), TESSERA_CODE_INVALID_ARGUMENT);     // unknown output
+  EXPECT_EQ(out[0], nullptr);
+  EXPECT_EQ(run(in_name, two, 1, nullptr, 1), TESSERA_CODE_OK);
+  tessera_value_release(out[0]);
+  tessera_value_release(good);
+  tessera_value_release(wrong_dtype);
+  tessera_value_release(wrong_shape);
+}
+
+}  // namespace
