@@ -197,6 +197,16 @@ struct tessera_run_options {
 
 namespace {
 
+// A session-option setter: exceptions caught, a NULL handle refused, the
+// function's name handed to the body for its messages.
+template <class F>
+tessera_error_t* set_option(const char* fn, tessera_session_options_t* opts, F&& body) {
+  return guarded(fn, [&]() -> tessera_error_t* {
+    if (!opts) return invalid(fn, "options is NULL");
+    return body(fn);
+  });
+}
+
 // The library's compile options from session options (NULL: defaults), with
 // warnings routed to the environment's log.
 api::CompileOptions compile_options(const tessera_session_options_t* opts, const std::shared_ptr<EnvState>& env) {
@@ -345,13 +355,8 @@ tessera_error_t* tessera_session_options_create(tessera_session_options_t** out)
 
 void tessera_session_options_release(tessera_session_options_t* opts) { delete opts; }
 
-#define TSR_OPTS_PROLOGUE(fn)                      \
-  static constexpr const char* kFn = fn;           \
-  if (!opts) return invalid(kFn, "options is NULL")
-
 tessera_error_t* tessera_session_options_set_threads(tessera_session_options_t* opts, int threads) {
-  return guarded("tessera_session_options_set_threads", [&]() -> tessera_error_t* {
-    TSR_OPTS_PROLOGUE("tessera_session_options_set_threads");
+  return set_option(__func__, opts, [&](const char* kFn) -> tessera_error_t* {
     if (threads < 0) return invalid(kFn, "threads must be >= 0, got " + std::to_string(threads));
     opts->compile.threads = threads;
     return nullptr;
@@ -359,8 +364,7 @@ tessera_error_t* tessera_session_options_set_threads(tessera_session_options_t* 
 }
 
 tessera_error_t* tessera_session_options_set_backends(tessera_session_options_t* opts, const char* backends) {
-  return guarded("tessera_session_options_set_backends", [&]() -> tessera_error_t* {
-    TSR_OPTS_PROLOGUE("tessera_session_options_set_backends");
+  return set_option(__func__, opts, [&](const char*) -> tessera_error_t* {
     opts->compile.backends = backends ? backends : "";
     return nullptr;
   });
@@ -368,8 +372,7 @@ tessera_error_t* tessera_session_options_set_backends(tessera_session_options_t*
 
 tessera_error_t* tessera_session_options_set_shape(tessera_session_options_t* opts, const char* name,
                                                    const int64_t* dims, size_t rank) {
-  return guarded("tessera_session_options_set_shape", [&]() -> tessera_error_t* {
-    TSR_OPTS_PROLOGUE("tessera_session_options_set_shape");
+  return set_option(__func__, opts, [&](const char* kFn) -> tessera_error_t* {
     if (!name || !*name) return invalid(kFn, "name is NULL or empty");
     if (rank > 0 && !dims) return invalid(kFn, "dims is NULL for rank " + std::to_string(rank));
     int64_t n = 0;
@@ -382,8 +385,7 @@ tessera_error_t* tessera_session_options_set_shape(tessera_session_options_t* op
 }
 
 tessera_error_t* tessera_session_options_add_place(tessera_session_options_t* opts, const char* rule) {
-  return guarded("tessera_session_options_add_place", [&]() -> tessera_error_t* {
-    TSR_OPTS_PROLOGUE("tessera_session_options_add_place");
+  return set_option(__func__, opts, [&](const char* kFn) -> tessera_error_t* {
     if (!rule) return invalid(kFn, "rule is NULL");
     auto r = parse_place_rule(rule);
     if (!r.ok()) return from_status(r.status());
@@ -393,8 +395,7 @@ tessera_error_t* tessera_session_options_add_place(tessera_session_options_t* op
 }
 
 tessera_error_t* tessera_session_options_set_placement(tessera_session_options_t* opts, const char* placement) {
-  return guarded("tessera_session_options_set_placement", [&]() -> tessera_error_t* {
-    TSR_OPTS_PROLOGUE("tessera_session_options_set_placement");
+  return set_option(__func__, opts, [&](const char* kFn) -> tessera_error_t* {
     const std::string p = placement ? placement : "";
     if (p == "cost") opts->compile.policy = PlacementPolicy::kCost;
     else if (p == "priority") opts->compile.policy = PlacementPolicy::kPriority;
@@ -404,8 +405,7 @@ tessera_error_t* tessera_session_options_set_placement(tessera_session_options_t
 }
 
 tessera_error_t* tessera_session_options_set_tune(tessera_session_options_t* opts, tessera_tune_t tune) {
-  return guarded("tessera_session_options_set_tune", [&]() -> tessera_error_t* {
-    TSR_OPTS_PROLOGUE("tessera_session_options_set_tune");
+  return set_option(__func__, opts, [&](const char* kFn) -> tessera_error_t* {
     switch (tune) {
       case TESSERA_TUNE_DEFAULT: opts->compile.measure = api::default_measure(); break;
       case TESSERA_TUNE_OFF: opts->compile.measure = MeasureMode::kOff; break;
@@ -417,8 +417,7 @@ tessera_error_t* tessera_session_options_set_tune(tessera_session_options_t* opt
 }
 
 tessera_error_t* tessera_session_options_set_tune_budget(tessera_session_options_t* opts, double seconds) {
-  return guarded("tessera_session_options_set_tune_budget", [&]() -> tessera_error_t* {
-    TSR_OPTS_PROLOGUE("tessera_session_options_set_tune_budget");
+  return set_option(__func__, opts, [&](const char* kFn) -> tessera_error_t* {
     if (!(seconds >= 0) || seconds > 1e6) return invalid(kFn, "seconds must be a number in [0, 1e6]");
     opts->compile.tune_budget_s = seconds;
     return nullptr;
@@ -426,8 +425,7 @@ tessera_error_t* tessera_session_options_set_tune_budget(tessera_session_options
 }
 
 tessera_error_t* tessera_session_options_set_tune_cache(tessera_session_options_t* opts, const char* path) {
-  return guarded("tessera_session_options_set_tune_cache", [&]() -> tessera_error_t* {
-    TSR_OPTS_PROLOGUE("tessera_session_options_set_tune_cache");
+  return set_option(__func__, opts, [&](const char*) -> tessera_error_t* {
     if (path) opts->compile.tune_cache = std::string(path);
     else opts->compile.tune_cache.reset();
     return nullptr;
@@ -435,8 +433,7 @@ tessera_error_t* tessera_session_options_set_tune_cache(tessera_session_options_
 }
 
 tessera_error_t* tessera_session_options_set_min_region_nodes(tessera_session_options_t* opts, int n) {
-  return guarded("tessera_session_options_set_min_region_nodes", [&]() -> tessera_error_t* {
-    TSR_OPTS_PROLOGUE("tessera_session_options_set_min_region_nodes");
+  return set_option(__func__, opts, [&](const char* kFn) -> tessera_error_t* {
     if (n < 0) return invalid(kFn, "n must be >= 0, got " + std::to_string(n));
     opts->compile.min_region_nodes = n;
     return nullptr;
@@ -444,14 +441,11 @@ tessera_error_t* tessera_session_options_set_min_region_nodes(tessera_session_op
 }
 
 tessera_error_t* tessera_session_options_set_backend_options(tessera_session_options_t* opts, const char* options) {
-  return guarded("tessera_session_options_set_backend_options", [&]() -> tessera_error_t* {
-    TSR_OPTS_PROLOGUE("tessera_session_options_set_backend_options");
+  return set_option(__func__, opts, [&](const char*) -> tessera_error_t* {
     opts->compile.backend_options = options ? options : "";
     return nullptr;
   });
 }
-
-#undef TSR_OPTS_PROLOGUE
 
 // ---- sessions ------------------------------------------------------------------------
 

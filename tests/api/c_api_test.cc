@@ -91,6 +91,20 @@ struct RefInputs {
   const tessera_value_t* const* ptrs() const { return values.v.data(); }
 };
 
+// A native session of a generated model, with the model's reference inputs.
+struct NativeSession {
+  Env env;
+  Options opts;
+  Session s;
+  RefInputs in;
+  NativeSession(const std::string& model, const std::vector<std::string>& input_names) : in(model, input_names) {
+    EXPECT_EQ(tessera_session_options_set_backends(opts.o, "native"), nullptr);
+    tessera_error_t* e = tessera_session_create(env.env, model_path(model).c_str(), opts.o, &s.s);
+    EXPECT_EQ(e, nullptr) << tessera_error_message(e);
+    tessera_error_release(e);
+  }
+};
+
 // Every output in graph order matches ONNX Runtime's reference.
 void expect_matches_reference(tessera_session_t* s, const std::string& model, const RefInputs& in) {
   size_t n = 0;
@@ -118,11 +132,9 @@ TEST(CApi, VersionAndErrorsOfNothing) {
 }
 
 TEST(CApi, SessionFromOnnxDescribesItsInputsAndMatchesOnnxRuntime) {
-  Env env;
-  Options opts;
-  ASSERT_OK(tessera_session_options_set_backends(opts.o, "native"));
-  Session s;
-  ASSERT_OK(tessera_session_create(env.env, model_path("bert_tiny").c_str(), opts.o, &s.s));
+  NativeSession n("bert_tiny", {"input_ids", "attention_mask"});
+  Session& s = n.s;
+  ASSERT_NE(s.s, nullptr);
   size_t n_in = 0, n_out = 0;
   ASSERT_OK(tessera_session_input_count(s.s, &n_in));
   ASSERT_OK(tessera_session_output_count(s.s, &n_out));
@@ -141,7 +153,7 @@ TEST(CApi, SessionFromOnnxDescribesItsInputsAndMatchesOnnxRuntime) {
   ASSERT_OK(tessera_session_engines_json(s.s, &engines));
   EXPECT_STREQ(engines, "[]");
   tessera_string_free(engines);
-  expect_matches_reference(s.s, "bert_tiny", RefInputs("bert_tiny", {"input_ids", "attention_mask"}));
+  expect_matches_reference(s.s, "bert_tiny", n.in);
 }
 
 TEST(CApi, SessionsFromBuffersAndArtifactsMatchOnnxRuntime) {
@@ -180,12 +192,10 @@ TEST(CApi, SessionsFromBuffersAndArtifactsMatchOnnxRuntime) {
 }
 
 TEST(CApi, BoundOutputsAreWrittenInPlaceAndMustMatch) {
-  Env env;
-  Options opts;
-  ASSERT_OK(tessera_session_options_set_backends(opts.o, "native"));
-  Session s;
-  ASSERT_OK(tessera_session_create(env.env, model_path("bert_tiny").c_str(), opts.o, &s.s));
-  const RefInputs in("bert_tiny", {"input_ids", "attention_mask"});
+  NativeSession n("bert_tiny", {"input_ids", "attention_mask"});
+  Session& s = n.s;
+  const RefInputs& in = n.in;
+  ASSERT_NE(s.s, nullptr);
   const RefTensor want = reference("bert_tiny", "output_1.pb");
   // Only pooler_output, into a caller buffer.
   std::vector<float> buf(want.count(), -7.f);
@@ -248,12 +258,10 @@ TEST(CApi, ConcurrentRunsOnOneSessionAreBitIdenticalToSerialOnes) {
 }
 
 TEST(CApi, CancelledRunsReturnCancelled) {
-  Env env;
-  Options opts;
-  ASSERT_OK(tessera_session_options_set_backends(opts.o, "native"));
-  Session s;
-  ASSERT_OK(tessera_session_create(env.env, model_path("bert_tiny").c_str(), opts.o, &s.s));
-  const RefInputs in("bert_tiny", {"input_ids", "attention_mask"});
+  NativeSession n("bert_tiny", {"input_ids", "attention_mask"});
+  Session& s = n.s;
+  const RefInputs& in = n.in;
+  ASSERT_NE(s.s, nullptr);
   tessera_run_options_t* ro = nullptr;
   ASSERT_OK(tessera_run_options_create(&ro));
   ASSERT_OK(tessera_run_options_set_tag(ro, "cancel-test"));
@@ -289,12 +297,10 @@ TEST(CApi, CancelledRunsReturnCancelled) {
 }
 
 TEST(CApi, TraceAndReports) {
-  Env env;
-  Options opts;
-  ASSERT_OK(tessera_session_options_set_backends(opts.o, "native"));
-  Session s;
-  ASSERT_OK(tessera_session_create(env.env, model_path("mlp").c_str(), opts.o, &s.s));
-  const RefInputs in("mlp", {"input"});
+  NativeSession n("mlp", {"input"});
+  Session& s = n.s;
+  const RefInputs& in = n.in;
+  ASSERT_NE(s.s, nullptr);
   tessera_run_options_t* ro = nullptr;
   ASSERT_OK(tessera_run_options_create(&ro));
   const std::string trace = testing::TempDir() + "capi_trace_" + std::to_string(getpid()) + ".json";
@@ -305,11 +311,11 @@ TEST(CApi, TraceAndReports) {
   EXPECT_NE(apitest::read_bytes(trace).find("traceEvents"), std::string::npos);
   std::remove(trace.c_str());
   char* json = nullptr;
-  ASSERT_OK(tessera_partition_report(env.env, model_path("mlp").c_str(), opts.o, &json));
+  ASSERT_OK(tessera_partition_report(n.env.env, model_path("mlp").c_str(), n.opts.o, &json));
   EXPECT_NE(std::string(json).find("\"regions\""), std::string::npos) << json;
   tessera_string_free(json);
   char* list = nullptr;
-  ASSERT_OK(tessera_available_backends(env.env, &list));
+  ASSERT_OK(tessera_available_backends(n.env.env, &list));
   const std::string backends = list;
   tessera_string_free(list);
   EXPECT_EQ(backends.substr(backends.size() - 6), "native") << backends;
