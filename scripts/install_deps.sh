@@ -3,7 +3,7 @@
 # Does nothing when they are already present.
 set -euo pipefail
 PKGS=(cmake ninja-build g++ pkg-config libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
-      python3-onnx python3-numpy python3-pytest python3-pybind11 libgtest-dev libgmock-dev nlohmann-json3-dev graphviz
+      python3-onnx python3-numpy python3-pytest python3-pybind11 libcli11-dev libgtest-dev libgmock-dev nlohmann-json3-dev graphviz
       libdnnl-dev libxnnpack-dev libpthreadpool-dev libcpuinfo-dev)
 missing=()
 for p in "${PKGS[@]}"; do

@@ -9,7 +9,7 @@
 #   - controls first: `tessera run` of the valid MLP and BERT with good inputs must exit 0 and write output_<i>.pb
 #     (otherwise every "exit 2" below could be an unimplemented command answering 2);
 #   - every broken model through `run` and `compile`, a missing file and a directory given as the model;
-#   - every broken input set through `run`; a missing input dir; bad flags and an unknown command;
+#   - every broken input set through `run`; a missing input dir; bad flags and an unknown command; `CMD --help`;
 #   - garbage .tsr through `run` and `inspect`; when `compile` of the MLP succeeds, also truncated copies of its
 #     artifact and one with a flipped byte in the weights (skipped, and said so, when compile does not work yet).
 # Exit 0 when every case behaves; 1 otherwise, with one FAIL line per case. 77 (skipped) without Python onnx.
@@ -137,6 +137,19 @@ run_case "run_bad_threads" "" -- run "$models/mlp.onnx" --input-dir "$good_in" -
 run_case "run_unknown_backend" "no_such_backend" -- run "$models/mlp.onnx" --input-dir "$good_in" \
   --output-dir "$work/out/b" --backends no_such_backend
 run_case "unknown_command" "frobnicate" -- frobnicate
+run_case "option_without_value" "option .--rtol. needs a value" -- check "$work" --rtol
+run_case "flag_of_another_command" "option .--tune. for .run." -- run "$models/mlp.onnx" --tune
+
+# --- help: every command's --help exits 0 and lists its own options -------------------------------------------------
+for spec in "compile:--output" "run:--input-dir" "check:--rtol" "bench:--warmup" "partition:--svg" "inspect:--json"; do
+  cmd="${spec%%:*}" opt="${spec#*:}"
+  if "$tessera" "$cmd" --help >"$work/help.txt" 2>&1 && grep -q -- "$opt" "$work/help.txt"; then
+    passes=$((passes + 1))
+    echo "ok   help_$cmd: lists $opt"
+  else
+    fail "help_$cmd: exit $? or no $opt in: $(head -c 200 "$work/help.txt")"
+  fi
+done
 
 # --- bad artifacts -------------------------------------------------------------------------------------------------
 head -c 8192 "$models/bad_garbage_random.onnx" >"$work/garbage.tsr"

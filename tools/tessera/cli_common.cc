@@ -1,5 +1,7 @@
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -70,77 +72,137 @@ int usage_error(const std::string& msg) { return fail(InvalidInput(msg)); }
 
 namespace {
 
-const std::vector<std::string> kCompileFlags = {"--backends",  "--shape",     "--place",      "--min-region-nodes",
-                                                "--backend-options", "--threads", "--placement", "--tune-cache",
-                                                "--tune-budget"};
-
-// Flags that take a value, per command; `json` / `profile`: boolean flags.
-struct CommandFlags {
-  std::vector<std::string> values;
-  bool json = false, profile = false, tune = false;  // --tune: compile and partition only
+// One option of a command: its names ("-o,--output"), what it does, and
+// whether it may be repeated (each value kept) or takes its last value.
+struct OptionSpec {
+  const char* names;
+  const char* help;
+  bool repeat = false;
 };
 
-const std::map<std::string, CommandFlags>& command_flags() {
-  static const std::map<std::string, CommandFlags> kFlags = [] {
-    std::map<std::string, CommandFlags> m;
-    m["run"] = {{"--input-dir", "--output-dir", "--trace"}, false, false};
-    m["check"] = {{"--rtol", "--atol", "--model"}, false, false};
-    m["bench"] = {{"--runs", "--warmup", "--trace"}, true, true};
-    m["compile"] = {{"-o", "--output"}, false, false, true};
-    m["partition"] = {{"--dot", "--svg"}, true, false, true};
-    m["inspect"] = {{}, true, false};
-    for (const char* c : {"run", "check", "bench", "compile", "partition"}) {
-      auto& v = m[c].values;
-      v.insert(v.end(), kCompileFlags.begin(), kCompileFlags.end());
-    }
-    return m;
-  }();
-  return kFlags;
+const std::vector<OptionSpec>& compile_option_specs() {
+  static const std::vector<OptionSpec> kSpecs = {
+      {"--backends", "backends to use, in priority order, e.g. dnnl,xnnpack,native (default: every backend found)"},
+      {"--shape", "pin an input's shape: NAME=D0,D1,.. (repeatable)", true},
+      {"--place", "pin a node or op type to a backend: OP_OR_NODE=BACKEND (repeatable)", true},
+      {"--min-region-nodes", "external regions with fewer nodes fall back to native (default 2)"},
+      {"--backend-options", "K=V;.. handed to every backend's compile"},
+      {"--threads", "threads for the native pool and every engine (default: all hardware threads)"},
+      {"--placement", "cost (default: least measured or estimated time) or priority (first backend that runs a node)"},
+      {"--tune-cache", "the tune cache file (default $TESSERA_TUNE_CACHE, else ~/.cache/tessera/tune.json; empty: none)"},
+      {"--tune-budget", "seconds of measuring for the default placement (default 3)"},
+  };
+  return kSpecs;
+}
+
+// Each command: what it does, its positional arguments, its own options and flags.
+struct CommandSpec {
+  const char* name;
+  const char* help;
+  const char* positional;
+  std::vector<OptionSpec> options;
+  bool compile_options = true;  // takes compile_option_specs() and --no-tune
+  bool json = false, profile = false, tune = false;
+};
+
+const std::vector<CommandSpec>& command_specs() {
+  static const std::vector<CommandSpec> kCommands = {
+      {"compile", "partition a model, compile every engine ahead of time and write one artifact", "MODEL",
+       {{"-o,--output", "the artifact to write (OUT.tsr)"}}, true, false, false, true},
+      {"run", "run a model (.onnx or .tsr) once on input_<i>.pb files or random inputs", "MODEL",
+       {{"--input-dir", "read input_<i>.pb (ONNX TensorProto, graph input order) from DIR"},
+        {"--output-dir", "write output_<i>.pb to DIR (else print a summary)"},
+        {"--trace", "write the run as a Chrome trace to FILE"}}},
+      {"check", "run an ONNX backend test case against its expected outputs", "CASE_DIR",
+       {{"--rtol", "relative tolerance (default 1e-3)"},
+        {"--atol", "absolute tolerance (default 1e-7)"},
+        {"--model", "run another file (e.g. the case's model compiled to a .tsr) on the case's data"}}},
+      {"bench", "time inference and print the median", "MODEL",
+       {{"--runs", "timed runs"}, {"--warmup", "warm-up runs"}, {"--trace", "write profiled runs as a Chrome trace"}},
+       true, true, true},
+      {"partition", "placement report: regions, the costs considered, refusals, measurements", "MODEL",
+       {{"--dot", "write the placement as Graphviz DOT to FILE"}, {"--svg", "draw it as SVG to FILE (Graphviz)"}},
+       true, true, false, true},
+      {"inspect", "what an artifact holds: sections, engines, sizes, versions, signature", "ARTIFACT", {}, false, true},
+  };
+  return kCommands;
+}
+
+std::string command_list() {
+  std::string s;
+  for (const auto& c : command_specs()) s += (s.empty() ? "" : ", ") + std::string(c.name);
+  return s;
 }
 
 }  // namespace
 
 Expected<Args> parse_args(int argc, char** argv) {
-  Args a;
   if (argc < 2) return InvalidInput("no command given\n" + std::string(kUsage));
-  a.command = argv[1];
-  auto it = command_flags().find(a.command);
-  if (it == command_flags().end()) {
-    return InvalidInput("unknown command '" + a.command + "' (commands: compile, run, check, bench, partition, inspect)");
+  const std::string command = argv[1];
+  const auto& cmds = command_specs();
+  const auto spec = std::find_if(cmds.begin(), cmds.end(), [&](const CommandSpec& c) { return command == c.name; });
+  if (spec == cmds.end()) return InvalidInput("unknown command '" + command + "' (commands: " + command_list() + ")");
+
+  CLI::App app{std::string("tessera ") + spec->name + ": " + spec->help, std::string("tessera ") + spec->name};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.allow_extras(true);  // unknown options are reported below, in the CLI's own words
+  Args a;
+  a.command = command;
+  app.add_option(spec->positional, a.positional, "the input")->expected(0, 1 << 20);
+  // Values by option; copied into Args only when given.
+  std::map<std::string, std::string> single;
+  std::map<std::string, std::vector<std::string>> repeated;
+  std::vector<std::pair<std::string, CLI::Option*>> given;
+  auto add = [&](const OptionSpec& o) {
+    const std::string names = o.names;
+    const std::string key = names.substr(0, names.find(','));
+    CLI::Option* opt = o.repeat ? app.add_option(names, repeated[key], o.help)->expected(1)->take_all()
+                                : app.add_option(names, single[key], o.help);
+    opt->allow_extra_args(false);
+    given.emplace_back(key, opt);
+  };
+  for (const auto& o : spec->options) add(o);
+  if (spec->compile_options) {
+    for (const auto& o : compile_option_specs()) add(o);
+    app.add_flag("--no-tune", a.no_tune, "measure nothing: estimates only (also TESSERA_TUNE=0)");
   }
-  const CommandFlags& flags = it->second;
-  for (int i = 2; i < argc; ++i) {
-    std::string s = argv[i];
-    if (s == "--json" && flags.json) {
-      a.json = true;
-    } else if (s == "--profile" && flags.profile) {
-      a.profile = true;
-    } else if (s == "--tune" && flags.tune) {
-      a.tune = true;
-    } else if (s == "--no-tune" && a.command != "inspect") {
-      a.no_tune = true;
-    } else if (s.rfind("-", 0) == 0 && s.size() > 1) {
-      std::string key = s, value;
-      bool inline_value = false;
-      if (auto eq = s.find('='); eq != std::string::npos && s.rfind("--", 0) == 0) {
-        key = s.substr(0, eq);
-        value = s.substr(eq + 1);
-        inline_value = true;
-      }
-      if (std::find(flags.values.begin(), flags.values.end(), key) == flags.values.end()) {
-        return InvalidInput("unknown option '" + key + "' for '" + a.command + "'");
-      }
-      if (!inline_value) {
-        if (i + 1 >= argc) return InvalidInput("option '" + key + "' needs a value");
-        value = argv[++i];
-      }
-      if (key == "--output") key = "-o";
-      if (key == "--shape") a.shapes.push_back(value);
-      else if (key == "--place") a.places.push_back(value);
-      else a.opts[key] = value;
+  if (spec->json) app.add_flag("--json", a.json, "print JSON");
+  if (spec->profile) app.add_flag("--profile", a.profile, "add time per op type and the slowest nodes");
+  if (spec->tune) app.add_flag("--tune", a.tune, "measure every candidate region");
+  std::vector<std::string> rest;  // CLI11 takes them reversed
+  for (int i = argc - 1; i >= 2; --i) {
+    const std::string arg = argv[i];
+    // `--tune-cache=` sets an empty value; CLI11 would take the next argument as the value instead.
+    if (arg.size() > 3 && arg.rfind("--", 0) == 0 && arg.back() == '=' && arg.find('=') == arg.size() - 1) {
+      rest.emplace_back("");
+      rest.push_back(arg.substr(0, arg.size() - 1));
     } else {
-      a.positional.push_back(s);
+      rest.push_back(arg);
     }
+  }
+  try {
+    app.parse(rest);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return Args{"--help", {}, {}, {}, {}, false, false, false, false};
+  } catch (const CLI::ArgumentMismatch& e) {  // "--rtol: 1 required TEXT missing"
+    const std::string what = e.what();
+    return InvalidInput("option '" + what.substr(0, what.find(':')) + "' needs a value");
+  } catch (const CLI::ParseError& e) {
+    return InvalidInput(std::string(spec->name) + ": " + e.what());
+  }
+  for (const std::string& r : app.remaining()) {
+    if (r.size() > 1 && r[0] == '-') {
+      return InvalidInput("unknown option '" + r.substr(0, r.find('=')) + "' for '" + a.command + "'");
+    }
+    a.positional.push_back(r);
+  }
+  for (const auto& [key, opt] : given) {
+    if (opt->count() == 0) continue;
+    const std::string k = key == "--output" ? "-o" : key;
+    if (key == "--shape") a.shapes = repeated[key];
+    else if (key == "--place") a.places = repeated[key];
+    else a.opts[k] = single[key];
   }
   return a;
 }

@@ -309,6 +309,7 @@ int main(int argc, char** argv) {
   }
   auto args = parse_args(argc, argv);
   if (!args.ok()) return fail(args.status());
+  if (args->command == "--help") return 0;  // `tessera CMD --help` printed the command's help
   try {
     if (args->command == "run") return cmd_run(*args);
     if (args->command == "check") return cmd_check(*args);
