@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "ops/op_registry.h"
-#include "runtime/thread_pool.h"
+#include "util/thread_pool.h"
 
 using namespace tessera;
 

@@ -1,7 +1,7 @@
 // Micro-benchmark of the native SGEMM: prints GFLOP/s for a few shapes with
 // 1 and 2 threads (median of several runs). Not built by CMake; build with
 //   g++ -std=c++20 -O3 -march=native -Isrc bench/gemm_bench.cc src/ops/kernels/gemm.cc
-//       src/runtime/thread_pool.cc -lpthread -o /tmp/gemm_bench
+//       src/util/thread_pool.cc -lpthread -o /tmp/gemm_bench
 // Usage: gemm_bench [M N K ...]   (defaults to a fixed list; PACKED_B=1: B packed once ahead, as for
 // constant weights)
 // Prints the best of several runs (BENCH_MEDIAN=1: the median).
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "ops/kernels/gemm.h"
-#include "runtime/thread_pool.h"
+#include "util/thread_pool.h"
 
 using tessera::ThreadPool;
 namespace k = tessera::kernels;

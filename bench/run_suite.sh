@@ -109,7 +109,7 @@ gemm_bin=$work/gemm_bench
 if [[ ! -x $gemm_bin || $bench_dir/gemm_bench.cc -nt $gemm_bin || $repo_dir/src/ops/kernels/gemm.cc -nt $gemm_bin ]]; then
   log "building $gemm_bin"
   g++ -std=c++20 -O3 -march=native -I"$repo_dir/src" "$bench_dir/gemm_bench.cc" "$repo_dir/src/ops/kernels/gemm.cc" \
-    "$repo_dir/src/runtime/thread_pool.cc" -lpthread -o "$gemm_bin" || die "cannot build gemm_bench"
+    "$repo_dir/src/util/thread_pool.cc" -lpthread -o "$gemm_bin" || die "cannot build gemm_bench"
 fi
 # shellcheck disable=SC2046
 taskset -c 0,1 "$gemm_bin" 1024 1024 1024 2048 2048 2048 >"$work/gemm.txt" 2>&1 || die "gemm_bench failed"

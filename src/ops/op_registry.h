@@ -20,7 +20,7 @@
 
 #include "ir/graph.h"
 #include "ir/tensor.h"
-#include "runtime/thread_pool.h"
+#include "util/thread_pool.h"
 #include "util/status.h"
 
 namespace tessera {
@@ -67,8 +67,6 @@ class SubgraphRunner {
   virtual Expected<std::vector<Tensor>> run(const Graph& g, const std::vector<Tensor>& inputs) = 0;
 };
 
-struct ProfileStep;  // backends/backend.h
-
 class KernelContext {
  public:
   KernelContext(const Node& node, std::vector<const Tensor*> inputs, std::vector<Tensor*> outputs,
@@ -94,10 +92,6 @@ class KernelContext {
   ThreadPool& pool() const { return *pool_; }
   SubgraphRunner* subgraphs() const { return subgraphs_; }
   Status error(const std::string& msg) const { return RuntimeError(node_.describe() + ": " + msg); }
-  // Set by a profiled run: a kernel that runs an engine (a Region node)
-  // collects the engine's steps here. Null otherwise; other kernels ignore it.
-  std::vector<ProfileStep>* engine_steps() const { return engine_steps_; }
-  void set_engine_steps(std::vector<ProfileStep>* steps) { engine_steps_ = steps; }
 
  private:
   const Node& node_;
@@ -105,7 +99,6 @@ class KernelContext {
   std::vector<Tensor*> outputs_;
   ThreadPool* pool_;
   SubgraphRunner* subgraphs_;
-  std::vector<ProfileStep>* engine_steps_ = nullptr;
 };
 
 // A prepared kernel for one node. run() must be safe to call from several
@@ -116,17 +109,11 @@ class Kernel {
   virtual Status run(KernelContext& ctx) const = 0;
 };
 
-class Engine;
-// Loaded backend engines of a compiled program, indexed by a Region node's
-// `engine` attribute (see src/ops/region.cc).
-using EngineTable = std::vector<std::shared_ptr<const Engine>>;
-
 struct KernelInit {
   const Node& node;
   int64_t opset;
   std::vector<ValueInfo> in_info;           // compile-time types/shapes of inputs
   std::vector<const Tensor*> const_inputs;  // constant inputs (e.g. weights) or null
-  const EngineTable* engines;               // engines of the running program, or null
 };
 
 using KernelFactory = Expected<std::unique_ptr<Kernel>> (*)(const KernelInit&);

@@ -17,7 +17,7 @@
 #include "ops/conv_util.h"
 #include "ops/quantize_gemm.h"
 #include "ops/quantize_ops.h"
-#include "runtime/thread_pool.h"
+#include "util/thread_pool.h"
 
 namespace tessera::quant {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <limits>
 
-#include "runtime/thread_pool.h"
+#include "util/thread_pool.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 #include <immintrin.h>

@@ -6,9 +6,8 @@
 //   output_dtypes   dtype per output        } the region's outputs are
 //   output_ranks    rank per output         } concrete: engines are compiled
 //   output_dims     all dims, concatenated  } for fixed shapes
-// The kernel hands the inputs and preallocated outputs to the engine (through
-// run_profiled when the run is profiled: the engine's own steps).
-#include "backends/backend.h"
+// Its inference lives here, with the IR; running it belongs to the runtime
+// (src/runtime/region_kernel.cc), which holds the engines.
 #include "ops/op_registry.h"
 #include "ops/region_attrs.h"
 
@@ -26,41 +25,11 @@ Status infer_region(InferContext& ctx) {
   return Status::Ok();
 }
 
-class RegionKernel final : public Kernel {
- public:
-  static Expected<std::unique_ptr<Kernel>> Create(const KernelInit& init) {
-    int64_t idx = init.node.attr_int("engine", -1);
-    if (!init.engines) {
-      return InvalidModel(init.node.describe() + ": a Region node runs only inside a compiled program");
-    }
-    if (idx < 0 || idx >= static_cast<int64_t>(init.engines->size()) || !(*init.engines)[static_cast<size_t>(idx)]) {
-      return InvalidModel(init.node.describe() + ": engine " + std::to_string(idx) + " does not exist");
-    }
-    auto k = std::make_unique<RegionKernel>();
-    k->engine_ = (*init.engines)[static_cast<size_t>(idx)].get();
-    return std::unique_ptr<Kernel>(std::move(k));
-  }
-
-  Status run(KernelContext& ctx) const override {
-    std::vector<const Tensor*> in(static_cast<size_t>(ctx.num_inputs()));
-    for (int i = 0; i < ctx.num_inputs(); ++i) {
-      in[static_cast<size_t>(i)] = ctx.input(i);
-      if (!in[static_cast<size_t>(i)]) return ctx.error("input " + std::to_string(i) + " is absent");
-    }
-    std::vector<Tensor*> out(static_cast<size_t>(ctx.num_outputs()));
-    for (int i = 0; i < ctx.num_outputs(); ++i) {
-      out[static_cast<size_t>(i)] = ctx.output(i);
-      if (!out[static_cast<size_t>(i)] || !out[static_cast<size_t>(i)]->defined()) {
-        return ctx.error("output " + std::to_string(i) + " has no buffer");
-      }
-    }
-    if (ctx.engine_steps()) return engine_->run_profiled(in, out, ctx.engine_steps());
-    return engine_->run(in, out);
-  }
-
- private:
-  const Engine* engine_ = nullptr;
-};
+// The runtime runs Region nodes with their engines (src/runtime/region_kernel.cc);
+// the registry's kernel only says so.
+Expected<std::unique_ptr<Kernel>> refuse_region(const KernelInit& init) {
+  return InvalidModel(init.node.describe() + ": a Region node runs only inside a compiled program");
+}
 
 }  // namespace
 
@@ -109,6 +78,6 @@ Status region_output_types(const Node& n, std::vector<ValueInfo>* outs) {
   return Status::Ok();
 }
 
-TSR_REGISTER_OPS(region) { reg.add(OpSchema{"Region", kRegionDomain, infer_region, RegionKernel::Create, nullptr, {}}); }
+TSR_REGISTER_OPS(region) { reg.add(OpSchema{"Region", kRegionDomain, infer_region, refuse_region, nullptr, {}}); }
 
 }  // namespace tessera

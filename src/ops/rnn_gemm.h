@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/thread_pool.h"
+#include "util/thread_pool.h"
 
 namespace tessera {
 

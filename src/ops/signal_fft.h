@@ -24,7 +24,7 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/thread_pool.h"
+#include "util/thread_pool.h"
 
 namespace tessera {
 

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "passes/dce.h"
-#include "runtime/node_runner.h"
+#include "ops/node_runner.h"
 
 namespace tessera {
 namespace {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "backends/backend.h"
 #include "ops/op_registry.h"
 #include "runtime/subgraph_runner.h"
 

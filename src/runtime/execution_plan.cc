@@ -6,7 +6,8 @@
 
 #include "ops/region_attrs.h"
 #include "runtime/memory_planner.h"
-#include "runtime/node_runner.h"
+#include "runtime/region_kernel.h"
+#include "ops/node_runner.h"
 #include "runtime/subgraph_runner.h"
 
 namespace tessera {
@@ -122,7 +123,7 @@ Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPoo
       if (plan->slots_[static_cast<size_t>(s)].kind == Slot::Kind::kDynamic) st.dynamic = true;
     }
     // Kernels are created now, never on the first run.
-    KernelInit init{n, graph.opset, {}, {}, engines};
+    KernelInit init{n, graph.opset, {}, {}};
     for (int s : st.in) {
       if (s < 0) {
         init.in_info.emplace_back();
@@ -134,7 +135,7 @@ Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPoo
       init.in_info.push_back(vi ? *vi : ValueInfo{slot.dtype, Shape::FromDims(slot.dims)});
       init.const_inputs.push_back(slot.kind == Slot::Kind::kConstant ? &slot.constant : nullptr);
     }
-    auto kernel = create_kernel(*st.schema, init);
+    auto kernel = make_kernel(*st.schema, init, engines);
     if (!kernel.ok()) return kernel.status();
     st.kernel = std::move(kernel).value();
     plan->steps_.push_back(std::move(st));
@@ -272,12 +273,10 @@ Expected<std::vector<Tensor>> ExecutionPlan::run(const std::vector<Tensor>& inpu
       RunProfile::Entry e;
       e.node = st.node->name;
       e.op_type = st.node->op_type;
-      if (is_region_node(*st.node)) {
-        e.engine = static_cast<int>(st.node->attr_int("engine", -1));
-        ctx.set_engine_steps(&e.steps);  // the Region kernel asks its engine for steps
-      }
+      const auto* region = is_region_node(*st.node) ? static_cast<const RegionKernel*>(st.kernel.get()) : nullptr;
+      if (region) e.engine = static_cast<int>(st.node->attr_int("engine", -1));
       auto t0 = std::chrono::steady_clock::now();
-      status = st.kernel->run(ctx);
+      status = region ? region->run_profiled(ctx, &e.steps) : st.kernel->run(ctx);  // an engine gives its steps
       auto t1 = std::chrono::steady_clock::now();
       e.start_us = std::chrono::duration<double, std::micro>(t0 - profile->started).count();
       e.us = std::chrono::duration<double, std::micro>(t1 - t0).count();

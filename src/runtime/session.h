@@ -24,7 +24,7 @@
 #include "ir/graph.h"
 #include "ops/op_registry.h"
 #include "ir/tensor.h"
-#include "runtime/thread_pool.h"
+#include "util/thread_pool.h"
 #include "util/status.h"
 
 namespace tessera {

@@ -1,6 +1,7 @@
 #include "runtime/subgraph_runner.h"
 
-#include "runtime/node_runner.h"
+#include "ops/node_runner.h"
+#include "runtime/region_kernel.h"
 
 namespace tessera {
 
@@ -38,6 +39,7 @@ Expected<std::vector<Tensor>> EagerSubgraphRunner::run(const Graph& g, const std
   MapScope scope(g, outer_);
   for (size_t i = 0; i < inputs.size(); ++i) scope.set(g.inputs[i], inputs[i]);
   EagerSubgraphRunner nested(&scope, opset_, pool_, engines_);
+  const KernelMaker make = kernel_maker(engines_);  // Region nodes run their engines
   for (const Node& n : g.nodes) {
     std::vector<Tensor> in(n.inputs.size());
     for (size_t i = 0; i < n.inputs.size(); ++i) {
@@ -47,7 +49,7 @@ Expected<std::vector<Tensor>> EagerSubgraphRunner::run(const Graph& g, const std
       in[i] = *t;
     }
     std::vector<Tensor> out;
-    TSR_ASSIGN_OR_RETURN(out, run_node_once(n, opset_, in, pool_, &nested, engines_));
+    TSR_ASSIGN_OR_RETURN(out, run_node_once(n, opset_, in, pool_, &nested, &make));
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       if (!n.outputs[i].empty()) scope.set(n.outputs[i], std::move(out[i]));
     }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "backends/backend.h"
 #include "ops/op_registry.h"
 
 namespace tessera {

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "runtime/execution_plan.h"
-#include "runtime/thread_pool.h"
+#include "util/thread_pool.h"
 #include "unit/op_test_util.h"
 
 namespace tessera {

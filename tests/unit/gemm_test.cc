@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "runtime/thread_pool.h"
+#include "util/thread_pool.h"
 
 namespace tessera::kernels {
 namespace {

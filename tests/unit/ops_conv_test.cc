@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "ops/op_registry.h"
-#include "runtime/node_runner.h"
-#include "runtime/thread_pool.h"
+#include "ops/node_runner.h"
+#include "util/thread_pool.h"
 #include "unit/op_test_util.h"
 
 namespace tessera {
@@ -37,7 +37,7 @@ Expected<std::vector<Tensor>> run_node(const Node& node, const std::vector<Tenso
   if (!schema) return Unsupported("no schema");
   std::vector<ValueInfo> out_info;
   TSR_ASSIGN_OR_RETURN(out_info, infer_node_concrete(node, 13, inputs));
-  KernelInit init{node, 13, {}, {}, nullptr};
+  KernelInit init{node, 13, {}, {}};
   init.in_info.resize(inputs.size());
   init.const_inputs.resize(inputs.size(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -12,8 +12,8 @@
 #include "ir/tensor.h"
 #include "ops/elementwise_math.h"
 #include "ops/op_registry.h"
-#include "runtime/node_runner.h"
-#include "runtime/thread_pool.h"
+#include "ops/node_runner.h"
+#include "util/thread_pool.h"
 #include "unit/op_test_util.h"
 
 namespace tessera {

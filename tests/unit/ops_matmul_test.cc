@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "ops/op_registry.h"
-#include "runtime/node_runner.h"
-#include "runtime/thread_pool.h"
+#include "ops/node_runner.h"
+#include "util/thread_pool.h"
 #include "unit/op_test_util.h"
 
 namespace tessera {

@@ -13,8 +13,8 @@
 
 #include "ops/op_registry.h"
 #include "ops/quantize_ops.h"
-#include "runtime/node_runner.h"
-#include "runtime/thread_pool.h"
+#include "ops/node_runner.h"
+#include "util/thread_pool.h"
 #include "unit/op_test_util.h"
 
 namespace tessera {
@@ -48,7 +48,7 @@ Expected<std::vector<Tensor>> run_schema(const OpSchema& schema, const Node& nod
   }
   InferContext ictx(node, 13, info, values);
   TSR_RETURN_IF_ERROR(schema.infer(ictx));
-  KernelInit init{node, 13, info, consts, nullptr};
+  KernelInit init{node, 13, info, consts};
   std::unique_ptr<Kernel> kernel;
   TSR_ASSIGN_OR_RETURN(kernel, create_kernel(schema, init));
   std::vector<Tensor> outputs(node.outputs.size());

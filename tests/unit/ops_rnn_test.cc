@@ -8,7 +8,7 @@
 
 #include "ir/graph.h"
 #include "ops/op_registry.h"
-#include "runtime/node_runner.h"
+#include "ops/node_runner.h"
 #include "unit/op_test_util.h"
 
 namespace tessera {

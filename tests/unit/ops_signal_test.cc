@@ -10,8 +10,8 @@
 #include "ir/tensor.h"
 #include "ops/op_registry.h"
 #include "ops/signal_fft.h"
-#include "runtime/node_runner.h"
-#include "runtime/thread_pool.h"
+#include "ops/node_runner.h"
+#include "util/thread_pool.h"
 #include "unit/op_test_util.h"
 
 namespace tessera {
@@ -246,7 +246,7 @@ TEST(Dft, KernelPreparedForOneLengthRunsAnother) {
   Node n = make_node("DFT", {"x"});
   const OpSchema* schema = OpRegistry::instance().find("", "DFT");
   ASSERT_NE(schema, nullptr);
-  KernelInit init{n, 17, {ValueInfo{DType::kFloat64, Shape::FromDims({1, 8, 1})}}, {nullptr}, nullptr};
+  KernelInit init{n, 17, {ValueInfo{DType::kFloat64, Shape::FromDims({1, 8, 1})}}, {nullptr}};
   auto kernel = create_kernel(*schema, init);
   ASSERT_TRUE(kernel.ok()) << kernel.status().message();
   auto x = random_vec(12, 13);

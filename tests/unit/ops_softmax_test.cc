@@ -6,8 +6,8 @@
 
 #include "ir/graph.h"
 #include "ir/tensor.h"
-#include "runtime/node_runner.h"
-#include "runtime/thread_pool.h"
+#include "ops/node_runner.h"
+#include "util/thread_pool.h"
 #include "unit/op_test_util.h"
 
 namespace tessera {

@@ -14,7 +14,7 @@
 #include "passes/constant_folding.h"
 #include "passes/dce.h"
 #include "passes/pipeline.h"
-#include "runtime/node_runner.h"
+#include "ops/node_runner.h"
 
 namespace tessera {
 namespace {

@@ -6,7 +6,7 @@
 #include "ir/graph.h"
 #include "runtime/memory_planner.h"
 #include "runtime/session.h"
-#include "runtime/thread_pool.h"
+#include "util/thread_pool.h"
 
 namespace tessera {
 namespace {

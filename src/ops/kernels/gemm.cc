@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/thread_pool.h"
+#include "util/thread_pool.h"
 
 #ifdef __AVX512F__
 #include <immintrin.h>

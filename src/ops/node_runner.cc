@@ -1,4 +1,4 @@
-#include "runtime/node_runner.h"
+#include "ops/node_runner.h"
 
 namespace tessera {
 
@@ -20,13 +20,13 @@ Expected<std::vector<ValueInfo>> infer_node_concrete(const Node& node, int64_t o
 
 Expected<std::vector<Tensor>> run_node_once(const Node& node, int64_t opset,
                                             const std::vector<Tensor>& inputs, ThreadPool* pool,
-                                            SubgraphRunner* subgraphs, const EngineTable* engines) {
+                                            SubgraphRunner* subgraphs, const KernelMaker* make_kernel) {
   const OpSchema* schema = OpRegistry::instance().find(node.domain, node.op_type);
   if (!schema) return Unsupported(node.describe() + ": operator is not supported");
   std::vector<ValueInfo> out_info;
   TSR_ASSIGN_OR_RETURN(out_info, infer_node_concrete(node, opset, inputs));
 
-  KernelInit init{node, opset, {}, {}, engines};
+  KernelInit init{node, opset, {}, {}};
   init.in_info.resize(inputs.size());
   init.const_inputs.resize(inputs.size(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -35,7 +35,7 @@ Expected<std::vector<Tensor>> run_node_once(const Node& node, int64_t opset,
     init.const_inputs[i] = &inputs[i];
   }
   std::unique_ptr<Kernel> kernel;
-  TSR_ASSIGN_OR_RETURN(kernel, create_kernel(*schema, init));
+  TSR_ASSIGN_OR_RETURN(kernel, make_kernel ? (*make_kernel)(*schema, init) : create_kernel(*schema, init));
 
   std::vector<Tensor> outputs(node.outputs.size());
   std::vector<Tensor*> out_ptrs(node.outputs.size(), nullptr);

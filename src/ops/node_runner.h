@@ -4,6 +4,8 @@
 // whose output shapes are only known at run time.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "ir/graph.h"
@@ -18,12 +20,16 @@ namespace tessera {
 Expected<std::vector<ValueInfo>> infer_node_concrete(const Node& node, int64_t opset,
                                                     const std::vector<Tensor>& inputs);
 
+// Makes the kernel of a node: the runtime gives Region nodes their engine
+// this way (src/runtime/region_kernel.h); null: the op registry's kernel.
+using KernelMaker = std::function<Expected<std::unique_ptr<Kernel>>(const OpSchema&, const KernelInit&)>;
+
 // Runs `node` once. `pool` may be null (runs single-threaded); `subgraphs`
 // may be null for ops without nested graphs.
 Expected<std::vector<Tensor>> run_node_once(const Node& node, int64_t opset,
                                             const std::vector<Tensor>& inputs,
                                             ThreadPool* pool = nullptr,
                                             SubgraphRunner* subgraphs = nullptr,
-                                            const EngineTable* engines = nullptr);
+                                            const KernelMaker* make_kernel = nullptr);
 
 }  // namespace tessera
