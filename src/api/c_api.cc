@@ -24,6 +24,7 @@
 #include "api/session_setup.h"
 #include "artifact/artifact.h"
 #include "backends/backend.h"
+#include "backends/native/native_backend.h"
 #include "partition/partition.h"
 #include "runtime/session.h"
 
@@ -332,6 +333,7 @@ tessera_error_t* tessera_available_backends(tessera_env_t* env, char** out) {
   return guarded("tessera_available_backends", [&]() -> tessera_error_t* {
     if (!env) return invalid("tessera_available_backends", "env is NULL");
     if (!out) return invalid("tessera_available_backends", "out is NULL");
+    install_native_backend();
     auto backends = resolve_backends("");
     if (!backends.ok()) return from_status(backends.status());
     std::string list;

@@ -14,6 +14,7 @@
 #include "api/plan_check.h"
 #include "artifact/artifact.h"
 #include "backends/backend.h"
+#include "backends/native/native_backend.h"
 #include "onnx/onnx_import.h"
 #include "partition/machine.h"
 #include "partition/tune.h"
@@ -89,6 +90,7 @@ Expected<Graph> load_graph(const ModelSource& m, const std::vector<std::string>&
 }
 
 Expected<Program> compile_graph(Graph g, const std::string& source, const CompileOptions& o, PartitionReport* report) {
+  install_native_backend();
   PartitionReport local_report;
   if (!report) report = &local_report;
   auto warn = [&](const std::string& w) {
@@ -205,17 +207,20 @@ Expected<std::string> write_temp_file(const std::string& bytes, const std::strin
 
 Expected<std::unique_ptr<InferenceSession>> open_session(const ModelSource& m, const CompileOptions& o,
                                                          const SessionOptions& so, PartitionReport* report) {
+  install_native_backend();
   bool artifact = false;
   TSR_ASSIGN_OR_RETURN(artifact, is_artifact(m));
   if (artifact) {
     if (!o.shapes.empty()) return InvalidInput("--shape applies to ONNX models; an artifact's shapes are compiled in");
-    if (!m.path.empty()) return InferenceSession::Load(m.path, so);
-    // The reader maps a file: the bytes go to a temporary one, removed once mapped.
+    // The reader maps a file: bytes go to a temporary one, removed once mapped.
     std::string tmp;
-    TSR_ASSIGN_OR_RETURN(tmp, write_temp_file(m.bytes, ".tsr"));
-    auto s = InferenceSession::Load(tmp, so);
-    ::unlink(tmp.c_str());
-    return s;
+    if (m.path.empty()) {
+      TSR_ASSIGN_OR_RETURN(tmp, write_temp_file(m.bytes, ".tsr"));
+    }
+    auto program = read_artifact(m.path.empty() ? tmp : m.path);
+    if (!tmp.empty()) ::unlink(tmp.c_str());
+    if (!program.ok()) return program.status();
+    return InferenceSession::Create(std::move(*program), so);
   }
   std::vector<std::shared_ptr<const Backend>> backends;
   TSR_ASSIGN_OR_RETURN(backends, resolve_backends(o.backends));

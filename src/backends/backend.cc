@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <filesystem>
@@ -425,6 +426,14 @@ std::map<std::string, std::shared_ptr<const Backend>>& registry() {
 }
 }  // namespace
 
+namespace {
+std::atomic<const tessera_backend_t* (*)()> g_native_table{nullptr};
+}  // namespace
+
+void set_native_backend_table(const tessera_backend_t* (*table)()) {
+  g_native_table.store(table, std::memory_order_release);
+}
+
 Status register_backend(std::shared_ptr<const Backend> backend) {
   std::lock_guard<std::mutex> lock(registry_mu());
   if (!registry().emplace(backend->name(), backend).second) {
@@ -440,7 +449,9 @@ Expected<std::shared_ptr<const Backend>> find_backend(const std::string& name) {
   if (it != cache.end()) return it->second;
   std::shared_ptr<Backend> b;
   if (name == "native") {
-    TSR_ASSIGN_OR_RETURN(b, Backend::FromTable(native_backend_table(), "", nullptr));
+    const auto table = g_native_table.load(std::memory_order_acquire);
+    if (!table) return InternalError("the native backend is not installed (the runtime installs it)");
+    TSR_ASSIGN_OR_RETURN(b, Backend::FromTable(table(), "", nullptr));
   } else {
     if (name.empty() || name.find_first_of("/\\. ") != std::string::npos) {
       return InvalidInput("'" + name + "' is not a backend name");

@@ -171,8 +171,11 @@ std::vector<std::string> available_backends();
 Expected<std::vector<std::shared_ptr<const Backend>>> resolve_backends(const std::string& list,
                                                                        bool engines_run_alone = false);
 
-// The native backend's in-process table (src/backends/native/).
-const tessera_backend_t* native_backend_table();
+// The native backend runs regions with the runtime (src/runtime/native_backend.cc),
+// which sits above this host: it installs its table here, and the host never
+// calls into the runtime. find_backend("native") fails until it is installed
+// (the runtime does so when it is linked, and on every session it creates).
+void set_native_backend_table(const tessera_backend_t* (*table)());
 
 // tessera DType <-> descriptor helpers shared by the host and the native backend.
 tessera_tensor_t tensor_descriptor(const Tensor& t);

@@ -1,10 +1,10 @@
 #include "runtime/session.h"
 
+
 #include <thread>
 
 #include "artifact/artifact.h"
 #include "backends/backend.h"
-#include "onnx/onnx_import.h"
 #include "runtime/execution_plan.h"
 
 namespace tessera {
@@ -16,18 +16,6 @@ std::string sig_str(DType dt, const Shape& s) { return std::string(dtype_name(dt
 }  // namespace
 
 InferenceSession::~InferenceSession() = default;
-
-Expected<std::unique_ptr<InferenceSession>> InferenceSession::Load(const std::string& path,
-                                                                   const SessionOptions& opts) {
-  if (is_artifact_file(path)) {
-    Program p;
-    TSR_ASSIGN_OR_RETURN(p, read_artifact(path));
-    return Create(std::move(p), opts);
-  }
-  Graph g;
-  TSR_ASSIGN_OR_RETURN(g, import_onnx_file(path));
-  return Create(std::move(g), opts);
-}
 
 namespace {
 int thread_count(const SessionOptions& opts) {

@@ -91,9 +91,6 @@ class InferenceSession {
  public:
   ~InferenceSession();
 
-  // Loads an ONNX model (run natively) or a compiled .tsr artifact (told
-  // apart by content).
-  static Expected<std::unique_ptr<InferenceSession>> Load(const std::string& path, const SessionOptions& opts = {});
   static Expected<std::unique_ptr<InferenceSession>> Create(Graph graph, const SessionOptions& opts = {});
   // A compiled program (from the partitioner, or read from an artifact):
   // loads every engine from its blob now, then plans like Create. The glue

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "backends/native/native_backend.h"
 #include "backends/backend.h"
 #include "runtime/session.h"
 

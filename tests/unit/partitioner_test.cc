@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/native/native_backend.h"
 #include "artifact/artifact.h"
 #include "backends/backend.h"
 #include "ir/graph.h"

@@ -7,6 +7,8 @@
 //
 // Blob format: "TNATIVE1" followed by the region's serialized ModelProto
 // (initializers included; load() rebinds the given constants over them).
+#include "backends/native/native_backend.h"
+
 #include <elf.h>
 #include <link.h>
 
@@ -248,5 +250,13 @@ const tessera_backend_t kNativeTable = {
 }  // namespace
 
 const tessera_backend_t* native_backend_table() { return &kNativeTable; }
+
+void install_native_backend() { set_native_backend_table(&native_backend_table); }
+
+namespace {
+// Installed as soon as the runtime is linked in; sessions install it again
+// (install_native_backend), which keeps this file linked from a static library.
+const bool kInstalled = (install_native_backend(), true);
+}  // namespace
 
 }  // namespace tessera
