@@ -84,20 +84,34 @@ void fill_options(OptionsHolder& h, const py::object& backends, const py::object
 // ONNX Runtime's type strings.
 std::string type_string(int32_t dtype) {
   switch (dtype) {
-    case TESSERA_DTYPE_FLOAT32: return "tensor(float)";
-    case TESSERA_DTYPE_UINT8: return "tensor(uint8)";
-    case TESSERA_DTYPE_INT8: return "tensor(int8)";
-    case TESSERA_DTYPE_UINT16: return "tensor(uint16)";
-    case TESSERA_DTYPE_INT16: return "tensor(int16)";
-    case TESSERA_DTYPE_INT32: return "tensor(int32)";
-    case TESSERA_DTYPE_INT64: return "tensor(int64)";
-    case TESSERA_DTYPE_BOOL: return "tensor(bool)";
-    case TESSERA_DTYPE_FLOAT16: return "tensor(float16)";
-    case TESSERA_DTYPE_FLOAT64: return "tensor(double)";
-    case TESSERA_DTYPE_UINT32: return "tensor(uint32)";
-    case TESSERA_DTYPE_UINT64: return "tensor(uint64)";
-    case TESSERA_DTYPE_BFLOAT16: return "tensor(bfloat16)";
-    default: return "tensor(undefined)";
+    case TESSERA_DTYPE_FLOAT32:
+      return "tensor(float)";
+    case TESSERA_DTYPE_UINT8:
+      return "tensor(uint8)";
+    case TESSERA_DTYPE_INT8:
+      return "tensor(int8)";
+    case TESSERA_DTYPE_UINT16:
+      return "tensor(uint16)";
+    case TESSERA_DTYPE_INT16:
+      return "tensor(int16)";
+    case TESSERA_DTYPE_INT32:
+      return "tensor(int32)";
+    case TESSERA_DTYPE_INT64:
+      return "tensor(int64)";
+    case TESSERA_DTYPE_BOOL:
+      return "tensor(bool)";
+    case TESSERA_DTYPE_FLOAT16:
+      return "tensor(float16)";
+    case TESSERA_DTYPE_FLOAT64:
+      return "tensor(double)";
+    case TESSERA_DTYPE_UINT32:
+      return "tensor(uint32)";
+    case TESSERA_DTYPE_UINT64:
+      return "tensor(uint64)";
+    case TESSERA_DTYPE_BFLOAT16:
+      return "tensor(bfloat16)";
+    default:
+      return "tensor(undefined)";
   }
 }
 
@@ -105,28 +119,55 @@ std::string type_string(int32_t dtype) {
 int32_t tessera_dtype(const py::dtype& d) {
   const char kind = d.kind();
   const auto size = d.itemsize();
-  if (kind == 'f') return size == 4 ? TESSERA_DTYPE_FLOAT32 : size == 8 ? TESSERA_DTYPE_FLOAT64 : size == 2 ? TESSERA_DTYPE_FLOAT16 : 0;
-  if (kind == 'i') return size == 1 ? TESSERA_DTYPE_INT8 : size == 2 ? TESSERA_DTYPE_INT16 : size == 4 ? TESSERA_DTYPE_INT32 : size == 8 ? TESSERA_DTYPE_INT64 : 0;
-  if (kind == 'u') return size == 1 ? TESSERA_DTYPE_UINT8 : size == 2 ? TESSERA_DTYPE_UINT16 : size == 4 ? TESSERA_DTYPE_UINT32 : size == 8 ? TESSERA_DTYPE_UINT64 : 0;
+  if (kind == 'f')
+    return size == 4   ? TESSERA_DTYPE_FLOAT32
+           : size == 8 ? TESSERA_DTYPE_FLOAT64
+           : size == 2 ? TESSERA_DTYPE_FLOAT16
+                       : 0;
+  if (kind == 'i')
+    return size == 1   ? TESSERA_DTYPE_INT8
+           : size == 2 ? TESSERA_DTYPE_INT16
+           : size == 4 ? TESSERA_DTYPE_INT32
+           : size == 8 ? TESSERA_DTYPE_INT64
+                       : 0;
+  if (kind == 'u')
+    return size == 1   ? TESSERA_DTYPE_UINT8
+           : size == 2 ? TESSERA_DTYPE_UINT16
+           : size == 4 ? TESSERA_DTYPE_UINT32
+           : size == 8 ? TESSERA_DTYPE_UINT64
+                       : 0;
   if (kind == 'b') return TESSERA_DTYPE_BOOL;
   return 0;
 }
 
 py::dtype numpy_dtype(int32_t dtype) {
   switch (dtype) {
-    case TESSERA_DTYPE_FLOAT32: return py::dtype("float32");
-    case TESSERA_DTYPE_UINT8: return py::dtype("uint8");
-    case TESSERA_DTYPE_INT8: return py::dtype("int8");
-    case TESSERA_DTYPE_UINT16: return py::dtype("uint16");
-    case TESSERA_DTYPE_INT16: return py::dtype("int16");
-    case TESSERA_DTYPE_INT32: return py::dtype("int32");
-    case TESSERA_DTYPE_INT64: return py::dtype("int64");
-    case TESSERA_DTYPE_BOOL: return py::dtype("bool");
-    case TESSERA_DTYPE_FLOAT16: return py::dtype("float16");
-    case TESSERA_DTYPE_FLOAT64: return py::dtype("float64");
-    case TESSERA_DTYPE_UINT32: return py::dtype("uint32");
-    case TESSERA_DTYPE_UINT64: return py::dtype("uint64");
-    default: raise_invalid("an output of dtype " + std::to_string(dtype) + " has no numpy equivalent");
+    case TESSERA_DTYPE_FLOAT32:
+      return py::dtype("float32");
+    case TESSERA_DTYPE_UINT8:
+      return py::dtype("uint8");
+    case TESSERA_DTYPE_INT8:
+      return py::dtype("int8");
+    case TESSERA_DTYPE_UINT16:
+      return py::dtype("uint16");
+    case TESSERA_DTYPE_INT16:
+      return py::dtype("int16");
+    case TESSERA_DTYPE_INT32:
+      return py::dtype("int32");
+    case TESSERA_DTYPE_INT64:
+      return py::dtype("int64");
+    case TESSERA_DTYPE_BOOL:
+      return py::dtype("bool");
+    case TESSERA_DTYPE_FLOAT16:
+      return py::dtype("float16");
+    case TESSERA_DTYPE_FLOAT64:
+      return py::dtype("float64");
+    case TESSERA_DTYPE_UINT32:
+      return py::dtype("uint32");
+    case TESSERA_DTYPE_UINT64:
+      return py::dtype("uint64");
+    default:
+      raise_invalid("an output of dtype " + std::to_string(dtype) + " has no numpy equivalent");
   }
 }
 
@@ -146,9 +187,12 @@ NodeArg node_arg(const tessera_io_info_t& info) {
   } else {
     py::list shape;
     for (int32_t i = 0; i < info.rank; ++i) {
-      if (info.dims[i] >= 0) shape.append(info.dims[i]);
-      else if (info.dim_names[i] && *info.dim_names[i]) shape.append(std::string(info.dim_names[i]));
-      else shape.append(py::none());
+      if (info.dims[i] >= 0)
+        shape.append(info.dims[i]);
+      else if (info.dim_names[i] && *info.dim_names[i])
+        shape.append(std::string(info.dim_names[i]));
+      else
+        shape.append(py::none());
     }
     a.shape = shape;
   }
@@ -219,8 +263,8 @@ class Session {
       std::vector<int64_t> dims(a.shape(), a.shape() + a.ndim());
       tessera_value_t* v = nullptr;
       // Inputs are only read: a read-only array is fine.
-      check(tessera_value_wrap(dt, dims.data(), dims.size(), const_cast<void*>(a.data()), static_cast<size_t>(a.nbytes()),
-                               &v));
+      check(tessera_value_wrap(dt, dims.data(), dims.size(), const_cast<void*>(a.data()),
+                               static_cast<size_t>(a.nbytes()), &v));
       values.push_back(v);
       arrays.push_back(std::move(a));  // keeps the memory alive during the run
     }
@@ -262,8 +306,8 @@ std::string model_path(const py::object& model) {
   return py::cast<std::string>(py::module_::import("os").attr("fspath")(model));
 }
 
-void compile(const py::object& model, const py::object& out_path, const py::object& backends,
-             const py::object& shapes, bool tune, const py::object& threads) {
+void compile(const py::object& model, const py::object& out_path, const py::object& backends, const py::object& shapes,
+             bool tune, const py::object& threads) {
   OptionsHolder h;
   fill_options(h, backends, shapes, tune, threads, py::none());
   const std::string out = model_path(out_path);

@@ -74,18 +74,52 @@ class Handle {
   T* p_ = nullptr;
 };
 
-template <class T> struct DTypeOf;
-template <> struct DTypeOf<float> { static constexpr int32_t value = TESSERA_DTYPE_FLOAT32; };
-template <> struct DTypeOf<double> { static constexpr int32_t value = TESSERA_DTYPE_FLOAT64; };
-template <> struct DTypeOf<int8_t> { static constexpr int32_t value = TESSERA_DTYPE_INT8; };
-template <> struct DTypeOf<uint8_t> { static constexpr int32_t value = TESSERA_DTYPE_UINT8; };
-template <> struct DTypeOf<int16_t> { static constexpr int32_t value = TESSERA_DTYPE_INT16; };
-template <> struct DTypeOf<uint16_t> { static constexpr int32_t value = TESSERA_DTYPE_UINT16; };
-template <> struct DTypeOf<int32_t> { static constexpr int32_t value = TESSERA_DTYPE_INT32; };
-template <> struct DTypeOf<uint32_t> { static constexpr int32_t value = TESSERA_DTYPE_UINT32; };
-template <> struct DTypeOf<int64_t> { static constexpr int32_t value = TESSERA_DTYPE_INT64; };
-template <> struct DTypeOf<uint64_t> { static constexpr int32_t value = TESSERA_DTYPE_UINT64; };
-template <> struct DTypeOf<bool> { static constexpr int32_t value = TESSERA_DTYPE_BOOL; };
+template <class T>
+struct DTypeOf;
+template <>
+struct DTypeOf<float> {
+  static constexpr int32_t value = TESSERA_DTYPE_FLOAT32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr int32_t value = TESSERA_DTYPE_FLOAT64;
+};
+template <>
+struct DTypeOf<int8_t> {
+  static constexpr int32_t value = TESSERA_DTYPE_INT8;
+};
+template <>
+struct DTypeOf<uint8_t> {
+  static constexpr int32_t value = TESSERA_DTYPE_UINT8;
+};
+template <>
+struct DTypeOf<int16_t> {
+  static constexpr int32_t value = TESSERA_DTYPE_INT16;
+};
+template <>
+struct DTypeOf<uint16_t> {
+  static constexpr int32_t value = TESSERA_DTYPE_UINT16;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr int32_t value = TESSERA_DTYPE_INT32;
+};
+template <>
+struct DTypeOf<uint32_t> {
+  static constexpr int32_t value = TESSERA_DTYPE_UINT32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr int32_t value = TESSERA_DTYPE_INT64;
+};
+template <>
+struct DTypeOf<uint64_t> {
+  static constexpr int32_t value = TESSERA_DTYPE_UINT64;
+};
+template <>
+struct DTypeOf<bool> {
+  static constexpr int32_t value = TESSERA_DTYPE_BOOL;
+};
 
 }  // namespace detail
 
@@ -186,9 +220,9 @@ class RunOptions : public detail::Handle<tessera_run_options_t, tessera_run_opti
 struct IoInfo {
   std::string name;
   int32_t dtype = 0;
-  int32_t rank = -1;                  // -1: unknown
-  std::vector<int64_t> dims;          // -1 where unknown
-  std::vector<std::string> dim_names; // the symbol where a dim is unknown
+  int32_t rank = -1;                   // -1: unknown
+  std::vector<int64_t> dims;           // -1 where unknown
+  std::vector<std::string> dim_names;  // the symbol where a dim is unknown
 };
 
 class Session : public detail::Handle<tessera_session_t, tessera_session_release> {
@@ -273,8 +307,8 @@ inline void Compile(const Env& env, const std::string& model, const std::string&
 inline std::string CompileBuffer(const Env& env, const std::string& model, const SessionOptions* opts = nullptr) {
   char* out = nullptr;
   size_t size = 0;
-  detail::check(tessera_compile_buffer(env.get(), model.data(), model.size(), opts ? opts->get() : nullptr, &out,
-                                       &size));
+  detail::check(
+      tessera_compile_buffer(env.get(), model.data(), model.size(), opts ? opts->get() : nullptr, &out, &size));
   std::string r(out, size);
   tessera_string_free(out);
   return r;

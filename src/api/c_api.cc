@@ -68,14 +68,22 @@ tessera_error_t* invalid(const char* fn, const std::string& what) {
 
 tessera_code_t code_of(ErrorCode c) {
   switch (c) {
-    case ErrorCode::kOk: return TESSERA_CODE_OK;
-    case ErrorCode::kInvalidModel: return TESSERA_CODE_INVALID_MODEL;
-    case ErrorCode::kInvalidInput: return TESSERA_CODE_INVALID_ARGUMENT;
-    case ErrorCode::kUnsupported: return TESSERA_CODE_UNSUPPORTED;
-    case ErrorCode::kIo: return TESSERA_CODE_IO;
-    case ErrorCode::kRuntime: return TESSERA_CODE_RUNTIME;
-    case ErrorCode::kCancelled: return TESSERA_CODE_CANCELLED;
-    case ErrorCode::kInternal: return TESSERA_CODE_INTERNAL;
+    case ErrorCode::kOk:
+      return TESSERA_CODE_OK;
+    case ErrorCode::kInvalidModel:
+      return TESSERA_CODE_INVALID_MODEL;
+    case ErrorCode::kInvalidInput:
+      return TESSERA_CODE_INVALID_ARGUMENT;
+    case ErrorCode::kUnsupported:
+      return TESSERA_CODE_UNSUPPORTED;
+    case ErrorCode::kIo:
+      return TESSERA_CODE_IO;
+    case ErrorCode::kRuntime:
+      return TESSERA_CODE_RUNTIME;
+    case ErrorCode::kCancelled:
+      return TESSERA_CODE_CANCELLED;
+    case ErrorCode::kInternal:
+      return TESSERA_CODE_INTERNAL;
   }
   return TESSERA_CODE_INTERNAL;
 }
@@ -113,9 +121,18 @@ char* copy_string(const std::string& s) {
 
 bool known_dtype(int32_t d) {
   switch (d) {
-    case TESSERA_DTYPE_FLOAT32: case TESSERA_DTYPE_UINT8: case TESSERA_DTYPE_INT8: case TESSERA_DTYPE_UINT16:
-    case TESSERA_DTYPE_INT16: case TESSERA_DTYPE_INT32: case TESSERA_DTYPE_INT64: case TESSERA_DTYPE_BOOL:
-    case TESSERA_DTYPE_FLOAT16: case TESSERA_DTYPE_FLOAT64: case TESSERA_DTYPE_UINT32: case TESSERA_DTYPE_UINT64:
+    case TESSERA_DTYPE_FLOAT32:
+    case TESSERA_DTYPE_UINT8:
+    case TESSERA_DTYPE_INT8:
+    case TESSERA_DTYPE_UINT16:
+    case TESSERA_DTYPE_INT16:
+    case TESSERA_DTYPE_INT32:
+    case TESSERA_DTYPE_INT64:
+    case TESSERA_DTYPE_BOOL:
+    case TESSERA_DTYPE_FLOAT16:
+    case TESSERA_DTYPE_FLOAT64:
+    case TESSERA_DTYPE_UINT32:
+    case TESSERA_DTYPE_UINT64:
     case TESSERA_DTYPE_BFLOAT16:
       return true;
     default:
@@ -212,8 +229,10 @@ tessera_error_t* set_option(const char* fn, tessera_session_options_t* opts, F&&
 // warnings routed to the environment's log.
 api::CompileOptions compile_options(const tessera_session_options_t* opts, const std::shared_ptr<EnvState>& env) {
   api::CompileOptions o;
-  if (opts) o = opts->compile;
-  else o.measure = api::default_measure();
+  if (opts)
+    o = opts->compile;
+  else
+    o.measure = api::default_measure();
   if (opts) {
     for (const auto& [name, dims] : opts->shapes) {
       std::string spec = name + "=";
@@ -270,14 +289,6 @@ tessera_error_t* io_info(const char* fn, const tessera_session_t* s, size_t inde
   out->dims = e.dims.empty() ? nullptr : e.dims.data();
   out->dim_names = e.dim_names.empty() ? nullptr : e.dim_names.data();
   return nullptr;
-}
-
-Expected<std::string> read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return IoError("cannot read '" + path + "'");
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) return IoError("cannot read '" + path + "'");
-  return bytes;
 }
 
 Expected<Program> compile_source(const api::ModelSource& src, const api::CompileOptions& o, PartitionReport* report,
@@ -399,9 +410,12 @@ tessera_error_t* tessera_session_options_add_place(tessera_session_options_t* op
 tessera_error_t* tessera_session_options_set_placement(tessera_session_options_t* opts, const char* placement) {
   return set_option(__func__, opts, [&](const char* kFn) -> tessera_error_t* {
     const std::string p = placement ? placement : "";
-    if (p == "cost") opts->compile.policy = PlacementPolicy::kCost;
-    else if (p == "priority") opts->compile.policy = PlacementPolicy::kPriority;
-    else return invalid(kFn, "placement must be \"cost\" or \"priority\", got \"" + p + "\"");
+    if (p == "cost")
+      opts->compile.policy = PlacementPolicy::kCost;
+    else if (p == "priority")
+      opts->compile.policy = PlacementPolicy::kPriority;
+    else
+      return invalid(kFn, "placement must be \"cost\" or \"priority\", got \"" + p + "\"");
     return nullptr;
   });
 }
@@ -409,10 +423,17 @@ tessera_error_t* tessera_session_options_set_placement(tessera_session_options_t
 tessera_error_t* tessera_session_options_set_tune(tessera_session_options_t* opts, tessera_tune_t tune) {
   return set_option(__func__, opts, [&](const char* kFn) -> tessera_error_t* {
     switch (tune) {
-      case TESSERA_TUNE_DEFAULT: opts->compile.measure = api::default_measure(); break;
-      case TESSERA_TUNE_OFF: opts->compile.measure = MeasureMode::kOff; break;
-      case TESSERA_TUNE_FULL: opts->compile.measure = MeasureMode::kFull; break;
-      default: return invalid(kFn, "unknown tune mode " + std::to_string(static_cast<int>(tune)));
+      case TESSERA_TUNE_DEFAULT:
+        opts->compile.measure = api::default_measure();
+        break;
+      case TESSERA_TUNE_OFF:
+        opts->compile.measure = MeasureMode::kOff;
+        break;
+      case TESSERA_TUNE_FULL:
+        opts->compile.measure = MeasureMode::kFull;
+        break;
+      default:
+        return invalid(kFn, "unknown tune mode " + std::to_string(static_cast<int>(tune)));
     }
     return nullptr;
   });
@@ -428,8 +449,10 @@ tessera_error_t* tessera_session_options_set_tune_budget(tessera_session_options
 
 tessera_error_t* tessera_session_options_set_tune_cache(tessera_session_options_t* opts, const char* path) {
   return set_option(__func__, opts, [&](const char*) -> tessera_error_t* {
-    if (path) opts->compile.tune_cache = std::string(path);
-    else opts->compile.tune_cache.reset();
+    if (path)
+      opts->compile.tune_cache = std::string(path);
+    else
+      opts->compile.tune_cache.reset();
     return nullptr;
   });
 }
@@ -675,10 +698,11 @@ tessera_error_t* tessera_session_run(tessera_session_t* session, const tessera_r
     auto result = session->session->run(ordered, ro);
     if (!result.ok()) return from_status(result.status());
     if (trace) {
-      const std::string label = "tessera " + session->label + (run_options->tag.empty() ? "" : " [" + run_options->tag + "]");
-      Status st = api::write_trace(run_options->trace_path, label, {profile},
-                                   {api::profile_items(*session->session, profile, session->region_nodes)},
-                                   *session->session);
+      const std::string label =
+          "tessera " + session->label + (run_options->tag.empty() ? "" : " [" + run_options->tag + "]");
+      Status st =
+          api::write_trace(run_options->trace_path, label, {profile},
+                           {api::profile_items(*session->session, profile, session->region_nodes)}, *session->session);
       if (!st.ok()) return from_status(st);
     }
     // New values for the unbound slots, all made before any is handed out.
@@ -720,12 +744,7 @@ tessera_error_t* tessera_compile_buffer(tessera_env_t* env, const void* model, s
     src.bytes.assign(static_cast<const char*>(model), model_size);
     auto program = compile_source(src, compile_options(opts, env->state), nullptr, kFn);
     if (!program.ok()) return from_status(program.status());
-    // The writer lays the artifact out in a file; it is read back and removed.
-    auto tmp = api::write_temp_file("", ".tsr");
-    if (!tmp.ok()) return from_status(tmp.status());
-    Status st = write_artifact(*program, *tmp);
-    Expected<std::string> bytes = st.ok() ? read_file(*tmp) : Expected<std::string>(st);
-    ::unlink(tmp->c_str());
+    auto bytes = write_artifact_bytes(*program);
     if (!bytes.ok()) return from_status(bytes.status());
     char* p = static_cast<char*>(std::malloc(bytes->size() + 1));
     if (!p) throw std::bad_alloc();

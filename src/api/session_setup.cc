@@ -121,8 +121,8 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Compil
   // Measurements from earlier compiles replace estimates; this one adds more.
   const std::string cache_path = o.tune_cache ? *o.tune_cache : partition::default_tune_cache_path();
   if (full && cache_path.empty()) return InvalidInput("--tune needs a cache file: set --tune-cache FILE or HOME");
-  if (std::error_code ec; po.measure != MeasureMode::kOff && fs::exists(cache_path, ec) &&
-                          !fs::is_regular_file(cache_path, ec)) {
+  if (std::error_code ec;
+      po.measure != MeasureMode::kOff && fs::exists(cache_path, ec) && !fs::is_regular_file(cache_path, ec)) {
     if (full) return InvalidInput("--tune: tune cache '" + cache_path + "' is not a file");  // before measuring
   }
   std::string warning;
@@ -164,8 +164,9 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Compil
   }
   was_busy = was_busy || busy();
   if (was_busy && report->measured > 0) {
-    warn("other processes were running on this machine's cores while it measured; the measurements served this "
-         "compile only and were not cached");
+    warn(
+        "other processes were running on this machine's cores while it measured; the measurements served this "
+        "compile only and were not cached");
   } else if (Status st = cache.save(); !st.ok()) {
     if (full) return st;
     // Measuring by default must not fail a compile over a read-only cache.
@@ -176,35 +177,6 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Compil
   return program;
 }
 
-Expected<std::string> write_temp_file(const std::string& bytes, const std::string& suffix) {
-  std::error_code ec;
-  fs::path dir = fs::temp_directory_path(ec);
-  if (ec) dir = "/tmp";
-  std::string tmpl = (dir / ("tessera-XXXXXX" + suffix)).string();
-  std::vector<char> name(tmpl.begin(), tmpl.end());
-  name.push_back('\0');
-  int fd = ::mkstemps(name.data(), static_cast<int>(suffix.size()));
-  if (fd < 0) return IoError("cannot create a temporary file in '" + dir.string() + "': " + std::strerror(errno));
-  const std::string path(name.data());
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      ::unlink(path.c_str());
-      return IoError("cannot write the temporary file '" + path + "': " + why);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0) {
-    ::unlink(path.c_str());
-    return IoError("cannot write the temporary file '" + path + "'");
-  }
-  return path;
-}
-
 Expected<std::unique_ptr<InferenceSession>> open_session(const ModelSource& m, const CompileOptions& o,
                                                          const SessionOptions& so, PartitionReport* report) {
   install_native_backend();
@@ -212,13 +184,8 @@ Expected<std::unique_ptr<InferenceSession>> open_session(const ModelSource& m, c
   TSR_ASSIGN_OR_RETURN(artifact, is_artifact(m));
   if (artifact) {
     if (!o.shapes.empty()) return InvalidInput("--shape applies to ONNX models; an artifact's shapes are compiled in");
-    // The reader maps a file: bytes go to a temporary one, removed once mapped.
-    std::string tmp;
-    if (m.path.empty()) {
-      TSR_ASSIGN_OR_RETURN(tmp, write_temp_file(m.bytes, ".tsr"));
-    }
-    auto program = read_artifact(m.path.empty() ? tmp : m.path);
-    if (!tmp.empty()) ::unlink(tmp.c_str());
+    auto program =
+        m.path.empty() ? read_artifact_bytes(m.name(), m.bytes.data(), m.bytes.size()) : read_artifact(m.path);
     if (!program.ok()) return program.status();
     return InferenceSession::Create(std::move(*program), so);
   }
@@ -253,10 +220,12 @@ Expected<std::vector<Tensor>> random_inputs(const InferenceSession& s, uint32_t 
       using T = decltype(tag);
       T* p = t.data<T>();
       for (int64_t i = 0; i < t.numel(); ++i) {
-        if constexpr (std::is_same_v<T, bool>) p[i] = (rng() & 1) != 0;
+        if constexpr (std::is_same_v<T, bool>)
+          p[i] = (rng() & 1) != 0;
         else if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>)
           p[i] = static_cast<T>(uf(rng));
-        else p[i] = static_cast<T>(rng() & 1);
+        else
+          p[i] = static_cast<T>(rng() & 1);
       }
     });
     inputs.push_back(std::move(t));

@@ -21,9 +21,9 @@ namespace tessera::api {
 
 // What to compile for and how; the CLI's flags of the same names.
 struct CompileOptions {
-  std::string backends;               // --backends: "dnnl,native"; empty: every backend found
-  std::vector<std::string> shapes;    // --shape: "NAME=D0,D1,..."
-  std::vector<std::string> places;    // --place: "OP_OR_NODE=BACKEND"
+  std::string backends;             // --backends: "dnnl,native"; empty: every backend found
+  std::vector<std::string> shapes;  // --shape: "NAME=D0,D1,..."
+  std::vector<std::string> places;  // --place: "OP_OR_NODE=BACKEND"
   PlacementPolicy policy = PlacementPolicy::kCost;
   MeasureMode measure = MeasureMode::kDefault;  // see default_measure()
   double tune_budget_s = -1;                    // --tune-budget; < 0: the default budget
@@ -69,10 +69,6 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Compil
 // made.
 Expected<std::unique_ptr<InferenceSession>> open_session(const ModelSource& m, const CompileOptions& o,
                                                          const SessionOptions& so, PartitionReport* report = nullptr);
-
-// Writes `bytes` to a fresh file under the temporary directory and returns its
-// path; the caller removes it.
-Expected<std::string> write_temp_file(const std::string& bytes, const std::string& suffix);
 
 // Random inputs for models run without data: symbolic dims become 1, floats
 // are uniform in [-1, 1), integers are 0 or 1 (valid ids and mask values).

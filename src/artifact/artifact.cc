@@ -15,6 +15,7 @@
 
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <set>
 #include <unordered_set>
 
@@ -129,7 +130,13 @@ Status check_tensor(const std::string& path, const std::string& what, const Tens
 
 }  // namespace
 
-Status write_artifact(const Program& program, const std::string& path) {
+namespace {
+
+// Lays out `program`'s artifact and hands its sections to `sink` while the
+// bytes they point at (metadata, serialized graph) are alive; `path` names it
+// in messages.
+Status with_artifact_sections(const Program& program, const std::string& path,
+                              const std::function<Status(const std::vector<artifact::OutSection>&)>& sink) {
   const Graph& graph = program.graph;
   auto fail = [&](const std::string& what) { return InvalidModel("artifact '" + path + "': cannot write: " + what); };
 
@@ -246,7 +253,27 @@ Status write_artifact(const Program& program, const std::string& path) {
     if (e.blob.size) s.pieces.push_back({0, e.blob.data, e.blob.size});
     sections.push_back(std::move(s));
   }
-  return artifact::write_container(path, sections);
+  return sink(sections);
+}
+
+}  // namespace
+
+Status write_artifact(const Program& program, const std::string& path) {
+  return with_artifact_sections(program, path, [&](const std::vector<artifact::OutSection>& sections) {
+    return artifact::write_container(path, sections);
+  });
+}
+
+Expected<std::string> write_artifact_bytes(const Program& program) {
+  std::string bytes;
+  auto keep = [&](const std::vector<artifact::OutSection>& sections) {
+    auto b = artifact::write_container_bytes(sections);
+    if (!b.ok()) return b.status();
+    bytes = std::move(*b);
+    return Status::Ok();
+  };
+  TSR_RETURN_IF_ERROR(with_artifact_sections(program, "<memory>", keep));
+  return bytes;
 }
 
 namespace artifact {
@@ -456,10 +483,11 @@ Status read_provenance(const MetaReader& r, const json& meta, ProgramMeta* out) 
   return Status::Ok();
 }
 
-Expected<LoadedArtifact> load_unguarded(const std::string& path) {
+Expected<LoadedArtifact> load_unguarded(Container container) {
   LoadedArtifact a;
-  TSR_ASSIGN_OR_RETURN(a.container, open_container(path));
+  a.container = std::move(container);
   const Container& c = a.container;
+  const std::string& path = c.path;
   Status st;
   const SectionInfo* meta_sec = the_section(c, SectionKind::kMeta, &st);
   const SectionInfo* graph_sec = meta_sec ? the_section(c, SectionKind::kGraph, &st) : nullptr;
@@ -486,9 +514,21 @@ Expected<LoadedArtifact> load_artifact(const std::string& path) {
   // Every field is type-checked, so nothing here should throw; a throw that
   // slips through (allocation failure) still becomes a status, never a crash.
   try {
-    return load_unguarded(path);
+    Container c;
+    TSR_ASSIGN_OR_RETURN(c, open_container(path));
+    return load_unguarded(std::move(c));
   } catch (const std::exception& e) {
     return InvalidModel("artifact '" + path + "': cannot read: " + e.what());
+  }
+}
+
+Expected<LoadedArtifact> load_artifact_bytes(const std::string& name, const void* data, size_t size) {
+  try {
+    Container c;
+    TSR_ASSIGN_OR_RETURN(c, container_from_bytes(name, data, size));
+    return load_unguarded(std::move(c));
+  } catch (const std::exception& e) {
+    return InvalidModel("artifact '" + name + "': cannot read: " + e.what());
   }
 }
 
@@ -496,6 +536,12 @@ Expected<LoadedArtifact> load_artifact(const std::string& path) {
 
 Expected<Program> read_artifact(const std::string& path) {
   auto a = artifact::load_artifact(path);
+  if (!a.ok()) return a.status();
+  return std::move(a.value().program);
+}
+
+Expected<Program> read_artifact_bytes(const std::string& name, const void* data, size_t size) {
+  auto a = artifact::load_artifact_bytes(name, data, size);
   if (!a.ok()) return a.status();
   return std::move(a.value().program);
 }

@@ -20,6 +20,11 @@ constexpr uint32_t kArtifactFormatVersion = 1;
 
 Status write_artifact(const Program& program, const std::string& path);
 Expected<Program> read_artifact(const std::string& path);
+// The same in memory: the artifact's bytes, and a Program read from bytes
+// (copied into an aligned buffer the Program keeps; `name` names it in
+// messages). The checks are the file reader's.
+Expected<std::string> write_artifact_bytes(const Program& program);
+Expected<Program> read_artifact_bytes(const std::string& name, const void* data, size_t size);
 
 // True if the file starts with the artifact magic (cheap sniff for the CLI).
 bool is_artifact_file(const std::string& path);

@@ -85,6 +85,8 @@ struct OutSection {
 // Lays the sections out in the given order (table order = file order) and
 // writes the file atomically (a temporary file renamed over `path`).
 Status write_container(const std::string& path, const std::vector<OutSection>& sections);
+// The same container as bytes in memory.
+Expected<std::string> write_container_bytes(const std::vector<OutSection>& sections);
 
 struct SectionInfo {
   uint32_t kind = 0;
@@ -109,6 +111,8 @@ struct Container {
 // Maps `path` and checks magic, version, sizes, bounds, alignment, ordering,
 // zero gaps and every checksum. Errors: "artifact 'path': <where>: <what>".
 Expected<Container> open_container(const std::string& path);
+// The same checks on a container given as bytes (copied; `name` names it in messages).
+Expected<Container> container_from_bytes(const std::string& name, const void* data, size_t size);
 
 // A validated artifact: the container (for `tessera inspect`) and the
 // Program rebuilt from it, whose constants and blobs point into the mapping.
@@ -117,6 +121,7 @@ struct LoadedArtifact {
   Program program;
 };
 Expected<LoadedArtifact> load_artifact(const std::string& path);
+Expected<LoadedArtifact> load_artifact_bytes(const std::string& name, const void* data, size_t size);
 
 // "artifact 'path': " + where + ": " + what, as an InvalidModel status.
 Status corrupt(const std::string& path, const std::string& where, const std::string& what);

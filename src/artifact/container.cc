@@ -60,30 +60,109 @@ Status for_each_span(const OutSection& s, Emit&& emit) {
   return Status::Ok();
 }
 
-class FileWriter {
+// Where a container's bytes go: a file, or memory.
+class Writer {
  public:
-  explicit FileWriter(std::FILE* f) : f_(f) {}
+  virtual ~Writer() = default;
+  // Writes n bytes of data, or n zero bytes when data is null.
   Status write(const void* data, uint64_t n) {
     if (!data) {
       while (n) {
         size_t k = n < sizeof kZeros ? static_cast<size_t>(n) : sizeof kZeros;
-        if (std::fwrite(kZeros, 1, k, f_) != k) return fail();
+        TSR_RETURN_IF_ERROR(put(kZeros, k));
         n -= k;
         written_ += k;
       }
       return Status::Ok();
     }
-    if (n && std::fwrite(data, 1, static_cast<size_t>(n), f_) != n) return fail();
+    if (n) TSR_RETURN_IF_ERROR(put(data, static_cast<size_t>(n)));
     written_ += n;
     return Status::Ok();
   }
   uint64_t written() const { return written_; }
 
+ protected:
+  virtual Status put(const void* data, size_t n) = 0;
+
  private:
-  Status fail() { return IoError(std::strerror(errno)); }
-  std::FILE* f_;
   uint64_t written_ = 0;
 };
+
+class FileWriter final : public Writer {
+ public:
+  explicit FileWriter(std::FILE* f) : f_(f) {}
+
+ private:
+  Status put(const void* data, size_t n) override {
+    if (std::fwrite(data, 1, n, f_) != n) return IoError(std::strerror(errno));
+    return Status::Ok();
+  }
+  std::FILE* f_;
+};
+
+class StringWriter final : public Writer {
+ public:
+  explicit StringWriter(std::string* out) : out_(out) {}
+
+ private:
+  Status put(const void* data, size_t n) override {
+    out_->append(static_cast<const char*>(data), n);
+    return Status::Ok();
+  }
+  std::string* out_;
+};
+
+// The header and section table of a container of `sections`, and where each section goes.
+struct Layout {
+  uint8_t header[kHeaderSize] = {};
+  std::vector<uint8_t> table;
+  std::vector<uint64_t> offsets;
+};
+
+Status lay_out(const std::vector<OutSection>& sections, Layout* l) {
+  if (sections.size() > kMaxSections) return InternalError("artifact writer: too many sections");
+  const uint64_t table_offset = kHeaderSize;
+  uint64_t cursor = table_offset + sections.size() * kEntrySize;
+  l->table.assign(sections.size() * kEntrySize, 0);
+  for (size_t i = 0; i < sections.size(); ++i) {
+    const OutSection& s = sections[i];
+    uint64_t offset = align_up(cursor, s.alignment);
+    uint32_t crc = 0;
+    TSR_RETURN_IF_ERROR(for_each_span(s, [&](const void* d, uint64_t n) {
+      crc = d ? crc32c(d, static_cast<size_t>(n), crc) : crc_zeros(n, crc);
+      return Status::Ok();
+    }));
+    uint8_t* e = l->table.data() + i * kEntrySize;
+    put_u32(e + kEntKind, static_cast<uint32_t>(s.kind));
+    put_u32(e + kEntAlignment, s.alignment);
+    put_u64(e + kEntOffset, offset);
+    put_u64(e + kEntSize, s.size);
+    put_u32(e + kEntCrc, crc);
+    l->offsets.push_back(offset);
+    cursor = offset + s.size;
+  }
+  const uint64_t file_size = cursor;
+  uint8_t* header = l->header;
+  std::memcpy(header + kOffMagic, kMagic, sizeof kMagic);
+  put_u32(header + kOffVersion, kArtifactFormatVersion);
+  put_u32(header + kOffSectionCount, static_cast<uint32_t>(sections.size()));
+  put_u64(header + kOffFileSize, file_size);
+  put_u64(header + kOffTableOffset, table_offset);
+  put_u32(header + kOffEntrySize, static_cast<uint32_t>(kEntrySize));
+  put_u32(header + kOffTableCrc, crc32c(l->table.data(), l->table.size()));
+  put_u32(header + kOffHeaderCrc, crc32c(header, kOffHeaderCrc));
+  return Status::Ok();
+}
+
+Status emit(const Layout& l, const std::vector<OutSection>& sections, Writer& w) {
+  Status st = w.write(l.header, kHeaderSize);
+  if (st.ok()) st = w.write(l.table.data(), l.table.size());
+  for (size_t i = 0; i < sections.size() && st.ok(); ++i) {
+    st = w.write(nullptr, l.offsets[i] - w.written());
+    if (st.ok()) st = for_each_span(sections[i], [&](const void* d, uint64_t n) { return w.write(d, n); });
+  }
+  return st;
+}
 
 }  // namespace
 
@@ -110,39 +189,8 @@ Status corrupt(const std::string& path, const std::string& where, const std::str
 }
 
 Status write_container(const std::string& path, const std::vector<OutSection>& sections) {
-  if (sections.size() > kMaxSections) return InternalError("artifact writer: too many sections");
-  const uint64_t table_offset = kHeaderSize;
-  uint64_t cursor = table_offset + sections.size() * kEntrySize;
-  std::vector<uint8_t> table(sections.size() * kEntrySize, 0);
-  std::vector<uint64_t> offsets;
-  for (size_t i = 0; i < sections.size(); ++i) {
-    const OutSection& s = sections[i];
-    uint64_t offset = align_up(cursor, s.alignment);
-    uint32_t crc = 0;
-    TSR_RETURN_IF_ERROR(for_each_span(s, [&](const void* d, uint64_t n) {
-      crc = d ? crc32c(d, static_cast<size_t>(n), crc) : crc_zeros(n, crc);
-      return Status::Ok();
-    }));
-    uint8_t* e = table.data() + i * kEntrySize;
-    put_u32(e + kEntKind, static_cast<uint32_t>(s.kind));
-    put_u32(e + kEntAlignment, s.alignment);
-    put_u64(e + kEntOffset, offset);
-    put_u64(e + kEntSize, s.size);
-    put_u32(e + kEntCrc, crc);
-    offsets.push_back(offset);
-    cursor = offset + s.size;
-  }
-  const uint64_t file_size = cursor;
-
-  uint8_t header[kHeaderSize] = {};
-  std::memcpy(header + kOffMagic, kMagic, sizeof kMagic);
-  put_u32(header + kOffVersion, kArtifactFormatVersion);
-  put_u32(header + kOffSectionCount, static_cast<uint32_t>(sections.size()));
-  put_u64(header + kOffFileSize, file_size);
-  put_u64(header + kOffTableOffset, table_offset);
-  put_u32(header + kOffEntrySize, static_cast<uint32_t>(kEntrySize));
-  put_u32(header + kOffTableCrc, crc32c(table.data(), table.size()));
-  put_u32(header + kOffHeaderCrc, crc32c(header, kOffHeaderCrc));
+  Layout layout;
+  TSR_RETURN_IF_ERROR(lay_out(sections, &layout));
 
   // Written beside the target and renamed over it, so a reader never sees a
   // half-written artifact and a failed write leaves the old file in place.
@@ -157,12 +205,7 @@ Status write_container(const std::string& path, const std::vector<OutSection>& s
     return IoError("artifact '" + path + "': cannot write: " + std::strerror(errno));
   }
   FileWriter w(f);
-  Status st = w.write(header, kHeaderSize);
-  if (st.ok()) st = w.write(table.data(), table.size());
-  for (size_t i = 0; i < sections.size() && st.ok(); ++i) {
-    st = w.write(nullptr, offsets[i] - w.written());
-    if (st.ok()) st = for_each_span(sections[i], [&](const void* d, uint64_t n) { return w.write(d, n); });
-  }
+  Status st = emit(layout, sections, w);
   if (std::fclose(f) != 0 && st.ok()) st = IoError(std::strerror(errno));
   if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) st = IoError(std::strerror(errno));
   if (!st.ok()) {
@@ -170,6 +213,41 @@ Status write_container(const std::string& path, const std::vector<OutSection>& s
     if (st.code() == ErrorCode::kIo) return IoError("artifact '" + path + "': cannot write: " + st.message());
   }
   return st;
+}
+
+Expected<std::string> write_container_bytes(const std::vector<OutSection>& sections) {
+  Layout layout;
+  TSR_RETURN_IF_ERROR(lay_out(sections, &layout));
+  std::string out;
+  StringWriter w(&out);
+  TSR_RETURN_IF_ERROR(emit(layout, sections, w));
+  return out;
+}
+
+namespace {
+// Checks a mapped or copied container (c.path names it, c.base / c.file_size
+// hold its bytes) and fills in its sections.
+Expected<Container> validate_container(Container c);
+}  // namespace
+
+Expected<Container> container_from_bytes(const std::string& name, const void* data, size_t size) {
+  if (size < kHeaderSize) {
+    return corrupt(name, "header",
+                   "the buffer is " + std::to_string(size) + " bytes, shorter than the " + std::to_string(kHeaderSize) +
+                       "-byte header");
+  }
+  // A private copy at page alignment: the sections' alignment (constants at 64 bytes) is relative to the start, and
+  // the caller may free its buffer.
+  const size_t alloc = (size + 4095) / 4096 * 4096;
+  void* p = std::aligned_alloc(4096, alloc);
+  if (!p) return IoError("artifact '" + name + "': out of memory for " + std::to_string(size) + " bytes");
+  std::memcpy(p, data, size);
+  Container c;
+  c.path = name;
+  c.mapping = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  c.base = static_cast<const uint8_t*>(p);
+  c.file_size = size;
+  return validate_container(std::move(c));
 }
 
 Expected<Container> open_container(const std::string& path) {
@@ -201,6 +279,13 @@ Expected<Container> open_container(const std::string& path) {
   c.mapping = std::shared_ptr<void>(addr, [size](void* p) { ::munmap(p, static_cast<size_t>(size)); });
   c.base = static_cast<const uint8_t*>(addr);
   c.file_size = size;
+  return validate_container(std::move(c));
+}
+
+namespace {
+Expected<Container> validate_container(Container c) {
+  const std::string& path = c.path;
+  const uint64_t size = c.file_size;
   const uint8_t* h = c.base;
 
   // Magic, then version, then checksum: a later format may move anything
@@ -306,5 +391,6 @@ Expected<Container> open_container(const std::string& path) {
   TSR_RETURN_IF_ERROR(check_zero(cursor, size, "padding after the last section"));
   return c;
 }
+}  // namespace
 
 }  // namespace tessera::artifact

@@ -24,7 +24,9 @@ inline std::string env_dir(const char* var) {
   return v;
 }
 
-inline std::string model_path(const std::string& model) { return env_dir("TESSERA_API_MODELS") + "/" + model + ".onnx"; }
+inline std::string model_path(const std::string& model) {
+  return env_dir("TESSERA_API_MODELS") + "/" + model + ".onnx";
+}
 
 inline std::string read_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

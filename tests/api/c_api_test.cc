@@ -25,10 +25,10 @@ using apitest::reference;
 using apitest::RefTensor;
 
 // Fails the test with the error's message when `e` is set; releases it.
-#define ASSERT_OK(expr)                                                                  \
-  do {                                                                                   \
-    tessera_error_t* e_ = (expr);                                                        \
-    ASSERT_EQ(e_, nullptr) << #expr << ": " << tessera_error_message(e_);               \
+#define ASSERT_OK(expr)                                                   \
+  do {                                                                    \
+    tessera_error_t* e_ = (expr);                                         \
+    ASSERT_EQ(e_, nullptr) << #expr << ": " << tessera_error_message(e_); \
   } while (0)
 
 // The error's code (releasing it); TESSERA_CODE_OK for none.
@@ -71,9 +71,9 @@ struct Values {
 
 tessera_value_t* wrap(const RefTensor& t) {
   tessera_value_t* v = nullptr;
-  EXPECT_EQ(tessera_value_wrap(t.dtype, t.dims.data(), t.dims.size(), const_cast<char*>(t.bytes.data()),
-                               t.bytes.size(), &v),
-            nullptr);
+  EXPECT_EQ(
+      tessera_value_wrap(t.dtype, t.dims.data(), t.dims.size(), const_cast<char*>(t.bytes.data()), t.bytes.size(), &v),
+      nullptr);
   return v;
 }
 
@@ -114,10 +114,11 @@ void expect_matches_reference(tessera_session_t* s, const std::string& model, co
   for (size_t i = 0; i < n; ++i) {
     const RefTensor want = reference(model, "output_" + std::to_string(i) + ".pb");
     ASSERT_EQ(tessera_value_dtype(out.v[i]), TESSERA_DTYPE_FLOAT32);
-    ASSERT_EQ(std::vector<int64_t>(tessera_value_dims(out.v[i]), tessera_value_dims(out.v[i]) + tessera_value_rank(out.v[i])),
-              want.dims);
-    EXPECT_LE(apitest::worst_ratio(static_cast<const float*>(tessera_value_data(out.v[i])), want.floats(), want.count()),
-              1.0)
+    ASSERT_EQ(
+        std::vector<int64_t>(tessera_value_dims(out.v[i]), tessera_value_dims(out.v[i]) + tessera_value_rank(out.v[i])),
+        want.dims);
+    EXPECT_LE(
+        apitest::worst_ratio(static_cast<const float*>(tessera_value_data(out.v[i])), want.floats(), want.count()), 1.0)
         << model << " output " << i;
   }
 }
@@ -236,7 +237,8 @@ TEST(CApi, ConcurrentRunsOnOneSessionAreBitIdenticalToSerialOnes) {
     threads.emplace_back([&] {
       for (int r = 0; r < 200; ++r) {
         Values out(2);
-        tessera_error_t* e = tessera_session_run(s.s, nullptr, in.cnames.data(), in.ptrs(), 2, nullptr, out.v.data(), 2);
+        tessera_error_t* e =
+            tessera_session_run(s.s, nullptr, in.cnames.data(), in.ptrs(), 2, nullptr, out.v.data(), 2);
         if (e) {
           ++failures;
           tessera_error_release(e);
@@ -409,8 +411,8 @@ TEST(CApi, MisuseIsAnErrorNeverACrash) {
   EXPECT_EQ(run(in_name, one_null, 1, nullptr, 1), TESSERA_CODE_INVALID_ARGUMENT);
   EXPECT_EQ(run(nullptr, nullptr, 0, nullptr, 1), TESSERA_CODE_INVALID_ARGUMENT);  // input missing
   EXPECT_NE(msg.find("missing"), std::string::npos) << msg;
-  EXPECT_EQ(run(in_name, two, 1, nullptr, 3), TESSERA_CODE_INVALID_ARGUMENT);      // wrong output count
-  EXPECT_EQ(run(in_name, two, 1, bad_name, 1), TESSERA_CODE_INVALID_ARGUMENT);     // unknown output
+  EXPECT_EQ(run(in_name, two, 1, nullptr, 3), TESSERA_CODE_INVALID_ARGUMENT);   // wrong output count
+  EXPECT_EQ(run(in_name, two, 1, bad_name, 1), TESSERA_CODE_INVALID_ARGUMENT);  // unknown output
   EXPECT_EQ(out[0], nullptr);
   EXPECT_EQ(run(in_name, two, 1, nullptr, 1), TESSERA_CODE_OK);
   tessera_value_release(out[0]);

@@ -343,6 +343,38 @@ TEST_F(ArtifactTest, EngineBlobsRoundTripByteExact) {
   }
 }
 
+// In memory: the bytes write_artifact_bytes gives are the file's, byte for byte,
+// and read_artifact_bytes gives a program that runs like the file's (its
+// constants 64-byte aligned in its own copy, the caller's buffer freed).
+TEST_F(ArtifactTest, BytesAreTheFileAndReadBackLikeIt) {
+  Program p = mlp_program();
+  ASSERT_TRUE(write_artifact(p, path("m.tsr")).ok());
+  auto bytes = write_artifact_bytes(p);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  std::ifstream f(path("m.tsr"), std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(*bytes, file);
+  auto copy = std::make_unique<std::string>("x" + *bytes);  // misaligned on purpose
+  auto from_bytes = read_artifact_bytes("mem", copy->data() + 1, bytes->size());
+  ASSERT_TRUE(from_bytes.ok()) << from_bytes.status().message();
+  copy.reset();
+  auto from_file = read_artifact(path("m.tsr"));
+  ASSERT_TRUE(from_file.ok());
+  for (const auto& [name, t] : from_bytes->constants) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.raw()) % 64, 0u) << name;
+    ASSERT_TRUE(from_file->constants.count(name));
+    EXPECT_EQ(std::memcmp(t.raw(), from_file->constants.at(name).raw(), t.nbytes()), 0) << name;
+  }
+  EXPECT_EQ(from_bytes->graph.nodes.size(), from_file->graph.nodes.size());
+  // The file reader's checks: a flipped byte and a truncation are refused, naming the buffer.
+  std::string flipped = *bytes;
+  flipped[flipped.size() / 2] ^= 0x5A;
+  auto bad = read_artifact_bytes("mem", flipped.data(), flipped.size());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("artifact 'mem'"), std::string::npos) << bad.status().message();
+  EXPECT_FALSE(read_artifact_bytes("mem", bytes->data(), 10).ok());
+}
+
 TEST_F(ArtifactTest, GraphWithNoNodesReturnsItsInput) {
   Program p;
   p.graph.inputs = {"x"};
