@@ -1,7 +1,8 @@
 // Micro-benchmark of the native SGEMM: prints GFLOP/s for a few shapes with
-// 1 and 2 threads (median of several runs). Not built by CMake; build with
-//   g++ -std=c++20 -O3 -march=native -Isrc bench/gemm_bench.cc src/ops/kernels/gemm.cc
-//       src/util/thread_pool.cc -lpthread -o /tmp/gemm_bench
+// 1 and 2 threads (median of several runs). Not built by CMake; build against the build's libraries with
+//   g++ -std=c++20 -O3 -march=native -Isrc bench/gemm_bench.cc build/libtessera_ops.a build/libtessera_util.a
+//       -lpthread -o /tmp/gemm_bench
+// TESSERA_ISA=avx2 runs the AVX2 kernel on an AVX-512 machine.
 // Usage: gemm_bench [M N K ...]   (defaults to a fixed list; PACKED_B=1: B packed once ahead, as for
 // constant weights)
 // Prints the best of several runs (BENCH_MEDIAN=1: the median).

@@ -106,10 +106,11 @@ fi
 "$peak_bin" >"$work/peak.json"
 log "peak: $(cat "$work/peak.json")"
 gemm_bin=$work/gemm_bench
-if [[ ! -x $gemm_bin || $bench_dir/gemm_bench.cc -nt $gemm_bin || $repo_dir/src/ops/kernels/gemm.cc -nt $gemm_bin ]]; then
+if [[ ! -x $gemm_bin || $bench_dir/gemm_bench.cc -nt $gemm_bin || $build_dir/libtessera_ops.a -nt $gemm_bin ]]; then
   log "building $gemm_bin"
-  g++ -std=c++20 -O3 -march=native -I"$repo_dir/src" "$bench_dir/gemm_bench.cc" "$repo_dir/src/ops/kernels/gemm.cc" \
-    "$repo_dir/src/util/thread_pool.cc" -lpthread -o "$gemm_bin" || die "cannot build gemm_bench"
+  # The build's own GEMM (both instruction sets, chosen at run time), from its static libraries.
+  g++ -std=c++20 -O3 -march=native -I"$repo_dir/src" "$bench_dir/gemm_bench.cc" "$build_dir/libtessera_ops.a" \
+    "$build_dir/libtessera_util.a" -lpthread -o "$gemm_bin" || die "cannot build gemm_bench"
 fi
 # shellcheck disable=SC2046
 taskset -c 0,1 "$gemm_bin" 1024 1024 1024 2048 2048 2048 >"$work/gemm.txt" 2>&1 || die "gemm_bench failed"

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include <cmath>
 #include <random>
 #include <vector>
@@ -121,6 +124,19 @@ void run_case(const Case& cs, ThreadPool* pool, std::mt19937& rng) {
                                             << " tb=" << cs.tb << " mode=" << cs.mode << " at " << i << "," << j;
     }
   }
+}
+
+// The instruction set is chosen at run time: AVX-512 where the CPU has it,
+// AVX2 otherwise or when TESSERA_ISA=avx2 asks for it (CTest gemm_avx2 runs
+// the kernel tests that way), and the tile sizes follow it.
+TEST(Gemm, InstructionSetFollowsTheCpuOrTheSwitch) {
+  const char* env = std::getenv("TESSERA_ISA");
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  const std::string want = (env && std::string(env) == "avx2") || !avx512 ? "avx2" : "avx512";
+  EXPECT_EQ(std::string(kernels::gemm_isa_name()), want);
+  EXPECT_EQ(kernels::gemm_nr(), want == "avx512" ? 48 : 32);
 }
 
 TEST(Gemm, MatchesReferenceOnRandomShapes) {

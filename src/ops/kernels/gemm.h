@@ -52,7 +52,9 @@ struct Epilogue {
   bool empty() const { return bias_kind == Bias::kNone && act == Activation::kNone; }
 };
 
-// Register-tile and block sizes of the compiled micro-kernel.
+// Register-tile and block sizes of the micro-kernel this process runs, and its
+// instruction set ("avx512" or "avx2", chosen at run time: gemm_isa.h).
+const char* gemm_isa_name();
 int gemm_mr();
 int gemm_nr();
 int64_t gemm_kc();
@@ -76,6 +78,8 @@ class PackedMatrix {
   int64_t padded() const { return padded_; }  // M or N rounded up to whole panels
   const float* data() const { return data_.get(); }
   size_t bytes() const;
+  // For the packers of each instruction set (gemm_impl.inc).
+  static PackedMatrix Make(Side side, int64_t rows, int64_t cols, int64_t padded, std::shared_ptr<float> data);
 
  private:
   Side side_ = Side::kA;

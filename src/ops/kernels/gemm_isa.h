@@ -1,0 +1,36 @@
+// The GEMM per instruction set: gemm_impl.inc is compiled twice, for AVX-512
+// (gemm_avx512.cc) and for AVX2 + FMA (gemm_avx2.cc), whatever the rest of the
+// build targets; gemm.cc picks one when first used, by what the CPU supports
+// (TESSERA_ISA=avx2 forces the AVX2 one, e.g. for tests), and every GEMM of
+// the process uses it: packed operands (PackedMatrix) keep one layout.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/kernels/gemm.h"
+
+namespace tessera::kernels {
+
+struct GemmIsa {
+  const char* name;  // "avx512", "avx2"
+  int mr, nr;
+  int64_t kc;
+  PackedMatrix (*pack_a)(const float* a, int64_t lda, bool trans, int64_t m, int64_t k);
+  PackedMatrix (*pack_b)(const float* b, int64_t ldb, bool trans, int64_t k, int64_t n);
+  void (*gemm)(ThreadPool* pool, int64_t m, int64_t n, int64_t k, float alpha, const GemmA& a, const GemmB& b,
+               float beta, float* c, int64_t ldc, const Epilogue& ep);
+  void (*apply_activation)(const Epilogue& ep, float* x, int64_t n);
+  void (*apply_epilogue)(const Epilogue& ep, int64_t m, int64_t n, float* c, int64_t ldc);
+};
+
+namespace avx512 {
+const GemmIsa& table();
+}
+namespace avx2 {
+const GemmIsa& table();
+}
+
+// The one this process uses.
+const GemmIsa& gemm_isa();
+
+}  // namespace tessera::kernels
