@@ -81,94 +81,49 @@ void fill_options(OptionsHolder& h, const py::object& backends, const py::object
   }
 }
 
-// ONNX Runtime's type strings.
+// Each Tessera dtype with its numpy name (none for bfloat16) and ONNX
+// Runtime's type string.
+struct DtypeNames {
+  int32_t dtype;
+  const char* numpy;
+  const char* ort;
+};
+constexpr DtypeNames kDtypes[] = {
+    {TESSERA_DTYPE_FLOAT32, "float32", "tensor(float)"},   {TESSERA_DTYPE_UINT8, "uint8", "tensor(uint8)"},
+    {TESSERA_DTYPE_INT8, "int8", "tensor(int8)"},          {TESSERA_DTYPE_UINT16, "uint16", "tensor(uint16)"},
+    {TESSERA_DTYPE_INT16, "int16", "tensor(int16)"},       {TESSERA_DTYPE_INT32, "int32", "tensor(int32)"},
+    {TESSERA_DTYPE_INT64, "int64", "tensor(int64)"},       {TESSERA_DTYPE_BOOL, "bool", "tensor(bool)"},
+    {TESSERA_DTYPE_FLOAT16, "float16", "tensor(float16)"}, {TESSERA_DTYPE_FLOAT64, "float64", "tensor(double)"},
+    {TESSERA_DTYPE_UINT32, "uint32", "tensor(uint32)"},    {TESSERA_DTYPE_UINT64, "uint64", "tensor(uint64)"},
+    {TESSERA_DTYPE_BFLOAT16, nullptr, "tensor(bfloat16)"},
+};
+
 std::string type_string(int32_t dtype) {
-  switch (dtype) {
-    case TESSERA_DTYPE_FLOAT32:
-      return "tensor(float)";
-    case TESSERA_DTYPE_UINT8:
-      return "tensor(uint8)";
-    case TESSERA_DTYPE_INT8:
-      return "tensor(int8)";
-    case TESSERA_DTYPE_UINT16:
-      return "tensor(uint16)";
-    case TESSERA_DTYPE_INT16:
-      return "tensor(int16)";
-    case TESSERA_DTYPE_INT32:
-      return "tensor(int32)";
-    case TESSERA_DTYPE_INT64:
-      return "tensor(int64)";
-    case TESSERA_DTYPE_BOOL:
-      return "tensor(bool)";
-    case TESSERA_DTYPE_FLOAT16:
-      return "tensor(float16)";
-    case TESSERA_DTYPE_FLOAT64:
-      return "tensor(double)";
-    case TESSERA_DTYPE_UINT32:
-      return "tensor(uint32)";
-    case TESSERA_DTYPE_UINT64:
-      return "tensor(uint64)";
-    case TESSERA_DTYPE_BFLOAT16:
-      return "tensor(bfloat16)";
-    default:
-      return "tensor(undefined)";
+  for (const auto& d : kDtypes) {
+    if (d.dtype == dtype) return d.ort;
   }
+  return "tensor(undefined)";
 }
 
-// numpy dtype <-> Tessera dtype (bfloat16 has no numpy dtype: refused).
-int32_t tessera_dtype(const py::dtype& d) {
-  const char kind = d.kind();
-  const auto size = d.itemsize();
-  if (kind == 'f')
-    return size == 4   ? TESSERA_DTYPE_FLOAT32
-           : size == 8 ? TESSERA_DTYPE_FLOAT64
-           : size == 2 ? TESSERA_DTYPE_FLOAT16
-                       : 0;
-  if (kind == 'i')
-    return size == 1   ? TESSERA_DTYPE_INT8
-           : size == 2 ? TESSERA_DTYPE_INT16
-           : size == 4 ? TESSERA_DTYPE_INT32
-           : size == 8 ? TESSERA_DTYPE_INT64
-                       : 0;
-  if (kind == 'u')
-    return size == 1   ? TESSERA_DTYPE_UINT8
-           : size == 2 ? TESSERA_DTYPE_UINT16
-           : size == 4 ? TESSERA_DTYPE_UINT32
-           : size == 8 ? TESSERA_DTYPE_UINT64
-                       : 0;
-  if (kind == 'b') return TESSERA_DTYPE_BOOL;
+// The Tessera dtype of a numpy dtype in native byte order; 0 for any other
+// (bfloat16 has no numpy dtype; a byte-swapped array would be read wrong).
+int32_t tessera_dtype(const py::dtype& t) {
+  for (const auto& d : kDtypes) {
+    if (d.numpy && t.equal(py::dtype(d.numpy))) return d.dtype;
+  }
   return 0;
 }
 
 py::dtype numpy_dtype(int32_t dtype) {
-  switch (dtype) {
-    case TESSERA_DTYPE_FLOAT32:
-      return py::dtype("float32");
-    case TESSERA_DTYPE_UINT8:
-      return py::dtype("uint8");
-    case TESSERA_DTYPE_INT8:
-      return py::dtype("int8");
-    case TESSERA_DTYPE_UINT16:
-      return py::dtype("uint16");
-    case TESSERA_DTYPE_INT16:
-      return py::dtype("int16");
-    case TESSERA_DTYPE_INT32:
-      return py::dtype("int32");
-    case TESSERA_DTYPE_INT64:
-      return py::dtype("int64");
-    case TESSERA_DTYPE_BOOL:
-      return py::dtype("bool");
-    case TESSERA_DTYPE_FLOAT16:
-      return py::dtype("float16");
-    case TESSERA_DTYPE_FLOAT64:
-      return py::dtype("float64");
-    case TESSERA_DTYPE_UINT32:
-      return py::dtype("uint32");
-    case TESSERA_DTYPE_UINT64:
-      return py::dtype("uint64");
-    default:
-      raise_invalid("an output of dtype " + std::to_string(dtype) + " has no numpy equivalent");
+  for (const auto& d : kDtypes) {
+    if (d.dtype == dtype && d.numpy) return py::dtype(d.numpy);
   }
+  raise_invalid("an output of dtype " + std::to_string(dtype) + " has no numpy equivalent");
+}
+
+// A str or os.PathLike as a path.
+std::string model_path(const py::object& model) {
+  return py::cast<std::string>(py::module_::import("os").attr("fspath")(model));
 }
 
 // ONNX Runtime's NodeArg: name, shape (ints, str for symbolic dims, None for unknown), type.
@@ -214,7 +169,7 @@ class Session {
       }
       check(e);  // with the GIL: raising sets a Python exception
     } else {
-      const std::string path = py::cast<std::string>(py::module_::import("os").attr("fspath")(model));
+      const std::string path = model_path(model);
       tessera_error_t* e = nullptr;
       {
         py::gil_scoped_release nogil;
@@ -301,10 +256,6 @@ class Session {
   tessera_session_t* s_ = nullptr;
   std::vector<NodeArg> inputs_, outputs_;
 };
-
-std::string model_path(const py::object& model) {
-  return py::cast<std::string>(py::module_::import("os").attr("fspath")(model));
-}
 
 void compile(const py::object& model, const py::object& out_path, const py::object& backends, const py::object& shapes,
              bool tune, const py::object& threads) {

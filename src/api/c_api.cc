@@ -4,19 +4,14 @@
 // error object naming the function and what was wrong.
 #include "tessera/tessera.h"
 
-#include <unistd.h>
-
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -111,6 +106,8 @@ tessera_error_t* guarded(const char* fn, F&& body) {
   }
 }
 
+// A malloc'ed copy of `s` (any bytes, NULs included) with a NUL after it, for
+// tessera_string_free.
 char* copy_string(const std::string& s) {
   char* p = static_cast<char*>(std::malloc(s.size() + 1));
   if (!p) throw std::bad_alloc();
@@ -119,29 +116,10 @@ char* copy_string(const std::string& s) {
   return p;
 }
 
-bool known_dtype(int32_t d) {
-  switch (d) {
-    case TESSERA_DTYPE_FLOAT32:
-    case TESSERA_DTYPE_UINT8:
-    case TESSERA_DTYPE_INT8:
-    case TESSERA_DTYPE_UINT16:
-    case TESSERA_DTYPE_INT16:
-    case TESSERA_DTYPE_INT32:
-    case TESSERA_DTYPE_INT64:
-    case TESSERA_DTYPE_BOOL:
-    case TESSERA_DTYPE_FLOAT16:
-    case TESSERA_DTYPE_FLOAT64:
-    case TESSERA_DTYPE_UINT32:
-    case TESSERA_DTYPE_UINT64:
-    case TESSERA_DTYPE_BFLOAT16:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// Element count of `dims`, or false on a negative dim or an overflow.
+// Element count of `dims`, or false on a negative dim, more than 64 dims or an
+// overflow of 64 bits.
 bool element_count(const int64_t* dims, size_t rank, int64_t* out) {
+  if (rank > 64) return false;
   int64_t n = 1;
   for (size_t i = 0; i < rank; ++i) {
     if (dims[i] < 0) return false;
@@ -150,6 +128,25 @@ bool element_count(const int64_t* dims, size_t rank, int64_t* out) {
   }
   *out = n;
   return true;
+}
+
+// The checks tessera_value_create and tessera_value_wrap share: a dtype
+// Tessera computes on, dims given for a nonzero rank, a valid element count
+// (into *n). Null when they hold.
+tessera_error_t* check_value_args(const char* fn, int32_t dtype, const int64_t* dims, size_t rank, int64_t* n) {
+  if (!dtype_is_supported(dtype_from_onnx(dtype))) return invalid(fn, "unknown dtype " + std::to_string(dtype));
+  if (rank > 0 && !dims) return invalid(fn, "dims is NULL for rank " + std::to_string(rank));
+  if (!element_count(dims, rank, n)) {
+    return invalid(fn, "dims must be >= 0, at most 64 of them, with a product that fits in 64 bits");
+  }
+  return nullptr;
+}
+
+// The index of the input or output called `name`, or list.size().
+template <class List>
+size_t index_of(const List& list, const std::string& name) {
+  return static_cast<size_t>(std::find_if(list.begin(), list.end(), [&](const auto& e) { return e.name == name; }) -
+                             list.begin());
 }
 
 // An input's or output's description, with storage for the C view.
@@ -191,8 +188,6 @@ struct tessera_env {
 
 struct tessera_session_options {
   api::CompileOptions compile;
-  std::map<std::string, std::vector<int64_t>> shapes;  // by input name
-  bool tune_cache_set = false;
 };
 
 struct tessera_session {
@@ -229,24 +224,17 @@ tessera_error_t* set_option(const char* fn, tessera_session_options_t* opts, F&&
 // warnings routed to the environment's log.
 api::CompileOptions compile_options(const tessera_session_options_t* opts, const std::shared_ptr<EnvState>& env) {
   api::CompileOptions o;
-  if (opts)
-    o = opts->compile;
-  else
-    o.measure = api::default_measure();
   if (opts) {
-    for (const auto& [name, dims] : opts->shapes) {
-      std::string spec = name + "=";
-      for (size_t i = 0; i < dims.size(); ++i) spec += (i ? "," : "") + std::to_string(dims[i]);
-      o.shapes.push_back(spec);
-    }
+    o = opts->compile;
+  } else {
+    o.measure = api::default_measure();
   }
   o.warn = [env](const std::string& w) { env->log(TESSERA_LOG_WARNING, w); };
   return o;
 }
 
-tessera_error_t* finish_session(const char* fn, tessera_env_t* env, std::unique_ptr<InferenceSession> s,
-                                const PartitionReport& report, const std::string& label, tessera_session_t** out) {
-  (void)fn;
+tessera_error_t* finish_session(tessera_env_t* env, std::unique_ptr<InferenceSession> s, const PartitionReport& report,
+                                const std::string& label, tessera_session_t** out) {
   auto h = std::make_unique<tessera_session>();
   h->env = env->state;
   h->region_nodes = api::region_nodes_of(report);
@@ -271,7 +259,7 @@ tessera_error_t* create_session(const char* fn, tessera_env_t* env, api::ModelSo
   const std::string label = src.name();
   auto s = api::open_session(src, o, so, &report);
   if (!s.ok()) return from_status(s.status());
-  return finish_session(fn, env, std::move(*s), report, label, out);
+  return finish_session(env, std::move(*s), report, label, out);
 }
 
 tessera_error_t* io_info(const char* fn, const tessera_session_t* s, size_t index, bool input, tessera_io_info_t* out) {
@@ -389,10 +377,18 @@ tessera_error_t* tessera_session_options_set_shape(tessera_session_options_t* op
     if (!name || !*name) return invalid(kFn, "name is NULL or empty");
     if (rank > 0 && !dims) return invalid(kFn, "dims is NULL for rank " + std::to_string(rank));
     int64_t n = 0;
-    if (rank > 64 || !element_count(dims, rank, &n)) {
+    if (!element_count(dims, rank, &n)) {
       return invalid(kFn, "input '" + std::string(name) + "': dims must be >= 0 and their product fit in 64 bits");
     }
-    opts->shapes[name] = std::vector<int64_t>(dims, dims + rank);
+    // As --shape NAME=D0,D1,..; a later pin of the same input replaces an earlier one.
+    const std::string prefix = std::string(name) + "=";
+    std::string spec = prefix;
+    for (size_t i = 0; i < rank; ++i) spec += (i ? "," : "") + std::to_string(dims[i]);
+    auto& shapes = opts->compile.shapes;
+    shapes.erase(
+        std::remove_if(shapes.begin(), shapes.end(), [&](const std::string& s) { return s.rfind(prefix, 0) == 0; }),
+        shapes.end());
+    shapes.push_back(spec);
     return nullptr;
   });
 }
@@ -544,12 +540,10 @@ tessera_error_t* tessera_value_create(int32_t dtype, const int64_t* dims, size_t
   return guarded("tessera_value_create", [&]() -> tessera_error_t* {
     static constexpr const char* kFn = "tessera_value_create";
     if (!out) return invalid(kFn, "out is NULL");
-    if (!known_dtype(dtype)) return invalid(kFn, "unknown dtype " + std::to_string(dtype));
-    if (rank > 0 && !dims) return invalid(kFn, "dims is NULL for rank " + std::to_string(rank));
     int64_t n = 0;
-    if (rank > 64 || !element_count(dims, rank, &n) ||
-        n > (int64_t{1} << 40) / static_cast<int64_t>(dtype_size(static_cast<DType>(dtype)))) {
-      return invalid(kFn, "dims must be >= 0, at most 64 of them, and describe at most 1 TiB");
+    if (tessera_error_t* e = check_value_args(kFn, dtype, dims, rank, &n)) return e;
+    if (n > (int64_t{1} << 40) / static_cast<int64_t>(dtype_size(static_cast<DType>(dtype)))) {
+      return invalid(kFn, "dims must describe at most 1 TiB");
     }
     auto v = std::make_unique<tessera_value>();
     v->tensor = Tensor(static_cast<DType>(dtype), Dims(dims, dims + rank));
@@ -564,10 +558,8 @@ tessera_error_t* tessera_value_wrap(int32_t dtype, const int64_t* dims, size_t r
   return guarded("tessera_value_wrap", [&]() -> tessera_error_t* {
     static constexpr const char* kFn = "tessera_value_wrap";
     if (!out) return invalid(kFn, "out is NULL");
-    if (!known_dtype(dtype)) return invalid(kFn, "unknown dtype " + std::to_string(dtype));
-    if (rank > 0 && !dims) return invalid(kFn, "dims is NULL for rank " + std::to_string(rank));
     int64_t n = 0;
-    if (rank > 64 || !element_count(dims, rank, &n)) return invalid(kFn, "dims must be >= 0 and at most 64 of them");
+    if (tessera_error_t* e = check_value_args(kFn, dtype, dims, rank, &n)) return e;
     const size_t elem = dtype_size(static_cast<DType>(dtype));
     if (static_cast<uint64_t>(n) > SIZE_MAX / elem || static_cast<size_t>(n) * elem != size_bytes) {
       return invalid(kFn, "size_bytes is " + std::to_string(size_bytes) + " but the dims describe " +
@@ -658,8 +650,7 @@ tessera_error_t* tessera_session_run(tessera_session_t* session, const tessera_r
     for (size_t i = 0; i < n_inputs; ++i) {
       if (!input_names[i]) return invalid(kFn, "input name " + std::to_string(i) + " is NULL");
       const std::string name = input_names[i];
-      size_t k = 0;
-      while (k < ins.size() && ins[k].name != name) ++k;
+      const size_t k = index_of(ins, name);
       if (k == ins.size()) return invalid(kFn, "the model has no input named '" + name + "'");
       if (given[k]) return invalid(kFn, "input '" + name + "' is given twice");
       if (!inputs[i]) return invalid(kFn, "the value for input '" + name + "' is NULL");
@@ -680,8 +671,7 @@ tessera_error_t* tessera_session_run(tessera_session_t* session, const tessera_r
       if (output_names) {
         if (!output_names[i]) return invalid(kFn, "output name " + std::to_string(i) + " is NULL");
         const std::string name = output_names[i];
-        size_t k = 0;
-        while (k < outs.size() && outs[k].name != name) ++k;
+        const size_t k = index_of(outs, name);
         if (k == outs.size()) return invalid(kFn, "the model has no output named '" + name + "'");
         index[i] = k;
       } else {
@@ -746,11 +736,7 @@ tessera_error_t* tessera_compile_buffer(tessera_env_t* env, const void* model, s
     if (!program.ok()) return from_status(program.status());
     auto bytes = write_artifact_bytes(*program);
     if (!bytes.ok()) return from_status(bytes.status());
-    char* p = static_cast<char*>(std::malloc(bytes->size() + 1));
-    if (!p) throw std::bad_alloc();
-    std::memcpy(p, bytes->data(), bytes->size());
-    p[bytes->size()] = '\0';
-    *out = p;
+    *out = copy_string(*bytes);
     *out_size = bytes->size();
     return nullptr;
   });

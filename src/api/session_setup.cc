@@ -1,12 +1,7 @@
 #include "api/session_setup.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -32,6 +27,18 @@ Status check_model_path(const std::string& path) {
   if (!fs::exists(path, ec)) return IoError("model '" + path + "' does not exist");
   if (fs::is_directory(path, ec)) return InvalidInput("model '" + path + "' is a directory, not a file");
   return Status::Ok();
+}
+
+// The ONNX model as a graph, with its input shapes pinned (not optimised).
+Expected<Graph> import_model(const ModelSource& m, const std::vector<std::string>& shapes) {
+  Graph g;
+  if (m.path.empty()) {
+    TSR_ASSIGN_OR_RETURN(g, import_onnx_bytes(m.bytes, "."));
+  } else {
+    TSR_ASSIGN_OR_RETURN(g, import_onnx_file(m.path));
+  }
+  TSR_RETURN_IF_ERROR(apply_shapes(g, shapes));
+  return g;
 }
 
 }  // namespace
@@ -78,12 +85,7 @@ Expected<Graph> load_graph(const ModelSource& m, const std::vector<std::string>&
   TSR_ASSIGN_OR_RETURN(artifact, is_artifact(m));
   if (artifact) return InvalidInput("'" + m.name() + "' is a compiled artifact; " + what + " needs an ONNX model");
   Graph g;
-  if (m.path.empty()) {
-    TSR_ASSIGN_OR_RETURN(g, import_onnx_bytes(m.bytes, "."));
-  } else {
-    TSR_ASSIGN_OR_RETURN(g, import_onnx_file(m.path));
-  }
-  TSR_RETURN_IF_ERROR(apply_shapes(g, shapes));
+  TSR_ASSIGN_OR_RETURN(g, import_model(m, shapes));
   OptimizeOptions opt;
   TSR_RETURN_IF_ERROR(optimize_graph(g, opt));
   return g;
@@ -192,12 +194,7 @@ Expected<std::unique_ptr<InferenceSession>> open_session(const ModelSource& m, c
   std::vector<std::shared_ptr<const Backend>> backends;
   TSR_ASSIGN_OR_RETURN(backends, resolve_backends(o.backends));
   Graph g;
-  if (m.path.empty()) {
-    TSR_ASSIGN_OR_RETURN(g, import_onnx_bytes(m.bytes, "."));
-  } else {
-    TSR_ASSIGN_OR_RETURN(g, import_onnx_file(m.path));
-  }
-  TSR_RETURN_IF_ERROR(apply_shapes(g, o.shapes));
+  TSR_ASSIGN_OR_RETURN(g, import_model(m, o.shapes));
   if (backends.size() == 1 && o.places.empty()) return InferenceSession::Create(std::move(g), so);
   OptimizeOptions opt;
   TSR_RETURN_IF_ERROR(optimize_graph(g, opt));

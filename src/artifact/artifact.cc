@@ -508,28 +508,28 @@ Expected<LoadedArtifact> load_unguarded(Container container) {
   return a;
 }
 
-}  // namespace
-
-Expected<LoadedArtifact> load_artifact(const std::string& path) {
-  // Every field is type-checked, so nothing here should throw; a throw that
-  // slips through (allocation failure) still becomes a status, never a crash.
+// Opens the container (`open`), then reads the program from it. Every field is
+// type-checked, so nothing here should throw; a throw that slips through
+// (allocation failure) still becomes a status, never a crash.
+template <class Open>
+Expected<LoadedArtifact> load_guarded(const std::string& name, Open&& open) {
   try {
     Container c;
-    TSR_ASSIGN_OR_RETURN(c, open_container(path));
-    return load_unguarded(std::move(c));
-  } catch (const std::exception& e) {
-    return InvalidModel("artifact '" + path + "': cannot read: " + e.what());
-  }
-}
-
-Expected<LoadedArtifact> load_artifact_bytes(const std::string& name, const void* data, size_t size) {
-  try {
-    Container c;
-    TSR_ASSIGN_OR_RETURN(c, container_from_bytes(name, data, size));
+    TSR_ASSIGN_OR_RETURN(c, open());
     return load_unguarded(std::move(c));
   } catch (const std::exception& e) {
     return InvalidModel("artifact '" + name + "': cannot read: " + e.what());
   }
+}
+
+}  // namespace
+
+Expected<LoadedArtifact> load_artifact(const std::string& path) {
+  return load_guarded(path, [&] { return open_container(path); });
+}
+
+Expected<LoadedArtifact> load_artifact_bytes(const std::string& name, const void* data, size_t size) {
+  return load_guarded(name, [&] { return container_from_bytes(name, data, size); });
 }
 
 }  // namespace artifact

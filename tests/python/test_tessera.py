@@ -115,6 +115,8 @@ def test_errors_carry_the_message_and_bad_arguments_are_value_errors():
         s.run(None, {"input": x.astype(np.float64)})
     with pytest.raises(ValueError):
         s.run(None, {"input": x.reshape(2, 128)})
+    with pytest.raises(tessera.InvalidArgument, match="dtype"):
+        s.run(None, {"input": x.astype(">f4")})  # byte-swapped: refused, never read as native floats
     with pytest.raises(ValueError, match="missing"):
         s.run(None, {})
     with pytest.raises(ValueError, match="nope"):

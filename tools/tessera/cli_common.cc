@@ -5,23 +5,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <random>
-#include <thread>
 
-#include "artifact/artifact.h"
-#include "backends/backend.h"
-#include "cli.h"
 #include "api/profile.h"
 #include "api/session_setup.h"
-#include "onnx/onnx_import.h"
-#include "partition/machine.h"
-#include "partition/tune.h"
-#include "passes/pipeline.h"
-#include "util/env.h"
-
-namespace fs = std::filesystem;
+#include "cli.h"
 
 namespace tessera::cli {
 
@@ -199,10 +186,9 @@ Expected<Args> parse_args(int argc, char** argv) {
   }
   for (const auto& [key, opt] : given) {
     if (opt->count() == 0) continue;
-    const std::string k = key == "--output" ? "-o" : key;
     if (key == "--shape") a.shapes = repeated[key];
     else if (key == "--place") a.places = repeated[key];
-    else a.opts[k] = single[key];
+    else a.opts[key] = single[key];  // "-o" for -o/--output: the first name
   }
   return a;
 }

@@ -254,8 +254,9 @@ const tessera_backend_t* native_backend_table() { return &kNativeTable; }
 void install_native_backend() { set_native_backend_table(&native_backend_table); }
 
 namespace {
-// Installed as soon as the runtime is linked in; sessions install it again
-// (install_native_backend), which keeps this file linked from a static library.
+// Installed as soon as this file is linked in; the api layer installs it again
+// before it resolves backends (install_native_backend), which also keeps this
+// file linked from its static library.
 const bool kInstalled = (install_native_backend(), true);
 }  // namespace
 
