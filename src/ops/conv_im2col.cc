@@ -4,9 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
+#include "util/cpu_isa.h"
 
 namespace tessera {
 
@@ -28,6 +26,18 @@ inline void valid_range(int64_t off, int64_t s, int64_t in, int64_t out, int64_t
   int64_t h = in - 1 - off < 0 ? 0 : floor_div(in - 1 - off, s) + 1;
   *lo = std::min(std::max<int64_t>(l, 0), out);
   *hi = std::max(std::min(h, out), *lo);
+}
+
+// A 1-D or 2-D convolution's geometry as a plane (1-D: one row).
+struct Plane2d {
+  int64_t ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw;
+};
+
+Plane2d plane2d(const Geometry& g) {
+  const bool one = g.in.size() == 1;
+  return {one ? 1 : g.in[0],        g.in.back(),         one ? 1 : g.out[0],       g.out.back(),
+          one ? 1 : g.kernel[0],    g.kernel.back(),     one ? 1 : g.strides[0],   g.strides.back(),
+          one ? 1 : g.dilations[0], g.dilations.back(),  one ? 0 : g.pad_begin[0], g.pad_begin.back()};
 }
 
 }  // namespace
@@ -65,40 +75,70 @@ thread_local Im2colScratch t_im2col;
 inline void im2col_segment(const float* xr, int64_t off, int64_t sw, int64_t iw, int64_t count, float* d) {
   int64_t lo = 0, hi = 0;
   if (xr) valid_range(off, sw, iw, count, &lo, &hi);
-#if defined(__AVX512F__) && defined(__BMI2__)
-  if (sw <= 2) {
-    const auto store = static_cast<__mmask16>((1u << count) - 1u);
-    const uint32_t valid = hi <= lo ? 0u : ((1u << hi) - 1u) & ~((1u << lo) - 1u);
-    __m512 v;
-    if (valid == 0) {
-      v = _mm512_setzero_ps();
-    } else if (sw == 1) {
-      // Masked loads never touch the masked-off addresses.
-      v = _mm512_maskz_loadu_ps(static_cast<__mmask16>(valid), xr + off);
-    } else {
-      const uint32_t spread = _pdep_u32(valid, 0x55555555u);
-      const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-      v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(static_cast<__mmask16>(spread & 0xFFFF), xr + off), even,
-                                 _mm512_maskz_loadu_ps(static_cast<__mmask16>(spread >> 16), xr + off + 16));
-    }
-    _mm512_mask_storeu_ps(d, store, v);
-    return;
-  }
-#endif
   for (int64_t e = 0; e < lo; ++e) d[e] = 0.f;
   for (int64_t e = lo; e < hi; ++e) d[e] = xr[off + e * sw];
   for (int64_t e = hi; e < count; ++e) d[e] = 0.f;
 }
 
-// The widest segment im2col_segment takes for stride sw: one vector where
-// it copies with masks, else a whole panel.
-inline int64_t im2col_segment_width(int64_t sw, int64_t nr) {
-#if defined(__AVX512F__) && defined(__BMI2__)
-  if (sw <= 2) return 16;
-#endif
-  (void)sw;
-  return nr;
+// One k row of a packed block: each segment from its input row (row_off[seg.row] into xc; -1: padding).
+void copy_segments(const Im2colSegment* segs, size_t nsegs, const int64_t* row_off, const float* xc, int64_t shift,
+                   int64_t sw, int64_t iw, float* drow) {
+  for (size_t q = 0; q < nsegs; ++q) {
+    const Im2colSegment& seg = segs[q];
+    const int64_t ro = row_off[seg.row];
+    im2col_segment(ro < 0 ? nullptr : xc + ro, seg.ow * sw + shift, sw, iw, seg.count, drow + seg.dst);
+  }
 }
+
+}  // namespace
+
+TSR_AVX512_BEGIN
+namespace avx512 {
+namespace {
+
+// im2col_segment with one masked load and store at strides 1 and 2 (count <= 16 there).
+inline void im2col_segment(const float* xr, int64_t off, int64_t sw, int64_t iw, int64_t count, float* d) {
+  if (sw > 2) {
+    tessera::im2col_segment(xr, off, sw, iw, count, d);
+    return;
+  }
+  int64_t lo = 0, hi = 0;
+  if (xr) valid_range(off, sw, iw, count, &lo, &hi);
+  const auto store = static_cast<__mmask16>((1u << count) - 1u);
+  const uint32_t valid = hi <= lo ? 0u : ((1u << hi) - 1u) & ~((1u << lo) - 1u);
+  __m512 v;
+  if (valid == 0) {
+    v = _mm512_setzero_ps();
+  } else if (sw == 1) {
+    // Masked loads never touch the masked-off addresses.
+    v = _mm512_maskz_loadu_ps(static_cast<__mmask16>(valid), xr + off);
+  } else {
+    const uint32_t spread = _pdep_u32(valid, 0x55555555u);
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(static_cast<__mmask16>(spread & 0xFFFF), xr + off), even,
+                               _mm512_maskz_loadu_ps(static_cast<__mmask16>(spread >> 16), xr + off + 16));
+  }
+  _mm512_mask_storeu_ps(d, store, v);
+}
+
+void copy_segments(const Im2colSegment* segs, size_t nsegs, const int64_t* row_off, const float* xc, int64_t shift,
+                   int64_t sw, int64_t iw, float* drow) {
+  for (size_t q = 0; q < nsegs; ++q) {
+    const Im2colSegment& seg = segs[q];
+    const int64_t ro = row_off[seg.row];
+    im2col_segment(ro < 0 ? nullptr : xc + ro, seg.ow * sw + shift, sw, iw, seg.count, drow + seg.dst);
+  }
+}
+
+}  // namespace
+}  // namespace avx512
+TSR_AVX512_END
+
+namespace {
+
+// The widest segment a k row copies at stride sw: one vector where the
+// AVX-512 copy uses masks, else a whole panel.
+inline int64_t im2col_segment_width(int64_t sw, int64_t nr) { return cpu::avx512() && sw <= 2 ? 16 : nr; }
 
 }  // namespace
 
@@ -120,6 +160,7 @@ void Im2colSource::pack(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* d
   const int64_t pw = g_.pad_begin[outer];
   const int64_t panel_stride = nr * kc;
 
+  const bool wide = cpu::avx512();
   const int64_t width = im2col_segment_width(sw, nr);
   Im2colScratch& sc = t_im2col;
   sc.segs.clear();
@@ -182,10 +223,10 @@ void Im2colSource::pack(int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* d
     }
     float* drow = dst + kk * nr;  // row kk of panel 0
     const int64_t shift = kidx[outer] * dw - pw;
-    for (size_t q = 0; q < nsegs; ++q) {
-      const Im2colSegment& seg = segs[q];
-      const int64_t ro = row_off[seg.row];
-      im2col_segment(ro < 0 ? nullptr : xc + ro, seg.ow * sw + shift, sw, iw, seg.count, drow + seg.dst);
+    if (wide) {
+      avx512::copy_segments(segs, nsegs, row_off, xc, shift, sw, iw, drow);
+    } else {
+      copy_segments(segs, nsegs, row_off, xc, shift, sw, iw, drow);
     }
     // Zero the lanes past nc in the last panel.
     if (nc % nr != 0) {
@@ -268,7 +309,9 @@ void dw_row(const float* __restrict xr, const float* __restrict w, int64_t kw_rt
 
 }  // namespace
 
-#ifdef __AVX512F__
+TSR_AVX512_BEGIN
+namespace avx512 {
+namespace {
 
 // Depthwise convolution with AVX-512 for kernels up to 8 wide and horizontal
 // strides 1 and 2. Stride 2 first splits each input row into its even and
@@ -646,25 +689,18 @@ void dw_fast_plane(const float* x, const float* w, const float* bias, int64_t mu
   }
 }
 
-#endif
+}  // namespace
 
-void depthwise_conv2d(const float* x, const float* w, const float* bias, int64_t mult, const Geometry& g,
-                      bool accumulate, const kernels::Epilogue& ep, float* y) {
-  const bool one = g.in.size() == 1;
-  const int64_t ih = one ? 1 : g.in[0], iw = g.in.back();
-  const int64_t oh = one ? 1 : g.out[0], ow = g.out.back();
-  const int64_t kh = one ? 1 : g.kernel[0], kw = g.kernel.back();
-  const int64_t sh = one ? 1 : g.strides[0], sw = g.strides.back();
-  const int64_t dh = one ? 1 : g.dilations[0], dw = g.dilations.back();
-  const int64_t ph = one ? 0 : g.pad_begin[0], pw = g.pad_begin.back();
-  kernels::Epilogue act = ep;
-  act.bias_kind = kernels::Epilogue::Bias::kNone;
-#ifdef __AVX512F__
+// The AVX-512 depthwise paths (kernels 3 and 5 with equal strides 1 or 2; any kernel up to kDwMaxKW wide at
+// horizontal strides 1 and 2); false where none applies. `act` has no bias.
+bool depthwise_conv2d(const float* x, const float* w, const float* bias, int64_t mult, const Geometry& g,
+                      bool accumulate, const kernels::Epilogue& act, float* y) {
+  const auto [ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw] = plane2d(g);
   if (kh == kw && (kw == 3 || kw == 5) && sh == sw && (sw == 1 || sw == 2) && dh == 1 && dw == 1) {
     auto fast = kw == 3 ? (sw == 1 ? &dw_fast_plane<3, 1> : &dw_fast_plane<3, 2>)
                         : (sw == 1 ? &dw_fast_plane<5, 1> : &dw_fast_plane<5, 2>);
     fast(x, w, bias, mult, ih, iw, oh, ow, ph, pw, accumulate, act, y);
-    return;
+    return true;
   }
   if ((sw == 1 || sw == 2) && kw <= kDwMaxKW) {
     const DwPlan plan = dw_plan(iw, ow, kw, sw, pw, dw);
@@ -682,9 +718,20 @@ void depthwise_conv2d(const float* x, const float* w, const float* bias, int64_t
       dw_plane_avx512(plan, src, ih, w + m * kh * kw, kh, kw, oh, ow, sh, ph, dh, b, accumulate, act,
                       y + m * oh * ow);
     }
-    return;
+    return true;
   }
-#endif
+  return false;
+}
+
+}  // namespace avx512
+TSR_AVX512_END
+
+void depthwise_conv2d(const float* x, const float* w, const float* bias, int64_t mult, const Geometry& g,
+                      bool accumulate, const kernels::Epilogue& ep, float* y) {
+  const auto [ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw] = plane2d(g);
+  kernels::Epilogue act = ep;
+  act.bias_kind = kernels::Epilogue::Bias::kNone;
+  if (cpu::avx512() && avx512::depthwise_conv2d(x, w, bias, mult, g, accumulate, act, y)) return;
   auto row_fn = kw == 3 ? &dw_row<3> : kw == 5 ? &dw_row<5> : kw == 7 ? &dw_row<7> : &dw_row<0>;
   for (int64_t m = 0; m < mult; ++m) {
     const float* wm = w + m * kh * kw;
@@ -714,13 +761,8 @@ void col2im(const float* col, int64_t mult, const Geometry& g, float* y) {
   const int64_t xsize = g.out_size();  // ConvTranspose input plane
   const int64_t ksize = g.kernel_size();
   if (r <= 2) {
-    const bool one = r == 1;
-    const int64_t oh = one ? 1 : g.in[0], ow = g.in.back();
-    const int64_t ih = one ? 1 : g.out[0], iw = g.out.back();
-    const int64_t kh = one ? 1 : g.kernel[0], kw = g.kernel.back();
-    const int64_t sh = one ? 1 : g.strides[0], sw = g.strides.back();
-    const int64_t dh = one ? 1 : g.dilations[0], dw = g.dilations.back();
-    const int64_t ph = one ? 0 : g.pad_begin[0], pw = g.pad_begin.back();
+    // ConvTranspose: the output plane is the convolution's input.
+    const auto [oh, ow, ih, iw, kh, kw, sh, sw, dh, dw, ph, pw] = plane2d(g);
     for (int64_t m = 0; m < mult; ++m) {
       float* ym = y + m * ysize;
       std::fill(ym, ym + ysize, 0.f);

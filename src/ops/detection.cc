@@ -24,10 +24,7 @@
 #include <vector>
 
 #include "ops/detection_ops.h"
-
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
+#include "util/cpu_isa.h"
 
 namespace tessera {
 
@@ -147,12 +144,13 @@ inline uint64_t candidate_key(float score, uint32_t index) {
 
 inline int64_t candidate_index(uint64_t key) { return 0xFFFFFFFFu - static_cast<uint32_t>(key); }
 
-// Writes the keys of the boxes whose score passes (every box without a
-// threshold) to `keys`, which has room for n + 8; returns their count.
+TSR_AVX512_BEGIN
+namespace avx512 {
+
+// gather_candidates over the first n - n % 16 boxes.
 size_t gather_candidates(const float* scores, int64_t n, bool has_threshold, float threshold, uint64_t* keys) {
   size_t count = 0;
   int64_t i = 0;
-#ifdef __AVX512F__
   const __m512 thr = _mm512_set1_ps(threshold);
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   const __m512i sign = _mm512_set1_epi32(static_cast<int32_t>(0x80000000u));
@@ -178,7 +176,21 @@ size_t gather_candidates(const float* scores, int64_t n, bool has_threshold, flo
       count += static_cast<size_t>(__builtin_popcount(m));
     }
   }
-#endif
+  return count;
+}
+
+}  // namespace avx512
+TSR_AVX512_END
+
+// Writes the keys of the boxes whose score passes (every box without a
+// threshold) to `keys`, which has room for n + 8; returns their count.
+size_t gather_candidates(const float* scores, int64_t n, bool has_threshold, float threshold, uint64_t* keys) {
+  size_t count = 0;
+  int64_t i = 0;
+  if (cpu::avx512()) {
+    count = avx512::gather_candidates(scores, n, has_threshold, threshold, keys);
+    i = n - n % 16;
+  }
   for (; i < n; ++i) {
     keys[count] = candidate_key(scores[i], static_cast<uint32_t>(i));
     count += (!has_threshold || scores[i] > threshold) ? 1 : 0;

@@ -12,9 +12,7 @@
 #include <string>
 #include <type_traits>
 
-#if defined(__AVX__)
 #include <immintrin.h>
-#endif
 
 #include "ops/elementwise_common.h"
 #include "ops/elementwise_math.h"
@@ -47,11 +45,7 @@ struct SqrtOp;
 // sqrt sets errno for negative inputs, so GCC does not vectorize std::sqrt
 // without -fno-math-errno; the instruction itself is IEEE-exact.
 void sqrt_f32(const float* x, float* y, int64_t b, int64_t e) {
-#if defined(__AVX512F__)
-  for (; b + 16 <= e; b += 16) _mm512_storeu_ps(y + b, _mm512_sqrt_ps(_mm512_loadu_ps(x + b)));
-#elif defined(__AVX__)
   for (; b + 8 <= e; b += 8) _mm256_storeu_ps(y + b, _mm256_sqrt_ps(_mm256_loadu_ps(x + b)));
-#endif
   for (; b < e; ++b) y[b] = std::sqrt(x[b]);
 }
 

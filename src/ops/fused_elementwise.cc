@@ -14,9 +14,7 @@
 #include <string>
 #include <vector>
 
-#if defined(__AVX512F__) || defined(__AVX__)
 #include <immintrin.h>
-#endif
 
 #include "ops/elementwise_math.h"
 #include "ops/op_registry.h"
@@ -89,11 +87,7 @@ void pow_const(float* v, int64_t n, float k) {
 // sqrt through the instruction (std::sqrt sets errno and is not vectorized).
 void sqrt_block(float* v, int64_t n) {
   int64_t i = 0;
-#if defined(__AVX512F__)
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(v + i, _mm512_sqrt_ps(_mm512_loadu_ps(v + i)));
-#elif defined(__AVX__)
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(v + i, _mm256_sqrt_ps(_mm256_loadu_ps(v + i)));
-#endif
   for (; i < n; ++i) v[i] = std::sqrt(v[i]);
 }
 

@@ -9,13 +9,10 @@
 #include <limits>
 #include <vector>
 
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
-
 #include "ops/conv_util.h"
 #include "ops/kernels/lane_fold.h"
 #include "ops/op_registry.h"
+#include "util/cpu_isa.h"
 
 namespace tessera {
 
@@ -203,7 +200,9 @@ void pool_plane(const T* x, const Pool3& g, const PoolOptions& o, T* y, int64_t*
   }
 }
 
-#ifdef __AVX512F__
+TSR_AVX512_BEGIN
+namespace avx512 {
+
 // p[0], p[2], ..., p[30] (never reads p[31]).
 inline __m512 load_even(const float* p) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -216,12 +215,7 @@ inline __m512 load_masked(const float* p, __mmask16 lanes, __m512 fill) {
   if constexpr (S == 1) {
     return _mm512_mask_loadu_ps(fill, lanes, p);
   } else {
-#ifdef __BMI2__
     const uint32_t spread = _pdep_u32(lanes, 0x55555555u);  // lane j -> position 2j
-#else
-    uint32_t spread = 0;
-    for (uint32_t m = lanes; m != 0; m &= m - 1) spread |= 1u << (2 * __builtin_ctz(m));
-#endif
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512 lo = _mm512_mask_loadu_ps(fill, static_cast<__mmask16>(spread & 0xFFFF), p);
     const __m512 hi = _mm512_mask_loadu_ps(fill, static_cast<__mmask16>(spread >> 16), p + 16);
@@ -274,7 +268,7 @@ void pool_block_avx512(const float* x, int64_t iw, int64_t row0, int64_t nrows, 
 }
 
 template <bool kMax, int S>
-void pool2d_plane_avx512(const float* x, const Pool3& g, bool include_pad, const int64_t* col_lo,
+void pool2d_plane(const float* x, const Pool3& g, bool include_pad, const int64_t* col_lo,
                          const int64_t* col_hi, const float* inv_cols, float* y) {
   const int64_t ih = g.in[1], iw = g.in[2], oh = g.out[1], ow = g.out[2];
   const int64_t kh = g.k[1], kw = g.k[2], sh = g.s[1], dh = g.d[1], dw = g.d[2];
@@ -306,7 +300,9 @@ void pool2d_plane_avx512(const float* x, const Pool3& g, bool include_pad, const
     }
   }
 }
-#endif
+
+}  // namespace avx512
+TSR_AVX512_END
 
 // Fast path for float 2-D (and 1-D) pools without Indices: one output row
 // at a time into a row accumulator, iterating over kernel taps with the
@@ -338,14 +334,6 @@ void pool2d_plane_f32(const float* __restrict x, const Pool3& g, const PoolOptio
             for (int64_t c = lo; c < hi; ++c) acc[c] = std::max(acc[c], xs[c]);
           } else {
             int64_t c = lo;
-#ifdef __AVX512F__
-            if (sw == 2) {
-              for (; c + 16 <= hi; c += 16) {
-                const __m512 v = load_even(xs + 2 * c);
-                _mm512_storeu_ps(acc + c, _mm512_maskz_max_ps(0xFFFF, _mm512_loadu_ps(acc + c), v));
-              }
-            }
-#endif
             for (; c < hi; ++c) acc[c] = std::max(acc[c], xs[c * sw]);
           }
         } else if (o.kind == PoolKind::kAvg || o.p == 1) {
@@ -354,13 +342,6 @@ void pool2d_plane_f32(const float* __restrict x, const Pool3& g, const PoolOptio
             for (int64_t c = lo; c < hi; ++c) acc[c] += xs[c];
           } else if (!absv) {
             int64_t c = lo;
-#ifdef __AVX512F__
-            if (sw == 2) {
-              for (; c + 16 <= hi; c += 16) {
-                _mm512_storeu_ps(acc + c, _mm512_add_ps(_mm512_loadu_ps(acc + c), load_even(xs + 2 * c)));
-              }
-            }
-#endif
             for (; c < hi; ++c) acc[c] += xs[c * sw];
           } else {
             for (int64_t c = lo; c < hi; ++c) acc[c] += std::abs(xs[c * sw]);
@@ -452,16 +433,15 @@ Status run_pool(KernelContext& ctx) {
     }
     const float* xp = x.data<float>();
     float* yp = y.data<float>();
-#ifdef __AVX512F__
-    if (o.kind != PoolKind::kLp && (g.s[2] == 1 || g.s[2] == 2)) {
+    if (cpu::avx512() && o.kind != PoolKind::kLp && (g.s[2] == 1 || g.s[2] == 2)) {
       std::vector<float> inv_cols(static_cast<size_t>(ow));
       for (int64_t c = 0; c < ow; ++c) {
         const float n = col_count[static_cast<size_t>(c)];
         inv_cols[static_cast<size_t>(c)] = n > 0 ? 1.f / n : 0.f;
       }
       const bool mx = o.kind == PoolKind::kMax;
-      auto plane = mx ? (g.s[2] == 1 ? &pool2d_plane_avx512<true, 1> : &pool2d_plane_avx512<true, 2>)
-                      : (g.s[2] == 1 ? &pool2d_plane_avx512<false, 1> : &pool2d_plane_avx512<false, 2>);
+      auto plane = mx ? (g.s[2] == 1 ? &avx512::pool2d_plane<true, 1> : &avx512::pool2d_plane<true, 2>)
+                      : (g.s[2] == 1 ? &avx512::pool2d_plane<false, 1> : &avx512::pool2d_plane<false, 2>);
       ctx.pool().parallel_for(planes, 1, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
           plane(xp + i * isz, g, o.count_include_pad, col_lo.data(), col_hi.data(), inv_cols.data(), yp + i * osz);
@@ -469,7 +449,6 @@ Status run_pool(KernelContext& ctx) {
       });
       return Status::Ok();
     }
-#endif
     ctx.pool().parallel_for(planes, 1, [&](int64_t begin, int64_t end) {
       std::vector<float> acc(static_cast<size_t>(ow));
       for (int64_t i = begin; i < end; ++i) {

@@ -4,12 +4,8 @@
 #include <cstring>
 #include <limits>
 
+#include "util/cpu_isa.h"
 #include "util/thread_pool.h"
-
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-#include <immintrin.h>
-#define TSR_QGEMM_AVX512 1
-#endif
 
 namespace tessera::qgemm {
 
@@ -20,53 +16,7 @@ constexpr int64_t kPanelPairs = kQNR * 2;  // int16 values per k pair of a B pan
 // Bytes of packed B a tile aims to keep in L2.
 constexpr int64_t kBlockBytes = 256 * 1024;
 
-#ifdef TSR_QGEMM_AVX512
-inline __m512i madd(__m512i acc, __m512i a, __m512i b) {
-#ifdef __AVX512VNNI__
-  return _mm512_dpwssd_epi32(acc, a, b);
-#else
-  return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
-#endif
-}
-
-// One kQMR x kQNR tile over all k pairs; writes the top-left mr x nr of it.
-void micro_kernel(const int16_t* ap, const int16_t* bp, int64_t kp, int32_t* c, int64_t ldc, int mr, int nr) {
-  static_assert(kQNR == 32, "the AVX-512 micro-kernel holds 32 columns in two registers");
-  __m512i acc0[kQMR], acc1[kQMR];
-#pragma GCC unroll 8
-  for (int r = 0; r < kQMR; ++r) {
-    acc0[r] = _mm512_setzero_si512();
-    acc1[r] = _mm512_setzero_si512();
-  }
-  for (int64_t q = 0; q < kp; ++q) {
-    const __m512i b0 = _mm512_loadu_si512(bp);
-    const __m512i b1 = _mm512_loadu_si512(bp + 32);
-    bp += kPanelPairs;
-#pragma GCC unroll 8
-    for (int r = 0; r < kQMR; ++r) {
-      int32_t pair;
-      std::memcpy(&pair, ap + 2 * r, sizeof pair);
-      const __m512i a = _mm512_set1_epi32(pair);
-      acc0[r] = madd(acc0[r], a, b0);
-      acc1[r] = madd(acc1[r], a, b1);
-    }
-    ap += 2 * kQMR;
-  }
-  if (nr == kQNR) {
-    for (int r = 0; r < mr; ++r) {
-      _mm512_storeu_si512(c + r * ldc, acc0[r]);
-      _mm512_storeu_si512(c + r * ldc + 16, acc1[r]);
-    }
-    return;
-  }
-  const auto m0 = static_cast<__mmask16>(nr >= 16 ? 0xFFFFu : (1u << nr) - 1u);
-  const auto m1 = static_cast<__mmask16>(nr > 16 ? (1u << (nr - 16)) - 1u : 0u);
-  for (int r = 0; r < mr; ++r) {
-    _mm512_mask_storeu_epi32(c + r * ldc, m0, acc0[r]);
-    _mm512_mask_storeu_epi32(c + r * ldc + 16, m1, acc1[r]);
-  }
-}
-#else
+// The portable micro-kernel, vectorised by the compiler for the build's baseline.
 void micro_kernel(const int16_t* ap, const int16_t* bp, int64_t kp, int32_t* c, int64_t ldc, int mr, int nr) {
   int32_t acc[kQMR][kQNR] = {};
   for (int64_t q = 0; q < kp; ++q) {
@@ -81,7 +31,39 @@ void micro_kernel(const int16_t* ap, const int16_t* bp, int64_t kp, int32_t* c, 
     for (int j = 0; j < nr; ++j) c[r * ldc + j] = acc[r][j];
   }
 }
-#endif
+
+}  // namespace
+
+TSR_AVX512_BEGIN
+namespace avx512 {
+namespace {
+#define TSR_QGEMM_VNNI 0
+#include "ops/quantize_gemm_avx512.inc"
+#undef TSR_QGEMM_VNNI
+}  // namespace
+}  // namespace avx512
+TSR_AVX512_END
+
+TSR_AVX512_VNNI_BEGIN
+namespace avx512_vnni {
+namespace {
+#define TSR_QGEMM_VNNI 1
+#include "ops/quantize_gemm_avx512.inc"
+#undef TSR_QGEMM_VNNI
+}  // namespace
+}  // namespace avx512_vnni
+TSR_AVX512_END
+
+namespace {
+
+using MicroKernel = void (*)(const int16_t* ap, const int16_t* bp, int64_t kp, int32_t* c, int64_t ldc, int mr, int nr);
+
+// The CPU's widest micro-kernel (util/cpu_isa.h).
+MicroKernel micro_kernel_for_cpu() {
+  if (cpu::avx512_vnni()) return &avx512_vnni::micro_kernel;
+  if (cpu::avx512()) return &avx512::micro_kernel;
+  return &micro_kernel;
+}
 
 }  // namespace
 
@@ -164,6 +146,7 @@ void qgemm_impl(ThreadPool* pool, const QPackedA& a, const QBSource& b, int64_t 
   const int64_t m_panels_per_tile = (a.panels() + tiles_m - 1) / tiles_m;
   tiles_m = (a.panels() + m_panels_per_tile - 1) / m_panels_per_tile;
 
+  const MicroKernel kernel = micro_kernel_for_cpu();
   auto run_tile = [&](int64_t t) {
     const int64_t tm = t / tiles_n, tn = t % tiles_n;
     const int64_t n0 = tn * block_panels * kQNR;
@@ -200,7 +183,7 @@ void qgemm_impl(ThreadPool* pool, const QPackedA& a, const QBSource& b, int64_t 
         const int nr = static_cast<int>(std::min<int64_t>(kQNR, nc - j0));
         for (int64_t p = pc; p < pe; ++p) {
           const int mr = static_cast<int>(std::min<int64_t>(kQMR, m - p * kQMR));
-          micro_kernel(a.panel(p), bp, kp, out + (p - pc) * kQMR * ld + j0, ld, mr, nr);
+          kernel(a.panel(p), bp, kp, out + (p - pc) * kQMR * ld + j0, ld, mr, nr);
         }
       }
       if (sink) sink->consume(pc * kQMR, rows, n0, nc, out, ld);

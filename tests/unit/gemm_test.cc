@@ -1,4 +1,5 @@
 #include "ops/kernels/gemm.h"
+#include "util/cpu_isa.h"
 
 #include <gtest/gtest.h>
 
@@ -127,8 +128,9 @@ void run_case(const Case& cs, ThreadPool* pool, std::mt19937& rng) {
 }
 
 // The instruction set is chosen at run time: AVX-512 where the CPU has it,
-// AVX2 otherwise or when TESSERA_ISA=avx2 asks for it (CTest gemm_avx2 runs
-// the kernel tests that way), and the tile sizes follow it.
+// AVX2 otherwise or when TESSERA_ISA=avx2 asks for it (CTest unit_avx2 runs
+// the unit tests that way), and the tile sizes follow it; every kernel
+// follows the same choice (util/cpu_isa.h).
 TEST(Gemm, InstructionSetFollowsTheCpuOrTheSwitch) {
   const char* env = std::getenv("TESSERA_ISA");
   __builtin_cpu_init();
@@ -137,6 +139,8 @@ TEST(Gemm, InstructionSetFollowsTheCpuOrTheSwitch) {
   const std::string want = (env && std::string(env) == "avx2") || !avx512 ? "avx2" : "avx512";
   EXPECT_EQ(std::string(kernels::gemm_isa_name()), want);
   EXPECT_EQ(kernels::gemm_nr(), want == "avx512" ? 48 : 32);
+  EXPECT_EQ(std::string(cpu::isa_name()), want);
+  EXPECT_EQ(cpu::avx512(), want == "avx512");
 }
 
 TEST(Gemm, MatchesReferenceOnRandomShapes) {

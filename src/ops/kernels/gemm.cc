@@ -6,27 +6,12 @@
 #include <cstring>
 
 #include "ops/kernels/gemm_isa.h"
+#include "util/cpu_isa.h"
 
 namespace tessera::kernels {
 
-namespace {
-
-bool cpu_has_avx512() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-}
-
-const GemmIsa& choose() {
-  const char* env = std::getenv("TESSERA_ISA");
-  if (env && std::strcmp(env, "avx2") == 0) return avx2::table();
-  return cpu_has_avx512() ? avx512::table() : avx2::table();
-}
-
-}  // namespace
-
 const GemmIsa& gemm_isa() {
-  static const GemmIsa& isa = choose();
+  static const GemmIsa& isa = cpu::avx512() ? avx512::table() : avx2::table();
   return isa;
 }
 

@@ -1,4 +1,6 @@
-// The GEMM for AVX-512 CPUs (built with -mavx512f/bw/dq/vl; run only where the CPU has them: gemm_isa.h).
+// The GEMM for AVX-512 CPUs: compiled for AVX-512 inside a region of cpu_isa.h, run only where the CPU has it
+// (gemm_isa.h).
 #define TSR_GEMM_ISA avx512
 #define TSR_GEMM_ISA_NAME "avx512"
+#define TSR_GEMM_AVX512 1
 #include "ops/kernels/gemm_impl.inc"

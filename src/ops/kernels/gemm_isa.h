@@ -1,8 +1,9 @@
 // The GEMM per instruction set: gemm_impl.inc is compiled twice, for AVX-512
 // (gemm_avx512.cc) and for AVX2 + FMA (gemm_avx2.cc), whatever the rest of the
-// build targets; gemm.cc picks one when first used, by what the CPU supports
-// (TESSERA_ISA=avx2 forces the AVX2 one, e.g. for tests), and every GEMM of
-// the process uses it: packed operands (PackedMatrix) keep one layout.
+// build targets; gemm.cc picks one when first used, by cpu::avx512()
+// (util/cpu_isa.h; TESSERA_ISA=avx2 forces the AVX2 one, e.g. for tests), and
+// every GEMM of the process uses it: packed operands (PackedMatrix) keep one
+// layout.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,36 @@
+#include "util/cpu_isa.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace tessera::cpu {
+
+namespace {
+
+bool forced_avx2() {
+  const char* env = std::getenv("TESSERA_ISA");
+  return env && std::strcmp(env, "avx2") == 0;
+}
+
+bool detect_avx512() {
+  // libgcc's CPU model also checks XCR0, so a feature the OS does not save reads as absent.
+  __builtin_cpu_init();
+  return !forced_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+}
+
+}  // namespace
+
+bool avx512() {
+  static const bool has = detect_avx512();
+  return has;
+}
+
+bool avx512_vnni() {
+  static const bool has = avx512() && __builtin_cpu_supports("avx512vnni");
+  return has;
+}
+
+const char* isa_name() { return avx512() ? "avx512" : "avx2"; }
+
+}  // namespace tessera::cpu
