@@ -121,7 +121,7 @@ class ConvKernel final : public Kernel {
     const int64_t kdim = s.cg * ksz;
     const bool accumulate = z != nullptr;
     if (z && z != y) std::memcpy(y, z, sizeof(float) * static_cast<size_t>(s.n * s.m * osz));
-    ThreadPool& pool = ctx.pool();
+    Parallel& pool = ctx.pool();
     const int64_t tasks = s.n * s.group;
 
     // Depthwise (one input channel per group, several groups): a direct loop
@@ -139,7 +139,7 @@ class ConvKernel final : public Kernel {
     }
 
     const bool pointwise = is_pointwise(g);
-    auto one = [&](int64_t t, ThreadPool* p) {
+    auto one = [&](int64_t t, Parallel* p) {
       const int64_t n = t / s.group, gi = t % s.group;
       const float* xg = x + (n * s.c + gi * s.cg) * isz;
       GemmA ga{w + gi * s.mg * kdim, kdim, false, nullptr};
@@ -330,7 +330,7 @@ class ConvTransposeKernel final : public Kernel {
     const int64_t rows = mg * ksz;
     // Fully written by the GEMM: no need to zero it.
     std::unique_ptr<float[]> col(new float[static_cast<size_t>(rows * xsz)]);
-    ThreadPool& pool = ctx.pool();
+    Parallel& pool = ctx.pool();
     for (int64_t in = 0; in < n; ++in) {
       for (int64_t gi = 0; gi < group; ++gi) {
         GemmA ga{w + gi * cg * rows, rows, true, nullptr};

@@ -473,7 +473,7 @@ void where_run(const bool* c, const T* x, const T* y, T* o, int64_t n) {
 
 // Copies by element size, so every dtype shares four instantiations.
 template <class T>
-void where_typed(ThreadPool& pool, const BroadcastPlan& p, const bool* c, const T* x, const T* y, T* o) {
+void where_typed(Parallel& pool, const BroadcastPlan& p, const bool* c, const T* x, const T* y, T* o) {
   parallel_runs<3>(pool, p, kGrain, [&](int64_t pos, const std::array<int64_t, 3>& off, int64_t n,
                                         const std::array<int64_t, 3>& st) {
     const bool* pc = c + off[0];

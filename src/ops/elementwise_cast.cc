@@ -133,7 +133,7 @@ Status run_cast(KernelContext& ctx) { return convert_tensor(*ctx.input(0), *ctx.
 
 }  // namespace
 
-Status convert_tensor(const Tensor& src, Tensor& dst, ThreadPool& pool) {
+Status convert_tensor(const Tensor& src, Tensor& dst, Parallel& pool) {
   if (!dtype_in(src.dtype(), kAllTypes) || !dtype_in(dst.dtype(), kAllTypes)) {
     return Unsupported(std::string("cast from ") + dtype_name(src.dtype()) + " to " + dtype_name(dst.dtype()) +
                        " is not supported");

@@ -144,14 +144,14 @@ void for_each_run(const BroadcastPlan& p, int64_t begin, int64_t end, Fn&& fn) {
 }
 
 template <int N, class Fn>
-void parallel_runs(ThreadPool& pool, const BroadcastPlan& p, int64_t grain, Fn&& fn) {
+void parallel_runs(Parallel& pool, const BroadcastPlan& p, int64_t grain, Fn&& fn) {
   pool.parallel_for(p.numel, grain, [&](int64_t b, int64_t e) { for_each_run<N>(p, b, e, fn); });
 }
 
 // out = f(a, b) elementwise with broadcasting; f maps storage values
 // (TA, TB) to a TO. Specialised inner loops for the four stride patterns.
 template <class TA, class TB, class TO, class F>
-void binary_loop(ThreadPool& pool, const BroadcastPlan& p, const TA* a, const TB* b, TO* o, F f,
+void binary_loop(Parallel& pool, const BroadcastPlan& p, const TA* a, const TB* b, TO* o, F f,
                  int64_t grain = kGrain) {
   parallel_runs<2>(pool, p, grain, [&](int64_t pos, const std::array<int64_t, 2>& off, int64_t n,
                                        const std::array<int64_t, 2>& st) {
@@ -182,7 +182,7 @@ inline std::vector<const Dims*> dims_of(std::initializer_list<const Tensor*> ts)
 
 // Converts every element of `src` to dst's dtype (Cast semantics); dst must
 // have src's element count.
-Status convert_tensor(const Tensor& src, Tensor& dst, ThreadPool& pool);
+Status convert_tensor(const Tensor& src, Tensor& dst, Parallel& pool);
 
 // ---- registration of the family's parts -----------------------------------
 

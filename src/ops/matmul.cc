@@ -116,8 +116,8 @@ class MatMulKernel final : public Kernel {
  private:
   void run_float(KernelContext& ctx, const MatMulDims& d, const float* a, const float* b, float* y,
                  bool use_packed, const Epilogue& ep = {}) const {
-    ThreadPool* pool = &ctx.pool();
-    auto one = [&](int64_t ai, int64_t bi, float* yp, ThreadPool* p) {
+    Parallel* pool = &ctx.pool();
+    auto one = [&](int64_t ai, int64_t bi, float* yp, Parallel* p) {
       GemmA ga{a + ai * d.m * d.k, d.k, false, nullptr};
       GemmB gb{b + bi * d.k * d.n, d.n, false, nullptr, nullptr};
       if (use_packed) gb = GemmB{nullptr, 0, false, &packed_[static_cast<size_t>(bi)], nullptr};

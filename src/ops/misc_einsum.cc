@@ -220,7 +220,7 @@ using einsum_acc_t = std::conditional_t<std::is_integral_v<T>, T, normk::acc_t<T
 // Generic contraction loop.
 template <class T>
 void einsum_generic(const EinsumPlan& plan, const std::vector<const Tensor*>& in, const std::vector<int64_t>& size,
-                    Tensor* out, ThreadPool& pool) {
+                    Tensor* out, Parallel& pool) {
   using A = einsum_acc_t<T>;
   const size_t nin = in.size();
   std::vector<bool> is_out(static_cast<size_t>(plan.num_labels), false);
@@ -318,7 +318,7 @@ void permute_to(const T* src, const std::vector<int>& labels, const Dims& dims, 
 // Batched matrix product path; returns false when the plan does not fit it.
 template <class T>
 bool einsum_matmul(const EinsumPlan& plan, const Tensor& a, const Tensor& b, const std::vector<int64_t>& size,
-                   Tensor* out, ThreadPool& pool) {
+                   Tensor* out, Parallel& pool) {
   using A = einsum_acc_t<T>;
   const auto& la = plan.in_labels[0];
   const auto& lb = plan.in_labels[1];

@@ -19,7 +19,7 @@ Expected<std::vector<ValueInfo>> infer_node_concrete(const Node& node, int64_t o
 }
 
 Expected<std::vector<Tensor>> run_node_once(const Node& node, int64_t opset,
-                                            const std::vector<Tensor>& inputs, ThreadPool* pool,
+                                            const std::vector<Tensor>& inputs, Parallel* pool,
                                             SubgraphRunner* subgraphs, const KernelMaker* make_kernel) {
   const OpSchema* schema = OpRegistry::instance().find(node.domain, node.op_type);
   if (!schema) return Unsupported(node.describe() + ": operator is not supported");
@@ -50,7 +50,7 @@ Expected<std::vector<Tensor>> run_node_once(const Node& node, int64_t opset,
   std::vector<const Tensor*> in_ptrs(inputs.size(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) in_ptrs[i] = inputs[i].defined() ? &inputs[i] : nullptr;
 
-  ThreadPool local(1);
+  SerialParallel local;
   KernelContext kctx(node, in_ptrs, out_ptrs, pool ? pool : &local, subgraphs);
   TSR_RETURN_IF_ERROR(kernel->run(kctx));
   for (size_t i = 0; i < node.outputs.size(); ++i) {

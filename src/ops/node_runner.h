@@ -28,7 +28,7 @@ using KernelMaker = std::function<Expected<std::unique_ptr<Kernel>>(const OpSche
 // may be null for ops without nested graphs.
 Expected<std::vector<Tensor>> run_node_once(const Node& node, int64_t opset,
                                             const std::vector<Tensor>& inputs,
-                                            ThreadPool* pool = nullptr,
+                                            Parallel* pool = nullptr,
                                             SubgraphRunner* subgraphs = nullptr,
                                             const KernelMaker* make_kernel = nullptr);
 

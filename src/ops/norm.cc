@@ -60,7 +60,7 @@ Status infer_float_same_as_input0(InferContext& ctx) {
 template <class T>
 void apply_channel_affine(const T* x, T* y, int64_t rows, int64_t inner, int64_t channels,
                           const std::vector<float>& a, const std::vector<float>& b, bool per_element,
-                          ThreadPool& pool) {
+                          Parallel& pool) {
   pool.parallel_for(rows, normk::row_grain(inner), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t c = r % channels;
@@ -186,7 +186,7 @@ Status instancenorm_infer(InferContext& ctx) {
 // applies scale[r % channels], bias[r % channels].
 template <class T>
 void normalize_rows(const T* x, T* y, int64_t rows, int64_t inner, int64_t channels, const std::vector<double>& scale,
-                    const std::vector<double>& bias, double eps, ThreadPool& pool) {
+                    const std::vector<double>& bias, double eps, Parallel& pool) {
   pool.parallel_for(rows, normk::row_grain(inner * 2), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const size_t c = static_cast<size_t>(r % channels);

@@ -20,7 +20,7 @@
 
 #include "ir/graph.h"
 #include "ir/tensor.h"
-#include "util/thread_pool.h"
+#include "util/parallel.h"
 #include "util/status.h"
 
 namespace tessera {
@@ -70,7 +70,7 @@ class SubgraphRunner {
 class KernelContext {
  public:
   KernelContext(const Node& node, std::vector<const Tensor*> inputs, std::vector<Tensor*> outputs,
-                ThreadPool* pool, SubgraphRunner* subgraphs)
+                Parallel* pool, SubgraphRunner* subgraphs)
       : node_(node), inputs_(std::move(inputs)), outputs_(std::move(outputs)), pool_(pool), subgraphs_(subgraphs) {}
 
   const Node& node() const { return node_; }
@@ -89,7 +89,7 @@ class KernelContext {
     return i < static_cast<int>(outputs_.size()) ? outputs_[static_cast<size_t>(i)] : nullptr;
   }
   Tensor* allocate_output(int i, DType dtype, Dims dims);
-  ThreadPool& pool() const { return *pool_; }
+  Parallel& pool() const { return *pool_; }
   SubgraphRunner* subgraphs() const { return subgraphs_; }
   Status error(const std::string& msg) const { return RuntimeError(node_.describe() + ": " + msg); }
 
@@ -97,7 +97,7 @@ class KernelContext {
   const Node& node_;
   std::vector<const Tensor*> inputs_;
   std::vector<Tensor*> outputs_;
-  ThreadPool* pool_;
+  Parallel* pool_;
   SubgraphRunner* subgraphs_;
 };
 

@@ -17,7 +17,7 @@
 #include "ops/conv_util.h"
 #include "ops/quantize_gemm.h"
 #include "ops/quantize_ops.h"
-#include "util/thread_pool.h"
+#include "util/parallel.h"
 
 namespace tessera::quant {
 
@@ -454,7 +454,7 @@ class QConvKernel final : public Kernel {
       return;
     }
     const bool pointwise = is_pointwise_geometry(s.g);
-    auto one = [&](int64_t t, ThreadPool* pool) {
+    auto one = [&](int64_t t, Parallel* pool) {
       const int64_t n = t / s.group, g = t % s.group;
       const Int8Ref xg{static_cast<const int8_t*>(xr.data) + (n * s.c + g * s.cg) * isz, xr.is_signed};
       const QPackedA& a = (*ops.packed)[static_cast<size_t>(g)];

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "util/cpu_isa.h"
-#include "util/thread_pool.h"
+#include "util/parallel.h"
 
 namespace tessera::qgemm {
 
@@ -127,7 +127,7 @@ namespace {
 // Rows of C a sink receives at once (whole A panels).
 constexpr int64_t kSinkPanels = 8;
 
-void qgemm_impl(ThreadPool* pool, const QPackedA& a, const QBSource& b, int64_t n, int32_t* c, int64_t ldc,
+void qgemm_impl(Parallel* pool, const QPackedA& a, const QBSource& b, int64_t n, int32_t* c, int64_t ldc,
                 const QTileSink* sink) {
   const int64_t m = a.m(), kp = k_pairs(a.k());
   if (m == 0 || n == 0) return;
@@ -201,11 +201,11 @@ void qgemm_impl(ThreadPool* pool, const QPackedA& a, const QBSource& b, int64_t 
 
 }  // namespace
 
-void qgemm(ThreadPool* pool, const QPackedA& a, const QBSource& b, int64_t n, int32_t* c, int64_t ldc) {
+void qgemm(Parallel* pool, const QPackedA& a, const QBSource& b, int64_t n, int32_t* c, int64_t ldc) {
   qgemm_impl(pool, a, b, n, c, ldc, nullptr);
 }
 
-void qgemm(ThreadPool* pool, const QPackedA& a, const QBSource& b, int64_t n, const QTileSink& sink) {
+void qgemm(Parallel* pool, const QPackedA& a, const QBSource& b, int64_t n, const QTileSink& sink) {
   qgemm_impl(pool, a, b, n, nullptr, 0, &sink);
 }
 

@@ -29,7 +29,7 @@
 #include "ir/tensor.h"
 
 namespace tessera {
-class ThreadPool;
+class Parallel;
 }
 
 namespace tessera::qgemm {
@@ -129,9 +129,9 @@ class QTileSink {
 };
 
 // C[M, N] (row stride ldc) = packed A x B. `pool` may be null.
-void qgemm(ThreadPool* pool, const QPackedA& a, const QBSource& b, int64_t n, int32_t* c, int64_t ldc);
+void qgemm(Parallel* pool, const QPackedA& a, const QBSource& b, int64_t n, int32_t* c, int64_t ldc);
 // The same product delivered block by block to `sink`.
-void qgemm(ThreadPool* pool, const QPackedA& a, const QBSource& b, int64_t n, const QTileSink& sink);
+void qgemm(Parallel* pool, const QPackedA& a, const QBSource& b, int64_t n, const QTileSink& sink);
 
 // Requantizes a row of int32 accumulators:
 //   y[j] = saturate(round_half_even((acc[j] + bias) * scale) + zp)

@@ -13,7 +13,7 @@
 #include "ops/matmul_util.h"
 #include "ops/quantize_gemm.h"
 #include "ops/quantize_ops.h"
-#include "util/thread_pool.h"
+#include "util/parallel.h"
 
 namespace tessera::quant {
 
@@ -140,7 +140,7 @@ class RequantSink final : public qgemm::QTileSink {
 
 // (A - za) x (B - zb) with za one value per row of every A matrix and zb one
 // per column of every B matrix, into int32 Y or, with `q`, requantized.
-void run_int_matmul(ThreadPool* pool, const MatMulDims& d, const Tensor& a, const Tensor& b,
+void run_int_matmul(Parallel* pool, const MatMulDims& d, const Tensor& a, const Tensor& b,
                     const std::vector<int32_t>& za, const std::vector<int32_t>& zb, const PackedWeights* packed,
                     int32_t* y, const Requant* q) {
   const Int8Ref ar = qgemm::int8_ref(a);
@@ -149,7 +149,7 @@ void run_int_matmul(ThreadPool* pool, const MatMulDims& d, const Tensor& a, cons
     return QPackedA::Pack(r, d.k, d.m * count, d.k, ZeroPoints{za.data() + ai * d.m, 1});
   };
   // item < 0: all of A's rows against the single B.
-  auto one = [&](const QPackedA& pa, int64_t item, int64_t bi, ThreadPool* p) {
+  auto one = [&](const QPackedA& pa, int64_t item, int64_t bi, Parallel* p) {
     const Int8Ref r{static_cast<const int8_t*>(b.raw()) + bi * d.k * d.n, b.dtype() == DType::kInt8};
     const qgemm::QMatrixB matrix(r, d.n, d.k, d.n, ZeroPoints{zb.data() + bi * d.n, 1});
     const qgemm::QBSource& src =
@@ -166,7 +166,7 @@ void run_int_matmul(ThreadPool* pool, const MatMulDims& d, const Tensor& a, cons
     return;
   }
   const double ops = 2.0 * static_cast<double>(d.m * d.n) * static_cast<double>(d.k);
-  auto item = [&](int64_t i, ThreadPool* p) {
+  auto item = [&](int64_t i, Parallel* p) {
     int64_t ai, bi;
     d.offsets(i, &ai, &bi);
     one(a_matrix(ai, 1), i, bi, p);

@@ -112,7 +112,7 @@ constexpr int64_t kBlockGrain = 4096;
 // Fills out[0, n) with low + (high - low) u, u uniform in [0, 1). Float
 // results that round up to `high` are pulled back below it.
 template <class T>
-void fill_uniform(T* out, int64_t n, uint64_t key, double low, double high, ThreadPool& pool) {
+void fill_uniform(T* out, int64_t n, uint64_t key, double low, double high, Parallel& pool) {
   constexpr bool kDouble = std::is_same_v<T, double>;
   constexpr int64_t kPerBlock = kDouble ? 2 : 4;
   const double range = high - low;
@@ -138,7 +138,7 @@ void fill_uniform(T* out, int64_t n, uint64_t key, double low, double high, Thre
 // Fills out[0, n) with mean + scale z, z standard normal (Box-Muller: each
 // block gives two normals from two 53-bit uniforms).
 template <class T>
-void fill_normal(T* out, int64_t n, uint64_t key, double mean, double scale, ThreadPool& pool) {
+void fill_normal(T* out, int64_t n, uint64_t key, double mean, double scale, Parallel& pool) {
   const int64_t blocks = (n + 1) / 2;
   pool.parallel_for(blocks, kBlockGrain, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {

@@ -298,7 +298,7 @@ inline A reduce_row(const T* x, int64_t n, A shift) {
 // Runs reducer R over the layout and hands write(o, acc) each result.
 // shift(o) gives LogSumExp's per-output shift (0 otherwise).
 template <class R, class A, class T, class Shift, class Write>
-void reduce_core(ThreadPool& pool, const Layout& L, const T* in, int64_t out_numel, Shift shift, Write write) {
+void reduce_core(Parallel& pool, const Layout& L, const T* in, int64_t out_numel, Shift shift, Write write) {
   using C = compute_t<T>;
   if (L.row_mode) {
     const int64_t work = std::max<int64_t>(1, L.red_rows * L.inner);
@@ -344,7 +344,7 @@ void reduce_core(ThreadPool& pool, const Layout& L, const T* in, int64_t out_num
 }
 
 template <Kind K, class T>
-void reduce_typed(ThreadPool& pool, const Layout& L, const Tensor& x, Tensor& y) {
+void reduce_typed(Parallel& pool, const Layout& L, const Tensor& x, Tensor& y) {
   using A = acc_t<K, T>;
   const T* in = x.data<T>();
   T* out = y.data<T>();

@@ -83,7 +83,7 @@ C row_extreme(const T* row, int64_t n) {
 }
 
 template <bool kMax, bool kLast, class T>
-void arg_typed(ThreadPool& pool, const T* in, int64_t* out, int64_t outer, int64_t n, int64_t inner) {
+void arg_typed(Parallel& pool, const T* in, int64_t* out, int64_t outer, int64_t n, int64_t inner) {
   using C = compute_t<T>;
   if (inner == 1) {
     // Two passes per row: the extreme value, then its first (last) position.

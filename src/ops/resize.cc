@@ -304,7 +304,7 @@ AxisTable make_axis(const ResizeAttrs& a, int64_t in, int64_t out, double scale,
 
 // dst[p, o, q] = sum_k w[o,k] * src[p, idx[o,k], q].
 template <class T>
-void resample_axis(ThreadPool& pool, const T* src, T* dst, int64_t pre, int64_t post, const AxisTable& t,
+void resample_axis(Parallel& pool, const T* src, T* dst, int64_t pre, int64_t post, const AxisTable& t,
                    T extrap) {
   const int taps = t.taps;
   const int64_t in = t.in, out = t.out;
@@ -374,7 +374,7 @@ void resample_axis(ThreadPool& pool, const T* src, T* dst, int64_t pre, int64_t 
 }
 
 // Nearest-only resampling for any element type (copies whole elements).
-void resample_axis_bytes(ThreadPool& pool, const uint8_t* src, uint8_t* dst, int64_t pre, int64_t post,
+void resample_axis_bytes(Parallel& pool, const uint8_t* src, uint8_t* dst, int64_t pre, int64_t post,
                          size_t elem, const AxisTable& t) {
   const int64_t* idx = t.idx.data();
   const int64_t in = t.in, out = t.out;
@@ -416,7 +416,7 @@ void resample_axis_bytes(ThreadPool& pool, const uint8_t* src, uint8_t* dst, int
 }
 
 template <class T>
-void run_passes(ThreadPool& pool, const std::vector<AxisTable>& axes, const Dims& in_dims, const T* src, T* dst,
+void run_passes(Parallel& pool, const std::vector<AxisTable>& axes, const Dims& in_dims, const T* src, T* dst,
                 T extrap) {
   std::vector<int> todo;
   for (size_t i = 0; i < axes.size(); ++i)
@@ -444,7 +444,7 @@ void run_passes(ThreadPool& pool, const std::vector<AxisTable>& axes, const Dims
   }
 }
 
-void run_passes_bytes(ThreadPool& pool, const std::vector<AxisTable>& axes, const Dims& in_dims, const uint8_t* src,
+void run_passes_bytes(Parallel& pool, const std::vector<AxisTable>& axes, const Dims& in_dims, const uint8_t* src,
                       uint8_t* dst, size_t elem) {
   std::vector<int> todo;
   for (size_t i = 0; i < axes.size(); ++i)

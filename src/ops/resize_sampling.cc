@@ -141,7 +141,7 @@ void gs_cubic(T t, T c[4]) {
 }
 
 template <class T>
-void grid_sample_2d(ThreadPool& pool, const GsAttrs& a, const Tensor& x, const Tensor& grid, Tensor& y) {
+void grid_sample_2d(Parallel& pool, const GsAttrs& a, const Tensor& x, const Tensor& grid, Tensor& y) {
   const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
   const int64_t Ho = grid.dim(1), Wo = grid.dim(2);
   const GsAxis<T> ax = gs_axis<T>(W, a.align_corners), ay = gs_axis<T>(H, a.align_corners);
@@ -213,7 +213,7 @@ void grid_sample_2d(ThreadPool& pool, const GsAttrs& a, const Tensor& x, const T
 }
 
 template <class T>
-void grid_sample_3d(ThreadPool& pool, const GsAttrs& a, const Tensor& x, const Tensor& grid, Tensor& y) {
+void grid_sample_3d(Parallel& pool, const GsAttrs& a, const Tensor& x, const Tensor& grid, Tensor& y) {
   const int64_t N = x.dim(0), C = x.dim(1), D = x.dim(2), H = x.dim(3), W = x.dim(4);
   const int64_t Do = grid.dim(1), Ho = grid.dim(2), Wo = grid.dim(3);
   const GsAxis<T> ax = gs_axis<T>(W, a.align_corners), ay = gs_axis<T>(H, a.align_corners),

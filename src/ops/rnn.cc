@@ -300,7 +300,7 @@ PackedWeights<T> pack_weights(const Tensor& w, const Tensor& r, int num_dirs, Ce
 
 // out[M, G*H] = x[M, I] * W^T + bias.
 template <class T>
-void project(ThreadPool* pool, int64_t M, int64_t N, int64_t K, const T* x, const DirWeights<T>& dw, T* out,
+void project(Parallel* pool, int64_t M, int64_t N, int64_t K, const T* x, const DirWeights<T>& dw, T* out,
              const T* bias) {
   if constexpr (std::is_same_v<T, float>) {
     kernels::Epilogue ep;
@@ -316,7 +316,7 @@ void project(ThreadPool* pool, int64_t M, int64_t N, int64_t K, const T* x, cons
 
 // c[M, cols] += a[M, H] * R^T[:, cols].
 template <class T>
-void recur(ThreadPool* pool, int64_t M, int64_t H, int64_t GH, RCols cols, const T* a, const DirWeights<T>& dw,
+void recur(Parallel* pool, int64_t M, int64_t H, int64_t GH, RCols cols, const T* a, const DirWeights<T>& dw,
            T* c, int64_t ldc) {
   const int64_t n = cols == RCols::kAll ? GH : cols == RCols::kZr ? 2 * H : H;
   if constexpr (std::is_same_v<T, float>) {

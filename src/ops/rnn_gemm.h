@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "util/thread_pool.h"
+#include "util/parallel.h"
 
 namespace tessera {
 
@@ -64,7 +64,7 @@ void gemm_block(int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, const
 }
 
 template <class T>
-void gemm_parallel(ThreadPool* pool, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b,
+void gemm_parallel(Parallel* pool, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b,
                    int64_t ldb, T* c, int64_t ldc) {
   const int64_t work = M * N * K;
   if (!pool || pool->num_threads() <= 1 || work < (1 << 16)) {
@@ -86,7 +86,7 @@ void gemm_parallel(ThreadPool* pool, int64_t M, int64_t N, int64_t K, const T* a
 
 // C[M,N] = A[M,K] * B[K,N] + bias[N] (bias may be null).
 template <class T>
-void rnn_gemm(ThreadPool* pool, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b, int64_t ldb,
+void rnn_gemm(Parallel* pool, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b, int64_t ldb,
               T* c, int64_t ldc, const T* bias) {
   for (int64_t m = 0; m < M; ++m) {
     T* row = c + m * ldc;
@@ -98,7 +98,7 @@ void rnn_gemm(ThreadPool* pool, int64_t M, int64_t N, int64_t K, const T* a, int
 
 // C[M,N] += A[M,K] * B[K,N].
 template <class T>
-void rnn_gemm_acc(ThreadPool* pool, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b,
+void rnn_gemm_acc(Parallel* pool, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b,
                   int64_t ldb, T* c, int64_t ldc) {
   rnn_detail::gemm_parallel(pool, M, N, K, a, lda, b, ldb, c, ldc);
 }

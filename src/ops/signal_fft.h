@@ -24,7 +24,7 @@
 #include <memory>
 #include <vector>
 
-#include "util/thread_pool.h"
+#include "util/parallel.h"
 
 namespace tessera {
 
@@ -89,7 +89,7 @@ struct LineTransform {
 //  * store(l, const cdouble* bins) receives n_out transformed values.
 // Both are called from pool threads, never twice for the same line.
 template <class Load, class Store>
-void transform_lines(const FftPlan& plan, const LineTransform& lt, ThreadPool& pool, const Load& load,
+void transform_lines(const FftPlan& plan, const LineTransform& lt, Parallel& pool, const Load& load,
                      const Store& store) {
   const int64_t n = plan.size();
   const double scale = lt.inverse ? 1.0 / static_cast<double>(n) : 1.0;

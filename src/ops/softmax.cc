@@ -63,7 +63,7 @@ SoftmaxGeometry geometry(const Dims& d, int64_t axis, int64_t opset) {
 }
 
 // float32, inner == 1: one row per outer index.
-void softmax_rows_f32(SoftmaxKind kind, const float* x, float* y, int64_t rows, int64_t n, ThreadPool& pool) {
+void softmax_rows_f32(SoftmaxKind kind, const float* x, float* y, int64_t rows, int64_t n, Parallel& pool) {
   pool.parallel_for(rows, normk::row_grain(n), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* xr = x + r * n;
@@ -80,7 +80,7 @@ void softmax_rows_f32(SoftmaxKind kind, const float* x, float* y, int64_t rows, 
 }
 
 // float32, inner > 1: blocks of kBlock inner positions per task.
-void softmax_strided_f32(SoftmaxKind kind, const float* x, float* y, const SoftmaxGeometry& g, ThreadPool& pool) {
+void softmax_strided_f32(SoftmaxKind kind, const float* x, float* y, const SoftmaxGeometry& g, Parallel& pool) {
   constexpr int64_t kBlock = 256;
   const int64_t n = g.n, inner = g.inner;
   const int64_t blocks = (inner + kBlock - 1) / kBlock;
@@ -126,7 +126,7 @@ void softmax_strided_f32(SoftmaxKind kind, const float* x, float* y, const Softm
 
 // Any float type, any geometry; computes in float (double for double).
 template <class T>
-void softmax_generic(SoftmaxKind kind, const T* x, T* y, const SoftmaxGeometry& g, ThreadPool& pool) {
+void softmax_generic(SoftmaxKind kind, const T* x, T* y, const SoftmaxGeometry& g, Parallel& pool) {
   using A = acc_t<T>;
   const int64_t n = g.n, inner = g.inner;
   pool.parallel_for(g.outer * inner, normk::row_grain(n), [&](int64_t t0, int64_t t1) {
@@ -150,7 +150,7 @@ void softmax_generic(SoftmaxKind kind, const T* x, T* y, const SoftmaxGeometry& 
 
 // 1 at the first maximum along the axis, 0 elsewhere.
 template <class T>
-void hardmax(const T* x, T* y, const SoftmaxGeometry& g, ThreadPool& pool) {
+void hardmax(const T* x, T* y, const SoftmaxGeometry& g, Parallel& pool) {
   using A = acc_t<T>;
   const int64_t n = g.n, inner = g.inner;
   pool.parallel_for(g.outer * inner, normk::row_grain(n), [&](int64_t t0, int64_t t1) {

@@ -278,7 +278,7 @@ std::vector<int64_t> pad_map(int64_t d, int64_t begin, int64_t out_len, bool ref
 
 template <class E>
 void pad_gather(E* dst, const E* src, const Dims& out_dims, const std::vector<int64_t>& in_strides,
-                const std::vector<std::vector<int64_t>>& maps, ThreadPool* pool) {
+                const std::vector<std::vector<int64_t>>& maps, Parallel* pool) {
   const size_t r = out_dims.size();
   const int64_t last = out_dims[r - 1];
   int64_t rows = 1;

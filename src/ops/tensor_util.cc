@@ -191,7 +191,7 @@ struct Micro<uint8_t> {
 #endif
 
 template <class E>
-void run_typed(E* dst, const E* src, std::vector<SDim> v, ThreadPool* pool) {
+void run_typed(E* dst, const E* src, std::vector<SDim> v, Parallel* pool) {
   const size_t esize = sizeof(E);
   const size_t r = v.size();
   SDim last = v[r - 1];
@@ -291,7 +291,7 @@ void run_typed(E* dst, const E* src, std::vector<SDim> v, ThreadPool* pool) {
 
 }  // namespace
 
-void parallel_memcpy(void* dst, const void* src, size_t bytes, ThreadPool* pool) {
+void parallel_memcpy(void* dst, const void* src, size_t bytes, Parallel* pool) {
   if (bytes == 0 || dst == src) return;
   constexpr size_t kChunk = 1 << 18;
   if (!pool || bytes <= 2 * kChunk || pool->num_threads() <= 1) {
@@ -307,7 +307,7 @@ void parallel_memcpy(void* dst, const void* src, size_t bytes, ThreadPool* pool)
 }
 
 void strided_copy(void* dst, const void* src, const Dims& dims, const std::vector<int64_t>& dst_strides,
-                  const std::vector<int64_t>& src_strides, size_t esize, ThreadPool* pool) {
+                  const std::vector<int64_t>& src_strides, size_t esize, Parallel* pool) {
   std::vector<SDim> v;
   v.reserve(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) {
@@ -350,7 +350,7 @@ void strided_copy(void* dst, const void* src, const Dims& dims, const std::vecto
 }
 
 void transpose_copy(void* dst, const void* src, const Dims& in_dims, const std::vector<int64_t>& perm,
-                    size_t esize, ThreadPool* pool) {
+                    size_t esize, Parallel* pool) {
   const size_t r = in_dims.size();
   std::vector<int64_t> in_strides = contiguous_strides(in_dims);
   Dims out_dims(r);

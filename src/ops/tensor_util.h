@@ -22,14 +22,14 @@ namespace tessera {
 // cache-blocked tiles when the source's contiguous dim is not the
 // destination's, and the pool for large copies.
 void strided_copy(void* dst, const void* src, const Dims& dims, const std::vector<int64_t>& dst_strides,
-                  const std::vector<int64_t>& src_strides, size_t esize, ThreadPool* pool);
+                  const std::vector<int64_t>& src_strides, size_t esize, Parallel* pool);
 
 // dst (contiguous, dims permuted) = transpose(src, perm).
 void transpose_copy(void* dst, const void* src, const Dims& in_dims, const std::vector<int64_t>& perm,
-                    size_t esize, ThreadPool* pool);
+                    size_t esize, Parallel* pool);
 
 // memcpy of `bytes`, split across the pool when large.
-void parallel_memcpy(void* dst, const void* src, size_t bytes, ThreadPool* pool);
+void parallel_memcpy(void* dst, const void* src, size_t bytes, Parallel* pool);
 
 // Copies input 0 into output 0 byte for byte (Reshape, Squeeze, Identity...).
 Status run_copy_input0(KernelContext& ctx);

@@ -25,6 +25,7 @@
 #include "backends/backend.h"
 #include "ops/op_registry.h"
 #include "runtime/subgraph_runner.h"
+#include "util/thread_pool.h"
 
 namespace tessera {
 

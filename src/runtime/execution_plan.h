@@ -15,6 +15,7 @@
 #include "ops/op_registry.h"
 #include "runtime/body_plans.h"
 #include "runtime/session.h"
+#include "util/thread_pool.h"
 
 namespace tessera {
 

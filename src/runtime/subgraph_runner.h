@@ -10,6 +10,7 @@
 #include "ir/graph.h"
 #include "backends/backend.h"
 #include "ops/op_registry.h"
+#include "util/thread_pool.h"
 
 namespace tessera {
 

@@ -57,7 +57,7 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-bool ThreadPool::in_parallel_region() { return t_in_parallel; }
+bool ThreadPool::current_thread_in_task() { return t_in_parallel; }
 
 void ThreadPool::run_chunks(Job& job) {
   bool was = t_in_parallel;

@@ -42,12 +42,12 @@ PackedMatrix PackedMatrix::PackB(const float* b, int64_t ldb, bool trans, int64_
   return gemm_isa().pack_b(b, ldb, trans, k, n);
 }
 
-void gemm(ThreadPool* pool, int64_t m, int64_t n, int64_t k, float alpha, const GemmA& a, const GemmB& b, float beta,
+void gemm(Parallel* pool, int64_t m, int64_t n, int64_t k, float alpha, const GemmA& a, const GemmB& b, float beta,
           float* c, int64_t ldc, const Epilogue& ep) {
   gemm_isa().gemm(pool, m, n, k, alpha, a, b, beta, c, ldc, ep);
 }
 
-void sgemm(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+void sgemm(Parallel* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
            const Epilogue& ep) {
   GemmA ga{a, lda, trans_a, nullptr};

@@ -22,7 +22,7 @@
 #include <memory>
 
 namespace tessera {
-class ThreadPool;
+class Parallel;
 }
 
 namespace tessera::kernels {
@@ -118,11 +118,11 @@ struct GemmB {
 // The general entry point. `pool` may be null (single-threaded); inside a
 // parallel region the pool runs inline, so callers may parallelise over
 // batches and call gemm per item.
-void gemm(ThreadPool* pool, int64_t m, int64_t n, int64_t k, float alpha, const GemmA& a, const GemmB& b,
+void gemm(Parallel* pool, int64_t m, int64_t n, int64_t k, float alpha, const GemmA& a, const GemmB& b,
           float beta, float* c, int64_t ldc, const Epilogue& ep = {});
 
 // BLAS-like convenience wrapper.
-void sgemm(ThreadPool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+void sgemm(Parallel* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
            const Epilogue& ep = {});
 

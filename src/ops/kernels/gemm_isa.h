@@ -18,7 +18,7 @@ struct GemmIsa {
   int64_t kc;
   PackedMatrix (*pack_a)(const float* a, int64_t lda, bool trans, int64_t m, int64_t k);
   PackedMatrix (*pack_b)(const float* b, int64_t ldb, bool trans, int64_t k, int64_t n);
-  void (*gemm)(ThreadPool* pool, int64_t m, int64_t n, int64_t k, float alpha, const GemmA& a, const GemmB& b,
+  void (*gemm)(Parallel* pool, int64_t m, int64_t n, int64_t k, float alpha, const GemmA& a, const GemmB& b,
                float beta, float* c, int64_t ldc, const Epilogue& ep);
   void (*apply_activation)(const Epilogue& ep, float* x, int64_t n);
   void (*apply_epilogue)(const Epilogue& ep, int64_t m, int64_t n, float* c, int64_t ldc);

@@ -1,0 +1,45 @@
+// What the kernels need from a thread pool: a parallel-for. Kernels (src/ops)
+// take a Parallel, never a particular pool, so that whoever runs them -- the
+// runtime's ThreadPool, a caller's own threads, or one thread -- decides how
+// the chunks run.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace tessera {
+
+class Parallel {
+ public:
+  virtual ~Parallel() = default;
+
+  // Threads a parallel_for may use, the calling thread included (1: chunks run
+  // on the caller).
+  virtual int num_threads() const = 0;
+
+  // Calls fn(begin, end) on disjoint chunks covering [0, n), each of at least
+  // `grain` iterations (the last may be shorter), and returns when every chunk
+  // has run. Callable from several threads at once and from inside a chunk,
+  // where it may run the range inline.
+  virtual void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) = 0;
+
+  // True when the calling thread runs a chunk of a parallel_for: a kernel then
+  // stays on it rather than splitting its work further.
+  virtual bool in_parallel_region() const = 0;
+
+  // Whether idle threads wait spinning, so that handing them a chunk costs
+  // little: kernels then split smaller work.
+  virtual bool spins() const { return false; }
+};
+
+// Runs every chunk on the calling thread.
+class SerialParallel final : public Parallel {
+ public:
+  int num_threads() const override { return 1; }
+  void parallel_for(int64_t n, int64_t /*grain*/, const std::function<void(int64_t, int64_t)>& fn) override {
+    if (n > 0) fn(0, n);
+  }
+  bool in_parallel_region() const override { return false; }
+};
+
+}  // namespace tessera
