@@ -54,7 +54,7 @@ extern "C" {
 #endif
 
 #define TESSERA_API_VERSION_MAJOR 0
-#define TESSERA_API_VERSION_MINOR 1
+#define TESSERA_API_VERSION_MINOR 2
 
 #if defined(__GNUC__)
 #define TESSERA_API __attribute__((visibility("default")))
@@ -135,6 +135,9 @@ TESSERA_API tessera_error_t* tessera_session_options_set_backends(tessera_sessio
 /* Pins input `name` to `dims` (rank entries, each >= 0); replaces an earlier pin of the same input. */
 TESSERA_API tessera_error_t* tessera_session_options_set_shape(tessera_session_options_t* opts, const char* name,
                                                                const int64_t* dims, size_t rank);
+/* Since 0.2. "NAME=D0,D1,..", as --shape (checked when the model is loaded);
+ * a later pin of the same input wins. */
+TESSERA_API tessera_error_t* tessera_session_options_add_shape(tessera_session_options_t* opts, const char* spec);
 /* "OP_OR_NODE=BACKEND", as --place; may be given several times. */
 TESSERA_API tessera_error_t* tessera_session_options_add_place(tessera_session_options_t* opts, const char* rule);
 /* "cost" (the default) or "priority". */
@@ -191,6 +194,13 @@ TESSERA_API tessera_error_t* tessera_session_output_info(const tessera_session_t
 /* The session's engines as a JSON array of {"backend", "version"} ([] for a
  * model run natively). */
 TESSERA_API tessera_error_t* tessera_session_engines_json(const tessera_session_t* session, char** out);
+/* Since 0.2. The number of engines, and the backend of engine `index` (the
+ * string lives as long as the session). */
+TESSERA_API tessera_error_t* tessera_session_engine_count(const tessera_session_t* session, size_t* out);
+TESSERA_API tessera_error_t* tessera_session_engine_backend(const tessera_session_t* session, size_t index,
+                                                            const char** out);
+/* Since 0.2. The threads the session runs on. */
+TESSERA_API tessera_error_t* tessera_session_threads(const tessera_session_t* session, int* out);
 
 /* ---- values ------------------------------------------------------------------
  *
@@ -212,6 +222,36 @@ TESSERA_API const int64_t* tessera_value_dims(const tessera_value_t* value);
 TESSERA_API void* tessera_value_data(tessera_value_t* value);
 TESSERA_API size_t tessera_value_size_bytes(const tessera_value_t* value);
 
+/* Since 0.2. Reads an ONNX TensorProto file (the input_<i>.pb / output_<i>.pb
+ * of ONNX's test cases and of `tessera run --input-dir`) into a new value;
+ * `name` (may be NULL) receives the tensor's name, freed with
+ * tessera_string_free. */
+TESSERA_API tessera_error_t* tessera_value_read_file(const char* path, tessera_value_t** out, char** name);
+/* Since 0.2. Writes `value` as an ONNX TensorProto file; `name` may be NULL. */
+TESSERA_API tessera_error_t* tessera_value_write_file(const tessera_value_t* value, const char* name,
+                                                      const char* path);
+/* Since 0.2. Compares `actual` with `expected` as ONNX's backend tests do:
+ * floats within atol + rtol * |expected| (NaN matches NaN, infinities match
+ * exactly), every other type exactly. `*diff` receives "" when they match,
+ * else one line saying what differs (freed with tessera_string_free). */
+TESSERA_API tessera_error_t* tessera_value_compare(const tessera_value_t* expected, const tessera_value_t* actual,
+                                                   double rtol, double atol, char** diff);
+/* Since 0.2. One line: dtype, dims and the first `max_elements` values
+ * ("float32[1,3] [0.5, -1, 2]"). */
+TESSERA_API tessera_error_t* tessera_value_describe(const tessera_value_t* value, size_t max_elements, char** out);
+
+/* Since 0.2. Random inputs for trying a model out, in graph input order:
+ * `out` has room for the input count (tessera_session_input_count) and
+ * receives new values. Symbolic dims take the size 1; floats are uniform in
+ * [-1, 1), integers small and non-negative, booleans random. The same seed
+ * gives the same values. */
+TESSERA_API tessera_error_t* tessera_session_random_inputs(const tessera_session_t* session, uint64_t seed,
+                                                           tessera_value_t** out, size_t n);
+/* Since 0.2. The bytes of the arena a run with inputs of these values' dims
+ * uses (inputs in graph order, n their count). */
+TESSERA_API tessera_error_t* tessera_session_arena_bytes(const tessera_session_t* session,
+                                                         const tessera_value_t* const* inputs, size_t n, size_t* out);
+
 /* ---- running ------------------------------------------------------------------ */
 
 typedef struct tessera_run_options tessera_run_options_t;
@@ -229,6 +269,36 @@ TESSERA_API tessera_error_t* tessera_run_options_reset(tessera_run_options_t* ro
  * (chrome://tracing, Perfetto) to `path`, with the steps inside engine
  * regions; NULL turns it off. A profiled run is slower. */
 TESSERA_API tessera_error_t* tessera_run_options_set_trace_path(tessera_run_options_t* ro, const char* path);
+
+/* Since 0.2. A record of profiled runs of one session, for summaries (time per
+ * op type, the slowest nodes: `tessera bench --profile`) and Chrome traces of
+ * several runs. Runs whose options carry it append to it (thread-safe). */
+typedef struct tessera_profile tessera_profile_t;
+
+typedef enum tessera_format {
+  TESSERA_FORMAT_JSON = 0,
+  TESSERA_FORMAT_TEXT = 1, /* what the command line prints */
+  TESSERA_FORMAT_DOT = 2,  /* Graphviz, for placement reports */
+  /* for placement reports, the two halves of `tessera compile`'s line:
+   * "3 regions (1 dnnl, 2 native), 1 engines" and "placement cost, estimated ..." */
+  TESSERA_FORMAT_REGIONS_LINE = 3,
+  TESSERA_FORMAT_PLACEMENT_LINE = 4
+} tessera_format_t;
+
+TESSERA_API tessera_error_t* tessera_profile_create(tessera_profile_t** out);
+TESSERA_API void tessera_profile_release(tessera_profile_t* profile);
+/* Runs using these options are profiled into `profile` (NULL: no longer);
+ * a profiled run is slower. The profile must outlive those runs. */
+TESSERA_API tessera_error_t* tessera_run_options_set_profile(tessera_run_options_t* ro, tessera_profile_t* profile);
+/* The number of runs recorded. */
+TESSERA_API tessera_error_t* tessera_profile_runs(const tessera_profile_t* profile, size_t* out);
+/* The recorded runs summarised (medians per node), as TESSERA_FORMAT_TEXT or
+ * TESSERA_FORMAT_JSON. */
+TESSERA_API tessera_error_t* tessera_profile_summary(const tessera_profile_t* profile, tessera_format_t format,
+                                                     char** out);
+/* The first `max_runs` recorded runs as one Chrome trace titled `title`. */
+TESSERA_API tessera_error_t* tessera_profile_write_trace(const tessera_profile_t* profile, const char* title,
+                                                         const char* path, size_t max_runs);
 
 /* Runs the session once.
  *  - inputs: n_inputs values, named by input_names; every input of the model
@@ -265,6 +335,32 @@ TESSERA_API tessera_error_t* tessera_partition_report(tessera_env_t* env, const 
                                                       const tessera_session_options_t* opts, char** json);
 /* What an artifact holds, as `tessera inspect --json` prints it. */
 TESSERA_API tessera_error_t* tessera_inspect_artifact(const char* path, char** json);
+
+/* Since 0.2. A placement report: where each node went and why, the costs
+ * considered, the measurements taken. */
+typedef struct tessera_report tessera_report_t;
+
+/* Compiles the ONNX model at `model_path` as tessera_compile does, writes the
+ * artifact to `out_path` unless it is NULL, and returns the placement report
+ * in `*report` unless `report` is NULL (then out_path must not be). */
+TESSERA_API tessera_error_t* tessera_compile_with_report(tessera_env_t* env, const char* model_path,
+                                                         const tessera_session_options_t* opts,
+                                                         const char* out_path, tessera_report_t** report);
+TESSERA_API void tessera_report_release(tessera_report_t* report);
+/* The report as JSON (`partition --json`), text (`partition`), DOT, or a
+ * half of the compile line. */
+TESSERA_API tessera_error_t* tessera_report_render(const tessera_report_t* report, tessera_format_t format,
+                                                   char** out);
+/* Since 0.2. What an artifact holds, as JSON or as the text `tessera inspect`
+ * prints. */
+TESSERA_API tessera_error_t* tessera_inspect(const char* path, tessera_format_t format, char** out);
+
+/* Since 0.2. Progress of a compile (placement measuring, engine builds):
+ * `done` of `total` steps (total 0 when unknown), and what is being done.
+ * Called on the compiling thread. */
+typedef void (*tessera_progress_fn)(void* user, int done, int total, const char* what);
+TESSERA_API tessera_error_t* tessera_session_options_set_progress(tessera_session_options_t* opts,
+                                                                  tessera_progress_fn fn, void* user);
 
 #ifdef __cplusplus
 } /* extern "C" */

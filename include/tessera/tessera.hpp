@@ -147,6 +147,10 @@ class SessionOptions : public detail::Handle<tessera_session_options_t, tessera_
   SessionOptions& Shape(const std::string& input, const std::vector<int64_t>& dims) {
     return apply(tessera_session_options_set_shape(p_, input.c_str(), dims.data(), dims.size()));
   }
+  // "NAME=D0,D1,..", as --shape.
+  SessionOptions& AddShape(const std::string& spec) {
+    return apply(tessera_session_options_add_shape(p_, spec.c_str()));
+  }
   SessionOptions& Place(const std::string& rule) { return apply(tessera_session_options_add_place(p_, rule.c_str())); }
   SessionOptions& Placement(const std::string& p) {
     return apply(tessera_session_options_set_placement(p_, p.c_str()));
@@ -159,6 +163,9 @@ class SessionOptions : public detail::Handle<tessera_session_options_t, tessera_
   SessionOptions& MinRegionNodes(int n) { return apply(tessera_session_options_set_min_region_nodes(p_, n)); }
   SessionOptions& BackendOptions(const std::string& o) {
     return apply(tessera_session_options_set_backend_options(p_, o.c_str()));
+  }
+  SessionOptions& Progress(tessera_progress_fn fn, void* user) {
+    return apply(tessera_session_options_set_progress(p_, fn, user));
   }
 
  private:
@@ -177,6 +184,35 @@ class Value : public detail::Handle<tessera_value_t, tessera_value_release> {
     tessera_value_t* v = nullptr;
     detail::check(tessera_value_create(dtype, dims.data(), dims.size(), &v));
     return Value(v);
+  }
+  // A view of caller memory of any dtype (no copy); it must outlive every run that reads it.
+  static Value WrapRaw(int32_t dtype, const std::vector<int64_t>& dims, void* data, size_t size_bytes) {
+    tessera_value_t* v = nullptr;
+    detail::check(tessera_value_wrap(dtype, dims.data(), dims.size(), data, size_bytes, &v));
+    return Value(v);
+  }
+  // An ONNX TensorProto file; `name` (optional) receives the tensor's name.
+  static Value ReadFile(const std::string& path, std::string* name = nullptr) {
+    tessera_value_t* v = nullptr;
+    char* n = nullptr;
+    detail::check(tessera_value_read_file(path.c_str(), &v, name ? &n : nullptr));
+    if (name) *name = detail::take_string(n);
+    return Value(v);
+  }
+  void WriteFile(const std::string& path, const std::string& name = "") const {
+    detail::check(tessera_value_write_file(p_, name.c_str(), path.c_str()));
+  }
+  // "" when this value matches `expected` (ONNX's backend-test tolerance), else what differs.
+  std::string CompareTo(const Value& expected, double rtol, double atol) const {
+    char* d = nullptr;
+    detail::check(tessera_value_compare(expected.get(), p_, rtol, atol, &d));
+    return detail::take_string(d);
+  }
+  // "float32[1,3] [0.5, -1, 2]"
+  std::string Describe(size_t max_elements = 8) const {
+    char* d = nullptr;
+    detail::check(tessera_value_describe(p_, max_elements, &d));
+    return detail::take_string(d);
   }
   // A view of caller memory (no copy); it must outlive every run that reads it.
   template <class T>
@@ -201,9 +237,34 @@ class Value : public detail::Handle<tessera_value_t, tessera_value_release> {
   void* RawData() { return tessera_value_data(p_); }
 };
 
+// Profiled runs of one session: summaries and Chrome traces over several runs.
+class Profile : public detail::Handle<tessera_profile_t, tessera_profile_release> {
+ public:
+  Profile() { detail::check(tessera_profile_create(&p_)); }
+  size_t Runs() const {
+    size_t n = 0;
+    detail::check(tessera_profile_runs(p_, &n));
+    return n;
+  }
+  // TESSERA_FORMAT_TEXT or TESSERA_FORMAT_JSON.
+  std::string Summary(tessera_format_t format) const {
+    char* s = nullptr;
+    detail::check(tessera_profile_summary(p_, format, &s));
+    return detail::take_string(s);
+  }
+  void WriteTrace(const std::string& title, const std::string& path, size_t max_runs) const {
+    detail::check(tessera_profile_write_trace(p_, title.c_str(), path.c_str(), max_runs));
+  }
+};
+
 class RunOptions : public detail::Handle<tessera_run_options_t, tessera_run_options_release> {
  public:
   RunOptions() { detail::check(tessera_run_options_create(&p_)); }
+  // Runs with these options record into `profile` (nullptr: stop).
+  RunOptions& SetProfile(Profile* profile) {
+    detail::check(tessera_run_options_set_profile(p_, profile ? profile->get() : nullptr));
+    return *this;
+  }
   RunOptions& Tag(const std::string& t) {
     detail::check(tessera_run_options_set_tag(p_, t.c_str()));
     return *this;
@@ -235,6 +296,41 @@ class Session : public detail::Handle<tessera_session_t, tessera_session_release
   }
   std::vector<IoInfo> Inputs() const { return infos(true); }
   std::vector<IoInfo> Outputs() const { return infos(false); }
+  int Threads() const {
+    int n = 0;
+    detail::check(tessera_session_threads(p_, &n));
+    return n;
+  }
+  // The backend of every engine ("dnnl", ...); empty for a model run natively.
+  std::vector<std::string> EngineBackends() const {
+    size_t n = 0;
+    detail::check(tessera_session_engine_count(p_, &n));
+    std::vector<std::string> r;
+    for (size_t i = 0; i < n; ++i) {
+      const char* b = nullptr;
+      detail::check(tessera_session_engine_backend(p_, i, &b));
+      r.emplace_back(b);
+    }
+    return r;
+  }
+  // Random inputs in graph order (deterministic per seed).
+  std::vector<Value> RandomInputs(uint64_t seed) const {
+    size_t n = 0;
+    detail::check(tessera_session_input_count(p_, &n));
+    std::vector<tessera_value_t*> raw(n, nullptr);
+    detail::check(tessera_session_random_inputs(p_, seed, raw.data(), n));
+    std::vector<Value> r;
+    for (tessera_value_t* v : raw) r.emplace_back(v);
+    return r;
+  }
+  // Arena bytes of a run on inputs shaped like these (graph order).
+  size_t ArenaBytes(const std::vector<Value>& inputs) const {
+    std::vector<const tessera_value_t*> raw;
+    for (const Value& v : inputs) raw.push_back(v.get());
+    size_t n = 0;
+    detail::check(tessera_session_arena_bytes(p_, raw.data(), raw.size(), &n));
+    return n;
+  }
 
   // Every output in graph order (output_names empty) or the named ones.
   std::vector<Value> Run(const std::vector<std::pair<std::string, const Value*>>& inputs,
@@ -326,6 +422,31 @@ inline std::string InspectArtifact(const std::string& path) {
   char* s = nullptr;
   detail::check(tessera_inspect_artifact(path.c_str(), &s));
   return detail::take_string(s);
+}
+// `tessera inspect`, as JSON or text.
+inline std::string Inspect(const std::string& path, tessera_format_t format) {
+  char* s = nullptr;
+  detail::check(tessera_inspect(path.c_str(), format, &s));
+  return detail::take_string(s);
+}
+
+// A placement report, rendered as JSON, text, DOT or the halves of the compile line.
+class Report : public detail::Handle<tessera_report_t, tessera_report_release> {
+ public:
+  explicit Report(tessera_report_t* r) : Handle(r) {}
+  std::string Render(tessera_format_t format) const {
+    char* s = nullptr;
+    detail::check(tessera_report_render(p_, format, &s));
+    return detail::take_string(s);
+  }
+};
+// Compiles `model`, writing the artifact to `out` unless it is empty, and returns the placement report.
+inline Report CompileWithReport(const Env& env, const std::string& model, const std::string& out,
+                                const SessionOptions* opts = nullptr) {
+  tessera_report_t* r = nullptr;
+  detail::check(tessera_compile_with_report(env.get(), model.c_str(), opts ? opts->get() : nullptr,
+                                            out.empty() ? nullptr : out.c_str(), &r));
+  return Report(r);
 }
 
 }  // namespace tessera

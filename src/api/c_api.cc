@@ -17,9 +17,11 @@
 
 #include "api/profile.h"
 #include "api/session_setup.h"
+#include "api/text.h"
 #include "artifact/artifact.h"
 #include "backends/backend.h"
 #include "backends/native/native_backend.h"
+#include "onnx/onnx_import.h"
 #include "partition/partition.h"
 #include "runtime/session.h"
 
@@ -188,6 +190,8 @@ struct tessera_env {
 
 struct tessera_session_options {
   api::CompileOptions compile;
+  tessera_progress_fn progress = nullptr;
+  void* progress_user = nullptr;
 };
 
 struct tessera_session {
@@ -202,10 +206,23 @@ struct tessera_value {
   Tensor tensor;
 };
 
+struct tessera_profile {
+  mutable std::mutex mu;
+  const InferenceSession* session = nullptr;  // the session whose runs it holds
+  std::vector<RunProfile> runs;
+  std::vector<std::vector<api::ProfileItem>> items;
+};
+
 struct tessera_run_options {
   std::string tag;
   std::string trace_path;
+  tessera_profile* profile = nullptr;
   std::atomic<bool> cancel{false};
+};
+
+struct tessera_report {
+  PartitionReport report;
+  size_t engines = 0;
 };
 
 namespace {
@@ -226,6 +243,11 @@ api::CompileOptions compile_options(const tessera_session_options_t* opts, const
   api::CompileOptions o;
   if (opts) {
     o = opts->compile;
+    if (opts->progress) {
+      o.progress = [fn = opts->progress, user = opts->progress_user](int done, int total, const std::string& what) {
+        fn(user, done, total, what.c_str());
+      };
+    }
   } else {
     o.measure = api::default_measure();
   }
@@ -393,6 +415,14 @@ tessera_error_t* tessera_session_options_set_shape(tessera_session_options_t* op
   });
 }
 
+tessera_error_t* tessera_session_options_add_shape(tessera_session_options_t* opts, const char* spec) {
+  return set_option(__func__, opts, [&](const char* kFn) -> tessera_error_t* {
+    if (!spec) return invalid(kFn, "spec is NULL");
+    opts->compile.shapes.push_back(spec);
+    return nullptr;
+  });
+}
+
 tessera_error_t* tessera_session_options_add_place(tessera_session_options_t* opts, const char* rule) {
   return set_option(__func__, opts, [&](const char* kFn) -> tessera_error_t* {
     if (!rule) return invalid(kFn, "rule is NULL");
@@ -534,6 +564,82 @@ tessera_error_t* tessera_session_engines_json(const tessera_session_t* session, 
   });
 }
 
+tessera_error_t* tessera_session_engine_count(const tessera_session_t* session, size_t* out) {
+  return guarded("tessera_session_engine_count", [&]() -> tessera_error_t* {
+    if (!session) return invalid("tessera_session_engine_count", "session is NULL");
+    if (!out) return invalid("tessera_session_engine_count", "out is NULL");
+    *out = session->session->engines().size();
+    return nullptr;
+  });
+}
+
+tessera_error_t* tessera_session_engine_backend(const tessera_session_t* session, size_t index, const char** out) {
+  return guarded("tessera_session_engine_backend", [&]() -> tessera_error_t* {
+    static constexpr const char* kFn = "tessera_session_engine_backend";
+    if (!session) return invalid(kFn, "session is NULL");
+    if (!out) return invalid(kFn, "out is NULL");
+    const EngineTable& engines = session->session->engines();
+    if (index >= engines.size()) {
+      return invalid(kFn, "index " + std::to_string(index) + " is out of range (" + std::to_string(engines.size()) +
+                              " engines)");
+    }
+    *out = engines[index]->backend().name().c_str();
+    return nullptr;
+  });
+}
+
+tessera_error_t* tessera_session_threads(const tessera_session_t* session, int* out) {
+  return guarded("tessera_session_threads", [&]() -> tessera_error_t* {
+    if (!session) return invalid("tessera_session_threads", "session is NULL");
+    if (!out) return invalid("tessera_session_threads", "out is NULL");
+    *out = session->session->num_threads();
+    return nullptr;
+  });
+}
+
+tessera_error_t* tessera_session_random_inputs(const tessera_session_t* session, uint64_t seed,
+                                               tessera_value_t** out, size_t n) {
+  return guarded("tessera_session_random_inputs", [&]() -> tessera_error_t* {
+    static constexpr const char* kFn = "tessera_session_random_inputs";
+    if (!session) return invalid(kFn, "session is NULL");
+    if (!out) return invalid(kFn, "out is NULL");
+    if (n != session->inputs.size()) {
+      return invalid(kFn, "n is " + std::to_string(n) + " but the model has " + std::to_string(session->inputs.size()) +
+                              " inputs");
+    }
+    auto inputs = api::random_inputs(*session->session, static_cast<uint32_t>(seed ^ (seed >> 32)));
+    if (!inputs.ok()) return from_status(inputs.status());
+    std::vector<std::unique_ptr<tessera_value>> made(n);
+    for (size_t i = 0; i < n; ++i) {
+      made[i] = std::make_unique<tessera_value>();
+      made[i]->tensor = std::move((*inputs)[i]);
+    }
+    for (size_t i = 0; i < n; ++i) out[i] = made[i].release();
+    return nullptr;
+  });
+}
+
+tessera_error_t* tessera_session_arena_bytes(const tessera_session_t* session, const tessera_value_t* const* inputs,
+                                             size_t n, size_t* out) {
+  return guarded("tessera_session_arena_bytes", [&]() -> tessera_error_t* {
+    static constexpr const char* kFn = "tessera_session_arena_bytes";
+    if (!session) return invalid(kFn, "session is NULL");
+    if (!out) return invalid(kFn, "out is NULL");
+    if (n != session->inputs.size() || (n > 0 && !inputs)) {
+      return invalid(kFn, "give one value per input (" + std::to_string(session->inputs.size()) + ")");
+    }
+    std::vector<Dims> dims;
+    for (size_t i = 0; i < n; ++i) {
+      if (!inputs[i]) return invalid(kFn, "input " + std::to_string(i) + " is NULL");
+      dims.push_back(inputs[i]->tensor.dims());
+    }
+    auto stats = session->session->stats(dims);
+    if (!stats.ok()) return from_status(stats.status());
+    *out = stats->arena_bytes;
+    return nullptr;
+  });
+}
+
 // ---- values ----------------------------------------------------------------------------
 
 tessera_error_t* tessera_value_create(int32_t dtype, const int64_t* dims, size_t rank, tessera_value_t** out) {
@@ -589,6 +695,51 @@ void* tessera_value_data(tessera_value_t* value) { return value ? value->tensor.
 
 size_t tessera_value_size_bytes(const tessera_value_t* value) { return value ? value->tensor.nbytes() : 0; }
 
+tessera_error_t* tessera_value_read_file(const char* path, tessera_value_t** out, char** name) {
+  return guarded("tessera_value_read_file", [&]() -> tessera_error_t* {
+    if (!path) return invalid("tessera_value_read_file", "path is NULL");
+    if (!out) return invalid("tessera_value_read_file", "out is NULL");
+    std::string tensor_name;
+    auto t = read_tensor_file(path, &tensor_name);
+    if (!t.ok()) return from_status(t.status());
+    auto v = std::make_unique<tessera_value>();
+    v->tensor = std::move(*t);
+    if (name) *name = copy_string(tensor_name);
+    *out = v.release();
+    return nullptr;
+  });
+}
+
+tessera_error_t* tessera_value_write_file(const tessera_value_t* value, const char* name, const char* path) {
+  return guarded("tessera_value_write_file", [&]() -> tessera_error_t* {
+    if (!value) return invalid("tessera_value_write_file", "value is NULL");
+    if (!path) return invalid("tessera_value_write_file", "path is NULL");
+    return from_status(write_tensor_file(path, value->tensor, name ? name : ""));
+  });
+}
+
+tessera_error_t* tessera_value_compare(const tessera_value_t* expected, const tessera_value_t* actual, double rtol,
+                                       double atol, char** diff) {
+  return guarded("tessera_value_compare", [&]() -> tessera_error_t* {
+    static constexpr const char* kFn = "tessera_value_compare";
+    if (!expected || !actual) return invalid(kFn, "expected or actual is NULL");
+    if (!diff) return invalid(kFn, "diff is NULL");
+    if (!(rtol >= 0) || !(atol >= 0)) return invalid(kFn, "rtol and atol must be >= 0");
+    *diff = copy_string(api::compare_values(expected->tensor, actual->tensor, rtol, atol));
+    return nullptr;
+  });
+}
+
+tessera_error_t* tessera_value_describe(const tessera_value_t* value, size_t max_elements, char** out) {
+  return guarded("tessera_value_describe", [&]() -> tessera_error_t* {
+    if (!value) return invalid("tessera_value_describe", "value is NULL");
+    if (!out) return invalid("tessera_value_describe", "out is NULL");
+    const auto n = static_cast<int64_t>(std::min<size_t>(max_elements, INT64_MAX));
+    *out = copy_string(api::describe_value(value->tensor, n));
+    return nullptr;
+  });
+}
+
 // ---- running ------------------------------------------------------------------------------
 
 tessera_error_t* tessera_run_options_create(tessera_run_options_t** out) {
@@ -630,6 +781,62 @@ tessera_error_t* tessera_run_options_set_trace_path(tessera_run_options_t* ro, c
     }
     ro->trace_path = path ? path : "";
     return nullptr;
+  });
+}
+
+tessera_error_t* tessera_profile_create(tessera_profile_t** out) {
+  return guarded("tessera_profile_create", [&]() -> tessera_error_t* {
+    if (!out) return invalid("tessera_profile_create", "out is NULL");
+    *out = new tessera_profile();
+    return nullptr;
+  });
+}
+
+void tessera_profile_release(tessera_profile_t* profile) { delete profile; }
+
+tessera_error_t* tessera_run_options_set_profile(tessera_run_options_t* ro, tessera_profile_t* profile) {
+  if (!ro) return invalid("tessera_run_options_set_profile", "run options is NULL");
+  ro->profile = profile;
+  return nullptr;
+}
+
+tessera_error_t* tessera_profile_runs(const tessera_profile_t* profile, size_t* out) {
+  return guarded("tessera_profile_runs", [&]() -> tessera_error_t* {
+    if (!profile) return invalid("tessera_profile_runs", "profile is NULL");
+    if (!out) return invalid("tessera_profile_runs", "out is NULL");
+    std::lock_guard<std::mutex> lock(profile->mu);
+    *out = profile->runs.size();
+    return nullptr;
+  });
+}
+
+tessera_error_t* tessera_profile_summary(const tessera_profile_t* profile, tessera_format_t format, char** out) {
+  return guarded("tessera_profile_summary", [&]() -> tessera_error_t* {
+    static constexpr const char* kFn = "tessera_profile_summary";
+    if (!profile) return invalid(kFn, "profile is NULL");
+    if (!out) return invalid(kFn, "out is NULL");
+    if (format != TESSERA_FORMAT_JSON && format != TESSERA_FORMAT_TEXT) return invalid(kFn, "format must be JSON or TEXT");
+    std::lock_guard<std::mutex> lock(profile->mu);
+    if (profile->runs.empty()) return invalid(kFn, "the profile holds no run");
+    const api::ProfileSummary summary = api::summarize(profile->items);
+    *out = copy_string(format == TESSERA_FORMAT_JSON ? api::profile_json(summary) : api::profile_text(summary));
+    return nullptr;
+  });
+}
+
+tessera_error_t* tessera_profile_write_trace(const tessera_profile_t* profile, const char* title, const char* path,
+                                             size_t max_runs) {
+  return guarded("tessera_profile_write_trace", [&]() -> tessera_error_t* {
+    static constexpr const char* kFn = "tessera_profile_write_trace";
+    if (!profile) return invalid(kFn, "profile is NULL");
+    if (!path) return invalid(kFn, "path is NULL");
+    std::lock_guard<std::mutex> lock(profile->mu);
+    if (profile->runs.empty()) return invalid(kFn, "the profile holds no run");
+    const size_t n = std::min(max_runs, profile->runs.size());
+    const std::vector<RunProfile> runs(profile->runs.begin(), profile->runs.begin() + static_cast<std::ptrdiff_t>(n));
+    const std::vector<std::vector<api::ProfileItem>> items(profile->items.begin(),
+                                                           profile->items.begin() + static_cast<std::ptrdiff_t>(n));
+    return from_status(api::write_trace(path, title ? title : "tessera", runs, items, *profile->session));
   });
 }
 
@@ -679,11 +886,19 @@ tessera_error_t* tessera_session_run(tessera_session_t* session, const tessera_r
       }
       if (outputs[i] && !bound[index[i]].defined()) bound[index[i]] = outputs[i]->tensor;
     }
+    tessera_profile* record = run_options ? run_options->profile : nullptr;
+    if (record) {
+      std::lock_guard<std::mutex> lock(record->mu);
+      if (record->session && record->session != session->session.get()) {
+        return invalid(kFn, "the run options' profile holds runs of another session");
+      }
+      record->session = session->session.get();
+    }
     RunOptions ro;
     ro.bound_outputs = &bound;
     RunProfile profile;
     const bool trace = run_options && !run_options->trace_path.empty();
-    if (trace) ro.profile = &profile;
+    if (trace || record) ro.profile = &profile;
     if (run_options) ro.cancel = &run_options->cancel;
     auto result = session->session->run(ordered, ro);
     if (!result.ok()) return from_status(result.status());
@@ -694,6 +909,12 @@ tessera_error_t* tessera_session_run(tessera_session_t* session, const tessera_r
           api::write_trace(run_options->trace_path, label, {profile},
                            {api::profile_items(*session->session, profile, session->region_nodes)}, *session->session);
       if (!st.ok()) return from_status(st);
+    }
+    if (record) {
+      auto items = api::profile_items(*session->session, profile, session->region_nodes);
+      std::lock_guard<std::mutex> lock(record->mu);
+      record->runs.push_back(std::move(profile));
+      record->items.push_back(std::move(items));
     }
     // New values for the unbound slots, all made before any is handed out.
     std::vector<std::unique_ptr<tessera_value>> made(n_outputs);
@@ -757,15 +978,71 @@ tessera_error_t* tessera_partition_report(tessera_env_t* env, const char* model_
   });
 }
 
-tessera_error_t* tessera_inspect_artifact(const char* path, char** json) {
-  return guarded("tessera_inspect_artifact", [&]() -> tessera_error_t* {
-    if (!path) return invalid("tessera_inspect_artifact", "path is NULL");
-    if (!json) return invalid("tessera_inspect_artifact", "json is NULL");
+tessera_error_t* tessera_compile_with_report(tessera_env_t* env, const char* model_path,
+                                             const tessera_session_options_t* opts, const char* out_path,
+                                             tessera_report_t** report) {
+  return guarded("tessera_compile_with_report", [&]() -> tessera_error_t* {
+    static constexpr const char* kFn = "tessera_compile_with_report";
+    if (!env) return invalid(kFn, "env is NULL");
+    if (!model_path) return invalid(kFn, "model_path is NULL");
+    if (!out_path && !report) return invalid(kFn, "out_path and report are both NULL");
+    auto r = std::make_unique<tessera_report>();
+    auto program =
+        compile_source(api::ModelSource{model_path, {}}, compile_options(opts, env->state), &r->report, kFn);
+    if (!program.ok()) return from_status(program.status());
+    if (out_path) {
+      if (tessera_error_t* e = from_status(write_artifact(*program, out_path))) return e;
+    }
+    r->engines = program->engines.size();
+    if (report) *report = r.release();
+    return nullptr;
+  });
+}
+
+void tessera_report_release(tessera_report_t* report) { delete report; }
+
+tessera_error_t* tessera_report_render(const tessera_report_t* report, tessera_format_t format, char** out) {
+  return guarded("tessera_report_render", [&]() -> tessera_error_t* {
+    static constexpr const char* kFn = "tessera_report_render";
+    if (!report) return invalid(kFn, "report is NULL");
+    if (!out) return invalid(kFn, "out is NULL");
+    const PartitionReport& r = report->report;
+    switch (format) {
+      case TESSERA_FORMAT_JSON: *out = copy_string(report_json(r)); return nullptr;
+      case TESSERA_FORMAT_TEXT: *out = copy_string(report_text(r)); return nullptr;
+      case TESSERA_FORMAT_DOT: *out = copy_string(report_dot(r)); return nullptr;
+      case TESSERA_FORMAT_REGIONS_LINE: *out = copy_string(api::regions_line(r, report->engines)); return nullptr;
+      case TESSERA_FORMAT_PLACEMENT_LINE: *out = copy_string(api::placement_line(r)); return nullptr;
+    }
+    return invalid(kFn, "unknown format " + std::to_string(static_cast<int>(format)));
+  });
+}
+
+tessera_error_t* tessera_inspect(const char* path, tessera_format_t format, char** out) {
+  return guarded("tessera_inspect", [&]() -> tessera_error_t* {
+    if (!path) return invalid("tessera_inspect", "path is NULL");
+    if (!out) return invalid("tessera_inspect", "out is NULL");
+    if (format != TESSERA_FORMAT_JSON && format != TESSERA_FORMAT_TEXT) {
+      return invalid("tessera_inspect", "format must be JSON or TEXT");
+    }
     std::error_code ec;
     if (!fs::exists(path, ec)) return from_status(IoError("artifact '" + std::string(path) + "' does not exist"));
-    auto text = describe_artifact(path, true);
+    auto text = describe_artifact(path, format == TESSERA_FORMAT_JSON);
     if (!text.ok()) return from_status(text.status());
-    *json = copy_string(*text);
+    *out = copy_string(*text);
+    return nullptr;
+  });
+}
+
+tessera_error_t* tessera_inspect_artifact(const char* path, char** json) {
+  return tessera_inspect(path, TESSERA_FORMAT_JSON, json);
+}
+
+tessera_error_t* tessera_session_options_set_progress(tessera_session_options_t* opts, tessera_progress_fn fn,
+                                                      void* user) {
+  return set_option(__func__, opts, [&](const char*) -> tessera_error_t* {
+    opts->progress = fn;
+    opts->progress_user = user;
     return nullptr;
   });
 }

@@ -227,14 +227,23 @@ ProfileSummary summarize(const std::vector<std::vector<ProfileItem>>& runs) {
   return sum;
 }
 
-void print_profile_text(const ProfileSummary& p) {
+std::string profile_text(const ProfileSummary& p) {
+  std::string out;
+  auto printf = [&out](const char* fmt, auto... args) {
+    const int n = std::snprintf(nullptr, 0, fmt, args...);
+    if (n <= 0) return;
+    const size_t at = out.size();
+    out.resize(at + static_cast<size_t>(n) + 1);
+    std::snprintf(out.data() + at, static_cast<size_t>(n) + 1, fmt, args...);
+    out.resize(at + static_cast<size_t>(n));
+  };
   const double total = p.total_us > 0 ? p.total_us : 1;
-  std::printf("time per op type (median per node, summed; %.3f ms in kernels):\n", p.total_us / 1000);
+  printf("time per op type (median per node, summed; %.3f ms in kernels):\n", p.total_us / 1000);
   for (const auto& o : p.op_types) {
     const char* unit = o.nodes > 0 ? "node" : o.op_type == kOutsideSteps ? "region" : "step";
     const int n = o.nodes > 0 ? o.nodes : o.items;
     std::string count = std::to_string(n) + " " + unit + (n == 1 ? "" : "s");
-    std::printf("  %-24s %9.3f ms  %5.1f%%  (%s, %s)\n", o.op_type.c_str(), o.us / 1000, 100 * o.us / total,
+    printf("  %-24s %9.3f ms  %5.1f%%  (%s, %s)\n", o.op_type.c_str(), o.us / 1000, 100 * o.us / total,
                 count.c_str(), o.backend.c_str());
   }
   std::vector<size_t> order;
@@ -242,24 +251,25 @@ void print_profile_text(const ProfileSummary& p) {
     if (p.items[i].kind != ProfileItem::Kind::kOverhead) order.push_back(i);
   }
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p.items[a].us > p.items[b].us; });
-  std::printf("slowest nodes:\n");
+  printf("slowest nodes:\n");
   for (size_t k = 0; k < std::min<size_t>(10, order.size()); ++k) {
     const ProfileItem& it = p.items[order[k]];
     std::string where = it.backend;
     if (it.kind == ProfileItem::Kind::kStep && !it.what.empty() && !it.nodes.empty()) where += ": " + it.what;
     if (it.kind == ProfileItem::Kind::kRegion) where += ": no per-node profile";
-    std::printf("  %-40s %-16s %9.3f ms  (%s)\n", it.name.c_str(), it.op_type.c_str(), it.us / 1000, where.c_str());
+    printf("  %-40s %-16s %9.3f ms  (%s)\n", it.name.c_str(), it.op_type.c_str(), it.us / 1000, where.c_str());
   }
-  if (p.regions.empty()) return;
-  std::printf("engine regions:\n");
+  if (p.regions.empty()) return out;
+  printf("engine regions:\n");
   for (const auto& r : p.regions) {
     if (r.profiled) {
-      std::printf("  %s: %d steps, %.3f ms (%.3f ms outside its steps)\n", r.name.c_str(), r.steps, r.us / 1000,
+      printf("  %s: %d steps, %.3f ms (%.3f ms outside its steps)\n", r.name.c_str(), r.steps, r.us / 1000,
                   r.outside_us / 1000);
     } else {
-      std::printf("  %s: no per-node profile from this backend (%.3f ms)\n", r.name.c_str(), r.us / 1000);
+      printf("  %s: no per-node profile from this backend (%.3f ms)\n", r.name.c_str(), r.us / 1000);
     }
   }
+  return out;
 }
 
 std::string profile_json(const ProfileSummary& p) {

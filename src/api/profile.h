@@ -77,7 +77,7 @@ struct ProfileSummary {
 };
 ProfileSummary summarize(const std::vector<std::vector<ProfileItem>>& runs);
 
-void print_profile_text(const ProfileSummary& p);
+std::string profile_text(const ProfileSummary& p);
 // The "profile" object of `bench --json`.
 std::string profile_json(const ProfileSummary& p);
 

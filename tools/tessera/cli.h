@@ -1,19 +1,16 @@
 // Pieces of the tessera command line shared by its commands: argument
-// parsing, loading a model (ONNX or artifact) into a session, compiling a
-// model through the partitioner.
+// parsing, and turning the flags into the library's session options. The
+// command line uses only the public C++ API (tessera/tessera.hpp) over
+// libtessera.so; every failure is a tessera::Error, which main() prints on
+// one line with exit code 2 for bad input and 1 for a failed run.
 #pragma once
 
+#include <cstdint>
 #include <map>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "api/profile.h"
-#include "api/session_setup.h"
-#include "artifact/program.h"
-#include "partition/partition.h"
-#include "runtime/session.h"
-#include "util/status.h"
+#include "tessera/tessera.hpp"
 
 namespace tessera::cli {
 
@@ -31,51 +28,30 @@ struct Args {
   bool no_tune = false;
 };
 
-// Prints "tessera: error: <message>" on one line; returns the exit code.
-int fail(const Status& st);
-int usage_error(const std::string& msg);
+// A usage mistake: thrown as an INVALID_ARGUMENT error (exit code 2).
+[[noreturn]] void usage_error(const std::string& msg);
 
-Expected<Args> parse_args(int argc, char** argv);
-Expected<int64_t> int_opt(const Args& a, const std::string& key, int64_t def, int64_t min_value);
-Expected<double> float_opt(const Args& a, const std::string& key, double def);
+// Parses argv; prints a command's help and returns command "--help" for `tessera CMD --help`.
+Args parse_args(int argc, char** argv);
+int64_t int_opt(const Args& a, const std::string& key, int64_t def, int64_t min_value);
+double float_opt(const Args& a, const std::string& key, double def);
 
-// Imports an ONNX model, applies --shape, and optimises it.
-Expected<Graph> load_graph(const std::string& path, const Args& a);
+// The environment every command uses: warnings printed as "tessera: warning: ...".
+Env make_env();
 
-// What placement measures: --tune (everything), --no-tune or TESSERA_TUNE=0
-// (nothing), else the default (what matters, within --tune-budget).
-MeasureMode measure_mode(const Args& a);
-
-// Partitions and compiles an optimised graph for --backends (default: every
-// available backend), with --place / --min-region-nodes / --backend-options.
-// Shows progress on a terminal when `progress` is set.
-Expected<Program> compile_graph(Graph g, const std::string& source, const Args& a, PartitionReport* report,
-                                bool progress);
-
-// A session for MODEL: an artifact is loaded as compiled; an ONNX model runs
-// natively, or is compiled in memory when --backends names external backends.
-// `report` (optional) receives the placement report when one is made.
-Expected<std::unique_ptr<InferenceSession>> open_session(const std::string& path, const Args& a,
-                                                         PartitionReport* report = nullptr);
-
-// open_session(), keeping what the placement report says about the nodes of
-// engine regions when the model is compiled here.
-Expected<std::unique_ptr<InferenceSession>> open_profiled_session(const std::string& path, const Args& a,
-                                                                  api::RegionNodes* nodes);
-
-// The library's compile options from the command line's flags.
-Expected<api::CompileOptions> compile_options(const Args& a, bool progress);
-
-using api::random_inputs;
-using api::RegionNodes;
-using api::ProfileItem;
-using api::ProfileSummary;
-using api::check_trace_path;
-using api::print_profile_text;
-using api::profile_items;
-using api::profile_json;
-using api::summarize;
-using api::write_trace;
+// The session options of the command line's flags (--backends, --shape, --place, --placement, --tune/--no-tune,
+// --tune-budget, --tune-cache, --min-region-nodes, --backend-options, --threads); with `progress`, compile progress
+// is shown on a terminal.
+SessionOptions session_options(const Args& a, bool progress);
+// Clears the progress line session_options(a, true) may have drawn.
+void end_progress();
+// Calls end_progress() when it goes out of scope (a compile done or failed).
+struct ProgressLine {
+  ProgressLine() = default;
+  ProgressLine(const ProgressLine&) = delete;
+  ProgressLine& operator=(const ProgressLine&) = delete;
+  ~ProgressLine() { end_progress(); }
+};
 
 int cmd_compile(const Args& a);
 int cmd_partition(const Args& a);

@@ -6,8 +6,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "api/profile.h"
-#include "api/session_setup.h"
 #include "cli.h"
 
 namespace tessera::cli {
@@ -48,14 +46,7 @@ const char* kUsage =
     "cache is --tune-cache, else $TESSERA_TUNE_CACHE, else ~/.cache/tessera/tune.json (--tune-cache= for none).\n"
     "For a .tsr, the placement is the compiled one.\n";
 
-int fail(const Status& st) {
-  std::string msg = st.message();
-  std::replace(msg.begin(), msg.end(), '\n', ' ');
-  std::fprintf(stderr, "tessera: error: %s\n", msg.c_str());
-  return st.exit_code();
-}
-
-int usage_error(const std::string& msg) { return fail(InvalidInput(msg)); }
+void usage_error(const std::string& msg) { throw Error(TESSERA_CODE_INVALID_ARGUMENT, msg); }
 
 namespace {
 
@@ -123,12 +114,12 @@ std::string command_list() {
 
 }  // namespace
 
-Expected<Args> parse_args(int argc, char** argv) {
-  if (argc < 2) return InvalidInput("no command given\n" + std::string(kUsage));
+Args parse_args(int argc, char** argv) {
+  if (argc < 2) usage_error("no command given\n" + std::string(kUsage));
   const std::string command = argv[1];
   const auto& cmds = command_specs();
   const auto spec = std::find_if(cmds.begin(), cmds.end(), [&](const CommandSpec& c) { return command == c.name; });
-  if (spec == cmds.end()) return InvalidInput("unknown command '" + command + "' (commands: " + command_list() + ")");
+  if (spec == cmds.end()) usage_error("unknown command '" + command + "' (commands: " + command_list() + ")");
 
   CLI::App app{std::string("tessera ") + spec->name + ": " + spec->help, std::string("tessera ") + spec->name};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -174,13 +165,13 @@ Expected<Args> parse_args(int argc, char** argv) {
     return Args{"--help", {}, {}, {}, {}, false, false, false, false};
   } catch (const CLI::ArgumentMismatch& e) {  // "--rtol: 1 required TEXT missing"
     const std::string what = e.what();
-    return InvalidInput("option '" + what.substr(0, what.find(':')) + "' needs a value");
+    usage_error("option '" + what.substr(0, what.find(':')) + "' needs a value");
   } catch (const CLI::ParseError& e) {
-    return InvalidInput(std::string(spec->name) + ": " + e.what());
+    usage_error(std::string(spec->name) + ": " + e.what());
   }
   for (const std::string& r : app.remaining()) {
     if (r.size() > 1 && r[0] == '-') {
-      return InvalidInput("unknown option '" + r.substr(0, r.find('=')) + "' for '" + a.command + "'");
+      usage_error("unknown option '" + r.substr(0, r.find('=')) + "' for '" + a.command + "'");
     }
     a.positional.push_back(r);
   }
@@ -193,95 +184,76 @@ Expected<Args> parse_args(int argc, char** argv) {
   return a;
 }
 
-Expected<int64_t> int_opt(const Args& a, const std::string& key, int64_t def, int64_t min_value) {
+int64_t int_opt(const Args& a, const std::string& key, int64_t def, int64_t min_value) {
   auto it = a.opts.find(key);
   if (it == a.opts.end()) return def;
   char* end = nullptr;
   long long v = std::strtoll(it->second.c_str(), &end, 10);
   if (it->second.empty() || *end != '\0' || v < min_value) {
-    return InvalidInput("option " + key + " expects an integer >= " + std::to_string(min_value) + ", got '" +
-                        it->second + "'");
+    usage_error("option " + key + " expects an integer >= " + std::to_string(min_value) + ", got '" + it->second +
+                "'");
   }
   return static_cast<int64_t>(v);
 }
 
-Expected<double> float_opt(const Args& a, const std::string& key, double def) {
+double float_opt(const Args& a, const std::string& key, double def) {
   auto it = a.opts.find(key);
   if (it == a.opts.end()) return def;
   char* end = nullptr;
   double v = std::strtod(it->second.c_str(), &end);
   if (it->second.empty() || *end != '\0' || !(v >= 0)) {
-    return InvalidInput("option " + key + " expects a non-negative number, got '" + it->second + "'");
+    usage_error("option " + key + " expects a non-negative number, got '" + it->second + "'");
   }
   return v;
 }
 
-Expected<Graph> load_graph(const std::string& path, const Args& a) {
-  return api::load_graph(api::ModelSource{path, {}}, a.shapes, "this command");
+Env make_env() {
+  Env env;
+  env.SetLog([](void*, tessera_log_level_t, const char* msg) { std::fprintf(stderr, "tessera: warning: %s\n", msg); },
+             nullptr);
+  return env;
 }
 
-MeasureMode measure_mode(const Args& a) {
-  if (a.tune) return MeasureMode::kFull;
-  if (a.no_tune) return MeasureMode::kOff;
-  return api::default_measure();
+namespace {
+
+bool g_progress_shown = false;
+
+void show_progress(void*, int done, int total, const char* what) {
+  if (total > 0) std::fprintf(stderr, "\r\033[K[%d/%d] %s", done, total, what);
+  else std::fprintf(stderr, "\r\033[K[%d] %s", done, what);
+  std::fflush(stderr);
+  g_progress_shown = true;
 }
 
-Expected<api::CompileOptions> compile_options(const Args& a, bool progress) {
-  api::CompileOptions o;
-  o.backends = a.opts.count("--backends") ? a.opts.at("--backends") : "";
-  o.shapes = a.shapes;
-  o.places = a.places;
+}  // namespace
+
+SessionOptions session_options(const Args& a, bool progress) {
+  SessionOptions o;
+  if (auto it = a.opts.find("--backends"); it != a.opts.end()) o.Backends(it->second);
+  for (const std::string& s : a.shapes) o.AddShape(s);
+  for (const std::string& p : a.places) o.Place(p);
   if (auto it = a.opts.find("--placement"); it != a.opts.end()) {
-    if (it->second == "priority") o.policy = PlacementPolicy::kPriority;
-    else if (it->second != "cost") return InvalidInput("--placement expects cost or priority, got '" + it->second + "'");
+    if (it->second != "cost" && it->second != "priority") {
+      usage_error("--placement expects cost or priority, got '" + it->second + "'");
+    }
+    o.Placement(it->second);
   }
-  if (a.tune && a.no_tune) return InvalidInput("--tune and --no-tune contradict each other");
-  o.measure = measure_mode(a);
-  int64_t min_nodes;
-  TSR_ASSIGN_OR_RETURN(min_nodes, int_opt(a, "--min-region-nodes", -1, 0));
-  o.min_region_nodes = static_cast<int>(min_nodes);
-  if (a.opts.count("--backend-options")) o.backend_options = a.opts.at("--backend-options");
-  int64_t threads;
-  TSR_ASSIGN_OR_RETURN(threads, int_opt(a, "--threads", 0, 1));
-  o.threads = static_cast<int>(threads);
-  TSR_ASSIGN_OR_RETURN(o.tune_budget_s, float_opt(a, "--tune-budget", -1));
-  if (a.opts.count("--tune-cache")) o.tune_cache = a.opts.at("--tune-cache");
-  o.warn = [](const std::string& w) { std::fprintf(stderr, "tessera: warning: %s\n", w.c_str()); };
-  if (progress && isatty(fileno(stderr))) {
-    o.progress = [](int done, int total, const std::string& what) {
-      if (total > 0) std::fprintf(stderr, "\r\033[K[%d/%d] %s", done, total, what.c_str());
-      else std::fprintf(stderr, "\r\033[K[%d] %s", done, what.c_str());
-      std::fflush(stderr);
-    };
-  }
+  if (a.tune && a.no_tune) usage_error("--tune and --no-tune contradict each other");
+  o.Tune(a.tune ? TESSERA_TUNE_FULL : a.no_tune ? TESSERA_TUNE_OFF : TESSERA_TUNE_DEFAULT);
+  const int64_t min_nodes = int_opt(a, "--min-region-nodes", -1, 0);
+  if (min_nodes >= 0) o.MinRegionNodes(static_cast<int>(min_nodes));
+  if (auto it = a.opts.find("--backend-options"); it != a.opts.end()) o.BackendOptions(it->second);
+  o.Threads(static_cast<int>(int_opt(a, "--threads", 0, 1)));
+  const double budget = float_opt(a, "--tune-budget", -1);
+  if (budget >= 0) o.TuneBudget(budget);
+  if (auto it = a.opts.find("--tune-cache"); it != a.opts.end()) o.TuneCache(it->second);
+  if (progress && isatty(fileno(stderr))) o.Progress(&show_progress, nullptr);
   return o;
 }
 
-Expected<Program> compile_graph(Graph g, const std::string& source, const Args& a, PartitionReport* report,
-                                bool progress) {
-  api::CompileOptions o;
-  TSR_ASSIGN_OR_RETURN(o, compile_options(a, progress));
-  auto program = api::compile_graph(std::move(g), source, o, report);
-  if (o.progress) std::fprintf(stderr, "\r\033[K");
-  return program;
-}
-
-Expected<std::unique_ptr<InferenceSession>> open_session(const std::string& path, const Args& a,
-                                                         PartitionReport* report) {
-  api::CompileOptions o;
-  TSR_ASSIGN_OR_RETURN(o, compile_options(a, false));
-  SessionOptions so;
-  so.num_threads = o.threads;
-  return api::open_session(api::ModelSource{path, {}}, o, so, report);
-}
-
-Expected<std::unique_ptr<InferenceSession>> open_profiled_session(const std::string& path, const Args& a,
-                                                                  api::RegionNodes* nodes) {
-  PartitionReport report;
-  std::unique_ptr<InferenceSession> s;
-  TSR_ASSIGN_OR_RETURN(s, open_session(path, a, &report));
-  *nodes = api::region_nodes_of(report);
-  return s;
+void end_progress() {
+  if (g_progress_shown) std::fprintf(stderr, "\r\033[K");
+  g_progress_shown = false;
 }
 
 }  // namespace tessera::cli

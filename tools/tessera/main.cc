@@ -9,20 +9,15 @@
 // one-line message on stderr).
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <random>
+#include <new>
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
 #include "cli.h"
-#include "api/profile.h"
-#include "onnx/onnx_import.h"
-#include "runtime/session.h"
 
 namespace fs = std::filesystem;
 using namespace tessera;
@@ -30,143 +25,92 @@ using namespace tessera::cli;
 
 namespace {
 
-Expected<std::vector<Tensor>> read_inputs(const std::string& dir, const InferenceSession& s) {
-  if (!fs::is_directory(dir)) return IoError("input directory '" + dir + "' does not exist");
-  std::vector<Tensor> inputs;
-  for (size_t i = 0; i < s.inputs().size(); ++i) {
+// input_<i>.pb of DIR for every input of the session, in graph order.
+std::vector<Value> read_inputs(const std::string& dir, const std::vector<IoInfo>& inputs) {
+  if (!fs::is_directory(dir)) throw Error(TESSERA_CODE_IO, "input directory '" + dir + "' does not exist");
+  std::vector<Value> values;
+  for (size_t i = 0; i < inputs.size(); ++i) {
     std::string path = dir + "/input_" + std::to_string(i) + ".pb";
-    if (!fs::exists(path)) {
-      return InvalidInput("input '" + s.inputs()[i].name + "' is missing: no file '" + path + "'");
-    }
-    Tensor t;
-    TSR_ASSIGN_OR_RETURN(t, read_tensor_file(path));
-    inputs.push_back(std::move(t));
+    if (!fs::exists(path)) usage_error("input '" + inputs[i].name + "' is missing: no file '" + path + "'");
+    values.push_back(Value::ReadFile(path));
   }
-  std::string extra = dir + "/input_" + std::to_string(s.inputs().size()) + ".pb";
+  std::string extra = dir + "/input_" + std::to_string(inputs.size()) + ".pb";
   if (fs::exists(extra)) {
-    return InvalidInput("'" + extra + "': the model has only " + std::to_string(s.inputs().size()) + " inputs");
+    usage_error("'" + extra + "': the model has only " + std::to_string(inputs.size()) + " inputs");
   }
-  return inputs;
+  return values;
 }
 
-void print_summary(const std::string& name, const Tensor& t) {
-  std::printf("  %s: %s", name.c_str(), t.str().c_str());
-  int64_t n = std::min<int64_t>(t.numel(), 8);
-  if (t.dtype() != DType::kUndefined) {
-    std::printf(" [");
-    for (int64_t i = 0; i < n; ++i) std::printf("%s%.6g", i ? ", " : "", t.as_double(i));
-    std::printf("%s]", t.numel() > n ? ", ..." : "");
-  }
-  std::printf("\n");
+// The session's inputs named, for Session::Run.
+std::vector<std::pair<std::string, const Value*>> named(const std::vector<IoInfo>& infos,
+                                                        const std::vector<Value>& values) {
+  std::vector<std::pair<std::string, const Value*>> r;
+  for (size_t i = 0; i < infos.size(); ++i) r.emplace_back(infos[i].name, &values[i]);
+  return r;
 }
+
+// Fails early, before a model is loaded, on a trace path that cannot be written.
+void check_trace_path(const std::string& path) { RunOptions().TracePath(path); }
 
 int cmd_run(const Args& a) {
-  if (a.positional.size() != 1) return usage_error("run: expected exactly one MODEL argument");
+  if (a.positional.size() != 1) usage_error("run: expected exactly one MODEL argument");
   // Random inputs are for trying a model out; results written to files must
   // come from real inputs.
   if (a.opts.count("--output-dir") && !a.opts.count("--input-dir")) {
-    return usage_error("run: --output-dir needs --input-dir (without both, run prints outputs for random inputs)");
+    usage_error("run: --output-dir needs --input-dir (without both, run prints outputs for random inputs)");
   }
   // --trace profiles the run: engines report their steps (and wait for each).
   const bool trace = a.opts.count("--trace") > 0;
-  if (trace) {
-    if (Status st = check_trace_path(a.opts.at("--trace")); !st.ok()) return fail(st);
-  }
-  RegionNodes region_nodes;
-  auto session = trace ? open_profiled_session(a.positional[0], a, &region_nodes) : open_session(a.positional[0], a);
-  if (!session.ok()) return fail(session.status());
-  const InferenceSession& s = **session;
-  std::vector<Tensor> inputs;
-  if (auto it = a.opts.find("--input-dir"); it != a.opts.end()) {
-    auto r = read_inputs(it->second, s);
-    if (!r.ok()) return fail(r.status());
-    inputs = std::move(r).value();
-  } else {
-    auto r = random_inputs(s, 42);
-    if (!r.ok()) return fail(r.status());
-    inputs = std::move(r).value();
-  }
-  std::vector<RunProfile> profile(trace ? 1 : 0);
+  if (trace) check_trace_path(a.opts.at("--trace"));
+  const Env env = make_env();
+  const SessionOptions opts = session_options(a, false);
+  Session s(env, a.positional[0], &opts);
+  const std::vector<IoInfo> ins = s.Inputs(), outs = s.Outputs();
+  const auto it = a.opts.find("--input-dir");
+  const std::vector<Value> inputs = it != a.opts.end() ? read_inputs(it->second, ins) : s.RandomInputs(42);
+  Profile profile;
+  RunOptions ro;
+  if (trace) ro.SetProfile(&profile);
   auto t0 = std::chrono::steady_clock::now();
-  auto out = s.run(inputs, trace ? &profile[0] : nullptr);
+  std::vector<Value> out = s.Run(named(ins, inputs), {}, &ro);
   auto t1 = std::chrono::steady_clock::now();
-  if (!out.ok()) return fail(out.status());
-  if (trace) {
-    Status st = write_trace(a.opts.at("--trace"), "tessera run " + a.positional[0], profile,
-                            {profile_items(s, profile[0], region_nodes)}, s);
-    if (!st.ok()) return fail(st);
-  }
-  if (auto it = a.opts.find("--output-dir"); it != a.opts.end()) {
+  if (trace) profile.WriteTrace("tessera run " + a.positional[0], a.opts.at("--trace"), 1);
+  if (auto od = a.opts.find("--output-dir"); od != a.opts.end()) {
     std::error_code ec;
-    fs::create_directories(it->second, ec);
-    for (size_t i = 0; i < out->size(); ++i) {
-      Status st = write_tensor_file(it->second + "/output_" + std::to_string(i) + ".pb", (*out)[i], s.outputs()[i].name);
-      if (!st.ok()) return fail(st);
+    fs::create_directories(od->second, ec);
+    for (size_t i = 0; i < out.size(); ++i) {
+      out[i].WriteFile(od->second + "/output_" + std::to_string(i) + ".pb", outs[i].name);
     }
   } else {
     std::printf("outputs (%.3f ms):\n", std::chrono::duration<double, std::milli>(t1 - t0).count());
-    for (size_t i = 0; i < out->size(); ++i) print_summary(s.outputs()[i].name, (*out)[i]);
+    for (size_t i = 0; i < out.size(); ++i) std::printf("  %s: %s\n", outs[i].name.c_str(), out[i].Describe(8).c_str());
   }
   return 0;
 }
 
-// ONNX backend-test comparison: |actual - expected| <= atol + rtol * |expected|,
-// NaN matches NaN, infinities must match exactly, integers exactly.
-std::string compare(const Tensor& expected, const Tensor& actual, double rtol, double atol) {
-  if (expected.dtype() != actual.dtype()) {
-    return std::string("dtype ") + dtype_name(actual.dtype()) + ", expected " + dtype_name(expected.dtype());
-  }
-  if (expected.dims() != actual.dims()) return "shape " + dims_str(actual.dims()) + ", expected " + dims_str(expected.dims());
-  bool is_float = dtype_is_float(expected.dtype());
-  int64_t bad = 0, first_bad = -1;
-  double worst = 0;
-  for (int64_t i = 0; i < expected.numel(); ++i) {
-    double e = expected.as_double(i), v = actual.as_double(i);
-    bool ok;
-    if (!is_float) ok = expected.as_int64(i) == actual.as_int64(i) && e == v;
-    else if (std::isnan(e)) ok = std::isnan(v);
-    else if (std::isinf(e)) ok = e == v;
-    else ok = std::fabs(v - e) <= atol + rtol * std::fabs(e);
-    if (!ok) {
-      if (first_bad < 0) first_bad = i;
-      ++bad;
-      if (!std::isnan(v)) worst = std::max(worst, std::fabs(v - e));
-      else worst = INFINITY;
-    }
-  }
-  if (bad == 0) return "";
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "%lld of %lld values differ (max abs diff %.3g; first at %lld: got %.9g, expected %.9g)",
-                static_cast<long long>(bad), static_cast<long long>(expected.numel()), worst,
-                static_cast<long long>(first_bad), actual.as_double(first_bad), expected.as_double(first_bad));
-  return buf;
-}
-
 // ONNX's test data (numpy has no bfloat16) stores bfloat16 tensors as uint16
-// bit patterns; read them back as the bfloat16 the model declares.
-Tensor as_bfloat16_if_stored_as_uint16(const Tensor& t, DType declared) {
-  if (declared != DType::kBFloat16 || t.dtype() != DType::kUInt16) return t;
-  Tensor bf(DType::kBFloat16, t.dims());
-  std::memcpy(bf.raw(), t.raw(), t.nbytes());
-  return bf;
+// bit patterns: read them back as the bfloat16 the model declares (a view of
+// the same memory).
+Value as_bfloat16_if_stored_as_uint16(Value& t, int32_t declared) {
+  if (declared != TESSERA_DTYPE_BFLOAT16 || t.DType() != TESSERA_DTYPE_UINT16) return Value();
+  return Value::WrapRaw(TESSERA_DTYPE_BFLOAT16, t.Dims(), t.RawData(), t.SizeBytes());
 }
 
 int cmd_check(const Args& a) {
-  if (a.positional.size() != 1) return usage_error("check: expected exactly one CASE_DIR argument");
+  if (a.positional.size() != 1) usage_error("check: expected exactly one CASE_DIR argument");
   std::string dir = a.positional[0];
-  auto rtol = float_opt(a, "--rtol", 1e-3);
-  auto atol = float_opt(a, "--atol", 1e-7);
-  if (!rtol.ok()) return fail(rtol.status());
-  if (!atol.ok()) return fail(atol.status());
-  if (!fs::is_directory(dir)) return fail(IoError("case directory '" + dir + "' does not exist"));
+  const double rtol = float_opt(a, "--rtol", 1e-3);
+  const double atol = float_opt(a, "--atol", 1e-7);
+  if (!fs::is_directory(dir)) throw Error(TESSERA_CODE_IO, "case directory '" + dir + "' does not exist");
   std::string model = a.opts.count("--model") ? a.opts.at("--model") : dir + "/model.onnx";
-  auto session = open_session(model, a);
-  if (!session.ok()) return fail(session.status());
-  const InferenceSession& s = **session;
+  const Env env = make_env();
+  const SessionOptions opts = session_options(a, false);
+  Session s(env, model, &opts);
+  const std::vector<IoInfo> ins = s.Inputs(), outs = s.Outputs();
   // Which external engines share the work (the conformance runner counts them per backend).
-  if (!s.engines().empty()) {
+  if (const std::vector<std::string> engines = s.EngineBackends(); !engines.empty()) {
     std::map<std::string, int> per_backend;
-    for (const auto& e : s.engines()) per_backend[e->backend().name()]++;
+    for (const auto& b : engines) per_backend[b]++;
     std::printf("engines:");
     for (const auto& [name, count] : per_backend) std::printf(" %s=%d", name.c_str(), count);
     std::printf("\n");
@@ -177,27 +121,33 @@ int cmd_check(const Args& a) {
     if (n.rfind("test_data_set_", 0) == 0 && fs::is_directory(e.path())) sets.push_back(e.path().string());
   }
   std::sort(sets.begin(), sets.end());
-  if (sets.empty()) return fail(InvalidInput("case '" + dir + "' has no test_data_set_* directory"));
+  if (sets.empty()) usage_error("case '" + dir + "' has no test_data_set_* directory");
   int failures = 0;
   for (const auto& set : sets) {
-    auto inputs = read_inputs(set, s);
-    if (!inputs.ok()) return fail(inputs.status());
-    for (size_t i = 0; i < inputs->size(); ++i) {
-      (*inputs)[i] = as_bfloat16_if_stored_as_uint16((*inputs)[i], s.inputs()[i].dtype);
+    std::vector<Value> inputs = read_inputs(set, ins);
+    std::vector<Value> views(inputs.size());
+    std::vector<std::pair<std::string, const Value*>> args;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      views[i] = as_bfloat16_if_stored_as_uint16(inputs[i], ins[i].dtype);
+      args.emplace_back(ins[i].name, views[i] ? &views[i] : &inputs[i]);
     }
-    auto out = s.run(*inputs);
-    if (!out.ok()) {
-      std::fprintf(stderr, "tessera: error: %s: %s\n", set.c_str(), out.status().message().c_str());
-      return out.status().exit_code() == 2 ? 2 : 1;
+    std::vector<Value> out;
+    try {
+      out = s.Run(args);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "tessera: error: %s: %s\n", set.c_str(), e.what());
+      const tessera_code_t c = e.code();
+      return c == TESSERA_CODE_INVALID_ARGUMENT || c == TESSERA_CODE_INVALID_MODEL || c == TESSERA_CODE_UNSUPPORTED ||
+                     c == TESSERA_CODE_IO
+                 ? 2
+                 : 1;
     }
-    for (size_t i = 0; i < out->size(); ++i) {
-      std::string path = set + "/output_" + std::to_string(i) + ".pb";
-      auto expected = read_tensor_file(path);
-      if (!expected.ok()) return fail(expected.status());
-      std::string diff =
-          compare(as_bfloat16_if_stored_as_uint16(*expected, (*out)[i].dtype()), (*out)[i], *rtol, *atol);
+    for (size_t i = 0; i < out.size(); ++i) {
+      Value expected = Value::ReadFile(set + "/output_" + std::to_string(i) + ".pb");
+      Value view = as_bfloat16_if_stored_as_uint16(expected, out[i].DType());
+      std::string diff = out[i].CompareTo(view ? view : expected, rtol, atol);
       if (!diff.empty()) {
-        std::printf("FAIL %s output %zu '%s': %s\n", fs::path(set).filename().c_str(), i, s.outputs()[i].name.c_str(),
+        std::printf("FAIL %s output %zu '%s': %s\n", fs::path(set).filename().c_str(), i, outs[i].name.c_str(),
                     diff.c_str());
         ++failures;
       }
@@ -211,37 +161,28 @@ int cmd_check(const Args& a) {
 // Bench's profiled runs, after the timed ones so that the median is a plain
 // run's: --profile summarises them (medians per node), --trace writes the
 // first kMaxTraceRuns of them.
-constexpr int kMaxTraceRuns = 20;
+constexpr size_t kMaxTraceRuns = 20;
 
 int cmd_bench(const Args& a) {
-  if (a.positional.size() != 1) return usage_error("bench: expected exactly one MODEL argument");
-  auto runs = int_opt(a, "--runs", 20, 1);
-  auto warmup = int_opt(a, "--warmup", 3, 0);
-  if (!runs.ok()) return fail(runs.status());
-  if (!warmup.ok()) return fail(warmup.status());
+  if (a.positional.size() != 1) usage_error("bench: expected exactly one MODEL argument");
+  const int64_t runs = int_opt(a, "--runs", 20, 1);
+  const int64_t warmup = int_opt(a, "--warmup", 3, 0);
   const bool trace = a.opts.count("--trace") > 0;
-  if (trace) {
-    if (Status st = check_trace_path(a.opts.at("--trace")); !st.ok()) return fail(st);
-  }
-  RegionNodes region_nodes;  // op types of the nodes inside engine regions, for the profile
+  if (trace) check_trace_path(a.opts.at("--trace"));
+  const Env env = make_env();
+  const SessionOptions opts = session_options(a, false);
   auto load_start = std::chrono::steady_clock::now();
-  auto session = a.profile || trace ? open_profiled_session(a.positional[0], a, &region_nodes)
-                                    : open_session(a.positional[0], a);
-  if (!session.ok()) return fail(session.status());
+  Session s(env, a.positional[0], &opts);
   double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
-  const InferenceSession& s = **session;
-  auto inputs = random_inputs(s, 42);
-  if (!inputs.ok()) return fail(inputs.status());
-  for (int64_t i = 0; i < *warmup; ++i) {
-    auto out = s.run(*inputs);
-    if (!out.ok()) return fail(out.status());
-  }
+  const std::vector<IoInfo> ins = s.Inputs();
+  const std::vector<Value> inputs = s.RandomInputs(42);
+  const auto args = named(ins, inputs);
+  for (int64_t i = 0; i < warmup; ++i) s.Run(args);
   std::vector<double> ms;
-  for (int64_t i = 0; i < *runs; ++i) {
+  for (int64_t i = 0; i < runs; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    auto out = s.run(*inputs);
+    s.Run(args);
     auto t1 = std::chrono::steady_clock::now();
-    if (!out.ok()) return fail(out.status());
     ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
   std::vector<double> sorted = ms;
@@ -253,45 +194,59 @@ int cmd_bench(const Args& a) {
   mean /= static_cast<double>(ms.size());
   std::string profile_json_obj;
   if (a.profile || trace) {
-    std::vector<RunProfile> profiles(static_cast<size_t>(*runs));
-    std::vector<std::vector<ProfileItem>> items;
-    for (auto& p : profiles) {
-      auto out = s.run(*inputs, &p);
-      if (!out.ok()) return fail(out.status());
-      items.push_back(profile_items(s, p, region_nodes));
-    }
+    Profile profile;
+    RunOptions ro;
+    ro.SetProfile(&profile);
+    for (int64_t i = 0; i < runs; ++i) s.Run(args, {}, &ro);
     if (a.profile) {
-      ProfileSummary summary = summarize(items);
-      if (a.json) profile_json_obj = profile_json(summary);
-      else print_profile_text(summary);
+      if (a.json) profile_json_obj = profile.Summary(TESSERA_FORMAT_JSON);
+      else std::fputs(profile.Summary(TESSERA_FORMAT_TEXT).c_str(), stdout);
     }
-    if (trace) {
-      const size_t n = std::min<size_t>(profiles.size(), kMaxTraceRuns);
-      profiles.resize(n);
-      items.resize(n);
-      Status st = write_trace(a.opts.at("--trace"), "tessera bench " + a.positional[0], profiles, items, s);
-      if (!st.ok()) return fail(st);
-    }
+    if (trace) profile.WriteTrace("tessera bench " + a.positional[0], a.opts.at("--trace"), kMaxTraceRuns);
   }
-  std::vector<Dims> dims;
-  for (const auto& t : *inputs) dims.push_back(t.dims());
-  auto stats = s.stats(dims);
-  size_t arena = stats.ok() ? stats->arena_bytes : 0;
+  const size_t arena = s.ArenaBytes(inputs);
+  const size_t engines = s.EngineBackends().size();
   std::string backends = a.opts.count("--backends") ? a.opts.at("--backends") : "default";
   if (a.json) {
     std::printf(
         "{\"model\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"mean_ms\": %.4f, \"max_ms\": %.4f, "
         "\"runs\": %lld, \"warmup\": %lld, \"threads\": %d, \"backends\": \"%s\", \"arena_bytes\": %zu, "
         "\"engines\": %zu, \"load_ms\": %.3f%s%s}\n",
-        a.positional[0].c_str(), median, sorted.front(), mean, sorted.back(), static_cast<long long>(*runs),
-        static_cast<long long>(*warmup), s.num_threads(), backends.c_str(), arena, s.engines().size(), load_ms,
+        a.positional[0].c_str(), median, sorted.front(), mean, sorted.back(), static_cast<long long>(runs),
+        static_cast<long long>(warmup), s.Threads(), backends.c_str(), arena, engines, load_ms,
         profile_json_obj.empty() ? "" : ", \"profile\": ", profile_json_obj.c_str());
   } else {
     std::printf("%s: median %.3f ms, min %.3f ms, mean %.3f ms, max %.3f ms over %lld runs (%d threads, backends %s, "
                 "arena %.2f MiB, %zu engines, loaded in %.1f ms)\n",
-                a.positional[0].c_str(), median, sorted.front(), mean, sorted.back(), static_cast<long long>(*runs),
-                s.num_threads(), backends.c_str(), static_cast<double>(arena) / (1 << 20), s.engines().size(), load_ms);
+                a.positional[0].c_str(), median, sorted.front(), mean, sorted.back(), static_cast<long long>(runs),
+                s.Threads(), backends.c_str(), static_cast<double>(arena) / (1 << 20), engines, load_ms);
   }
+  return 0;
+}
+
+// Prints "tessera: error: <message>" on one line; returns the exit code: 2 for bad input, 1 for a failed run.
+int fail(tessera_code_t code, const std::string& message) {
+  std::string msg = message;
+  std::replace(msg.begin(), msg.end(), '\n', ' ');
+  std::fprintf(stderr, "tessera: error: %s\n", msg.c_str());
+  switch (code) {
+    case TESSERA_CODE_INVALID_ARGUMENT:
+    case TESSERA_CODE_INVALID_MODEL:
+    case TESSERA_CODE_UNSUPPORTED:
+    case TESSERA_CODE_IO:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+int dispatch(const Args& a) {
+  if (a.command == "run") return cmd_run(a);
+  if (a.command == "check") return cmd_check(a);
+  if (a.command == "bench") return cmd_bench(a);
+  if (a.command == "compile") return cmd_compile(a);
+  if (a.command == "partition") return cmd_partition(a);
+  if (a.command == "inspect") return cmd_inspect(a);
   return 0;
 }
 
@@ -304,23 +259,18 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc >= 2 && std::strcmp(argv[1], "--version") == 0) {
-    std::printf("tessera %s\n", TESSERA_VERSION);
+    std::printf("tessera %s\n", Version().c_str());
     return 0;
   }
-  auto args = parse_args(argc, argv);
-  if (!args.ok()) return fail(args.status());
-  if (args->command == "--help") return 0;  // `tessera CMD --help` printed the command's help
   try {
-    if (args->command == "run") return cmd_run(*args);
-    if (args->command == "check") return cmd_check(*args);
-    if (args->command == "bench") return cmd_bench(*args);
-    if (args->command == "compile") return cmd_compile(*args);
-    if (args->command == "partition") return cmd_partition(*args);
-    if (args->command == "inspect") return cmd_inspect(*args);
+    const Args args = parse_args(argc, argv);
+    if (args.command == "--help") return 0;  // `tessera CMD --help` printed the command's help
+    return dispatch(args);
+  } catch (const Error& e) {
+    return fail(e.code(), e.what());
   } catch (const std::bad_alloc&) {
-    return fail(InvalidInput("out of memory (is a dimension in the model or input absurdly large?)"));
+    return fail(TESSERA_CODE_INVALID_ARGUMENT, "out of memory (is a dimension in the model or input absurdly large?)");
   } catch (const std::exception& e) {
-    return fail(InternalError(e.what()));
+    return fail(TESSERA_CODE_INTERNAL, e.what());
   }
-  return 0;
 }
