@@ -47,10 +47,15 @@ struct RefTensor {
   const float* floats() const { return reinterpret_cast<const float*>(bytes.data()); }
 };
 
+// The path of input_<i>.pb / output_<i>.pb of the model's reference test_data_set_0.
+inline std::string reference_path(const std::string& model, const std::string& file) {
+  return env_dir("TESSERA_API_REFERENCE") + "/" + model + "/test_data_set_0/" + file;
+}
+
 // input_<i>.pb / output_<i>.pb of the model's reference test_data_set_0.
 inline RefTensor reference(const std::string& model, const std::string& file) {
   onnx::TensorProto t;
-  const std::string bytes = read_bytes(env_dir("TESSERA_API_REFERENCE") + "/" + model + "/test_data_set_0/" + file);
+  const std::string bytes = read_bytes(reference_path(model, file));
   if (!t.ParseFromString(bytes)) throw std::runtime_error("cannot parse " + file);
   RefTensor r;
   r.dtype = t.data_type();

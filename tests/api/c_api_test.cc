@@ -323,6 +323,149 @@ TEST(CApi, TraceAndReports) {
   EXPECT_EQ(backends.substr(backends.size() - 6), "native") << backends;
 }
 
+// 0.2: what the command line runs on. TensorProto files, comparisons, random inputs, session facts, profiles over
+// several runs, placement reports in every format, inspect as text, --shape specs and compile progress.
+TEST(CApi, FilesComparisonsProfilesAndReports) {
+  NativeSession n("mlp", {"input"});
+  ASSERT_NE(n.s.s, nullptr);
+  // A reference file read back equals its bytes; written and read again it compares equal to itself.
+  tessera_value_t* ref_in = nullptr;
+  char* name = nullptr;
+  ASSERT_OK(tessera_value_read_file(apitest::reference_path("mlp", "input_0.pb").c_str(), &ref_in, &name));
+  tessera_string_free(name);
+  const RefTensor want_in = reference("mlp", "input_0.pb");
+  ASSERT_EQ(tessera_value_size_bytes(ref_in), want_in.bytes.size());
+  EXPECT_EQ(std::memcmp(tessera_value_data(ref_in), want_in.bytes.data(), want_in.bytes.size()), 0);
+  const std::string file = testing::TempDir() + "capi_value_" + std::to_string(getpid()) + ".pb";
+  ASSERT_OK(tessera_value_write_file(ref_in, "x", file.c_str()));
+  tessera_value_t* back = nullptr;
+  ASSERT_OK(tessera_value_read_file(file.c_str(), &back, &name));
+  EXPECT_STREQ(name, "x");
+  tessera_string_free(name);
+  std::remove(file.c_str());
+  char* diff = nullptr;
+  ASSERT_OK(tessera_value_compare(ref_in, back, 0, 0, &diff));
+  EXPECT_STREQ(diff, "");
+  tessera_string_free(diff);
+  // A changed element is reported with where and by how much.
+  static_cast<float*>(tessera_value_data(back))[3] += 1.0f;
+  ASSERT_OK(tessera_value_compare(ref_in, back, 1e-3, 1e-5, &diff));
+  EXPECT_NE(std::string(diff).find("1 of 256 values differ"), std::string::npos) << diff;
+  EXPECT_NE(std::string(diff).find("first at 3"), std::string::npos) << diff;
+  tessera_string_free(diff);
+  char* text = nullptr;
+  ASSERT_OK(tessera_value_describe(ref_in, 2, &text));
+  EXPECT_EQ(std::string(text).rfind("float32[1,256] [", 0), 0u) << text;
+  EXPECT_NE(std::string(text).find(", ...]"), std::string::npos) << text;
+  tessera_string_free(text);
+
+  // Random inputs: one per input, deterministic per seed, shaped as the model says.
+  Values r1(1), r2(1);
+  ASSERT_OK(tessera_session_random_inputs(n.s.s, 7, r1.v.data(), 1));
+  ASSERT_OK(tessera_session_random_inputs(n.s.s, 7, r2.v.data(), 1));
+  ASSERT_OK(tessera_value_compare(r1.v[0], r2.v[0], 0, 0, &diff));
+  EXPECT_STREQ(diff, "");
+  tessera_string_free(diff);
+  EXPECT_EQ(tessera_value_size_bytes(r1.v[0]), 256 * sizeof(float));
+  EXPECT_EQ(code_of(tessera_session_random_inputs(n.s.s, 7, r1.v.data(), 2)), TESSERA_CODE_INVALID_ARGUMENT);
+  size_t arena = 0;
+  ASSERT_OK(tessera_session_arena_bytes(n.s.s, r1.v.data(), 1, &arena));
+  int threads = 0;
+  ASSERT_OK(tessera_session_threads(n.s.s, &threads));
+  EXPECT_GE(threads, 1);
+  size_t engines = 99;
+  ASSERT_OK(tessera_session_engine_count(n.s.s, &engines));
+  EXPECT_EQ(engines, 0u);  // native
+  const char* backend = nullptr;
+  EXPECT_EQ(code_of(tessera_session_engine_backend(n.s.s, 0, &backend)), TESSERA_CODE_INVALID_ARGUMENT);
+
+  // A profile over three runs: a summary in both formats and a trace of two of them.
+  tessera_profile_t* profile = nullptr;
+  ASSERT_OK(tessera_profile_create(&profile));
+  char* summary = nullptr;
+  EXPECT_EQ(code_of(tessera_profile_summary(profile, TESSERA_FORMAT_TEXT, &summary)), TESSERA_CODE_INVALID_ARGUMENT);
+  tessera_run_options_t* ro = nullptr;
+  ASSERT_OK(tessera_run_options_create(&ro));
+  ASSERT_OK(tessera_run_options_set_profile(ro, profile));
+  for (int i = 0; i < 3; ++i) {
+    Values out(1);
+    ASSERT_OK(tessera_session_run(n.s.s, ro, n.in.cnames.data(), n.in.ptrs(), 1, nullptr, out.v.data(), 1));
+  }
+  size_t runs = 0;
+  ASSERT_OK(tessera_profile_runs(profile, &runs));
+  EXPECT_EQ(runs, 3u);
+  ASSERT_OK(tessera_profile_summary(profile, TESSERA_FORMAT_TEXT, &summary));
+  EXPECT_NE(std::string(summary).find("time per op type"), std::string::npos) << summary;
+  tessera_string_free(summary);
+  ASSERT_OK(tessera_profile_summary(profile, TESSERA_FORMAT_JSON, &summary));
+  EXPECT_NE(std::string(summary).find("\"runs\": 3"), std::string::npos) << summary;
+  tessera_string_free(summary);
+  const std::string trace = testing::TempDir() + "capi_profile_" + std::to_string(getpid()) + ".json";
+  ASSERT_OK(tessera_profile_write_trace(profile, "two runs", trace.c_str(), 2));
+  EXPECT_NE(apitest::read_bytes(trace).find("traceEvents"), std::string::npos);
+  std::remove(trace.c_str());
+  // The profile belongs to the session whose runs it holds.
+  NativeSession other("mlp", {"input"});
+  Values out(1);
+  EXPECT_EQ(code_of(tessera_session_run(other.s.s, ro, other.in.cnames.data(), other.in.ptrs(), 1, nullptr,
+                                        out.v.data(), 1)),
+            TESSERA_CODE_INVALID_ARGUMENT);
+  tessera_run_options_release(ro);
+  tessera_profile_release(profile);
+
+  // A compile with its report, rendered in every format, and the artifact inspected as text.
+  const std::string artifact = testing::TempDir() + "capi_report_" + std::to_string(getpid()) + ".tsr";
+  std::atomic<int> progress_calls{0};
+  ASSERT_OK(tessera_session_options_set_progress(
+      n.opts.o, [](void* user, int, int, const char*) { ++*static_cast<std::atomic<int>*>(user); }, &progress_calls));
+  ASSERT_OK(tessera_session_options_add_shape(n.opts.o, "input=1,256"));
+  tessera_report_t* report = nullptr;
+  ASSERT_OK(tessera_compile_with_report(n.env.env, model_path("mlp").c_str(), n.opts.o, artifact.c_str(), &report));
+  const std::pair<tessera_format_t, const char*> formats[] = {{TESSERA_FORMAT_JSON, "\"regions\""},
+                                                              {TESSERA_FORMAT_TEXT, "region"},
+                                                              {TESSERA_FORMAT_DOT, "digraph"},
+                                                              {TESSERA_FORMAT_REGIONS_LINE, "1 regions (1 native), 0 engines"},
+                                                              {TESSERA_FORMAT_PLACEMENT_LINE, "placement "}};
+  for (const auto& [format, want] : formats) {
+    char* r = nullptr;
+    ASSERT_OK(tessera_report_render(report, format, &r));
+    EXPECT_NE(std::string(r).find(want), std::string::npos) << format << ": " << r;
+    tessera_string_free(r);
+  }
+  EXPECT_EQ(code_of(tessera_report_render(report, static_cast<tessera_format_t>(42), &text)),
+            TESSERA_CODE_INVALID_ARGUMENT);
+  tessera_report_release(report);
+  ASSERT_OK(tessera_inspect(artifact.c_str(), TESSERA_FORMAT_TEXT, &text));
+  EXPECT_NE(std::string(text).find("native"), std::string::npos) << text;
+  tessera_string_free(text);
+  std::remove(artifact.c_str());
+  // A pin of an input the model lacks is the model's error, at compile time.
+  ASSERT_OK(tessera_session_options_add_shape(n.opts.o, "nope=1"));
+  std::string msg;
+  EXPECT_EQ(code_of(tessera_compile_with_report(n.env.env, model_path("mlp").c_str(), n.opts.o, nullptr, &report), &msg),
+            TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("nope"), std::string::npos) << msg;
+  tessera_value_release(ref_in);
+  tessera_value_release(back);
+
+  // Misuse of the 0.2 functions.
+  EXPECT_EQ(code_of(tessera_value_read_file("/nonexistent.pb", &back, nullptr)), TESSERA_CODE_IO);
+  EXPECT_EQ(code_of(tessera_value_read_file(nullptr, &back, nullptr)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_value_write_file(nullptr, "x", "/tmp/x.pb")), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_value_compare(nullptr, nullptr, 0, 0, &diff)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_value_describe(nullptr, 1, &text)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_session_random_inputs(nullptr, 0, nullptr, 0)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_session_arena_bytes(nullptr, nullptr, 0, &arena)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_profile_create(nullptr)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_run_options_set_profile(nullptr, nullptr)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_profile_write_trace(nullptr, "t", "/tmp/t.json", 1)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_compile_with_report(n.env.env, model_path("mlp").c_str(), nullptr, nullptr, nullptr)),
+            TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_report_render(nullptr, TESSERA_FORMAT_JSON, &text)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_inspect("/nonexistent.tsr", TESSERA_FORMAT_TEXT, &text)), TESSERA_CODE_IO);
+  EXPECT_EQ(code_of(tessera_session_options_add_shape(nullptr, "x=1")), TESSERA_CODE_INVALID_ARGUMENT);
+}
+
 // Misuse returns INVALID_ARGUMENT (or the model's own error), naming what was wrong; nothing crashes.
 TEST(CApi, MisuseIsAnErrorNeverACrash) {
   Env env;
