@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs a built tree into a temporary prefix (cmake --install), then builds the embedding examples
 # (examples/embed: a C and a C++ program) against it -- with find_package(Tessera) and, for the C one, with
-# pkg-config -- and runs them on a generated model, from outside the build tree. Also imports the installed Python
-# package when it was built.
+# pkg-config -- and runs them on a generated model, from outside the build tree. Runs the installed CLI (which must
+# use the installed libtessera.so), and imports the installed Python package when it was built.
 # Usage: scripts/install_check.sh [BUILD_DIR]   (default build)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -47,6 +47,20 @@ if [ -d "$build/lib/tessera" ] && ls "$build"/lib/tessera/*.so >/dev/null 2>&1; 
     *) echo "install_check: the installed library found no plugin in $prefix/lib/tessera" >&2; exit 1 ;;
   esac
 fi
+# The installed CLI: it links libtessera.so from the prefix (RPATH $ORIGIN/../lib) and holds none of the core.
+loaded="$(ldd "$prefix/bin/tessera" | awk '/libtessera\.so\.0/ {print $3}')"
+if [ -n "$loaded" ] && [ "$(readlink -f "$loaded")" = "$(readlink -f "$prefix/lib/libtessera.so.0")" ]; then :; else
+  echo "install_check: bin/tessera does not load libtessera.so from $prefix/lib:" >&2
+  ldd "$prefix/bin/tessera" >&2
+  exit 1
+fi
+if nm -C "$prefix/bin/tessera" | grep -q "InferenceSession\|tessera::Graph"; then
+  echo "install_check: bin/tessera holds the core instead of using libtessera.so" >&2
+  exit 1
+fi
+"$prefix/bin/tessera" compile "$work/mlp.onnx" -o "$work/cli.tsr" >/dev/null
+"$prefix/bin/tessera" run "$work/cli.tsr" | grep -q "output: float32\[1,10\]" ||
+  { echo "install_check: the installed CLI did not run the model" >&2; exit 1; }
 if ls "$build"/python/tessera/_tessera*.so >/dev/null 2>&1; then
   PYTHONPATH="$prefix/lib/python3/dist-packages" "$PYTHON" -c \
     "import tessera, numpy as np; s = tessera.InferenceSession('$work/mlp.tsr'); \

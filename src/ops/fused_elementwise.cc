@@ -14,10 +14,9 @@
 #include <string>
 #include <vector>
 
-#include <immintrin.h>
-
 #include "ops/elementwise_math.h"
 #include "ops/op_registry.h"
+#include "util/cpu_isa.h"
 
 namespace tessera {
 namespace {
@@ -67,121 +66,23 @@ struct Instr {
   float p0 = 0.f, p1 = 0.f;
 };
 
-// y = x^k for a constant k, with pow_float_base's shortcuts so results match.
-void pow_const(float* v, int64_t n, float k) {
-  if (k == 2.f) {
-    for (int64_t i = 0; i < n; ++i) v[i] = v[i] * v[i];
-  } else if (k == 1.f) {
-  } else if (k == 3.f) {
-    for (int64_t i = 0; i < n; ++i) v[i] = v[i] * v[i] * v[i];
-  } else if (k == 0.5f) {  // pow(-0, .5) = +0 and pow(-inf, .5) = +inf, unlike sqrt
-    for (int64_t i = 0; i < n; ++i) {
-      v[i] = v[i] == -std::numeric_limits<float>::infinity() ? std::numeric_limits<float>::infinity()
-                                                             : std::sqrt(v[i]) + 0.f;
-    }
-  } else {
-    for (int64_t i = 0; i < n; ++i) v[i] = std::pow(v[i], k);
-  }
-}
+}  // namespace
 
-// sqrt through the instruction (std::sqrt sets errno and is not vectorized).
-void sqrt_block(float* v, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(v + i, _mm256_sqrt_ps(_mm256_loadu_ps(v + i)));
-  for (; i < n; ++i) v[i] = std::sqrt(v[i]);
-}
+TSR_AVX512_BEGIN
+namespace avx512 {
+namespace {
+#include "ops/fused_elementwise_impl.inc"
+}  // namespace
+}  // namespace avx512
+TSR_AVX512_END
 
-void unary(const Instr& in, float* __restrict v, int64_t n) {
-  switch (in.op) {
-    case Op::kRelu:
-      for (int64_t i = 0; i < n; ++i) v[i] = v[i] < 0.f ? 0.f : v[i];
-      break;
-    case Op::kLeakyRelu: {
-      const float a = in.p0;
-      for (int64_t i = 0; i < n; ++i) v[i] = v[i] * (v[i] < 0.f ? a : 1.f);
-      break;
-    }
-    case Op::kSigmoid:
-      for (int64_t i = 0; i < n; ++i) v[i] = fm::sigmoid(v[i]);
-      break;
-    case Op::kHardSigmoid: {
-      const float a = in.p0, b = in.p1;
-      for (int64_t i = 0; i < n; ++i) {
-        float x = a * v[i] + b;
-        x = x > 1.f ? 1.f : x;
-        v[i] = x < 0.f ? 0.f : x;
-      }
-      break;
-    }
-    case Op::kTanh:
-      for (int64_t i = 0; i < n; ++i) v[i] = fm::tanh(v[i]);
-      break;
-    case Op::kErf:
-      for (int64_t i = 0; i < n; ++i) v[i] = fm::erf(v[i]);
-      break;
-    case Op::kExp:
-      for (int64_t i = 0; i < n; ++i) v[i] = fm::exp(v[i]);
-      break;
-    case Op::kLog:
-      for (int64_t i = 0; i < n; ++i) v[i] = fm::log(v[i]);
-      break;
-    case Op::kSqrt: sqrt_block(v, n); break;
-    case Op::kNeg:
-      for (int64_t i = 0; i < n; ++i) v[i] = -v[i];
-      break;
-    case Op::kAbs:
-      for (int64_t i = 0; i < n; ++i) v[i] = std::fabs(v[i]);
-      break;
-    case Op::kReciprocal:
-      for (int64_t i = 0; i < n; ++i) v[i] = 1.f / v[i];
-      break;
-    case Op::kClip: {
-      const float lo = in.p0, hi = in.p1;
-      for (int64_t i = 0; i < n; ++i) {
-        float x = v[i] < lo ? lo : v[i];
-        v[i] = x > hi ? hi : x;
-      }
-      break;
-    }
-    case Op::kGelu:
-      if (in.p0 != 0.f) {
-        for (int64_t i = 0; i < n; ++i) v[i] = fm::gelu_tanh(v[i]);
-      } else {
-        for (int64_t i = 0; i < n; ++i) v[i] = fm::gelu_erf(v[i]);
-      }
-      break;
-    case Op::kPow: pow_const(v, n, in.p0); break;
-    default: break;
-  }
-}
+namespace avx2 {
+namespace {
+#include "ops/fused_elementwise_impl.inc"
+}  // namespace
+}  // namespace avx2
 
-// v = v op s (or s op v when swapped); s advances by `step` (0 or 1).
-template <int Step>
-void binary(const Instr& in, float* __restrict v, const float* __restrict s, int64_t n) {
-  switch (in.op) {
-    case Op::kAdd:
-      for (int64_t i = 0; i < n; ++i) v[i] = v[i] + s[i * Step];
-      break;
-    case Op::kMul:
-      for (int64_t i = 0; i < n; ++i) v[i] = v[i] * s[i * Step];
-      break;
-    case Op::kSub:
-      if (in.swap) {
-        for (int64_t i = 0; i < n; ++i) v[i] = s[i * Step] - v[i];
-      } else {
-        for (int64_t i = 0; i < n; ++i) v[i] = v[i] - s[i * Step];
-      }
-      break;
-    case Op::kDiv:
-      if (in.swap) {
-        for (int64_t i = 0; i < n; ++i) v[i] = s[i * Step] / v[i];
-      } else {
-        for (int64_t i = 0; i < n; ++i) v[i] = v[i] / s[i * Step];
-      }
-      break;
-    default: break;
-  }
-}
+namespace {
 
 // How a side operand maps onto the output (block_broadcast).
 struct Side {
@@ -280,6 +181,7 @@ class FusedElementwiseKernel final : public Kernel {
     }
     const float* x = sides[0].data;
     float* out = y.data<float>();
+    const bool wide = cpu::avx512();
     ctx.pool().parallel_for(y.numel(), kGrain, [&](int64_t begin, int64_t end) {
       alignas(64) float v[kBlock];
       alignas(64) float tmp[kBlock];
@@ -288,15 +190,18 @@ class FusedElementwiseKernel final : public Kernel {
         std::memcpy(v, x + b, sizeof(float) * static_cast<size_t>(n));
         for (const Instr& in : prog_) {
           if (in.arg < 0) {
-            unary(in, v, n);
+            if (wide) avx512::unary(in, v, n);
+            else avx2::unary(in, v, n);
             continue;
           }
           int step = 1;
           const float* s = side_values(sides[static_cast<size_t>(in.arg)], b, n, tmp, &step);
-          if (step == 0) {
-            binary<0>(in, v, s, n);
+          if (wide) {
+            if (step == 0) avx512::binary<0>(in, v, s, n);
+            else avx512::binary<1>(in, v, s, n);
           } else {
-            binary<1>(in, v, s, n);
+            if (step == 0) avx2::binary<0>(in, v, s, n);
+            else avx2::binary<1>(in, v, s, n);
           }
         }
         std::memcpy(out + b, v, sizeof(float) * static_cast<size_t>(n));
