@@ -75,7 +75,13 @@ Status apply_shapes(Graph& g, const std::vector<std::string>& shapes) {
       if (c == std::string::npos) break;
       p = c + 1;
     }
-    g.values[name].shape = Shape(std::move(dims));
+    Shape pinned(std::move(dims));
+    const DType dt = g.values[name].dtype;
+    if (dt != DType::kUndefined) {
+      const std::string problem = tensor_size_problem(pinned.concrete(), dtype_size(dt));
+      if (!problem.empty()) return InvalidInput("--shape: input '" + name + "': shape " + pinned.str() + " " + problem);
+    }
+    g.values[name].shape = std::move(pinned);
   }
   return Status::Ok();
 }

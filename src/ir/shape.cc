@@ -1,5 +1,7 @@
 #include "ir/shape.h"
 
+#include <limits>
+
 #include <algorithm>
 
 namespace tessera {
@@ -46,10 +48,25 @@ std::string Shape::str() const {
   return s + "]";
 }
 
-int64_t numel(const Dims& d) {
+bool checked_numel(const Dims& d, int64_t* out) {
   int64_t n = 1;
-  for (int64_t v : d) n *= v;
-  return n;
+  for (int64_t v : d) {
+    if (v < 0 || __builtin_mul_overflow(n, v, &n)) return false;
+  }
+  *out = n;
+  return true;
+}
+
+int64_t numel(const Dims& d) {
+  int64_t n = 0;
+  return checked_numel(d, &n) ? n : std::numeric_limits<int64_t>::max();
+}
+
+std::string tensor_size_problem(const Dims& d, size_t elem_size) {
+  int64_t n = 0;
+  if (!checked_numel(d, &n)) return "has more elements than a 64-bit count holds";
+  if (elem_size > 0 && n > kMaxTensorBytes / static_cast<int64_t>(elem_size)) return "needs more than 2^62 bytes";
+  return "";
 }
 
 std::string dims_str(const Dims& d) { return Shape::FromDims(d).str(); }

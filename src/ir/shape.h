@@ -50,7 +50,15 @@ struct Shape {
   std::string str() const;           // "[1,3,224,224]", "[batch,?,768]", "<unranked>"
 };
 
+// Product of the dims, INT64_MAX when it overflows 64 bits (so that no caller sees a wrapped count).
 int64_t numel(const Dims& d);
+// The product in *out; false when it overflows 64 bits or a dim is negative.
+bool checked_numel(const Dims& d, int64_t* out);
+// Largest tensor Tessera makes: 2^62 bytes. A shape beyond it is an error, never a wrapped size.
+inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 62;
+// "" when dims of elements of `elem_size` bytes fit kMaxTensorBytes; else why not, for a message that says
+// "shape [..] " before it ("has more elements than a 64-bit count holds", "needs more than 2^62 bytes").
+std::string tensor_size_problem(const Dims& d, size_t elem_size);
 std::string dims_str(const Dims& d);
 
 // Normalises a possibly negative axis for the given rank; returns -1 if out of

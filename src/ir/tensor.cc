@@ -79,6 +79,9 @@ std::shared_ptr<void> aligned_alloc_shared(size_t bytes, size_t alignment) {
 }
 
 Tensor::Tensor(DType dtype, Dims dims) : dtype_(dtype), dims_(std::move(dims)) {
+  // Shapes are checked where they enter (import, shape inference, run inputs); this is the last guard against a
+  // wrapped size.
+  if (!tensor_size_problem(dims_, dtype_size(dtype_)).empty()) throw std::bad_alloc();
   numel_ = ::tessera::numel(dims_);
   storage_ = aligned_alloc_shared(nbytes());
   data_ = storage_.get();

@@ -5,8 +5,12 @@
 
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <limits>
+#include <queue>
 #include <sstream>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <onnx/onnx_pb.h>
 #include "ops/op_registry.h"
@@ -74,6 +78,8 @@ Expected<ValueInfo> value_info_from_proto(const onnx::ValueInfoProto& vi) {
   ValueInfo info;
   if (!vi.has_type()) return info;
   const auto& type = vi.type();
+  // An empty TypeProto (PyTorch writes them into If branches) says nothing: the value's type is inferred.
+  if (type.value_case() == onnx::TypeProto::VALUE_NOT_SET) return info;
   if (!type.has_tensor_type()) {
     return Unsupported("value '" + vi.name() + "': only tensor types are supported (sequence, map and optional are not)");
   }
@@ -96,8 +102,77 @@ Expected<ValueInfo> value_info_from_proto(const onnx::ValueInfoProto& vi) {
       }
     }
     info.shape = Shape(std::move(dims));
+    if (info.shape.fully_known() && info.dtype != DType::kUndefined) {
+      const std::string problem = tensor_size_problem(info.shape.concrete(), dtype_size(info.dtype));
+      if (!problem.empty()) return InvalidModel("value '" + vi.name() + "': shape " + info.shape.str() + " " + problem);
+    }
   }
   return info;
+}
+
+// Every value name the nodes of `g` and of its nested graphs read.
+void collect_reads(const Graph& g, std::unordered_set<std::string>* reads) {
+  for (const Node& n : g.nodes) {
+    for (const auto& in : n.inputs) reads->insert(in);
+    for (const auto& kv : n.attrs) {
+      if (kv.second.g) collect_reads(*kv.second.g, reads);
+      for (const auto& sub : kv.second.graphs) collect_reads(*sub, reads);
+    }
+  }
+}
+
+// ONNX asks for nodes in topological order, but converters do not always write them so (ONNX Runtime's float16
+// converter appends an input's Cast after the node that reads it), and ONNX Runtime sorts them itself. Sorts the
+// nodes stably: each after the producers of its inputs and of the outer values its nested graphs read, otherwise
+// in file order. A graph with a cycle, or one that reads a value nothing produces, is left as it is, for
+// verify_graph to name the value.
+void sort_topologically(Graph* g) {
+  const size_t n = g->nodes.size();
+  std::unordered_map<std::string, size_t> producer;
+  for (size_t i = 0; i < n; ++i) {
+    for (const auto& o : g->nodes[i].outputs) {
+      if (!o.empty()) producer.emplace(o, i);
+    }
+  }
+  std::vector<std::vector<size_t>> consumers(n);
+  std::vector<size_t> pending(n, 0);
+  bool in_order = true;
+  for (size_t i = 0; i < n; ++i) {
+    std::unordered_set<std::string> reads(g->nodes[i].inputs.begin(), g->nodes[i].inputs.end());
+    for (const auto& kv : g->nodes[i].attrs) {
+      if (kv.second.g) collect_reads(*kv.second.g, &reads);
+      for (const auto& sub : kv.second.graphs) collect_reads(*sub, &reads);
+    }
+    std::unordered_set<size_t> deps;
+    for (const auto& r : reads) {
+      auto it = r.empty() ? producer.end() : producer.find(r);
+      if (it != producer.end() && it->second != i) deps.insert(it->second);
+    }
+    for (size_t d : deps) {
+      consumers[d].push_back(i);
+      in_order = in_order && d < i;
+    }
+    pending[i] = deps.size();
+  }
+  if (in_order) return;
+  std::priority_queue<size_t, std::vector<size_t>, std::greater<>> ready;  // lowest file position first
+  for (size_t i = 0; i < n; ++i) {
+    if (pending[i] == 0) ready.push(i);
+  }
+  std::vector<size_t> order;
+  while (!ready.empty()) {
+    const size_t i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (size_t c : consumers[i]) {
+      if (--pending[c] == 0) ready.push(c);
+    }
+  }
+  if (order.size() != n) return;  // a cycle
+  std::vector<Node> sorted;
+  sorted.reserve(n);
+  for (size_t i : order) sorted.push_back(std::move(g->nodes[i]));
+  g->nodes = std::move(sorted);
 }
 
 struct Importer {
@@ -221,6 +296,7 @@ struct Importer {
       }
       g->nodes.push_back(std::move(n));
     }
+    sort_topologically(g);
     for (const auto& out : gp.output()) {
       ValueInfo vi;
       TSR_ASSIGN_OR_RETURN(vi, value_info_from_proto(out));

@@ -14,7 +14,7 @@ Expected<std::vector<ValueInfo>> infer_node_concrete(const Node& node, int64_t o
     values[i] = &inputs[i];
   }
   InferContext ictx(node, opset, info, values);
-  TSR_RETURN_IF_ERROR(schema->infer(ictx));
+  TSR_RETURN_IF_ERROR(run_infer(*schema, ictx));
   return ictx.outputs();
 }
 

@@ -33,7 +33,18 @@ const Tensor* InferContext::in_value(int i) const {
 
 void InferContext::set_output(int i, DType dtype, Shape shape) {
   if (i < 0 || i >= num_outputs()) return;
+  if (size_error_.ok() && shape.fully_known()) {
+    const std::string problem = tensor_size_problem(shape.concrete(), dtype_size(dtype));
+    if (!problem.empty()) {
+      size_error_ = error("output " + std::to_string(i) + ": shape " + shape.str() + " " + problem);
+    }
+  }
   outputs_[static_cast<size_t>(i)] = ValueInfo{dtype, std::move(shape)};
+}
+
+Status run_infer(const OpSchema& schema, InferContext& ctx) {
+  TSR_RETURN_IF_ERROR(schema.infer(ctx));
+  return ctx.size_error();
 }
 
 Tensor* KernelContext::allocate_output(int i, DType dtype, Dims dims) {

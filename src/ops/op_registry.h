@@ -25,6 +25,11 @@
 
 namespace tessera {
 
+class InferContext;
+struct OpSchema;
+// schema.infer(ctx), then the size check of every output set.
+Status run_infer(const OpSchema& schema, InferContext& ctx);
+
 class InferContext {
  public:
   InferContext(const Node& node, int64_t opset, std::vector<ValueInfo> in_info,
@@ -41,12 +46,15 @@ class InferContext {
   const Tensor* in_value(int i) const;
   int num_outputs() const { return static_cast<int>(node_.outputs.size()); }
 
+  // A fully known shape beyond kMaxTensorBytes becomes the context's error (check_output_sizes).
   void set_output(int i, DType dtype, Shape shape);
   void set_output(int i, DType dtype, const Dims& dims) { set_output(i, dtype, Shape::FromDims(dims)); }
   const std::vector<ValueInfo>& outputs() const { return outputs_; }
 
   // Error helper: "node 'x' (Op): <msg>".
   Status error(const std::string& msg) const { return InvalidModel(node_.describe() + ": " + msg); }
+  // The first output shape set too large to allocate, as an error naming the node and the output.
+  const Status& size_error() const { return size_error_; }
 
  private:
   const Node& node_;
@@ -54,6 +62,7 @@ class InferContext {
   std::vector<ValueInfo> in_info_;
   std::vector<const Tensor*> in_values_;
   std::vector<ValueInfo> outputs_;
+  Status size_error_;
 };
 
 using InferFn = Status (*)(InferContext&);

@@ -67,7 +67,7 @@ Status infer_graph(Graph& g, const Scope* parent) {
       in_values[i] = scope.value(n.inputs[i]);
     }
     InferContext ctx(n, g.opset, std::move(in_info), std::move(in_values));
-    TSR_RETURN_IF_ERROR(schema->infer(ctx));
+    TSR_RETURN_IF_ERROR(run_infer(*schema, ctx));
     for (size_t i = 0; i < n.outputs.size(); ++i) {
       if (n.outputs[i].empty()) continue;
       const ValueInfo& inferred = ctx.outputs()[i];

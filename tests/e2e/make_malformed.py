@@ -18,7 +18,7 @@ import warnings
 
 import numpy as np
 import onnx
-from onnx import TensorProto, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen_models  # noqa: E402
@@ -84,6 +84,19 @@ def main(out):
         del t.dims[:]
         t.dims.extend([1 << 40, 1 << 40])
 
+    # Declared shapes whose element count overflows 64 bits (they once ran and returned an empty tensor).
+    def huge_input_2_40(m):
+        dims = m.graph.input[0].type.tensor_type.shape.dim
+        del dims[:]
+        for d in (1 << 40, 1 << 40):
+            dims.add().dim_value = d
+
+    def huge_input_2_62(m):
+        dims = m.graph.input[0].type.tensor_type.shape.dim
+        del dims[:]
+        for d in (1 << 62, 4):
+            dims.add().dim_value = d
+
     def undefined_dtype(m):
         init(m, "fc3.bias").data_type = TensorProto.UNDEFINED
 
@@ -100,8 +113,17 @@ def main(out):
             print("make_malformed: %s parses as a valid model, dropped" % name)
 
     # Broken by construction (onnx 1.12's checker does not see all of these: raw_data size, dangling graph outputs).
-    for fn in (undefined_input, raw_too_short, negative_dim, huge_dims, undefined_dtype, no_graph, dangling_output):
+    for fn in (undefined_input, raw_too_short, negative_dim, huge_dims, huge_input_2_40, huge_input_2_62,
+               undefined_dtype, no_graph, dangling_output):
         write(os.path.join(models, "bad_%s.onnx" % fn.__name__), mutated(fn))
+    # An Expand to [2^31, 2^31, 2^31]: 2^93 elements.
+    expand = helper.make_model(helper.make_graph(
+        [helper.make_node("Constant", [], ["shape"], value=numpy_helper.from_array(
+            np.array([1 << 31] * 3, np.int64), "shape")),
+         helper.make_node("Expand", ["x", "shape"], ["y"])],
+        "huge_expand", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]), opset_imports=[helper.make_opsetid("", 13)])
+    write(os.path.join(models, "bad_huge_expand.onnx"), expand.SerializeToString())
 
     def tensor_set(case, tensors):
         d = os.path.join(inputs, case)

@@ -121,6 +121,76 @@ TEST(OnnxImport, ReadsExternalDataNextToTheModelAndRefusesEscapes) {
   EXPECT_NE(past_end.status().message().find("past the end"), std::string::npos);
 }
 
+// x -> Relu -> r -> Neg -> y, written Neg first: converters do this (ONNX Runtime's float16 converter appends an
+// input's Cast after its consumer), and ONNX Runtime sorts the nodes itself.
+onnx::ModelProto out_of_order_model() {
+  auto m = tiny_model();
+  auto* g = m.mutable_graph();
+  g->clear_node();
+  auto* neg = g->add_node();
+  neg->set_op_type("Neg");
+  neg->set_name("neg");
+  neg->add_input("r");
+  neg->add_output("y");
+  auto* relu = g->add_node();
+  relu->set_op_type("Relu");
+  relu->set_name("relu");
+  relu->add_input("x");
+  relu->add_output("r");
+  return m;
+}
+
+TEST(OnnxImport, SortsNodesWrittenOutOfTopologicalOrder) {
+  auto g = import_onnx_model(out_of_order_model(), "");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  ASSERT_EQ(g->nodes.size(), 2u);
+  EXPECT_EQ(g->nodes[0].name, "relu");
+  EXPECT_EQ(g->nodes[1].name, "neg");
+}
+
+TEST(OnnxImport, RejectsACycleNamingTheValue) {
+  auto m = out_of_order_model();
+  m.mutable_graph()->mutable_node(1)->set_input(0, "y");  // relu reads neg's output: a cycle
+  auto g = import_onnx_model(m, "");
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), ErrorCode::kInvalidModel);
+  EXPECT_NE(g.status().message().find("is not produced by an earlier node"), std::string::npos)
+      << g.status().message();
+}
+
+// PyTorch writes value_info entries with an empty TypeProto inside If branches; ONNX Runtime ignores them.
+TEST(OnnxImport, IgnoresEmptyTypesOfValueInfoAndNestedOutputs) {
+  auto m = tiny_model();
+  auto* g = m.mutable_graph();
+  auto* vi = g->add_value_info();
+  vi->set_name("y");
+  vi->mutable_type();  // present, empty
+  auto* out = g->mutable_output(0);
+  out->mutable_type()->Clear();  // the graph output's type is empty too
+  auto r = import_onnx_model(m, "");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  // A sequence type is still refused, by name.
+  out->mutable_type()->mutable_sequence_type();
+  r = import_onnx_model(m, "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'y'"), std::string::npos) << r.status().message();
+}
+
+// A declared shape whose element count overflows 64 bits was a silent empty tensor; it is an error naming the value.
+TEST(OnnxImport, RejectsDeclaredShapesBeyondSixtyFourBits) {
+  for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{
+           {int64_t{1} << 40, int64_t{1} << 40}, {int64_t{1} << 62, 4}, {int64_t{1} << 61, 1}}) {
+    auto m = tiny_model();
+    auto* shape = m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+    shape->clear_dim();
+    for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
+    auto g = import_onnx_model(m, "");
+    ASSERT_FALSE(g.ok()) << dims_str(dims);
+    EXPECT_EQ(g.status().code(), ErrorCode::kInvalidModel);
+    EXPECT_NE(g.status().message().find("'x'"), std::string::npos) << g.status().message();
+  }
+}
+
 TEST(OnnxExport, RoundTripsGraphWithShapesAndConstants) {
   auto g = import_onnx_model(tiny_model(), "");
   ASSERT_TRUE(g.ok());

@@ -305,6 +305,20 @@ TEST(TensorOps, TileAndExpand) {
   EXPECT_EQ(o[0].shape.str(), "[b,1,4]");
 }
 
+// An Expand (or any op) whose output count overflows 64 bits was a silent wrong answer; it is an error naming the node.
+TEST(TensorOps, OutputsBeyondSixtyFourBitsAreErrors) {
+  const int64_t big = int64_t{1} << 31;
+  auto r = run_node_once(NodeBuilder("Expand", 2).n, 17, {iota_f32({1, 1, 1}), i64({big, big, big})}, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kInvalidModel);
+  EXPECT_NE(r.status().message().find("64-bit"), std::string::npos) << r.status().message();
+  // 2^62 elements fit a count but not memory.
+  r = run_node_once(NodeBuilder("Expand", 2).n, 17, {iota_f32({1, 1}), i64({int64_t{1} << 31, int64_t{1} << 31})},
+                    nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("2^62 bytes"), std::string::npos) << r.status().message();
+}
+
 // ---- Shape, Size, constants ----------------------------------------------------------------
 
 TEST(TensorOps, ShapeWithStartEndAndSize) {
