@@ -80,15 +80,7 @@ inline void im2col_segment(const float* xr, int64_t off, int64_t sw, int64_t iw,
   for (int64_t e = hi; e < count; ++e) d[e] = 0.f;
 }
 
-// One k row of a packed block: each segment from its input row (row_off[seg.row] into xc; -1: padding).
-void copy_segments(const Im2colSegment* segs, size_t nsegs, const int64_t* row_off, const float* xc, int64_t shift,
-                   int64_t sw, int64_t iw, float* drow) {
-  for (size_t q = 0; q < nsegs; ++q) {
-    const Im2colSegment& seg = segs[q];
-    const int64_t ro = row_off[seg.row];
-    im2col_segment(ro < 0 ? nullptr : xc + ro, seg.ow * sw + shift, sw, iw, seg.count, drow + seg.dst);
-  }
-}
+#include "ops/conv_im2col_segments.inc"
 
 }  // namespace
 
@@ -121,14 +113,7 @@ inline void im2col_segment(const float* xr, int64_t off, int64_t sw, int64_t iw,
   _mm512_mask_storeu_ps(d, store, v);
 }
 
-void copy_segments(const Im2colSegment* segs, size_t nsegs, const int64_t* row_off, const float* xc, int64_t shift,
-                   int64_t sw, int64_t iw, float* drow) {
-  for (size_t q = 0; q < nsegs; ++q) {
-    const Im2colSegment& seg = segs[q];
-    const int64_t ro = row_off[seg.row];
-    im2col_segment(ro < 0 ? nullptr : xc + ro, seg.ow * sw + shift, sw, iw, seg.count, drow + seg.dst);
-  }
-}
+#include "ops/conv_im2col_segments.inc"
 
 }  // namespace
 }  // namespace avx512
