@@ -5,7 +5,9 @@
 
 #include <cstring>
 #include <fstream>
+#include <algorithm>
 #include <functional>
+#include <map>
 #include <limits>
 #include <queue>
 #include <sstream>
@@ -178,6 +180,80 @@ void sort_topologically(Graph* g) {
 struct Importer {
   std::string base_dir;
   int64_t opset = 0;
+  // Model-local functions (FunctionProto) by "domain:name"; their calls are inlined.
+  std::map<std::string, const onnx::FunctionProto*> functions;
+  int inline_depth = 0;
+  int64_t inline_count = 0;
+
+  static constexpr int kMaxInlineDepth = 32;
+
+  const onnx::FunctionProto* function_of(const onnx::NodeProto& np) const {
+    const std::string domain = np.domain() == "ai.onnx" ? "" : np.domain();
+    auto it = functions.find(domain + ":" + np.op_type());
+    return it == functions.end() ? nullptr : it->second;
+  }
+
+  // The body of function `fn` as called by `call`: formal inputs and outputs become the call's values (an absent
+  // optional input stays ""), every other value gets a name of its own, and attribute references (ref_attr_name)
+  // take the call's attribute of that name (an unset one is dropped, leaving the op's default).
+  std::vector<onnx::NodeProto> inline_call(const onnx::FunctionProto& fn, const onnx::NodeProto& call) {
+    std::map<std::string, std::string> rename;
+    for (int i = 0; i < fn.input_size(); ++i) rename[fn.input(i)] = i < call.input_size() ? call.input(i) : "";
+    for (int i = 0; i < fn.output_size(); ++i) rename[fn.output(i)] = i < call.output_size() ? call.output(i) : "";
+    const std::string prefix = (call.name().empty() ? fn.name() : call.name()) + "/" + std::to_string(inline_count++) + "/";
+    auto name_of = [&](const std::string& v) -> std::string {
+      if (v.empty()) return v;
+      auto it = rename.find(v);
+      if (it != rename.end()) return it->second;
+      return rename[v] = prefix + v;
+    };
+    std::map<std::string, const onnx::AttributeProto*> call_attrs;
+    for (const auto& a : call.attribute()) call_attrs[a.name()] = &a;
+    std::vector<onnx::NodeProto> body;
+    for (const auto& n : fn.node()) {
+      onnx::NodeProto m = n;
+      if (!m.name().empty()) m.set_name(prefix + m.name());
+      for (int i = 0; i < m.input_size(); ++i) m.set_input(i, name_of(m.input(i)));
+      for (int i = 0; i < m.output_size(); ++i) m.set_output(i, name_of(m.output(i)));
+      m.clear_attribute();
+      for (const auto& a : n.attribute()) {
+        if (a.ref_attr_name().empty()) {
+          *m.add_attribute() = a;
+          continue;
+        }
+        auto it = call_attrs.find(a.ref_attr_name());
+        if (it == call_attrs.end()) continue;
+        onnx::AttributeProto* b = m.add_attribute();
+        *b = *it->second;
+        b->set_name(a.name());
+      }
+      body.push_back(std::move(m));
+    }
+    return body;
+  }
+
+  // The nodes of a graph with every call of a model-local function replaced by its body (recursively).
+  Status expand_calls(const google::protobuf::RepeatedPtrField<onnx::NodeProto>& nodes,
+                      std::vector<onnx::NodeProto>* out) {
+    for (const auto& np : nodes) {
+      const onnx::FunctionProto* fn = function_of(np);
+      if (!fn) {
+        out->push_back(np);
+        continue;
+      }
+      if (inline_depth >= kMaxInlineDepth) {
+        return InvalidModel("function '" + np.domain() + "." + np.op_type() + "': calls nest deeper than " +
+                            std::to_string(kMaxInlineDepth) + " (a recursive function?)");
+      }
+      google::protobuf::RepeatedPtrField<onnx::NodeProto> body;
+      for (auto& n : inline_call(*fn, np)) *body.Add() = std::move(n);
+      ++inline_depth;
+      Status st = expand_calls(body, out);
+      --inline_depth;
+      TSR_RETURN_IF_ERROR(st);
+    }
+    return Status::Ok();
+  }
 
   Expected<Attribute> attribute(const onnx::AttributeProto& a, const std::string& where) {
     Attribute out;
@@ -267,7 +343,11 @@ struct Importer {
       vi = r.value();
       if (!g->values.count(vi_proto.name())) g->values[vi_proto.name()] = vi;
     }
-    for (const auto& np : gp.node()) {
+    std::vector<onnx::NodeProto> expanded;
+    const bool any_call = !functions.empty() && std::any_of(gp.node().begin(), gp.node().end(),
+                                                            [&](const onnx::NodeProto& np) { return function_of(np); });
+    if (any_call) TSR_RETURN_IF_ERROR(expand_calls(gp.node(), &expanded));
+    auto process = [&](const onnx::NodeProto& np) -> Status {
       Node n;
       n.name = np.name();
       n.op_type = np.op_type();
@@ -288,13 +368,19 @@ struct Importer {
         TSR_ASSIGN_OR_RETURN(t, constant_value(n));
         g->values[n.outputs[0]] = ValueInfo{t.dtype(), Shape::FromDims(t.dims())};
         g->constants[n.outputs[0]] = std::move(t);
-        continue;
+        return Status::Ok();
       }
       if (!OpRegistry::instance().find(n.domain, n.op_type)) {
         return Unsupported(n.describe() + ": operator '" + n.op_type + "' is not supported (opset " +
                            std::to_string(opset) + ")");
       }
       g->nodes.push_back(std::move(n));
+      return Status::Ok();
+    };
+    if (any_call) {
+      for (const auto& np : expanded) TSR_RETURN_IF_ERROR(process(np));
+    } else {
+      for (const auto& np : gp.node()) TSR_RETURN_IF_ERROR(process(np));
     }
     sort_topologically(g);
     for (const auto& out : gp.output()) {
@@ -422,6 +508,9 @@ Expected<Graph> import_onnx_model(const onnx::ModelProto& model, const std::stri
   Graph g;
   g.ir_version = model.ir_version();
   g.producer_name = model.producer_name();
+  for (const auto& f : model.functions()) {
+    imp.functions[(f.domain() == "ai.onnx" ? "" : f.domain()) + ":" + f.name()] = &f;
+  }
   TSR_RETURN_IF_ERROR(imp.graph(model.graph(), &g, false));
   TSR_RETURN_IF_ERROR(verify_graph(g));
   return g;

@@ -19,7 +19,7 @@ class TensorProto;
 namespace tessera {
 
 constexpr int64_t kMinOpset = 1;
-constexpr int64_t kMaxOpset = 17;
+constexpr int64_t kMaxOpset = 21;
 
 // Reads and imports a model file. External data is resolved relative to the
 // file's directory.

@@ -207,6 +207,16 @@ struct NotOp {
   bool operator()(bool x) const { return !x; }
 };
 
+// Opset 18: BitwiseNot on integers.
+struct BitwiseNotOp {
+  static constexpr uint32_t kTypes = kIntTypes;
+  explicit BitwiseNotOp(const Node&) {}
+  template <class C>
+  C operator()(C x) const {
+    return static_cast<C>(~x);
+  }
+};
+
 struct IsNaNOp {
   static constexpr uint32_t kTypes = kFloatTypes;
   explicit IsNaNOp(const Node&) {}
@@ -490,6 +500,7 @@ void register_unary_ops(OpRegistry& reg) {
   add("Gelu", infer_gelu, run_unary<GeluOp>);
   reg.add(OpSchema{"Gelu", "com.microsoft", infer_gelu, nullptr, run_unary<GeluOp>, {}});
   add("Not", infer_bitwise_not, run_unary<NotOp>);
+  add("BitwiseNot", infer_unary<kIntTypes>, run_unary<BitwiseNotOp>);
   add("IsNaN", infer_unary_to_bool<F>, run_unary_to_bool<IsNaNOp>);
   add("IsInf", infer_unary_to_bool<F>, run_unary_to_bool<IsInfOp>);
   add("Clip", infer_clip, run_clip);

@@ -200,6 +200,22 @@ struct XorOp {
   bool operator()(bool a, bool b) const { return a != b; }
 };
 
+// Opset 18: BitwiseAnd / BitwiseOr / BitwiseXor on integers.
+#define TSR_BITWISE_OP(Name, expr)                     \
+  struct Name##Op {                                    \
+    static constexpr uint32_t kTypes = kIntTypes;      \
+    static constexpr bool kBoolOut = false;            \
+    explicit Name##Op(const Node&) {}                  \
+    template <class C>                                 \
+    C operator()(C a, C b) const {                     \
+      return static_cast<C>(expr);                     \
+    }                                                  \
+  };
+TSR_BITWISE_OP(BitwiseAnd, a & b)
+TSR_BITWISE_OP(BitwiseOr, a | b)
+TSR_BITWISE_OP(BitwiseXor, a ^ b)
+#undef TSR_BITWISE_OP
+
 struct BitShiftOp {
   static constexpr uint32_t kTypes = kUnsignedIntTypes;
   static constexpr bool kBoolOut = false;
@@ -527,6 +543,9 @@ void register_binary_ops(OpRegistry& reg) {
   TSR_ADD_BINARY(Or);
   TSR_ADD_BINARY(Xor);
   TSR_ADD_BINARY(BitShift);
+  TSR_ADD_BINARY(BitwiseAnd);
+  TSR_ADD_BINARY(BitwiseOr);
+  TSR_ADD_BINARY(BitwiseXor);
   TSR_ADD_BINARY(Equal);
   TSR_ADD_BINARY(Greater);
   TSR_ADD_BINARY(GreaterOrEqual);

@@ -232,6 +232,82 @@ Status instancenorm_run(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// ---- GroupNormalization (opsets 18 and 21) ---------------------------------
+// x [N, C, ...] in num_groups groups of C / G channels; each (n, g) is normalised over its channels and positions.
+// Opset 18 gives scale and bias per group ([G]), opset 21 per channel ([C]).
+
+Status groupnorm_infer(InferContext& ctx) {
+  TSR_RETURN_IF_ERROR(infer_float_same_as_input0(ctx));
+  const Shape& x = ctx.in_shape(0);
+  if (x.rank_known && x.rank() < 2) return ctx.error("input must have rank >= 2, got " + x.str());
+  const int64_t g = ctx.node().attr_int("num_groups", 0);
+  if (g <= 0) return ctx.error("num_groups must be positive");
+  if (x.rank_known && x[1].known() && x[1].value % g != 0) {
+    return ctx.error("channels (" + std::to_string(x[1].value) + ") are not a multiple of num_groups (" +
+                     std::to_string(g) + ")");
+  }
+  return Status::Ok();
+}
+
+Status groupnorm_run(KernelContext& ctx, int64_t opset) {
+  const Tensor* x = ctx.input(0);
+  TSR_RETURN_IF_ERROR(require_float(ctx, x));
+  if (!ctx.input(1) || !ctx.input(2)) return ctx.error("missing scale or bias");
+  const Dims& d = x->dims();
+  const int64_t n = d[0], c = d[1], spatial = normk::prod(d, 2, d.size());
+  const int64_t groups = ctx.node().attr_int("num_groups", 0);
+  if (groups <= 0 || c % groups != 0) return ctx.error("channels are not a multiple of num_groups");
+  const int64_t per_group = c / groups;
+  const int64_t want = opset >= 21 ? c : groups;
+  std::vector<double> scale = to_doubles(*ctx.input(1)), bias = to_doubles(*ctx.input(2));
+  if (static_cast<int64_t>(scale.size()) != want || static_cast<int64_t>(bias.size()) != want) {
+    return ctx.error("scale and bias must have " + std::to_string(want) + " elements (opset " +
+                     std::to_string(opset) + ")");
+  }
+  const double eps = ctx.node().attr_float("epsilon", 1e-5f);
+  if (x->numel() == 0) return Status::Ok();
+  const int64_t inner = per_group * spatial;
+  normk::visit_float(x->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x->data<T>();
+    T* yp = ctx.output(0)->data<T>();
+    ctx.pool().parallel_for(n * groups, normk::row_grain(inner * 2), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t g = r % groups;
+        const T* xr = xp + r * inner;
+        T* yr = yp + r * inner;
+        double mean = 0, var = 0;
+        if constexpr (std::is_same_v<T, float>) {
+          const float m = normk::row_sum(xr, inner) / static_cast<float>(inner);
+          mean = m;
+          var = normk::row_sum_sq_diff(xr, m, inner) / static_cast<float>(inner);
+        } else {
+          for (int64_t i = 0; i < inner; ++i) mean += static_cast<double>(xr[i]);
+          mean /= static_cast<double>(inner);
+          for (int64_t i = 0; i < inner; ++i) {
+            const double dv = static_cast<double>(xr[i]) - mean;
+            var += dv * dv;
+          }
+          var /= static_cast<double>(inner);
+        }
+        const double rstd = 1.0 / std::sqrt(var + eps);
+        for (int64_t k = 0; k < per_group; ++k) {
+          const size_t ch = static_cast<size_t>(opset >= 21 ? g * per_group + k : g);
+          const double a = scale[ch] * rstd, b = bias[ch] - mean * a;
+          const T* xs = xr + k * spatial;
+          T* ys = yr + k * spatial;
+          if constexpr (std::is_same_v<T, float>) {
+            normk::row_axpb(xs, static_cast<float>(a), static_cast<float>(b), ys, spatial);
+          } else {
+            for (int64_t i = 0; i < spatial; ++i) ys[i] = static_cast<T>(static_cast<double>(xs[i]) * a + b);
+          }
+        }
+      }
+    });
+  });
+  return Status::Ok();
+}
+
 // ---- LayerNormalization --------------------------------------------------
 
 DType layernorm_stash_dtype(const Node& node) {
@@ -587,6 +663,7 @@ Status mvn_run(KernelContext& ctx, int64_t opset) {
 TSR_REGISTER_OPS(norm) {
   reg.add(OpSchema{"BatchNormalization", "", bn_infer, normk::make_opset_kernel<bn_run>, nullptr, {}});
   reg.add(OpSchema{"InstanceNormalization", "", instancenorm_infer, nullptr, instancenorm_run, {}});
+  reg.add(OpSchema{"GroupNormalization", "", groupnorm_infer, normk::make_opset_kernel<groupnorm_run>, nullptr, {}});
   reg.add(OpSchema{"LayerNormalization", "", layernorm_infer, nullptr, layernorm_run, {}});
   reg.add(OpSchema{"LRN", "", lrn_infer, nullptr, lrn_run, {}});
   reg.add(OpSchema{"LpNormalization", "", lpnorm_infer, nullptr, lpnorm_run, {}});

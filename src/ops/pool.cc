@@ -43,9 +43,8 @@ Status infer_pool(InferContext& ctx) {
     return Status::Ok();
   }
   if (x.rank() < 3) return ctx.error("input must have rank >= 3, got " + x.str());
-  const std::string& op = ctx.node().op_type;
   SpatialAttrs a;
-  TSR_RETURN_IF_ERROR(read_spatial_attrs(ctx.node(), x.rank() - 2, {}, op != "LpPool", &a));
+  TSR_RETURN_IF_ERROR(read_spatial_attrs(ctx.node(), x.rank() - 2, {}, true, &a));
   std::vector<Dim> out = {x[0], x[1]};
   for (const Dim& d : conv_output_dims(x, a)) out.push_back(d);
   ctx.set_output(0, dt, Shape(out));
@@ -392,7 +391,7 @@ Status run_pool(KernelContext& ctx) {
     return Unsupported(node.describe() + ": pooling supports 1 to 3 spatial axes, got input " + dims_str(x.dims()));
   }
   SpatialAttrs a;
-  TSR_RETURN_IF_ERROR(read_spatial_attrs(node, x.rank() - 2, {}, node.op_type != "LpPool", &a));
+  TSR_RETURN_IF_ERROR(read_spatial_attrs(node, x.rank() - 2, {}, true, &a));
   TSR_ASSIGN_OR_RETURN(Geometry geo, conv_geometry(Dims(x.dims().begin() + 2, x.dims().end()), a, node.describe()));
   Dims yd = {x.dim(0), x.dim(1)};
   yd.insert(yd.end(), geo.out.begin(), geo.out.end());

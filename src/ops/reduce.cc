@@ -376,12 +376,14 @@ Status run_reduce(KernelContext& ctx) {
   TSR_RETURN_IF_ERROR(ew::check_tensor_dtype(ctx, x, Types));
   const Node& node = ctx.node();
   AxesSpec spec = read_axes(node, ctx.input(1), ctx.input(1) != nullptr);
-  if (spec.axes.empty() && noop_of(node)) {
-    std::memcpy(y.raw(), x.raw(), x.nbytes());
-    return Status::Ok();
-  }
   std::vector<bool> red;
-  TSR_RETURN_IF_ERROR(reduced_flags(spec.axes, x.rank(), node, &red));
+  if (spec.axes.empty() && noop_of(node)) {
+    // Reduced over no axis, each element on its own: ReduceSumSquare gives x^2, ReduceL1 |x|, ReduceLogSum log(x)
+    // (as ONNX's reference and ONNX Runtime do), the others x.
+    red.assign(static_cast<size_t>(x.rank()), false);
+  } else {
+    TSR_RETURN_IF_ERROR(reduced_flags(spec.axes, x.rank(), node, &red));
+  }
   if (y.numel() == 0) return Status::Ok();
   const Layout L = make_layout(x.dims(), red);
   visit_dtype(x.dtype(), [&](auto tag) {
@@ -406,8 +408,10 @@ TSR_REGISTER_OPS(reduce) {
   add("ReduceL2", infer_reduce<kNum>, run_reduce<Kind::kL2, kNum>);
   add("ReduceLogSum", infer_reduce<kNum>, run_reduce<Kind::kLogSum, kNum>);
   add("ReduceLogSumExp", infer_reduce<kFloat>, run_reduce<Kind::kLogSumExp, kFloat>);
-  add("ReduceMax", infer_reduce<kNum>, run_reduce<Kind::kMax, kNum>);
-  add("ReduceMin", infer_reduce<kNum>, run_reduce<Kind::kMin, kNum>);
+  // Opset 20 adds bool to ReduceMax/ReduceMin (any / all).
+  constexpr uint32_t kNumBool = kNum | ew::dtype_bit(DType::kBool);
+  add("ReduceMax", infer_reduce<kNumBool>, run_reduce<Kind::kMax, kNumBool>);
+  add("ReduceMin", infer_reduce<kNumBool>, run_reduce<Kind::kMin, kNumBool>);
   add("ReduceProd", infer_reduce<kNum>, run_reduce<Kind::kProd, kNum>);
   register_arg_reduce_ops(reg);
 }

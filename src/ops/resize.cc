@@ -71,6 +71,21 @@ Status parse_attrs(const Node& node, int64_t opset, ResizeAttrs* a) {
   else if (nm == "floor") a->nearest = Nearest::kFloor;
   else if (nm == "ceil") a->nearest = Nearest::kCeil;
   else return InvalidModel(node.describe() + ": unsupported nearest_mode '" + nm + "'");
+  // Opset 18. Refused rather than ignored, since ignoring them changes the result.
+  if (node.attr_int("antialias", 0) != 0) {
+    return Unsupported(node.describe() + ": antialias=1 (opset 18) is not supported");
+  }
+  const std::string policy = node.attr_string("keep_aspect_ratio_policy", "stretch");
+  if (policy != "stretch") {
+    return Unsupported(node.describe() + ": keep_aspect_ratio_policy '" + policy + "' (opset 18) is not supported");
+  }
+  if (const Attribute* axes = node.attr("axes")) {
+    for (size_t i = 0; i < axes->ints.size(); ++i) {
+      if (axes->ints[i] != static_cast<int64_t>(i)) {
+        return Unsupported(node.describe() + ": 'axes' other than all dims in order (opset 18) is not supported");
+      }
+    }
+  }
   a->cubic_a = node.attr_float("cubic_coeff_a", -0.75f);
   a->exclude_outside = node.attr_int("exclude_outside", 0) != 0;
   a->extrapolation = node.attr_float("extrapolation_value", 0.f);

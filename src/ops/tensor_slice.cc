@@ -257,13 +257,17 @@ void fill_value(Tensor* out, const Tensor* value_tensor, double value) {
   });
 }
 
-// Maps output coordinates of one dim to input coordinates (edge / reflect).
-std::vector<int64_t> pad_map(int64_t d, int64_t begin, int64_t out_len, bool reflect) {
+enum class PadMode { kEdge, kReflect, kWrap };
+
+// Maps output coordinates of one dim to input coordinates (edge / reflect / wrap, opset 19).
+std::vector<int64_t> pad_map(int64_t d, int64_t begin, int64_t out_len, PadMode mode) {
   std::vector<int64_t> m(static_cast<size_t>(out_len));
   for (int64_t o = 0; o < out_len; ++o) {
     int64_t x = o - begin;
     if (x < 0 || x >= d) {
-      if (!reflect || d == 1) {
+      if (mode == PadMode::kWrap) {
+        x = ((x % d) + d) % d;
+      } else if (mode == PadMode::kEdge || d == 1) {
         x = std::clamp<int64_t>(x, 0, d - 1);
       } else {
         const int64_t period = 2 * (d - 1);
@@ -337,12 +341,15 @@ Status run_pad(KernelContext& ctx) {
                  in_strides, esize, &ctx.pool());
     return Status::Ok();
   }
-  const bool reflect = mode == "reflect";
-  if (!reflect && mode != "edge") return Unsupported(ctx.node().describe() + ": pad mode '" + mode + "'");
+  PadMode pm;
+  if (mode == "reflect") pm = PadMode::kReflect;
+  else if (mode == "edge") pm = PadMode::kEdge;
+  else if (mode == "wrap") pm = PadMode::kWrap;  // opset 19
+  else return Unsupported(ctx.node().describe() + ": pad mode '" + mode + "'");
   std::vector<std::vector<int64_t>> maps;
   for (int i = 0; i < rank; ++i) {
     if (in->dim(i) == 0) return ctx.error(mode + " padding of an empty dim");
-    maps.push_back(pad_map(in->dim(i), pads[static_cast<size_t>(i)], out->dim(i), reflect));
+    maps.push_back(pad_map(in->dim(i), pads[static_cast<size_t>(i)], out->dim(i), pm));
   }
   std::vector<int64_t> in_strides = contiguous_strides(in->dims());
   switch (esize) {

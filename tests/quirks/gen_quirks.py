@@ -1,0 +1,377 @@
+#!/usr/bin/env python3
+"""The quirk corpus: small models written the way exporters and converters write them, and the operator changes of
+default-domain opsets 18-21, each checked against ONNX Runtime.
+
+    gen_quirks.py OUT_DIR [CASE ...]      writes OUT_DIR/CASE/model.onnx and OUT_DIR/CASE/test_data_set_0/input_<i>.pb
+
+Debian's onnx (1.12) knows no schema past opset 17, so the models are built with onnx.helper and never passed to
+onnx.checker; ONNX Runtime is the oracle (tests/quirks/make_quirks.sh writes the expected outputs with it). Every case
+is deterministic (fixed seeds). A case is one function below, named after what it exercises.
+"""
+import os
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+CASES = {}
+
+# The IR version each opset needs (ONNX's versioning table).
+IR_OF_OPSET = {13: 7, 17: 8, 18: 8, 19: 9, 20: 9, 21: 10}
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+def rand(shape, seed, lo=-1.0, hi=1.0, dtype=np.float32):
+    return np.random.RandomState(seed).uniform(lo, hi, size=shape).astype(dtype)
+
+
+def vi(name, dtype, shape):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def const(name, array):
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def model(nodes, inputs, outputs, opset, inits=(), value_info=(), opsets=(), functions=()):
+    graph = helper.make_graph(nodes, "quirk", inputs, outputs, initializer=list(inits), value_info=list(value_info))
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)] + list(opsets),
+                          producer_name="tessera-quirks")
+    m.ir_version = IR_OF_OPSET.get(opset, 8)
+    if functions:
+        m.functions.extend(functions)
+    return m
+
+
+# ---- what exporters and converters write ---------------------------------------------------------------------
+
+@case
+def unsorted_nodes():
+    """ONNX Runtime's float16 converter appends an input's Cast after the node that reads it."""
+    nodes = [
+        helper.make_node("Relu", ["x_cast"], ["r"], name="relu"),
+        helper.make_node("Mul", ["r", "w"], ["y"], name="mul"),
+        helper.make_node("Cast", ["x"], ["x_cast"], name="graph_input_cast_0", to=TensorProto.FLOAT),
+    ]
+    return (model(nodes, [vi("x", TensorProto.DOUBLE, [2, 8])], [vi("y", TensorProto.FLOAT, [2, 8])], 13,
+                  inits=[const("w", rand([8], 1))]),
+            [("x", rand([2, 8], 2, dtype=np.float64))])
+
+
+@case
+def empty_types_in_if_branches():
+    """PyTorch writes value_info entries with an empty TypeProto inside If branches, and leaves branch outputs
+    untyped."""
+    def branch(name, op):
+        out = helper.ValueInfoProto()
+        out.name = name + "_out"
+        out.type.SetInParent()  # present and empty
+        inner = helper.ValueInfoProto()
+        inner.name = name + "_t"
+        inner.type.SetInParent()
+        return helper.make_graph([helper.make_node(op, ["x"], [name + "_t"]),
+                                  helper.make_node("Identity", [name + "_t"], [name + "_out"])],
+                                 name, [], [out], value_info=[inner])
+    nodes = [
+        helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+        helper.make_node("Greater", ["s", "zero"], ["c"]),
+        helper.make_node("If", ["c"], ["y"], then_branch=branch("then", "Relu"), else_branch=branch("else", "Neg")),
+    ]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [3, 4])], [vi("y", TensorProto.FLOAT, [3, 4])], 13,
+                  inits=[const("zero", np.float32(-100.0))]),
+            [("x", rand([3, 4], 3))])
+
+
+@case
+def duplicate_and_partial_value_info():
+    nodes = [helper.make_node("Sigmoid", ["x"], ["t"]), helper.make_node("Add", ["t", "x"], ["y"])]
+    partial = vi("t", TensorProto.FLOAT, None)  # a type without a shape
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [2, 3])], [vi("y", TensorProto.FLOAT, [2, 3])], 13,
+                  value_info=[partial, vi("t", TensorProto.FLOAT, [2, 3]), vi("t", TensorProto.FLOAT, ["a", 3])]),
+            [("x", rand([2, 3], 4))])
+
+
+@case
+def unused_opset_imports():
+    nodes = [helper.make_node("Tanh", ["x"], ["y"])]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [5])], [vi("y", TensorProto.FLOAT, [5])], 17,
+                  opsets=[helper.make_opsetid("ai.onnx.ml", 3), helper.make_opsetid("com.microsoft", 1),
+                          helper.make_opsetid("org.pytorch.aten", 1)]),
+            [("x", rand([5], 5))])
+
+
+@case
+def local_function():
+    """PyTorch's newer exporter writes model-local functions (FunctionProto), here one with an attribute
+    reference and a default."""
+    fn = helper.make_function(
+        "pkg.custom", "ScaledGelu", ["X", "S"], ["Y"],
+        [helper.make_node("Mul", ["X", "S"], ["xs"]),
+         helper.make_node("Constant", [], ["half"], value=const("half", np.float32(0.5))),
+         helper.make_node("Mul", ["xs", "half"], ["h"]),
+         helper.make_node("Tanh", ["h"], ["t"]),
+         helper.make_node("Add", ["t", "xs"], ["Y"])],
+        [helper.make_opsetid("", 17)])
+    nodes = [helper.make_node("ScaledGelu", ["x", "s"], ["a"], domain="pkg.custom"),
+             helper.make_node("ScaledGelu", ["a", "s"], ["y"], domain="pkg.custom")]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [2, 6])], [vi("y", TensorProto.FLOAT, [2, 6])], 17,
+                  inits=[const("s", rand([6], 6, 0.5, 1.5))], opsets=[helper.make_opsetid("pkg.custom", 1)],
+                  functions=[fn]),
+            [("x", rand([2, 6], 7))])
+
+
+# ---- opset 18 ---------------------------------------------------------------------------------------------------
+
+@case
+def opset18_reduce_axes_as_input():
+    nodes = [helper.make_node("ReduceMean", ["x", "axes"], ["m"], keepdims=1),
+             helper.make_node("ReduceMax", ["x", "axes2"], ["mx"], keepdims=0),
+             helper.make_node("ReduceL2", ["x"], ["l2"], keepdims=0),
+             helper.make_node("ReduceLogSumExp", ["x", "axes"], ["lse"], keepdims=1),
+             helper.make_node("ReduceSumSquare", ["x", "empty"], ["same"], keepdims=1, noop_with_empty_axes=1),
+             helper.make_node("Sub", ["x", "m"], ["y0"]),
+             helper.make_node("Add", ["y0", "lse"], ["y"])]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [2, 3, 4])],
+                  [vi("y", TensorProto.FLOAT, [2, 3, 4]), vi("mx", TensorProto.FLOAT, [3]),
+                   vi("l2", TensorProto.FLOAT, []), vi("same", TensorProto.FLOAT, [2, 3, 4])], 18,
+                  inits=[const("axes", np.array([-1], np.int64)), const("axes2", np.array([0, 2], np.int64)),
+                         const("empty", np.array([], np.int64))]),
+            [("x", rand([2, 3, 4], 8))])
+
+
+@case
+def opset18_split_num_outputs():
+    nodes = [helper.make_node("Split", ["x"], ["a", "b", "c"], axis=1, num_outputs=3)]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [2, 7])],
+                  [vi("a", TensorProto.FLOAT, None), vi("b", TensorProto.FLOAT, None),
+                   vi("c", TensorProto.FLOAT, None)], 18),
+            [("x", rand([2, 7], 9))])
+
+
+@case
+def opset18_pad_axes():
+    nodes = [helper.make_node("Pad", ["x", "pads", "value", "axes"], ["y"], mode="constant"),
+             helper.make_node("Pad", ["x", "pads", "", "axes"], ["z"], mode="reflect")]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [2, 3, 5])],
+                  [vi("y", TensorProto.FLOAT, None), vi("z", TensorProto.FLOAT, None)], 18,
+                  inits=[const("pads", np.array([1, 2, 0, 1], np.int64)), const("value", np.float32(0.25)),
+                         const("axes", np.array([-1, 1], np.int64))]),
+            [("x", rand([2, 3, 5], 10))])
+
+
+@case
+def opset18_resize_axes_and_aspect():
+    nodes = [helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear", axes=[2, 3],
+                              keep_aspect_ratio_policy="not_larger"),
+             helper.make_node("Resize", ["x", "", "", "sizes2"], ["z"], mode="nearest", axes=[3, 2],
+                              keep_aspect_ratio_policy="not_smaller")]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [1, 2, 6, 8])],
+                  [vi("y", TensorProto.FLOAT, None), vi("z", TensorProto.FLOAT, None)], 18,
+                  inits=[const("sizes", np.array([9, 10], np.int64)), const("sizes2", np.array([5, 4], np.int64))]),
+            [("x", rand([1, 2, 6, 8], 11))])
+
+
+@case
+def opset18_resize_antialias():
+    nodes = [helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear", antialias=1),
+             helper.make_node("Resize", ["x", "", "scales"], ["z"], mode="cubic", antialias=1)]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [1, 1, 12, 16])],
+                  [vi("y", TensorProto.FLOAT, None), vi("z", TensorProto.FLOAT, None)], 18,
+                  inits=[const("scales", np.array([1, 1, 0.5, 0.375], np.float32))]),
+            [("x", rand([1, 1, 12, 16], 12))])
+
+
+@case
+def opset18_scatter_max_min():
+    idx = np.array([[1, 0, 2], [0, 2, 1]], np.int64)
+    nd_idx = np.array([[0, 1], [1, 2], [0, 1]], np.int64)
+    nodes = [helper.make_node("ScatterElements", ["x", "idx", "u"], ["y"], axis=1, reduction="max"),
+             helper.make_node("ScatterElements", ["x", "idx", "u"], ["z"], axis=1, reduction="min"),
+             helper.make_node("ScatterND", ["x", "nd_idx", "nd_u"], ["w"], reduction="max")]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [2, 3]), vi("u", TensorProto.FLOAT, [2, 3]),
+                          vi("nd_u", TensorProto.FLOAT, [3])],
+                  [vi("y", TensorProto.FLOAT, None), vi("z", TensorProto.FLOAT, None),
+                   vi("w", TensorProto.FLOAT, None)], 18,
+                  inits=[const("idx", idx), const("nd_idx", nd_idx)]),
+            [("x", rand([2, 3], 13)), ("u", rand([2, 3], 14)), ("nd_u", rand([3], 15))])
+
+
+@case
+def opset18_lppool_ceil_mode():
+    nodes = [helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], p=2, ceil_mode=1)]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [1, 2, 8, 8])], [vi("y", TensorProto.FLOAT, None)], 18),
+            [("x", rand([1, 2, 8, 8], 16))])
+
+
+@case
+def opset18_group_normalization():
+    nodes = [helper.make_node("GroupNormalization", ["x", "scale", "bias"], ["y"], num_groups=2, epsilon=1e-5)]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [2, 4, 3, 5])], [vi("y", TensorProto.FLOAT, None)], 18,
+                  inits=[const("scale", rand([2], 17, 0.5, 1.5)), const("bias", rand([2], 18))]),
+            [("x", rand([2, 4, 3, 5], 19))])
+
+
+@case
+def opset21_group_normalization():
+    nodes = [helper.make_node("GroupNormalization", ["x", "scale", "bias"], ["y"], num_groups=2, epsilon=1e-5)]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [2, 4, 3, 5])], [vi("y", TensorProto.FLOAT, None)], 21,
+                  inits=[const("scale", rand([4], 20, 0.5, 1.5)), const("bias", rand([4], 21))]),
+            [("x", rand([2, 4, 3, 5], 22))])
+
+
+@case
+def opset18_bitwise():
+    a = np.random.RandomState(23).randint(-100, 100, size=[3, 4]).astype(np.int32)
+    b = np.random.RandomState(24).randint(-100, 100, size=[4]).astype(np.int32)
+    nodes = [helper.make_node("BitwiseAnd", ["a", "b"], ["and"]), helper.make_node("BitwiseOr", ["a", "b"], ["or"]),
+             helper.make_node("BitwiseXor", ["a", "b"], ["xor"]), helper.make_node("BitwiseNot", ["a"], ["not"])]
+    return (model(nodes, [vi("a", TensorProto.INT32, [3, 4]), vi("b", TensorProto.INT32, [4])],
+                  [vi(n, TensorProto.INT32, None) for n in ("and", "or", "xor", "not")], 18),
+            [("a", a), ("b", b)])
+
+
+@case
+def opset18_mish():
+    nodes = [helper.make_node("Mish", ["x"], ["y"])]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [4, 8])], [vi("y", TensorProto.FLOAT, None)], 18),
+            [("x", rand([4, 8], 25, -6, 6))])
+
+
+@case
+def opset18_col2im():
+    nodes = [helper.make_node("Col2Im", ["x", "image_shape", "block_shape"], ["y"], strides=[1, 2], pads=[0, 1, 1, 0])]
+    # input: N x (C * prod(block)) x L, with L the number of blocks: H 5, W 6, block 2x3, stride (1,2), pads (0,1,1,0)
+    # blocks along H: (5 + 0 + 1 - 2) / 1 + 1 = 5; along W: (6 + 1 + 0 - 3) / 2 + 1 = 3; L = 15
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [1, 2 * 6, 15])], [vi("y", TensorProto.FLOAT, None)], 18,
+                  inits=[const("image_shape", np.array([5, 6], np.int64)),
+                         const("block_shape", np.array([2, 3], np.int64))]),
+            [("x", rand([1, 12, 15], 26))])
+
+
+@case
+def opset18_center_crop_pad():
+    nodes = [helper.make_node("CenterCropPad", ["x", "shape"], ["y"], axes=[0, 2]),
+             helper.make_node("CenterCropPad", ["x", "shape2"], ["z"])]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [5, 3, 4])],
+                  [vi("y", TensorProto.FLOAT, None), vi("z", TensorProto.FLOAT, None)], 18,
+                  inits=[const("shape", np.array([3, 7], np.int64)), const("shape2", np.array([6, 2, 3], np.int64))]),
+            [("x", rand([5, 3, 4], 27))])
+
+
+# ---- opsets 19-21 ---------------------------------------------------------------------------------------------
+
+@case
+def opset19_average_pool_dilations():
+    nodes = [helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], dilations=[2, 2], strides=[1, 1],
+                              pads=[1, 1, 1, 1], count_include_pad=0)]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [1, 2, 7, 7])], [vi("y", TensorProto.FLOAT, None)], 19),
+            [("x", rand([1, 2, 7, 7], 28))])
+
+
+@case
+def opset19_pad_wrap():
+    nodes = [helper.make_node("Pad", ["x", "pads"], ["y"], mode="wrap")]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [3, 4])], [vi("y", TensorProto.FLOAT, None)], 19,
+                  inits=[const("pads", np.array([1, 2, 2, 1], np.int64))]),
+            [("x", rand([3, 4], 29))])
+
+
+@case
+def opset20_gelu():
+    nodes = [helper.make_node("Gelu", ["x"], ["y"]), helper.make_node("Gelu", ["x"], ["z"], approximate="tanh")]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [3, 16])],
+                  [vi("y", TensorProto.FLOAT, None), vi("z", TensorProto.FLOAT, None)], 20),
+            [("x", rand([3, 16], 30, -4, 4))])
+
+
+@case
+def opset20_reduce_max_bool():
+    nodes = [helper.make_node("ReduceMax", ["x", "axes"], ["y"], keepdims=0),
+             helper.make_node("ReduceMin", ["x", "axes"], ["z"], keepdims=1)]
+    x = np.random.RandomState(31).randint(0, 2, size=[3, 5]).astype(bool)
+    x[1, :] = True  # a row whose minimum is true
+    return (model(nodes, [vi("x", TensorProto.BOOL, [3, 5])],
+                  [vi("y", TensorProto.BOOL, None), vi("z", TensorProto.BOOL, None)], 20,
+                  inits=[const("axes", np.array([1], np.int64))]),
+            [("x", x)])
+
+
+@case
+def opset20_grid_sample():
+    nodes = [helper.make_node("GridSample", ["x", "grid"], ["y"], mode="linear", padding_mode="border",
+                              align_corners=0),
+             helper.make_node("GridSample", ["x", "grid"], ["z"], mode="cubic", padding_mode="zeros",
+                              align_corners=1)]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [1, 2, 5, 6]), vi("grid", TensorProto.FLOAT, [1, 3, 4, 2])],
+                  [vi("y", TensorProto.FLOAT, None), vi("z", TensorProto.FLOAT, None)], 20),
+            [("x", rand([1, 2, 5, 6], 32)), ("grid", rand([1, 3, 4, 2], 33, -1.1, 1.1))])
+
+
+@case
+def opset20_affine_grid():
+    nodes = [helper.make_node("AffineGrid", ["theta", "size"], ["g"], align_corners=0),
+             helper.make_node("AffineGrid", ["theta", "size"], ["h"], align_corners=1)]
+    return (model(nodes, [vi("theta", TensorProto.FLOAT, [2, 2, 3])],
+                  [vi("g", TensorProto.FLOAT, None), vi("h", TensorProto.FLOAT, None)], 20,
+                  inits=[const("size", np.array([2, 3, 4, 5], np.int64))]),
+            [("theta", rand([2, 2, 3], 34))])
+
+
+@case
+def opset20_dft_axis_input():
+    nodes = [helper.make_node("DFT", ["x", "", "axis"], ["y"], onesided=0, inverse=0)]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [2, 8, 1])], [vi("y", TensorProto.FLOAT, None)], 20,
+                  inits=[const("axis", np.array(1, np.int64))]),
+            [("x", rand([2, 8, 1], 35))])
+
+
+@case
+def opset21_dequantize_blocked():
+    q = np.random.RandomState(36).randint(-128, 127, size=[4, 6]).astype(np.int8)
+    nodes = [helper.make_node("DequantizeLinear", ["q", "scale", "zp"], ["y"], axis=1, block_size=3)]
+    return (model(nodes, [vi("q", TensorProto.INT8, [4, 6])], [vi("y", TensorProto.FLOAT, None)], 21,
+                  inits=[const("scale", rand([4, 2], 37, 0.01, 0.1)),
+                         const("zp", np.random.RandomState(38).randint(-5, 5, size=[4, 2]).astype(np.int8))]),
+            [("q", q)])
+
+
+@case
+def opset21_quantize_output_dtype():
+    nodes = [helper.make_node("QuantizeLinear", ["x", "scale"], ["y"], output_dtype=TensorProto.UINT8),
+             helper.make_node("QuantizeLinear", ["x", "scale3", "zp"], ["z"], axis=0)]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [3, 4])],
+                  [vi("y", TensorProto.UINT8, None), vi("z", TensorProto.INT8, None)], 21,
+                  inits=[const("scale", np.float32(0.02)), const("scale3", np.array([0.01, 0.02, 0.03], np.float32)),
+                         const("zp", np.array([1, -2, 3], np.int8))]),
+            [("x", rand([3, 4], 39))])
+
+
+def write(out, name):
+    m, inputs = CASES[name]()
+    d = os.path.join(out, name)
+    data = os.path.join(d, "test_data_set_0")
+    os.makedirs(data, exist_ok=True)
+    with open(os.path.join(d, "model.onnx"), "wb") as f:
+        f.write(m.SerializeToString())
+    for i, (n, a) in enumerate(inputs):
+        with open(os.path.join(data, "input_%d.pb" % i), "wb") as f:
+            f.write(numpy_helper.from_array(a, n).SerializeToString())
+
+
+def main(argv):
+    if len(argv) < 2:
+        sys.exit(__doc__)
+    names = argv[2:] or sorted(CASES)
+    for n in names:
+        if n not in CASES:
+            sys.exit("gen_quirks: no case '%s' (cases: %s)" % (n, ", ".join(sorted(CASES))))
+        write(argv[1], n)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
