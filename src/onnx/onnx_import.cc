@@ -15,6 +15,7 @@
 #include <unordered_set>
 
 #include <onnx/onnx_pb.h>
+#include "onnx/contrib_lowering.h"
 #include "ops/op_registry.h"
 
 namespace tessera {
@@ -232,13 +233,20 @@ struct Importer {
     return body;
   }
 
-  // The nodes of a graph with every call of a model-local function replaced by its body (recursively).
+  // Whether a node is replaced on import: a call of a model-local function, or a com.microsoft op that
+  // contrib_lowering.h lowers.
+  bool expands(const onnx::NodeProto& np) const { return function_of(np) || np.domain() == "com.microsoft"; }
+
+  // The nodes of a graph with every call of a model-local function replaced by its body, and the com.microsoft ops
+  // of contrib_lowering.h by their default-domain equivalents (recursively).
   Status expand_calls(const google::protobuf::RepeatedPtrField<onnx::NodeProto>& nodes,
                       std::vector<onnx::NodeProto>* out) {
     for (const auto& np : nodes) {
       const onnx::FunctionProto* fn = function_of(np);
       if (!fn) {
-        out->push_back(np);
+        bool lowered = false;
+        TSR_ASSIGN_OR_RETURN(lowered, lower_contrib_op(np, out));
+        if (!lowered) out->push_back(np);
         continue;
       }
       if (inline_depth >= kMaxInlineDepth) {
@@ -344,8 +352,8 @@ struct Importer {
       if (!g->values.count(vi_proto.name())) g->values[vi_proto.name()] = vi;
     }
     std::vector<onnx::NodeProto> expanded;
-    const bool any_call = !functions.empty() && std::any_of(gp.node().begin(), gp.node().end(),
-                                                            [&](const onnx::NodeProto& np) { return function_of(np); });
+    const bool any_call =
+        std::any_of(gp.node().begin(), gp.node().end(), [&](const onnx::NodeProto& np) { return expands(np); });
     if (any_call) TSR_RETURN_IF_ERROR(expand_calls(gp.node(), &expanded));
     auto process = [&](const onnx::NodeProto& np) -> Status {
       Node n;

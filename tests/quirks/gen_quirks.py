@@ -124,6 +124,48 @@ def local_function():
             [("x", rand([2, 6], 7))])
 
 
+# ---- com.microsoft ops of ONNX Runtime's transformer optimizer --------------------------------------------------
+
+MS = [helper.make_opsetid("com.microsoft", 1)]
+
+
+@case
+def ms_gelu_family():
+    nodes = [helper.make_node("Gelu", ["x"], ["g"], domain="com.microsoft"),
+             helper.make_node("FastGelu", ["x", "bias"], ["f"], domain="com.microsoft"),
+             helper.make_node("FastGelu", ["x"], ["f0"], domain="com.microsoft"),
+             helper.make_node("BiasGelu", ["x", "bias"], ["b"], domain="com.microsoft"),
+             helper.make_node("QuickGelu", ["x"], ["q"], domain="com.microsoft", alpha=1.5)]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [2, 3, 8])],
+                  [vi(n, TensorProto.FLOAT, None) for n in ("g", "f", "f0", "b", "q")], 17,
+                  inits=[const("bias", rand([8], 40))], opsets=MS),
+            [("x", rand([2, 3, 8], 41, -3, 3))])
+
+
+@case
+def ms_skip_layer_normalization():
+    nodes = [helper.make_node("SkipLayerNormalization", ["x", "skip", "gamma", "beta", "bias"],
+                              ["y", "mean", "inv_std", "sum"], domain="com.microsoft", epsilon=1e-5),
+             helper.make_node("SkipLayerNormalization", ["x", "skip", "gamma"], ["z"], domain="com.microsoft",
+                              epsilon=1e-5)]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [2, 4, 16]), vi("skip", TensorProto.FLOAT, [2, 4, 16])],
+                  [vi("y", TensorProto.FLOAT, None), vi("sum", TensorProto.FLOAT, None),
+                   vi("z", TensorProto.FLOAT, None)], 17,
+                  inits=[const("gamma", rand([16], 42, 0.5, 1.5)), const("beta", rand([16], 43)),
+                         const("bias", rand([16], 44))], opsets=MS),
+            [("x", rand([2, 4, 16], 45)), ("skip", rand([2, 4, 16], 46))])
+
+
+@case
+def ms_fused_matmul():
+    nodes = [helper.make_node("FusedMatMul", ["a", "b"], ["y"], domain="com.microsoft", alpha=0.125, transB=1),
+             helper.make_node("FusedMatMul", ["at", "b"], ["z"], domain="com.microsoft", transA=1, transB=1)]
+    return (model(nodes, [vi("a", TensorProto.FLOAT, [2, 3, 5, 4]), vi("b", TensorProto.FLOAT, [2, 3, 6, 4]),
+                          vi("at", TensorProto.FLOAT, [2, 3, 4, 5])],
+                  [vi("y", TensorProto.FLOAT, None), vi("z", TensorProto.FLOAT, None)], 17, opsets=MS),
+            [("a", rand([2, 3, 5, 4], 47)), ("b", rand([2, 3, 6, 4], 48)), ("at", rand([2, 3, 4, 5], 49))])
+
+
 # ---- opset 18 ---------------------------------------------------------------------------------------------------
 
 @case

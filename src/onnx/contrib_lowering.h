@@ -1,0 +1,28 @@
+// The com.microsoft ops that ONNX Runtime's transformer optimizer writes into "optimized" models, lowered on import
+// to default-domain ops that Tessera runs (and fuses) natively:
+//   FastGelu(X, bias?)                 -> [Add] Gelu(approximate="tanh")
+//   BiasGelu(A, B)                     -> Add, Gelu
+//   QuickGelu(X; alpha=1.702)          -> X * Sigmoid(alpha * X)
+//   SkipLayerNormalization(input, skip, gamma, beta?, bias?; epsilon)
+//                                      -> Add [, Add bias], LayerNormalization(axis -1) with its mean / inv-std
+//                                         outputs and the sum as the fourth output
+//   FusedMatMul(A, B; alpha, transA, transB)
+//                                      -> Einsum ("...ij,...jk->...ik" with the transposes) [, Mul alpha]
+// (Gelu itself is registered in com.microsoft directly.)
+#pragma once
+
+#include <vector>
+
+#include "util/status.h"
+
+namespace onnx {
+class NodeProto;
+}
+
+namespace tessera {
+
+// True when `node` is one of the ops above; its lowering is appended to `out`. An attribute the lowering cannot
+// honour (FusedMatMul's transBatchA/B) is an error naming the node.
+Expected<bool> lower_contrib_op(const onnx::NodeProto& node, std::vector<onnx::NodeProto>* out);
+
+}  // namespace tessera
