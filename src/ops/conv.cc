@@ -18,6 +18,7 @@
 #include "ops/kernels/fused_activation.h"
 #include "ops/kernels/gemm.h"
 #include "ops/op_registry.h"
+#include "ops/tensor_util.h"
 
 namespace tessera {
 
@@ -358,10 +359,64 @@ class ConvTransposeKernel final : public Kernel {
 
 }  // namespace
 
+// ---- Col2Im (opset 18) -----------------------------------------------------------
+// input [N, C * prod(block), L] holds, per channel and block position, the L blocks of image_shape (the layout
+// im2col makes); the blocks are summed back into [N, C, image_shape...] with strides, dilations and pads as a
+// convolution's.
+
+namespace {
+
+Status infer_col2im(InferContext& ctx) {
+  if (ctx.in_dtype(0) != DType::kFloat32 && ctx.in_dtype(0) != DType::kUndefined) {
+    return ctx.error(std::string("input has dtype ") + dtype_name(ctx.in_dtype(0)) + "; supported: float32");
+  }
+  const Shape& x = ctx.in_shape(0);
+  std::vector<int64_t> image, block;
+  if (x.rank_known && x.rank() != 3) return ctx.error("input must have rank 3, got " + x.str());
+  if (!known_ints(ctx, 1, &image) || !known_ints(ctx, 2, &block) || !x.rank_known) {
+    ctx.set_output(0, DType::kFloat32, Shape::Unranked());
+    return Status::Ok();
+  }
+  if (image.size() != block.size() || image.empty()) return ctx.error("image_shape and block_shape differ in length");
+  int64_t k = 1;
+  for (int64_t b : block) {
+    if (b <= 0) return ctx.error("block_shape must be positive");
+    k *= b;
+  }
+  std::vector<Dim> out = {x[0], Dim()};
+  if (x[1].known()) {
+    if (x[1].value % k != 0) return ctx.error("input dim 1 is not a multiple of the block size");
+    out[1] = Dim(x[1].value / k);
+  }
+  for (int64_t d : image) out.push_back(Dim(d));
+  ctx.set_output(0, DType::kFloat32, Shape(std::move(out)));
+  return Status::Ok();
+}
+
+Status run_col2im(KernelContext& ctx) {
+  const Tensor* x = ctx.input(0);
+  Tensor* y = ctx.output(0);
+  const std::vector<int64_t> image = input_ints(ctx, 1), block = input_ints(ctx, 2);
+  SpatialAttrs a;
+  TSR_RETURN_IF_ERROR(read_spatial_attrs(ctx.node(), static_cast<int>(image.size()), block, false, &a));
+  Geometry g;
+  TSR_ASSIGN_OR_RETURN(g, conv_geometry(Dims(image.begin(), image.end()), a, ctx.node().describe()));
+  const int64_t n = x->dim(0), ck = x->dim(1), l = x->dim(2), k = g.kernel_size();
+  if (l != g.out_size()) {
+    return ctx.error("input has " + std::to_string(l) + " blocks, the geometry gives " + std::to_string(g.out_size()));
+  }
+  const int64_t c = ck / k, plane = g.in_size();
+  for (int64_t i = 0; i < n; ++i) col2im(x->data<float>() + i * ck * l, c, g, y->data<float>() + i * c * plane);
+  return Status::Ok();
+}
+
+}  // namespace
+
 TSR_REGISTER_OPS(conv) {
   reg.add(OpSchema{"Conv", "", infer_conv, ConvKernel::Create, nullptr, {}});
   reg.add(OpSchema{"FusedConv", "com.microsoft", infer_conv, ConvKernel::Create, nullptr, {}});
   reg.add(OpSchema{"ConvTranspose", "", infer_convtranspose, ConvTransposeKernel::Create, nullptr, {}});
+  reg.add(OpSchema{"Col2Im", "", infer_col2im, nullptr, run_col2im, {1, 2}});
 }
 
 }  // namespace tessera

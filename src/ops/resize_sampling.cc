@@ -1,4 +1,8 @@
-// GridSample (opset 16) and RoiAlign (opsets 10 and 16).
+// GridSample (opsets 16 and 20), AffineGrid (opset 20) and RoiAlign (opsets 10 and 16).
+//
+// AffineGrid: theta [N,2,3] ([N,3,4]) and size [N,C,H,W] ([N,C,D,H,W]) -> the sampling grid [N,H,W,2]
+// ([N,D,H,W,3]) that GridSample reads: theta applied to the normalised coordinates of every output position
+// (pixel centres, or corners with align_corners).
 //
 // GridSample: X [N,C,H,W] (or [N,C,D,H,W]) sampled at the normalised
 // positions of grid [N,Ho,Wo,2] ([N,Do,Ho,Wo,3]) -> Y [N,C,Ho,Wo]. Follows
@@ -15,6 +19,8 @@
 #include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include "ops/tensor_util.h"
 
 namespace tessera {
 namespace {
@@ -479,10 +485,78 @@ Status RoiAlignKernel::run_typed(KernelContext& ctx) const {
   return Status::Ok();
 }
 
+// ---- AffineGrid ----------------------------------------------------------------------
+
+Status infer_affine_grid(InferContext& ctx) {
+  const DType dt = ctx.in_dtype(0);
+  if (dt != DType::kFloat32 && dt != DType::kFloat64 && dt != DType::kUndefined) {
+    return ctx.error(std::string("theta has dtype ") + dtype_name(dt) + "; supported: float32, float64");
+  }
+  std::vector<int64_t> size;
+  if (!known_ints(ctx, 1, &size)) {
+    ctx.set_output(0, dt, Shape::Unranked());
+    return Status::Ok();
+  }
+  if (size.size() != 4 && size.size() != 5) return ctx.error("size must have 4 or 5 entries");
+  std::vector<Dim> out = {Dim(size[0])};
+  for (size_t i = 2; i < size.size(); ++i) out.push_back(Dim(size[i]));
+  out.push_back(Dim(static_cast<int64_t>(size.size()) - 2));
+  ctx.set_output(0, dt, Shape(std::move(out)));
+  return Status::Ok();
+}
+
+template <class T>
+void affine_grid(const T* theta, const std::vector<int64_t>& size, bool align_corners, T* out) {
+  const size_t r = size.size() - 2;  // spatial rank, 2 or 3
+  const int64_t n = size[0];
+  // Normalised coordinate of index i along an axis of length len.
+  auto coord = [&](int64_t i, int64_t len) -> double {
+    if (align_corners) return len > 1 ? -1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(len - 1) : 0.0;
+    return (2.0 * static_cast<double>(i) + 1.0) / static_cast<double>(len) - 1.0;
+  };
+  const int64_t d = r == 3 ? size[2] : 1, h = size[r == 3 ? 3 : 2], w = size[r == 3 ? 4 : 3];
+  const size_t cols = r + 1;
+  for (int64_t b = 0; b < n; ++b) {
+    const T* th = theta + b * static_cast<int64_t>(r * cols);
+    for (int64_t z = 0; z < d; ++z) {
+      for (int64_t y = 0; y < h; ++y) {
+        for (int64_t x = 0; x < w; ++x) {
+          // Base coordinates in (x, y[, z], 1) order, as the grid's last axis is (x, y[, z]).
+          const double base[4] = {coord(x, w), coord(y, h), r == 3 ? coord(z, d) : 1.0, 1.0};
+          for (size_t k = 0; k < r; ++k) {
+            double v = 0;
+            for (size_t j = 0; j < cols; ++j) v += static_cast<double>(th[k * cols + j]) * base[j];
+            *out++ = static_cast<T>(v);
+          }
+        }
+      }
+    }
+  }
+}
+
+Status run_affine_grid(KernelContext& ctx) {
+  const Tensor* theta = ctx.input(0);
+  const std::vector<int64_t> size = input_ints(ctx, 1);
+  const size_t r = size.size() - 2;
+  if (theta->rank() != 3 || theta->dim(0) != size[0] || theta->dim(1) != static_cast<int64_t>(r) ||
+      theta->dim(2) != static_cast<int64_t>(r + 1)) {
+    return ctx.error("theta " + dims_str(theta->dims()) + " does not match size " +
+                     dims_str(Dims(size.begin(), size.end())));
+  }
+  const bool align = ctx.node().attr_int("align_corners", 0) != 0;
+  if (theta->dtype() == DType::kFloat64) {
+    affine_grid(theta->data<double>(), size, align, ctx.output(0)->data<double>());
+  } else {
+    affine_grid(theta->data<float>(), size, align, ctx.output(0)->data<float>());
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void register_sampling_ops(OpRegistry& reg) {
   reg.add(OpSchema{"GridSample", "", infer_grid_sample, nullptr, run_grid_sample, {}});
+  reg.add(OpSchema{"AffineGrid", "", infer_affine_grid, nullptr, run_affine_grid, {1}});
   reg.add(OpSchema{"RoiAlign", "", infer_roi_align, RoiAlignKernel::create, nullptr, {}});
 }
 

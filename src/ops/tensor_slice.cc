@@ -361,6 +361,83 @@ Status run_pad(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// ---- CenterCropPad (opset 18) --------------------------------------------------------
+// Each listed axis (all by default) is cropped or zero-padded to shape[i], centred: a crop keeps
+// [(d - s) / 2, + s), a pad puts the input at (s - d) / 2.
+
+// The axes CenterCropPad resizes, normalised; an error string when they are out of range or repeated.
+bool center_crop_axes(const Node& n, int rank, size_t count, std::vector<int>* axes, std::string* err) {
+  std::vector<int64_t> given = n.attr_ints("axes");
+  if (given.empty()) {
+    for (int i = 0; i < rank; ++i) given.push_back(i);
+  }
+  if (given.size() != count) {
+    *err = "shape has " + std::to_string(count) + " entries for " + std::to_string(given.size()) + " axes";
+    return false;
+  }
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (int64_t a : given) {
+    const int ax = normalize_axis(a, rank);
+    if (ax < 0 || seen[static_cast<size_t>(ax)]) {
+      *err = "axis " + std::to_string(a) + " is out of range or repeated";
+      return false;
+    }
+    seen[static_cast<size_t>(ax)] = true;
+    axes->push_back(ax);
+  }
+  return true;
+}
+
+Status infer_center_crop_pad(InferContext& ctx) {
+  const Shape& in = ctx.in_shape(0);
+  std::vector<int64_t> shape;
+  if (!in.rank_known || !known_ints(ctx, 1, &shape)) {
+    ctx.set_output(0, ctx.in_dtype(0), in.rank_known ? Shape::Unknown(in.rank()) : Shape::Unranked());
+    return Status::Ok();
+  }
+  std::vector<int> axes;
+  std::string err;
+  if (!center_crop_axes(ctx.node(), in.rank(), shape.size(), &axes, &err)) return ctx.error(err);
+  Shape out = in;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (shape[i] < 0) return ctx.error("negative target size");
+    out[axes[i]] = Dim(shape[i]);
+  }
+  ctx.set_output(0, ctx.in_dtype(0), std::move(out));
+  return Status::Ok();
+}
+
+Status run_center_crop_pad(KernelContext& ctx) {
+  const Tensor* in = ctx.input(0);
+  Tensor* out = ctx.output(0);
+  TSR_RETURN_IF_ERROR(check_movable(ctx, in->dtype()));
+  const int rank = in->rank();
+  const std::vector<int64_t> shape = input_ints(ctx, 1);
+  std::vector<int> axes;
+  std::string err;
+  if (!center_crop_axes(ctx.node(), rank, shape.size(), &axes, &err)) return ctx.error(err);
+  std::memset(out->raw(), 0, out->nbytes());
+  if (out->numel() == 0 || in->numel() == 0) return Status::Ok();
+  const size_t esize = dtype_size(in->dtype());
+  const std::vector<int64_t> in_strides = contiguous_strides(in->dims()), out_strides = contiguous_strides(out->dims());
+  Dims dims = in->dims();
+  int64_t soff = 0, doff = 0;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const size_t u = static_cast<size_t>(axes[i]);
+    const int64_t d = in->dim(axes[i]), t = shape[i];
+    if (t < d) {
+      soff += (d - t) / 2 * in_strides[u];
+      dims[u] = t;
+    } else {
+      doff += (t - d) / 2 * out_strides[u];
+    }
+  }
+  strided_copy(static_cast<char*>(out->raw()) + doff * static_cast<int64_t>(esize),
+               static_cast<const char*>(in->raw()) + soff * static_cast<int64_t>(esize), dims, out_strides, in_strides,
+               esize, &ctx.pool());
+  return Status::Ok();
+}
+
 // ---- Trilu ------------------------------------------------------------------------
 
 Status infer_trilu(InferContext& ctx) {
@@ -407,6 +484,7 @@ void register_tensor_slice_ops(OpRegistry& reg) {
   reg.add(OpSchema{"Slice", "", infer_slice, nullptr, run_slice, {1, 2, 3, 4}});
   reg.add(OpSchema{"Pad", "", infer_pad, nullptr, run_pad, {1, 3}});
   reg.add(OpSchema{"Trilu", "", infer_trilu, nullptr, run_trilu, {}});
+  reg.add(OpSchema{"CenterCropPad", "", infer_center_crop_pad, nullptr, run_center_crop_pad, {1}});
 }
 
 }  // namespace tessera
