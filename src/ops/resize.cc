@@ -15,6 +15,7 @@
 // skipped. With post > 1 the inner loop is a contiguous weighted sum of rows.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <vector>
 
@@ -76,15 +77,8 @@ Status parse_attrs(const Node& node, int64_t opset, ResizeAttrs* a) {
     return Unsupported(node.describe() + ": antialias=1 (opset 18) is not supported");
   }
   const std::string policy = node.attr_string("keep_aspect_ratio_policy", "stretch");
-  if (policy != "stretch") {
-    return Unsupported(node.describe() + ": keep_aspect_ratio_policy '" + policy + "' (opset 18) is not supported");
-  }
-  if (const Attribute* axes = node.attr("axes")) {
-    for (size_t i = 0; i < axes->ints.size(); ++i) {
-      if (axes->ints[i] != static_cast<int64_t>(i)) {
-        return Unsupported(node.describe() + ": 'axes' other than all dims in order (opset 18) is not supported");
-      }
-    }
+  if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller") {
+    return InvalidModel(node.describe() + ": unknown keep_aspect_ratio_policy '" + policy + "'");
   }
   a->cubic_a = node.attr_float("cubic_coeff_a", -0.75f);
   a->exclude_outside = node.attr_int("exclude_outside", 0) != 0;
@@ -110,22 +104,58 @@ struct ResizePlan {
 
 const Tensor* nonempty(const Tensor* t) { return t && t->numel() > 0 ? t : nullptr; }
 
-// Builds the plan from concrete inputs. `scales`/`sizes`/`roi` may be null.
+// The dims scales / sizes / roi cover: the `axes` attribute (opset 18), normalised, else every dim.
+Status resize_axes(const Node& node, size_t rank, std::vector<size_t>* axes) {
+  axes->clear();
+  const Attribute* given = node.attr("axes");
+  if (!given || given->ints.empty()) {
+    for (size_t i = 0; i < rank; ++i) axes->push_back(i);
+    return Status::Ok();
+  }
+  std::vector<bool> seen(rank, false);
+  for (int64_t v : given->ints) {
+    const int ax = normalize_axis(v, static_cast<int>(rank));
+    if (ax < 0 || seen[static_cast<size_t>(ax)]) {
+      return InvalidModel(node.describe() + ": axis " + std::to_string(v) + " is out of range or repeated");
+    }
+    seen[static_cast<size_t>(ax)] = true;
+    axes->push_back(static_cast<size_t>(ax));
+  }
+  return Status::Ok();
+}
+
+// Builds the plan from concrete inputs. `scales`/`sizes`/`roi` may be null. With `axes` (opset 18) they cover
+// those dims only, the others keep their size; keep_aspect_ratio_policy not_larger / not_smaller turns sizes into
+// one scale for all covered dims (the smallest / largest of sizes / in), with out = round(scale * in).
 Status make_plan(const Node& node, const Dims& in, const std::vector<double>* attr_scales, const Tensor* scales,
                  const Tensor* sizes, const Tensor* roi, ResizePlan* p) {
   const size_t rank = in.size();
-  p->out.assign(rank, 0);
+  p->out.assign(in.begin(), in.end());
   p->scales.assign(rank, 1.0);
+  std::vector<size_t> axes;
+  TSR_RETURN_IF_ERROR(resize_axes(node, rank, &axes));
+  const size_t k = axes.size();
   if (sizes && scales) return InvalidModel(node.describe() + ": only one of 'scales' and 'sizes' may be given");
   if (sizes) {
-    if (static_cast<size_t>(sizes->numel()) != rank) {
-      return InvalidModel(node.describe() + ": 'sizes' has " + std::to_string(sizes->numel()) +
-                          " entries for an input of rank " + std::to_string(rank));
+    if (static_cast<size_t>(sizes->numel()) != k) {
+      return InvalidModel(node.describe() + ": 'sizes' has " + std::to_string(sizes->numel()) + " entries for " +
+                          std::to_string(k) + " axes");
     }
-    for (size_t i = 0; i < rank; ++i) {
-      p->out[i] = sizes->as_int64(static_cast<int64_t>(i));
-      if (p->out[i] < 0) return InvalidModel(node.describe() + ": negative output size");
-      p->scales[i] = in[i] > 0 ? static_cast<double>(p->out[i]) / static_cast<double>(in[i]) : 1.0;
+    const std::string policy = node.attr_string("keep_aspect_ratio_policy", "stretch");
+    double uniform = policy == "not_larger" ? std::numeric_limits<double>::infinity() : 0.0;
+    for (size_t i = 0; i < k; ++i) {
+      const int64_t target = sizes->as_int64(static_cast<int64_t>(i));
+      if (target < 0) return InvalidModel(node.describe() + ": negative output size");
+      const double r = in[axes[i]] > 0 ? static_cast<double>(target) / static_cast<double>(in[axes[i]]) : 1.0;
+      uniform = policy == "not_larger" ? std::min(uniform, r) : std::max(uniform, r);
+      p->out[axes[i]] = target;
+      p->scales[axes[i]] = r;
+    }
+    if (policy != "stretch") {
+      for (size_t ax : axes) {
+        p->scales[ax] = uniform;
+        p->out[ax] = static_cast<int64_t>(std::floor(uniform * static_cast<double>(in[ax]) + 0.5));
+      }
     }
   } else {
     std::vector<double> s;
@@ -136,19 +166,22 @@ Status make_plan(const Node& node, const Dims& in, const std::vector<double>* at
     } else {
       return InvalidModel(node.describe() + ": one of 'scales' and 'sizes' must be given");
     }
-    if (s.size() != rank) {
-      return InvalidModel(node.describe() + ": 'scales' has " + std::to_string(s.size()) +
-                          " entries for an input of rank " + std::to_string(rank));
+    if (s.size() != k) {
+      return InvalidModel(node.describe() + ": 'scales' has " + std::to_string(s.size()) + " entries for " +
+                          std::to_string(k) + " axes");
     }
-    for (size_t i = 0; i < rank; ++i) {
+    for (size_t i = 0; i < k; ++i) {
       if (!(s[i] > 0)) return InvalidModel(node.describe() + ": scales must be positive");
-      p->scales[i] = s[i];
-      p->out[i] = static_cast<int64_t>(std::floor(s[i] * static_cast<double>(in[i])));
+      p->scales[axes[i]] = s[i];
+      p->out[axes[i]] = static_cast<int64_t>(std::floor(s[i] * static_cast<double>(in[axes[i]])));
     }
   }
-  if (roi) {
-    if (static_cast<size_t>(roi->numel()) == 2 * rank) {
-      for (int64_t i = 0; i < roi->numel(); ++i) p->roi.push_back(roi->as_double(i));
+  if (roi && static_cast<size_t>(roi->numel()) == 2 * k) {
+    p->roi.assign(2 * rank, 0.0);
+    for (size_t i = 0; i < rank; ++i) p->roi[rank + i] = 1.0;
+    for (size_t i = 0; i < k; ++i) {
+      p->roi[axes[i]] = roi->as_double(static_cast<int64_t>(i));
+      p->roi[rank + axes[i]] = roi->as_double(static_cast<int64_t>(k + i));
     }
   }
   return Status::Ok();
@@ -182,6 +215,23 @@ Status infer_resize(InferContext& ctx) {
   std::vector<double> attr_scales = attr_scales_of(node);
   const bool use_attr = is_upsample(node) && !node.has_input(1);
 
+  // Opset 18's axes and aspect policy: the plan on concrete dims, else unknown dims.
+  const Attribute* axes_attr = node.attr("axes");
+  if ((axes_attr && !axes_attr->ints.empty()) ||
+      node.attr_string("keep_aspect_ratio_policy", "stretch") != "stretch") {
+    if (!xs.rank_known) {
+      ctx.set_output(0, dt, Shape::Unranked());
+      return Status::Ok();
+    }
+    if (!xs.fully_known() || scales_unknown || sizes_unknown) {
+      ctx.set_output(0, dt, Shape::Unknown(xs.rank()));
+      return Status::Ok();
+    }
+    ResizePlan plan;
+    TSR_RETURN_IF_ERROR(make_plan(node, xs.concrete(), nullptr, scales, sizes, nullptr, &plan));
+    ctx.set_output(0, dt, Shape::FromDims(plan.out));
+    return Status::Ok();
+  }
   int rank = xs.rank_known ? xs.rank() : -1;
   if (rank < 0 && sizes) rank = static_cast<int>(sizes->numel());
   if (rank < 0 && scales) rank = static_cast<int>(scales->numel());
