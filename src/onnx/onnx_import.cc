@@ -185,8 +185,14 @@ struct Importer {
   std::map<std::string, const onnx::FunctionProto*> functions;
   int inline_depth = 0;
   int64_t inline_count = 0;
+  int graph_depth = 0;     // nesting of the graph being imported (0: the main graph)
+  int64_t node_count = 0;  // nodes imported so far, nested graphs and inlined functions included
 
   static constexpr int kMaxInlineDepth = 32;
+  // Limits on what a model may hold: deeper nesting or more nodes is refused as a malformed (or hostile) model,
+  // before it can exhaust the stack or memory. Real models stay far below both.
+  static constexpr int kMaxGraphDepth = 64;
+  static constexpr int64_t kMaxNodes = int64_t{1} << 24;
 
   const onnx::FunctionProto* function_of(const onnx::NodeProto& np) const {
     const std::string domain = np.domain() == "ai.onnx" ? "" : np.domain();
@@ -324,6 +330,16 @@ struct Importer {
   }
 
   Status graph(const onnx::GraphProto& gp, Graph* g, bool nested) {
+    if (graph_depth >= kMaxGraphDepth) {
+      return InvalidModel("graph '" + gp.name() + "': graphs nest deeper than " + std::to_string(kMaxGraphDepth));
+    }
+    ++graph_depth;
+    Status st = graph_body(gp, g, nested);
+    --graph_depth;
+    return st;
+  }
+
+  Status graph_body(const onnx::GraphProto& gp, Graph* g, bool nested) {
     g->name = gp.name();
     g->opset = opset;
     for (const auto& init : gp.initializer()) {
@@ -356,6 +372,9 @@ struct Importer {
         std::any_of(gp.node().begin(), gp.node().end(), [&](const onnx::NodeProto& np) { return expands(np); });
     if (any_call) TSR_RETURN_IF_ERROR(expand_calls(gp.node(), &expanded));
     auto process = [&](const onnx::NodeProto& np) -> Status {
+      if (++node_count > kMaxNodes) {
+        return InvalidModel("model: more than " + std::to_string(kMaxNodes) + " nodes");
+      }
       Node n;
       n.name = np.name();
       n.op_type = np.op_type();

@@ -191,6 +191,41 @@ TEST(OnnxImport, RejectsDeclaredShapesBeyondSixtyFourBits) {
   }
 }
 
+// Graphs nested beyond the limit are refused (they would otherwise recurse without bound); real models nest a few.
+TEST(OnnxImport, RejectsGraphsNestedTooDeeply) {
+  auto nested_model = [](int depth) {
+    auto m = tiny_model();
+    onnx::GraphProto* g = m.mutable_graph();
+    g->clear_node();
+    for (int d = 0; d < depth; ++d) {
+      auto* n = g->add_node();
+      n->set_op_type("If");
+      n->add_input("c");
+      n->add_output(d == 0 ? "y" : "o" + std::to_string(d));
+      auto* a = n->add_attribute();
+      a->set_name("then_branch");
+      a->set_type(onnx::AttributeProto::GRAPH);
+      g = a->mutable_g();
+      g->set_name("level" + std::to_string(d));
+      g->add_output()->set_name("o" + std::to_string(d + 1));
+    }
+    auto* leaf = g->add_node();
+    leaf->set_op_type("Identity");
+    leaf->add_input("x");
+    leaf->add_output("o" + std::to_string(depth));
+    return m;
+  };
+  auto deep = import_onnx_model(nested_model(100), "");
+  ASSERT_FALSE(deep.ok());
+  EXPECT_EQ(deep.status().code(), ErrorCode::kInvalidModel);
+  EXPECT_NE(deep.status().message().find("nest deeper than 64"), std::string::npos) << deep.status().message();
+  // Within the limit the nesting itself is no error (the model may still fail its checks: the branches lack else).
+  auto shallow = import_onnx_model(nested_model(3), "");
+  if (!shallow.ok()) {
+    EXPECT_EQ(shallow.status().message().find("nest deeper"), std::string::npos);
+  }
+}
+
 TEST(OnnxExport, RoundTripsGraphWithShapesAndConstants) {
   auto g = import_onnx_model(tiny_model(), "");
   ASSERT_TRUE(g.ok());
