@@ -135,6 +135,10 @@ TESSERA_API tessera_error_t* tessera_session_options_set_backends(tessera_sessio
 /* Pins input `name` to `dims` (rank entries, each >= 0); replaces an earlier pin of the same input. */
 TESSERA_API tessera_error_t* tessera_session_options_set_shape(tessera_session_options_t* opts, const char* name,
                                                                const int64_t* dims, size_t rank);
+/* Since 0.2. The memory one run may hold (its arena, the outputs and the tensors of steps whose shapes are known
+ * only at run time; not the scratch memory inside kernels and engines), as --max-memory. A run that would need
+ * more fails with TESSERA_CODE_INVALID_ARGUMENT naming the need and the limit. 0 (the default): no limit. */
+TESSERA_API tessera_error_t* tessera_session_options_set_max_memory(tessera_session_options_t* opts, uint64_t bytes);
 /* Since 0.2. "NAME=D0,D1,..", as --shape (checked when the model is loaded);
  * a later pin of the same input wins. */
 TESSERA_API tessera_error_t* tessera_session_options_add_shape(tessera_session_options_t* opts, const char* spec);

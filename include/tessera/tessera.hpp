@@ -147,6 +147,8 @@ class SessionOptions : public detail::Handle<tessera_session_options_t, tessera_
   SessionOptions& Shape(const std::string& input, const std::vector<int64_t>& dims) {
     return apply(tessera_session_options_set_shape(p_, input.c_str(), dims.data(), dims.size()));
   }
+  // Bytes one run may hold (--max-memory); 0: no limit.
+  SessionOptions& MaxMemory(uint64_t bytes) { return apply(tessera_session_options_set_max_memory(p_, bytes)); }
   // "NAME=D0,D1,..", as --shape.
   SessionOptions& AddShape(const std::string& spec) {
     return apply(tessera_session_options_add_shape(p_, spec.c_str()));

@@ -277,6 +277,7 @@ tessera_error_t* create_session(const char* fn, tessera_env_t* env, api::ModelSo
   const api::CompileOptions o = compile_options(opts, env->state);
   SessionOptions so;
   so.num_threads = o.threads;
+  so.max_memory = o.max_memory;
   PartitionReport report;
   const std::string label = src.name();
   auto s = api::open_session(src, o, so, &report);
@@ -411,6 +412,13 @@ tessera_error_t* tessera_session_options_set_shape(tessera_session_options_t* op
         std::remove_if(shapes.begin(), shapes.end(), [&](const std::string& s) { return s.rfind(prefix, 0) == 0; }),
         shapes.end());
     shapes.push_back(spec);
+    return nullptr;
+  });
+}
+
+tessera_error_t* tessera_session_options_set_max_memory(tessera_session_options_t* opts, uint64_t bytes) {
+  return set_option(__func__, opts, [&](const char*) -> tessera_error_t* {
+    opts->compile.max_memory = static_cast<size_t>(std::min<uint64_t>(bytes, SIZE_MAX));
     return nullptr;
   });
 }

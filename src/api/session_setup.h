@@ -31,6 +31,7 @@ struct CompileOptions {
   int min_region_nodes = -1;                    // --min-region-nodes; < 0: the partitioner's default
   std::string backend_options;                  // --backend-options "K=V;.."
   int threads = 0;                              // --threads; 0: the hardware threads
+  size_t max_memory = 0;                        // --max-memory: bytes one run may hold; 0: no limit
   // Progress while compiling (done, total, what); total 0 when unknown.
   std::function<void(int, int, const std::string&)> progress;
   // One-line warnings (the CLI prints them as "tessera: warning: ...").

@@ -35,6 +35,9 @@ class ExecutionPlan;
 struct PlanOptions {
   bool optimize = true;  // fold constants and canonicalise (off for artifacts, already optimised)
   bool fuse = true;      // native fusion
+  // Bytes one run of a plan may hold: its arena, the outputs it makes and the tensors of steps whose shapes are
+  // known only at run time (scratch memory inside kernels and engines is not counted). 0: no limit.
+  size_t max_memory = 0;
 };
 
 // Shape inference (and, with opts.optimize, the optimisation pipeline), then

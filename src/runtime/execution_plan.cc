@@ -1,6 +1,8 @@
 #include "runtime/execution_plan.h"
 
 #include <chrono>
+#include <cstdio>
+#include <new>
 #include <cstring>
 #include <unordered_set>
 
@@ -11,6 +13,24 @@
 #include "runtime/subgraph_runner.h"
 
 namespace tessera {
+
+namespace {
+
+// "12.5 MiB", "3.0 KiB", "40 bytes"
+std::string mib(size_t bytes) {
+  char buf[48];
+  if (bytes < 1024) {
+    std::snprintf(buf, sizeof buf, "%zu bytes", bytes);
+  } else if (bytes < (size_t{1} << 20)) {
+    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  }
+  return buf;
+}
+
+}  // namespace
+
 
 
 class ExecutionPlan::Frame final : public ValueScope {
@@ -163,6 +183,18 @@ Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPoo
   MemoryPlan mp = plan_memory(reqs);
   for (size_t i = 0; i < reqs.size(); ++i) plan->slots_[static_cast<size_t>(req_slot[i])].offset = mp.offsets[i];
   plan->stats_.arena_bytes = mp.arena_bytes;
+  // The memory limit, checked on what the plan knows now; run() adds the tensors of dynamic steps.
+  size_t outputs_bytes = 0;
+  for (const Slot& slot : plan->slots_) {
+    if (slot.kind == Slot::Kind::kOutput) outputs_bytes += static_cast<size_t>(numel(slot.dims)) * dtype_size(slot.dtype);
+  }
+  plan->max_memory_ = opts.max_memory;
+  plan->static_bytes_ = mp.arena_bytes + outputs_bytes;
+  if (opts.max_memory > 0 && plan->static_bytes_ > opts.max_memory) {
+    return InvalidInput("a run at these input shapes needs " + mib(plan->static_bytes_) + " (arena " +
+                        mib(mp.arena_bytes) + ", outputs " + mib(outputs_bytes) + "), more than the memory limit of " +
+                        mib(opts.max_memory));
+  }
   plan->stats_.naive_bytes = mp.naive_bytes;
   plan->stats_.num_steps = num_steps;
   bool nested = false;
@@ -192,6 +224,17 @@ void ExecutionPlan::release_arena(std::shared_ptr<void> a) const {
 }
 
 Expected<std::vector<Tensor>> ExecutionPlan::run(const std::vector<Tensor>& inputs, const RunOptions& ro) const {
+  try {
+    return run_guarded(inputs, ro);
+  } catch (const std::bad_alloc&) {
+    // An allocation the limit did not foresee (or no limit): a clean error, never an abort.
+    return InvalidInput("out of memory during the run (is a dimension of an input absurdly large? a memory limit "
+                        "gives the size needed)");
+  }
+}
+
+Expected<std::vector<Tensor>> ExecutionPlan::run_guarded(const std::vector<Tensor>& inputs,
+                                                         const RunOptions& ro) const {
   RunProfile* profile = ro.profile;
   // Output slots bound to caller buffers: slot -> the bound tensor.
   std::vector<const Tensor*> bound;
@@ -223,6 +266,7 @@ Expected<std::vector<Tensor>> ExecutionPlan::run(const std::vector<Tensor>& inpu
   std::vector<const Tensor*> in_ptrs;
   std::vector<Tensor*> out_ptrs;
   Status status;
+  size_t held = static_bytes_;  // for the memory limit: the plan's memory plus the dynamic steps' tensors
   for (const Step& st : steps_) {
     if (ro.cancel && ro.cancel->load(std::memory_order_relaxed)) {
       status = Cancelled("the run was cancelled");
@@ -261,11 +305,24 @@ Expected<std::vector<Tensor>> ExecutionPlan::run(const std::vector<Tensor>& inpu
         }
       } else if (slot.kind == Slot::Kind::kDynamic) {
         const ValueInfo& vi = dyn_info[i];
-        if (vi.dtype != DType::kUndefined && vi.shape.fully_known()) ot = Tensor(vi.dtype, vi.shape.concrete());
-        else ot = Tensor();
+        if (vi.dtype != DType::kUndefined && vi.shape.fully_known()) {
+          const Dims dims = vi.shape.concrete();
+          const size_t bytes = static_cast<size_t>(numel(dims)) * dtype_size(vi.dtype);
+          if (max_memory_ > 0 && held + bytes > max_memory_) {
+            status = InvalidInput(st.node->describe() + ": output " + std::to_string(i) + " " + dims_str(dims) +
+                                  " would bring the run to " + mib(held + bytes) + ", more than the memory limit of " +
+                                  mib(max_memory_));
+            break;
+          }
+          held += bytes;
+          ot = Tensor(vi.dtype, dims);
+        } else {
+          ot = Tensor();
+        }
       }
       out_ptrs.push_back(&ot);
     }
+    if (!status.ok()) break;
     KernelContext ctx(*st.node, in_ptrs, out_ptrs, pool_, st.has_subgraphs ? &runner : nullptr);
     if (!profile) {
       status = st.kernel->run(ctx);

@@ -54,6 +54,7 @@ class ExecutionPlan {
   };
   class Frame;
 
+  Expected<std::vector<Tensor>> run_guarded(const std::vector<Tensor>& inputs, const RunOptions& ro) const;
   std::shared_ptr<void> acquire_arena() const;
   void release_arena(std::shared_ptr<void> a) const;
 
@@ -65,6 +66,8 @@ class ExecutionPlan {
   std::vector<int> output_slots_;
   std::unordered_map<std::string, int> slot_of_;
   RunStats stats_;
+  size_t max_memory_ = 0;    // PlanOptions::max_memory
+  size_t static_bytes_ = 0;  // arena + the outputs whose shapes the plan knows
   std::unique_ptr<BodyPlanCache> bodies_;  // when some node has a nested graph
   mutable std::mutex arena_mu_;
   mutable std::vector<std::shared_ptr<void>> free_arenas_;

@@ -143,7 +143,7 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const 
     vi.shape = Shape::FromDims(dims[i]);
   }
   // Fusion after partitioning and optimisation, on what native runs only.
-  const PlanOptions po{optimize_, opts_.fuse};
+  const PlanOptions po{optimize_, opts_.fuse, opts_.max_memory};
   TSR_RETURN_IF_ERROR(prepare_for_plan(g, po));
   std::shared_ptr<ExecutionPlan> plan;
   TSR_ASSIGN_OR_RETURN(plan, ExecutionPlan::Build(std::move(g), pool_.get(), engines_.get(), po));

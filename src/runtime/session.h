@@ -35,6 +35,9 @@ struct SessionOptions {
   // Fuse what native runs (Conv/Gemm epilogues, elementwise chains) in every
   // plan; TESSERA_NO_FUSION=1 in the environment turns it off as well.
   bool fuse = true;
+  // The memory limit of every run (PlanOptions::max_memory): a run that would hold more fails with
+  // ErrorCode::kInvalidInput naming the need and the limit. 0: no limit.
+  size_t max_memory = 0;
 };
 
 struct IOInfo {

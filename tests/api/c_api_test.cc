@@ -448,6 +448,21 @@ TEST(CApi, FilesComparisonsProfilesAndReports) {
   tessera_value_release(ref_in);
   tessera_value_release(back);
 
+  // A memory limit below what a run needs refuses the run (or the session, when it plans at creation), by name.
+  {
+    Options limited;
+    ASSERT_OK(tessera_session_options_set_backends(limited.o, "native"));
+    ASSERT_OK(tessera_session_options_set_max_memory(limited.o, 64));
+    Session ls;
+    tessera_error_t* e = tessera_session_create(n.env.env, model_path("mlp").c_str(), limited.o, &ls.s);
+    if (!e) {
+      Values out(1);
+      e = tessera_session_run(ls.s, nullptr, n.in.cnames.data(), n.in.ptrs(), 1, nullptr, out.v.data(), 1);
+    }
+    EXPECT_EQ(code_of(e, &msg), TESSERA_CODE_INVALID_ARGUMENT);
+    EXPECT_NE(msg.find("memory limit"), std::string::npos) << msg;
+  }
+
   // Misuse of the 0.2 functions.
   EXPECT_EQ(code_of(tessera_value_read_file("/nonexistent.pb", &back, nullptr)), TESSERA_CODE_IO);
   EXPECT_EQ(code_of(tessera_value_read_file(nullptr, &back, nullptr)), TESSERA_CODE_INVALID_ARGUMENT);

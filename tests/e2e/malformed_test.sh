@@ -139,6 +139,10 @@ run_case "run_unknown_backend" "no_such_backend" -- run "$models/mlp.onnx" --inp
 run_case "unknown_command" "frobnicate" -- frobnicate
 run_case "option_without_value" "option .--rtol. needs a value" -- check "$work" --rtol
 run_case "flag_of_another_command" "option .--tune. for .run." -- run "$models/mlp.onnx" --tune
+# Limits: a run that needs more memory than --max-memory is refused before it allocates; a bad size is named.
+run_case "over_memory_limit" "memory limit" -- run "$models/mlp.onnx" --backends native --max-memory 1K
+run_case "bad_memory_size" "max-memory" -- run "$models/mlp.onnx" --max-memory 12Q
+run_case "bert_over_memory_limit" "memory limit" -- run "$models/bert_tiny.onnx" --backends native --max-memory 4K
 
 # --- help: every command's --help exits 0 and lists its own options -------------------------------------------------
 for spec in "compile:--output" "run:--input-dir" "check:--rtol" "bench:--warmup" "partition:--svg" "inspect:--json"; do

@@ -44,7 +44,8 @@ const char* kUsage =
     "the backend with the least estimated or measured time, boundary copies included, and keeps the cheapest\n"
     "subset of the list; --placement priority takes the first backend in list order that runs a node. The tune\n"
     "cache is --tune-cache, else $TESSERA_TUNE_CACHE, else ~/.cache/tessera/tune.json (--tune-cache= for none).\n"
-    "For a .tsr, the placement is the compiled one.\n";
+    "For a .tsr, the placement is the compiled one. --max-memory SIZE (512M, 2G) limits the memory one run holds\n"
+    "(arena, outputs, tensors shaped at run time): a run that needs more is refused, naming the need.\n";
 
 void usage_error(const std::string& msg) { throw Error(TESSERA_CODE_INVALID_ARGUMENT, msg); }
 
@@ -69,6 +70,7 @@ const std::vector<OptionSpec>& compile_option_specs() {
       {"--placement", "cost (default: least measured or estimated time) or priority (first backend that runs a node)"},
       {"--tune-cache", "the tune cache file (default $TESSERA_TUNE_CACHE, else ~/.cache/tessera/tune.json; empty: none)"},
       {"--tune-budget", "seconds of measuring for the default placement (default 3)"},
+      {"--max-memory", "bytes one run may hold (arena, outputs, run-time-shaped tensors), e.g. 512M or 2G"},
   };
   return kSpecs;
 }
@@ -207,6 +209,22 @@ double float_opt(const Args& a, const std::string& key, double def) {
   return v;
 }
 
+// "1048576", "512K", "64M", "2G" (powers of 1024) -> bytes.
+uint64_t byte_size(const std::string& key, const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  double unit = 1;
+  std::string suffix = end ? end : "";
+  if (suffix == "K" || suffix == "KiB") unit = 1024.0;
+  else if (suffix == "M" || suffix == "MiB") unit = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "GiB") unit = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty()) unit = -1;
+  if (text.empty() || end == text.c_str() || unit < 0 || !(v > 0) || v * unit > 1.8e19) {
+    usage_error("option " + key + " expects a size in bytes such as 512M or 2G, got '" + text + "'");
+  }
+  return static_cast<uint64_t>(v * unit);
+}
+
 Env make_env() {
   Env env;
   env.SetLog([](void*, tessera_log_level_t, const char* msg) { std::fprintf(stderr, "tessera: warning: %s\n", msg); },
@@ -247,6 +265,7 @@ SessionOptions session_options(const Args& a, bool progress) {
   const double budget = float_opt(a, "--tune-budget", -1);
   if (budget >= 0) o.TuneBudget(budget);
   if (auto it = a.opts.find("--tune-cache"); it != a.opts.end()) o.TuneCache(it->second);
+  if (auto it = a.opts.find("--max-memory"); it != a.opts.end()) o.MaxMemory(byte_size(it->first, it->second));
   if (progress && isatty(fileno(stderr))) o.Progress(&show_progress, nullptr);
   return o;
 }
