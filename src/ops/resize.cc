@@ -35,6 +35,7 @@ struct ResizeAttrs {
   Nearest nearest = Nearest::kRoundPreferFloor;
   double cubic_a = -0.75;
   bool exclude_outside = false;
+  bool antialias = false;  // opset 18, linear and cubic
   double extrapolation = 0.0;
 };
 
@@ -72,10 +73,7 @@ Status parse_attrs(const Node& node, int64_t opset, ResizeAttrs* a) {
   else if (nm == "floor") a->nearest = Nearest::kFloor;
   else if (nm == "ceil") a->nearest = Nearest::kCeil;
   else return InvalidModel(node.describe() + ": unsupported nearest_mode '" + nm + "'");
-  // Opset 18. Refused rather than ignored, since ignoring them changes the result.
-  if (node.attr_int("antialias", 0) != 0) {
-    return Unsupported(node.describe() + ": antialias=1 (opset 18) is not supported");
-  }
+  a->antialias = node.attr_int("antialias", 0) != 0 && a->mode != Mode::kNearest;
   const std::string policy = node.attr_string("keep_aspect_ratio_policy", "stretch");
   if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller") {
     return InvalidModel(node.describe() + ": unknown keep_aspect_ratio_policy '" + policy + "'");
@@ -288,11 +286,54 @@ void cubic_coeffs(double r, double A, double c[4]) {
   c[3] = ((A * ((1 - r) + 1) - 5 * A) * ((1 - r) + 1) + 8 * A) * ((1 - r) + 1) - 4 * A;
 }
 
+// The antialiasing filters (opset 18): the triangle (support 2) and the cubic convolution kernel (support 4).
+double aa_filter(const ResizeAttrs& a, double x) {
+  x = std::fabs(x);
+  if (a.mode == Mode::kLinear) return x < 1.0 ? 1.0 - x : 0.0;
+  const double A = a.cubic_a;
+  if (x < 1.0) return ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0;
+  if (x < 2.0) return (((x - 5.0) * x + 8.0) * x - 4.0) * A;
+  return 0.0;
+}
+
+// Taps of one output with antialiasing, as ONNX Runtime computes them: when downsampling, the filter is stretched
+// by the input pixels per output pixel (1 / scale) so that every input pixel under the output's footprint
+// contributes; the weights are normalised. `x` is the output's source coordinate. Taps outside the input read its
+// edge (or are dropped with exclude_outside).
+void antialias_taps(const ResizeAttrs& a, int64_t in, double scale, double x, int window, int64_t* idx, double* w) {
+  const double s = 1.0 / scale;
+  const double half = a.mode == Mode::kLinear ? 1.0 : 2.0;
+  const double support = s >= 1.0 ? half * s : half;
+  const double inv = s >= 1.0 ? 1.0 / s : 1.0;
+  const double center = x + 0.5;
+  const auto lo = static_cast<int64_t>(std::floor(center - support + 0.5));
+  const auto hi = static_cast<int64_t>(std::floor(center + support + 0.5));
+  double total = 0;
+  int k = 0;
+  for (int64_t j = lo; j < hi && k < window; ++j) {
+    if (a.exclude_outside && (j < 0 || j >= in)) continue;
+    const double wt = aa_filter(a, (static_cast<double>(j) - center + 0.5) * inv);
+    idx[k] = std::min<int64_t>(std::max<int64_t>(j, 0), in - 1);
+    w[k] = wt;
+    total += wt;
+    ++k;
+  }
+  for (int i = 0; i < k; ++i) w[i] = total != 0.0 ? w[i] / total : w[i];
+  for (; k < window; ++k) {
+    idx[k] = 0;
+    w[k] = 0.0;
+  }
+}
+
 AxisTable make_axis(const ResizeAttrs& a, int64_t in, int64_t out, double scale, double roi_start, double roi_end) {
   AxisTable t;
   t.in = in;
   t.out = out;
   t.taps = a.mode == Mode::kNearest ? 1 : a.mode == Mode::kLinear ? 2 : 4;
+  if (a.antialias) {
+    const double half = a.mode == Mode::kLinear ? 1.0 : 2.0;
+    t.taps = 2 * static_cast<int>(std::ceil(scale < 1.0 ? half / scale : half)) + 1;
+  }
   t.idx.resize(static_cast<size_t>(out * t.taps));
   t.w.resize(static_cast<size_t>(out * t.taps));
   t.extrap.assign(static_cast<size_t>(out), 0);
@@ -320,6 +361,11 @@ AxisTable make_axis(const ResizeAttrs& a, int64_t in, int64_t out, double scale,
     }
     int64_t* idx = &t.idx[static_cast<size_t>(o * t.taps)];
     double* w = &t.w[static_cast<size_t>(o * t.taps)];
+    if (a.antialias) {
+      antialias_taps(a, in, scale, x, t.taps, idx, w);
+      identity = false;
+      continue;
+    }
     const double fl = std::floor(x);
     const bool integral = x == fl;
     const int64_t xi = static_cast<int64_t>(fl);
@@ -389,6 +435,12 @@ void resample_axis(Parallel& pool, const T* src, T* dst, int64_t pre, int64_t po
           for (int64_t o = 0; o < out; ++o) d[o] = s[idx[o]];
         } else if (taps == 2) {
           for (int64_t o = 0; o < out; ++o) d[o] = w[2 * o] * s[idx[2 * o]] + w[2 * o + 1] * s[idx[2 * o + 1]];
+        } else if (taps != 4) {  // antialiasing windows
+          for (int64_t o = 0; o < out; ++o) {
+            T acc = 0;
+            for (int k = 0; k < taps; ++k) acc += w[o * taps + k] * s[idx[o * taps + k]];
+            d[o] = acc;
+          }
         } else {
           for (int64_t o = 0; o < out; ++o) {
             const int64_t* ix = idx + 4 * o;
@@ -423,6 +475,13 @@ void resample_axis(Parallel& pool, const T* src, T* dst, int64_t pre, int64_t po
         if (taps == 2) {
           const T w0 = wo[0], w1 = wo[1];
           for (int64_t q = 0; q < post; ++q) d[q] = w0 * s0[q] + w1 * s1[q];
+        } else if (taps != 4) {  // antialiasing windows
+          for (int64_t q = 0; q < post; ++q) d[q] = wo[0] * s0[q];
+          for (int k = 1; k < taps; ++k) {
+            const T wk = wo[k];
+            const T* __restrict sk = base + ix[k] * post;
+            for (int64_t q = 0; q < post; ++q) d[q] += wk * sk[q];
+          }
         } else {
           const T* __restrict s2 = base + ix[2] * post;
           const T* __restrict s3 = base + ix[3] * post;
