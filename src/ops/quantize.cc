@@ -64,18 +64,44 @@ constexpr int64_t kGrain = 1 << 14;
 struct AxisLayout {
   int64_t channels = 1;
   int64_t inner = 1;
+  // Blocked quantization (opset 21, block_size > 0): x viewed as [outer, axis_len, inner] and the scale as
+  // [outer, ceil(axis_len / block), inner]; element (o, a, i) uses scale (o, a / block, i).
+  int64_t block = 0;
+  int64_t axis_len = 1;
 };
+
+// The scale index of element e under a blocked layout.
+inline int64_t blocked_index(const AxisLayout& l, int64_t e) {
+  const int64_t i = e % l.inner, a = (e / l.inner) % l.axis_len, o = e / (l.inner * l.axis_len);
+  const int64_t blocks = (l.axis_len + l.block - 1) / l.block;
+  return (o * blocks + a / l.block) * l.inner + i;
+}
 
 // Per-axis when the scale holds more than one value (or is 1-D with opset 13's
 // axis). Checks the scale and zero point against x.
 Expected<AxisLayout> axis_layout(const KernelContext& ctx, const Tensor& x, const Tensor& scale, const Tensor* zp) {
   AxisLayout l;
   l.inner = x.numel();
-  if (scale.rank() > 1) return ctx.error("scale must be a scalar or a 1-D tensor, got " + dims_str(scale.dims()));
   if (zp && zp->numel() != scale.numel()) {
     return ctx.error("zero point " + dims_str(zp->dims()) + " and scale " + dims_str(scale.dims()) +
                      " differ in shape");
   }
+  if (const int64_t block = ctx.node().attr_int("block_size", 0); block > 0) {
+    const int axis = normalize_axis(ctx.node().attr_int("axis", 1), x.rank());
+    if (axis < 0) return ctx.error("axis is out of range for " + dims_str(x.dims()));
+    Dims want = x.dims();
+    want[static_cast<size_t>(axis)] = (x.dim(axis) + block - 1) / block;
+    if (scale.dims() != want) {
+      return ctx.error("blocked scale " + dims_str(scale.dims()) + " does not match " + dims_str(x.dims()) +
+                       " in blocks of " + std::to_string(block) + " along axis " + std::to_string(axis));
+    }
+    l.block = block;
+    l.axis_len = x.dim(axis);
+    l.inner = 1;
+    for (int i = axis + 1; i < x.rank(); ++i) l.inner *= x.dim(i);
+    return l;
+  }
+  if (scale.rank() > 1) return ctx.error("scale must be a scalar or a 1-D tensor, got " + dims_str(scale.dims()));
   if (scale.numel() == 1) return l;
   const int axis = normalize_axis(ctx.node().attr_int("axis", 1), x.rank());
   if (axis < 0) return ctx.error("axis is out of range for " + dims_str(x.dims()));
@@ -95,6 +121,10 @@ template <class Fn>
 void for_each_run(KernelContext& ctx, int64_t total, const AxisLayout& l, Fn&& fn) {
   if (total == 0) return;
   ctx.pool().parallel_for(total, kGrain, [&](int64_t begin, int64_t end) {
+    if (l.block > 0) {  // blocked: each element with its own scale index
+      for (int64_t e = begin; e < end; ++e) fn(e, 1, blocked_index(l, e));
+      return;
+    }
     int64_t i = begin;
     while (i < end) {
       const int64_t block = l.inner > 0 ? i / l.inner : 0;
@@ -111,6 +141,7 @@ Status check_scale_shape(InferContext& ctx) {
   const Shape& x = ctx.in_shape(0);
   const Shape& s = ctx.in_shape(1);
   if (!s.rank_known) return Status::Ok();
+  if (ctx.node().attr_int("block_size", 0) > 0) return Status::Ok();  // blocked (opset 21): checked when run
   if (s.rank() > 1) return ctx.error("scale must be a scalar or a 1-D tensor, got " + s.str());
   if (s.rank() == 1 && s[0].known() && s[0].value > 1 && x.rank_known) {
     const int axis = normalize_axis(ctx.node().attr_int("axis", 1), x.rank());

@@ -384,11 +384,14 @@ def opset21_dequantize_blocked():
 @case
 def opset21_quantize_output_dtype():
     nodes = [helper.make_node("QuantizeLinear", ["x", "scale"], ["y"], output_dtype=TensorProto.UINT8),
-             helper.make_node("QuantizeLinear", ["x", "scale3", "zp"], ["z"], axis=0)]
+             helper.make_node("QuantizeLinear", ["x", "scale3", "zp"], ["z"], axis=0),
+             helper.make_node("QuantizeLinear", ["x", "block_scale", "block_zp"], ["w"], axis=1, block_size=2)]
     return (model(nodes, [vi("x", TensorProto.FLOAT, [3, 4])],
-                  [vi("y", TensorProto.UINT8, None), vi("z", TensorProto.INT8, None)], 21,
+                  [vi("y", TensorProto.UINT8, None), vi("z", TensorProto.INT8, None),
+                   vi("w", TensorProto.INT8, None)], 21,
                   inits=[const("scale", np.float32(0.02)), const("scale3", np.array([0.01, 0.02, 0.03], np.float32)),
-                         const("zp", np.array([1, -2, 3], np.int8))]),
+                         const("zp", np.array([1, -2, 3], np.int8)), const("block_scale", rand([3, 2], 50, 0.01, 0.05)),
+                         const("block_zp", np.array([[0, 1], [-1, 2], [3, -3]], np.int8))]),
             [("x", rand([3, 4], 39))])
 
 
