@@ -208,8 +208,8 @@ void Partitioner::measure_nodes(Level& lv) {
     covered += candidates[keep++].first;
   }
   candidates.resize(keep);
-  for (const auto& [cheapest, i] : candidates) {
-    (void)cheapest;
+  for (const auto& candidate : candidates) {
+    const size_t i = candidate.second;  // a plain variable: lambdas below capture it (clang 14 cannot capture bindings)
     std::vector<char> in_region(n, 0);
     in_region[i] = 1;
     std::vector<int> nodes{static_cast<int>(i)};
