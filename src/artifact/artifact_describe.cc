@@ -9,6 +9,7 @@
 #include "artifact/artifact.h"
 #include "artifact/artifact_format.h"
 #include "artifact/artifact_meta.h"
+#include "util/human_bytes.h"
 
 namespace tessera {
 
@@ -19,16 +20,6 @@ using artifact::json;
 std::string hex32(uint32_t v) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "0x%08x", v);
-  return buf;
-}
-
-std::string human_bytes(uint64_t n) {
-  char buf[32];
-  if (n < 1024) return std::to_string(n) + " B";
-  if (n < (1u << 20))
-    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(n) / 1024.0);
-  else
-    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(n) / (1024.0 * 1024.0));
   return buf;
 }
 

@@ -1,9 +1,8 @@
 #include "runtime/execution_plan.h"
 
 #include <chrono>
-#include <cstdio>
-#include <new>
 #include <cstring>
+#include <new>
 #include <unordered_set>
 
 #include "ops/region_attrs.h"
@@ -11,27 +10,9 @@
 #include "runtime/region_kernel.h"
 #include "ops/node_runner.h"
 #include "runtime/subgraph_runner.h"
+#include "util/human_bytes.h"
 
 namespace tessera {
-
-namespace {
-
-// "12.5 MiB", "3.0 KiB", "40 bytes"
-std::string mib(size_t bytes) {
-  char buf[48];
-  if (bytes < 1024) {
-    std::snprintf(buf, sizeof buf, "%zu bytes", bytes);
-  } else if (bytes < (size_t{1} << 20)) {
-    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  }
-  return buf;
-}
-
-}  // namespace
-
-
 
 class ExecutionPlan::Frame final : public ValueScope {
  public:
@@ -191,9 +172,9 @@ Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPoo
   plan->max_memory_ = opts.max_memory;
   plan->static_bytes_ = mp.arena_bytes + outputs_bytes;
   if (opts.max_memory > 0 && plan->static_bytes_ > opts.max_memory) {
-    return InvalidInput("a run at these input shapes needs " + mib(plan->static_bytes_) + " (arena " +
-                        mib(mp.arena_bytes) + ", outputs " + mib(outputs_bytes) + "), more than the memory limit of " +
-                        mib(opts.max_memory));
+    return InvalidInput("a run at these input shapes needs " + human_bytes(plan->static_bytes_) + " (arena " +
+                        human_bytes(mp.arena_bytes) + ", outputs " + human_bytes(outputs_bytes) +
+                        "), more than the memory limit of " + human_bytes(opts.max_memory));
   }
   plan->stats_.naive_bytes = mp.naive_bytes;
   plan->stats_.num_steps = num_steps;
@@ -310,8 +291,8 @@ Expected<std::vector<Tensor>> ExecutionPlan::run_guarded(const std::vector<Tenso
           const size_t bytes = static_cast<size_t>(numel(dims)) * dtype_size(vi.dtype);
           if (max_memory_ > 0 && held + bytes > max_memory_) {
             status = InvalidInput(st.node->describe() + ": output " + std::to_string(i) + " " + dims_str(dims) +
-                                  " would bring the run to " + mib(held + bytes) + ", more than the memory limit of " +
-                                  mib(max_memory_));
+                                  " would bring the run to " + human_bytes(held + bytes) +
+                                  ", more than the memory limit of " + human_bytes(max_memory_));
             break;
           }
           held += bytes;
