@@ -193,19 +193,14 @@ void normalize_rows(const T* x, T* y, int64_t rows, int64_t inner, int64_t chann
       const T* xr = x + r * inner;
       T* yr = y + r * inner;
       if constexpr (std::is_same_v<T, float>) {
-        float mean = normk::row_sum(xr, inner) / static_cast<float>(inner);
-        float var = normk::row_sum_sq_diff(xr, mean, inner) / static_cast<float>(inner);
+        float mean, var;
+        normk::row_moments(xr, inner, &mean, &var);
         float a = static_cast<float>(scale[c] / std::sqrt(static_cast<double>(var) + eps));
         normk::row_axpb(xr, a, static_cast<float>(bias[c] - mean * a), yr, inner);
       } else {
-        double sum = 0;
-        for (int64_t i = 0; i < inner; ++i) sum += static_cast<double>(xr[i]);
-        double mean = sum / static_cast<double>(inner), sq = 0;
-        for (int64_t i = 0; i < inner; ++i) {
-          double dv = static_cast<double>(xr[i]) - mean;
-          sq += dv * dv;
-        }
-        double a = scale[c] / std::sqrt(sq / static_cast<double>(inner) + eps);
+        double mean, var;
+        normk::row_moments(xr, inner, &mean, &var);
+        double a = scale[c] / std::sqrt(var + eps);
         double b = bias[c] - mean * a;
         for (int64_t i = 0; i < inner; ++i) yr[i] = static_cast<T>(static_cast<double>(xr[i]) * a + b);
       }
@@ -277,19 +272,7 @@ Status groupnorm_run(KernelContext& ctx, int64_t opset) {
         const T* xr = xp + r * inner;
         T* yr = yp + r * inner;
         double mean = 0, var = 0;
-        if constexpr (std::is_same_v<T, float>) {
-          const float m = normk::row_sum(xr, inner) / static_cast<float>(inner);
-          mean = m;
-          var = normk::row_sum_sq_diff(xr, m, inner) / static_cast<float>(inner);
-        } else {
-          for (int64_t i = 0; i < inner; ++i) mean += static_cast<double>(xr[i]);
-          mean /= static_cast<double>(inner);
-          for (int64_t i = 0; i < inner; ++i) {
-            const double dv = static_cast<double>(xr[i]) - mean;
-            var += dv * dv;
-          }
-          var /= static_cast<double>(inner);
-        }
+        normk::row_moments(xr, inner, &mean, &var);
         const double rstd = 1.0 / std::sqrt(var + eps);
         for (int64_t k = 0; k < per_group; ++k) {
           const size_t ch = static_cast<size_t>(opset >= 21 ? g * per_group + k : g);
@@ -417,22 +400,17 @@ Status layernorm_run(KernelContext& ctx) {
           const float* sr = scale.full.empty() ? scale.row.data() : scale.full.data() + r * inner;
           const float* br = !has_bias ? nullptr : bias.full.empty() ? bias.row.data() : bias.full.data() + r * inner;
           if constexpr (std::is_same_v<T, float>) {
-            float mean = normk::row_sum(xr, inner) / static_cast<float>(inner);
-            float var = normk::row_sum_sq_diff(xr, mean, inner) / static_cast<float>(inner);
+            float mean, var;
+            normk::row_moments(xr, inner, &mean, &var);
             float rstd = static_cast<float>(1.0 / std::sqrt(static_cast<double>(var) + eps));
             normk::row_normalize_affine(xr, mean, rstd, sr, br, yr, inner);
             means[static_cast<size_t>(r)] = mean;
             rstds[static_cast<size_t>(r)] = rstd;
           } else {
             using A = acc_t<T>;
-            A sum = 0;
-            for (int64_t i = 0; i < inner; ++i) sum += static_cast<A>(xr[i]);
-            A mean = sum / static_cast<A>(inner), sq = 0;
-            for (int64_t i = 0; i < inner; ++i) {
-              A dv = static_cast<A>(xr[i]) - mean;
-              sq += dv * dv;
-            }
-            A rstd = static_cast<A>(1.0 / std::sqrt(static_cast<double>(sq / static_cast<A>(inner)) + eps));
+            A mean, var;
+            normk::row_moments(xr, inner, &mean, &var);
+            A rstd = static_cast<A>(1.0 / std::sqrt(static_cast<double>(var) + eps));
             for (int64_t i = 0; i < inner; ++i) {
               A v = (static_cast<A>(xr[i]) - mean) * rstd * static_cast<A>(sr[i]);
               if (br) v += static_cast<A>(br[i]);

@@ -73,6 +73,28 @@ float row_sum_sq_diff(const float* x, float c, int64_t n);
 float row_exp_shift_sum(const float* x, float shift, float* y, int64_t n);
 // y = exp(x) elementwise, in place.
 void exp_inplace(float* y, int64_t n);
+// Mean and population variance of a row of n elements. float rows go through the vector primitives above (in
+// float, whatever A is); other types accumulate in A.
+template <class T, class A>
+void row_moments(const T* x, int64_t n, A* mean, A* var) {
+  if constexpr (std::is_same_v<T, float>) {
+    const float m = row_sum(x, n) / static_cast<float>(n);
+    *mean = m;
+    *var = row_sum_sq_diff(x, m, n) / static_cast<float>(n);
+  } else {
+    A sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<A>(x[i]);
+    const A m = sum / static_cast<A>(n);
+    A sq = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const A dv = static_cast<A>(x[i]) - m;
+      sq += dv * dv;
+    }
+    *mean = m;
+    *var = sq / static_cast<A>(n);
+  }
+}
+
 // y = x * a + b (scalars a, b). y may alias x.
 void row_axpb(const float* x, float a, float b, float* y, int64_t n);
 // y = ((x - mean) * rstd) * scale + bias, with per-element scale and optional per-element bias (null = 0).
