@@ -21,6 +21,7 @@
 
 #include "ops/op_registry.h"
 #include "ops/resize_sampling.h"
+#include "ops/tensor_util.h"
 
 namespace tessera {
 namespace {
@@ -102,26 +103,6 @@ struct ResizePlan {
 
 const Tensor* nonempty(const Tensor* t) { return t && t->numel() > 0 ? t : nullptr; }
 
-// The dims scales / sizes / roi cover: the `axes` attribute (opset 18), normalised, else every dim.
-Status resize_axes(const Node& node, size_t rank, std::vector<size_t>* axes) {
-  axes->clear();
-  const Attribute* given = node.attr("axes");
-  if (!given || given->ints.empty()) {
-    for (size_t i = 0; i < rank; ++i) axes->push_back(i);
-    return Status::Ok();
-  }
-  std::vector<bool> seen(rank, false);
-  for (int64_t v : given->ints) {
-    const int ax = normalize_axis(v, static_cast<int>(rank));
-    if (ax < 0 || seen[static_cast<size_t>(ax)]) {
-      return InvalidModel(node.describe() + ": axis " + std::to_string(v) + " is out of range or repeated");
-    }
-    seen[static_cast<size_t>(ax)] = true;
-    axes->push_back(static_cast<size_t>(ax));
-  }
-  return Status::Ok();
-}
-
 // Builds the plan from concrete inputs. `scales`/`sizes`/`roi` may be null. With `axes` (opset 18) they cover
 // those dims only, the others keep their size; keep_aspect_ratio_policy not_larger / not_smaller turns sizes into
 // one scale for all covered dims (the smallest / largest of sizes / in), with out = round(scale * in).
@@ -130,8 +111,10 @@ Status make_plan(const Node& node, const Dims& in, const std::vector<double>* at
   const size_t rank = in.size();
   p->out.assign(in.begin(), in.end());
   p->scales.assign(rank, 1.0);
-  std::vector<size_t> axes;
-  TSR_RETURN_IF_ERROR(resize_axes(node, rank, &axes));
+  // The dims scales / sizes / roi cover: the `axes` attribute (opset 18), else every dim.
+  std::vector<int> axes;
+  std::string err;
+  if (!attr_axes(node, static_cast<int>(rank), &axes, &err)) return InvalidModel(node.describe() + ": " + err);
   const size_t k = axes.size();
   if (sizes && scales) return InvalidModel(node.describe() + ": only one of 'scales' and 'sizes' may be given");
   if (sizes) {

@@ -367,23 +367,10 @@ Status run_pad(KernelContext& ctx) {
 
 // The axes CenterCropPad resizes, normalised; an error string when they are out of range or repeated.
 bool center_crop_axes(const Node& n, int rank, size_t count, std::vector<int>* axes, std::string* err) {
-  std::vector<int64_t> given = n.attr_ints("axes");
-  if (given.empty()) {
-    for (int i = 0; i < rank; ++i) given.push_back(i);
-  }
-  if (given.size() != count) {
-    *err = "shape has " + std::to_string(count) + " entries for " + std::to_string(given.size()) + " axes";
+  if (!attr_axes(n, rank, axes, err)) return false;
+  if (axes->size() != count) {
+    *err = "shape has " + std::to_string(count) + " entries for " + std::to_string(axes->size()) + " axes";
     return false;
-  }
-  std::vector<bool> seen(static_cast<size_t>(rank), false);
-  for (int64_t a : given) {
-    const int ax = normalize_axis(a, rank);
-    if (ax < 0 || seen[static_cast<size_t>(ax)]) {
-      *err = "axis " + std::to_string(a) + " is out of range or repeated";
-      return false;
-    }
-    seen[static_cast<size_t>(ax)] = true;
-    axes->push_back(ax);
   }
   return true;
 }

@@ -425,6 +425,26 @@ bool merge_dim(const Dim& a, const Dim& b, Dim* out) {
   return true;
 }
 
+bool attr_axes(const Node& node, int rank, std::vector<int>* axes, std::string* err) {
+  axes->clear();
+  const std::vector<int64_t> given = node.attr_ints("axes");
+  if (given.empty()) {
+    for (int i = 0; i < rank; ++i) axes->push_back(i);
+    return true;
+  }
+  std::vector<bool> seen(static_cast<size_t>(std::max(rank, 0)), false);
+  for (int64_t v : given) {
+    const int ax = normalize_axis(v, rank);
+    if (ax < 0 || seen[static_cast<size_t>(ax)]) {
+      *err = "axis " + std::to_string(v) + " is out of range or repeated";
+      return false;
+    }
+    seen[static_cast<size_t>(ax)] = true;
+    axes->push_back(ax);
+  }
+  return true;
+}
+
 std::vector<int64_t> input_ints(const KernelContext& ctx, int i) {
   const Tensor* t = ctx.input(i);
   if (!t || !t->defined()) return {};

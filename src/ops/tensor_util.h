@@ -56,6 +56,10 @@ Dim product_dim(const std::vector<Dim>& dims);
 // unknown). Returns false when both are known and differ.
 bool merge_dim(const Dim& a, const Dim& b, Dim* out);
 
+// The dims a node's `axes` attribute names, normalised for `rank`, in the order given (every dim in order when the
+// attribute is absent or empty); false, with *err naming the axis, when one is out of range or repeated.
+bool attr_axes(const Node& node, int rank, std::vector<int>* axes, std::string* err);
+
 // Kernel-side: integer values of an optional input (empty when absent).
 std::vector<int64_t> input_ints(const KernelContext& ctx, int i);
 
