@@ -25,6 +25,22 @@ using namespace tessera::cli;
 
 namespace {
 
+// Prints "tessera: error: <message>" on one line; returns the exit code: 2 for bad input, 1 for a failed run.
+int fail(tessera_code_t code, const std::string& message) {
+  std::string msg = message;
+  std::replace(msg.begin(), msg.end(), '\n', ' ');
+  std::fprintf(stderr, "tessera: error: %s\n", msg.c_str());
+  switch (code) {
+    case TESSERA_CODE_INVALID_ARGUMENT:
+    case TESSERA_CODE_INVALID_MODEL:
+    case TESSERA_CODE_UNSUPPORTED:
+    case TESSERA_CODE_IO:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
 // input_<i>.pb of DIR for every input of the session, in graph order.
 std::vector<Value> read_inputs(const std::string& dir, const std::vector<IoInfo>& inputs) {
   if (!fs::is_directory(dir)) throw Error(TESSERA_CODE_IO, "input directory '" + dir + "' does not exist");
@@ -135,12 +151,7 @@ int cmd_check(const Args& a) {
     try {
       out = s.Run(args);
     } catch (const Error& e) {
-      std::fprintf(stderr, "tessera: error: %s: %s\n", set.c_str(), e.what());
-      const tessera_code_t c = e.code();
-      return c == TESSERA_CODE_INVALID_ARGUMENT || c == TESSERA_CODE_INVALID_MODEL || c == TESSERA_CODE_UNSUPPORTED ||
-                     c == TESSERA_CODE_IO
-                 ? 2
-                 : 1;
+      return fail(e.code(), set + ": " + e.what());  // which data set failed
     }
     for (size_t i = 0; i < out.size(); ++i) {
       Value expected = Value::ReadFile(set + "/output_" + std::to_string(i) + ".pb");
@@ -222,22 +233,6 @@ int cmd_bench(const Args& a) {
                 s.Threads(), backends.c_str(), static_cast<double>(arena) / (1 << 20), engines, load_ms);
   }
   return 0;
-}
-
-// Prints "tessera: error: <message>" on one line; returns the exit code: 2 for bad input, 1 for a failed run.
-int fail(tessera_code_t code, const std::string& message) {
-  std::string msg = message;
-  std::replace(msg.begin(), msg.end(), '\n', ' ');
-  std::fprintf(stderr, "tessera: error: %s\n", msg.c_str());
-  switch (code) {
-    case TESSERA_CODE_INVALID_ARGUMENT:
-    case TESSERA_CODE_INVALID_MODEL:
-    case TESSERA_CODE_UNSUPPORTED:
-    case TESSERA_CODE_IO:
-      return 2;
-    default:
-      return 1;
-  }
 }
 
 int dispatch(const Args& a) {
