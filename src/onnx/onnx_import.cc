@@ -113,13 +113,17 @@ Expected<ValueInfo> value_info_from_proto(const onnx::ValueInfoProto& vi) {
   return info;
 }
 
-// Every value name the nodes of `g` and of its nested graphs read.
-void collect_reads(const Graph& g, std::unordered_set<std::string>* reads) {
-  for (const Node& n : g.nodes) {
-    for (const auto& in : n.inputs) reads->insert(in);
-    for (const auto& kv : n.attrs) {
-      if (kv.second.g) collect_reads(*kv.second.g, reads);
-      for (const auto& sub : kv.second.graphs) collect_reads(*sub, reads);
+// "" for ONNX's default domain, however a model spells it.
+std::string canonical_domain(const std::string& d) { return d == "ai.onnx" ? "" : d; }
+
+// Every value name node `n` reads, its nested graphs' nodes included.
+void collect_reads(const Node& n, std::unordered_set<std::string>* reads) {
+  for (const auto& in : n.inputs) reads->insert(in);
+  for (const auto& kv : n.attrs) {
+    std::vector<std::shared_ptr<Graph>> subs = kv.second.graphs;
+    if (kv.second.g) subs.push_back(kv.second.g);
+    for (const auto& sub : subs) {
+      for (const Node& m : sub->nodes) collect_reads(m, reads);
     }
   }
 }
@@ -141,11 +145,8 @@ void sort_topologically(Graph* g) {
   std::vector<size_t> pending(n, 0);
   bool in_order = true;
   for (size_t i = 0; i < n; ++i) {
-    std::unordered_set<std::string> reads(g->nodes[i].inputs.begin(), g->nodes[i].inputs.end());
-    for (const auto& kv : g->nodes[i].attrs) {
-      if (kv.second.g) collect_reads(*kv.second.g, &reads);
-      for (const auto& sub : kv.second.graphs) collect_reads(*sub, &reads);
-    }
+    std::unordered_set<std::string> reads;
+    collect_reads(g->nodes[i], &reads);
     std::unordered_set<size_t> deps;
     for (const auto& r : reads) {
       auto it = r.empty() ? producer.end() : producer.find(r);
@@ -195,8 +196,7 @@ struct Importer {
   static constexpr int64_t kMaxNodes = int64_t{1} << 24;
 
   const onnx::FunctionProto* function_of(const onnx::NodeProto& np) const {
-    const std::string domain = np.domain() == "ai.onnx" ? "" : np.domain();
-    auto it = functions.find(domain + ":" + np.op_type());
+    auto it = functions.find(canonical_domain(np.domain()) + ":" + np.op_type());
     return it == functions.end() ? nullptr : it->second;
   }
 
@@ -207,7 +207,8 @@ struct Importer {
     std::map<std::string, std::string> rename;
     for (int i = 0; i < fn.input_size(); ++i) rename[fn.input(i)] = i < call.input_size() ? call.input(i) : "";
     for (int i = 0; i < fn.output_size(); ++i) rename[fn.output(i)] = i < call.output_size() ? call.output(i) : "";
-    const std::string prefix = (call.name().empty() ? fn.name() : call.name()) + "/" + std::to_string(inline_count++) + "/";
+    const std::string prefix =
+        (call.name().empty() ? fn.name() : call.name()) + "/" + std::to_string(inline_count++) + "/";
     auto name_of = [&](const std::string& v) -> std::string {
       if (v.empty()) return v;
       auto it = rename.find(v);
@@ -378,7 +379,7 @@ struct Importer {
       Node n;
       n.name = np.name();
       n.op_type = np.op_type();
-      n.domain = np.domain() == "ai.onnx" ? "" : np.domain();
+      n.domain = canonical_domain(np.domain());
       n.inputs.assign(np.input().begin(), np.input().end());
       n.outputs.assign(np.output().begin(), np.output().end());
       if (n.name.empty()) n.name = n.op_type + "_" + std::to_string(g->nodes.size());
@@ -536,7 +537,7 @@ Expected<Graph> import_onnx_model(const onnx::ModelProto& model, const std::stri
   g.ir_version = model.ir_version();
   g.producer_name = model.producer_name();
   for (const auto& f : model.functions()) {
-    imp.functions[(f.domain() == "ai.onnx" ? "" : f.domain()) + ":" + f.name()] = &f;
+    imp.functions[canonical_domain(f.domain()) + ":" + f.name()] = &f;
   }
   TSR_RETURN_IF_ERROR(imp.graph(model.graph(), &g, false));
   TSR_RETURN_IF_ERROR(verify_graph(g));
