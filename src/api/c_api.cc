@@ -121,15 +121,7 @@ char* copy_string(const std::string& s) {
 // Element count of `dims`, or false on a negative dim, more than 64 dims or an
 // overflow of 64 bits.
 bool element_count(const int64_t* dims, size_t rank, int64_t* out) {
-  if (rank > 64) return false;
-  int64_t n = 1;
-  for (size_t i = 0; i < rank; ++i) {
-    if (dims[i] < 0) return false;
-    if (dims[i] != 0 && n > INT64_MAX / dims[i]) return false;
-    n *= dims[i];
-  }
-  *out = n;
-  return true;
+  return rank <= 64 && checked_numel(rank > 0 ? Dims(dims, dims + rank) : Dims{}, out);
 }
 
 // The checks tessera_value_create and tessera_value_wrap share: a dtype
