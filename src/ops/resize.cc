@@ -283,10 +283,15 @@ double aa_filter(const ResizeAttrs& a, double x) {
 // by the input pixels per output pixel (1 / scale) so that every input pixel under the output's footprint
 // contributes; the weights are normalised. `x` is the output's source coordinate. Taps outside the input read its
 // edge (or are dropped with exclude_outside).
+// Half the filter's width in input pixels: stretched by 1 / scale when downsampling.
+double antialias_support(const ResizeAttrs& a, double scale) {
+  const double s = 1.0 / scale, half = a.mode == Mode::kLinear ? 1.0 : 2.0;
+  return s >= 1.0 ? half * s : half;
+}
+
 void antialias_taps(const ResizeAttrs& a, int64_t in, double scale, double x, int window, int64_t* idx, double* w) {
   const double s = 1.0 / scale;
-  const double half = a.mode == Mode::kLinear ? 1.0 : 2.0;
-  const double support = s >= 1.0 ? half * s : half;
+  const double support = antialias_support(a, scale);
   const double inv = s >= 1.0 ? 1.0 / s : 1.0;
   const double center = x + 0.5;
   const auto lo = static_cast<int64_t>(std::floor(center - support + 0.5));
@@ -313,10 +318,7 @@ AxisTable make_axis(const ResizeAttrs& a, int64_t in, int64_t out, double scale,
   t.in = in;
   t.out = out;
   t.taps = a.mode == Mode::kNearest ? 1 : a.mode == Mode::kLinear ? 2 : 4;
-  if (a.antialias) {
-    const double half = a.mode == Mode::kLinear ? 1.0 : 2.0;
-    t.taps = 2 * static_cast<int>(std::ceil(scale < 1.0 ? half / scale : half)) + 1;
-  }
+  if (a.antialias) t.taps = 2 * static_cast<int>(std::ceil(antialias_support(a, scale))) + 1;
   t.idx.resize(static_cast<size_t>(out * t.taps));
   t.w.resize(static_cast<size_t>(out * t.taps));
   t.extrap.assign(static_cast<size_t>(out), 0);
