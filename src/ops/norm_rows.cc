@@ -151,7 +151,8 @@ inline __m256 exp8(__m256 x) {
   using namespace expc;
   x = _mm256_max_ps(_mm256_set1_ps(kLo), x);
   x = _mm256_min_ps(_mm256_set1_ps(kHi), x);
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 n =
+      _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);
   r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
   __m256 p = _mm256_set1_ps(kP0);
@@ -165,7 +166,9 @@ inline __m256 exp8(__m256 x) {
   // p * 2^n: n is within [-150, 128] after the clamp, so split it in two halves that each fit an exponent.
   const __m256i ni = _mm256_cvtps_epi32(n);
   const __m256i h = _mm256_srai_epi32(ni, 1);
-  auto pow2 = [](__m256i e) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23)); };
+  auto pow2 = [](__m256i e) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23));
+  };
   return _mm256_mul_ps(_mm256_mul_ps(p, pow2(h)), pow2(_mm256_sub_epi32(ni, h)));
 }
 
