@@ -46,7 +46,7 @@ Status emit_output(KernelContext& ctx, int i, const Tensor& src) {
   if (!out) return Status::Ok();
   if (!src.defined()) return ctx.error("output " + std::to_string(i) + " has no value");
   if (!(out->defined() && out->dtype() == src.dtype() && out->dims() == src.dims())) {
-    out = ctx.allocate_output(i, src.dtype(), src.dims());
+    TSR_ASSIGN_OR_RETURN(out, ctx.allocate_output(i, src.dtype(), src.dims()));
   }
   if (out->raw() != src.raw() && src.nbytes() > 0) std::memcpy(out->raw(), src.raw(), src.nbytes());
   return Status::Ok();
@@ -471,7 +471,9 @@ Status ScanKernel::run(KernelContext& ctx) const {
             full = *dst;
             if (full.nbytes()) std::memset(full.raw(), 0, full.nbytes());
           } else if (dst) {
-            full = *ctx.allocate_output(ns + j, o.dtype(), d);
+            Tensor* allocated = nullptr;
+            TSR_ASSIGN_OR_RETURN(allocated, ctx.allocate_output(ns + j, o.dtype(), d));
+            full = *allocated;
           } else {
             full = Tensor(o.dtype(), d);
           }

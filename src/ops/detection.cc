@@ -340,7 +340,8 @@ Status run_nms(KernelContext& ctx) {
 
   int64_t rows = 0;
   for (const auto& k : kept) rows += static_cast<int64_t>(k.size());
-  Tensor* out = ctx.allocate_output(0, DType::kInt64, {rows, 3});
+  Tensor* out = nullptr;
+  TSR_ASSIGN_OR_RETURN(out, ctx.allocate_output(0, DType::kInt64, {rows, 3}));
   if (!out) return Status::Ok();
   int64_t* o = out->data<int64_t>();
   for (int64_t pr = 0; pr < pairs; ++pr) {

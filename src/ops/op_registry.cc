@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "util/human_bytes.h"
+
 namespace tessera {
 
 #define TSR_FAMILY(f) TSR_REGISTER_OPS(f);
@@ -47,9 +49,22 @@ Status run_infer(const OpSchema& schema, InferContext& ctx) {
   return ctx.size_error();
 }
 
-Tensor* KernelContext::allocate_output(int i, DType dtype, Dims dims) {
+Status MemoryBudget::reserve(const Node& node, int output, const Dims& dims, size_t bytes) {
+  if (limit > 0 && bytes > limit - std::min(held, limit)) {
+    return InvalidInput(node.describe() + ": output " + std::to_string(output) + " " + dims_str(dims) +
+                        " would bring the run to " + human_bytes(held + bytes) + ", more than the memory limit of " +
+                        human_bytes(limit));
+  }
+  held += bytes;
+  return Status::Ok();
+}
+
+Expected<Tensor*> KernelContext::allocate_output(int i, DType dtype, Dims dims) {
   Tensor* t = output(i);
-  if (!t) return nullptr;
+  if (!t) return t;
+  const std::string problem = tensor_size_problem(dims, dtype_size(dtype));
+  if (!problem.empty()) return error("output " + std::to_string(i) + ": " + problem);
+  if (budget_) TSR_RETURN_IF_ERROR(budget_->reserve(node_, i, dims, static_cast<size_t>(numel(dims)) * dtype_size(dtype)));
   *t = Tensor(dtype, std::move(dims));
   return t;
 }

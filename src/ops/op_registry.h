@@ -76,11 +76,24 @@ class SubgraphRunner {
   virtual Expected<std::vector<Tensor>> run(const Graph& g, const std::vector<Tensor>& inputs) = 0;
 };
 
+// The memory limit of one run (SessionOptions::max_memory) and what the run holds so far; kept by the executor.
+struct MemoryBudget {
+  size_t limit = 0;  // 0: none
+  size_t held = 0;
+  // Counts `bytes` more for output `output` of `node` (dims for the message); past the limit, an error naming them.
+  Status reserve(const Node& node, int output, const Dims& dims, size_t bytes);
+};
+
 class KernelContext {
  public:
   KernelContext(const Node& node, std::vector<const Tensor*> inputs, std::vector<Tensor*> outputs,
-                Parallel* pool, SubgraphRunner* subgraphs)
-      : node_(node), inputs_(std::move(inputs)), outputs_(std::move(outputs)), pool_(pool), subgraphs_(subgraphs) {}
+                Parallel* pool, SubgraphRunner* subgraphs, MemoryBudget* budget = nullptr)
+      : node_(node),
+        inputs_(std::move(inputs)),
+        outputs_(std::move(outputs)),
+        pool_(pool),
+        subgraphs_(subgraphs),
+        budget_(budget) {}
 
   const Node& node() const { return node_; }
   int num_inputs() const { return static_cast<int>(inputs_.size()); }
@@ -97,7 +110,9 @@ class KernelContext {
   Tensor* output(int i) const {
     return i < static_cast<int>(outputs_.size()) ? outputs_[static_cast<size_t>(i)] : nullptr;
   }
-  Tensor* allocate_output(int i, DType dtype, Dims dims);
+  // Allocates output i (null for an unused optional output). It counts against the run's memory budget, when there
+  // is one: past the limit, or too large to exist at all, it is an error naming the node.
+  Expected<Tensor*> allocate_output(int i, DType dtype, Dims dims);
   Parallel& pool() const { return *pool_; }
   SubgraphRunner* subgraphs() const { return subgraphs_; }
   Status error(const std::string& msg) const { return RuntimeError(node_.describe() + ": " + msg); }
@@ -108,6 +123,7 @@ class KernelContext {
   std::vector<Tensor*> outputs_;
   Parallel* pool_;
   SubgraphRunner* subgraphs_;
+  MemoryBudget* budget_;
 };
 
 // A prepared kernel for one node. run() must be safe to call from several

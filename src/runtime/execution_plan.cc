@@ -247,7 +247,7 @@ Expected<std::vector<Tensor>> ExecutionPlan::run_guarded(const std::vector<Tenso
   std::vector<const Tensor*> in_ptrs;
   std::vector<Tensor*> out_ptrs;
   Status status;
-  size_t held = static_bytes_;  // for the memory limit: the plan's memory plus the dynamic steps' tensors
+  MemoryBudget budget{max_memory_, static_bytes_};  // the plan's memory, then the dynamic steps' tensors
   for (const Step& st : steps_) {
     if (ro.cancel && ro.cancel->load(std::memory_order_relaxed)) {
       status = Cancelled("the run was cancelled");
@@ -288,14 +288,9 @@ Expected<std::vector<Tensor>> ExecutionPlan::run_guarded(const std::vector<Tenso
         const ValueInfo& vi = dyn_info[i];
         if (vi.dtype != DType::kUndefined && vi.shape.fully_known()) {
           const Dims dims = vi.shape.concrete();
-          const size_t bytes = static_cast<size_t>(numel(dims)) * dtype_size(vi.dtype);
-          if (max_memory_ > 0 && held + bytes > max_memory_) {
-            status = InvalidInput(st.node->describe() + ": output " + std::to_string(i) + " " + dims_str(dims) +
-                                  " would bring the run to " + human_bytes(held + bytes) +
-                                  ", more than the memory limit of " + human_bytes(max_memory_));
-            break;
-          }
-          held += bytes;
+          status = budget.reserve(*st.node, static_cast<int>(i), dims,
+                                  static_cast<size_t>(numel(dims)) * dtype_size(vi.dtype));
+          if (!status.ok()) break;
           ot = Tensor(vi.dtype, dims);
         } else {
           ot = Tensor();
@@ -304,7 +299,7 @@ Expected<std::vector<Tensor>> ExecutionPlan::run_guarded(const std::vector<Tenso
       out_ptrs.push_back(&ot);
     }
     if (!status.ok()) break;
-    KernelContext ctx(*st.node, in_ptrs, out_ptrs, pool_, st.has_subgraphs ? &runner : nullptr);
+    KernelContext ctx(*st.node, in_ptrs, out_ptrs, pool_, st.has_subgraphs ? &runner : nullptr, &budget);
     if (!profile) {
       status = st.kernel->run(ctx);
     } else {

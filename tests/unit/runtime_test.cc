@@ -68,6 +68,49 @@ Graph small_graph() {
   return g;
 }
 
+// NonMaxSuppression's output is sized by the run (the boxes it keeps): the kernel allocates it, and that counts
+// against the session's memory limit like every other tensor of the run.
+TEST(InferenceSession, OutputsAKernelAllocatesCountAgainstTheMemoryLimit) {
+  Graph g;
+  g.opset = 13;
+  g.inputs = {"boxes", "scores"};
+  const int64_t n = 4096;
+  g.values["boxes"] = ValueInfo{DType::kFloat32, Shape::FromDims({1, n, 4})};
+  g.values["scores"] = ValueInfo{DType::kFloat32, Shape::FromDims({1, 1, n})};
+  g.constants["max_out"] = Tensor::FromVector<int64_t>({n}, {1});
+  Node nms;
+  nms.name = "nms";
+  nms.op_type = "NonMaxSuppression";
+  nms.inputs = {"boxes", "scores", "max_out"};
+  nms.outputs = {"selected"};
+  g.nodes = {nms};
+  g.outputs = {"selected"};
+  // Disjoint unit boxes: every one is kept, n x 3 int64 = 96 KiB.
+  Tensor boxes(DType::kFloat32, {1, n, 4}), scores(DType::kFloat32, {1, 1, n});
+  for (int64_t i = 0; i < n; ++i) {
+    float* b = boxes.data<float>() + 4 * i;
+    b[0] = b[1] = static_cast<float>(2 * i);
+    b[2] = b[3] = static_cast<float>(2 * i + 1);
+    scores.data<float>()[i] = static_cast<float>(i) / static_cast<float>(n);
+  }
+  for (size_t limit : {size_t{64} << 10, size_t{1} << 20}) {
+    SessionOptions opts;
+    opts.max_memory = limit;
+    auto s = InferenceSession::Create(g, opts);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    auto out = (*s)->run(std::vector<Tensor>{boxes, scores});
+    if (limit < (size_t{96} << 10)) {
+      ASSERT_FALSE(out.ok());
+      EXPECT_EQ(out.status().code(), ErrorCode::kInvalidInput);
+      EXPECT_NE(out.status().message().find("'nms'"), std::string::npos) << out.status().message();
+      EXPECT_NE(out.status().message().find("memory limit"), std::string::npos) << out.status().message();
+    } else {
+      ASSERT_TRUE(out.ok()) << out.status().message();
+      EXPECT_EQ((*out)[0].dims(), (Dims{n, 3}));
+    }
+  }
+}
+
 TEST(InferenceSession, RunsWithSymbolicBatchAndChecksInputs) {
   auto s = InferenceSession::Create(small_graph());
   ASSERT_TRUE(s.ok()) << s.status().message();

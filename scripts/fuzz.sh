@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses (fuzz/, clang with AddressSanitizer, UndefinedBehaviorSanitizer and coverage; BUILD_DIR
+# default build-fuzz) and runs every one of them, two at a time:
+#   scripts/fuzz.sh [SECONDS]          each harness for SECONDS (default 60), growing a working corpus in
+#                                      BUILD_DIR/corpus/<harness> that starts from fuzz/corpus/<harness>
+#   scripts/fuzz.sh --runs N           each harness over its checked-in corpus and regressions, then N mutations
+#                                      (what ./test.sh runs)
+#   scripts/fuzz.sh --build-only [BUILD_DIR]
+# One line per harness: executions, coverage (libFuzzer's edge count "cov") and crashes. A crash, leak or timeout
+# leaves its input in BUILD_DIR/crashes/ and fails the run; copy it to fuzz/regressions/<harness>/ once fixed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build-fuzz}
+HARNESSES="fuzz_onnx fuzz_artifact fuzz_tensor fuzz_tune_cache fuzz_blob_dnnl fuzz_blob_xnnpack fuzz_blob_example"
+mode=time
+SECONDS_EACH=60
+RUNS=0
+case "${1:-}" in
+  --build-only) mode=build; BUILD_DIR=${2:-$BUILD_DIR} ;;
+  --runs) mode=runs; RUNS=$2 ;;
+  "") ;;
+  *) SECONDS_EACH=$1 ;;
+esac
+
+CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_FUZZ=ON \
+  -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_PYTHON=OFF -DTESSERA_WERROR=OFF > /dev/null
+# shellcheck disable=SC2086
+cmake --build "$BUILD_DIR" -j "$(nproc)" --target $HARNESSES tessera tessera_stress tessera_backend_dnnl \
+  tessera_backend_xnnpack tessera_backend_example
+[ "$mode" = build ] && exit 0
+
+export TESSERA_BACKEND_PATH="$PWD/$BUILD_DIR/lib/tessera:$PWD/$BUILD_DIR/examples"
+export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:allocator_may_return_null=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+mkdir -p "$BUILD_DIR/crashes" "$BUILD_DIR/logs"
+# Each harness once: "NAME EXECUTIONS COVERAGE CRASHES".
+run_one() {
+  local h=$1 log="$BUILD_DIR/logs/$1.log" work="$BUILD_DIR/corpus/$1" args status=0
+  mkdir -p "$work"
+  args=(-rss_limit_mb=4096 -timeout=30 -print_final_stats=1 -artifact_prefix="$BUILD_DIR/crashes/$h-")
+  [ -f "fuzz/dict/$h.dict" ] && args+=(-dict="fuzz/dict/$h.dict")
+  local dirs=("$work" "fuzz/corpus/$h")
+  [ -d "fuzz/regressions/$h" ] && dirs+=("fuzz/regressions/$h")
+  if [ "$mode" = runs ]; then
+    work=$(mktemp -d)
+    dirs[0]=$work
+    args+=(-runs="$RUNS")
+  else
+    args+=(-max_total_time="$SECONDS_EACH")
+  fi
+  "$BUILD_DIR/bin/$h" "${args[@]}" "${dirs[@]}" > "$log" 2>&1 || status=$?
+  [ "$mode" = runs ] && rm -rf "$work"
+  local execs cov
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  echo "$h ${execs:-?} ${cov:-?} $([ $status -eq 0 ] && echo 0 || echo 1)"
+}
+export -f run_one
+export BUILD_DIR mode RUNS SECONDS_EACH
+results=$(printf '%s\n' $HARNESSES | xargs -P "$(nproc)" -I{} bash -c 'run_one {}')
+failed=0
+printf '%-20s %12s %10s %8s\n' harness executions coverage crashes
+while read -r h execs cov crashed; do
+  printf '%-20s %12s %10s %8s\n' "$h" "$execs" "$cov" "$crashed"
+  if [ "$crashed" != 0 ]; then
+    failed=1
+    echo "--- $h: the end of $BUILD_DIR/logs/$h.log" >&2
+    tail -40 "$BUILD_DIR/logs/$h.log" >&2
+  fi
+done <<< "$(sort <<< "$results")"
+exit $failed

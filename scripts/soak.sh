@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The soak: 8 threads x 10,000 runs over three models (MLP, BERT encoder, SqueezeNet) on three backends (dnnl,
+# xnnpack, native), every output bit-identical to a serial run, and the resident set after all runs at most 5 % above
+# the resident set after the first tenth (tests/stress/stress.cc). ./test.sh runs it with fewer runs.
+#   scripts/soak.sh [BUILD_DIR] [RUNS_PER_THREAD]      defaults: build, 10000
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${1:-build}
+RUNS=${2:-10000}
+cmake --build "$BUILD_DIR" --target tessera_stress tessera_backend_dnnl tessera_backend_xnnpack > /dev/null
+mapfile -t models < <(scripts/stress_models.sh "$BUILD_DIR/stress-models")
+"$BUILD_DIR/bin/tessera_stress" soak --threads 8 --runs "$RUNS" --backends dnnl,xnnpack,native "${models[@]}"

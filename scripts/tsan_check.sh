@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds Tessera with ThreadSanitizer (BUILD_DIR, default build-tsan) and runs what is concurrent in it:
+#   - 8 threads running at once on one session per model and backend (dnnl, xnnpack, native; each session with two
+#     threads of its own, so the native pool and the engines' pools run too), outputs bit-identical to serial runs;
+#   - two processes compiling the same model with measurement at once, sharing one tune cache (its file lock and
+#     merge), then a third reading what they left.
+# Any ThreadSanitizer report fails the run. Suppressions (scripts/tsan.supp) name only libgomp and oneDNN.
+#   scripts/tsan_check.sh [BUILD_DIR] [RUNS_PER_THREAD]      defaults: build-tsan, 200
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${1:-build-tsan}
+RUNS=${2:-200}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_TSAN=ON -DTESSERA_BUILD_TESTS=OFF \
+  -DTESSERA_BUILD_PYTHON=OFF > /dev/null
+cmake --build "$BUILD_DIR" -j "$(nproc)" --target tessera tessera_stress tessera_backend_dnnl tessera_backend_xnnpack
+export TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp halt_on_error=1 exitcode=66 second_deadlock_stack=1"
+mapfile -t models < <(scripts/stress_models.sh "$BUILD_DIR/stress-models")
+"$BUILD_DIR/bin/tessera_stress" soak --threads 8 --runs "$RUNS" --session-threads 2 --backends dnnl,xnnpack,native \
+  --max-rss-growth 100 "${models[@]}"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+bert="$BUILD_DIR/stress-models/bert_tiny.onnx"
+compile() {
+  "$BUILD_DIR/bin/tessera" compile "$bert" -o "$work/$1.tsr" --tune --tune-budget 5 --tune-cache "$work/tune.json" \
+    --threads 2 > "$work/$1.log" 2>&1
+}
+compile first & a=$!
+compile second & b=$!
+status=0
+wait $a || status=$?
+wait $b || status=$((status | $?))
+if [ $status -ne 0 ]; then
+  cat "$work/first.log" "$work/second.log"
+  echo "tsan_check: two compiles sharing one tune cache failed" >&2
+  exit 1
+fi
+# The cache both wrote is a valid cache: a third compile reads it without a warning and measures nothing new.
+"$BUILD_DIR/bin/tessera" compile "$bert" -o "$work/third.tsr" --tune-cache "$work/tune.json" --threads 2 \
+  > "$work/third.log" 2>&1 || { cat "$work/third.log"; exit 1; }
+if grep -q "ignoring it" "$work/third.log"; then
+  cat "$work/third.log"
+  echo "tsan_check: the shared tune cache was damaged" >&2
+  exit 1
+fi
+echo "tsan_check: two processes compiled $(basename "$bert") with one tune cache ($(grep -c '"us"' "$work/tune.json") measurements); no ThreadSanitizer report"

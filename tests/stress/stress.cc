@@ -1,0 +1,239 @@
+// Long-running checks of the runtime, through the public C++ API (tessera.hpp over libtessera.so):
+//
+//   tessera_stress soak  [--threads T] [--runs N] [--backends B1,B2,..] [--max-rss-growth PCT]
+//                        [--session-threads S] MODEL.onnx...
+//     One session per model and backend ("B,native" with priority placement: B takes what it claims, native the
+//     rest). T threads each make N runs, going round the sessions. Every output must be bit-identical to the
+//     session's serial run on the same inputs, and the resident set after all runs at most PCT % (default 5) above
+//     the resident set once every thread has made N/10 runs. Each session runs on S threads of its own (default 1).
+//
+//   tessera_stress leaks [--iterations N] [--backends B1,B2,..] [--session-threads S] MODEL.onnx...
+//     N times, for each model and backend: a session from the .onnx file and one from its compiled .tsr, each run
+//     once and released. Built with AddressSanitizer, LeakSanitizer then checks that nothing was left behind.
+//
+// Exit 0 when every check holds, 1 when one fails (a line says which), 2 on bad arguments or an unusable model.
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tessera/tessera.hpp"
+
+extern "C" int __lsan_do_recoverable_leak_check() __attribute__((weak));
+
+namespace {
+
+struct Args {
+  std::string mode;
+  int threads = 8, runs = 10000, iterations = 1000;
+  int session_threads = 1;  // each session's own threads (native pool, engines' pools)
+  double max_rss_growth = 5;
+  std::vector<std::string> backends = {"dnnl", "xnnpack", "native"};
+  std::vector<std::string> models;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr, "tessera_stress: %s\nusage: tessera_stress soak|leaks [options] MODEL.onnx...\n", why.c_str());
+  std::exit(2);
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> r;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (!item.empty()) r.push_back(item);
+  }
+  return r;
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  if (argc < 2) usage("no mode");
+  a.mode = argv[1];
+  if (a.mode != "soak" && a.mode != "leaks") usage("unknown mode '" + a.mode + "'");
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(arg + " needs a value");
+      return argv[++i];
+    };
+    auto number = [&]() {
+      const std::string v = value();
+      char* end = nullptr;
+      const double d = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || d < 0) usage(arg + ": '" + v + "' is not a non-negative number");
+      return d;
+    };
+    if (arg == "--threads") a.threads = static_cast<int>(number());
+    else if (arg == "--session-threads") a.session_threads = static_cast<int>(number());
+    else if (arg == "--runs") a.runs = static_cast<int>(number());
+    else if (arg == "--iterations") a.iterations = static_cast<int>(number());
+    else if (arg == "--max-rss-growth") a.max_rss_growth = number();
+    else if (arg == "--backends") a.backends = split(value());
+    else if (arg.rfind("--", 0) == 0) usage("unknown option " + arg);
+    else a.models.push_back(arg);
+  }
+  if (a.models.empty()) usage("no model");
+  if (a.threads < 1 || a.runs < 10 || a.backends.empty()) usage("--threads >= 1, --runs >= 10 and a backend");
+  return a;
+}
+
+std::string base_name(const std::string& path) { return path.substr(path.find_last_of('/') + 1); }
+
+tessera::SessionOptions options_for(const std::string& backend, int threads) {
+  tessera::SessionOptions o;
+  o.Backends(backend == "native" ? "native" : backend + ",native")
+      .Placement("priority")
+      .Tune(TESSERA_TUNE_OFF)
+      .TuneCache("")
+      .Threads(threads);
+  return o;
+}
+
+// Resident set in KiB (/proc/self/status VmRSS).
+long rss_kib() {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return 0;
+}
+
+struct Case {
+  std::string what;  // "model on backend"
+  std::unique_ptr<tessera::Session> session;
+  std::vector<std::string> input_names;
+  std::vector<tessera::Value> inputs;
+  std::vector<tessera::Value> expected;  // the serial run's outputs
+
+  std::vector<std::pair<std::string, const tessera::Value*>> feeds() const {
+    std::vector<std::pair<std::string, const tessera::Value*>> f;
+    for (size_t i = 0; i < inputs.size(); ++i) f.emplace_back(input_names[i], &inputs[i]);
+    return f;
+  }
+};
+
+bool same_bits(tessera::Value& a, tessera::Value& b) {
+  const size_t n = tessera_value_size_bytes(a.get());
+  return n == tessera_value_size_bytes(b.get()) && a.Dims() == b.Dims() &&
+         std::memcmp(tessera_value_data(a.get()), tessera_value_data(b.get()), n) == 0;
+}
+
+int soak(const Args& a) {
+  tessera::Env env;
+  std::vector<Case> cases;
+  for (const auto& model : a.models) {
+    for (const auto& backend : a.backends) {
+      Case c;
+      c.what = base_name(model) + " on " + backend;
+      const tessera::SessionOptions opts = options_for(backend, a.session_threads);
+      c.session = std::make_unique<tessera::Session>(env, model, &opts);
+      for (const auto& info : c.session->Inputs()) c.input_names.push_back(info.name);
+      c.inputs = c.session->RandomInputs(1);
+      c.expected = c.session->Run(c.feeds());
+      cases.push_back(std::move(c));
+    }
+  }
+  std::atomic<long> mismatches{0}, failures{0};
+  std::atomic<int> warmed{0};
+  std::atomic<long> rss_warm{0};
+  const int warm_runs = a.runs / 10;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < a.threads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < a.runs; ++r) {
+        Case& c = cases[static_cast<size_t>(t + r) % cases.size()];
+        try {
+          std::vector<tessera::Value> out = c.session->Run(c.feeds());
+          for (size_t i = 0; i < out.size(); ++i) {
+            if (!same_bits(out[i], c.expected[i])) {
+              if (mismatches++ == 0) std::fprintf(stderr, "soak: %s: output %zu differs from the serial run\n", c.what.c_str(), i);
+            }
+          }
+        } catch (const tessera::Error& e) {
+          if (failures++ == 0) std::fprintf(stderr, "soak: %s: %s\n", c.what.c_str(), e.what());
+        }
+        if (r + 1 == warm_runs && ++warmed == a.threads) rss_warm = rss_kib();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const long rss_end = rss_kib();
+  const double growth = rss_warm > 0 ? 100.0 * (static_cast<double>(rss_end) / static_cast<double>(rss_warm.load()) - 1) : 0;
+  const long total = static_cast<long>(a.threads) * a.runs;
+  std::printf("soak: %d threads x %d runs = %ld runs over %zu sessions (%zu models x %zu backends): %ld outputs "
+              "differ from serial runs, %ld runs failed; RSS %.1f MiB after %d runs per thread, %.1f MiB after %d "
+              "(%+.2f %%, limit %.1f %%)\n",
+              a.threads, a.runs, total, cases.size(), a.models.size(), a.backends.size(), mismatches.load(),
+              failures.load(), static_cast<double>(rss_warm.load()) / 1024, warm_runs,
+              static_cast<double>(rss_end) / 1024, a.runs, growth, a.max_rss_growth);
+  return mismatches == 0 && failures == 0 && growth <= a.max_rss_growth ? 0 : 1;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) usage("cannot read '" + path + "'");
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+int leaks(const Args& a) {
+  tessera::Env env;
+  struct Target {
+    std::string model, artifact;
+    tessera::SessionOptions opts;
+  };
+  std::vector<Target> targets;
+  for (const auto& model : a.models) {
+    for (const auto& backend : a.backends) {
+      Target t{model, "", options_for(backend, a.session_threads)};
+      t.artifact = tessera::CompileBuffer(env, read_file(model), &t.opts);
+      targets.push_back(std::move(t));
+    }
+  }
+  long rss_first = 0;
+  int sessions = 0;
+  for (int i = 0; i < a.iterations; ++i) {
+    for (const Target& t : targets) {
+      for (int from_artifact = 0; from_artifact < 2; ++from_artifact) {
+        tessera::Session s = from_artifact ? tessera::Session(env, t.artifact.data(), t.artifact.size(), &t.opts)
+                                           : tessera::Session(env, t.model, &t.opts);
+        std::vector<tessera::Value> inputs = s.RandomInputs(static_cast<uint64_t>(i));
+        std::vector<std::pair<std::string, const tessera::Value*>> feeds;
+        const auto infos = s.Inputs();
+        for (size_t k = 0; k < inputs.size(); ++k) feeds.emplace_back(infos[k].name, &inputs[k]);
+        (void)s.Run(feeds);
+        ++sessions;
+      }
+    }
+    if (i == 0) rss_first = rss_kib();
+  }
+  const int leaked = __lsan_do_recoverable_leak_check ? __lsan_do_recoverable_leak_check() : 0;
+  std::printf("leaks: %d sessions loaded, run and released (%zu models x %zu backends x %d iterations x .onnx/.tsr); "
+              "LeakSanitizer: %s; RSS %.1f MiB after the first iteration, %.1f MiB after the last\n",
+              sessions, a.models.size(), a.backends.size(), a.iterations,
+              __lsan_do_recoverable_leak_check ? (leaked ? "leaks found" : "no leaks") : "not in this build",
+              static_cast<double>(rss_first) / 1024, static_cast<double>(rss_kib()) / 1024);
+  return leaked ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  try {
+    return a.mode == "soak" ? soak(a) : leaks(a);
+  } catch (const tessera::Error& e) {
+    std::fprintf(stderr, "tessera_stress: %s\n", e.what());
+    return 2;
+  }
+}
