@@ -2,8 +2,8 @@
 # Installs what Tessera needs from Debian packages, builds it with Ninja and
 # runs every test: unit tests, ONNX's conformance suites, end-to-end models
 # against ONNX Runtime's reference outputs, placement across backends, the
-# malformed-input checks, the C/C++/Python APIs, an installed tree with the embedding examples, then the artifact
-# reader and the C API's misuse tests under ASan + UBSan.
+# malformed-input checks, the C/C++/Python APIs, an installed tree with the embedding examples, a short soak, then the
+# parsers, the fuzz corpora, the C API's misuse tests and a leak check under ASan + UBSan + LSan.
 set -euo pipefail
 cd "$(dirname "$0")"
 ./scripts/install_deps.sh
@@ -13,7 +13,10 @@ cmake --build "$BUILD_DIR" -j "$(nproc)"
 (cd "$BUILD_DIR" && ctest --output-on-failure -j "$(nproc)" --timeout 1800 "$@")
 # An installed tree: the embedding examples built against it (CMake package and pkg-config) and run.
 ./scripts/install_check.sh "$BUILD_DIR"
-# The artifact reader and the example plugin once more, under AddressSanitizer and UndefinedBehaviorSanitizer
+# A short soak: 8 threads running at once on three models x three backends, bit-identical to serial runs, RSS held.
+./scripts/soak.sh "$BUILD_DIR" 300
+# The parsers, the plugins' blob loaders and the C API under AddressSanitizer, UndefinedBehaviorSanitizer and
+# LeakSanitizer (clang): their tests, every fuzz harness over its corpus, a short load/unload leak check
 # (TESSERA_SKIP_SANITIZE=1 skips it).
 if [ "${TESSERA_SKIP_SANITIZE:-0}" != 1 ]; then
   ./scripts/sanitize_check.sh

@@ -10,8 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build-tsan}
 RUNS=${2:-200}
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_TSAN=ON -DTESSERA_BUILD_TESTS=OFF \
-  -DTESSERA_BUILD_PYTHON=OFF > /dev/null
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+  -DTESSERA_TSAN=ON -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_PYTHON=OFF > /dev/null
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target tessera tessera_stress tessera_backend_dnnl tessera_backend_xnnpack
 export TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp halt_on_error=1 exitcode=66 second_deadlock_stack=1"
 mapfile -t models < <(scripts/stress_models.sh "$BUILD_DIR/stress-models")

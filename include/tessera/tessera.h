@@ -71,7 +71,7 @@ typedef enum tessera_code {
   TESSERA_CODE_UNSUPPORTED = 3,      /* valid, but not supported (an op, an opset, a dtype) */
   TESSERA_CODE_IO = 4,               /* a file cannot be read or written */
   TESSERA_CODE_CANCELLED = 5,        /* the run was cancelled (tessera_run_options_cancel) */
-  TESSERA_CODE_RUNTIME = 6,          /* a kernel or an engine failed while running */
+  TESSERA_CODE_RUNTIME = 6,          /* a kernel or an engine failed while running, or memory ran out */
   TESSERA_CODE_INTERNAL = 7          /* a bug in Tessera */
 } tessera_code_t;
 

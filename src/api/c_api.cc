@@ -100,7 +100,7 @@ tessera_error_t* guarded(const char* fn, F&& body) {
   try {
     return body();
   } catch (const std::bad_alloc&) {
-    return make_error(TESSERA_CODE_INTERNAL, std::string(fn) + ": out of memory");
+    return make_error(TESSERA_CODE_RUNTIME, std::string(fn) + ": out of memory");
   } catch (const std::exception& e) {
     return make_error(TESSERA_CODE_INTERNAL, std::string(fn) + ": " + e.what());
   } catch (...) {

@@ -188,7 +188,10 @@ Expected<std::shared_ptr<Backend>> Backend::FromTable(const tessera_backend_t* t
 }
 
 Expected<std::shared_ptr<Backend>> Backend::LoadLibrary(const std::string& path) {
-  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_NODELETE: a plugin stays mapped until the process ends. Engine libraries start threads (OpenMP,
+  // pthreadpool) and keep process-wide state (cpuinfo) that must not vanish under them, and LeakSanitizer must see
+  // that state from their globals.
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!h) {
     const char* e = dlerror();
     return IoError("backend plugin '" + path + "' cannot be loaded: " + (e ? e : "unknown error"));

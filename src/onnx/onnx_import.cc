@@ -432,15 +432,16 @@ Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string
                        (p.data_type() == 8 ? " (string)" : "") + " is not supported");
   }
   Dims dims;
-  int64_t n = 1;
   for (int64_t d : p.dims()) {
     if (d < 0) return InvalidModel(where + ": negative dimension " + std::to_string(d));
-    if (d > 0 && n > std::numeric_limits<int64_t>::max() / d) return InvalidModel(where + ": too many elements");
-    n *= d;
     dims.push_back(d);
   }
+  const size_t esize = dtype_size(dt);
+  const std::string too_large = tensor_size_problem(dims, esize);
+  if (!too_large.empty()) return InvalidModel(where + ": " + too_large);
+  const int64_t n = numel(dims);
   if (p.segment().end() != 0) return Unsupported(where + ": segmented tensors are not supported");
-  size_t esize = dtype_size(dt);
+  // What the data holds is checked against the shape before anything is allocated for it.
   std::string external;
   const std::string* raw = nullptr;
   if (p.data_location() == onnx::TensorProto::EXTERNAL) {
@@ -459,45 +460,40 @@ Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string
     if (n) std::memcpy(t.raw(), raw->data(), raw->size());
     return t;
   }
-  Tensor t(dt, dims);
-  auto check = [&](int have) -> Status {
-    if (have != n) {
-      return InvalidModel(where + ": holds " + std::to_string(have) + " values, expected " + std::to_string(n));
-    }
-    return Status::Ok();
-  };
+  int have = 0;  // values in the typed field this element type uses
   switch (dt) {
-    case DType::kFloat32:
-      TSR_RETURN_IF_ERROR(check(p.float_data_size()));
-      copy_typed<float>(p.float_data(), &t);
-      break;
-    case DType::kFloat64:
-      TSR_RETURN_IF_ERROR(check(p.double_data_size()));
-      copy_typed<double>(p.double_data(), &t);
-      break;
-    case DType::kInt64:
-      TSR_RETURN_IF_ERROR(check(p.int64_data_size()));
-      copy_typed<int64_t>(p.int64_data(), &t);
-      break;
+    case DType::kFloat32: have = p.float_data_size(); break;
+    case DType::kFloat64: have = p.double_data_size(); break;
+    case DType::kInt64: have = p.int64_data_size(); break;
     case DType::kUInt32:
-    case DType::kUInt64:
-      TSR_RETURN_IF_ERROR(check(p.uint64_data_size()));
-      if (dt == DType::kUInt32) copy_typed<uint32_t>(p.uint64_data(), &t);
-      else copy_typed<uint64_t>(p.uint64_data(), &t);
-      break;
+    case DType::kUInt64: have = p.uint64_data_size(); break;
     case DType::kFloat16:
     case DType::kBFloat16:
-      TSR_RETURN_IF_ERROR(check(p.int32_data_size()));
-      copy_typed<uint16_t>(p.int32_data(), &t);
-      break;
-    case DType::kInt32: TSR_RETURN_IF_ERROR(check(p.int32_data_size())); copy_typed<int32_t>(p.int32_data(), &t); break;
-    case DType::kInt16: TSR_RETURN_IF_ERROR(check(p.int32_data_size())); copy_typed<int16_t>(p.int32_data(), &t); break;
-    case DType::kUInt16: TSR_RETURN_IF_ERROR(check(p.int32_data_size())); copy_typed<uint16_t>(p.int32_data(), &t); break;
-    case DType::kInt8: TSR_RETURN_IF_ERROR(check(p.int32_data_size())); copy_typed<int8_t>(p.int32_data(), &t); break;
-    case DType::kUInt8: TSR_RETURN_IF_ERROR(check(p.int32_data_size())); copy_typed<uint8_t>(p.int32_data(), &t); break;
-    case DType::kBool: TSR_RETURN_IF_ERROR(check(p.int32_data_size())); copy_typed<bool>(p.int32_data(), &t); break;
-    default:
-      return Unsupported(where + ": element type not supported");
+    case DType::kInt32:
+    case DType::kInt16:
+    case DType::kUInt16:
+    case DType::kInt8:
+    case DType::kUInt8:
+    case DType::kBool: have = p.int32_data_size(); break;
+    default: return Unsupported(where + ": element type not supported");
+  }
+  if (have != n) return InvalidModel(where + ": holds " + std::to_string(have) + " values, expected " + std::to_string(n));
+  Tensor t(dt, dims);
+  switch (dt) {
+    case DType::kFloat32: copy_typed<float>(p.float_data(), &t); break;
+    case DType::kFloat64: copy_typed<double>(p.double_data(), &t); break;
+    case DType::kInt64: copy_typed<int64_t>(p.int64_data(), &t); break;
+    case DType::kUInt32: copy_typed<uint32_t>(p.uint64_data(), &t); break;
+    case DType::kUInt64: copy_typed<uint64_t>(p.uint64_data(), &t); break;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+    case DType::kUInt16: copy_typed<uint16_t>(p.int32_data(), &t); break;
+    case DType::kInt32: copy_typed<int32_t>(p.int32_data(), &t); break;
+    case DType::kInt16: copy_typed<int16_t>(p.int32_data(), &t); break;
+    case DType::kInt8: copy_typed<int8_t>(p.int32_data(), &t); break;
+    case DType::kUInt8: copy_typed<uint8_t>(p.int32_data(), &t); break;
+    case DType::kBool: copy_typed<bool>(p.int32_data(), &t); break;
+    default: break;
   }
   return t;
 }

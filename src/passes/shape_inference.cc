@@ -34,15 +34,15 @@ struct Scope {
   }
 };
 
-// Keeps the more precise of two shapes for the same value.
+// The shape of a node's output: what inference found, with the names a declaration (value_info, graph outputs) gives
+// to dims inference left unknown and unnamed. A declared size is never taken for a dim inference could not
+// determine: it is what an exporter saw for one input, and a buffer sized by it would be overrun by another (such dims
+// are computed when the model runs). A declared rank is not taken either.
 Shape merge_shapes(const Shape& inferred, const Shape& declared) {
-  if (!inferred.rank_known) return declared;
-  if (!declared.rank_known || declared.rank() != inferred.rank()) return inferred;
+  if (!inferred.rank_known || !declared.rank_known || declared.rank() != inferred.rank()) return inferred;
   Shape out = inferred;
   for (int i = 0; i < out.rank(); ++i) {
-    if (!out[i].known() && (declared[i].known() || (out[i].symbol.empty() && !declared[i].symbol.empty()))) {
-      out[i] = declared[i];
-    }
+    if (!out[i].known() && out[i].symbol.empty() && !declared[i].symbol.empty()) out[i] = Dim::Symbol(declared[i].symbol);
   }
   return out;
 }

@@ -12,6 +12,7 @@
 //     once and released. Built with AddressSanitizer, LeakSanitizer then checks that nothing was left behind.
 //
 // Exit 0 when every check holds, 1 when one fails (a line says which), 2 on bad arguments or an unusable model.
+#include <malloc.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -107,6 +108,13 @@ long rss_kib() {
   return 0;
 }
 
+// Bytes malloc has handed out and not had back (mallinfo2's uordblks + hblkhd): what RSS would be without
+// fragmentation.
+double heap_mib() {
+  const struct mallinfo2 m = mallinfo2();
+  return static_cast<double>(m.uordblks + m.hblkhd) / (1 << 20);
+}
+
 struct Case {
   std::string what;  // "model on backend"
   std::unique_ptr<tessera::Session> session;
@@ -145,6 +153,7 @@ int soak(const Args& a) {
   std::atomic<long> mismatches{0}, failures{0};
   std::atomic<int> warmed{0};
   std::atomic<long> rss_warm{0};
+  double heap_warm = 0;
   const int warm_runs = a.runs / 10;
   std::vector<std::thread> threads;
   for (int t = 0; t < a.threads; ++t) {
@@ -161,7 +170,10 @@ int soak(const Args& a) {
         } catch (const tessera::Error& e) {
           if (failures++ == 0) std::fprintf(stderr, "soak: %s: %s\n", c.what.c_str(), e.what());
         }
-        if (r + 1 == warm_runs && ++warmed == a.threads) rss_warm = rss_kib();
+        if (r + 1 == warm_runs && ++warmed == a.threads) {
+          rss_warm = rss_kib();
+          heap_warm = heap_mib();
+        }
       }
     });
   }
@@ -171,10 +183,10 @@ int soak(const Args& a) {
   const long total = static_cast<long>(a.threads) * a.runs;
   std::printf("soak: %d threads x %d runs = %ld runs over %zu sessions (%zu models x %zu backends): %ld outputs "
               "differ from serial runs, %ld runs failed; RSS %.1f MiB after %d runs per thread, %.1f MiB after %d "
-              "(%+.2f %%, limit %.1f %%)\n",
+              "(%+.2f %%, limit %.1f %%); heap in use %.1f -> %.1f MiB\n",
               a.threads, a.runs, total, cases.size(), a.models.size(), a.backends.size(), mismatches.load(),
               failures.load(), static_cast<double>(rss_warm.load()) / 1024, warm_runs,
-              static_cast<double>(rss_end) / 1024, a.runs, growth, a.max_rss_growth);
+              static_cast<double>(rss_end) / 1024, a.runs, growth, a.max_rss_growth, heap_warm, heap_mib());
   return mismatches == 0 && failures == 0 && growth <= a.max_rss_growth ? 0 : 1;
 }
 

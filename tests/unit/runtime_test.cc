@@ -111,6 +111,40 @@ TEST(InferenceSession, OutputsAKernelAllocatesCountAgainstTheMemoryLimit) {
   }
 }
 
+// Exporters declare output shapes as they saw them for one input. Pad's output depends on the pads it is given at
+// run time, so the declared [1,3,7,12] must not size its buffer: other pads give another shape (found by fuzzing,
+// an overrun of that buffer before).
+TEST(InferenceSession, DeclaredShapesNeverSizeOutputsThatDependOnInputValues) {
+  Graph g;
+  g.opset = 13;
+  g.inputs = {"x", "pads"};
+  g.values["x"] = ValueInfo{DType::kFloat32, Shape::FromDims({1, 3, 4, 5})};
+  g.values["pads"] = ValueInfo{DType::kInt64, Shape::FromDims({8})};
+  g.values["y"] = ValueInfo{DType::kFloat32, Shape::FromDims({1, 3, 7, 12})};  // as declared
+  Node pad;
+  pad.name = "pad";
+  pad.op_type = "Pad";
+  pad.inputs = {"x", "pads"};
+  pad.outputs = {"y"};
+  g.nodes = {pad};
+  g.outputs = {"y"};
+  auto s = InferenceSession::Create(g);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  Tensor x(DType::kFloat32, {1, 3, 4, 5});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(i + 1);
+  for (const std::vector<int64_t>& pads : {std::vector<int64_t>{0, 0, 1, 3, 0, 0, 2, 4},
+                                            std::vector<int64_t>{0, 1, 1, 0, 0, 0, 1, 1}}) {
+    auto out = (*s)->run(std::vector<Tensor>{x, Tensor::FromVector<int64_t>(pads, {8})});
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    const Tensor& y = (*out)[0];
+    const Dims want{1, 3 + pads[1] + pads[5], 4 + pads[2] + pads[6], 5 + pads[3] + pads[7]};
+    ASSERT_EQ(y.dims(), want);
+    double sum = 0;
+    for (int64_t i = 0; i < y.numel(); ++i) sum += y.data<float>()[i];
+    EXPECT_EQ(sum, 60.0 * 61.0 / 2);  // every input element once, zeros around it
+  }
+}
+
 TEST(InferenceSession, RunsWithSymbolicBatchAndChecksInputs) {
   auto s = InferenceSession::Create(small_graph());
   ASSERT_TRUE(s.ok()) << s.status().message();
