@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include "onnx/contrib_lowering.h"
 #include "ops/op_registry.h"
@@ -21,6 +22,41 @@
 namespace tessera {
 
 namespace {
+
+// The input and output counts ONNX's schema allows the node at `opset` (Debian's onnx knows schemas up to opset 17:
+// past it, only the minimums are checked, since later opsets add optional inputs). Kernels, engines and shape
+// inference index inputs and outputs by position, so a node with fewer than its op's required ones is refused here.
+Status check_arity(const Node& n, int64_t opset) {
+  constexpr int64_t kSchemaOpset = 17;
+  const onnx::OpSchema* schema =
+      onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(std::min(opset, kSchemaOpset)), "");
+  if (!schema) return Status::Ok();
+  const int ins = static_cast<int>(n.inputs.size()), outs = static_cast<int>(n.outputs.size());
+  const auto& formals = schema->inputs();
+  for (int i = 0; i < ins && !formals.empty(); ++i) {
+    const auto& formal = formals[std::min(static_cast<size_t>(i), formals.size() - 1)];
+    if (n.inputs[static_cast<size_t>(i)].empty() && formal.GetOption() == onnx::OpSchema::Single) {
+      return InvalidModel(n.describe() + ": input " + std::to_string(i) + " ('" + formal.GetName() +
+                          "') is required but not given");
+    }
+  }
+  if (ins < schema->min_input() || (opset <= kSchemaOpset && ins > schema->max_input())) {
+    return InvalidModel(n.describe() + ": has " + std::to_string(ins) + " inputs; opset " + std::to_string(opset) +
+                        " allows " + std::to_string(schema->min_input()) +
+                        (schema->max_input() == schema->min_input() ? ""
+                         : schema->max_input() > 1000               ? " or more"
+                                                                    : " to " + std::to_string(schema->max_input())));
+  }
+  if (outs < schema->min_output() || (opset <= kSchemaOpset && outs > schema->max_output())) {
+    return InvalidModel(n.describe() + ": has " + std::to_string(outs) + " outputs; opset " + std::to_string(opset) +
+                        " allows " + std::to_string(schema->min_output()) +
+                        (schema->max_output() == schema->min_output() ? ""
+                         : schema->max_output() > 1000                ? " or more"
+                                                                      : " to " + std::to_string(schema->max_output())));
+  }
+  return Status::Ok();
+}
+
 
 Expected<std::string> read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -402,6 +438,7 @@ struct Importer {
         return Unsupported(n.describe() + ": operator '" + n.op_type + "' is not supported (opset " +
                            std::to_string(opset) + ")");
       }
+      if (n.domain.empty()) TSR_RETURN_IF_ERROR(check_arity(n, opset));
       g->nodes.push_back(std::move(n));
       return Status::Ok();
     };
@@ -458,6 +495,10 @@ Expected<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string
     }
     Tensor t(dt, dims);
     if (n) std::memcpy(t.raw(), raw->data(), raw->size());
+    if (dt == DType::kBool) {  // one byte per element, any non-zero byte true: stored as the 0 and 1 a bool holds
+      auto* b = static_cast<uint8_t*>(t.raw());
+      for (int64_t i = 0; i < n; ++i) b[i] = b[i] != 0;
+    }
     return t;
   }
   int have = 0;  // values in the typed field this element type uses

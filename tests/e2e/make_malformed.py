@@ -97,6 +97,10 @@ def main(out):
         for d in (1 << 62, 4):
             dims.add().dim_value = d
 
+    # A node without the inputs its op requires (kernels and engines index inputs by position).
+    def node_without_inputs(m):
+        del m.graph.node[0].input[:]
+
     def undefined_dtype(m):
         init(m, "fc3.bias").data_type = TensorProto.UNDEFINED
 
@@ -114,7 +118,7 @@ def main(out):
 
     # Broken by construction (onnx 1.12's checker does not see all of these: raw_data size, dangling graph outputs).
     for fn in (undefined_input, raw_too_short, negative_dim, huge_dims, huge_input_2_40, huge_input_2_62,
-               undefined_dtype, no_graph, dangling_output):
+               node_without_inputs, undefined_dtype, no_graph, dangling_output):
         write(os.path.join(models, "bad_%s.onnx" % fn.__name__), mutated(fn))
     # An Expand to [2^31, 2^31, 2^31]: 2^93 elements.
     expand = helper.make_model(helper.make_graph(
