@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (fuzz/, clang with AddressSanitizer, UndefinedBehaviorSanitizer and coverage; BUILD_DIR
-# default build-fuzz) and runs every one of them, two at a time:
-#   scripts/fuzz.sh [SECONDS]          each harness for SECONDS (default 60), growing a working corpus in
-#                                      BUILD_DIR/corpus/<harness> that starts from fuzz/corpus/<harness>
+# default build-fuzz) and runs every one of them, JOBS at a time (default: the cores):
+#   scripts/fuzz.sh [SECONDS]          each harness for SECONDS (default 60), or until it has made MAX_EXECS
+#                                      executions when that is set; a working corpus grows in
+#                                      BUILD_DIR/corpus/<harness>, starting from fuzz/corpus/<harness>
 #   scripts/fuzz.sh --runs N           each harness over its checked-in corpus and regressions, then N mutations
 #                                      (what ./test.sh runs)
 #   scripts/fuzz.sh --build-only [BUILD_DIR]
-# One line per harness: executions, coverage (libFuzzer's edge count "cov") and crashes. A crash, leak or timeout
-# leaves its input in BUILD_DIR/crashes/ and fails the run; copy it to fuzz/regressions/<harness>/ once fixed.
+# HARNESSES="fuzz_onnx fuzz_tensor" runs only those. One line per harness: executions, coverage (libFuzzer's edge
+# count "cov"), exec/s and crashes. A crash, leak or timeout leaves its input in BUILD_DIR/crashes/ and fails the run;
+# once fixed, it goes to fuzz/regressions/<harness>/, which every run replays.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-fuzz}
 ROOT=$PWD
-HARNESSES="fuzz_onnx fuzz_artifact fuzz_tensor fuzz_tune_cache fuzz_blob_dnnl fuzz_blob_xnnpack fuzz_blob_example"
+ALL_HARNESSES="fuzz_onnx fuzz_artifact fuzz_tensor fuzz_tune_cache fuzz_blob_dnnl fuzz_blob_xnnpack fuzz_blob_example"
+HARNESSES=${HARNESSES:-$ALL_HARNESSES}
+JOBS=${JOBS:-$(nproc)}
+MAX_EXECS=${MAX_EXECS:-0}
 mode=time
 SECONDS_EACH=60
 RUNS=0
@@ -28,7 +33,7 @@ CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelW
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DTESSERA_FUZZ=ON -DTESSERA_BUILD_TESTS=ON \
   -DTESSERA_BUILD_PYTHON=OFF -DTESSERA_WERROR=OFF > /dev/null
 # shellcheck disable=SC2086
-cmake --build "$BUILD_DIR" -j "$(nproc)" --target $HARNESSES tessera tessera_stress tessera_backend_dnnl \
+cmake --build "$BUILD_DIR" -j "$(nproc)" --target $ALL_HARNESSES tessera tessera_stress tessera_backend_dnnl \
   tessera_backend_xnnpack tessera_backend_example
 [ "$mode" = build ] && exit 0
 
@@ -52,21 +57,23 @@ run_one() {
     args+=(-runs="$RUNS")
   else
     args+=(-max_total_time="$SECONDS_EACH")
+    [ "$MAX_EXECS" -gt 0 ] && args+=(-runs="$MAX_EXECS")
   fi
   "$BUILD_DIR/bin/$h" "${args[@]}" "${dirs[@]}" > "$log" 2>&1 || status=$?
   [ "$mode" = runs ] && rm -rf "$work"
-  local execs cov
+  local execs cov rate
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
-  echo "$h ${execs:-?} ${cov:-?} $([ $status -eq 0 ] && echo 0 || echo 1)"
+  echo "$h ${execs:-?} ${cov:-?} ${rate:-?} $([ $status -eq 0 ] && echo 0 || echo 1)"
 }
 export -f run_one
-export BUILD_DIR ROOT mode RUNS SECONDS_EACH
-results=$(printf '%s\n' $HARNESSES | xargs -P "$(nproc)" -I{} bash -c 'run_one {}')
+export BUILD_DIR ROOT mode RUNS SECONDS_EACH MAX_EXECS
+results=$(printf '%s\n' $HARNESSES | xargs -P "$JOBS" -I{} bash -c 'run_one {}')
 failed=0
-printf '%-20s %12s %10s %8s\n' harness executions coverage crashes
-while read -r h execs cov crashed; do
-  printf '%-20s %12s %10s %8s\n' "$h" "$execs" "$cov" "$crashed"
+printf '%-20s %12s %10s %8s %8s\n' harness executions coverage exec/s crashes
+while read -r h execs cov rate crashed; do
+  printf '%-20s %12s %10s %8s %8s\n' "$h" "$execs" "$cov" "$rate" "$crashed"
   if [ "$crashed" != 0 ]; then
     failed=1
     echo "--- $h: the end of $BUILD_DIR/logs/$h.log" >&2
