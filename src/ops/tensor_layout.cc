@@ -221,6 +221,10 @@ int split_count(const Node& node) {
 Status infer_split(InferContext& ctx) {
   const Shape& in = ctx.in_shape(0);
   const int n = split_count(ctx.node());
+  if (n != ctx.num_outputs()) {  // opset 18: num_outputs must match the outputs given
+    return ctx.error("num_outputs is " + std::to_string(n) + " but the node has " + std::to_string(ctx.num_outputs()) +
+                     " outputs");
+  }
   std::vector<int64_t> given;
   int have = attr_or_input_ints(ctx, "split", 1, &given);
   if (have == 1 && given.empty()) have = 0;  // an empty split means equal parts
