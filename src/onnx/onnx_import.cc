@@ -56,20 +56,15 @@ Status check_arity(const Node& n, int64_t opset) {
                           "') is required but not given");
     }
   }
-  if (ins < schema->min_input() || (opset <= kSchemaOpset && ins > schema->max_input())) {
-    return InvalidModel(n.describe() + ": has " + std::to_string(ins) + " inputs; opset " + std::to_string(opset) +
-                        " allows " + std::to_string(schema->min_input()) +
-                        (schema->max_input() == schema->min_input() ? ""
-                         : schema->max_input() > 1000               ? " or more"
-                                                                    : " to " + std::to_string(schema->max_input())));
-  }
-  if (outs < schema->min_output() || (opset <= kSchemaOpset && outs > schema->max_output())) {
-    return InvalidModel(n.describe() + ": has " + std::to_string(outs) + " outputs; opset " + std::to_string(opset) +
-                        " allows " + std::to_string(schema->min_output()) +
-                        (schema->max_output() == schema->min_output() ? ""
-                         : schema->max_output() > 1000                ? " or more"
-                                                                      : " to " + std::to_string(schema->max_output())));
-  }
+  // "has 0 inputs; opset 13 allows 2 to 3" when `have` is outside [lo, hi] (hi checked up to kSchemaOpset only).
+  auto count = [&](const char* what, int have, int lo, int hi) -> Status {
+    if (have >= lo && (opset > kSchemaOpset || have <= hi)) return Status::Ok();
+    return InvalidModel(n.describe() + ": has " + std::to_string(have) + " " + what + "; opset " +
+                        std::to_string(opset) + " allows " + std::to_string(lo) +
+                        (hi == lo ? "" : hi > 1000 ? " or more" : " to " + std::to_string(hi)));
+  };
+  TSR_RETURN_IF_ERROR(count("inputs", ins, schema->min_input(), schema->max_input()));
+  TSR_RETURN_IF_ERROR(count("outputs", outs, schema->min_output(), schema->max_output()));
   return Status::Ok();
 }
 
