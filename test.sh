@@ -3,7 +3,8 @@
 # runs every test: unit tests, ONNX's conformance suites, end-to-end models
 # against ONNX Runtime's reference outputs, placement across backends, the
 # malformed-input checks, the C/C++/Python APIs, an installed tree with the embedding examples, a short soak, then the
-# parsers, the fuzz corpora, the C API's misuse tests and a leak check under ASan + UBSan + LSan.
+# parsers, the fuzz corpora, the C API's misuse tests and a leak check under ASan + UBSan + LSan, and a short
+# ThreadSanitizer run.
 set -euo pipefail
 cd "$(dirname "$0")"
 ./scripts/install_deps.sh
@@ -14,10 +15,15 @@ cmake --build "$BUILD_DIR" -j "$(nproc)"
 # An installed tree: the embedding examples built against it (CMake package and pkg-config) and run.
 ./scripts/install_check.sh "$BUILD_DIR"
 # A short soak: 8 threads running at once on three models x three backends, bit-identical to serial runs, RSS held.
-./scripts/soak.sh "$BUILD_DIR" 300
+./scripts/soak.sh "$BUILD_DIR" 300 25
 # The parsers, the plugins' blob loaders and the C API under AddressSanitizer, UndefinedBehaviorSanitizer and
 # LeakSanitizer (clang): their tests, every fuzz harness over its corpus, a short load/unload leak check
 # (TESSERA_SKIP_SANITIZE=1 skips it).
 if [ "${TESSERA_SKIP_SANITIZE:-0}" != 1 ]; then
   ./scripts/sanitize_check.sh
+fi
+# ThreadSanitizer: concurrent runs on one session per backend and two processes sharing a tune cache, briefly
+# (TESSERA_SKIP_TSAN=1 skips it).
+if [ "${TESSERA_SKIP_TSAN:-0}" != 1 ]; then
+  ./scripts/tsan_check.sh build-tsan 10
 fi
