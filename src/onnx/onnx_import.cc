@@ -23,6 +23,15 @@ namespace tessera {
 
 namespace {
 
+// The formal parameter input i binds to: its own, or a trailing variadic one; null past the schema's inputs (an input
+// a later opset added).
+const onnx::OpSchema::FormalParameter* formal_of(const onnx::OpSchema& schema, int i) {
+  const auto& formals = schema.inputs();
+  if (static_cast<size_t>(i) < formals.size()) return &formals[static_cast<size_t>(i)];
+  if (!formals.empty() && formals.back().GetOption() == onnx::OpSchema::Variadic) return &formals.back();
+  return nullptr;
+}
+
 // The input and output counts ONNX's schema allows the node at `opset` (Debian's onnx knows schemas up to opset 17:
 // past it, only the minimums are checked, since later opsets add optional inputs). Kernels, engines and shape
 // inference index inputs and outputs by position, so a node with fewer than its op's required ones is refused here.
@@ -48,9 +57,10 @@ Status check_arity(const Node& n, int64_t opset) {
     return Status::Ok();
   }
   const int ins = static_cast<int>(n.inputs.size()), outs = static_cast<int>(n.outputs.size());
-  const auto& formals = schema->inputs();
-  for (int i = 0; i < ins && !formals.empty(); ++i) {
-    const auto& formal = formals[std::min(static_cast<size_t>(i), formals.size() - 1)];
+  for (int i = 0; i < ins; ++i) {
+    const onnx::OpSchema::FormalParameter* f = formal_of(*schema, i);
+    if (!f) break;
+    const auto& formal = *f;
     if (n.inputs[static_cast<size_t>(i)].empty() && formal.GetOption() == onnx::OpSchema::Single) {
       return InvalidModel(n.describe() + ": input " + std::to_string(i) + " ('" + formal.GetName() +
                           "') is required but not given");
@@ -65,6 +75,36 @@ Status check_arity(const Node& n, int64_t opset) {
   };
   TSR_RETURN_IF_ERROR(count("inputs", ins, schema->min_input(), schema->max_input()));
   TSR_RETURN_IF_ERROR(count("outputs", outs, schema->min_output(), schema->max_output()));
+  return Status::Ok();
+}
+
+// The input-type check the frontend installs (set_input_type_check): inputs that ONNX's schema binds to one type
+// parameter ("T" of Gemm's A, B and C) must have one dtype. A heterogeneous variadic parameter (Loop's carried
+// values) binds each input on its own.
+Status check_input_types(const InferContext& ctx) {
+  const Node& n = ctx.node();
+  if (!n.domain.empty()) return Status::Ok();
+  const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(std::min<int64_t>(ctx.opset(), 17)), "");
+  if (!schema) return Status::Ok();
+  std::map<std::string, int> bound;  // type parameter -> the first input bound to it
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    const DType dt = ctx.in_dtype(i);
+    if (!n.has_input(i) || dt == DType::kUndefined) continue;
+    const onnx::OpSchema::FormalParameter* f = formal_of(*schema, i);
+    if (!f) break;
+    const auto& formal = *f;
+    if (formal.GetOption() == onnx::OpSchema::Variadic && !formal.GetIsHomogeneous()) continue;
+    const std::string& param = formal.GetTypeStr();
+    if (param.find('(') != std::string::npos) continue;  // a fixed type ("tensor(int64)"), no parameter
+    auto [it, fresh] = bound.emplace(param, i);
+    const DType first = ctx.in_dtype(it->second);
+    if (!fresh && first != dt) {
+      return InvalidModel(n.describe() + ": input " + std::to_string(i) + " ('" + n.inputs[static_cast<size_t>(i)] +
+                          "') is " + dtype_name(dt) + " but input " + std::to_string(it->second) + " ('" +
+                          n.inputs[static_cast<size_t>(it->second)] + "') is " + dtype_name(first) +
+                          "; the op takes one type " + param + " for both");
+    }
+  }
   return Status::Ok();
 }
 
@@ -559,6 +599,7 @@ void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto
 }
 
 Expected<Graph> import_onnx_model(const onnx::ModelProto& model, const std::string& base_dir) {
+  set_input_type_check(&check_input_types);
   Importer imp;
   imp.base_dir = base_dir;
   bool have_default = false;

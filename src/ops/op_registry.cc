@@ -1,6 +1,7 @@
 #include "ops/op_registry.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -44,7 +45,14 @@ void InferContext::set_output(int i, DType dtype, Shape shape) {
   outputs_[static_cast<size_t>(i)] = ValueInfo{dtype, std::move(shape)};
 }
 
+namespace {
+std::atomic<InputTypeCheck> g_input_type_check{nullptr};
+}  // namespace
+
+void set_input_type_check(InputTypeCheck check) { g_input_type_check.store(check); }
+
 Status run_infer(const OpSchema& schema, InferContext& ctx) {
+  if (InputTypeCheck check = g_input_type_check.load(std::memory_order_relaxed)) TSR_RETURN_IF_ERROR(check(ctx));
   TSR_RETURN_IF_ERROR(schema.infer(ctx));
   return ctx.size_error();
 }

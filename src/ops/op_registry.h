@@ -27,8 +27,13 @@ namespace tessera {
 
 class InferContext;
 struct OpSchema;
-// schema.infer(ctx), then the size check of every output set.
+// The installed input-type check (below), then schema.infer(ctx), then the size check of every output set.
 Status run_infer(const OpSchema& schema, InferContext& ctx);
+// A check of a node's input dtypes against its op's definition, run before every inference: kernels read their
+// inputs as the types the op allows, so a model that binds one type parameter to two dtypes must stop here. The ONNX
+// frontend installs one built on ONNX's schemas when it first imports a model; until then there is none.
+using InputTypeCheck = Status (*)(const InferContext& ctx);
+void set_input_type_check(InputTypeCheck check);
 
 class InferContext {
  public:
