@@ -149,10 +149,13 @@ std::string check_conv(const Op& op, const std::vector<Value>& v, bool deconv) {
   const size_t nd = static_cast<size_t>(s.r) + 2;
   const int64_t g = op.ints.back();
   if (x.size() != nd || w.size() != nd || y.size() != nd) return "operand ranks differ from the spatial rank";
-  if (g < 1 || x[1] % g != 0) return "group " + std::to_string(g) + " does not divide the input channels";
-  // Conv: W [M, C/g, k...], Y [N, M, ...]; ConvTranspose: W [C, M/g, k...], Y [N, M, ...].
-  const int64_t m = deconv ? w[1] * g : w[0];
-  if ((deconv ? w[0] != x[1] : w[1] * g != x[1]) || m % g != 0 || y[0] != x[0] || y[1] != m) {
+  if (g < 1 || g > x[1] || x[1] % g != 0) return "group " + std::to_string(g) + " does not divide the input channels";
+  // Conv: W [M, C/g, k...], Y [N, M, ...]; ConvTranspose: W [C, M/g, k...], Y [N, M, ...]. Every dim is at most
+  // kMaxElements (2^40), the group too, but their product may not fit.
+  int64_t wg = 0;
+  if (__builtin_mul_overflow(w[1], g, &wg)) return "weights " + dims_str(w) + " times group " + std::to_string(g);
+  const int64_t m = deconv ? wg : w[0];
+  if ((deconv ? w[0] != x[1] : wg != x[1]) || m % g != 0 || y[0] != x[0] || y[1] != m) {
     return "weights " + dims_str(w) + " do not fit input " + dims_str(x) + " and output " + dims_str(y);
   }
   if (op.in[2] >= 0 && v[op.in[2]].dims != Dims{m}) return "bias " + dims_str(v[op.in[2]].dims);
