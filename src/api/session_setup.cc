@@ -15,6 +15,7 @@
 #include "partition/tune.h"
 #include "passes/pipeline.h"
 #include "util/env.h"
+#include "util/human_bytes.h"
 
 namespace fs = std::filesystem;
 
@@ -218,7 +219,21 @@ Expected<std::vector<Tensor>> random_inputs(const InferenceSession& s, uint32_t 
     Dims d;
     for (const Dim& x : in.shape.dims) d.push_back(x.known() ? x.value : 1);
     DType dt = in.dtype == DType::kUndefined ? DType::kFloat32 : in.dtype;
-    Tensor t(dt, d);
+    // Declared shapes are the model's to choose: one too large to make is an error, not an allocation attempt.
+    std::string too_large = tensor_size_problem(d, dtype_size(dt));
+    if (too_large.empty() && s.max_memory() > 0 && static_cast<size_t>(numel(d)) * dtype_size(dt) > s.max_memory()) {
+      too_large = "more than the memory limit of " + human_bytes(s.max_memory());
+    }
+    if (!too_large.empty()) {
+      return InvalidInput("input '" + in.name + "' " + dtype_name(dt) + dims_str(d) + ": " + too_large);
+    }
+    Tensor t;
+    try {
+      t = Tensor(dt, d);
+    } catch (const std::bad_alloc&) {
+      return InvalidInput("input '" + in.name + "' " + dtype_name(dt) + dims_str(d) +
+                          ": out of memory making random values (give --shape or --max-memory)");
+    }
     visit_dtype(dt, [&](auto tag) {
       using T = decltype(tag);
       T* p = t.data<T>();

@@ -106,6 +106,8 @@ class InferenceSession {
   // Engines of external regions (empty for a plain ONNX model).
   const EngineTable& engines() const { return *engines_; }
   int num_threads() const { return pool_->num_threads(); }
+  // SessionOptions::max_memory (0: none).
+  size_t max_memory() const { return opts_.max_memory; }
 
   // Inputs in graph-input order. Returns outputs in graph-output order.
   Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, RunProfile* profile = nullptr) const;
