@@ -40,6 +40,12 @@ Status check_arity(const Node& n, int64_t opset) {
   const onnx::OpSchema* schema =
       onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(std::min(opset, kSchemaOpset)), "");
   if (!schema) {
+    for (int v = static_cast<int>(opset) + 1; v <= kSchemaOpset; ++v) {
+      if (const onnx::OpSchema* later = onnx::OpSchemaRegistry::Schema(n.op_type, v, "")) {
+        return InvalidModel(n.describe() + ": the operator does not exist at opset " + std::to_string(opset) +
+                            " (it was introduced at opset " + std::to_string(later->since_version()) + ")");
+      }
+    }
     // The ops of opsets 18-21 that Tessera runs, which have no schema there: each takes exactly these inputs and one
     // output.
     static const std::map<std::string, int> kNewer = {
