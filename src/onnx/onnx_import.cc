@@ -32,11 +32,30 @@ const onnx::OpSchema::FormalParameter* formal_of(const onnx::OpSchema& schema, i
   return nullptr;
 }
 
+// For ops ONNX's schemas (as Debian has them) do not know: the first `lo` inputs given, at most `hi` inputs, and one
+// output.
+Status check_fixed_arity(const Node& n, int lo, int hi) {
+  const int ins = static_cast<int>(n.inputs.size());
+  bool ok = ins >= lo && ins <= hi && n.outputs.size() >= 1 && !n.outputs[0].empty();
+  for (int i = 0; ok && i < lo; ++i) ok = !n.inputs[static_cast<size_t>(i)].empty();
+  if (ok) return Status::Ok();
+  return InvalidModel(n.describe() + ": has " + std::to_string(ins) + " inputs and " +
+                      std::to_string(n.outputs.size()) + " outputs; it takes " + std::to_string(lo) +
+                      (hi == lo ? "" : " to " + std::to_string(hi)) + " inputs and an output");
+}
+
 // The input and output counts ONNX's schema allows the node at `opset` (Debian's onnx knows schemas up to opset 17:
 // past it, only the minimums are checked, since later opsets add optional inputs). Kernels, engines and shape
 // inference index inputs and outputs by position, so a node with fewer than its op's required ones is refused here.
 Status check_arity(const Node& n, int64_t opset) {
   constexpr int64_t kSchemaOpset = 17;
+  if (n.domain == "com.microsoft") {  // the contrib ops that run as they are (the others are lowered on import)
+    static const std::map<std::string, std::pair<int, int>> kContrib = {
+        {"Gelu", {1, 1}}, {"FusedConv", {2, 4}}, {"FusedGemm", {2, 3}}};
+    auto it = kContrib.find(n.op_type);
+    return it == kContrib.end() ? Status::Ok() : check_fixed_arity(n, it->second.first, it->second.second);
+  }
+  if (!n.domain.empty()) return Status::Ok();
   const onnx::OpSchema* schema =
       onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(std::min(opset, kSchemaOpset)), "");
   if (!schema) {
@@ -46,21 +65,12 @@ Status check_arity(const Node& n, int64_t opset) {
                             " (it was introduced at opset " + std::to_string(later->since_version()) + ")");
       }
     }
-    // The ops of opsets 18-21 that Tessera runs, which have no schema there: each takes exactly these inputs and one
-    // output.
+    // The ops of opsets 18-21 that Tessera runs, which have no schema there: each takes exactly these inputs.
     static const std::map<std::string, int> kNewer = {
         {"AffineGrid", 2}, {"BitwiseAnd", 2}, {"BitwiseNot", 1}, {"BitwiseOr", 2},        {"BitwiseXor", 2},
         {"CenterCropPad", 2}, {"Col2Im", 3}, {"Gelu", 1},       {"GroupNormalization", 3}, {"Mish", 1}};
     auto it = kNewer.find(n.op_type);
-    if (it == kNewer.end()) return Status::Ok();
-    const int want = it->second;
-    const bool gap = std::any_of(n.inputs.begin(), n.inputs.end(), [](const std::string& v) { return v.empty(); });
-    if (gap || static_cast<int>(n.inputs.size()) != want || n.outputs.size() != 1 || n.outputs[0].empty()) {
-      return InvalidModel(n.describe() + ": has " + std::to_string(n.inputs.size()) + " inputs and " +
-                          std::to_string(n.outputs.size()) + " outputs; it takes " + std::to_string(want) +
-                          " inputs and 1 output");
-    }
-    return Status::Ok();
+    return it == kNewer.end() ? Status::Ok() : check_fixed_arity(n, it->second, it->second);
   }
   const int ins = static_cast<int>(n.inputs.size()), outs = static_cast<int>(n.outputs.size());
   for (int i = 0; i < ins; ++i) {
@@ -495,7 +505,7 @@ struct Importer {
         return Unsupported(n.describe() + ": operator '" + n.op_type + "' is not supported (opset " +
                            std::to_string(opset) + ")");
       }
-      if (n.domain.empty()) TSR_RETURN_IF_ERROR(check_arity(n, opset));
+      TSR_RETURN_IF_ERROR(check_arity(n, opset));
       g->nodes.push_back(std::move(n));
       return Status::Ok();
     };
