@@ -1,8 +1,10 @@
 #include "ir/tensor.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <new>
 
@@ -125,8 +127,18 @@ double Tensor::as_double(int64_t i) const {
 int64_t Tensor::as_int64(int64_t i) const {
   return visit_dtype(dtype_, [&](auto tag) -> int64_t {
     using T = decltype(tag);
-    if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
-      return static_cast<int64_t>(static_cast<float>(static_cast<const T*>(data_)[i]));
+    if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16> || std::is_floating_point_v<T>) {
+      // A float where an integer is expected (a model's own choice): saturating, NaN as 0, never undefined.
+      double d = 0;
+      if constexpr (std::is_floating_point_v<T>) {
+        d = static_cast<double>(static_cast<const T*>(data_)[i]);
+      } else {
+        d = static_cast<double>(static_cast<float>(static_cast<const T*>(data_)[i]));
+      }
+      if (std::isnan(d)) return 0;
+      if (d >= 9.2233720368547758e18) return std::numeric_limits<int64_t>::max();
+      if (d <= -9.2233720368547758e18) return std::numeric_limits<int64_t>::min();
+      return static_cast<int64_t>(d);
     } else {
       return static_cast<int64_t>(static_cast<const T*>(data_)[i]);
     }
