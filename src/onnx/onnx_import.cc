@@ -23,6 +23,14 @@ namespace tessera {
 
 namespace {
 
+// The newest opset Debian's onnx (1.12) has schemas for.
+constexpr int64_t kSchemaOpset = 17;
+
+// ONNX's schema of a default-domain op at `opset` (at kSchemaOpset past it); null when there is none.
+const onnx::OpSchema* schema_at(const std::string& op, int64_t opset) {
+  return onnx::OpSchemaRegistry::Schema(op, static_cast<int>(std::min(opset, kSchemaOpset)), "");
+}
+
 // The formal parameter input i binds to: its own, or a trailing variadic one; null past the schema's inputs (an input
 // a later opset added).
 const onnx::OpSchema::FormalParameter* formal_of(const onnx::OpSchema& schema, int i) {
@@ -48,7 +56,6 @@ Status check_fixed_arity(const Node& n, int lo, int hi) {
 // past it, only the minimums are checked, since later opsets add optional inputs). Kernels, engines and shape
 // inference index inputs and outputs by position, so a node with fewer than its op's required ones is refused here.
 Status check_arity(const Node& n, int64_t opset) {
-  constexpr int64_t kSchemaOpset = 17;
   if (n.domain == "com.microsoft") {  // the contrib ops that run as they are (the others are lowered on import)
     static const std::map<std::string, std::pair<int, int>> kContrib = {
         {"Gelu", {1, 1}}, {"FusedConv", {2, 4}}, {"FusedGemm", {2, 3}}};
@@ -56,8 +63,7 @@ Status check_arity(const Node& n, int64_t opset) {
     return it == kContrib.end() ? Status::Ok() : check_fixed_arity(n, it->second.first, it->second.second);
   }
   if (!n.domain.empty()) return Status::Ok();
-  const onnx::OpSchema* schema =
-      onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(std::min(opset, kSchemaOpset)), "");
+  const onnx::OpSchema* schema = schema_at(n.op_type, opset);
   if (!schema) {
     for (int v = static_cast<int>(opset) + 1; v <= kSchemaOpset; ++v) {
       if (const onnx::OpSchema* later = onnx::OpSchemaRegistry::Schema(n.op_type, v, "")) {
@@ -100,7 +106,7 @@ Status check_arity(const Node& n, int64_t opset) {
 Status check_input_types(const InferContext& ctx) {
   const Node& n = ctx.node();
   if (!n.domain.empty()) return Status::Ok();
-  const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(n.op_type, static_cast<int>(std::min<int64_t>(ctx.opset(), 17)), "");
+  const onnx::OpSchema* schema = schema_at(n.op_type, ctx.opset());
   if (!schema) return Status::Ok();
   std::map<std::string, int> bound;  // type parameter -> the first input bound to it
   for (int i = 0; i < ctx.num_inputs(); ++i) {
