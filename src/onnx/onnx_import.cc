@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <onnx/defs/data_type_utils.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include "onnx/contrib_lowering.h"
@@ -100,9 +101,28 @@ Status check_arity(const Node& n, int64_t opset) {
   return Status::Ok();
 }
 
-// The input-type check the frontend installs (set_input_type_check): inputs that ONNX's schema binds to one type
-// parameter ("T" of Gemm's A, B and C) must have one dtype. A heterogeneous variadic parameter (Loop's carried
-// values) binds each input on its own.
+// Whether ONNX's formal parameter `f` allows a tensor of `dt`. Past kSchemaOpset later opsets may allow more types
+// for a type parameter, so there only a fixed type ("tensor(int64)" for Pad's pads) is held to.
+Status check_allowed_type(const Node& n, int64_t opset, int i, const onnx::OpSchema::FormalParameter& f, DType dt) {
+  const bool fixed = f.GetTypeStr().find('(') != std::string::npos;
+  if (opset > kSchemaOpset && !fixed) return Status::Ok();
+  const auto& allowed = f.GetTypes();
+  const std::string mine =
+      "tensor(" + onnx::Utils::DataTypeUtils::ToDataTypeString(static_cast<int32_t>(dt)) + ")";
+  if (allowed.count(onnx::Utils::DataTypeUtils::ToType(mine))) return Status::Ok();
+  std::vector<std::string> names;
+  for (const onnx::DataType t : allowed) names.push_back(*t);
+  std::sort(names.begin(), names.end());
+  std::string list;
+  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+  return InvalidModel(n.describe() + ": input " + std::to_string(i) + " ('" + n.inputs[static_cast<size_t>(i)] +
+                      "') is " + dtype_name(dt) + "; at opset " + std::to_string(opset) + " the op's input '" +
+                      f.GetName() + "' takes " + (fixed ? list : f.GetTypeStr() + " in {" + list + "}"));
+}
+
+// The input-type check the frontend installs (set_input_type_check): each input's dtype must be one ONNX's schema
+// allows there (check_allowed_type), and inputs that it binds to one type parameter ("T" of Gemm's A, B and C) must
+// have one dtype. A heterogeneous variadic parameter (Loop's carried values) binds each input on its own.
 Status check_input_types(const InferContext& ctx) {
   const Node& n = ctx.node();
   if (!n.domain.empty()) return Status::Ok();
@@ -115,6 +135,7 @@ Status check_input_types(const InferContext& ctx) {
     const onnx::OpSchema::FormalParameter* f = formal_of(*schema, i);
     if (!f) break;
     const auto& formal = *f;
+    TSR_RETURN_IF_ERROR(check_allowed_type(n, ctx.opset(), i, formal, dt));
     if (formal.GetOption() == onnx::OpSchema::Variadic && !formal.GetIsHomogeneous()) continue;
     const std::string& param = formal.GetTypeStr();
     if (param.find('(') != std::string::npos) continue;  // a fixed type ("tensor(int64)"), no parameter

@@ -115,6 +115,14 @@ Status infer_gather_elements(InferContext& ctx) {
   if (data.rank_known && normalize_axis(ctx.node().attr_int("axis", 0), data.rank()) < 0) {
     return ctx.error("axis out of range for " + data.str());
   }
+  if (data.rank_known && idx.rank_known) {
+    const int axis = normalize_axis(ctx.node().attr_int("axis", 0), data.rank());
+    for (int d = 0; d < data.rank(); ++d) {
+      if (d != axis && data[d].known() && idx[d].known() && idx[d].value > data[d].value) {
+        return ctx.error("indices " + idx.str() + " exceed data " + data.str() + " on axis " + std::to_string(d));
+      }
+    }
+  }
   ctx.set_output(0, ctx.in_dtype(0), idx);
   return Status::Ok();
 }
@@ -140,12 +148,27 @@ void walk_with_offsets(const Dims& dims, const std::vector<int64_t>& strides, in
   }
 }
 
+// GatherElements and ScatterElements walk the data along every non-axis dim of the indices: the indices must have
+// the data's rank, and fit inside the data on those dims.
+Status check_element_indices(const KernelContext& ctx, const Tensor& data, const Tensor& indices, int axis) {
+  if (axis < 0) return ctx.error("axis out of range");
+  if (indices.rank() != data.rank()) return ctx.error("data and indices differ in rank");
+  for (int d = 0; d < data.rank(); ++d) {
+    if (d != axis && indices.dim(d) > data.dim(d)) {
+      return ctx.error("indices dim " + std::to_string(d) + " (" + std::to_string(indices.dim(d)) +
+                       ") exceeds the data's (" + std::to_string(data.dim(d)) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
 Status run_gather_elements(KernelContext& ctx) {
   const Tensor* data = ctx.input(0);
   const Tensor* indices = ctx.input(1);
   Tensor* out = ctx.output(0);
   TSR_RETURN_IF_ERROR(check_movable(ctx, data->dtype()));
   const int axis = normalize_axis(ctx.node().attr_int("axis", 0), data->rank());
+  TSR_RETURN_IF_ERROR(check_element_indices(ctx, *data, *indices, axis));
   const int64_t n = data->dim(axis);
   std::vector<int64_t> idx;
   int64_t bad = 0;
@@ -186,8 +209,14 @@ Status run_gather_nd(KernelContext& ctx) {
   const Tensor* indices = ctx.input(1);
   Tensor* out = ctx.output(0);
   TSR_RETURN_IF_ERROR(check_movable(ctx, data->dtype()));
-  const int b = static_cast<int>(ctx.node().attr_int("batch_dims", 0));
+  const int64_t b64 = ctx.node().attr_int("batch_dims", 0);
+  if (indices->rank() < 1 || b64 < 0 || b64 >= indices->rank()) return ctx.error("batch_dims out of range");
+  const int b = static_cast<int>(b64);
   const int64_t m = indices->dim(indices->rank() - 1);
+  if (m > data->rank() - b) return ctx.error("indices' last dim exceeds the data rank");
+  for (int d = 0; d < b; ++d) {
+    if (indices->dim(d) != data->dim(d)) return ctx.error("indices and data differ in batch dim " + std::to_string(d));
+  }
   int64_t batches = 1, slice = 1;
   for (int d = 0; d < b; ++d) batches *= data->dim(d);
   for (int d = b + static_cast<int>(m); d < data->rank(); ++d) slice *= data->dim(d);
@@ -281,7 +310,7 @@ Status run_scatter_elements(KernelContext& ctx) {
   if (updates->dims() != indices->dims()) return ctx.error("updates and indices differ in shape");
   parallel_memcpy(out->raw(), data->raw(), data->nbytes(), &ctx.pool());
   const int axis = normalize_axis(ctx.node().attr_int("axis", 0), data->rank());
-  if (axis < 0) return ctx.error("axis out of range");
+  TSR_RETURN_IF_ERROR(check_element_indices(ctx, *data, *indices, axis));
   const int64_t n = data->dim(axis);
   std::vector<int64_t> idx;
   int64_t bad = 0;
@@ -384,7 +413,7 @@ Status run_onehot(KernelContext& ctx) {
   for (int64_t i = 0; i < out->numel(); ++i) std::memcpy(dst + static_cast<size_t>(i) * es, off_v, es);
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
-      int64_t v = static_cast<int64_t>(indices->as_double(o * inner + i));
+      int64_t v = indices->as_int64(o * inner + i);
       if (v < 0) v += depth;
       if (v < 0 || v >= depth) continue;
       std::memcpy(dst + static_cast<size_t>((o * depth + v) * inner + i) * es, on_v, es);

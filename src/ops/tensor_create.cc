@@ -1,5 +1,6 @@
 // Creation ops of the tensor family: Constant, ConstantOfShape, Range,
 // EyeLike. Their outputs come from attributes or from shape-like inputs.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -97,14 +98,22 @@ Status run_constant_of_shape(KernelContext& ctx) {
 // ---- Range ---------------------------------------------------------------------------
 
 Expected<int64_t> range_count(const Tensor& start, const Tensor& limit, const Tensor& delta) {
+  for (const Tensor* t : {&start, &limit, &delta}) {
+    if (t->numel() != 1) return InvalidModel("Range takes scalars; got " + t->str());
+  }
+  // The element count is capped where an int64 cannot hold it; the tensor size check refuses it later.
+  constexpr double kCap = 9.0e18;
   if (dtype_is_float(start.dtype())) {
     const double s = start.as_double(0), l = limit.as_double(0), d = delta.as_double(0);
     if (d == 0) return InvalidModel("Range delta is 0");
-    return static_cast<int64_t>(std::max(std::ceil((l - s) / d), 0.0));
+    const double n = std::ceil((l - s) / d);
+    if (std::isnan(n)) return InvalidModel("Range of start, limit and delta holding infinities or NaN");
+    return static_cast<int64_t>(std::clamp(n, 0.0, kCap));
   }
   const int64_t s = start.as_int64(0), l = limit.as_int64(0), d = delta.as_int64(0);
   if (d == 0) return InvalidModel("Range delta is 0");
-  int64_t diff = l - s;
+  int64_t diff = 0;
+  if (__builtin_sub_overflow(l, s, &diff)) return static_cast<int64_t>(kCap);
   // ceil division for either sign.
   int64_t q = diff / d;
   if ((diff % d != 0) && ((diff > 0) == (d > 0))) ++q;
@@ -112,10 +121,16 @@ Expected<int64_t> range_count(const Tensor& start, const Tensor& limit, const Te
 }
 
 Status infer_range(InferContext& ctx) {
+  for (int i = 0; i < 3; ++i) {
+    const Shape& sh = ctx.in_shape(i);
+    if (sh.rank_known && (sh.rank() > 1 || (sh.fully_known() && numel(sh.concrete()) != 1))) {
+      return ctx.error("input " + std::to_string(i) + " must be a scalar, got " + sh.str());
+    }
+  }
   const Tensor* s = ctx.in_value(0);
   const Tensor* l = ctx.in_value(1);
   const Tensor* d = ctx.in_value(2);
-  if (s && l && d && s->numel() > 0 && l->numel() > 0 && d->numel() > 0) {
+  if (s && l && d) {
     auto n = range_count(*s, *l, *d);
     if (!n.ok()) return ctx.error(n.status().message());
     ctx.set_output(0, ctx.in_dtype(0), Dims{n.value()});

@@ -255,7 +255,16 @@ Expected<std::vector<Tensor>> ExecutionPlan::run_guarded(const std::vector<Tenso
     }
     in_ptrs.clear();
     out_ptrs.clear();
-    for (int s : st.in) in_ptrs.push_back(s >= 0 && t[static_cast<size_t>(s)].defined() ? &t[static_cast<size_t>(s)] : nullptr);
+    for (int s : st.in) {
+      // A value no step produced (a kernel that left a dynamic output unset) must not reach a kernel as absent.
+      if (s >= 0 && !t[static_cast<size_t>(s)].defined()) {
+        status = InternalError(st.node->describe() + ": its input '" + slots_[static_cast<size_t>(s)].name +
+                               "' was not produced");
+        break;
+      }
+      in_ptrs.push_back(s >= 0 ? &t[static_cast<size_t>(s)] : nullptr);
+    }
+    if (!status.ok()) break;
     std::vector<ValueInfo> dyn_info;
     if (st.dynamic) {
       std::vector<Tensor> in_vals(st.in.size());

@@ -7,6 +7,7 @@
 
 #include "onnx/onnx_export.h"
 #include "onnx/onnx_import.h"
+#include "passes/shape_inference.h"
 
 namespace tessera {
 namespace {
@@ -174,6 +175,42 @@ TEST(OnnxImport, IgnoresEmptyTypesOfValueInfoAndNestedOutputs) {
   r = import_onnx_model(m, "");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("'y'"), std::string::npos) << r.status().message();
+}
+
+// Inputs are held to the types ONNX's schema gives them, as ONNX Runtime does: a fixed type (Pad's int64 pads) is not
+// converted from another, a type parameter takes only its allowed types, and one parameter binds one type.
+TEST(OnnxImport, RefusesInputTypesTheSchemaDoesNotAllow) {
+  auto refused = [](const onnx::ModelProto& m, const char* what) {  // by shape inference, after the import
+    auto g = import_onnx_model(m, "");
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    const Status st = infer_shapes(*g);
+    ASSERT_FALSE(st.ok()) << what;
+    EXPECT_EQ(st.code(), ErrorCode::kInvalidModel) << st.message();
+    EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
+  };
+  auto m = tiny_model();
+  m.mutable_graph()->mutable_node(0)->set_op_type("Pad");  // Pad(x, pads=w): w is float, pads is tensor(int64)
+  refused(m, "takes tensor(int64)");
+  auto* w = m.mutable_graph()->mutable_initializer(0);
+  w->clear_float_data();
+  w->set_data_type(onnx::TensorProto::INT64);
+  w->set_dims(0, 4);
+  for (int i = 0; i < 4; ++i) w->add_int64_data(1);
+  auto g = import_onnx_model(m, "");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  ASSERT_TRUE(infer_shapes(*g).ok());
+  EXPECT_EQ(g->info("y")->shape.str(), "[?,4]");
+
+  const onnx::TensorProto int64_w = *w;
+  m = tiny_model();  // Mul(x float, w int64): one type T for both
+  *m.mutable_graph()->mutable_initializer(0) = int64_w;
+  refused(m, "the op takes one type T for both");
+
+  m = tiny_model();  // Sqrt of int32: T is a float type
+  m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::INT32);
+  m.mutable_graph()->mutable_node(0)->set_op_type("Sqrt");
+  m.mutable_graph()->mutable_node(0)->mutable_input()->RemoveLast();
+  refused(m, "is int32");
 }
 
 // A declared shape whose element count overflows 64 bits was a silent empty tensor; it is an error naming the value.

@@ -240,7 +240,7 @@ TEST(ControlFlowOps, Scan8RunsPerBatchWithSequenceLengths) {
   TestRunner runner({}, 8);
   Tensor x = Tensor::FromVector<float>({1, 2, 3, 10, 20, 30}, {2, 3, 1});
   auto res = run_node_once(n, 8,
-                           {Tensor::FromVector<int32_t>({3, 2}, {2}), Tensor::FromVector<float>({0, 100}, {2, 1}), x},
+                           {Tensor::FromVector<int64_t>({3, 2}, {2}), Tensor::FromVector<float>({0, 100}, {2, 1}), x},
                            nullptr, &runner);
   ASSERT_TRUE(res.ok()) << res.status().message();
   EXPECT_EQ(values((*res)[0]), (std::vector<float>{6, 130}));

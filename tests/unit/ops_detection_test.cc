@@ -194,15 +194,6 @@ TEST(NonMaxSuppression, SpecialScoresOrderWithTheirTies) {
   EXPECT_EQ(thr.size(), 17u * 3);
 }
 
-TEST(NonMaxSuppression, DoubleInputsGiveTheSameSelection) {
-  Tensor b(DType::kFloat64, {1, 6, 4}), s(DType::kFloat64, {1, 1, 6});
-  Tensor bf = example_boxes(), sf = example_scores();
-  for (int64_t i = 0; i < b.numel(); ++i) b.data<double>()[i] = bf.data<float>()[i];
-  for (int64_t i = 0; i < s.numel(); ++i) s.data<double>()[i] = sf.data<float>()[i];
-  auto got = run_nms(nms_node(), nms_inputs(b, s, 3, 0.5f, 0.0f));
-  EXPECT_EQ(got, (std::vector<int64_t>{0, 0, 3, 0, 0, 0, 0, 0, 5}));
-}
-
 TEST(NonMaxSuppression, RejectsIouThresholdOutsideUnitRange) {
   auto res = run_node_once(nms_node(), 11, nms_inputs(example_boxes(), example_scores(), 3, 1.5f, 0.0f));
   EXPECT_FALSE(res.ok());
