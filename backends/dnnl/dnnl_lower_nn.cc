@@ -33,6 +33,16 @@ struct SpatialAttrs {
   Dims kernel, strides, dil, pads;  // pads: ONNX order, begins then ends
 };
 
+// Spatial sizes, kernels, strides, dilations and pads beyond 2^30 are refused: the window arithmetic below
+// (products of two of them, sums of a few) then stays well within int64, and oneDNN indexes spatial axes with int.
+constexpr int64_t kMaxExtent = int64_t{1} << 30;
+
+void check_extents(const Dims& v, size_t from, const char* what) {
+  for (size_t i = from; i < v.size(); ++i) {
+    if (v[i] > kMaxExtent) throw Refusal{std::string(what) + " " + dims_str(v) + " beyond 2^30"};
+  }
+}
+
 // Reads kernel_shape (or the kernel from W), strides, dilations, pads and
 // auto_pad for `r` spatial axes; refuses malformed attributes.
 SpatialAttrs read_spatial(const onnx::NodeProto& n, size_t r, const Dims& kernel_from_w) {
@@ -62,6 +72,10 @@ SpatialAttrs read_spatial(const onnx::NodeProto& n, size_t r, const Dims& kernel
   for (int64_t p : a.pads) {
     if (p < 0) throw Refusal{"negative pads"};
   }
+  check_extents(a.kernel, 0, "kernel");
+  check_extents(a.strides, 0, "strides");
+  check_extents(a.dil, 0, "dilations");
+  check_extents(a.pads, 0, "pads");
   return a;
 }
 
@@ -122,6 +136,8 @@ ConvOperands conv_operands(Lowering& l, const onnx::NodeProto& n, const char* op
   c.yd = l.dims(c.y);
   c.r = c.xd.size() - 2;
   if (c.wd.size() != c.xd.size() || c.yd.size() != c.xd.size()) throw Refusal{"weights and input ranks differ"};
+  check_extents(c.xd, 2, "input");
+  check_extents(c.yd, 2, "output");
   c.a = read_spatial(n, c.r, Dims(c.wd.begin() + 2, c.wd.end()));
   return c;
 }
@@ -207,6 +223,8 @@ void lower_pool(Lowering& l, const onnx::NodeProto& n) {
   }
   SpatialAttrs a = read_spatial(n, r, {});
   if (yd.size() != xd.size()) throw Refusal{"output rank differs from the input's"};
+  check_extents(xd, 2, "input");
+  check_extents(yd, 2, "output");
   const bool include_pad = !is_max && attr_int(n, "count_include_pad", 0) != 0;
   Dims pb(r), pe(r);
   for (size_t i = 0; i < r; ++i) {

@@ -27,7 +27,18 @@ std::string ints_str(const std::vector<int64_t>& v) {
 }
 
 // Dims of a window op's operand as 2-D: [N,C,W] -> [N,C,1,W].
-Dims as_2d(const Dims& d) { return d.size() == 3 ? Dims{d[0], d[1], 1, d[2]} : d; }
+// Window sizes, strides, dilations, pads and spatial dims beyond 2^30 are refused: XNNPACK keeps them in 32 bits,
+// and the pad arithmetic here (products of two, sums of a few) then stays within int64.
+void check_extents(const std::vector<int64_t>& v, size_t from, const std::string& what) {
+  for (size_t i = from; i < v.size(); ++i) {
+    if (v[i] > (int64_t{1} << 30) || v[i] < -(int64_t{1} << 30)) refuse(what + " " + ints_str(v) + " beyond 2^30");
+  }
+}
+
+Dims as_2d(const Dims& d) {
+  check_extents(d, 2, "spatial dims");
+  return d.size() == 3 ? Dims{d[0], d[1], 1, d[2]} : d;
+}
 
 // One value per spatial dim (default `def`), as two: a 1-D value gets `unit`
 // for the height.
@@ -36,6 +47,7 @@ std::vector<int64_t> spatial_attr(const onnx::NodeProto& n, const char* name, si
   std::vector<int64_t> v = attr_ints(n, name, std::vector<int64_t>(spatial, def));
   if (v.size() != spatial)
     refuse(std::string(name) + " " + ints_str(v) + " for " + std::to_string(spatial) + "-D windows");
+  check_extents(v, 0, name);
   if (spatial == 1) v.insert(v.begin(), unit);
   return v;
 }
@@ -139,6 +151,7 @@ Window2d window_2d(const onnx::NodeProto& n, const Dims& x, const int64_t* kerne
     for (int64_t v : p) {
       if (v < 0) refuse("negative pads " + ints_str(p));
     }
+    check_extents(p, 0, "pads");
     if (spatial == 1) p = {0, p[0], 0, p[1]};
     w.pad_begin[0] = p[0], w.pad_begin[1] = p[1], w.pad_end[0] = p[2], w.pad_end[1] = p[3];
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
@@ -255,6 +268,7 @@ void lower_conv_transpose(Lowering& L, const onnx::NodeProto& n) {
     for (int64_t v : p) {
       if (v < 0) refuse("negative pads " + ints_str(p));
     }
+    check_extents(p, 0, "pads");
     if (spatial == 1) p = {0, p[0], 0, p[1]};
     pb[0] = p[0], pb[1] = p[1], pe[0] = p[2], pe[1] = p[3];
   } else if (auto_pad != "VALID") {

@@ -1,6 +1,7 @@
 #include "runtime/session.h"
 
 
+#include <algorithm>
 #include <thread>
 
 #include "artifact/artifact.h"
@@ -133,9 +134,60 @@ Status InferenceSession::check_inputs(const std::vector<Tensor>& inputs) const {
 }
 
 Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const std::vector<Dims>& dims) const {
-  std::lock_guard<std::mutex> lock(plans_mu_);
-  auto it = plans_.find(dims);
-  if (it != plans_.end()) return it->second;
+  std::shared_ptr<PlanSlot> slot;
+  bool build = false;
+  {
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    std::shared_ptr<PlanSlot>& e = plans_[dims];
+    if (!e) {
+      e = std::make_shared<PlanSlot>();
+      e->plan = e->promise.get_future().share();
+      build = true;
+    }
+    e->last_used = ++plan_clock_;
+    slot = e;
+  }
+  if (build) {
+    Expected<std::shared_ptr<const ExecutionPlan>> built = InternalError("planning stopped");
+    try {
+      built = build_plan(dims);
+    } catch (...) {  // out of memory while planning: the runs waiting for this plan get it too
+      slot->promise.set_exception(std::current_exception());
+      std::lock_guard<std::mutex> lock(plans_mu_);
+      plans_.erase(dims);
+      throw;
+    }
+    slot->promise.set_value(built);
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    auto it = plans_.find(dims);
+    if (!built.ok()) {
+      if (it != plans_.end() && it->second == slot) plans_.erase(it);  // the next run tries again
+    } else {
+      slot->built = true;
+      slot->bytes = (*built)->stats().arena_bytes;
+      evict_plans_locked();
+    }
+  }
+  return slot->plan.get();
+}
+
+void InferenceSession::evict_plans_locked() const {
+  for (;;) {
+    size_t bytes = 0;
+    auto oldest = plans_.end();
+    for (auto it = plans_.begin(); it != plans_.end(); ++it) {
+      if (!it->second->built) continue;
+      bytes += it->second->bytes;
+      if (oldest == plans_.end() || it->second->last_used < oldest->second->last_used) oldest = it;
+    }
+    const bool over = plans_.size() > kMaxPlans || (opts_.max_memory > 0 && bytes > opts_.max_memory);
+    // The newest plan stays: a run is using it. Runs in flight keep an evicted plan alive until they finish.
+    if (!over || oldest == plans_.end() || oldest->second->last_used == plan_clock_) return;
+    plans_.erase(oldest);
+  }
+}
+
+Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::build_plan(const std::vector<Dims>& dims) const {
   Graph g = graph_;
   for (size_t i = 0; i < g.inputs.size() && i < dims.size(); ++i) {
     ValueInfo& vi = g.values[g.inputs[i]];
@@ -147,10 +199,19 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const 
   TSR_RETURN_IF_ERROR(prepare_for_plan(g, po));
   std::shared_ptr<ExecutionPlan> plan;
   TSR_ASSIGN_OR_RETURN(plan, ExecutionPlan::Build(std::move(g), pool_.get(), engines_.get(), po));
-  // A small cache: models are usually run with a handful of shapes.
-  if (plans_.size() >= 16) plans_.erase(plans_.begin());
-  plans_[dims] = plan;
   return std::shared_ptr<const ExecutionPlan>(plan);
+}
+
+std::vector<std::vector<Dims>> InferenceSession::cached_plan_shapes() const {
+  std::vector<std::pair<uint64_t, std::vector<Dims>>> by_use;
+  {
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    for (const auto& [dims, slot] : plans_) by_use.emplace_back(slot->last_used, dims);
+  }
+  std::sort(by_use.begin(), by_use.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::vector<Dims>> out;
+  for (auto& [use, dims] : by_use) out.push_back(std::move(dims));
+  return out;
 }
 
 Expected<std::vector<Tensor>> InferenceSession::run(const std::vector<Tensor>& inputs, RunProfile* profile) const {

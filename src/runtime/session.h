@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -117,11 +118,15 @@ class InferenceSession {
 
   // Plan statistics for the given concrete input dims (plans if needed).
   Expected<RunStats> stats(const std::vector<Dims>& input_dims) const;
+  // The input dims that have a plan now, most recently used first (bounded: the least recently used are evicted).
+  std::vector<std::vector<Dims>> cached_plan_shapes() const;
 
  private:
   InferenceSession() = default;
   Status check_inputs(const std::vector<Tensor>& inputs) const;
   Expected<std::shared_ptr<const ExecutionPlan>> plan_for(const std::vector<Dims>& dims) const;
+  Expected<std::shared_ptr<const ExecutionPlan>> build_plan(const std::vector<Dims>& dims) const;
+  void evict_plans_locked() const;
 
   static Expected<std::unique_ptr<InferenceSession>> Finish(std::unique_ptr<InferenceSession> s, Graph graph);
 
@@ -131,8 +136,20 @@ class InferenceSession {
   std::shared_ptr<const EngineTable> engines_ = std::make_shared<EngineTable>();
   std::vector<IOInfo> inputs_, outputs_;
   std::unique_ptr<ThreadPool> pool_;
+  // Plans per set of input dims, least recently used evicted first (kMaxPlans of them, and within
+  // SessionOptions::max_memory of arenas when it is set). A plan is built outside plans_mu_ by the first run that
+  // needs it: runs of other shapes go on meanwhile, and runs of the same shape wait for that one build.
+  struct PlanSlot {
+    std::promise<Expected<std::shared_ptr<const ExecutionPlan>>> promise;
+    std::shared_future<Expected<std::shared_ptr<const ExecutionPlan>>> plan;
+    uint64_t last_used = 0;
+    bool built = false;    // the plan is ready (and `bytes` set)
+    size_t bytes = 0;      // its arena
+  };
+  static constexpr size_t kMaxPlans = 64;
   mutable std::mutex plans_mu_;
-  mutable std::map<std::vector<Dims>, std::shared_ptr<const ExecutionPlan>> plans_;
+  mutable std::map<std::vector<Dims>, std::shared_ptr<PlanSlot>> plans_;
+  mutable uint64_t plan_clock_ = 0;
 };
 
 }  // namespace tessera

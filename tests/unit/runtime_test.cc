@@ -195,6 +195,74 @@ TEST(InferenceSession, ConcurrentRunsFromManyThreadsAreCorrect) {
   EXPECT_EQ(errors.load(), 0);
 }
 
+// Plans are kept per input shape, least recently used evicted first: a stream of many shapes keeps memory bounded,
+// and the shapes in use stay planned.
+TEST(InferenceSession, PlanCacheEvictsTheLeastRecentlyUsedShape) {
+  auto s = InferenceSession::Create(small_graph());
+  ASSERT_TRUE(s.ok());
+  auto run_batch = [&](int64_t b) { return (*s)->run(std::vector<Tensor>{Tensor(DType::kFloat32, {b, 3})}).ok(); };
+  for (int64_t b = 1; b <= 64; ++b) ASSERT_TRUE(run_batch(b));
+  ASSERT_EQ((*s)->cached_plan_shapes().size(), 64u);
+  ASSERT_TRUE(run_batch(1));   // batch 1 is used again: batch 2 is now the least recently used
+  ASSERT_TRUE(run_batch(65));  // one over the bound: batch 2 goes
+  const auto cached = (*s)->cached_plan_shapes();
+  ASSERT_EQ(cached.size(), 64u);
+  EXPECT_EQ(cached[0], (std::vector<Dims>{{65, 3}}));
+  EXPECT_EQ(cached[1], (std::vector<Dims>{{1, 3}}));
+  EXPECT_EQ(std::count(cached.begin(), cached.end(), std::vector<Dims>{{2, 3}}), 0);
+  EXPECT_EQ(std::count(cached.begin(), cached.end(), std::vector<Dims>{{3, 3}}), 1);
+}
+
+// With a memory limit, the plans kept hold arenas within it.
+TEST(InferenceSession, PlanCacheKeepsArenasWithinTheMemoryLimit) {
+  SessionOptions o;
+  o.fuse = false;  // Add's output then lives in the arena: 12 bytes per batch row
+  o.max_memory = 3 * 12 * 1000;
+  auto s = InferenceSession::Create(small_graph(), o);
+  ASSERT_TRUE(s.ok());
+  for (int64_t b = 100; b <= 1000; b += 100) {
+    ASSERT_TRUE((*s)->run(std::vector<Tensor>{Tensor(DType::kFloat32, {b, 3})}).ok()) << b;
+  }
+  const auto cached = (*s)->cached_plan_shapes();
+  size_t held = 0;
+  for (const auto& dims : cached) held += (*s)->stats(dims)->arena_bytes;
+  EXPECT_GT(held, 0u);
+  EXPECT_LE(held, o.max_memory);
+  // 1000 + 900 + 800 rows fit 3000; 700 more would not.
+  EXPECT_EQ(cached, (std::vector<std::vector<Dims>>{{{1000, 3}}, {{900, 3}}, {{800, 3}}}));
+}
+
+// Many threads, more shapes than the cache holds: plans are built, shared and evicted while runs use them.
+TEST(InferenceSession, ConcurrentRunsOfManyShapesAreCorrect) {
+  SessionOptions o;
+  o.num_threads = 2;
+  auto s = InferenceSession::Create(small_graph(), o);
+  ASSERT_TRUE(s.ok());
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int it = 0; it < 100; ++it) {
+        const int64_t batch = 1 + (t * 37 + it * 11) % 90;
+        Tensor x(DType::kFloat32, {batch, 3});
+        for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>((t + it + i) % 7) - 3.f;
+        auto out = (*s)->run(std::vector<Tensor>{x});
+        if (!out.ok() || (*out)[0].dims() != x.dims()) {
+          errors++;
+          continue;
+        }
+        const float c[3] = {1.f, -2.f, 3.f};
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          if ((*out)[0].data<float>()[i] != std::max(0.f, x.data<float>()[i] + c[i % 3])) errors++;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_LE((*s)->cached_plan_shapes().size(), 64u);
+}
+
 TEST(InferenceSession, GraphWithNoNodesReturnsItsInput) {
   Graph g;
   g.inputs = {"x"};
