@@ -170,6 +170,8 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
   }
   SessionOptions so;
   so.num_threads = po.num_threads;
+  // Random inputs within the compiled ranges (the compile set the chosen program's shape overrides).
+  if (auto ranges = parse_shapes(cands.front().program.meta.shape_overrides); ranges.ok()) so.input_ranges = *ranges;
   for (auto& c : cands) {
     c.timed = reproducible(c.program);
     if (!c.timed) continue;

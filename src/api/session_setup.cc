@@ -1,9 +1,12 @@
 #include "api/session_setup.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "api/plan_check.h"
@@ -55,34 +58,88 @@ Expected<bool> is_artifact(const ModelSource& m) {
   return is_artifact_file(m.path);
 }
 
-Status apply_shapes(Graph& g, const std::vector<std::string>& shapes) {
+namespace {
+
+// "32..2048" or "48" as a range; false when malformed.
+bool parse_dim_range(const std::string& tok, DimRange* r) {
+  auto number = [](const std::string& t, int64_t* v) {
+    char* end = nullptr;
+    errno = 0;
+    const long long x = std::strtoll(t.c_str(), &end, 10);
+    if (t.empty() || !std::isdigit(static_cast<unsigned char>(t[0])) || *end != '\0' || errno == ERANGE) return false;
+    *v = x;
+    return true;
+  };
+  const size_t dots = tok.find("..");
+  if (dots == std::string::npos) {
+    if (!number(tok, &r->lo)) return false;
+    r->hi = r->lo;
+    return true;
+  }
+  return number(tok.substr(0, dots), &r->lo) && number(tok.substr(dots + 2), &r->hi) && r->lo <= r->hi;
+}
+
+}  // namespace
+
+Expected<InputRanges> parse_shapes(const std::vector<std::string>& shapes) {
+  InputRanges out;
   for (const auto& spec : shapes) {
-    auto eq = spec.find('=');
-    if (eq == std::string::npos) return InvalidInput("--shape expects NAME=D0,D1,..., got '" + spec + "'");
-    std::string name = spec.substr(0, eq);
+    const auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return InvalidInput("--shape expects NAME=D0,D1,.. (each dim a size or MIN..MAX), got '" + spec + "'");
+    }
+    const std::string name = spec.substr(0, eq), rest = spec.substr(eq + 1);
+    std::vector<DimRange> dims;  // none for "NAME=": a scalar
+    for (size_t p = 0; !rest.empty() && p <= rest.size();) {
+      const size_t c = std::min(rest.find(',', p), rest.size());
+      const std::string tok = rest.substr(p, c - p);
+      DimRange r;
+      if (!parse_dim_range(tok, &r)) {
+        return InvalidInput("--shape " + spec + ": bad dimension '" + tok + "' (a size, or MIN..MAX with MIN <= MAX)");
+      }
+      dims.push_back(r);
+      p = c + 1;
+    }
+    auto [it, fresh] = out.emplace(name, dims);
+    if (fresh) continue;
+    if (it->second.size() != dims.size()) {
+      return InvalidInput("--shape: input '" + name + "' is given with " + std::to_string(it->second.size()) +
+                          " dims and with " + std::to_string(dims.size()));
+    }
+    for (size_t d = 0; d < dims.size(); ++d) {  // several specs of one input: their span
+      it->second[d].lo = std::min(it->second[d].lo, dims[d].lo);
+      it->second[d].hi = std::max(it->second[d].hi, dims[d].hi);
+    }
+  }
+  return out;
+}
+
+Status apply_shapes(Graph& g, const std::vector<std::string>& shapes) {
+  InputRanges ranges;
+  TSR_ASSIGN_OR_RETURN(ranges, parse_shapes(shapes));
+  for (const auto& [name, dims] : ranges) {
     if (std::find(g.inputs.begin(), g.inputs.end(), name) == g.inputs.end()) {
       return InvalidInput("--shape: the model has no input named '" + name + "'");
     }
-    std::vector<Dim> dims;
-    std::string rest = spec.substr(eq + 1);
-    size_t p = 0;
-    while (p < rest.size()) {
-      size_t c = rest.find(',', p);
-      std::string tok = rest.substr(p, c == std::string::npos ? std::string::npos : c - p);
-      char* end = nullptr;
-      long long v = std::strtoll(tok.c_str(), &end, 10);
-      if (tok.empty() || *end != '\0' || v < 0) return InvalidInput("--shape: bad dimension '" + tok + "'");
-      dims.emplace_back(v);
-      if (c == std::string::npos) break;
-      p = c + 1;
+    ValueInfo& vi = g.values[name];
+    const Shape declared = vi.shape;
+    std::vector<Dim> pinned;
+    Dims largest;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      largest.push_back(dims[d].hi);
+      if (dims[d].exact()) {
+        pinned.emplace_back(dims[d].lo);
+        continue;
+      }
+      const bool named = declared.rank_known && declared.rank() == static_cast<int>(dims.size()) &&
+                         !declared[static_cast<int>(d)].known() && !declared[static_cast<int>(d)].symbol.empty();
+      pinned.push_back(Dim::Symbol(named ? declared[static_cast<int>(d)].symbol : name + "_dim" + std::to_string(d)));
     }
-    Shape pinned(std::move(dims));
-    const DType dt = g.values[name].dtype;
-    if (dt != DType::kUndefined) {
-      const std::string problem = tensor_size_problem(pinned.concrete(), dtype_size(dt));
-      if (!problem.empty()) return InvalidInput("--shape: input '" + name + "': shape " + pinned.str() + " " + problem);
+    if (vi.dtype != DType::kUndefined) {
+      const std::string problem = tensor_size_problem(largest, dtype_size(vi.dtype));
+      if (!problem.empty()) return InvalidInput("--shape: input '" + name + "': shape " + dims_str(largest) + " " + problem);
     }
-    g.values[name].shape = std::move(pinned);
+    vi.shape = Shape(std::move(pinned));
   }
   return Status::Ok();
 }
@@ -97,6 +154,39 @@ Expected<Graph> load_graph(const ModelSource& m, const std::vector<std::string>&
   TSR_RETURN_IF_ERROR(optimize_graph(g, opt));
   return g;
 }
+
+namespace {
+
+// Says which input dims are symbolic (or ranges) and what placement did about them: engines are compiled for static
+// shapes, so the nodes whose shapes depend on such a dim run on native.
+std::string symbolic_dims_note(const Graph& g, const PartitionReport& r) {
+  std::string dims;
+  for (const std::string& name : g.inputs) {
+    const ValueInfo* vi = g.info(name);
+    if (!vi || !vi->shape.rank_known) {
+      dims += std::string(dims.empty() ? "" : "; ") + "'" + name + "' (unknown rank)";
+      continue;
+    }
+    std::string mine;
+    for (int d = 0; d < vi->shape.rank(); ++d) {
+      if (vi->shape[d].known()) continue;
+      const std::string& sym = vi->shape[d].symbol;
+      mine += std::string(mine.empty() ? "" : ", ") + std::to_string(d) + (sym.empty() ? "" : " ('" + sym + "')");
+    }
+    if (!mine.empty()) dims += std::string(dims.empty() ? "" : "; ") + "'" + name + "' dim " + mine;
+  }
+  if (dims.empty()) return "";
+  std::set<std::string> native;
+  for (const Refusal& x : r.refusals) {
+    if (x.reason.find("symbolic dim") != std::string::npos) native.insert(x.node);
+  }
+  if (native.empty()) return "";
+  return "symbolic input dims: " + dims + ". " + std::to_string(native.size()) +
+         " node(s) whose shapes depend on them run on native, as engines are compiled for static shapes; give "
+         "--shape NAME=D0,D1,.. with sizes to compile engines for one shape";
+}
+
+}  // namespace
 
 Expected<Program> compile_graph(Graph g, const std::string& source, const CompileOptions& o, PartitionReport* report) {
   install_native_backend();
@@ -164,6 +254,8 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Compil
   const Graph source_graph = g;  // for the end-to-end check's alternatives (tensors are shared)
   auto program = partition_and_compile(std::move(g), po, report);
   if (!program.ok()) return program.status();
+  program->meta.shape_overrides = o.shapes;
+  if (const std::string note = symbolic_dims_note(source_graph, *report); !note.empty()) warn(note);
   {
     if (o.progress) o.progress(0, 0, "checking the plan end to end");
     const double left = full ? 5e6 : std::max(1e6, budget.limit_us - budget.spent_us);
@@ -191,23 +283,32 @@ Expected<std::unique_ptr<InferenceSession>> open_session(const ModelSource& m, c
   install_native_backend();
   bool artifact = false;
   TSR_ASSIGN_OR_RETURN(artifact, is_artifact(m));
+  SessionOptions with_ranges = so;  // the sizes compiled for, unless the caller gave its own
   if (artifact) {
     if (!o.shapes.empty()) return InvalidInput("--shape applies to ONNX models; an artifact's shapes are compiled in");
     auto program =
         m.path.empty() ? read_artifact_bytes(m.name(), m.bytes.data(), m.bytes.size()) : read_artifact(m.path);
     if (!program.ok()) return program.status();
-    return InferenceSession::Create(std::move(*program), so);
+    if (with_ranges.input_ranges.empty()) {
+      auto ranges = parse_shapes(program->meta.shape_overrides);
+      if (!ranges.ok()) return InvalidModel("'" + m.name() + "': its shape overrides: " + ranges.status().message());
+      with_ranges.input_ranges = std::move(*ranges);
+    }
+    return InferenceSession::Create(std::move(*program), with_ranges);
+  }
+  if (with_ranges.input_ranges.empty()) {
+    TSR_ASSIGN_OR_RETURN(with_ranges.input_ranges, parse_shapes(o.shapes));
   }
   std::vector<std::shared_ptr<const Backend>> backends;
   TSR_ASSIGN_OR_RETURN(backends, resolve_backends(o.backends));
   Graph g;
   TSR_ASSIGN_OR_RETURN(g, import_model(m, o.shapes));
-  if (backends.size() == 1 && o.places.empty()) return InferenceSession::Create(std::move(g), so);
+  if (backends.size() == 1 && o.places.empty()) return InferenceSession::Create(std::move(g), with_ranges);
   OptimizeOptions opt;
   TSR_RETURN_IF_ERROR(optimize_graph(g, opt));
   Program p;
   TSR_ASSIGN_OR_RETURN(p, compile_graph(std::move(g), m.name(), o, report));
-  return InferenceSession::Create(std::move(p), so);
+  return InferenceSession::Create(std::move(p), with_ranges);
 }
 
 Expected<std::vector<Tensor>> random_inputs(const InferenceSession& s, uint32_t seed) {
@@ -216,8 +317,12 @@ Expected<std::vector<Tensor>> random_inputs(const InferenceSession& s, uint32_t 
   std::vector<Tensor> inputs;
   for (const auto& in : s.inputs()) {
     if (!in.shape.rank_known) return InvalidInput("input '" + in.name + "' has an unknown rank; give --shape");
+    // A symbolic dim takes the low end of its compiled range, else 1.
     Dims d;
-    for (const Dim& x : in.shape.dims) d.push_back(x.known() ? x.value : 1);
+    for (size_t i = 0; i < in.shape.dims.size(); ++i) {
+      const Dim& x = in.shape.dims[i];
+      d.push_back(x.known() ? x.value : i < in.ranges.size() ? in.ranges[i].lo : 1);
+    }
     DType dt = in.dtype == DType::kUndefined ? DType::kFloat32 : in.dtype;
     // Declared shapes are the model's to choose: one too large to make is an error, not an allocation attempt.
     std::string too_large = tensor_size_problem(d, dtype_size(dt));

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,7 +53,13 @@ struct ModelSource {
 // True when the model is a compiled artifact.
 Expected<bool> is_artifact(const ModelSource& m);
 
-// Pins input shapes: "NAME=D0,D1,..." per entry.
+// What `--shape` arguments say per input: one range per dim ("NAME=D0,D1,..", each dim a size or MIN..MAX; an
+// input given several times spans them all, so exact shapes may be named beside a range).
+using InputRanges = std::map<std::string, std::vector<DimRange>>;
+Expected<InputRanges> parse_shapes(const std::vector<std::string>& shapes);
+
+// Applies `--shape` arguments to the graph's inputs: a dim with one size is pinned to it; a dim with a range stays
+// symbolic (keeping the model's name for it, so that dims it equates stay equal).
 Status apply_shapes(Graph& g, const std::vector<std::string>& shapes);
 
 // Imports an ONNX model (an artifact is refused: `what` says which operation

@@ -89,11 +89,23 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique
   s->graph_ = std::move(graph);
   for (const auto& name : s->graph_.inputs) {
     const ValueInfo* vi = s->graph_.info(name);
-    s->inputs_.push_back(IOInfo{name, vi ? vi->dtype : DType::kUndefined, vi ? vi->shape : Shape()});
+    s->inputs_.push_back(IOInfo{name, vi ? vi->dtype : DType::kUndefined, vi ? vi->shape : Shape(), {}});
+  }
+  for (const auto& [name, ranges] : s->opts_.input_ranges) {
+    auto in = std::find_if(s->inputs_.begin(), s->inputs_.end(), [&](const IOInfo& i) { return i.name == name; });
+    if (in == s->inputs_.end()) return InvalidInput("input ranges name '" + name + "', which is not a model input");
+    if (in->shape.rank_known && in->shape.rank() != static_cast<int>(ranges.size())) {
+      return InvalidInput("input '" + name + "' has rank " + std::to_string(in->shape.rank()) + ", but its ranges give " +
+                          std::to_string(ranges.size()) + " dims");
+    }
+    for (const DimRange& r : ranges) {
+      if (r.lo < 0 || r.hi < r.lo) return InvalidInput("input '" + name + "': bad range " + r.str());
+    }
+    in->ranges = ranges;
   }
   for (const auto& name : s->graph_.outputs) {
     const ValueInfo* vi = s->graph_.info(name);
-    s->outputs_.push_back(IOInfo{name, vi ? vi->dtype : DType::kUndefined, vi ? vi->shape : Shape()});
+    s->outputs_.push_back(IOInfo{name, vi ? vi->dtype : DType::kUndefined, vi ? vi->shape : Shape(), {}});
   }
   // Static inputs: plan now so the first run does no planning.
   std::vector<Dims> dims;
@@ -128,6 +140,17 @@ Status InferenceSession::check_inputs(const std::vector<Tensor>& inputs) const {
     if (!ok) {
       return InvalidInput("input '" + want.name + "': expected " + sig_str(want.dtype, want.shape) + ", got " +
                           got.str());
+    }
+    if (!want.ranges.empty() && static_cast<int>(want.ranges.size()) != got.rank()) {
+      return InvalidInput("input '" + want.name + "' has rank " + std::to_string(got.rank()) + "; it was compiled for " +
+                          std::to_string(want.ranges.size()) + " dims");
+    }
+    for (size_t d = 0; d < want.ranges.size(); ++d) {
+      if (!want.ranges[d].contains(got.dim(static_cast<int>(d)))) {
+        return InvalidInput("input '" + want.name + "': dim " + std::to_string(d) + " is " +
+                            std::to_string(got.dim(static_cast<int>(d))) + ", outside the compiled range " +
+                            want.ranges[d].str());
+      }
     }
   }
   return Status::Ok();

@@ -30,6 +30,15 @@
 
 namespace tessera {
 
+// The sizes an input dim may take at run time: lo..hi, both included (from `--shape NAME=..,MIN..MAX,..`).
+struct DimRange {
+  int64_t lo = 0, hi = 0;
+  bool exact() const { return lo == hi; }
+  bool contains(int64_t v) const { return v >= lo && v <= hi; }
+  std::string str() const { return exact() ? std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi); }
+  bool operator==(const DimRange& o) const { return lo == o.lo && hi == o.hi; }
+};
+
 struct SessionOptions {
   int num_threads = 0;      // 0 = number of hardware threads
   bool optimize = true;     // run graph optimisations (folding, canonicalisation)
@@ -39,12 +48,17 @@ struct SessionOptions {
   // The memory limit of every run (PlanOptions::max_memory): a run that would hold more fails with
   // ErrorCode::kInvalidInput naming the need and the limit. 0: no limit.
   size_t max_memory = 0;
+  // Per input name, one range per dim: the sizes the model was compiled for. A run with a size outside its range
+  // fails with ErrorCode::kInvalidInput naming the input, the dim and the range. Inputs not named here take any
+  // size their shape allows.
+  std::map<std::string, std::vector<DimRange>> input_ranges;
 };
 
 struct IOInfo {
   std::string name;
   DType dtype = DType::kUndefined;
   Shape shape;
+  std::vector<DimRange> ranges;  // one per dim when SessionOptions::input_ranges names the input; else empty
 };
 
 struct RunStats {

@@ -65,6 +65,26 @@ std::vector<std::pair<std::string, const Value*>> named(const std::vector<IoInfo
   return r;
 }
 
+// Runs on random inputs. When that fails and an input has symbolic dims (random inputs give each the low end of its
+// compiled range, or 1), the error says so and how to give sizes that work.
+std::vector<Value> run_random(Session& s, const std::vector<IoInfo>& ins,
+                              const std::vector<std::pair<std::string, const Value*>>& args, const RunOptions* ro) {
+  try {
+    return s.Run(args, {}, ro);
+  } catch (const Error& e) {
+    std::string symbolic;
+    for (const IoInfo& in : ins) {
+      for (size_t d = 0; d < in.dims.size(); ++d) {
+        if (in.dims[d] < 0) symbolic += (symbolic.empty() ? "" : ", ") + in.name + " dim " + std::to_string(d);
+      }
+    }
+    if (symbolic.empty()) throw;
+    throw Error(e.code(), std::string(e.what()) + " (random inputs sized the symbolic dims (" + symbolic +
+                              ") at the low end of their compiled range, or 1: give real inputs with --input-dir, "
+                              "or sizes with --shape NAME=D0,D1,..)");
+  }
+}
+
 // Fails early, before a model is loaded, on a trace path that cannot be written.
 void check_trace_path(const std::string& path) { RunOptions().TracePath(path); }
 
@@ -83,12 +103,13 @@ int cmd_run(const Args& a) {
   Session s(env, a.positional[0], &opts);
   const std::vector<IoInfo> ins = s.Inputs(), outs = s.Outputs();
   const auto it = a.opts.find("--input-dir");
-  const std::vector<Value> inputs = it != a.opts.end() ? read_inputs(it->second, ins) : s.RandomInputs(42);
+  const bool random = it == a.opts.end();
+  const std::vector<Value> inputs = random ? s.RandomInputs(42) : read_inputs(it->second, ins);
   Profile profile;
   RunOptions ro;
   if (trace) ro.SetProfile(&profile);
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<Value> out = s.Run(named(ins, inputs), {}, &ro);
+  std::vector<Value> out = random ? run_random(s, ins, named(ins, inputs), &ro) : s.Run(named(ins, inputs), {}, &ro);
   auto t1 = std::chrono::steady_clock::now();
   if (trace) profile.WriteTrace("tessera run " + a.positional[0], a.opts.at("--trace"), 1);
   if (auto od = a.opts.find("--output-dir"); od != a.opts.end()) {
@@ -188,6 +209,7 @@ int cmd_bench(const Args& a) {
   const std::vector<IoInfo> ins = s.Inputs();
   const std::vector<Value> inputs = s.RandomInputs(42);
   const auto args = named(ins, inputs);
+  run_random(s, ins, args, nullptr);
   for (int64_t i = 0; i < warmup; ++i) s.Run(args);
   std::vector<double> ms;
   for (int64_t i = 0; i < runs; ++i) {

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Shape ranges through the command line: a convolution over inputs of any width (x [1,3,48,W], as an OCR line
+# recogniser takes), compiled with --shape x=1,3,48,32..2048. Checks that
+#   - the artifact runs widths inside the range, and its outputs match a compile pinned to each width exactly;
+#   - a width outside the range, and a malformed range, exit 2 naming the input, the dim and the range;
+#   - random inputs take the range's low end, and without a range a failed random run says which --shape to give;
+#   - inspect lists the ranges.
+#
+#     tests/e2e/shape_range_test.sh BUILD_DIR
+set -uo pipefail
+build="$(cd "$1" && pwd)"
+PYTHON="${PYTHON:-/usr/bin/python3}"
+tessera="${TESSERA_BIN:-$build/bin/tessera}"
+if ! "$PYTHON" -c "import onnx, numpy" 2>/dev/null; then
+  echo "shape_range_test: $PYTHON cannot import onnx and numpy; skipping" >&2
+  exit 77
+fi
+work="$build/e2e/shape_range"
+rm -rf "$work"
+mkdir -p "$work"
+"$PYTHON" - "$work" <<'EOF' || exit 1
+import sys, numpy as np, onnx
+from onnx import helper as h, numpy_helper as nh, TensorProto as T
+work = sys.argv[1]
+rng = np.random.default_rng(3)
+w = nh.from_array((rng.random((8, 3, 3, 3)) - 0.5).astype(np.float32), "w")
+b = nh.from_array((rng.random(8) - 0.5).astype(np.float32), "b")
+x = h.make_tensor_value_info("x", T.FLOAT, [1, 3, 48, "W"])
+y = h.make_tensor_value_info("y", T.FLOAT, None)
+nodes = [h.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3], strides=[2, 2]),
+         h.make_node("Relu", ["c"], ["y"])]
+graph = h.make_graph(nodes, "line", [x], [y], [w, b])
+onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]), f"{work}/line.onnx")
+for width in (32, 77, 500, 2048, 4096, 16):
+    d = f"{work}/in_{width}"
+    import os
+    os.makedirs(d, exist_ok=True)
+    v = (rng.random((1, 3, 48, width)) - 0.5).astype(np.float32)
+    open(f"{d}/input_0.pb", "wb").write(nh.from_array(v, "x").SerializeToString())
+EOF
+
+failures=0
+passes=0
+check() {  # NAME CONDITION-EXIT-CODE
+  if [ "$2" -eq 0 ]; then passes=$((passes + 1)); else echo "FAIL $1"; failures=$((failures + 1)); fi
+}
+expect_error() {  # NAME TEXT -- command...: exit 2 and TEXT in the message
+  local name="$1" text="$2" rc=0
+  shift 3
+  "$@" >"$work/out.txt" 2>&1 || rc=$?
+  if [ "$rc" -eq 2 ] && grep -qF -- "$text" "$work/out.txt"; then
+    passes=$((passes + 1))
+  else
+    echo "FAIL $name: exit $rc, $(tail -2 "$work/out.txt")"
+    failures=$((failures + 1))
+  fi
+}
+
+"$tessera" compile "$work/line.onnx" -o "$work/line.tsr" --shape x=1,3,48,32..2048 --shape x=1,3,48,320 \
+  >"$work/compile.txt" 2>&1
+check "compile with a range: $(tail -1 "$work/compile.txt")" $?
+grep -q "symbolic input dims: 'x' dim 3 ('W')" "$work/compile.txt"
+check "compile says which dims are symbolic" $?
+"$tessera" inspect "$work/line.tsr" | grep -qF "x=1,3,48,32..2048"
+check "inspect lists the range" $?
+
+for width in 32 77 500 2048; do
+  "$tessera" run "$work/line.tsr" --input-dir "$work/in_$width" --output-dir "$work/out_range_$width" \
+    >"$work/out.txt" 2>&1
+  check "run width $width on the ranged artifact: $(tail -1 "$work/out.txt")" $?
+  "$tessera" run "$work/line.onnx" --shape "x=1,3,48,$width" --input-dir "$work/in_$width" \
+    --output-dir "$work/out_exact_$width" >"$work/out.txt" 2>&1
+  check "run width $width pinned exactly: $(tail -1 "$work/out.txt")" $?
+  "$PYTHON" - "$work/out_range_$width/output_0.pb" "$work/out_exact_$width/output_0.pb" "$width" <<'EOF'
+import sys, numpy as np, onnx
+from onnx import numpy_helper as nh
+a, b = (nh.to_array(onnx.load_tensor(p)) for p in sys.argv[1:3])
+want = (1, 8, 23, (int(sys.argv[3]) - 3) // 2 + 1)
+sys.exit(0 if a.shape == want and b.shape == want and np.allclose(a, b, rtol=1e-4, atol=1e-5) else 1)
+EOF
+  check "width $width: the ranged artifact matches the exact compile" $?
+done
+
+expect_error "width above the range" "input 'x': dim 3 is 4096, outside the compiled range 32..2048" -- \
+  "$tessera" run "$work/line.tsr" --input-dir "$work/in_4096"
+expect_error "width below the range" "input 'x': dim 3 is 16, outside the compiled range 32..2048" -- \
+  "$tessera" run "$work/line.tsr" --input-dir "$work/in_16"
+expect_error "reversed range" "bad dimension '2048..32'" -- \
+  "$tessera" compile "$work/line.onnx" -o "$work/bad.tsr" --shape x=1,3,48,2048..32
+expect_error "open range" "bad dimension '32..'" -- "$tessera" run "$work/line.onnx" --shape x=1,3,48,32..
+expect_error "no such input" "no input named 'z'" -- "$tessera" run "$work/line.onnx" --shape z=1,2
+
+# Random inputs: the low end of the range runs; without a range, width 1 cannot, and the error says what to give.
+"$tessera" run "$work/line.tsr" >"$work/out.txt" 2>&1 && grep -qF "y: float32[1,8,23,15]" "$work/out.txt"
+check "random inputs take the range's low end: $(tail -1 "$work/out.txt")" $?
+expect_error "random inputs without a range" "give real inputs with --input-dir, or sizes with --shape" -- \
+  "$tessera" run "$work/line.onnx"
+
+echo "shape_range_test: $passes passed, $failures failed"
+[ "$failures" -eq 0 ]
