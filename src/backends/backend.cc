@@ -40,7 +40,9 @@ Status backend_status(const std::string& backend, const char* stage, tessera_sta
     case TESSERA_ERROR_INVALID_ARGUMENT: return InvalidInput(m);
     case TESSERA_ERROR_UNSUPPORTED: return Unsupported(m);
     case TESSERA_ERROR_INCOMPATIBLE_BLOB: return InvalidModel(m);
-    case TESSERA_ERROR_RUNTIME: return RuntimeError(m);
+    case TESSERA_ERROR_RUNTIME:
+    case TESSERA_ERROR_OUT_OF_MEMORY:  // what the model asks for may not fit this machine: not a broken invariant
+      return RuntimeError(m);
     default: return InternalError(m);
   }
 }

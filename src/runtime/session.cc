@@ -91,7 +91,9 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique
     const ValueInfo* vi = s->graph_.info(name);
     s->inputs_.push_back(IOInfo{name, vi ? vi->dtype : DType::kUndefined, vi ? vi->shape : Shape(), {}});
   }
-  for (const auto& [name, ranges] : s->opts_.input_ranges) {
+  for (const auto& kv : s->opts_.input_ranges) {
+    const std::string& name = kv.first;
+    const std::vector<DimRange>& ranges = kv.second;
     auto in = std::find_if(s->inputs_.begin(), s->inputs_.end(), [&](const IOInfo& i) { return i.name == name; });
     if (in == s->inputs_.end()) return InvalidInput("input ranges name '" + name + "', which is not a model input");
     if (in->shape.rank_known && in->shape.rank() != static_cast<int>(ranges.size())) {
