@@ -45,7 +45,11 @@ const char* kUsage =
     "subset of the list; --placement priority takes the first backend in list order that runs a node. The tune\n"
     "cache is --tune-cache, else $TESSERA_TUNE_CACHE, else ~/.cache/tessera/tune.json (--tune-cache= for none).\n"
     "For a .tsr, the placement is the compiled one. --max-memory SIZE (512M, 2G) limits the memory one run holds\n"
-    "(arena, outputs, tensors shaped at run time): a run that needs more is refused, naming the need.\n";
+    "(arena, outputs, tensors shaped at run time): a run that needs more is refused, naming the need.\n"
+    "--shape NAME=D0,D1,.. gives an input's dims: each a size, or MIN..MAX for a range (x=1,3,48,32..2048); an\n"
+    "input named more than once spans them all. A compiled artifact runs any size in its ranges and refuses others\n"
+    "naming the input, dim and range; random inputs take each range's low end. Dims with a range stay symbolic:\n"
+    "the nodes they shape run on native.\n";
 
 void usage_error(const std::string& msg) { throw Error(TESSERA_CODE_INVALID_ARGUMENT, msg); }
 
@@ -62,7 +66,7 @@ struct OptionSpec {
 const std::vector<OptionSpec>& compile_option_specs() {
   static const std::vector<OptionSpec> kSpecs = {
       {"--backends", "backends to use, in priority order, e.g. dnnl,xnnpack,native (default: every backend found)"},
-      {"--shape", "pin an input's shape: NAME=D0,D1,.. (repeatable)", true},
+      {"--shape", "an input's shape: NAME=D0,D1,.., each dim a size or MIN..MAX (repeatable)", true},
       {"--place", "pin a node or op type to a backend: OP_OR_NODE=BACKEND (repeatable)", true},
       {"--min-region-nodes", "external regions with fewer nodes fall back to native (default 2)"},
       {"--backend-options", "K=V;.. handed to every backend's compile"},
