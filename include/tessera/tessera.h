@@ -54,7 +54,7 @@ extern "C" {
 #endif
 
 #define TESSERA_API_VERSION_MAJOR 0
-#define TESSERA_API_VERSION_MINOR 2
+#define TESSERA_API_VERSION_MINOR 3
 
 #if defined(__GNUC__)
 #define TESSERA_API __attribute__((visibility("default")))
@@ -246,7 +246,8 @@ TESSERA_API tessera_error_t* tessera_value_describe(const tessera_value_t* value
 
 /* Since 0.2. Random inputs for trying a model out, in graph input order:
  * `out` has room for the input count (tessera_session_input_count) and
- * receives new values. Symbolic dims take the size 1; floats are uniform in
+ * receives new values. Symbolic dims take the low end of the range they
+ * were compiled for (--shape NAME=..,MIN..MAX), else 1; floats are uniform in
  * [-1, 1), integers small and non-negative, booleans random. The same seed
  * gives the same values. */
 TESSERA_API tessera_error_t* tessera_session_random_inputs(const tessera_session_t* session, uint64_t seed,
@@ -255,6 +256,11 @@ TESSERA_API tessera_error_t* tessera_session_random_inputs(const tessera_session
  * uses (inputs in graph order, n their count). */
 TESSERA_API tessera_error_t* tessera_session_arena_bytes(const tessera_session_t* session,
                                                          const tessera_value_t* const* inputs, size_t n, size_t* out);
+/* Since 0.3. How many execution plans the session has built: one for each
+ * input shape it ran (again for a shape whose plan was evicted to keep at
+ * most 16, and arenas within the memory limit). A run that builds a plan
+ * waits for it; runs of other shapes do not. */
+TESSERA_API tessera_error_t* tessera_session_plans_built(const tessera_session_t* session, uint64_t* out);
 
 /* ---- running ------------------------------------------------------------------ */
 

@@ -326,6 +326,12 @@ class Session : public detail::Handle<tessera_session_t, tessera_session_release
     return r;
   }
   // Arena bytes of a run on inputs shaped like these (graph order).
+  // Execution plans built so far (tessera_session_plans_built).
+  uint64_t PlansBuilt() const {
+    uint64_t n = 0;
+    detail::check(tessera_session_plans_built(p_, &n));
+    return n;
+  }
   size_t ArenaBytes(const std::vector<Value>& inputs) const {
     std::vector<const tessera_value_t*> raw;
     for (const Value& v : inputs) raw.push_back(v.get());

@@ -640,6 +640,16 @@ tessera_error_t* tessera_session_arena_bytes(const tessera_session_t* session, c
   });
 }
 
+tessera_error_t* tessera_session_plans_built(const tessera_session_t* session, uint64_t* out) {
+  return guarded("tessera_session_plans_built", [&]() -> tessera_error_t* {
+    static constexpr const char* kFn = "tessera_session_plans_built";
+    if (!session) return invalid(kFn, "session is NULL");
+    if (!out) return invalid(kFn, "out is NULL");
+    *out = session->session->plans_built();
+    return nullptr;
+  });
+}
+
 // ---- values ----------------------------------------------------------------------------
 
 tessera_error_t* tessera_value_create(int32_t dtype, const int64_t* dims, size_t rank, tessera_value_t** out) {

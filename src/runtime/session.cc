@@ -173,6 +173,7 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const 
     slot = e;
   }
   if (build) {
+    plans_built_.fetch_add(1, std::memory_order_relaxed);
     Expected<std::shared_ptr<const ExecutionPlan>> built = InternalError("planning stopped");
     try {
       built = build_plan(dims);

@@ -132,6 +132,8 @@ class InferenceSession {
 
   // Plan statistics for the given concrete input dims (plans if needed).
   Expected<RunStats> stats(const std::vector<Dims>& input_dims) const;
+  // Plans built so far: one per input shape run, again for one whose plan was evicted.
+  uint64_t plans_built() const { return plans_built_.load(std::memory_order_relaxed); }
   // The input dims that have a plan now, most recently used first (bounded: the least recently used are evicted).
   std::vector<std::vector<Dims>> cached_plan_shapes() const;
 
@@ -160,10 +162,12 @@ class InferenceSession {
     bool built = false;    // the plan is ready (and `bytes` set)
     size_t bytes = 0;      // its arena
   };
-  static constexpr size_t kMaxPlans = 64;
+  // Each plan holds its kernels' packed weights: the bound keeps a stream of many shapes from multiplying them.
+  static constexpr size_t kMaxPlans = 16;
   mutable std::mutex plans_mu_;
   mutable std::map<std::vector<Dims>, std::shared_ptr<PlanSlot>> plans_;
   mutable uint64_t plan_clock_ = 0;
+  mutable std::atomic<uint64_t> plans_built_{0};
 };
 
 }  // namespace tessera

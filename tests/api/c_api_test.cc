@@ -373,6 +373,12 @@ TEST(CApi, FilesComparisonsProfilesAndReports) {
   int threads = 0;
   ASSERT_OK(tessera_session_threads(n.s.s, &threads));
   EXPECT_GE(threads, 1);
+  // 0.3: plans built. The model's one static shape was planned when the session was made; running it plans nothing.
+  uint64_t plans = 0;
+  ASSERT_OK(tessera_session_plans_built(n.s.s, &plans));
+  EXPECT_EQ(plans, 1u);
+  EXPECT_EQ(code_of(tessera_session_plans_built(nullptr, &plans)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_session_plans_built(n.s.s, nullptr)), TESSERA_CODE_INVALID_ARGUMENT);
   size_t engines = 99;
   ASSERT_OK(tessera_session_engine_count(n.s.s, &engines));
   EXPECT_EQ(engines, 0u);  // native

@@ -96,5 +96,19 @@ check "random inputs take the range's low end: $(tail -1 "$work/out.txt")" $?
 expect_error "random inputs without a range" "give real inputs with --input-dir, or sizes with --shape" -- \
   "$tessera" run "$work/line.onnx"
 
+# bench --shapes-from: a stream of three widths, each new one planned once.
+printf '# widths\nx=1,3,48,64\nx=1,3,48,1000\n\nx=1,3,48,64\nx=1,3,48,320\nx=1,3,48,1000\n' >"$work/stream.txt"
+"$tessera" bench "$work/line.tsr" --shapes-from "$work/stream.txt" --json >"$work/out.txt" 2>&1
+check "bench --shapes-from: $(tail -1 "$work/out.txt")" $?
+"$PYTHON" -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j['requests'] == 5 and \
+j['distinct_shapes'] == 3 and j['waited_for_a_plan'] == 3 and j['p99_ms'] >= j['p50_ms'] > 0 else 1)" "$work/out.txt"
+check "bench --shapes-from counts the requests, shapes and plans: $(cat "$work/out.txt")" $?
+printf 'x=1,3,48,64\nx=1,3,48,9000\n' >"$work/far.txt"
+expect_error "a streamed request outside the range" "request 'x=1,3,48,9000': input 'x': dim 3 is 9000" -- \
+  "$tessera" bench "$work/line.tsr" --shapes-from "$work/far.txt"
+printf 'y=1,2\n' >"$work/bad.txt"
+expect_error "a stream naming no input" "bad.txt:1: expected NAME=D0,D1,.. naming a model input" -- \
+  "$tessera" bench "$work/line.tsr" --shapes-from "$work/bad.txt"
+
 echo "shape_range_test: $passes passed, $failures failed"
 [ "$failures" -eq 0 ]

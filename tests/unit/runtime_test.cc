@@ -201,16 +201,20 @@ TEST(InferenceSession, PlanCacheEvictsTheLeastRecentlyUsedShape) {
   auto s = InferenceSession::Create(small_graph());
   ASSERT_TRUE(s.ok());
   auto run_batch = [&](int64_t b) { return (*s)->run(std::vector<Tensor>{Tensor(DType::kFloat32, {b, 3})}).ok(); };
-  for (int64_t b = 1; b <= 64; ++b) ASSERT_TRUE(run_batch(b));
-  ASSERT_EQ((*s)->cached_plan_shapes().size(), 64u);
-  ASSERT_TRUE(run_batch(1));   // batch 1 is used again: batch 2 is now the least recently used
-  ASSERT_TRUE(run_batch(65));  // one over the bound: batch 2 goes
+  for (int64_t b = 1; b <= 16; ++b) ASSERT_TRUE(run_batch(b));
+  ASSERT_EQ((*s)->cached_plan_shapes().size(), 16u);
+  EXPECT_EQ((*s)->plans_built(), 16u);
+  ASSERT_TRUE(run_batch(1));   // batch 1 is used again (no new plan): batch 2 is now the least recently used
+  EXPECT_EQ((*s)->plans_built(), 16u);
+  ASSERT_TRUE(run_batch(17));  // one over the bound: batch 2 goes
   const auto cached = (*s)->cached_plan_shapes();
-  ASSERT_EQ(cached.size(), 64u);
-  EXPECT_EQ(cached[0], (std::vector<Dims>{{65, 3}}));
+  ASSERT_EQ(cached.size(), 16u);
+  EXPECT_EQ(cached[0], (std::vector<Dims>{{17, 3}}));
   EXPECT_EQ(cached[1], (std::vector<Dims>{{1, 3}}));
   EXPECT_EQ(std::count(cached.begin(), cached.end(), std::vector<Dims>{{2, 3}}), 0);
   EXPECT_EQ(std::count(cached.begin(), cached.end(), std::vector<Dims>{{3, 3}}), 1);
+  ASSERT_TRUE(run_batch(2));  // planned again
+  EXPECT_EQ((*s)->plans_built(), 18u);
 }
 
 // With a memory limit, the plans kept hold arenas within it.
@@ -260,7 +264,7 @@ TEST(InferenceSession, ConcurrentRunsOfManyShapesAreCorrect) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(errors.load(), 0);
-  EXPECT_LE((*s)->cached_plan_shapes().size(), 64u);
+  EXPECT_LE((*s)->cached_plan_shapes().size(), 16u);
 }
 
 TEST(InferenceSession, GraphWithNoNodesReturnsItsInput) {

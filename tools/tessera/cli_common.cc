@@ -29,10 +29,11 @@ const char* kUsage =
     "      runs an ONNX backend test case (model.onnx + test_data_set_*/) against its expected outputs;\n"
     "      --model runs another file (e.g. the case's model compiled to a .tsr) on the case's data\n"
     "  bench MODEL [--backends LIST] [--threads N] [--runs R] [--warmup W] [--shape NAME=D0,..] [--json] [--profile]\n"
-    "          [--trace FILE]\n"
+    "          [--trace FILE] [--shapes-from FILE]\n"
     "      times inference and prints the median; --profile adds time per op type and the slowest nodes, inside\n"
     "      engine regions too (under \"profile\" with --json); --trace writes the profiled runs (at most 20) as a\n"
-    "      Chrome trace (docs/profiling.md)\n"
+    "      Chrome trace (docs/profiling.md); --shapes-from replays a stream of requests (a line each: NAME=D0,D1,..\n"
+    "      per input named) and prints p50/p99 latency and how many ran at a shape new to the session\n"
     "  partition MODEL [--backends LIST] [--shape ..] [--place ..] [--min-region-nodes N] [--placement ..]\n"
     "          [--tune | --no-tune] [--json] [--dot F] [--svg F]\n"
     "      placement report: one line per region with the backends considered and their costs, refusals grouped\n"
@@ -102,7 +103,8 @@ const std::vector<CommandSpec>& command_specs() {
         {"--atol", "absolute tolerance (default 1e-7)"},
         {"--model", "run another file (e.g. the case's model compiled to a .tsr) on the case's data"}}},
       {"bench", "time inference and print the median", "MODEL",
-       {{"--runs", "timed runs"}, {"--warmup", "warm-up runs"}, {"--trace", "write profiled runs as a Chrome trace"}},
+       {{"--runs", "timed runs"}, {"--warmup", "warm-up runs"}, {"--trace", "write profiled runs as a Chrome trace"},
+        {"--shapes-from", "replay a stream of input shapes from FILE (one request per line: NAME=D0,D1,.. ..)"}},
        true, true, true},
       {"partition", "placement report: regions, the costs considered, refusals, measurements", "MODEL",
        {{"--dot", "write the placement as Graphviz DOT to FILE"}, {"--svg", "draw it as SVG to FILE (Graphviz)"}},

@@ -12,8 +12,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <new>
+#include <numeric>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -195,6 +199,120 @@ int cmd_check(const Args& a) {
 // first kMaxTraceRuns of them.
 constexpr size_t kMaxTraceRuns = 20;
 
+// One request of a --shapes-from stream: per input, the dims given (empty: the shape random inputs take).
+struct ShapeRequest {
+  std::vector<std::vector<int64_t>> dims;
+  std::string key;  // the line, normalised: requests of one shape share it
+};
+
+// FILE: one request per line, "NAME=D0,D1,.. [NAME=D0,..]" (inputs not named keep the shape random inputs take);
+// blank lines and lines starting with '#' are skipped.
+std::vector<ShapeRequest> read_shape_stream(const std::string& path, const std::vector<IoInfo>& ins) {
+  std::ifstream f(path);
+  if (!f) throw Error(TESSERA_CODE_IO, "--shapes-from: cannot open '" + path + "'");
+  std::vector<ShapeRequest> out;
+  std::string line;
+  for (int no = 1; std::getline(f, line); ++no) {
+    std::istringstream words(line);
+    std::string w;
+    ShapeRequest r;
+    r.dims.resize(ins.size());
+    const std::string where = path + ":" + std::to_string(no) + ": ";
+    while (words >> w) {
+      if (w[0] == '#') break;
+      const size_t eq = w.find('=');
+      size_t i = 0;
+      while (i < ins.size() && (eq == std::string::npos || ins[i].name != w.substr(0, eq))) ++i;
+      if (i == ins.size()) usage_error(where + "expected NAME=D0,D1,.. naming a model input, got '" + w + "'");
+      std::vector<int64_t> dims;
+      std::istringstream list(w.substr(eq + 1));
+      for (std::string tok; std::getline(list, tok, ',');) {
+        char* end = nullptr;
+        const long long v = std::strtoll(tok.c_str(), &end, 10);
+        if (tok.empty() || *end != '\0' || v < 0) usage_error(where + "bad dimension '" + tok + "' in '" + w + "'");
+        dims.push_back(v);
+      }
+      r.dims[i] = dims;
+      r.key += w + " ";
+    }
+    if (!r.key.empty()) out.push_back(std::move(r));
+  }
+  if (out.empty()) usage_error("--shapes-from: '" + path + "' holds no request");
+  return out;
+}
+
+// bench --shapes-from: replays the stream once (after --warmup requests of it) and reports latency percentiles over
+// every request, and how many waited for a plan of their shape (a shape new to the session, or one evicted).
+int bench_shape_stream(const Args& a, Session& s, double load_ms) {
+  const std::vector<IoInfo> ins = s.Inputs();
+  const std::vector<ShapeRequest> stream = read_shape_stream(a.opts.at("--shapes-from"), ins);
+  std::vector<Value> random = s.RandomInputs(42);
+  uint32_t state = 12345;
+  auto inputs_for = [&](const ShapeRequest& r) {
+    std::vector<Value> v;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      if (r.dims[i].empty()) {
+        v.push_back(Value::Create(random[i].DType(), random[i].Dims()));
+        std::memcpy(v.back().RawData(), random[i].RawData(), random[i].SizeBytes());
+        continue;
+      }
+      v.push_back(Value::Create(ins[i].dtype, r.dims[i]));
+      if (ins[i].dtype == TESSERA_DTYPE_FLOAT32) {  // uniform in [-1, 1); other dtypes stay 0 (valid ids and masks)
+        float* p = v.back().Data<float>();
+        for (size_t k = 0; k < v.back().SizeBytes() / sizeof(float); ++k) {
+          state = state * 1664525u + 1013904223u;
+          p[k] = static_cast<float>(state >> 8) / static_cast<float>(1u << 23) - 1.f;
+        }
+      }
+    }
+    return v;
+  };
+  const int64_t warmup = std::min<int64_t>(int_opt(a, "--warmup", 0, 0), static_cast<int64_t>(stream.size()));
+  std::set<std::string> seen;
+  for (int64_t i = 0; i < warmup; ++i) {
+    const std::vector<Value> v = inputs_for(stream[static_cast<size_t>(i)]);
+    s.Run(named(ins, v));
+    seen.insert(stream[static_cast<size_t>(i)].key);
+  }
+  std::vector<double> ms;
+  uint64_t waited = 0;  // runs that built a plan (a shape new to the session, or one whose plan was evicted)
+  const auto t_all = std::chrono::steady_clock::now();
+  for (const ShapeRequest& r : stream) {
+    const std::vector<Value> v = inputs_for(r);
+    seen.insert(r.key);
+    const uint64_t plans_before = s.PlansBuilt();
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      s.Run(named(ins, v));
+    } catch (const Error& e) {
+      throw Error(e.code(), "request '" + r.key.substr(0, r.key.size() - 1) + "': " + e.what());
+    }
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    waited += s.PlansBuilt() > plans_before ? 1 : 0;
+  }
+  const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_all).count();
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  auto pct = [&](double p) {
+    return sorted[std::min(sorted.size() - 1, static_cast<size_t>(p / 100.0 * static_cast<double>(sorted.size())))];
+  };
+  const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size());
+  if (a.json) {
+    std::printf(
+        "{\"model\": \"%s\", \"requests\": %zu, \"distinct_shapes\": %zu, \"waited_for_a_plan\": %llu, "
+        "\"p50_ms\": %.4f, \"p99_ms\": %.4f, \"max_ms\": %.4f, \"mean_ms\": %.4f, \"requests_per_s\": %.2f, "
+        "\"threads\": %d, \"load_ms\": %.3f}\n",
+        a.positional[0].c_str(), ms.size(), seen.size(), static_cast<unsigned long long>(waited), pct(50), pct(99),
+        sorted.back(), mean, static_cast<double>(ms.size()) / total_s, s.Threads(), load_ms);
+  } else {
+    std::printf("%s: %zu requests over %zu shapes: p50 %.3f ms, p99 %.3f ms, max %.3f ms, mean %.3f ms, %.1f requests/s "
+                "(%d threads, loaded in %.1f ms); %llu waited for a plan of their shape\n",
+                a.positional[0].c_str(), ms.size(), seen.size(), pct(50), pct(99), sorted.back(), mean,
+                static_cast<double>(ms.size()) / total_s, s.Threads(), load_ms, static_cast<unsigned long long>(waited));
+  }
+  return 0;
+}
+
 int cmd_bench(const Args& a) {
   if (a.positional.size() != 1) usage_error("bench: expected exactly one MODEL argument");
   const int64_t runs = int_opt(a, "--runs", 20, 1);
@@ -206,6 +324,11 @@ int cmd_bench(const Args& a) {
   auto load_start = std::chrono::steady_clock::now();
   Session s(env, a.positional[0], &opts);
   double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
+  if (a.opts.count("--shapes-from")) {
+    if (a.profile || trace || a.opts.count("--runs")) usage_error("bench: --shapes-from times its stream once; "
+                                                                   "it takes no --runs, --profile or --trace");
+    return bench_shape_stream(a, s, load_ms);
+  }
   const std::vector<IoInfo> ins = s.Inputs();
   const std::vector<Value> inputs = s.RandomInputs(42);
   const auto args = named(ins, inputs);
