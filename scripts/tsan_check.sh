@@ -2,6 +2,7 @@
 # Builds Tessera with ThreadSanitizer (BUILD_DIR, default build-tsan) and runs what is concurrent in it:
 #   - 8 threads running at once on one session per model and backend (native sessions with two threads of their own,
 #     so the native pool runs too; dnnl and xnnpack on their callers' threads), outputs bit-identical to serial runs;
+#   - 8 threads running one session at 24 input shapes, so that plans are built and evicted while others run;
 #   - two processes compiling the same model with measurement at once, sharing one tune cache (its file lock and
 #     merge), then a third reading what they left.
 # Any ThreadSanitizer report fails the run. Suppressions (scripts/tsan.supp) name only libgomp and oneDNN.
@@ -17,6 +18,13 @@ export TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp halt_on_error=1 exitcod
 mapfile -t models < <(scripts/stress_models.sh "$BUILD_DIR/stress-models")
 "$BUILD_DIR/bin/tessera_stress" soak --threads 8 --runs "$RUNS" --session-threads 2 --backends native \
   --max-rss-growth 100 "${models[@]}"
+# Plans built, shared and evicted under concurrent runs: 24 input shapes of a BERT encoder with symbolic batch and
+# sequence, more than a session keeps plans for.
+symbolic="$BUILD_DIR/stress-models-symbolic"
+[ -f "$symbolic/bert_tiny.onnx" ] || /usr/bin/python3 tests/e2e/gen_models.py "$symbolic" --models bert_tiny \
+  --symbolic-dims > /dev/null
+"$BUILD_DIR/bin/tessera_stress" shapes --threads 8 --runs "$RUNS" --session-threads 2 --backends native \
+  "$symbolic/bert_tiny.onnx"
 # The engines' sessions run on their callers' threads. Their own pools are uninstrumented libraries whose
 # synchronisation ThreadSanitizer cannot see: pthreadpool's atomics and futexes, and libgomp's worker threads, whose
 # exits race in glibc's TLS bookkeeping (dl-tls.c) with no oneDNN or libgomp frame to suppress by.

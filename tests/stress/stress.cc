@@ -7,6 +7,13 @@
 //     session's serial run on the same inputs, and the resident set after all runs at most PCT % (default 5) above
 //     the resident set once every thread has made N/10 runs. Each session runs on S threads of its own (default 1).
 //
+//   tessera_stress shapes [--threads T] [--runs N] [--shapes K] [--first-size F] [--backends B1,B2,..]
+//                         [--session-threads S] MODEL.onnx...
+//     For models with symbolic input dims: K input shapes, shape k giving every symbolic dim the size F + k (default
+//     24 shapes from size 1: more than a session keeps plans for). T threads each make N runs at shapes they go
+//     round, so plans are built, shared and evicted while other threads run; every output must be bit-identical to
+//     the serial run at its shape.
+//
 //   tessera_stress leaks [--iterations N] [--backends B1,B2,..] [--session-threads S] MODEL.onnx...
 //     N times, for each model and backend: a session from the .onnx file and one from its compiled .tsr, each run
 //     once and released. Built with AddressSanitizer, LeakSanitizer then checks that nothing was left behind.
@@ -15,6 +22,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -34,7 +42,7 @@ namespace {
 
 struct Args {
   std::string mode;
-  int threads = 8, runs = 10000, iterations = 1000;
+  int threads = 8, runs = 10000, iterations = 1000, shapes = 24, first_size = 1;
   int session_threads = 1;  // each session's own threads (native pool, engines' pools)
   double max_rss_growth = 5;
   std::vector<std::string> backends = {"dnnl", "xnnpack", "native"};
@@ -42,7 +50,8 @@ struct Args {
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr, "tessera_stress: %s\nusage: tessera_stress soak|leaks [options] MODEL.onnx...\n", why.c_str());
+  std::fprintf(stderr, "tessera_stress: %s\nusage: tessera_stress soak|shapes|leaks [options] MODEL.onnx...\n",
+               why.c_str());
   std::exit(2);
 }
 
@@ -59,7 +68,7 @@ Args parse(int argc, char** argv) {
   Args a;
   if (argc < 2) usage("no mode");
   a.mode = argv[1];
-  if (a.mode != "soak" && a.mode != "leaks") usage("unknown mode '" + a.mode + "'");
+  if (a.mode != "soak" && a.mode != "shapes" && a.mode != "leaks") usage("unknown mode '" + a.mode + "'");
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -77,6 +86,8 @@ Args parse(int argc, char** argv) {
     else if (arg == "--session-threads") a.session_threads = static_cast<int>(number());
     else if (arg == "--runs") a.runs = static_cast<int>(number());
     else if (arg == "--iterations") a.iterations = static_cast<int>(number());
+    else if (arg == "--shapes") a.shapes = std::max(1, static_cast<int>(number()));
+    else if (arg == "--first-size") a.first_size = static_cast<int>(number());
     else if (arg == "--max-rss-growth") a.max_rss_growth = number();
     else if (arg == "--backends") a.backends = split(value());
     else if (arg.rfind("--", 0) == 0) usage("unknown option " + arg);
@@ -190,6 +201,86 @@ int soak(const Args& a) {
   return mismatches == 0 && failures == 0 && growth <= a.max_rss_growth ? 0 : 1;
 }
 
+// Inputs of `session` with every symbolic dim of size `size`: floats from a fixed sequence, other dtypes 0.
+std::vector<tessera::Value> inputs_sized(const tessera::Session& session, int64_t size) {
+  std::vector<tessera::Value> values;
+  uint32_t state = static_cast<uint32_t>(size) * 2654435761u;
+  for (const auto& info : session.Inputs()) {
+    std::vector<int64_t> dims = info.dims;
+    for (int64_t& d : dims) d = d < 0 ? size : d;
+    values.push_back(tessera::Value::Create(info.dtype, dims));
+    if (info.dtype != TESSERA_DTYPE_FLOAT32) continue;
+    float* p = values.back().Data<float>();
+    for (size_t i = 0; i < values.back().SizeBytes() / sizeof(float); ++i) {
+      state = state * 1664525u + 1013904223u;
+      p[i] = static_cast<float>(state >> 8) / static_cast<float>(1u << 23) - 1.f;
+    }
+  }
+  return values;
+}
+
+int shapes(const Args& a) {
+  tessera::Env env;
+  struct Shaped {
+    std::vector<tessera::Value> inputs, expected;
+  };
+  long mismatches = 0, failures = 0, plans = 0, sessions = 0;
+  for (const auto& model : a.models) {
+    for (const auto& backend : a.backends) {
+      const tessera::SessionOptions opts = options_for(backend, a.session_threads);
+      tessera::Session session(env, model, &opts);
+      std::vector<std::string> names;
+      bool symbolic = false;
+      for (const auto& info : session.Inputs()) {
+        names.push_back(info.name);
+        for (int64_t d : info.dims) symbolic = symbolic || d < 0;
+      }
+      if (!symbolic) usage("'" + model + "' has no symbolic input dim");
+      auto feeds = [&](const std::vector<tessera::Value>& v) {
+        std::vector<std::pair<std::string, const tessera::Value*>> f;
+        for (size_t i = 0; i < v.size(); ++i) f.emplace_back(names[i], &v[i]);
+        return f;
+      };
+      std::vector<Shaped> cases(static_cast<size_t>(a.shapes));
+      for (int k = 0; k < a.shapes; ++k) {
+        cases[static_cast<size_t>(k)].inputs = inputs_sized(session, a.first_size + k);
+        cases[static_cast<size_t>(k)].expected = session.Run(feeds(cases[static_cast<size_t>(k)].inputs));
+      }
+      const uint64_t plans_before = session.PlansBuilt();
+      std::atomic<long> differ{0}, failed{0};
+      std::vector<std::thread> threads;
+      for (int t = 0; t < a.threads; ++t) {
+        threads.emplace_back([&, t] {
+          for (int r = 0; r < a.runs; ++r) {
+            Shaped& c = cases[static_cast<size_t>(t * 7 + r * 5) % cases.size()];
+            try {
+              std::vector<tessera::Value> out = session.Run(feeds(c.inputs));
+              for (size_t i = 0; i < out.size(); ++i) {
+                if (!same_bits(out[i], c.expected[i]) && differ++ == 0) {
+                  std::fprintf(stderr, "shapes: %s on %s: output %zu differs from the serial run\n",
+                               base_name(model).c_str(), backend.c_str(), i);
+                }
+              }
+            } catch (const tessera::Error& e) {
+              if (failed++ == 0) std::fprintf(stderr, "shapes: %s on %s: %s\n", base_name(model).c_str(),
+                                              backend.c_str(), e.what());
+            }
+          }
+        });
+      }
+      for (auto& th : threads) th.join();
+      mismatches += differ;
+      failures += failed;
+      plans += static_cast<long>(session.PlansBuilt() - plans_before);
+      ++sessions;
+    }
+  }
+  std::printf("shapes: %d threads x %d runs on each of %ld sessions, %d input shapes each: %ld outputs differ from "
+              "serial runs, %ld runs failed; %ld plans built while they ran\n",
+              a.threads, a.runs, sessions, a.shapes, mismatches, failures, plans);
+  return mismatches == 0 && failures == 0 ? 0 : 1;
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) usage("cannot read '" + path + "'");
@@ -243,7 +334,7 @@ int leaks(const Args& a) {
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   try {
-    return a.mode == "soak" ? soak(a) : leaks(a);
+    return a.mode == "soak" ? soak(a) : a.mode == "shapes" ? shapes(a) : leaks(a);
   } catch (const tessera::Error& e) {
     std::fprintf(stderr, "tessera_stress: %s\n", e.what());
     return 2;
