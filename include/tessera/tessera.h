@@ -139,8 +139,10 @@ TESSERA_API tessera_error_t* tessera_session_options_set_shape(tessera_session_o
  * only at run time; not the scratch memory inside kernels and engines), as --max-memory. A run that would need
  * more fails with TESSERA_CODE_INVALID_ARGUMENT naming the need and the limit. 0 (the default): no limit. */
 TESSERA_API tessera_error_t* tessera_session_options_set_max_memory(tessera_session_options_t* opts, uint64_t bytes);
-/* Since 0.2. "NAME=D0,D1,..", as --shape (checked when the model is loaded);
- * a later pin of the same input wins. */
+/* Since 0.2. "NAME=D0,D1,..", as --shape (checked when the model is loaded).
+ * Since 0.3 a dim may be a range MIN..MAX, and specs of one input span every
+ * size they give (before, a later one replaced an earlier); the session then
+ * refuses input sizes outside the ranges. */
 TESSERA_API tessera_error_t* tessera_session_options_add_shape(tessera_session_options_t* opts, const char* spec);
 /* "OP_OR_NODE=BACKEND", as --place; may be given several times. */
 TESSERA_API tessera_error_t* tessera_session_options_add_place(tessera_session_options_t* opts, const char* rule);
