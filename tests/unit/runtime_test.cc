@@ -164,35 +164,37 @@ TEST(InferenceSession, RunsWithSymbolicBatchAndChecksInputs) {
   EXPECT_EQ(missing.status().code(), ErrorCode::kInvalidInput);
 }
 
-TEST(InferenceSession, ConcurrentRunsFromManyThreadsAreCorrect) {
-  SessionOptions o;
-  o.num_threads = 2;
-  auto s = InferenceSession::Create(small_graph(), o);
-  ASSERT_TRUE(s.ok());
+// 8 threads, `runs` runs each of small_graph at batch batch_of(thread, run): the outputs that are wrong.
+int concurrent_run_errors(const InferenceSession& s, int runs, int64_t (*batch_of)(int, int)) {
   std::atomic<int> errors{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
-      for (int it = 0; it < 200; ++it) {
-        int64_t batch = 1 + (t + it) % 4;
-        Tensor x(DType::kFloat32, {batch, 3});
-        for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(t * 100 + it + i);
-        auto out = (*s)->run(std::vector<Tensor>{x});
-        if (!out.ok()) {
+      for (int it = 0; it < runs; ++it) {
+        Tensor x(DType::kFloat32, {batch_of(t, it), 3});
+        for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>((t + it + i) % 7) - 3.f;
+        auto out = s.run(std::vector<Tensor>{x});
+        if (!out.ok() || (*out)[0].dims() != x.dims()) {
           errors++;
           continue;
         }
-        const float* y = (*out)[0].data<float>();
         const float c[3] = {1.f, -2.f, 3.f};
         for (int64_t i = 0; i < x.numel(); ++i) {
-          float want = std::max(0.f, x.data<float>()[i] + c[i % 3]);
-          if (y[i] != want) errors++;
+          if ((*out)[0].data<float>()[i] != std::max(0.f, x.data<float>()[i] + c[i % 3])) errors++;
         }
       }
     });
   }
   for (auto& th : threads) th.join();
-  EXPECT_EQ(errors.load(), 0);
+  return errors.load();
+}
+
+TEST(InferenceSession, ConcurrentRunsFromManyThreadsAreCorrect) {
+  SessionOptions o;
+  o.num_threads = 2;
+  auto s = InferenceSession::Create(small_graph(), o);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(concurrent_run_errors(**s, 200, [](int t, int it) -> int64_t { return 1 + (t + it) % 4; }), 0);
 }
 
 // Plans are kept per input shape, least recently used evicted first: a stream of many shapes keeps memory bounded,
@@ -242,28 +244,7 @@ TEST(InferenceSession, ConcurrentRunsOfManyShapesAreCorrect) {
   o.num_threads = 2;
   auto s = InferenceSession::Create(small_graph(), o);
   ASSERT_TRUE(s.ok());
-  std::atomic<int> errors{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&, t] {
-      for (int it = 0; it < 100; ++it) {
-        const int64_t batch = 1 + (t * 37 + it * 11) % 90;
-        Tensor x(DType::kFloat32, {batch, 3});
-        for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>((t + it + i) % 7) - 3.f;
-        auto out = (*s)->run(std::vector<Tensor>{x});
-        if (!out.ok() || (*out)[0].dims() != x.dims()) {
-          errors++;
-          continue;
-        }
-        const float c[3] = {1.f, -2.f, 3.f};
-        for (int64_t i = 0; i < x.numel(); ++i) {
-          if ((*out)[0].data<float>()[i] != std::max(0.f, x.data<float>()[i] + c[i % 3])) errors++;
-        }
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(concurrent_run_errors(**s, 100, [](int t, int it) -> int64_t { return 1 + (t * 37 + it * 11) % 90; }), 0);
   EXPECT_LE((*s)->cached_plan_shapes().size(), 16u);
 }
 
