@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include <cmath>
@@ -212,3 +213,23 @@ TEST(Gemm, BetaZeroIgnoresNaNInOutput) {
 
 }  // namespace
 }  // namespace tessera::kernels
+
+// Constants packed the same way share one packed copy (the plans of one session for its input shapes); other values,
+// even at the same address, get their own.
+TEST(Gemm, PackedConstantsAreSharedWhileHeldAndNeverStale) {
+  std::vector<float> w(96 * 80);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 13) - 6.f;
+  using tessera::kernels::PackedMatrix;
+  PackedMatrix a = PackedMatrix::PackConstantB(w.data(), 80, false, 96, 80);
+  PackedMatrix b = PackedMatrix::PackConstantB(w.data(), 80, false, 96, 80);
+  EXPECT_EQ(a.data(), b.data());
+  EXPECT_NE(PackedMatrix::PackConstantB(w.data(), 80, true, 80, 96).data(), a.data());  // another layout
+  EXPECT_NE(PackedMatrix::PackConstantA(w.data(), 80, false, 96, 80).data(), a.data());  // another side
+  const PackedMatrix plain = PackedMatrix::PackB(w.data(), 80, false, 96, 80);
+  w[5] += 1.f;  // new values at the same address: packed anew, and right
+  PackedMatrix c = PackedMatrix::PackConstantB(w.data(), 80, false, 96, 80);
+  EXPECT_NE(c.data(), a.data());
+  const PackedMatrix fresh = PackedMatrix::PackB(w.data(), 80, false, 96, 80);
+  EXPECT_EQ(std::memcmp(c.data(), fresh.data(), c.bytes()), 0);
+  EXPECT_NE(std::memcmp(c.data(), plain.data(), c.bytes()), 0);
+}

@@ -4,6 +4,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
 
 #include "ops/kernels/gemm_isa.h"
 #include "util/cpu_isa.h"
@@ -32,6 +36,88 @@ PackedMatrix PackedMatrix::Make(Side side, int64_t rows, int64_t cols, int64_t p
 
 size_t PackedMatrix::bytes() const {
   return static_cast<size_t>(padded_) * static_cast<size_t>(side_ == Side::kA ? cols_ : rows_) * sizeof(float);
+}
+
+namespace {
+
+// Packed constants by what they were packed from: the source's address and layout, and a hash of the values (so a
+// new constant at a freed one's address is never mistaken for it). An entry only refers to the packed data.
+struct PackKey {
+  PackedMatrix::Side side;
+  const float* src;
+  int64_t ld, rows, cols;  // the source's layout: op(src) is rows x cols
+  bool trans;
+  uint64_t hash;
+  auto tie() const { return std::tie(side, src, ld, rows, cols, trans, hash); }
+  bool operator<(const PackKey& o) const { return tie() < o.tie(); }
+};
+
+struct PackCache {
+  std::mutex mu;
+  std::map<PackKey, std::pair<int64_t, std::weak_ptr<float>>> entries;  // padded size, data
+  size_t sweep_at = 64;
+};
+
+PackCache& pack_cache() {
+  static PackCache* c = new PackCache();  // never destroyed: kernels may release packed data at exit
+  return *c;
+}
+
+// The bytes op(src) reads: `lines` lines of `len` floats, `ld` apart.
+uint64_t hash_span(const float* src, int64_t ld, int64_t lines, int64_t len) {
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  for (int64_t l = 0; l < lines; ++l) {
+    const unsigned char* p = reinterpret_cast<const unsigned char*>(src + l * ld);
+    const size_t bytes = static_cast<size_t>(len) * sizeof(float);
+    size_t i = 0;
+    for (; i + 8 <= bytes; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, p + i, 8);
+      h = (h ^ w) * 0x100000001b3ull;
+      h ^= h >> 29;
+    }
+    for (; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  }
+  return h;
+}
+
+template <class Pack>
+PackedMatrix pack_shared(PackKey key, int64_t lines, int64_t len, Pack pack) {
+  key.hash = hash_span(key.src, key.ld, lines, len);
+  PackCache& c = pack_cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.entries.find(key);
+    if (it != c.entries.end()) {
+      if (std::shared_ptr<float> data = it->second.second.lock()) {
+        return PackedMatrix::Make(key.side, key.rows, key.cols, it->second.first, std::move(data));
+      }
+    }
+  }
+  PackedMatrix pm = pack();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.entries.size() >= c.sweep_at) {  // drop the entries whose data every kernel has released
+    for (auto it = c.entries.begin(); it != c.entries.end();) {
+      it = it->second.second.expired() ? c.entries.erase(it) : std::next(it);
+    }
+    c.sweep_at = std::max<size_t>(64, 2 * c.entries.size());
+  }
+  c.entries[key] = {pm.padded(), pm.shared_data()};
+  return pm;
+}
+
+}  // namespace
+
+PackedMatrix PackedMatrix::PackConstantA(const float* a, int64_t lda, bool trans, int64_t m, int64_t k) {
+  // op(A) = A is m lines of k; A^T comes from k lines of m.
+  return pack_shared(PackKey{Side::kA, a, lda, m, k, trans, 0}, trans ? k : m, trans ? m : k,
+                     [&] { return PackA(a, lda, trans, m, k); });
+}
+
+PackedMatrix PackedMatrix::PackConstantB(const float* b, int64_t ldb, bool trans, int64_t k, int64_t n) {
+  // op(B) = B is k lines of n; B^T comes from n lines of k.
+  return pack_shared(PackKey{Side::kB, b, ldb, k, n, trans, 0}, trans ? n : k, trans ? k : n,
+                     [&] { return PackB(b, ldb, trans, k, n); });
 }
 
 PackedMatrix PackedMatrix::PackA(const float* a, int64_t lda, bool trans, int64_t m, int64_t k) {

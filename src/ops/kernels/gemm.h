@@ -70,6 +70,10 @@ class PackedMatrix {
   static PackedMatrix PackA(const float* a, int64_t lda, bool trans, int64_t m, int64_t k);
   // op(B) is K x N; op(B) = B (K x N, row stride ldb) or B^T (B is N x K).
   static PackedMatrix PackB(const float* b, int64_t ldb, bool trans, int64_t k, int64_t n);
+  // The same for a model's constant (weights), shared: every kernel that packs the same values the same way (the
+  // plans one session builds for its input shapes) gets one copy, which lives while one of them holds it.
+  static PackedMatrix PackConstantA(const float* a, int64_t lda, bool trans, int64_t m, int64_t k);
+  static PackedMatrix PackConstantB(const float* b, int64_t ldb, bool trans, int64_t k, int64_t n);
 
   bool empty() const { return data_ == nullptr; }
   Side side() const { return side_; }
@@ -77,6 +81,7 @@ class PackedMatrix {
   int64_t cols() const { return cols_; }  // K for A, N for B
   int64_t padded() const { return padded_; }  // M or N rounded up to whole panels
   const float* data() const { return data_.get(); }
+  const std::shared_ptr<float>& shared_data() const { return data_; }
   size_t bytes() const;
   // For the packers of each instruction set (gemm_impl.inc).
   static PackedMatrix Make(Side side, int64_t rows, int64_t cols, int64_t padded, std::shared_ptr<float> data);
