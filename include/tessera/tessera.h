@@ -139,6 +139,11 @@ TESSERA_API tessera_error_t* tessera_session_options_set_shape(tessera_session_o
  * only at run time; not the scratch memory inside kernels and engines), as --max-memory. A run that would need
  * more fails with TESSERA_CODE_INVALID_ARGUMENT naming the need and the limit. 0 (the default): no limit. */
 TESSERA_API tessera_error_t* tessera_session_options_set_max_memory(tessera_session_options_t* opts, uint64_t bytes);
+/* Since 0.3. Whether a run at an input shape without a plan goes on at once on
+ * the shape-generic plan while its own is built in the background (1, the
+ * default), or builds it and waits (0). */
+TESSERA_API tessera_error_t* tessera_session_options_set_plan_in_background(tessera_session_options_t* opts,
+                                                                             int on);
 /* Since 0.2. "NAME=D0,D1,..", as --shape (checked when the model is loaded).
  * Since 0.3 a dim may be a range MIN..MAX, and specs of one input span every
  * size they give (before, a later one replaced an earlier); the session then
@@ -258,11 +263,16 @@ TESSERA_API tessera_error_t* tessera_session_random_inputs(const tessera_session
  * uses (inputs in graph order, n their count). */
 TESSERA_API tessera_error_t* tessera_session_arena_bytes(const tessera_session_t* session,
                                                          const tessera_value_t* const* inputs, size_t n, size_t* out);
-/* Since 0.3. How many execution plans the session has built: one for each
- * input shape it ran (again for a shape whose plan was evicted to keep at
- * most 16, and arenas within the memory limit). A run that builds a plan
- * waits for it; runs of other shapes do not. */
-TESSERA_API tessera_error_t* tessera_session_plans_built(const tessera_session_t* session, uint64_t* out);
+/* Since 0.3. What the session's plans per input shape have cost so far
+ * (each pointer may be NULL): `built`, the plans built (one per input shape
+ * run; again for a shape whose plan was evicted to keep at most 16, and
+ * arenas within the memory limit); `waited`, the runs that built the plan
+ * for their shape or waited for one being built; `generic`, the runs that
+ * went on at once on the session's shape-generic plan while the plan for
+ * their shape was built in the background (models with symbolic input
+ * dims; tessera_session_options_set_plan_in_background). */
+TESSERA_API tessera_error_t* tessera_session_plan_counts(const tessera_session_t* session, uint64_t* built,
+                                                         uint64_t* waited, uint64_t* generic);
 
 /* ---- running ------------------------------------------------------------------ */
 

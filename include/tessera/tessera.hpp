@@ -150,6 +150,7 @@ class SessionOptions : public detail::Handle<tessera_session_options_t, tessera_
   // Bytes one run may hold (--max-memory); 0: no limit.
   SessionOptions& MaxMemory(uint64_t bytes) { return apply(tessera_session_options_set_max_memory(p_, bytes)); }
   // "NAME=D0,D1,..", as --shape.
+  SessionOptions& PlanInBackground(bool on) { return apply(tessera_session_options_set_plan_in_background(p_, on)); }
   SessionOptions& AddShape(const std::string& spec) {
     return apply(tessera_session_options_add_shape(p_, spec.c_str()));
   }
@@ -326,11 +327,14 @@ class Session : public detail::Handle<tessera_session_t, tessera_session_release
     return r;
   }
   // Arena bytes of a run on inputs shaped like these (graph order).
-  // Execution plans built so far (tessera_session_plans_built).
-  uint64_t PlansBuilt() const {
-    uint64_t n = 0;
-    detail::check(tessera_session_plans_built(p_, &n));
-    return n;
+  // What plans per input shape have cost so far (tessera_session_plan_counts).
+  struct PlanCounts {
+    uint64_t built = 0, waited = 0, generic = 0;
+  };
+  PlanCounts Plans() const {
+    PlanCounts c;
+    detail::check(tessera_session_plan_counts(p_, &c.built, &c.waited, &c.generic));
+    return c;
   }
   size_t ArenaBytes(const std::vector<Value>& inputs) const {
     std::vector<const tessera_value_t*> raw;

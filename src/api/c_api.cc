@@ -182,6 +182,7 @@ struct tessera_env {
 
 struct tessera_session_options {
   api::CompileOptions compile;
+  bool plan_in_background = true;
   tessera_progress_fn progress = nullptr;
   void* progress_user = nullptr;
 };
@@ -270,6 +271,7 @@ tessera_error_t* create_session(const char* fn, tessera_env_t* env, api::ModelSo
   SessionOptions so;
   so.num_threads = o.threads;
   so.max_memory = o.max_memory;
+  so.plan_in_background = opts ? opts->plan_in_background : true;
   PartitionReport report;
   const std::string label = src.name();
   auto s = api::open_session(src, o, so, &report);
@@ -411,6 +413,13 @@ tessera_error_t* tessera_session_options_set_shape(tessera_session_options_t* op
 tessera_error_t* tessera_session_options_set_max_memory(tessera_session_options_t* opts, uint64_t bytes) {
   return set_option(__func__, opts, [&](const char*) -> tessera_error_t* {
     opts->compile.max_memory = static_cast<size_t>(std::min<uint64_t>(bytes, SIZE_MAX));
+    return nullptr;
+  });
+}
+
+tessera_error_t* tessera_session_options_set_plan_in_background(tessera_session_options_t* opts, int on) {
+  return set_option(__func__, opts, [&](const char*) -> tessera_error_t* {
+    opts->plan_in_background = on != 0;
     return nullptr;
   });
 }
@@ -640,12 +649,13 @@ tessera_error_t* tessera_session_arena_bytes(const tessera_session_t* session, c
   });
 }
 
-tessera_error_t* tessera_session_plans_built(const tessera_session_t* session, uint64_t* out) {
-  return guarded("tessera_session_plans_built", [&]() -> tessera_error_t* {
-    static constexpr const char* kFn = "tessera_session_plans_built";
-    if (!session) return invalid(kFn, "session is NULL");
-    if (!out) return invalid(kFn, "out is NULL");
-    *out = session->session->plans_built();
+tessera_error_t* tessera_session_plan_counts(const tessera_session_t* session, uint64_t* built, uint64_t* waited,
+                                             uint64_t* generic) {
+  return guarded("tessera_session_plan_counts", [&]() -> tessera_error_t* {
+    if (!session) return invalid("tessera_session_plan_counts", "session is NULL");
+    if (built) *built = session->session->plans_built();
+    if (waited) *waited = session->session->runs_waited();
+    if (generic) *generic = session->session->runs_generic();
     return nullptr;
   });
 }

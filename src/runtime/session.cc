@@ -16,7 +16,14 @@ std::string sig_str(DType dt, const Shape& s) { return std::string(dtype_name(dt
 
 }  // namespace
 
-InferenceSession::~InferenceSession() = default;
+InferenceSession::~InferenceSession() {
+  {
+    std::lock_guard<std::mutex> lock(bg_mu_);
+    bg_stop_ = true;
+  }
+  bg_cv_.notify_all();
+  if (bg_thread_.joinable()) bg_thread_.join();  // a plan being built is finished first
+}
 
 namespace {
 int thread_count(const SessionOptions& opts) {
@@ -119,6 +126,12 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique
   if (all_static) {
     auto plan = s->plan_for(dims);
     if (!plan.ok()) return plan.status();
+  } else if (s->opts_.plan_in_background) {
+    // One plan for every shape: each step's shapes inferred and its tensors allocated as it runs, nothing fused. New
+    // shapes run on it while their own plans are built. A model it cannot serve plans each shape in the run's path.
+    PlanOptions po{s->optimize_, /*fuse=*/false, s->opts_.max_memory};
+    auto generic = ExecutionPlan::Build(s->graph_, s->pool_.get(), s->engines_.get(), po);
+    if (generic.ok()) s->generic_ = std::move(*generic);
   }
   return s;
 }
@@ -158,11 +171,30 @@ Status InferenceSession::check_inputs(const std::vector<Tensor>& inputs) const {
   return Status::Ok();
 }
 
-Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const std::vector<Dims>& dims) const {
+Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const std::vector<Dims>& dims,
+                                                                         bool for_run) const {
   std::shared_ptr<PlanSlot> slot;
   bool build = false;
   {
     std::lock_guard<std::mutex> lock(plans_mu_);
+    auto it = plans_.find(dims);
+    if (it != plans_.end() && it->second->built) {
+      it->second->last_used = ++plan_clock_;
+      return it->second->plan.get();
+    }
+    if (for_run && generic_) {
+      // Run now on the generic plan; the shape's own plan comes from the background (unless the queue is full).
+      runs_generic_.fetch_add(1, std::memory_order_relaxed);
+      if (it != plans_.end()) {
+        it->second->last_used = ++plan_clock_;
+      } else if (queue_background_plan(dims)) {
+        auto e = std::make_shared<PlanSlot>();
+        e->plan = e->promise.get_future().share();
+        e->last_used = ++plan_clock_;
+        plans_.emplace(dims, std::move(e));
+      }
+      return generic_;
+    }
     std::shared_ptr<PlanSlot>& e = plans_[dims];
     if (!e) {
       e = std::make_shared<PlanSlot>();
@@ -172,29 +204,73 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const 
     e->last_used = ++plan_clock_;
     slot = e;
   }
-  if (build) {
-    plans_built_.fetch_add(1, std::memory_order_relaxed);
-    Expected<std::shared_ptr<const ExecutionPlan>> built = InternalError("planning stopped");
-    try {
-      built = build_plan(dims);
-    } catch (...) {  // out of memory while planning: the runs waiting for this plan get it too
-      slot->promise.set_exception(std::current_exception());
-      std::lock_guard<std::mutex> lock(plans_mu_);
-      plans_.erase(dims);
-      throw;
-    }
-    slot->promise.set_value(built);
-    std::lock_guard<std::mutex> lock(plans_mu_);
-    auto it = plans_.find(dims);
-    if (!built.ok()) {
-      if (it != plans_.end() && it->second == slot) plans_.erase(it);  // the next run tries again
-    } else {
-      slot->built = true;
-      slot->bytes = (*built)->stats().arena_bytes;
-      evict_plans_locked();
-    }
-  }
+  if (for_run) runs_waited_.fetch_add(1, std::memory_order_relaxed);
+  if (build) finish_plan(slot, dims, /*rethrow=*/true);
   return slot->plan.get();
+}
+
+void InferenceSession::finish_plan(const std::shared_ptr<PlanSlot>& slot, const std::vector<Dims>& dims,
+                                   bool rethrow) const {
+  plans_built_.fetch_add(1, std::memory_order_relaxed);
+  Expected<std::shared_ptr<const ExecutionPlan>> built = InternalError("planning stopped");
+  try {
+    built = build_plan(dims);
+  } catch (...) {  // out of memory while planning: the runs waiting for this plan get it too
+    slot->promise.set_exception(std::current_exception());
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    if (auto it = plans_.find(dims); it != plans_.end() && it->second == slot) plans_.erase(it);
+    if (rethrow) throw;
+    return;
+  }
+  slot->promise.set_value(built);
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  auto it = plans_.find(dims);
+  if (!built.ok()) {
+    if (it != plans_.end() && it->second == slot) plans_.erase(it);  // the next run tries again
+  } else {
+    slot->built = true;
+    slot->bytes = (*built)->stats().arena_bytes;
+    evict_plans_locked();
+  }
+}
+
+bool InferenceSession::queue_background_plan(const std::vector<Dims>& dims) const {
+  std::lock_guard<std::mutex> lock(bg_mu_);
+  if (bg_stop_ || bg_queue_.size() >= kMaxPlans) return false;  // a burst of new shapes: they run generic
+  bg_queue_.push_back(dims);
+  if (!bg_thread_.joinable()) bg_thread_ = std::thread([this] { background_planner(); });
+  bg_cv_.notify_all();
+  return true;
+}
+
+void InferenceSession::background_planner() const {
+  for (;;) {
+    std::vector<Dims> dims;
+    {
+      std::unique_lock<std::mutex> lock(bg_mu_);
+      bg_cv_.wait(lock, [&] { return bg_stop_ || !bg_queue_.empty(); });
+      if (bg_stop_) return;
+      dims = std::move(bg_queue_.front());
+      bg_queue_.pop_front();
+      ++bg_busy_;
+    }
+    std::shared_ptr<PlanSlot> slot;
+    {
+      std::lock_guard<std::mutex> lock(plans_mu_);
+      if (auto it = plans_.find(dims); it != plans_.end() && !it->second->built) slot = it->second;
+    }
+    if (slot) finish_plan(slot, dims, /*rethrow=*/false);
+    {
+      std::lock_guard<std::mutex> lock(bg_mu_);
+      --bg_busy_;
+    }
+    bg_cv_.notify_all();
+  }
+}
+
+void InferenceSession::wait_for_background_plans() const {
+  std::unique_lock<std::mutex> lock(bg_mu_);
+  bg_cv_.wait(lock, [&] { return bg_queue_.empty() && bg_busy_ == 0; });
 }
 
 void InferenceSession::evict_plans_locked() const {
@@ -256,7 +332,7 @@ Expected<std::vector<Tensor>> InferenceSession::run(const std::vector<Tensor>& i
   dims.reserve(inputs.size());
   for (const auto& t : inputs) dims.push_back(t.dims());
   std::shared_ptr<const ExecutionPlan> plan;
-  TSR_ASSIGN_OR_RETURN(plan, plan_for(dims));
+  TSR_ASSIGN_OR_RETURN(plan, plan_for(dims, /*for_run=*/true));
   return plan->run(inputs, ro);
 }
 

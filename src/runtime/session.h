@@ -13,7 +13,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <future>
+#include <thread>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -48,6 +51,11 @@ struct SessionOptions {
   // The memory limit of every run (PlanOptions::max_memory): a run that would hold more fails with
   // ErrorCode::kInvalidInput naming the need and the limit. 0: no limit.
   size_t max_memory = 0;
+  // A model with symbolic input dims: a run at an input shape that has no plan yet runs at once on the session's
+  // shape-generic plan (each step's shapes inferred and tensors allocated as it runs, nothing fused) while the plan
+  // for its shape is built on a background thread; later runs at that shape use it. false: the run builds the plan
+  // for its shape and waits for it (runs of other shapes go on meanwhile either way).
+  bool plan_in_background = true;
   // Per input name, one range per dim: the sizes the model was compiled for. A run with a size outside its range
   // fails with ErrorCode::kInvalidInput naming the input, the dim and the range. Inputs not named here take any
   // size their shape allows.
@@ -134,15 +142,28 @@ class InferenceSession {
   Expected<RunStats> stats(const std::vector<Dims>& input_dims) const;
   // Plans built so far: one per input shape run, again for one whose plan was evicted.
   uint64_t plans_built() const { return plans_built_.load(std::memory_order_relaxed); }
+  // Runs that built the plan for their shape or waited for one being built; runs that went on the generic plan
+  // meanwhile (SessionOptions::plan_in_background).
+  uint64_t runs_waited() const { return runs_waited_.load(std::memory_order_relaxed); }
+  uint64_t runs_generic() const { return runs_generic_.load(std::memory_order_relaxed); }
+  // Blocks until the plans queued for the background are built.
+  void wait_for_background_plans() const;
   // The input dims that have a plan now, most recently used first (bounded: the least recently used are evicted).
   std::vector<std::vector<Dims>> cached_plan_shapes() const;
 
  private:
   InferenceSession() = default;
   Status check_inputs(const std::vector<Tensor>& inputs) const;
-  Expected<std::shared_ptr<const ExecutionPlan>> plan_for(const std::vector<Dims>& dims) const;
+  // The plan for `dims`. For a run (`for_run`), the generic plan while that one is built in the background, and the
+  // run counted in runs_waited() when it builds or waits.
+  Expected<std::shared_ptr<const ExecutionPlan>> plan_for(const std::vector<Dims>& dims, bool for_run = false) const;
   Expected<std::shared_ptr<const ExecutionPlan>> build_plan(const std::vector<Dims>& dims) const;
+  struct PlanSlot;
+  // Builds `slot`'s plan and fulfils it (rethrowing an exception from building when `rethrow`).
+  void finish_plan(const std::shared_ptr<PlanSlot>& slot, const std::vector<Dims>& dims, bool rethrow) const;
   void evict_plans_locked() const;
+  bool queue_background_plan(const std::vector<Dims>& dims) const;  // false when the queue is full
+  void background_planner() const;
 
   static Expected<std::unique_ptr<InferenceSession>> Finish(std::unique_ptr<InferenceSession> s, Graph graph);
 
@@ -167,7 +188,15 @@ class InferenceSession {
   mutable std::mutex plans_mu_;
   mutable std::map<std::vector<Dims>, std::shared_ptr<PlanSlot>> plans_;
   mutable uint64_t plan_clock_ = 0;
-  mutable std::atomic<uint64_t> plans_built_{0};
+  mutable std::atomic<uint64_t> plans_built_{0}, runs_waited_{0}, runs_generic_{0};
+  std::shared_ptr<const ExecutionPlan> generic_;  // null unless plan_in_background and some input dim is symbolic
+  // The background planner: one thread, started by the first plan queued, joined by the destructor.
+  mutable std::mutex bg_mu_;
+  mutable std::condition_variable bg_cv_;
+  mutable std::deque<std::vector<Dims>> bg_queue_;
+  mutable int bg_busy_ = 0;
+  mutable bool bg_stop_ = false;
+  mutable std::thread bg_thread_;
 };
 
 }  // namespace tessera

@@ -373,12 +373,15 @@ TEST(CApi, FilesComparisonsProfilesAndReports) {
   int threads = 0;
   ASSERT_OK(tessera_session_threads(n.s.s, &threads));
   EXPECT_GE(threads, 1);
-  // 0.3: plans built. The model's one static shape was planned when the session was made; running it plans nothing.
-  uint64_t plans = 0;
-  ASSERT_OK(tessera_session_plans_built(n.s.s, &plans));
-  EXPECT_EQ(plans, 1u);
-  EXPECT_EQ(code_of(tessera_session_plans_built(nullptr, &plans)), TESSERA_CODE_INVALID_ARGUMENT);
-  EXPECT_EQ(code_of(tessera_session_plans_built(n.s.s, nullptr)), TESSERA_CODE_INVALID_ARGUMENT);
+  // 0.3: plan counts. The model's one static shape was planned when the session was made (no run waited for it).
+  uint64_t built = 0, waited = 7, generic = 7;
+  ASSERT_OK(tessera_session_plan_counts(n.s.s, &built, &waited, &generic));
+  EXPECT_EQ(built, 1u);
+  EXPECT_EQ(waited, 0u);
+  EXPECT_EQ(generic, 0u);
+  ASSERT_OK(tessera_session_plan_counts(n.s.s, nullptr, nullptr, nullptr));
+  EXPECT_EQ(code_of(tessera_session_plan_counts(nullptr, &built, nullptr, nullptr)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_session_options_set_plan_in_background(nullptr, 0)), TESSERA_CODE_INVALID_ARGUMENT);
   size_t engines = 99;
   ASSERT_OK(tessera_session_engine_count(n.s.s, &engines));
   EXPECT_EQ(engines, 0u);  // native

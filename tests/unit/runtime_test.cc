@@ -200,7 +200,9 @@ TEST(InferenceSession, ConcurrentRunsFromManyThreadsAreCorrect) {
 // Plans are kept per input shape, least recently used evicted first: a stream of many shapes keeps memory bounded,
 // and the shapes in use stay planned.
 TEST(InferenceSession, PlanCacheEvictsTheLeastRecentlyUsedShape) {
-  auto s = InferenceSession::Create(small_graph());
+  SessionOptions o;
+  o.plan_in_background = false;  // each run plans its shape
+  auto s = InferenceSession::Create(small_graph(), o);
   ASSERT_TRUE(s.ok());
   auto run_batch = [&](int64_t b) { return (*s)->run(std::vector<Tensor>{Tensor(DType::kFloat32, {b, 3})}).ok(); };
   for (int64_t b = 1; b <= 16; ++b) ASSERT_TRUE(run_batch(b));
@@ -217,11 +219,33 @@ TEST(InferenceSession, PlanCacheEvictsTheLeastRecentlyUsedShape) {
   EXPECT_EQ(std::count(cached.begin(), cached.end(), std::vector<Dims>{{3, 3}}), 1);
   ASSERT_TRUE(run_batch(2));  // planned again
   EXPECT_EQ((*s)->plans_built(), 18u);
+  EXPECT_EQ((*s)->runs_waited(), 18u);
+  EXPECT_EQ((*s)->runs_generic(), 0u);
+}
+
+// By default a run at a new shape goes on at once on the generic plan while its own is built in the background;
+// once built, runs at that shape use it. No run waits.
+TEST(InferenceSession, NewShapesRunOnTheGenericPlanWhileTheirsIsBuilt) {
+  auto s = InferenceSession::Create(small_graph());
+  ASSERT_TRUE(s.ok());
+  Tensor x = Tensor::FromVector<float>({0.f, 0.f, 0.f, -5.f, 5.f, -5.f}, {2, 3});
+  const std::vector<float> want = {1, 0, 3, 0, 3, 0};
+  for (int round = 0; round < 2; ++round) {
+    auto out = (*s)->run(std::vector<Tensor>{x});
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    EXPECT_EQ(std::vector<float>((*out)[0].data<float>(), (*out)[0].data<float>() + 6), want);
+    (*s)->wait_for_background_plans();
+    EXPECT_EQ((*s)->plans_built(), 1u);
+    EXPECT_EQ((*s)->cached_plan_shapes(), (std::vector<std::vector<Dims>>{{{2, 3}}}));
+  }
+  EXPECT_EQ((*s)->runs_generic(), 1u);  // the first run; the second used the shape's plan
+  EXPECT_EQ((*s)->runs_waited(), 0u);
 }
 
 // With a memory limit, the plans kept hold arenas within it.
 TEST(InferenceSession, PlanCacheKeepsArenasWithinTheMemoryLimit) {
   SessionOptions o;
+  o.plan_in_background = false;
   o.fuse = false;  // Add's output then lives in the arena: 12 bytes per batch row
   o.max_memory = 3 * 12 * 1000;
   auto s = InferenceSession::Create(small_graph(), o);
