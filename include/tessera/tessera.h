@@ -140,8 +140,8 @@ TESSERA_API tessera_error_t* tessera_session_options_set_shape(tessera_session_o
  * more fails with TESSERA_CODE_INVALID_ARGUMENT naming the need and the limit. 0 (the default): no limit. */
 TESSERA_API tessera_error_t* tessera_session_options_set_max_memory(tessera_session_options_t* opts, uint64_t bytes);
 /* Since 0.3. Whether a run at an input shape without a plan goes on at once on
- * the shape-generic plan while its own is built in the background (1, the
- * default), or builds it and waits (0). */
+ * the shape-generic plan, a shape seen twice getting its own plan from a
+ * background thread (1, the default), or builds that plan and waits (0). */
 TESSERA_API tessera_error_t* tessera_session_options_set_plan_in_background(tessera_session_options_t* opts,
                                                                              int on);
 /* Since 0.2. "NAME=D0,D1,..", as --shape (checked when the model is loaded).
@@ -268,9 +268,9 @@ TESSERA_API tessera_error_t* tessera_session_arena_bytes(const tessera_session_t
  * run; again for a shape whose plan was evicted to keep at most 16, and
  * arenas within the memory limit); `waited`, the runs that built the plan
  * for their shape or waited for one being built; `generic`, the runs that
- * went on at once on the session's shape-generic plan while the plan for
- * their shape was built in the background (models with symbolic input
- * dims; tessera_session_options_set_plan_in_background). */
+ * went on at once on the session's shape-generic plan, at a shape without a
+ * plan of its own (models with symbolic input dims: a shape seen a second
+ * time is planned in the background; tessera_session_options_set_plan_in_background). */
 TESSERA_API tessera_error_t* tessera_session_plan_counts(const tessera_session_t* session, uint64_t* built,
                                                          uint64_t* waited, uint64_t* generic);
 

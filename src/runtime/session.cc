@@ -183,10 +183,13 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const 
       return it->second->plan.get();
     }
     if (for_run && generic_) {
-      // Run now on the generic plan; the shape's own plan comes from the background (unless the queue is full).
+      // Run now on the generic plan. A shape seen for the second time gets its own plan from the background (unless
+      // the queue is full): a stream of shapes that never repeat builds nothing, and leaves the cores to the runs.
       runs_generic_.fetch_add(1, std::memory_order_relaxed);
       if (it != plans_.end()) {
         it->second->last_used = ++plan_clock_;
+      } else if (!seen_once(dims)) {
+        // first sight: remembered
       } else if (queue_background_plan(dims)) {
         auto e = std::make_shared<PlanSlot>();
         e->plan = e->promise.get_future().share();
@@ -232,6 +235,17 @@ void InferenceSession::finish_plan(const std::shared_ptr<PlanSlot>& slot, const 
     slot->bytes = (*built)->stats().arena_bytes;
     evict_plans_locked();
   }
+}
+
+bool InferenceSession::seen_once(const std::vector<Dims>& dims) const {
+  if (seen_.erase(dims)) return true;
+  seen_.insert(dims);
+  seen_order_.push_back(dims);
+  while (seen_order_.size() > kMaxSeen) {  // forget the oldest (those already erased are skipped as gone)
+    seen_.erase(seen_order_.front());
+    seen_order_.pop_front();
+  }
+  return false;
 }
 
 bool InferenceSession::queue_background_plan(const std::vector<Dims>& dims) const {

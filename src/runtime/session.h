@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,9 +53,9 @@ struct SessionOptions {
   // ErrorCode::kInvalidInput naming the need and the limit. 0: no limit.
   size_t max_memory = 0;
   // A model with symbolic input dims: a run at an input shape that has no plan yet runs at once on the session's
-  // shape-generic plan (each step's shapes inferred and tensors allocated as it runs, nothing fused) while the plan
-  // for its shape is built on a background thread; later runs at that shape use it. false: the run builds the plan
-  // for its shape and waits for it (runs of other shapes go on meanwhile either way).
+  // shape-generic plan (each step's shapes inferred and tensors allocated as it runs, nothing fused); a shape seen a
+  // second time gets its own plan from a background thread, which later runs at that shape use. false: the run
+  // builds the plan for its shape and waits for it (runs of other shapes go on meanwhile either way).
   bool plan_in_background = true;
   // Per input name, one range per dim: the sizes the model was compiled for. A run with a size outside its range
   // fails with ErrorCode::kInvalidInput naming the input, the dim and the range. Inputs not named here take any
@@ -163,6 +164,8 @@ class InferenceSession {
   void finish_plan(const std::shared_ptr<PlanSlot>& slot, const std::vector<Dims>& dims, bool rethrow) const;
   void evict_plans_locked() const;
   bool queue_background_plan(const std::vector<Dims>& dims) const;  // false when the queue is full
+  // Under plans_mu_: true when `dims` was seen once before (and forgets it), else remembers it.
+  bool seen_once(const std::vector<Dims>& dims) const;
   void background_planner() const;
 
   static Expected<std::unique_ptr<InferenceSession>> Finish(std::unique_ptr<InferenceSession> s, Graph graph);
@@ -190,6 +193,10 @@ class InferenceSession {
   mutable uint64_t plan_clock_ = 0;
   mutable std::atomic<uint64_t> plans_built_{0}, runs_waited_{0}, runs_generic_{0};
   std::shared_ptr<const ExecutionPlan> generic_;  // null unless plan_in_background and some input dim is symbolic
+  // Shapes run once on the generic plan without a plan of their own (the last kMaxSeen).
+  static constexpr size_t kMaxSeen = 256;
+  mutable std::set<std::vector<Dims>> seen_;
+  mutable std::deque<std::vector<Dims>> seen_order_;
   // The background planner: one thread, started by the first plan queued, joined by the destructor.
   mutable std::mutex bg_mu_;
   mutable std::condition_variable bg_cv_;

@@ -243,7 +243,7 @@ std::vector<ShapeRequest> read_shape_stream(const std::string& path, const std::
 
 // bench --shapes-from: replays the stream once (after --warmup requests of it) and reports latency percentiles over
 // every request, how many waited for a plan of their shape (a shape new to the session, or one evicted) and how many
-// ran on the generic plan while theirs was built.
+// ran on the shape-generic plan (a shape without a plan of its own: seen once, or being planned in the background).
 int bench_shape_stream(const Args& a, Session& s, double load_ms) {
   const std::vector<IoInfo> ins = s.Inputs();
   const std::vector<ShapeRequest> stream = read_shape_stream(a.opts.at("--shapes-from"), ins);
@@ -308,8 +308,8 @@ int bench_shape_stream(const Args& a, Session& s, double load_ms) {
         static_cast<double>(ms.size()) / total_s, s.Threads(), load_ms);
   } else {
     std::printf("%s: %zu requests over %zu shapes: p50 %.3f ms, p99 %.3f ms, max %.3f ms, mean %.3f ms, %.1f requests/s "
-                "(%d threads, loaded in %.1f ms); %llu waited for a plan of their shape, %llu ran on the generic plan "
-                "while theirs was built, %llu plans built\n",
+                "(%d threads, loaded in %.1f ms); %llu waited for a plan of their shape, %llu ran on the shape-generic "
+                "plan, %llu plans built in the background\n",
                 a.positional[0].c_str(), ms.size(), seen.size(), pct(50), pct(99), sorted.back(), mean,
                 static_cast<double>(ms.size()) / total_s, s.Threads(), load_ms, waited, generic, built);
   }
