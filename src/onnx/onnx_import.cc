@@ -54,7 +54,7 @@ Status check_fixed_arity(const Node& n, int lo, int hi) {
 }
 
 // The input and output counts ONNX's schema allows the node at `opset` (Debian's onnx knows schemas up to opset 17:
-// past it, only the minimums are checked, since later opsets add optional inputs). Kernels, engines and shape
+// past it, the opset-17 schema's counts, with the inputs later opsets added). Kernels, engines and shape
 // inference index inputs and outputs by position, so a node with fewer than its op's required ones is refused here.
 Status check_arity(const Node& n, int64_t opset) {
   if (n.domain == "com.microsoft") {  // the contrib ops that run as they are (the others are lowered on import)
@@ -89,14 +89,24 @@ Status check_arity(const Node& n, int64_t opset) {
                           "') is required but not given");
     }
   }
-  // "has 0 inputs; opset 13 allows 2 to 3" when `have` is outside [lo, hi] (hi checked up to kSchemaOpset only).
+  // "has 0 inputs; opset 13 allows 2 to 3" when `have` is outside [lo, hi].
   auto count = [&](const char* what, int have, int lo, int hi) -> Status {
-    if (have >= lo && (opset > kSchemaOpset || have <= hi)) return Status::Ok();
+    if (have >= lo && have <= hi) return Status::Ok();
     return InvalidModel(n.describe() + ": has " + std::to_string(have) + " " + what + "; opset " +
                         std::to_string(opset) + " allows " + std::to_string(lo) +
                         (hi == lo ? "" : hi > 1000 ? " or more" : " to " + std::to_string(hi)));
   };
-  TSR_RETURN_IF_ERROR(count("inputs", ins, schema->min_input(), schema->max_input()));
+  // Past kSchemaOpset, the ops whose later versions take more inputs than their opset-17 schema (no op gained outputs
+  // in opsets 18-21).
+  static const std::map<std::string, int> kMoreInputsLater = {
+      {"ReduceL1", 2},      {"ReduceL2", 2},  {"ReduceLogSum", 2}, {"ReduceLogSumExp", 2}, {"ReduceMax", 2},
+      {"ReduceMean", 2},    {"ReduceMin", 2}, {"ReduceProd", 2},   {"ReduceSumSquare", 2}, {"Pad", 4},
+      {"DFT", 3}};
+  int max_in = schema->max_input();
+  if (opset > kSchemaOpset) {
+    if (auto it = kMoreInputsLater.find(n.op_type); it != kMoreInputsLater.end()) max_in = std::max(max_in, it->second);
+  }
+  TSR_RETURN_IF_ERROR(count("inputs", ins, schema->min_input(), max_in));
   TSR_RETURN_IF_ERROR(count("outputs", outs, schema->min_output(), schema->max_output()));
   return Status::Ok();
 }
