@@ -38,6 +38,9 @@ struct PlanOptions {
   // Bytes one run of a plan may hold: its arena, the outputs it makes and the tensors of steps whose shapes are
   // known only at run time (scratch memory inside kernels and engines is not counted). 0: no limit.
   size_t max_memory = 0;
+  // Every step's output shapes inferred as it runs, from its inputs then (no arena). For a plan that serves any
+  // input shape: what shape inference says of a value from symbolic input dims need not hold for every size.
+  bool shapes_at_run_time = false;
 };
 
 // Shape inference (and, with opts.optimize, the optimisation pipeline), then

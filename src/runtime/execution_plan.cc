@@ -51,7 +51,7 @@ Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPoo
     s.name = name;
     if (const ValueInfo* vi = graph.info(name)) {
       s.dtype = vi->dtype;
-      if (vi->shape.fully_known() && vi->dtype != DType::kUndefined) {
+      if (!opts.shapes_at_run_time && vi->shape.fully_known() && vi->dtype != DType::kUndefined) {
         s.dims = vi->shape.concrete();
         s.kind = Slot::Kind::kArena;
       }
@@ -134,6 +134,9 @@ Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPoo
       const Slot& slot = plan->slots_[static_cast<size_t>(s)];
       const ValueInfo* vi = graph.info(slot.name);
       init.in_info.push_back(vi ? *vi : ValueInfo{slot.dtype, Shape::FromDims(slot.dims)});
+      if (opts.shapes_at_run_time && slot.kind != Slot::Kind::kConstant && init.in_info.back().shape.rank_known) {
+        init.in_info.back().shape = Shape::Unknown(init.in_info.back().shape.rank());  // sizes known at run time
+      }
       init.const_inputs.push_back(slot.kind == Slot::Kind::kConstant ? &slot.constant : nullptr);
     }
     auto kernel = make_kernel(*st.schema, init, engines);

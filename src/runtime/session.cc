@@ -129,7 +129,7 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique
   } else if (s->opts_.plan_in_background) {
     // One plan for every shape: each step's shapes inferred and its tensors allocated as it runs, nothing fused. New
     // shapes run on it while their own plans are built. A model it cannot serve plans each shape in the run's path.
-    PlanOptions po{s->optimize_, /*fuse=*/false, s->opts_.max_memory};
+    PlanOptions po{s->optimize_, /*fuse=*/false, s->opts_.max_memory, /*shapes_at_run_time=*/true};
     auto generic = ExecutionPlan::Build(s->graph_, s->pool_.get(), s->engines_.get(), po);
     if (generic.ok()) s->generic_ = std::move(*generic);
   }
