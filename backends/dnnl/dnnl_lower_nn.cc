@@ -95,6 +95,12 @@ void window_pads(const SpatialAttrs& a, size_t i, int64_t in, int64_t out, int64
   *pb = a.auto_pad == "VALID" ? 0 : a.pads[i];
   *explicit_end = a.auto_pad == "VALID" ? 0 : a.pads[i + a.r];
   *pe = *explicit_end;
+  // A pad as wide as the window reads only padding there; oneDNN then takes its reference path, and a hostile pad
+  // (2^20 on a 3-wide kernel) kept its primitive creation busy for 40 s. Real models pad less than the window.
+  if (*pb >= eff || *pe >= eff) {
+    throw Refusal{"pads " + dims_str(a.pads) + " as wide as the window (" + std::to_string(eff) + ") on axis " +
+                  std::to_string(i)};
+  }
   const int64_t span = in + *pb + *pe - eff;
   if (span >= 0 && span / s + 1 == out) return;  // floor mode
   *pe = (out - 1) * s + eff - in - *pb;           // ceil mode: pad the end up to the last window
