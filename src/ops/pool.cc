@@ -12,6 +12,7 @@
 #include "ops/conv_util.h"
 #include "ops/kernels/lane_fold.h"
 #include "ops/op_registry.h"
+#include "ops/tensor_util.h"
 #include "util/cpu_isa.h"
 
 namespace tessera {
@@ -546,7 +547,7 @@ Status infer_maxunpool(InferContext& ctx) {
     } else {
       const Shape& s = ctx.in_shape(2);
       if (s.rank_known && s.rank() == 1 && s[0].known()) {
-        ctx.set_output(0, dt, Shape::Unknown(static_cast<int>(s[0].value)));
+        ctx.set_output(0, dt, rank_from_shape_input(s));
       } else {
         ctx.set_output(0, dt, x.rank_known ? Shape::Unknown(x.rank()) : Shape::Unranked());
       }

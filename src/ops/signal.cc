@@ -273,7 +273,9 @@ class SignalKernel final : public Kernel {
  public:
   using RunFn = Status (*)(KernelContext&, const FftPlan*);
   SignalKernel(RunFn fn, int64_t len) : fn_(fn) {
-    if (len > 0) plan_ = std::make_unique<FftPlan>(len);
+    // Longer plans are made by the run, once its output has passed the size and memory checks (a hostile constant
+    // dft_length of 2^30 asked for 8 GB of twiddles here).
+    if (len > 0 && len <= (int64_t{1} << 20)) plan_ = std::make_unique<FftPlan>(len);
   }
   Status run(KernelContext& ctx) const override { return fn_(ctx, plan_.get()); }
 

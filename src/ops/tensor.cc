@@ -57,12 +57,7 @@ Status infer_reshape(InferContext& ctx) {
   const Shape& in = ctx.in_shape(0);
   std::vector<int64_t> target;
   if (!known_ints(ctx, 1, &target)) {
-    const Shape& ss = ctx.in_shape(1);
-    if (ss.rank_known && ss.rank() == 1 && ss[0].known()) {
-      ctx.set_output(0, ctx.in_dtype(0), Shape::Unknown(static_cast<int>(ss[0].value)));
-    } else {
-      ctx.set_output(0, ctx.in_dtype(0), Shape::Unranked());
-    }
+    ctx.set_output(0, ctx.in_dtype(0), rank_from_shape_input(ctx.in_shape(1)));
     return Status::Ok();
   }
   const bool allowzero = ctx.opset() >= 14 && ctx.node().attr_int("allowzero", 0) != 0;

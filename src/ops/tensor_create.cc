@@ -65,8 +65,7 @@ Status infer_constant_of_shape(InferContext& ctx) {
     return Status::Ok();
   }
   const Shape& s = ctx.in_shape(0);
-  ctx.set_output(0, dt, s.rank_known && s.rank() == 1 && s[0].known() ? Shape::Unknown(static_cast<int>(s[0].value))
-                                                                        : Shape::Unranked());
+  ctx.set_output(0, dt, rank_from_shape_input(s));
   return Status::Ok();
 }
 

@@ -337,12 +337,11 @@ Status infer_expand(InferContext& ctx) {
   if (known_ints(ctx, 1, &shape)) {
     target = Shape::FromDims(shape);
   } else {
-    const Shape& ss = ctx.in_shape(1);
-    if (!(ss.rank_known && ss.rank() == 1 && ss[0].known())) {
+    target = rank_from_shape_input(ctx.in_shape(1));
+    if (!target.rank_known) {
       ctx.set_output(0, ctx.in_dtype(0), Shape::Unranked());
       return Status::Ok();
     }
-    target = Shape::Unknown(static_cast<int>(ss[0].value));
   }
   Shape out;
   if (!broadcast_shapes(in, target, &out)) {

@@ -451,4 +451,12 @@ std::vector<int64_t> input_ints(const KernelContext& ctx, int i) {
   return t->to_int64_vector();
 }
 
+Shape rank_from_shape_input(const Shape& shape_input) {
+  constexpr int64_t kMaxRank = 1024;
+  if (shape_input.rank_known && shape_input.rank() == 1 && shape_input[0].known() && shape_input[0].value <= kMaxRank) {
+    return Shape::Unknown(static_cast<int>(shape_input[0].value));
+  }
+  return Shape::Unranked();
+}
+
 }  // namespace tessera

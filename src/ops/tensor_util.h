@@ -43,6 +43,11 @@ Status check_movable(const KernelContext& ctx, DType t);
 // time); false when unknown or absent.
 bool known_ints(const InferContext& ctx, int i, std::vector<int64_t>* out);
 
+// The output shape of an op whose rank is the length of a 1-D shape input (Reshape, Expand, ConstantOfShape,
+// MaxUnpool), given that input's shape: as many unknown dims when its length is known and at most 1024, else
+// unranked (a declared length of 2^40 must not become 2^40 dims here; the run, which has the values, decides).
+Shape rank_from_shape_input(const Shape& shape_input);
+
 // Reads an integer list either from attribute `attr` (older opsets) or from
 // input `input` (newer opsets). Returns: 1 = values known, 0 = not given
 // at all, -1 = given as an input whose values are unknown.

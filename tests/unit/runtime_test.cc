@@ -270,6 +270,7 @@ TEST(InferenceSession, ConcurrentRunsOfManyShapesAreCorrect) {
   auto s = InferenceSession::Create(small_graph(), o);
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(concurrent_run_errors(**s, 100, [](int t, int it) -> int64_t { return 1 + (t * 37 + it * 11) % 90; }), 0);
+  (*s)->wait_for_background_plans();  // queued shapes hold a slot until built
   EXPECT_LE((*s)->cached_plan_shapes().size(), 16u);
 }
 
