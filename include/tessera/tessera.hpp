@@ -149,8 +149,9 @@ class SessionOptions : public detail::Handle<tessera_session_options_t, tessera_
   }
   // Bytes one run may hold (--max-memory); 0: no limit.
   SessionOptions& MaxMemory(uint64_t bytes) { return apply(tessera_session_options_set_max_memory(p_, bytes)); }
-  // "NAME=D0,D1,..", as --shape.
+  // New input shapes run at once on the shape-generic plan, their own plans built in the background (default on).
   SessionOptions& PlanInBackground(bool on) { return apply(tessera_session_options_set_plan_in_background(p_, on)); }
+  // "NAME=D0,D1,..", as --shape.
   SessionOptions& AddShape(const std::string& spec) {
     return apply(tessera_session_options_add_shape(p_, spec.c_str()));
   }
@@ -326,7 +327,6 @@ class Session : public detail::Handle<tessera_session_t, tessera_session_release
     for (tessera_value_t* v : raw) r.emplace_back(v);
     return r;
   }
-  // Arena bytes of a run on inputs shaped like these (graph order).
   // What plans per input shape have cost so far (tessera_session_plan_counts).
   struct PlanCounts {
     uint64_t built = 0, waited = 0, generic = 0;
@@ -336,6 +336,7 @@ class Session : public detail::Handle<tessera_session_t, tessera_session_release
     detail::check(tessera_session_plan_counts(p_, &c.built, &c.waited, &c.generic));
     return c;
   }
+  // Arena bytes of a run on inputs shaped like these (graph order).
   size_t ArenaBytes(const std::vector<Value>& inputs) const {
     std::vector<const tessera_value_t*> raw;
     for (const Value& v : inputs) raw.push_back(v.get());

@@ -112,12 +112,10 @@ Status infer_gather_elements(InferContext& ctx) {
   if (data.rank_known && idx.rank_known && data.rank() != idx.rank()) {
     return ctx.error("data " + data.str() + " and indices " + idx.str() + " differ in rank");
   }
-  if (data.rank_known && normalize_axis(ctx.node().attr_int("axis", 0), data.rank()) < 0) {
-    return ctx.error("axis out of range for " + data.str());
-  }
-  if (data.rank_known && idx.rank_known) {
+  if (data.rank_known) {
     const int axis = normalize_axis(ctx.node().attr_int("axis", 0), data.rank());
-    for (int d = 0; d < data.rank(); ++d) {
+    if (axis < 0) return ctx.error("axis out of range for " + data.str());
+    for (int d = 0; idx.rank_known && d < data.rank(); ++d) {
       if (d != axis && data[d].known() && idx[d].known() && idx[d].value > data[d].value) {
         return ctx.error("indices " + idx.str() + " exceed data " + data.str() + " on axis " + std::to_string(d));
       }

@@ -214,7 +214,6 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const 
 
 void InferenceSession::finish_plan(const std::shared_ptr<PlanSlot>& slot, const std::vector<Dims>& dims,
                                    bool rethrow) const {
-  plans_built_.fetch_add(1, std::memory_order_relaxed);
   Expected<std::shared_ptr<const ExecutionPlan>> built = InternalError("planning stopped");
   try {
     built = build_plan(dims);
@@ -231,6 +230,7 @@ void InferenceSession::finish_plan(const std::shared_ptr<PlanSlot>& slot, const 
   if (!built.ok()) {
     if (it != plans_.end() && it->second == slot) plans_.erase(it);  // the next run tries again
   } else {
+    plans_built_.fetch_add(1, std::memory_order_relaxed);
     slot->built = true;
     slot->bytes = (*built)->stats().arena_bytes;
     evict_plans_locked();
