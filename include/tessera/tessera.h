@@ -273,6 +273,10 @@ TESSERA_API tessera_error_t* tessera_session_arena_bytes(const tessera_session_t
  * time is planned in the background; tessera_session_options_set_plan_in_background). */
 TESSERA_API tessera_error_t* tessera_session_plan_counts(const tessera_session_t* session, uint64_t* built,
                                                          uint64_t* waited, uint64_t* generic);
+/* Since 0.3. The runs at the exact input dims of one of the artifact's
+ * buckets (compiled with `--shape` naming exact shapes beside a range), which
+ * ran on the engines compiled for those dims. */
+TESSERA_API tessera_error_t* tessera_session_bucket_runs(const tessera_session_t* session, uint64_t* runs);
 
 /* ---- running ------------------------------------------------------------------ */
 

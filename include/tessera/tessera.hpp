@@ -330,10 +330,12 @@ class Session : public detail::Handle<tessera_session_t, tessera_session_release
   // What plans per input shape have cost so far (tessera_session_plan_counts).
   struct PlanCounts {
     uint64_t built = 0, waited = 0, generic = 0;
+    uint64_t bucket = 0;  // runs on a bucket's engines (tessera_session_bucket_runs)
   };
   PlanCounts Plans() const {
     PlanCounts c;
     detail::check(tessera_session_plan_counts(p_, &c.built, &c.waited, &c.generic));
+    detail::check(tessera_session_bucket_runs(p_, &c.bucket));
     return c;
   }
   // Arena bytes of a run on inputs shaped like these (graph order).

@@ -300,7 +300,7 @@ Expected<Program> compile_source(const api::ModelSource& src, const api::Compile
                                  const std::string& what) {
   Graph g;
   TSR_ASSIGN_OR_RETURN(g, api::load_graph(src, o.shapes, what));
-  return api::compile_graph(std::move(g), src.name(), o, report);
+  return api::compile_model(src, std::move(g), o, report);
 }
 
 }  // namespace
@@ -656,6 +656,15 @@ tessera_error_t* tessera_session_plan_counts(const tessera_session_t* session, u
     if (built) *built = session->session->plans_built();
     if (waited) *waited = session->session->runs_waited();
     if (generic) *generic = session->session->runs_generic();
+    return nullptr;
+  });
+}
+
+tessera_error_t* tessera_session_bucket_runs(const tessera_session_t* session, uint64_t* runs) {
+  return guarded("tessera_session_bucket_runs", [&]() -> tessera_error_t* {
+    if (!session) return invalid("tessera_session_bucket_runs", "session is NULL");
+    if (!runs) return invalid("tessera_session_bucket_runs", "runs is NULL");
+    *runs = session->session->runs_bucket();
     return nullptr;
   });
 }

@@ -278,6 +278,94 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Compil
   return program;
 }
 
+Expected<std::vector<std::vector<std::string>>> bucket_shapes(const std::vector<std::string>& shapes) {
+  InputRanges spans;
+  TSR_ASSIGN_OR_RETURN(spans, parse_shapes(shapes));
+  // Per input, in the order first named: its exact specs, verbatim.
+  std::vector<std::pair<std::string, std::vector<std::string>>> exact;
+  for (const std::string& spec : shapes) {
+    const std::string name = spec.substr(0, spec.find('='));
+    InputRanges one;
+    TSR_ASSIGN_OR_RETURN(one, parse_shapes({spec}));
+    const auto& dims = one.begin()->second;
+    const bool is_exact = std::all_of(dims.begin(), dims.end(), [](const DimRange& r) { return r.exact(); });
+    auto it = std::find_if(exact.begin(), exact.end(), [&](const auto& e) { return e.first == name; });
+    if (it == exact.end()) it = exact.insert(exact.end(), {name, {}});
+    if (is_exact && std::find(it->second.begin(), it->second.end(), spec) == it->second.end()) it->second.push_back(spec);
+  }
+  auto ranged = [&](const std::string& name) {
+    const auto& dims = spans.at(name);
+    return !std::all_of(dims.begin(), dims.end(), [](const DimRange& r) { return r.exact(); });
+  };
+  size_t count = 0;
+  std::string counted;
+  for (const auto& [name, specs] : exact) {
+    if (!ranged(name) || specs.empty()) continue;
+    if (count && specs.size() != count) {
+      return InvalidInput("--shape: input '" + counted + "' names " + std::to_string(count) +
+                          " exact shape(s) beside its range and '" + name + "' names " + std::to_string(specs.size()) +
+                          "; each bucket takes the k-th exact shape of every ranged input");
+    }
+    count = specs.size();
+    counted = name;
+  }
+  std::vector<std::vector<std::string>> out(count);
+  for (size_t k = 0; k < count; ++k) {
+    for (const auto& [name, specs] : exact) {
+      if (!ranged(name)) {
+        out[k].push_back(specs.front());  // the one shape it has
+      } else if (specs.empty()) {
+        return InvalidInput("--shape: input '" + name + "' has a range but no exact shape for bucket " +
+                            std::to_string(k + 1) + " (" + counted + " names " + std::to_string(count) + ")");
+      } else {
+        out[k].push_back(specs[k]);
+      }
+    }
+  }
+  return out;
+}
+
+Expected<Program> compile_model(const ModelSource& m, Graph g, const CompileOptions& o, PartitionReport* report) {
+  std::vector<std::vector<std::string>> buckets;
+  TSR_ASSIGN_OR_RETURN(buckets, bucket_shapes(o.shapes));
+  Program program;
+  TSR_ASSIGN_OR_RETURN(program, compile_graph(std::move(g), m.name(), o, report));
+  for (size_t k = 0; k < buckets.size(); ++k) {
+    std::string spec;
+    for (const auto& s : buckets[k]) spec += (spec.empty() ? "" : " ") + s;
+    const std::string what = "bucket " + std::to_string(k + 1) + " (" + spec + ")";
+    if (o.progress) o.progress(0, 0, "compiling " + what);
+    Graph bg;
+    TSR_ASSIGN_OR_RETURN(bg, load_graph(m, buckets[k], "compile"));
+    std::vector<Dims> dims;
+    for (const std::string& name : bg.inputs) {
+      const ValueInfo* vi = bg.info(name);
+      if (!vi || !vi->shape.fully_known()) {
+        return InvalidInput("--shape: " + what + " leaves input '" + name + "' " +
+                            (vi ? vi->shape.str() : std::string("untyped")) +
+                            " not fully known; name its exact shape beside every range");
+      }
+      dims.push_back(vi->shape.concrete());
+    }
+    CompileOptions bo = o;
+    bo.shapes = buckets[k];
+    bo.warn = nullptr;  // the main compile has said what there is to say about this model
+    PartitionReport br;
+    Program bp;
+    TSR_ASSIGN_OR_RETURN(bp, compile_graph(std::move(bg), m.name(), bo, &br));
+    const auto offset = static_cast<int>(program.engines.size());
+    TSR_RETURN_IF_ERROR(add_bucket(program, std::move(bp), dims));
+    if (report) {
+      BucketReport b{spec, std::move(br.regions), br.estimated_us};
+      for (RegionInfo& r : b.regions) {
+        if (r.engine >= 0) r.engine += offset;
+      }
+      report->buckets.push_back(std::move(b));
+    }
+  }
+  return program;
+}
+
 Expected<std::unique_ptr<InferenceSession>> open_session(const ModelSource& m, const CompileOptions& o,
                                                          const SessionOptions& so, PartitionReport* report) {
   install_native_backend();
@@ -307,7 +395,7 @@ Expected<std::unique_ptr<InferenceSession>> open_session(const ModelSource& m, c
   OptimizeOptions opt;
   TSR_RETURN_IF_ERROR(optimize_graph(g, opt));
   Program p;
-  TSR_ASSIGN_OR_RETURN(p, compile_graph(std::move(g), m.name(), o, report));
+  TSR_ASSIGN_OR_RETURN(p, compile_model(m, std::move(g), o, report));
   return InferenceSession::Create(std::move(p), with_ranges);
 }
 

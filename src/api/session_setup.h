@@ -71,6 +71,15 @@ Expected<Graph> load_graph(const ModelSource& m, const std::vector<std::string>&
 // placement report.
 Expected<Program> compile_graph(Graph g, const std::string& source, const CompileOptions& o, PartitionReport* report);
 
+// The buckets `--shape` names: an input given with a range and with exact shapes beside it gets a bucket per exact
+// shape (the k-th exact shape of every such input makes bucket k). Each bucket is a list of `--shape` arguments,
+// every one exact. No ranges: none.
+Expected<std::vector<std::vector<std::string>>> bucket_shapes(const std::vector<std::string>& shapes);
+
+// compile_graph on the model `g` was loaded from (with o.shapes), then, for every bucket o.shapes names, the model
+// compiled for the bucket's exact dims and added to the program (add_bucket); `report` gets each bucket's regions.
+Expected<Program> compile_model(const ModelSource& m, Graph g, const CompileOptions& o, PartitionReport* report);
+
 // A session for a model: an artifact is loaded as compiled; an ONNX model runs
 // natively when only native is asked for (or found), else it is compiled in
 // memory first. `report` (optional) receives the placement report when one is

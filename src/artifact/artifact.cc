@@ -132,6 +132,37 @@ Status check_tensor(const std::string& path, const std::string& what, const Tens
 
 namespace {
 
+// A glue graph's section: the graph travels without constant data; each top-level constant becomes a trailing graph
+// input with the constant's type, and `gj` (META's "graph", or a bucket's) says which stored constant it is.
+Status glue_section(const Graph& graph, const std::string& path, ConstantStore& store, json* gj, std::string* bytes) {
+  Graph g = graph;
+  std::set<std::string> glue_names;
+  for (const auto& kv : graph.constants) glue_names.insert(kv.first);
+  json glue = json::array();
+  for (const std::string& name : glue_names) {
+    const Tensor& t = graph.constants.at(name);
+    TSR_RETURN_IF_ERROR(check_tensor(path, "glue constant '" + name + "'", t));
+    for (const auto& in : graph.inputs) {
+      if (in == name) return InvalidModel("artifact '" + path + "': cannot write: graph input '" + name + "' is also a constant");
+    }
+    json e = json::object();
+    e["name"] = name;
+    e["key"] = store.key_for_glue(name, t);
+    glue.push_back(std::move(e));
+    g.inputs.push_back(name);
+    g.values[name] = ValueInfo{t.dtype(), Shape::FromDims(t.dims())};
+  }
+  g.constants.clear();
+  *gj = json::object();
+  (*gj)["name"] = graph.name;
+  (*gj)["ir_version"] = graph.ir_version;
+  (*gj)["producer_name"] = graph.producer_name;
+  (*gj)["num_inputs"] = graph.inputs.size();
+  (*gj)["constants"] = std::move(glue);
+  TSR_ASSIGN_OR_RETURN(*bytes, export_onnx_bytes(g));
+  return Status::Ok();
+}
+
 // Lays out `program`'s artifact and hands its sections to `sink` while the
 // bytes they point at (metadata, serialized graph) are alive; `path` names it
 // in messages.
@@ -146,29 +177,31 @@ Status with_artifact_sections(const Program& program, const std::string& path,
     store.add(kv.first, kv.second);
   }
 
-  // The glue graph travels without constant data: each top-level constant
-  // becomes a trailing graph input with the constant's type, and the META
-  // index says which stored constant it is.
-  Graph g = graph;
-  std::set<std::string> glue_names;
-  for (const auto& kv : graph.constants) glue_names.insert(kv.first);
-  json glue = json::array();
-  for (const std::string& name : glue_names) {
-    const Tensor& t = graph.constants.at(name);
-    TSR_RETURN_IF_ERROR(check_tensor(path, "glue constant '" + name + "'", t));
-    for (const auto& in : graph.inputs) {
-      if (in == name) return fail("graph input '" + name + "' is also a constant");
+  std::string graph_bytes;
+  json gj;
+  TSR_RETURN_IF_ERROR(glue_section(graph, path, store, &gj, &graph_bytes));
+  // Buckets: glue graphs of their own, sharing the engine table and the constants.
+  std::vector<std::string> bucket_bytes(program.buckets.size());
+  json buckets = json::array();
+  for (size_t i = 0; i < program.buckets.size(); ++i) {
+    const ProgramBucket& b = program.buckets[i];
+    if (b.inputs.size() != graph.inputs.size() || b.graph.inputs != graph.inputs) {
+      return fail("bucket " + std::to_string(i) + ": its inputs are not the graph's");
     }
-    json e = json::object();
-    e["name"] = name;
-    e["key"] = store.key_for_glue(name, t);
-    glue.push_back(std::move(e));
-    g.inputs.push_back(name);
-    g.values[name] = ValueInfo{t.dtype(), Shape::FromDims(t.dims())};
+    json bj = json::object();
+    json bg;
+    TSR_RETURN_IF_ERROR(glue_section(b.graph, path, store, &bg, &bucket_bytes[i]));
+    bj["section"] = 3 + program.engines.size() + i;  // after the engines
+    bj["inputs"] = b.inputs;
+    bj["graph"] = std::move(bg);
+    buckets.push_back(std::move(bj));
   }
-  g.constants.clear();
 
-  const auto names = glue_value_names(graph);
+  auto names = glue_value_names(graph);
+  for (const ProgramBucket& b : program.buckets) {
+    auto more = glue_value_names(b.graph);
+    names.insert(more.begin(), more.end());
+  }
   json engines = json::array();
   for (size_t i = 0; i < program.engines.size(); ++i) {
     const EngineSpec& e = program.engines[i];
@@ -201,16 +234,17 @@ Status with_artifact_sections(const Program& program, const std::string& path,
 
   json meta = json::object();
   artifact::add_program_meta(program.meta, &meta);
-  json gj = json::object();
-  gj["name"] = graph.name;
-  gj["ir_version"] = graph.ir_version;
-  gj["producer_name"] = graph.producer_name;
-  gj["num_inputs"] = graph.inputs.size();
-  gj["constants"] = std::move(glue);
   meta["graph"] = std::move(gj);
   json inputs = json::array(), outputs = json::array();
-  for (const auto& n : graph.inputs) inputs.push_back(artifact::signature_json(n, exported_info(g, n)));
-  for (const auto& n : graph.outputs) outputs.push_back(artifact::signature_json(n, exported_info(g, n)));
+  // As the reader sees them: a glue constant is typed by its tensor.
+  auto signature = [&](const std::string& n) {
+    auto c = graph.constants.find(n);
+    return artifact::signature_json(
+        n, c != graph.constants.end() ? ValueInfo{c->second.dtype(), Shape::FromDims(c->second.dims())}
+                                      : exported_info(graph, n));
+  };
+  for (const auto& n : graph.inputs) inputs.push_back(signature(n));
+  for (const auto& n : graph.outputs) outputs.push_back(signature(n));
   meta["inputs"] = std::move(inputs);
   meta["outputs"] = std::move(outputs);
   json index = json::array();
@@ -225,12 +259,10 @@ Status with_artifact_sections(const Program& program, const std::string& path,
   }
   meta["constants"] = std::move(index);
   meta["engines"] = std::move(engines);
+  if (!program.buckets.empty()) meta["buckets"] = std::move(buckets);  // absent: what older readers wrote
   // Invalid UTF-8 in a name is replaced rather than thrown; the reader then
   // reports the name mismatch.
   const std::string meta_text = meta.dump(1, ' ', false, json::error_handler_t::replace);
-
-  std::string graph_bytes;
-  TSR_ASSIGN_OR_RETURN(graph_bytes, export_onnx_bytes(g));
 
   std::vector<OutSection> sections(3);
   sections[0].kind = SectionKind::kMeta;
@@ -251,6 +283,13 @@ Status with_artifact_sections(const Program& program, const std::string& path,
     s.kind = SectionKind::kEngine;
     s.size = e.blob.size;
     if (e.blob.size) s.pieces.push_back({0, e.blob.data, e.blob.size});
+    sections.push_back(std::move(s));
+  }
+  for (const std::string& bytes : bucket_bytes) {
+    OutSection s;
+    s.kind = SectionKind::kBucket;
+    s.size = bytes.size();
+    s.pieces.push_back({0, bytes.data(), bytes.size()});
     sections.push_back(std::move(s));
   }
   return sink(sections);
@@ -334,49 +373,49 @@ Status read_constants(const Container& c, const MetaReader& r, const json& meta,
   return Status::Ok();
 }
 
-// Rebuilds the glue graph: its trailing inputs become the stored constants.
-Status read_graph(const Container& c, const MetaReader& r, const json& meta, const SectionInfo& sec,
-                  const std::map<std::string, Tensor>& constants, Graph* out) {
-  const json* gj = nullptr;
+// Rebuilds a glue graph from its section and its META object `gj` (at `at`: "graph." or "buckets[1].graph."): its
+// trailing inputs become the stored constants.
+Status read_glue(const Container& c, const MetaReader& r, const json& gj, const std::string& at_graph,
+                 const std::string& section_name, const SectionInfo& sec,
+                 const std::map<std::string, Tensor>& constants, Graph* out) {
   const json* glue = nullptr;
-  TSR_RETURN_IF_ERROR(r.object(meta, "graph", "", &gj));
   std::string name, producer_name;
   int64_t ir_version = 0;
   uint64_t num_inputs = 0;
-  TSR_RETURN_IF_ERROR(r.string(*gj, "name", "graph.", &name));
-  TSR_RETURN_IF_ERROR(r.int64(*gj, "ir_version", "graph.", &ir_version));
-  TSR_RETURN_IF_ERROR(r.string(*gj, "producer_name", "graph.", &producer_name));
-  TSR_RETURN_IF_ERROR(r.uint(*gj, "num_inputs", "graph.", &num_inputs));
-  TSR_RETURN_IF_ERROR(r.array(*gj, "constants", "graph.", &glue));
+  TSR_RETURN_IF_ERROR(r.string(gj, "name", at_graph, &name));
+  TSR_RETURN_IF_ERROR(r.int64(gj, "ir_version", at_graph, &ir_version));
+  TSR_RETURN_IF_ERROR(r.string(gj, "producer_name", at_graph, &producer_name));
+  TSR_RETURN_IF_ERROR(r.uint(gj, "num_inputs", at_graph, &num_inputs));
+  TSR_RETURN_IF_ERROR(r.array(gj, "constants", at_graph, &glue));
 
   std::string bytes(reinterpret_cast<const char*>(sec.data), static_cast<size_t>(sec.size));
   Graph g;
-  TSR_ASSIGN_OR_RETURN(g, import_onnx_bytes(bytes, "", "artifact '" + c.path + "': GRAPH"));
+  TSR_ASSIGN_OR_RETURN(g, import_onnx_bytes(bytes, "", "artifact '" + c.path + "': " + section_name));
   if (num_inputs > g.inputs.size() || g.inputs.size() - num_inputs != glue->size()) {
-    return corrupt(c.path, "GRAPH",
+    return corrupt(c.path, section_name,
                    "has " + std::to_string(g.inputs.size()) + " inputs; META expects " + std::to_string(num_inputs) +
                        " runtime inputs and " + std::to_string(glue->size()) + " constants");
   }
   std::unordered_set<std::string> runtime(g.inputs.begin(), g.inputs.begin() + static_cast<ptrdiff_t>(num_inputs));
   for (size_t i = 0; i < glue->size(); ++i) {
-    const std::string at = "graph.constants[" + std::to_string(i) + "].";
+    const std::string at = at_graph + "constants[" + std::to_string(i) + "].";
     std::string cname, key;
     TSR_RETURN_IF_ERROR(r.string((*glue)[i], "name", at, &cname));
     TSR_RETURN_IF_ERROR(r.string((*glue)[i], "key", at, &key));
     const std::string& input = g.inputs[static_cast<size_t>(num_inputs) + i];
     if (input != cname) {
-      return corrupt(c.path, "GRAPH",
+      return corrupt(c.path, section_name,
                      "input " + std::to_string(num_inputs + i) + " is '" + input + "' but META names glue constant '" +
                          cname + "'");
     }
     if (runtime.count(cname) || g.constants.count(cname)) {
-      return corrupt(c.path, "GRAPH", "glue constant '" + cname + "' is also a runtime input or listed twice");
+      return corrupt(c.path, section_name, "glue constant '" + cname + "' is also a runtime input or listed twice");
     }
     auto it = constants.find(key);
     if (it == constants.end()) return r.fail("field '" + at + "key': '" + key + "' is not in the constants index");
     const Tensor& t = it->second;
     if (!same_value_info(exported_info(g, cname), ValueInfo{t.dtype(), Shape::FromDims(t.dims())})) {
-      return corrupt(c.path, "GRAPH",
+      return corrupt(c.path, section_name,
                      "glue constant '" + cname + "' is declared " + signature_str(exported_info(g, cname)) +
                          " but stored as " + t.str());
     }
@@ -386,7 +425,17 @@ Status read_graph(const Container& c, const MetaReader& r, const json& meta, con
   g.name = name;
   g.ir_version = ir_version;
   g.producer_name = producer_name;
+  *out = std::move(g);
+  return Status::Ok();
+}
 
+// The main glue graph, checked against the signature in META.
+Status read_graph(const Container& c, const MetaReader& r, const json& meta, const SectionInfo& sec,
+                  const std::map<std::string, Tensor>& constants, Graph* out) {
+  const json* gj = nullptr;
+  TSR_RETURN_IF_ERROR(r.object(meta, "graph", "", &gj));
+  Graph g;
+  TSR_RETURN_IF_ERROR(read_glue(c, r, *gj, "graph.", "GRAPH", sec, constants, &g));
   // The signature in META (what `inspect` shows) must be the graph's.
   for (const char* key : {"inputs", "outputs"}) {
     const json* sig = nullptr;
@@ -410,11 +459,66 @@ Status read_graph(const Container& c, const MetaReader& r, const json& meta, con
   return Status::Ok();
 }
 
-Status read_engines(const Container& c, const MetaReader& r, const json& meta, Program* p) {
+// The buckets (META "buckets", absent when there are none), each a glue graph for exact dims of every input.
+// Their sections are marked in `used`.
+Status read_buckets(const Container& c, const MetaReader& r, const json& meta, Program* p, std::vector<bool>* used) {
+  if (!meta.contains("buckets")) return Status::Ok();
+  const json* buckets = nullptr;
+  TSR_RETURN_IF_ERROR(r.array(meta, "buckets", "", &buckets));
+  for (size_t i = 0; i < buckets->size(); ++i) {
+    const json& j = (*buckets)[i];
+    const std::string at = "buckets[" + std::to_string(i) + "].";
+    uint64_t section = 0;
+    TSR_RETURN_IF_ERROR(r.uint(j, "section", at, &section));
+    if (section >= c.sections.size() || c.sections[section].kind != static_cast<uint32_t>(SectionKind::kBucket)) {
+      return r.fail(at + "section: " + std::to_string(section) + " is not a BUCKET section");
+    }
+    if ((*used)[section]) return r.fail(at + "section: " + std::to_string(section) + " belongs to two buckets");
+    (*used)[section] = true;
+    ProgramBucket b;
+    const json* inputs = nullptr;
+    TSR_RETURN_IF_ERROR(r.array(j, "inputs", at, &inputs));
+    for (size_t k = 0; k < inputs->size(); ++k) {
+      const json& d = (*inputs)[k];
+      Dims dims;
+      bool ok = d.is_array() && d.size() <= 1024;
+      for (size_t x = 0; ok && x < d.size(); ++x) {
+        ok = d[x].is_number_integer() && d[x].get<int64_t>() >= 0;
+        if (ok) dims.push_back(d[x].get<int64_t>());
+      }
+      if (!ok || !tensor_size_problem(dims, 1).empty()) {
+        return r.fail("field '" + at + "inputs[" + std::to_string(k) + "]' is not a list of sizes of a tensor");
+      }
+      b.inputs.push_back(std::move(dims));
+    }
+    const json* gj = nullptr;
+    TSR_RETURN_IF_ERROR(r.object(j, "graph", at, &gj));
+    const std::string where = "section " + std::to_string(section) + " (BUCKET)";
+    TSR_RETURN_IF_ERROR(read_glue(c, r, *gj, at + "graph.", where, c.sections[section], p->constants, &b.graph));
+    if (b.graph.inputs != p->graph.inputs || b.graph.outputs != p->graph.outputs ||
+        b.inputs.size() != p->graph.inputs.size()) {
+      return corrupt(c.path, where, "its inputs and outputs are not the GRAPH's");
+    }
+    for (size_t k = 0; k < b.inputs.size(); ++k) {
+      const ValueInfo* vi = p->graph.info(p->graph.inputs[k]);
+      if (vi && vi->shape.rank_known && vi->shape.rank() != static_cast<int>(b.inputs[k].size())) {
+        return r.fail(at + "inputs[" + std::to_string(k) + "]: " + dims_str(b.inputs[k]) + " does not fit input '" +
+                      p->graph.inputs[k] + "' " + vi->shape.str());
+      }
+    }
+    p->buckets.push_back(std::move(b));
+  }
+  return Status::Ok();
+}
+
+Status read_engines(const Container& c, const MetaReader& r, const json& meta, Program* p, std::vector<bool> used) {
   const json* engines = nullptr;
   TSR_RETURN_IF_ERROR(r.array(meta, "engines", "", &engines));
-  const auto names = glue_value_names(p->graph);
-  std::vector<bool> used(c.sections.size(), false);
+  auto names = glue_value_names(p->graph);
+  for (const ProgramBucket& b : p->buckets) {
+    auto more = glue_value_names(b.graph);
+    names.insert(more.begin(), more.end());
+  }
   for (size_t i = 0; i < engines->size(); ++i) {
     const json& j = (*engines)[i];
     const std::string at = "engines[" + std::to_string(i) + "].";
@@ -457,6 +561,9 @@ Status read_engines(const Container& c, const MetaReader& r, const json& meta, P
   for (size_t i = 0; i < c.sections.size(); ++i) {
     if (c.sections[i].kind == static_cast<uint32_t>(SectionKind::kEngine) && !used[i]) {
       return corrupt(c.path, "section " + std::to_string(i) + " (ENGINE)", "belongs to no engine in META");
+    }
+    if (c.sections[i].kind == static_cast<uint32_t>(SectionKind::kBucket) && !used[i]) {
+      return corrupt(c.path, "section " + std::to_string(i) + " (BUCKET)", "belongs to no bucket in META");
     }
   }
   return Status::Ok();
@@ -504,7 +611,9 @@ Expected<LoadedArtifact> load_unguarded(Container container) {
   TSR_RETURN_IF_ERROR(read_provenance(r, meta, &p.meta));
   TSR_RETURN_IF_ERROR(read_constants(c, r, meta, *const_sec, &p.constants));
   TSR_RETURN_IF_ERROR(read_graph(c, r, meta, *graph_sec, p.constants, &p.graph));
-  TSR_RETURN_IF_ERROR(read_engines(c, r, meta, &p));
+  std::vector<bool> used(c.sections.size(), false);
+  TSR_RETURN_IF_ERROR(read_buckets(c, r, meta, &p, &used));
+  TSR_RETURN_IF_ERROR(read_engines(c, r, meta, &p, std::move(used)));
   return a;
 }
 

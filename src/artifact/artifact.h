@@ -16,7 +16,9 @@
 
 namespace tessera {
 
-constexpr uint32_t kArtifactFormatVersion = 1;
+// Format 2 adds BUCKET sections; the writer writes 1 for a program without buckets (older readers load it), 2 with.
+constexpr uint32_t kArtifactFormatVersion = 2;
+constexpr uint32_t kArtifactFormatVersionMin = 1;
 
 Status write_artifact(const Program& program, const std::string& path);
 Expected<Program> read_artifact(const std::string& path);

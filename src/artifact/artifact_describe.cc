@@ -83,7 +83,17 @@ std::string describe_json(const artifact::LoadedArtifact& a) {
   j["constants"] = std::move(consts);
   json graph = json::object();
   graph["nodes"] = p.graph.nodes.size();
+  graph["engines"] = engines_used(p.graph);
   j["graph"] = std::move(graph);
+  json buckets = json::array();
+  for (const ProgramBucket& b : p.buckets) {
+    json x = json::object();
+    x["inputs"] = b.inputs;
+    x["nodes"] = b.graph.nodes.size();
+    x["engines"] = engines_used(b.graph);
+    buckets.push_back(std::move(x));
+  }
+  j["buckets"] = std::move(buckets);
   json inputs = json::array(), outputs = json::array();
   for (const auto& n : p.graph.inputs) inputs.push_back(artifact::signature_json(n, info_of(p.graph, n)));
   for (const auto& n : p.graph.outputs) outputs.push_back(artifact::signature_json(n, info_of(p.graph, n)));
@@ -130,7 +140,24 @@ std::string describe_text(const artifact::LoadedArtifact& a) {
   const uint64_t stored = constants_section_size(c);
   o << "constants: " << p.constants.size() << ", " << stored << " bytes stored (" << human_bytes(stored)
     << "); glue graph uses " << p.graph.constants.size() << "\n";
-  o << "glue graph: " << p.graph.nodes.size() << " nodes\n";
+  // Which engines serve which input dims: the main graph every shape in the compiled ranges, a bucket its exact dims.
+  auto engine_list = [&](const Graph& g) {
+    std::vector<std::string> names;
+    for (int64_t e : engines_used(g)) {
+      if (e >= 0 && e < static_cast<int64_t>(p.engines.size())) {
+        names.push_back(p.engines[static_cast<size_t>(e)].region + " (" + p.engines[static_cast<size_t>(e)].backend + ")");
+      }
+    }
+    return names.empty() ? std::string("none") : join(names);
+  };
+  o << "glue graph: " << p.graph.nodes.size() << " nodes; engines " << engine_list(p.graph) << "\n";
+  if (!p.buckets.empty()) {
+    o << "buckets: " << p.buckets.size() << " (input dims with engines of their own; other dims run the glue graph)\n";
+    for (const ProgramBucket& b : p.buckets) {
+      o << "  " << bucket_str(b.inputs) << ": " << b.graph.nodes.size() << " nodes; engines " << engine_list(b.graph)
+        << "\n";
+    }
+  }
   o << "inputs:\n";
   for (const auto& n : p.graph.inputs) o << "  " << n << ": " << artifact::signature_str(info_of(p.graph, n)) << "\n";
   o << "outputs:\n";

@@ -42,7 +42,7 @@ constexpr size_t kEntSize = 16;      // u64
 constexpr size_t kEntCrc = 24;       // u32, CRC-32C of the section's bytes
 constexpr size_t kEntReserved = 28;  // u32, zero
 
-enum class SectionKind : uint32_t { kMeta = 1, kGraph = 2, kConstants = 3, kEngine = 4 };
+enum class SectionKind : uint32_t { kMeta = 1, kGraph = 2, kConstants = 3, kEngine = 4, kBucket = 5 };
 
 constexpr uint32_t kSectionAlignment = 64;
 constexpr uint32_t kConstantsAlignment = 4096;  // page-aligned weights

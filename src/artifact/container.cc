@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -144,7 +145,9 @@ Status lay_out(const std::vector<OutSection>& sections, Layout* l) {
   const uint64_t file_size = cursor;
   uint8_t* header = l->header;
   std::memcpy(header + kOffMagic, kMagic, sizeof kMagic);
-  put_u32(header + kOffVersion, kArtifactFormatVersion);
+  const bool buckets = std::any_of(sections.begin(), sections.end(),
+                                  [](const OutSection& s) { return s.kind == SectionKind::kBucket; });
+  put_u32(header + kOffVersion, buckets ? kArtifactFormatVersion : kArtifactFormatVersionMin);
   put_u32(header + kOffSectionCount, static_cast<uint32_t>(sections.size()));
   put_u64(header + kOffFileSize, file_size);
   put_u64(header + kOffTableOffset, table_offset);
@@ -176,12 +179,14 @@ const char* section_kind_name(uint32_t kind) {
       return "CONSTANTS";
     case SectionKind::kEngine:
       return "ENGINE";
+    case SectionKind::kBucket:
+      return "BUCKET";
   }
   return "UNKNOWN";
 }
 
 bool section_kind_known(uint32_t kind) {
-  return kind >= static_cast<uint32_t>(SectionKind::kMeta) && kind <= static_cast<uint32_t>(SectionKind::kEngine);
+  return kind >= static_cast<uint32_t>(SectionKind::kMeta) && kind <= static_cast<uint32_t>(SectionKind::kBucket);
 }
 
 Status corrupt(const std::string& path, const std::string& where, const std::string& what) {
@@ -294,9 +299,10 @@ Expected<Container> validate_container(Container c) {
     return corrupt(path, "header", "not a Tessera artifact (bad magic)");
   }
   c.version = get_u32(h + kOffVersion);
-  if (c.version != kArtifactFormatVersion) {
+  if (c.version < kArtifactFormatVersionMin || c.version > kArtifactFormatVersion) {
     return Unsupported("artifact '" + path + "': format version " + std::to_string(c.version) +
-                       " is not supported (this build reads " + std::to_string(kArtifactFormatVersion) + ")");
+                       " is not supported (this build reads " + std::to_string(kArtifactFormatVersionMin) + "-" +
+                       std::to_string(kArtifactFormatVersion) + ")");
   }
   uint32_t stored = get_u32(h + kOffHeaderCrc), computed = crc32c(h, kOffHeaderCrc);
   if (stored != computed) {
@@ -354,8 +360,9 @@ Expected<Container> validate_container(Container c) {
     s.size = get_u64(e + kEntSize);
     s.crc = get_u32(e + kEntCrc);
     const std::string where = "section " + std::to_string(i) + " (" + section_kind_name(s.kind) + ")";
-    if (!section_kind_known(s.kind)) {
-      return corrupt(path, where, "unknown section kind " + std::to_string(s.kind));
+    if (!section_kind_known(s.kind) || (s.kind == static_cast<uint32_t>(SectionKind::kBucket) && c.version < 2)) {
+      return corrupt(path, where, "unknown section kind " + std::to_string(s.kind) + " in format " +
+                                      std::to_string(c.version));
     }
     if (get_u32(e + kEntReserved) != 0) return corrupt(path, where, "reserved field is not zero");
     if (s.alignment < kSectionAlignment || (s.alignment & (s.alignment - 1)) != 0) {

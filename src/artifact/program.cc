@@ -1,6 +1,9 @@
 #include "artifact/program.h"
 
+#include <algorithm>
 #include <cstring>
+
+#include "ops/region_attrs.h"
 
 namespace tessera {
 
@@ -13,6 +16,91 @@ Blob Blob::Copy(const void* data, size_t size) {
   b.data = static_cast<const uint8_t*>(storage.get());
   b.keep = std::move(storage);
   return b;
+}
+
+namespace {
+
+bool same_contents(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.dims() != b.dims()) return false;
+  return a.raw() == b.raw() || a.nbytes() == 0 || std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
+// Adds `offset` to the engine index of every Region node, bodies included (copied first: they may be shared).
+void renumber_regions(Graph& g, int64_t offset) {
+  for (Node& n : g.nodes) {
+    if (is_region_node(n)) {
+      if (auto it = n.attrs.find("engine"); it != n.attrs.end()) it->second.i += offset;
+    }
+    for (auto& [name, a] : n.attrs) {
+      if (a.g) {
+        a.g = std::make_shared<Graph>(*a.g);
+        renumber_regions(*a.g, offset);
+      }
+      for (auto& sg : a.graphs) {
+        sg = std::make_shared<Graph>(*sg);
+        renumber_regions(*sg, offset);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Status add_bucket(Program& main, Program bucket, std::vector<Dims> inputs) {
+  if (inputs.size() != main.graph.inputs.size() || bucket.graph.inputs != main.graph.inputs) {
+    return InvalidModel("bucket " + bucket_str(inputs) + ": its inputs are not the program's");
+  }
+  const std::string prefix = "bucket" + std::to_string(main.buckets.size() + 1) + "/";
+  std::map<std::string, std::string> renamed;
+  for (auto& [key, t] : bucket.constants) {
+    auto it = main.constants.find(key);
+    if (it == main.constants.end()) {
+      main.constants.emplace(key, t);
+    } else if (!same_contents(it->second, t)) {  // shape arithmetic folded for this bucket's dims
+      std::string k = prefix + key;
+      for (int i = 1; main.constants.count(k); ++i) k = prefix + key + "#" + std::to_string(i);
+      main.constants.emplace(k, t);
+      renamed[key] = k;
+    }
+  }
+  const auto offset = static_cast<int64_t>(main.engines.size());
+  for (EngineSpec& e : bucket.engines) {
+    e.region = prefix + e.region;
+    for (ConstantRef& c : e.constants) {
+      if (auto r = renamed.find(c.key); r != renamed.end()) c.key = r->second;
+    }
+    main.engines.push_back(std::move(e));
+  }
+  renumber_regions(bucket.graph, offset);
+  main.buckets.push_back(ProgramBucket{std::move(inputs), std::move(bucket.graph)});
+  return Status::Ok();
+}
+
+namespace {
+void collect_engines(const Graph& g, std::vector<int64_t>* out) {
+  for (const Node& n : g.nodes) {
+    if (is_region_node(n)) {
+      const int64_t e = n.attr_int("engine", -1);
+      if (std::find(out->begin(), out->end(), e) == out->end()) out->push_back(e);
+    }
+    for (const auto& [name, a] : n.attrs) {
+      if (a.g) collect_engines(*a.g, out);
+      for (const auto& sg : a.graphs) collect_engines(*sg, out);
+    }
+  }
+}
+}  // namespace
+
+std::vector<int64_t> engines_used(const Graph& g) {
+  std::vector<int64_t> out;
+  collect_engines(g, &out);
+  return out;
+}
+
+std::string bucket_str(const std::vector<Dims>& inputs) {
+  std::string s;
+  for (size_t i = 0; i < inputs.size(); ++i) s += (i ? ", " : "") + dims_str(inputs[i]);
+  return s;
 }
 
 }  // namespace tessera

@@ -10,6 +10,12 @@
 //   engines    one compiled blob per external region, with the value names it
 //              exchanges with the glue graph and the constants it is loaded
 //              with.
+//   buckets    glue graphs compiled for exact input shapes inside the ranges
+//              the main graph serves (`--shape x=1,3,48,32..2048 --shape
+//              x=1,3,48,320`): engines need static shapes, so a range runs on
+//              native while each bucket has engines of its own. Their Region
+//              nodes index the same engine table; their constants are the
+//              program's.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +26,7 @@
 
 #include "ir/graph.h"
 #include "ir/tensor.h"
+#include "util/status.h"
 
 namespace tessera {
 
@@ -62,11 +69,29 @@ struct ProgramMeta {
   std::vector<std::string> shape_overrides;      // the --shape arguments, verbatim
 };
 
+// A glue graph specialised for exact input dims.
+struct ProgramBucket {
+  std::vector<Dims> inputs;  // per graph input, in order
+  Graph graph;
+};
+
 struct Program {
   Graph graph;
   std::map<std::string, Tensor> constants;
   std::vector<EngineSpec> engines;
   ProgramMeta meta;
+  std::vector<ProgramBucket> buckets;
 };
+
+// Adds `bucket` (a program compiled from the same model at the exact input dims `inputs`) to `main` as a bucket:
+// its engines join main's table (its Region nodes renumbered, regions named "bucketN/region_K"), its constants join
+// main's (a key main holds with other contents is renamed).
+Status add_bucket(Program& main, Program bucket, std::vector<Dims> inputs);
+
+// The engine indices the Region nodes of `g` (bodies included) name, in order, each once.
+std::vector<int64_t> engines_used(const Graph& g);
+
+// "[1,3,48,320], [1,7]": a bucket's input dims.
+std::string bucket_str(const std::vector<Dims>& inputs);
 
 }  // namespace tessera

@@ -150,6 +150,14 @@ struct PlanTiming {
   bool kept = false;
 };
 
+// A bucket's placement (a program compiled for exact input dims beside the ranges; Program::buckets): its regions,
+// their engine indices in the whole program's table.
+struct BucketReport {
+  std::string shapes;  // its --shape arguments: "x=1,3,48,320"
+  std::vector<RegionInfo> regions;
+  double estimated_us = 0;
+};
+
 struct PartitionReport {
   std::vector<std::string> backends;        // priority order
   std::map<std::string, std::string> colors;  // backend -> its declared colour for pictures
@@ -168,6 +176,7 @@ struct PartitionReport {
   std::string machine;                      // MachineProfile::str() of the machine priced for
   std::vector<PlanTiming> plan_timings;     // the end-to-end check, when one ran
   double check_seconds = 0;                 // what the check took (building the alternatives included)
+  std::vector<BucketReport> buckets;        // one per bucket, in the program's order
 };
 
 // `g` must be optimised and shape-inferred. The returned Program's engines

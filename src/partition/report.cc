@@ -80,6 +80,41 @@ std::string dot_escape(const std::string& s) {
   return o;
 }
 
+void region_text(std::ostringstream& os, const RegionInfo& reg, const char* indent) {
+  os << indent << "region " << reg.id << "  " << reg.backend << "  " << reg.nodes.size() << " nodes";
+  if (reg.graph != "main") os << "  in " << reg.graph;
+  if (reg.engine >= 0) os << "  engine " << reg.engine << " (" << reg.blob_bytes << " B)";
+  os << "  ops " << histogram_str(reg.op_histogram) << "  in " << list_str(reg.inputs, 6) << "  out "
+     << list_str(reg.outputs, 6) << "\n";
+  if (!reg.considered.empty()) {
+    os << indent << "  considered";
+    for (const auto& o : reg.considered) {
+      os << "  " << o.backend << " " << us_str(o.us) << (o.measured ? " measured" : " est");
+    }
+    os << "  -> " << reg.backend << ": " << reg.decision << "\n";
+  }
+}
+
+nlohmann::json region_json(const RegionInfo& reg) {
+  nlohmann::json o;
+  o["id"] = reg.id;
+  o["graph"] = reg.graph;
+  o["backend"] = reg.backend;
+  o["engine"] = reg.engine;
+  o["num_nodes"] = reg.nodes.size();
+  o["nodes"] = reg.nodes;
+  o["ops"] = reg.op_histogram;
+  o["inputs"] = reg.inputs;
+  o["outputs"] = reg.outputs;
+  o["blob_bytes"] = reg.blob_bytes;
+  o["considered"] = nlohmann::json::array();
+  for (const auto& c : reg.considered) {
+    o["considered"].push_back({{"backend", c.backend}, {"us", c.us}, {"measured", c.measured}});
+  }
+  o["decision"] = reg.decision;
+  return o;
+}
+
 }  // namespace
 
 std::string report_text(const PartitionReport& r) {
@@ -108,19 +143,14 @@ std::string report_text(const PartitionReport& r) {
     }
     os << "\n";
   }
-  for (const auto& reg : r.regions) {
-    os << "region " << reg.id << "  " << reg.backend << "  " << reg.nodes.size() << " nodes";
-    if (reg.graph != "main") os << "  in " << reg.graph;
-    if (reg.engine >= 0) os << "  engine " << reg.engine << " (" << reg.blob_bytes << " B)";
-    os << "  ops " << histogram_str(reg.op_histogram) << "  in " << list_str(reg.inputs, 6) << "  out "
-       << list_str(reg.outputs, 6) << "\n";
-    if (!reg.considered.empty()) {
-      os << "  considered";
-      for (const auto& o : reg.considered) {
-        os << "  " << o.backend << " " << us_str(o.us) << (o.measured ? " measured" : " est");
-      }
-      os << "  -> " << reg.backend << ": " << reg.decision << "\n";
-    }
+  for (const auto& reg : r.regions) region_text(os, reg, "");
+  for (const auto& b : r.buckets) {
+    size_t engines = 0;
+    for (const auto& reg : b.regions) engines += reg.engine >= 0;
+    os << "bucket " << b.shapes << "  regions " << b.regions.size() << " (" << engines << " with engines)";
+    if (b.estimated_us > 0) os << "  estimated " << us_str(b.estimated_us);
+    os << "\n";
+    for (const auto& reg : b.regions) region_text(os, reg, "  ");
   }
   auto groups = group_refusals(r);
   if (!groups.empty()) os << "refusals\n";
@@ -170,24 +200,15 @@ std::string report_json(const PartitionReport& r) {
     j["backend_sets"].push_back({{"backends", s.backends}, {"us", s.us}, {"chosen", s.chosen}, {"plan", s.plan}});
   }
   j["regions"] = nlohmann::json::array();
-  for (const auto& reg : r.regions) {
+  for (const auto& reg : r.regions) j["regions"].push_back(region_json(reg));
+  j["buckets"] = nlohmann::json::array();
+  for (const auto& b : r.buckets) {
     nlohmann::json o;
-    o["id"] = reg.id;
-    o["graph"] = reg.graph;
-    o["backend"] = reg.backend;
-    o["engine"] = reg.engine;
-    o["num_nodes"] = reg.nodes.size();
-    o["nodes"] = reg.nodes;
-    o["ops"] = reg.op_histogram;
-    o["inputs"] = reg.inputs;
-    o["outputs"] = reg.outputs;
-    o["blob_bytes"] = reg.blob_bytes;
-    o["considered"] = nlohmann::json::array();
-    for (const auto& c : reg.considered) {
-      o["considered"].push_back({{"backend", c.backend}, {"us", c.us}, {"measured", c.measured}});
-    }
-    o["decision"] = reg.decision;
-    j["regions"].push_back(o);
+    o["shapes"] = b.shapes;
+    o["estimated_us"] = b.estimated_us;
+    o["regions"] = nlohmann::json::array();
+    for (const auto& reg : b.regions) o["regions"].push_back(region_json(reg));
+    j["buckets"].push_back(o);
   }
   j["refusals"] = nlohmann::json::array();
   for (const auto& [backend, gs] : group_refusals(r)) {

@@ -83,11 +83,11 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Program pro
     engines->push_back(std::move(engine));
   }
   s->engines_ = std::move(engines);
-  return Finish(std::move(s), std::move(program.graph));
+  return Finish(std::move(s), std::move(program.graph), std::move(program.buckets));
 }
 
 Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique_ptr<InferenceSession> s,
-                                                                     Graph graph) {
+                                                                     Graph graph, std::vector<ProgramBucket> buckets) {
   s->pool_ = std::make_unique<ThreadPool>(thread_count(s->opts_));
   // Engines bring their own threads (OpenMP, pthreadpool): native's must not
   // spin beside them (a oneDNN MLP ran 100x slower with them spinning).
@@ -115,6 +115,21 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique
   for (const auto& name : s->graph_.outputs) {
     const ValueInfo* vi = s->graph_.info(name);
     s->outputs_.push_back(IOInfo{name, vi ? vi->dtype : DType::kUndefined, vi ? vi->shape : Shape(), {}});
+  }
+  // Buckets: planned now, with the engines compiled for their dims.
+  for (ProgramBucket& b : buckets) {
+    if (b.inputs.size() != s->inputs_.size()) return InvalidModel("bucket " + bucket_str(b.inputs) + ": wrong input count");
+    Graph g = std::move(b.graph);
+    for (size_t i = 0; i < g.inputs.size() && i < b.inputs.size(); ++i) g.values[g.inputs[i]].shape = Shape::FromDims(b.inputs[i]);
+    const PlanOptions po{s->optimize_, s->opts_.fuse, s->opts_.max_memory};
+    auto plan = [&]() -> Expected<std::shared_ptr<ExecutionPlan>> {
+      TSR_RETURN_IF_ERROR(prepare_for_plan(g, po));
+      return ExecutionPlan::Build(std::move(g), s->pool_.get(), s->engines_.get(), po);
+    }();
+    if (!plan.ok()) {
+      return Status(plan.status().code(), "bucket " + bucket_str(b.inputs) + ": " + plan.status().message());
+    }
+    s->buckets_[b.inputs] = std::move(*plan);
   }
   // Static inputs: plan now so the first run does no planning.
   std::vector<Dims> dims;
@@ -173,6 +188,10 @@ Status InferenceSession::check_inputs(const std::vector<Tensor>& inputs) const {
 
 Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const std::vector<Dims>& dims,
                                                                          bool for_run) const {
+  if (auto b = buckets_.find(dims); b != buckets_.end()) {
+    if (for_run) runs_bucket_.fetch_add(1, std::memory_order_relaxed);
+    return b->second;
+  }
   std::shared_ptr<PlanSlot> slot;
   bool build = false;
   {
@@ -327,6 +346,12 @@ std::vector<std::vector<Dims>> InferenceSession::cached_plan_shapes() const {
   std::sort(by_use.begin(), by_use.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<std::vector<Dims>> out;
   for (auto& [use, dims] : by_use) out.push_back(std::move(dims));
+  return out;
+}
+
+std::vector<std::vector<Dims>> InferenceSession::bucket_shapes() const {
+  std::vector<std::vector<Dims>> out;
+  for (const auto& kv : buckets_) out.push_back(kv.first);
   return out;
 }
 

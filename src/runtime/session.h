@@ -147,6 +147,10 @@ class InferenceSession {
   // meanwhile (SessionOptions::plan_in_background).
   uint64_t runs_waited() const { return runs_waited_.load(std::memory_order_relaxed); }
   uint64_t runs_generic() const { return runs_generic_.load(std::memory_order_relaxed); }
+  // Runs at the exact dims of one of the program's buckets, on its engines (Program::buckets).
+  uint64_t runs_bucket() const { return runs_bucket_.load(std::memory_order_relaxed); }
+  // The input dims of the program's buckets.
+  std::vector<std::vector<Dims>> bucket_shapes() const;
   // Blocks until the plans queued for the background are built.
   void wait_for_background_plans() const;
   // The input dims that have a plan now, most recently used first (bounded: the least recently used are evicted).
@@ -168,7 +172,8 @@ class InferenceSession {
   bool seen_once(const std::vector<Dims>& dims) const;
   void background_planner() const;
 
-  static Expected<std::unique_ptr<InferenceSession>> Finish(std::unique_ptr<InferenceSession> s, Graph graph);
+  static Expected<std::unique_ptr<InferenceSession>> Finish(std::unique_ptr<InferenceSession> s, Graph graph,
+                                                            std::vector<ProgramBucket> buckets = {});
 
   Graph graph_;
   SessionOptions opts_;
@@ -191,7 +196,9 @@ class InferenceSession {
   mutable std::mutex plans_mu_;
   mutable std::map<std::vector<Dims>, std::shared_ptr<PlanSlot>> plans_;
   mutable uint64_t plan_clock_ = 0;
-  mutable std::atomic<uint64_t> plans_built_{0}, runs_waited_{0}, runs_generic_{0};
+  mutable std::atomic<uint64_t> plans_built_{0}, runs_waited_{0}, runs_generic_{0}, runs_bucket_{0};
+  // The program's buckets: a plan each, built at creation and never evicted (fixed after Finish: read unlocked).
+  std::map<std::vector<Dims>, std::shared_ptr<const ExecutionPlan>> buckets_;
   std::shared_ptr<const ExecutionPlan> generic_;  // null unless plan_in_background and some input dim is symbolic
   // Shapes run once on the generic plan without a plan of their own (the last kMaxSeen).
   static constexpr size_t kMaxSeen = 256;

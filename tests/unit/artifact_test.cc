@@ -104,6 +104,20 @@ Program mlp_program() {
   return p;
 }
 
+// mlp_program with a bucket at x [2,4]: the glue graph with x pinned and a `b` of other contents (as shape
+// arithmetic folded for a bucket's dims would give), and an engine of its own reading w (shared) and b (renamed).
+Program bucketed_program() {
+  Program p = mlp_program();
+  Program b = mlp_program();
+  b.graph.values["x"].shape = Shape::FromDims({2, 4});
+  Tensor b2 = iota(DType::kFloat32, {3}, -0.5f);
+  b.constants["b"] = b2;
+  b.graph.constants["b"] = b2;
+  b.engines[0].constants.push_back({"b", "B0"});
+  EXPECT_TRUE(add_bucket(p, std::move(b), {{2, 4}}).ok());
+  return p;
+}
+
 std::vector<Tensor> run_graph(const Graph& g, const std::vector<Tensor>& inputs) {
   auto s = InferenceSession::Create(g);
   EXPECT_TRUE(s.ok()) << s.status().message();
@@ -442,6 +456,47 @@ TEST_F(ArtifactTest, DescribeListsSectionsEnginesConstantsAndSignature) {
   EXPECT_EQ(j["inputs"][0]["dims"], json::parse(R"(["batch", 4])"));
 }
 
+TEST_F(ArtifactTest, BucketsRoundTripWithTheirEnginesAndConstants) {
+  Program p = bucketed_program();
+  ASSERT_EQ(p.buckets.size(), 1u);
+  ASSERT_EQ(p.engines.size(), 2u);
+  EXPECT_EQ(p.engines[1].region, "bucket1/region_0");
+  ASSERT_TRUE(write_artifact(p, path("b.tsr")).ok());
+  auto r = read_artifact(path("b.tsr"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const Program& q = r.value();
+  ASSERT_EQ(q.buckets.size(), 1u);
+  EXPECT_EQ(q.buckets[0].inputs, (std::vector<Dims>{{2, 4}}));
+  EXPECT_EQ(q.buckets[0].graph.info("x")->shape.str(), "[2,4]");
+  ASSERT_EQ(q.engines.size(), 2u);
+  EXPECT_EQ(q.engines[1].region, "bucket1/region_0");
+  ASSERT_EQ(q.engines[1].constants.size(), 2u);
+  EXPECT_EQ(q.engines[1].constants[0].key, "w");         // the same contents: shared
+  EXPECT_EQ(q.engines[1].constants[1].key, "bucket1/b");  // other contents under a key main uses: renamed
+  EXPECT_EQ(q.constants.size(), 3u);
+  // Each glue graph keeps its own constants: the bucket's b is its own.
+  Tensor x = iota(DType::kFloat32, {2, 4}, 1.f);
+  auto main_out = run_graph(q.graph, {x});
+  auto bucket_before = run_graph(p.buckets[0].graph, {x});
+  auto bucket_after = run_graph(q.buckets[0].graph, {x});
+  ASSERT_EQ(bucket_after.size(), 1u);
+  expect_same_bytes(bucket_before[0], bucket_after[0]);
+  EXPECT_NE(0, std::memcmp(main_out[0].raw(), bucket_after[0].raw(), main_out[0].nbytes()));
+
+  auto text = describe_artifact(path("b.tsr"), false);
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("buckets: 1"), std::string::npos) << *text;
+  EXPECT_NE(text->find("  [2,4]: 3 nodes; engines none"), std::string::npos) << *text;
+  auto j = json::parse(describe_artifact(path("b.tsr"), true).value());
+  EXPECT_EQ(j["buckets"][0]["inputs"], json::parse("[[2, 4]]"));
+
+  // A bucket whose inputs are not the program's is refused by the writer.
+  Program bad = mlp_program();
+  bad.buckets.push_back(ProgramBucket{{{2, 4}, {1}}, mlp_program().graph});
+  EXPECT_FALSE(write_artifact(bad, path("bad.tsr")).ok());
+  EXPECT_FALSE(add_bucket(bad, mlp_program(), {{2, 4}, {1}}).ok());
+}
+
 // --- corruption --------------------------------------------------------------
 
 class ArtifactCorruptionTest : public ArtifactTest {
@@ -562,12 +617,12 @@ TEST_F(ArtifactCorruptionTest, WrongMagicIsNotAnArtifact) {
 
 TEST_F(ArtifactCorruptionTest, UnknownFormatVersionIsNamed) {
   std::string f = bytes_;
-  fmt::put_u32(reinterpret_cast<uint8_t*>(f.data()) + fmt::kOffVersion, 2);
+  fmt::put_u32(reinterpret_cast<uint8_t*>(f.data()) + fmt::kOffVersion, 3);
   fix_checksums(f);
   Status st = read(f);
   EXPECT_EQ(st.code(), ErrorCode::kUnsupported);
   EXPECT_EQ(st.exit_code(), 2);
-  EXPECT_EQ(st.message(), "artifact '" + last_ + "': format version 2 is not supported (this build reads 1)");
+  EXPECT_EQ(st.message(), "artifact '" + last_ + "': format version 3 is not supported (this build reads 1-2)");
 }
 
 TEST_F(ArtifactCorruptionTest, SectionOffsetPastTheEndIsRejected) {
@@ -635,6 +690,46 @@ TEST_F(ArtifactCorruptionTest, MalformedMetaIsRejectedWithTheField) {
                   "declared");
   EXPECT_REJECTED(read_with_meta([](json& m) { m["backends"] = "dnnl"; }), "'backends'");
   EXPECT_REJECTED(read_with_meta([](json& m) { m = json::array(); }), "not a JSON object");
+}
+
+class ArtifactBucketCorruptionTest : public ArtifactCorruptionTest {
+ protected:
+  void SetUp() override {
+    ArtifactTest::SetUp();
+    good_ = path("good.tsr");
+    ASSERT_TRUE(write_artifact(bucketed_program(), good_).ok());
+    bytes_ = read_bytes(good_);
+  }
+};
+
+TEST_F(ArtifactBucketCorruptionTest, DamagedBucketsAreRejectedNamingWhat) {
+  ASSERT_TRUE(read_file(good_).ok());
+  EXPECT_REJECTED(read_with_meta([](json& m) { m["buckets"][0]["section"] = 1; }), "not a BUCKET section");
+  EXPECT_REJECTED(read_with_meta([](json& m) { m["buckets"].push_back(m["buckets"][0]); }), "two buckets");
+  EXPECT_REJECTED(read_with_meta([](json& m) { m.erase("buckets"); }), "belongs to no bucket");
+  EXPECT_REJECTED(read_with_meta([](json& m) { m["buckets"][0]["inputs"] = json::parse("[[2]]"); }),
+                  "does not fit input 'x'");
+  EXPECT_REJECTED(read_with_meta([](json& m) { m["buckets"][0]["inputs"] = json::parse("[[-1, 4]]"); }),
+                  "'buckets[0].inputs[0]'");
+  EXPECT_REJECTED(read_with_meta([](json& m) { m["buckets"][0]["inputs"] = json::parse("[[4611686018427387904, 4]]"); }),
+                  "'buckets[0].inputs[0]'");
+  EXPECT_REJECTED(read_with_meta([](json& m) { m["buckets"][0]["graph"]["constants"][0]["key"] = "zz"; }), "'zz'");
+  EXPECT_REJECTED(read_with_meta([](json& m) { m["buckets"][0]["graph"]["num_inputs"] = 7; }), "BUCKET");
+  replace_section(good_, path("g.tsr"), fmt::SectionKind::kBucket, std::string(100, '\xff'));
+  EXPECT_REJECTED(read_file(path("g.tsr")), "BUCKET");
+  // A flipped byte in the bucket's section: its checksum names it.
+  const auto table = table_of(bytes_);
+  ASSERT_EQ(table.back().kind, static_cast<uint32_t>(fmt::SectionKind::kBucket));
+  std::string flipped = bytes_;
+  flipped[table.back().offset + table.back().size / 2] ^= 0x10;
+  EXPECT_REJECTED(read(flipped), "BUCKET");
+  // Format 2 is written only with buckets (a program without them stays format 1, for older readers), and a BUCKET
+  // section in a format-1 file is not one.
+  EXPECT_EQ(fmt::get_u32(reinterpret_cast<const uint8_t*>(bytes_.data()) + fmt::kOffVersion), 2u);
+  std::string one = bytes_;
+  fmt::put_u32(reinterpret_cast<uint8_t*>(one.data()) + fmt::kOffVersion, 1);
+  fix_checksums(one);
+  EXPECT_REJECTED(read(one), "unknown section kind 5 in format 1");
 }
 
 TEST_F(ArtifactCorruptionTest, UnparseableSectionsWithValidChecksumsAreRejected) {

@@ -1,8 +1,13 @@
 // Shape ranges: `--shape NAME=D0,..,MIN..MAX,..` parsed, applied to a graph's inputs, and held to at run time.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "api/session_setup.h"
+#include "artifact/artifact.h"
+#include "backends/backend.h"
 #include "ir/graph.h"
+#include "onnx/onnx_export.h"
 #include "runtime/session.h"
 
 namespace tessera {
@@ -100,6 +105,129 @@ TEST(ShapeRanges, SessionRefusesRangesThatDoNotFitItsInputs) {
   EXPECT_EQ(InferenceSession::Create(relu_graph(), o).status().code(), ErrorCode::kInvalidInput);
   o.input_ranges = {{"x", {{1, 1}, {9, 3}}}};  // empty range
   EXPECT_EQ(InferenceSession::Create(relu_graph(), o).status().code(), ErrorCode::kInvalidInput);
+}
+
+TEST(ShapeBuckets, ExactShapesBesideARangeMakeBuckets) {
+  using Buckets = std::vector<std::vector<std::string>>;
+  auto b = api::bucket_shapes({"x=1,3,48,32..2048", "x=1,3,48,320", "mask=1,7", "x=1,3,48,640", "x=1,3,48,320"});
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(*b, (Buckets{{"x=1,3,48,320", "mask=1,7"}, {"x=1,3,48,640", "mask=1,7"}}));  // repeats count once
+  auto none = api::bucket_shapes({"x=1,3,48,32..2048", "mask=1,7"});  // a range alone: no bucket
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  auto exact = api::bucket_shapes({"x=1,3,48,320"});  // no range: the model is static, no bucket
+  ASSERT_TRUE(exact.ok());
+  EXPECT_TRUE(exact->empty());
+  // Two ranged inputs pair their k-th exact shapes: the counts must agree.
+  auto pairs = api::bucket_shapes({"ids=1,8..512", "ids=1,128", "mask=1,8..512", "mask=1,128"});
+  ASSERT_TRUE(pairs.ok());
+  EXPECT_EQ(*pairs, (Buckets{{"ids=1,128", "mask=1,128"}}));
+  auto uneven = api::bucket_shapes({"ids=1,8..512", "ids=1,128", "ids=1,256", "mask=1,8..512", "mask=1,128"});
+  ASSERT_FALSE(uneven.ok());
+  EXPECT_NE(uneven.status().message().find("'ids' names 2"), std::string::npos) << uneven.status().message();
+  auto missing = api::bucket_shapes({"ids=1,8..512", "ids=1,128", "mask=1,8..512"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("'mask' has a range but no exact shape"), std::string::npos)
+      << missing.status().message();
+}
+
+// y = Relu(Conv(x, w, b)), x float [1, 3, 16, W]: what a text-line recogniser starts with.
+Graph line_conv_graph() {
+  Graph g;
+  g.opset = 13;
+  g.name = "line";
+  g.inputs = {"x"};
+  g.values["x"] = ValueInfo{DType::kFloat32, Shape({Dim(1), Dim(3), Dim(16), Dim::Symbol("W")})};
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  Tensor w(DType::kFloat32, {8, 3, 3, 3}), b(DType::kFloat32, {8});
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = u(rng);
+  for (int64_t i = 0; i < b.numel(); ++i) b.data<float>()[i] = u(rng);
+  g.constants["w"] = w;
+  g.constants["b"] = b;
+  Node conv;
+  conv.name = "conv";
+  conv.op_type = "Conv";
+  conv.inputs = {"x", "w", "b"};
+  conv.outputs = {"c"};
+  conv.attrs["kernel_shape"] = Attribute::Ints({3, 3});
+  conv.attrs["pads"] = Attribute::Ints({1, 1, 1, 1});
+  Node relu;
+  relu.name = "relu";
+  relu.op_type = "Relu";
+  relu.inputs = {"c"};
+  relu.outputs = {"y"};
+  g.nodes = {conv, relu};
+  g.outputs = {"y"};
+  return g;
+}
+
+Tensor random_input(Dims d, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  Tensor t(DType::kFloat32, std::move(d));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
+  return t;
+}
+
+// A bucket's dims run on the engines compiled for them; every other width in the range runs the glue graph
+// (native: engines need static shapes); both give the native reference's answer, through an artifact and back.
+TEST(ShapeBuckets, BucketDimsRunOnTheirEnginesAndOtherWidthsOnTheGlueGraph) {
+  if (!find_backend("dnnl").ok()) GTEST_SKIP() << "the dnnl plugin is not built";
+  auto bytes = export_onnx_bytes(line_conv_graph());
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  const api::ModelSource model{"", *bytes};
+  api::CompileOptions o;
+  o.backends = "dnnl,native";
+  o.policy = PlacementPolicy::kPriority;
+  o.measure = MeasureMode::kOff;
+  o.tune_cache = "";
+  o.threads = 1;
+  o.shapes = {"x=1,3,16,8..64", "x=1,3,16,24"};
+  auto g = api::load_graph(model, o.shapes, "compile");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  PartitionReport report;
+  auto program = api::compile_model(model, std::move(*g), o, &report);
+  ASSERT_TRUE(program.ok()) << program.status().message();
+  ASSERT_EQ(program->buckets.size(), 1u);
+  EXPECT_EQ(program->buckets[0].inputs, (std::vector<Dims>{{1, 3, 16, 24}}));
+  EXPECT_TRUE(engines_used(program->graph).empty());  // the ranged width keeps the Conv on native
+  const auto bucket_engines = engines_used(program->buckets[0].graph);
+  ASSERT_FALSE(bucket_engines.empty());
+  EXPECT_EQ(program->engines[static_cast<size_t>(bucket_engines[0])].backend, "dnnl");
+  ASSERT_EQ(report.buckets.size(), 1u);
+  EXPECT_EQ(report.buckets[0].shapes, "x=1,3,16,24");
+  EXPECT_NE(report_text(report).find("bucket x=1,3,16,24"), std::string::npos) << report_text(report);
+
+  auto stored = write_artifact_bytes(*program);
+  ASSERT_TRUE(stored.ok()) << stored.status().message();
+  auto loaded = read_artifact_bytes("bucketed", stored->data(), stored->size());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  SessionOptions so;
+  so.input_ranges = api::parse_shapes(o.shapes).value();
+  auto s = InferenceSession::Create(std::move(*loaded), so);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ((*s)->bucket_shapes(), (std::vector<std::vector<Dims>>{{{1, 3, 16, 24}}}));
+  auto reference = InferenceSession::Create(line_conv_graph());
+  ASSERT_TRUE(reference.ok());
+  uint64_t want_bucket_runs = 0;
+  for (int64_t w : {24, 8, 40, 24, 64}) {
+    const Tensor x = random_input({1, 3, 16, w}, static_cast<unsigned>(w));
+    RunProfile profile;
+    auto got = (*s)->run(std::vector<Tensor>{x}, &profile);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    auto want = (*reference)->run(std::vector<Tensor>{x});
+    ASSERT_TRUE(want.ok());
+    ASSERT_EQ((*got)[0].dims(), (*want)[0].dims());
+    for (int64_t i = 0; i < (*want)[0].numel(); ++i) {
+      ASSERT_NEAR((*got)[0].data<float>()[i], (*want)[0].data<float>()[i], 1e-4f) << "width " << w << " at " << i;
+    }
+    bool ran_an_engine = false;
+    for (const auto& e : profile.entries) ran_an_engine = ran_an_engine || e.engine >= 0;
+    EXPECT_EQ(ran_an_engine, w == 24) << "width " << w;
+    want_bucket_runs += w == 24;
+    EXPECT_EQ((*s)->runs_bucket(), want_bucket_runs);
+  }
 }
 
 }  // namespace
