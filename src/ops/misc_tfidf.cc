@@ -11,6 +11,7 @@
 // lengths 2..max_gram_length, every skip s in [0, max_skip_count] counts the
 // n-grams whose consecutive items are s+1 positions apart. String pools are
 // not supported (the IR has no string tensors).
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -116,8 +117,10 @@ class TfIdfKernel final : public Kernel {
       if (c_.min_gram == 1) {
         for (int64_t i = 0; i < len; ++i) count({row[i]});
       }
-      for (int64_t n = std::max<int64_t>(2, c_.min_gram); n <= c_.max_gram; ++n) {
-        for (int64_t s = 0; s <= c_.max_skip; ++s) {
+      // Only n-grams that fit in the row: n <= len, and (n - 1) * (s + 1) < len (attributes may be near 2^63).
+      for (int64_t n = std::max<int64_t>(2, c_.min_gram); n <= std::min(c_.max_gram, len); ++n) {
+        const int64_t max_skip = std::min(c_.max_skip, (len - 1) / (n - 1) - 1);
+        for (int64_t s = 0; s <= max_skip; ++s) {
           const int64_t step = s + 1;
           for (int64_t i = 0; i + (n - 1) * step < len; ++i) {
             gram.clear();

@@ -34,7 +34,7 @@ const char* kUsage =
     "      engine regions too (under \"profile\" with --json); --trace writes the profiled runs (at most 20) as a\n"
     "      Chrome trace (docs/profiling.md); --shapes-from replays a stream of requests (a line each: NAME=D0,D1,..\n"
     "      per input named) and prints p50/p99 latency, the runs that waited for a plan of their shape and those\n"
-    "      that ran on the shape-generic plan meanwhile\n"
+    "      that ran on the shape-generic plan meanwhile or on a bucket's engines (--json: each request's latency too)\n"
     "  partition MODEL [--backends LIST] [--shape ..] [--place ..] [--min-region-nodes N] [--placement ..]\n"
     "          [--tune | --no-tune] [--json] [--dot F] [--svg F]\n"
     "      placement report: one line per region with the backends considered and their costs, refusals grouped\n"

@@ -302,12 +302,18 @@ int bench_shape_stream(const Args& a, Session& s, double load_ms) {
   };
   const double mean = total_s * 1e3 / static_cast<double>(ms.size());
   if (a.json) {
+    std::string each;  // every request's latency, in stream order
+    for (size_t i = 0; i < ms.size(); ++i) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%s%.4f", i ? ", " : "", ms[i]);
+      each += buf;
+    }
     std::printf(
         "{\"model\": \"%s\", \"requests\": %zu, \"distinct_shapes\": %zu, \"waited_for_a_plan\": %llu, "
         "\"ran_generic\": %llu, \"ran_on_a_bucket\": %llu, \"plans_built\": %llu, \"p50_ms\": %.4f, \"p99_ms\": %.4f, \"max_ms\": %.4f, "
-        "\"mean_ms\": %.4f, \"requests_per_s\": %.2f, \"threads\": %d, \"load_ms\": %.3f}\n",
+        "\"mean_ms\": %.4f, \"requests_per_s\": %.2f, \"threads\": %d, \"load_ms\": %.3f, \"latency_ms\": [%s]}\n",
         a.positional[0].c_str(), ms.size(), seen.size(), waited, generic, bucket, built, pct(50), pct(99), sorted.back(), mean,
-        static_cast<double>(ms.size()) / total_s, s.Threads(), load_ms);
+        static_cast<double>(ms.size()) / total_s, s.Threads(), load_ms, each.c_str());
   } else {
     std::printf("%s: %zu requests over %zu shapes: p50 %.3f ms, p99 %.3f ms, max %.3f ms, mean %.3f ms, %.1f requests/s "
                 "(%d threads, loaded in %.1f ms); %llu waited for a plan of their shape, %llu ran on the shape-generic "

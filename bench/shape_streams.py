@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Streams of requests whose input shape changes, against artifacts compiled statically for each shape.
+
+  /usr/bin/python3 bench/shape_streams.py [--build BUILD] [--work DIR] [--threads N] [--streams crnn,detector]
+                                          [--sample K] [--requests-scale F]
+
+For each stream (models from bench/stream_models.py):
+  crnn      CRNN-style recogniser, x [1,3,48,W], 1000 requests, W uniform in 32..2048
+  detector  detector, x [1,3,H,W], 100 requests, H and W uniform in 320..1280 in steps of 32
+it
+  1. compiles one artifact for the whole range (`tessera compile --shape x=..,MIN..MAX`, default placement);
+  2. replays the stream once on it (`tessera bench --shapes-from`, no warm-up: every first request at a new shape
+     counts) and takes each request's latency, the runs that waited for a plan, and the peak RSS;
+  3. for the first K distinct shapes of the stream (default 8), compiles a static artifact for exactly that shape
+     (`--shape x=..,W`) and times it (`tessera bench`, median of 10 runs after 2 warm-up runs);
+  4. slowdown of a request = its latency / the static artifact's median at its shape, over the requests at the
+     sampled shapes (p50, p99, max, and the first request at each shape);
+  5. throughput after warm-up: the sampled shapes' requests in the second half of the stream, static time / stream
+     time;
+  6. checks the ranged artifact's outputs against ONNX Runtime (tests/e2e/ort_reference.js, CPU, optimisations
+     off) at every sampled shape: max |a-b| <= 1e-3 * (1 + |b|).
+Prints one JSON line per stream and a Markdown table row for bench/RESULTS.md.
+"""
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+STREAMS = {
+    # name: (requests, random shape, range spec, spec of one shape)
+    "crnn": (1000, lambda r: (1, 3, 48, r.randint(32, 2048)), "x=1,3,48,32..2048"),
+    "detector": (100, lambda r: (1, 3, 32 * r.randint(10, 40), 32 * r.randint(10, 40)), "x=1,3,320..1280,320..1280"),
+}
+
+
+def spec(dims):
+    return "x=" + ",".join(str(d) for d in dims)
+
+
+def run(cmd, **kw):
+    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if p.returncode != 0:
+        sys.exit("shape_streams: %s failed (%d): %s" % (" ".join(cmd), p.returncode, (p.stderr or p.stdout)[-800:]))
+    return p.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--work", default=None)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--streams", default="crnn,detector")
+    ap.add_argument("--sample", type=int, default=8)
+    ap.add_argument("--requests-scale", type=float, default=1.0)
+    a = ap.parse_args()
+    tessera = os.path.join(a.build, "bin", "tessera")
+    work = a.work or os.path.join(a.build, "shape-streams")
+    os.makedirs(work, exist_ok=True)
+    run(["/usr/bin/python3", os.path.join(ROOT, "bench", "stream_models.py"), work])
+    env = dict(os.environ)
+    env.setdefault("NODE_PATH", os.path.join(ROOT, "bench", "node_modules"))
+    threads = ["--threads", str(a.threads)]
+    rows = []
+    for name in a.streams.split(","):
+        count, draw, range_spec = STREAMS[name]
+        count = max(1, int(count * a.requests_scale))
+        model = os.path.join(work, name + ".onnx")
+        rng = random.Random(7)
+        stream = [draw(rng) for _ in range(count)]
+        stream_file = os.path.join(work, name + ".stream")
+        with open(stream_file, "w") as f:
+            f.write("".join(spec(d) + "\n" for d in stream))
+        ranged = os.path.join(work, name + ".ranged.tsr")
+        run([tessera, "compile", model, "-o", ranged, "--shape", range_spec] + threads)
+        p = subprocess.run(["/usr/bin/time", "-f", "maxrss_kb=%M", tessera, "bench", ranged, "--shapes-from",
+                            stream_file, "--json"] + threads, capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit("shape_streams: bench --shapes-from failed: " + p.stderr[-800:])
+        j = json.loads(p.stdout.strip().splitlines()[-1])
+        rss_kb = int([l for l in p.stderr.splitlines() if l.startswith("maxrss_kb=")][-1].split("=")[1])
+        lat = j["latency_ms"]
+        sampled = []
+        for d in stream:
+            if d not in sampled:
+                sampled.append(d)
+            if len(sampled) == a.sample:
+                break
+        static_ms, ort_ok, max_err = {}, True, 0.0
+        for d in sampled:
+            tsr = os.path.join(work, "%s.%s.tsr" % (name, "x".join(map(str, d))))
+            run([tessera, "compile", model, "-o", tsr, "--shape", spec(d)] + threads)
+            b = json.loads(run([tessera, "bench", tsr, "--runs", "10", "--warmup", "2", "--json"] + threads))
+            static_ms[d] = b["median_ms"]
+            # Outputs against ONNX Runtime at this shape.
+            data = os.path.join(work, "in_%s_%s" % (name, "x".join(map(str, d))))
+            os.makedirs(data, exist_ok=True)
+            x = (np.random.default_rng(sum(d)).random(d) - 0.5).astype(np.float32)
+            with open(os.path.join(data, "input_0.pb"), "wb") as f:
+                f.write(numpy_helper.from_array(x, "x").SerializeToString())
+            ref = data + "/ort"
+            run(["node", os.path.join(ROOT, "tests", "e2e", "ort_reference.js"), model, data, "--out", ref], env=env)
+            got = data + "/tessera"
+            run([tessera, "run", ranged, "--input-dir", data, "--output-dir", got] + threads)
+            ya = numpy_helper.to_array(onnx.load_tensor(got + "/output_0.pb"))
+            yb = numpy_helper.to_array(onnx.load_tensor(ref + "/output_0.pb"))
+            ok = ya.shape == yb.shape and bool(np.all(np.abs(ya - yb) <= 1e-3 * (1 + np.abs(yb))))
+            ort_ok = ort_ok and ok
+            if ya.shape == yb.shape:
+                max_err = max(max_err, float(np.max(np.abs(ya - yb))))
+        slow, first_slow, seen = [], [], set()
+        half_stream, half_static = 0.0, 0.0
+        for i, d in enumerate(stream):
+            if d not in static_ms:
+                continue
+            s = lat[i] / static_ms[d]
+            slow.append(s)
+            if d not in seen:
+                first_slow.append(s)
+                seen.add(d)
+            if i >= len(stream) // 2:
+                half_stream += lat[i]
+                half_static += static_ms[d]
+        slow.sort()
+        pct = lambda p: slow[min(len(slow) - 1, int(p / 100.0 * len(slow)))]
+        result = {
+            "stream": name, "requests": len(stream), "distinct_shapes": j["distinct_shapes"],
+            "p50_ms": j["p50_ms"], "p99_ms": j["p99_ms"], "waited_for_a_plan": j["waited_for_a_plan"],
+            "ran_generic": j["ran_generic"], "plans_built": j["plans_built"], "sampled_shapes": len(sampled),
+            "sampled_requests": len(slow), "slowdown_p50": pct(50), "slowdown_p99": pct(99), "slowdown_max": slow[-1],
+            "first_request_slowdown_max": max(first_slow),
+            "throughput_vs_static_after_warmup": (half_static / half_stream) if half_stream else None,
+            "max_rss_mb": rss_kb / 1024.0, "ort_match": ort_ok, "ort_max_abs_diff": max_err,
+            "threads": a.threads,
+        }
+        print(json.dumps(result), flush=True)
+        rows.append(result)
+    print()
+    print("| stream | requests | p50 / p99 ms | p99 slowdown (max; first request) | waits for a compile | "
+          "throughput vs static after warm-up | max RSS | vs ONNX Runtime |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        tp = r["throughput_vs_static_after_warmup"]
+        print("| %s | %d (%d shapes) | %.1f / %.1f | %.2f (%.2f; %.2f) | %d | %s | %.0f MB | %s (max diff %.1e) |" % (
+            r["stream"], r["requests"], r["distinct_shapes"], r["p50_ms"], r["p99_ms"], r["slowdown_p99"],
+            r["slowdown_max"], r["first_request_slowdown_max"], r["waited_for_a_plan"],
+            "%.2f" % tp if tp else "-", r["max_rss_mb"], "match" if r["ort_match"] else "DIFFER",
+            r["ort_max_abs_diff"]))
+
+
+if __name__ == "__main__":
+    main()
