@@ -51,6 +51,16 @@ Status read_spatial_attrs(const Node& node, int rank, const std::vector<int64_t>
   for (int64_t p : a.pads) {
     if (p < 0) return InvalidModel(node.describe() + ": pads must be non-negative");
   }
+  // Window arithmetic ((k - 1) * d + 1, in + pads, out * s) stays far from overflow; no real window comes near.
+  constexpr int64_t kMaxWindow = int64_t{1} << 31;
+  for (const auto* v : {&a.kernel, &a.strides, &a.dilations, &a.pads}) {
+    for (int64_t x : *v) {
+      if (x > kMaxWindow) {
+        return InvalidModel(node.describe() + ": kernel_shape, strides, dilations and pads must be at most 2^31, got " +
+                            std::to_string(x));
+      }
+    }
+  }
   a.ceil_mode = with_ceil && node.attr_int("ceil_mode", 0) != 0;
   *out = std::move(a);
   return Status::Ok();

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 #include <unordered_set>
 
 #include "ops/region_attrs.h"
@@ -208,12 +209,18 @@ void ExecutionPlan::release_arena(std::shared_ptr<void> a) const {
 }
 
 Expected<std::vector<Tensor>> ExecutionPlan::run(const std::vector<Tensor>& inputs, const RunOptions& ro) const {
+  // An allocation the limit did not foresee (or no limit), or a container asked to hold more than it can: a clean
+  // error, never an abort.
+  auto too_large = [] {
+    return InvalidInput("out of memory during the run (is a dimension of an input absurdly large? a memory limit "
+                        "gives the size needed)");
+  };
   try {
     return run_guarded(inputs, ro);
   } catch (const std::bad_alloc&) {
-    // An allocation the limit did not foresee (or no limit): a clean error, never an abort.
-    return InvalidInput("out of memory during the run (is a dimension of an input absurdly large? a memory limit "
-                        "gives the size needed)");
+    return too_large();
+  } catch (const std::length_error&) {
+    return too_large();
   }
 }
 

@@ -1,14 +1,13 @@
 // Shape ranges: `--shape NAME=D0,..,MIN..MAX,..` parsed, applied to a graph's inputs, and held to at run time.
 #include <gtest/gtest.h>
 
-#include <random>
-
 #include "api/session_setup.h"
 #include "artifact/artifact.h"
 #include "backends/backend.h"
 #include "ir/graph.h"
 #include "onnx/onnx_export.h"
 #include "runtime/session.h"
+#include "plugin_test_util.h"
 
 namespace tessera {
 namespace {
@@ -133,41 +132,16 @@ TEST(ShapeBuckets, ExactShapesBesideARangeMakeBuckets) {
 
 // y = Relu(Conv(x, w, b)), x float [1, 3, 16, W]: what a text-line recogniser starts with.
 Graph line_conv_graph() {
-  Graph g;
-  g.opset = 13;
-  g.name = "line";
-  g.inputs = {"x"};
-  g.values["x"] = ValueInfo{DType::kFloat32, Shape({Dim(1), Dim(3), Dim(16), Dim::Symbol("W")})};
-  std::mt19937 rng(5);
-  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
-  Tensor w(DType::kFloat32, {8, 3, 3, 3}), b(DType::kFloat32, {8});
-  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = u(rng);
-  for (int64_t i = 0; i < b.numel(); ++i) b.data<float>()[i] = u(rng);
-  g.constants["w"] = w;
-  g.constants["b"] = b;
-  Node conv;
-  conv.name = "conv";
-  conv.op_type = "Conv";
-  conv.inputs = {"x", "w", "b"};
-  conv.outputs = {"c"};
+  plugintest::Builder b;
+  b.g.name = "line";
+  b.input("x", Shape({Dim(1), Dim(3), Dim(16), Dim::Symbol("W")}));
+  b.constant("w", plugintest::random_tensor({8, 3, 3, 3}, 5, -0.5f, 0.5f));
+  b.constant("b", plugintest::random_tensor({8}, 6, -0.5f, 0.5f));
+  Node& conv = b.node("conv", "Conv", {"x", "w", "b"}, "c");
   conv.attrs["kernel_shape"] = Attribute::Ints({3, 3});
   conv.attrs["pads"] = Attribute::Ints({1, 1, 1, 1});
-  Node relu;
-  relu.name = "relu";
-  relu.op_type = "Relu";
-  relu.inputs = {"c"};
-  relu.outputs = {"y"};
-  g.nodes = {conv, relu};
-  g.outputs = {"y"};
-  return g;
-}
-
-Tensor random_input(Dims d, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  Tensor t(DType::kFloat32, std::move(d));
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
+  b.node("relu", "Relu", {"c"}, "y");
+  return b.done({"y"});
 }
 
 // A bucket's dims run on the engines compiled for them; every other width in the range runs the glue graph
@@ -212,7 +186,7 @@ TEST(ShapeBuckets, BucketDimsRunOnTheirEnginesAndOtherWidthsOnTheGlueGraph) {
   ASSERT_TRUE(reference.ok());
   uint64_t want_bucket_runs = 0;
   for (int64_t w : {24, 8, 40, 24, 64}) {
-    const Tensor x = random_input({1, 3, 16, w}, static_cast<unsigned>(w));
+    const Tensor x = plugintest::random_tensor({1, 3, 16, w}, static_cast<unsigned>(w), -1.f, 1.f);
     RunProfile profile;
     auto got = (*s)->run(std::vector<Tensor>{x}, &profile);
     ASSERT_TRUE(got.ok()) << got.status().message();

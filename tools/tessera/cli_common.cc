@@ -51,7 +51,9 @@ const char* kUsage =
     "--shape NAME=D0,D1,.. gives an input's dims: each a size, or MIN..MAX for a range (x=1,3,48,32..2048); an\n"
     "input named more than once spans them all. A compiled artifact runs any size in its ranges and refuses others\n"
     "naming the input, dim and range; random inputs take each range's low end. Dims with a range stay symbolic:\n"
-    "the nodes they shape run on native.\n";
+    "the nodes they shape run on native, except in buckets: an exact shape named beside a range (--shape\n"
+    "x=1,3,48,32..2048 --shape x=1,3,48,320) is compiled with engines of its own, which requests of exactly\n"
+    "those dims run on (with several ranged inputs, bucket k takes each one's k-th exact shape).\n";
 
 void usage_error(const std::string& msg) { throw Error(TESSERA_CODE_INVALID_ARGUMENT, msg); }
 
