@@ -238,7 +238,20 @@ std::vector<float> initializer_floats(const onnx::TensorProto& t) {
 
 std::vector<int64_t> initializer_ints(const onnx::TensorProto& t) {
   int64_t count = 1;
-  for (int64_t d : t.dims()) count *= d;
+  for (int64_t d : t.dims()) {
+    if (d < 0 || (d > 0 && count > INT64_MAX / d)) {
+      fail(TESSERA_ERROR_INVALID_ARGUMENT, "initializer '" + t.name() + "' has an invalid shape");
+    }
+    count *= d;
+  }
+  // A float holding an index: integral values only, within int64 (NaN and 1e30 are no index).
+  auto integral = [&](float f) {
+    if (!(f >= -9.2e18f && f <= 9.2e18f) || f != static_cast<float>(static_cast<int64_t>(f))) {
+      fail(TESSERA_ERROR_INVALID_ARGUMENT, "initializer '" + t.name() + "' holds " + std::to_string(f) +
+                                               ", not an integer");
+    }
+    return static_cast<int64_t>(f);
+  };
   std::vector<int64_t> v;
   const std::string& raw = t.raw_data();
   auto from_raw = [&](auto tag) {
@@ -249,7 +262,8 @@ std::vector<int64_t> initializer_ints(const onnx::TensorProto& t) {
     for (int64_t i = 0; i < count; ++i) {
       T x;
       std::memcpy(&x, raw.data() + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
-      v.push_back(static_cast<int64_t>(x));
+      if constexpr (std::is_floating_point_v<T>) v.push_back(integral(x));
+      else v.push_back(static_cast<int64_t>(x));
     }
   };
   switch (t.data_type()) {
@@ -263,7 +277,7 @@ std::vector<int64_t> initializer_ints(const onnx::TensorProto& t) {
       break;
     case onnx::TensorProto::FLOAT:
       if (t.has_raw_data()) from_raw(float{});
-      else for (float f : t.float_data()) v.push_back(static_cast<int64_t>(f));
+      else for (float f : t.float_data()) v.push_back(integral(f));
       break;
     default:
       fail(TESSERA_ERROR_UNSUPPORTED, "initializer '" + t.name() + "' has dtype " + dtype_name(t.data_type()));

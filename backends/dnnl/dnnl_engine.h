@@ -96,8 +96,9 @@ struct tessera_engine {
 namespace tessera_dnnl {
 
 // Creates the engine from a program and the region's constants.
+// `max_memory` (0: none) bounds the buffers one run holds: past it, TESSERA_ERROR_OUT_OF_MEMORY.
 std::unique_ptr<tessera_engine> make_engine(Program p, const tessera_named_tensor_t* constants, size_t count,
-                                            int num_threads);
+                                            int num_threads, uint64_t max_memory = 0);
 // One inference; fails with TESSERA_ERROR_INVALID_ARGUMENT on descriptors
 // that differ from the region, TESSERA_ERROR_RUNTIME when oneDNN fails.
 void run_engine(tessera_engine& e, const tessera_tensor_t* inputs, size_t num_inputs, tessera_tensor_t* outputs,

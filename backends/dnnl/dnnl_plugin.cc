@@ -152,12 +152,16 @@ tessera_status_t load(const void* blob, size_t size, const tessera_named_tensor_
   return guarded(msg, cap, [&] {
     if (!out_engine) fail(TESSERA_ERROR_INVALID_ARGUMENT, "out_engine is NULL");
     int threads = 1;
+    uint64_t max_memory = 0;
     if (options && options->struct_size >= offsetof(tessera_load_options_t, num_threads) + sizeof(int32_t)) {
       threads = std::max(1, options->num_threads);
     }
+    if (options && options->struct_size >= offsetof(tessera_load_options_t, max_memory) + sizeof(uint64_t)) {
+      max_memory = options->max_memory;
+    }
     Program p = deserialize(blob, size);
     try {
-      *out_engine = make_engine(std::move(p), constants, count, threads).release();
+      *out_engine = make_engine(std::move(p), constants, count, threads, max_memory).release();
     } catch (const dnnl::error& e) {
       // compile built this very program, so a blob oneDNN rejects now was
       // altered (or comes from a machine with other instructions).

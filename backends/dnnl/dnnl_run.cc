@@ -144,7 +144,7 @@ std::vector<tessera_plugin::ValueType> types_of(const Program& p, const std::vec
 }  // namespace
 
 std::unique_ptr<tessera_engine> make_engine(Program p, const tessera_named_tensor_t* constants, size_t count,
-                                            int num_threads) {
+                                            int num_threads, uint64_t max_memory) {
   auto e = std::make_unique<tessera_engine>();
   e->program = std::move(p);
   e->num_threads = std::max(1, num_threads);
@@ -161,6 +161,11 @@ std::unique_ptr<tessera_engine> make_engine(Program p, const tessera_named_tenso
   }
   e->eng = dnnl::engine(dnnl::engine::kind::cpu, 0);
   e->plan = build_plan(e->program, e->eng, &by_name, e->num_threads);
+  const uint64_t need = uint64_t{e->plan.arena_bytes} + e->plan.scratch_bytes;
+  if (max_memory && need > max_memory) {
+    fail(TESSERA_ERROR_OUT_OF_MEMORY, "one run needs " + std::to_string(need) + " bytes of buffers, over the limit of " +
+                                          std::to_string(max_memory));
+  }
   // One context now, so the first run allocates nothing.
   e->idle.push_back(std::make_unique<RunContext>(e->plan, e->eng));
   return e;

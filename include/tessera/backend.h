@@ -48,7 +48,9 @@
  * itself instead of the host knowing it by name: how its engines use threads
  * (threading), a colour for pictures (color), an estimate on the measured
  * scale of the machine it runs on (estimate_region), and a per-node profile of
- * a run (run_profiled).
+ * a run (run_profiled). Minor revision 2 adds tessera_load_options_t's
+ * max_memory: the session's memory limit, which an engine's own buffers keep
+ * within.
  */
 #ifndef TESSERA_BACKEND_H_
 #define TESSERA_BACKEND_H_
@@ -64,7 +66,7 @@ extern "C" {
 
 #define TESSERA_BACKEND_ABI_VERSION 1u
 /* The minor revision this header describes (members gated by struct_size). */
-#define TESSERA_BACKEND_ABI_MINOR 1u
+#define TESSERA_BACKEND_ABI_MINOR 2u
 
 /* Name of the symbol every backend library exports. */
 #define TESSERA_BACKEND_QUERY_SYMBOL "tessera_backend_query"
@@ -132,6 +134,11 @@ typedef struct tessera_load_options {
   uint32_t struct_size;  /* sizeof(tessera_load_options_t) as the host knows it */
   int32_t num_threads;   /* threads the engine may use per run (>= 1); the
                             session's thread count */
+  /* Minor revision 2 (read only when struct_size covers it): */
+  uint64_t max_memory;   /* bytes one run of the engine may hold (its
+                            buffers and scratch); 0 = no limit. An engine
+                            that would need more fails load with
+                            TESSERA_ERROR_OUT_OF_MEMORY, naming the need. */
 } tessera_load_options_t;
 
 /* An engine: whatever the backend needs to run one compiled region. */

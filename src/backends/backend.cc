@@ -255,7 +255,8 @@ Expected<Blob> Backend::compile(std::string_view model, const std::string& optio
 
 Expected<std::shared_ptr<const Engine>> Backend::load(const Blob& blob,
                                                       const std::vector<std::pair<std::string, Tensor>>& constants,
-                                                      int num_threads, const std::string& region) const {
+                                                      int num_threads, const std::string& region,
+                                                      size_t max_memory) const {
   std::vector<tessera_named_tensor_t> named(constants.size());
   for (size_t i = 0; i < constants.size(); ++i) {
     named[i].name = constants[i].first.c_str();
@@ -264,6 +265,7 @@ Expected<std::shared_ptr<const Engine>> Backend::load(const Blob& blob,
   tessera_load_options_t opts{};
   opts.struct_size = sizeof(opts);
   opts.num_threads = std::max(1, num_threads);
+  opts.max_memory = max_memory;
   tessera_engine_t* handle = nullptr;
   char msg[kMsgCap] = {0};
   tessera_status_t s =

@@ -106,7 +106,8 @@ class Backend : public std::enable_shared_from_this<Backend> {
   Expected<Blob> compile(std::string_view model, const std::string& options) const;
   Expected<std::shared_ptr<const Engine>> load(const Blob& blob,
                                                const std::vector<std::pair<std::string, Tensor>>& constants,
-                                               int num_threads, const std::string& region) const;
+                                               int num_threads, const std::string& region,
+                                               size_t max_memory = 0) const;  // 0: no limit
   // Microseconds on the machine `machine` describes (estimate_region), or,
   // from a table without it, estimate_cost at machine.num_threads; an error
   // when the backend gives no estimate.

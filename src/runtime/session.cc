@@ -79,7 +79,7 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Program pro
       consts.emplace_back(c.name, it->second);
     }
     std::shared_ptr<const Engine> engine;
-    TSR_ASSIGN_OR_RETURN(engine, backend->load(e.blob, consts, thread_count(opts), e.region));
+    TSR_ASSIGN_OR_RETURN(engine, backend->load(e.blob, consts, thread_count(opts), e.region, opts.max_memory));
     engines->push_back(std::move(engine));
   }
   s->engines_ = std::move(engines);
