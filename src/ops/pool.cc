@@ -407,7 +407,9 @@ Status run_pool(KernelContext& ctx) {
   const int64_t planes = x.dim(0) * x.dim(1);
   const int64_t isz = g.in_size(), osz = g.out_size();
   int64_t* ip = ind && ind->defined() ? ind->data<int64_t>() : nullptr;
-  if (x.dtype() == DType::kFloat32 && !ip && g.in[0] == 1 && g.k[0] == 1) {
+  // The 2-D fast path keeps a table per kernel column: for windows not far wider than the input (a window of 2^31
+  // columns over padding would ask for 16 GB of tables); others take the general loop.
+  if (x.dtype() == DType::kFloat32 && !ip && g.in[0] == 1 && g.k[0] == 1 && g.k[2] <= 2 * g.in[2] + 64) {
     // Per-column tap ranges and column counts, shared by every plane.
     const int64_t ow = g.out[2];
     std::vector<int64_t> col_lo(static_cast<size_t>(g.k[2])), col_hi(static_cast<size_t>(g.k[2]));
