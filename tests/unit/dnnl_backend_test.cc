@@ -163,6 +163,24 @@ TEST_F(DnnlBackend, ConvVariantsMatchNative) {
   }
 }
 
+// The session's memory limit reaches the engine through the load options (ABI minor revision 2): an engine whose
+// run buffers exceed it is refused at load, naming the need; no limit loads it.
+TEST_F(DnnlBackend, LoadRefusesAnEngineWhoseBuffersExceedTheMemoryLimit) {
+  Builder b;
+  b.input("x", {1, 8, 32, 32}).constant("w1", random_tensor({8, 8, 3, 3}, 5)).constant("w2", random_tensor({8, 8, 3, 3}, 6));
+  b.node("c1", "Conv", {"x", "w1"}, "a");
+  b.node("c2", "Conv", {"a", "w2"}, "y");
+  Graph g = b.done({"y"});
+  Compiled c = compile(model_bytes(g));
+  ASSERT_EQ(c.status, TESSERA_OK) << c.msg;
+  Loaded small = client().load(c.blob, g.constants, 1, /*max_memory=*/1024);
+  EXPECT_EQ(small.status, TESSERA_ERROR_OUT_OF_MEMORY) << small.msg;
+  EXPECT_NE(small.msg.find("over the limit of 1024"), std::string::npos) << small.msg;
+  EXPECT_EQ(small.engine, nullptr);
+  Loaded unlimited = client().load(c.blob, g.constants, 1, 0);
+  EXPECT_EQ(unlimited.status, TESSERA_OK) << unlimited.msg;
+}
+
 TEST_F(DnnlBackend, ConvWithRuntimeWeightsMatchesNative) {
   Builder b;
   b.input("x", {1, 4, 6, 6}).input("w", {4, 2, 3, 3});

@@ -148,10 +148,10 @@ class PluginClient {
   }
 
   Loaded load(const std::string& blob, const std::unordered_map<std::string, Tensor>& constants,
-              int threads = 1) const {
+              int threads = 1, uint64_t max_memory = 0) const {
     std::vector<tessera_named_tensor_t> named;
     for (const auto& [name, t] : constants) named.push_back({name.c_str(), tensor_descriptor(t)});
-    tessera_load_options_t opts{sizeof(tessera_load_options_t), threads};
+    tessera_load_options_t opts{sizeof(tessera_load_options_t), threads, max_memory};
     tessera_engine_t* e = nullptr;
     char msg[256] = {0};
     Loaded l;
