@@ -281,22 +281,21 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Compil
 Expected<std::vector<std::vector<std::string>>> bucket_shapes(const std::vector<std::string>& shapes) {
   InputRanges spans;
   TSR_ASSIGN_OR_RETURN(spans, parse_shapes(shapes));
+  auto all_exact = [](const std::vector<DimRange>& dims) {
+    return std::all_of(dims.begin(), dims.end(), [](const DimRange& r) { return r.exact(); });
+  };
   // Per input, in the order first named: its exact specs, verbatim.
   std::vector<std::pair<std::string, std::vector<std::string>>> exact;
   for (const std::string& spec : shapes) {
     const std::string name = spec.substr(0, spec.find('='));
     InputRanges one;
     TSR_ASSIGN_OR_RETURN(one, parse_shapes({spec}));
-    const auto& dims = one.begin()->second;
-    const bool is_exact = std::all_of(dims.begin(), dims.end(), [](const DimRange& r) { return r.exact(); });
+    const bool is_exact = all_exact(one.begin()->second);
     auto it = std::find_if(exact.begin(), exact.end(), [&](const auto& e) { return e.first == name; });
     if (it == exact.end()) it = exact.insert(exact.end(), {name, {}});
     if (is_exact && std::find(it->second.begin(), it->second.end(), spec) == it->second.end()) it->second.push_back(spec);
   }
-  auto ranged = [&](const std::string& name) {
-    const auto& dims = spans.at(name);
-    return !std::all_of(dims.begin(), dims.end(), [](const DimRange& r) { return r.exact(); });
-  };
+  auto ranged = [&](const std::string& name) { return !all_exact(spans.at(name)); };
   size_t count = 0;
   std::string counted;
   for (const auto& [name, specs] : exact) {

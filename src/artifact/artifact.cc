@@ -36,11 +36,6 @@ using artifact::SectionKind;
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-bool same_tensor(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.dims() != b.dims()) return false;
-  return a.raw() == b.raw() || a.nbytes() == 0 || std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
-}
-
 // Value names a glue graph makes visible to engines: what survives the ONNX
 // round trip (the `values` map may hold stale entries, so it is not used).
 // Nested bodies count too: a Region node inside an If branch exchanges the
@@ -59,9 +54,11 @@ void collect_value_names(const Graph& g, std::unordered_set<std::string>* names)
   }
 }
 
-std::unordered_set<std::string> glue_value_names(const Graph& g) {
+// Over the glue graph and every bucket's: an engine may serve any of them.
+std::unordered_set<std::string> glue_value_names(const Graph& g, const std::vector<ProgramBucket>& buckets) {
   std::unordered_set<std::string> names;
   collect_value_names(g, &names);
+  for (const ProgramBucket& b : buckets) collect_value_names(b.graph, &names);
   names.erase("");
   return names;
 }
@@ -197,11 +194,7 @@ Status with_artifact_sections(const Program& program, const std::string& path,
     buckets.push_back(std::move(bj));
   }
 
-  auto names = glue_value_names(graph);
-  for (const ProgramBucket& b : program.buckets) {
-    auto more = glue_value_names(b.graph);
-    names.insert(more.begin(), more.end());
-  }
+  const auto names = glue_value_names(graph, program.buckets);
   json engines = json::array();
   for (size_t i = 0; i < program.engines.size(); ++i) {
     const EngineSpec& e = program.engines[i];
@@ -514,11 +507,7 @@ Status read_buckets(const Container& c, const MetaReader& r, const json& meta, P
 Status read_engines(const Container& c, const MetaReader& r, const json& meta, Program* p, std::vector<bool> used) {
   const json* engines = nullptr;
   TSR_RETURN_IF_ERROR(r.array(meta, "engines", "", &engines));
-  auto names = glue_value_names(p->graph);
-  for (const ProgramBucket& b : p->buckets) {
-    auto more = glue_value_names(b.graph);
-    names.insert(more.begin(), more.end());
-  }
+  const auto names = glue_value_names(p->graph, p->buckets);
   for (size_t i = 0; i < engines->size(); ++i) {
     const json& j = (*engines)[i];
     const std::string at = "engines[" + std::to_string(i) + "].";

@@ -20,11 +20,6 @@ Blob Blob::Copy(const void* data, size_t size) {
 
 namespace {
 
-bool same_contents(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.dims() != b.dims()) return false;
-  return a.raw() == b.raw() || a.nbytes() == 0 || std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
-}
-
 // Adds `offset` to the engine index of every Region node, bodies included (copied first: they may be shared).
 void renumber_regions(Graph& g, int64_t offset) {
   for (Node& n : g.nodes) {
@@ -56,7 +51,7 @@ Status add_bucket(Program& main, Program bucket, std::vector<Dims> inputs) {
     auto it = main.constants.find(key);
     if (it == main.constants.end()) {
       main.constants.emplace(key, t);
-    } else if (!same_contents(it->second, t)) {  // shape arithmetic folded for this bucket's dims
+    } else if (!same_tensor(it->second, t)) {  // shape arithmetic folded for this bucket's dims
       std::string k = prefix + key;
       for (int i = 1; main.constants.count(k); ++i) k = prefix + key + "#" + std::to_string(i);
       main.constants.emplace(k, t);

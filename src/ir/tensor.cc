@@ -153,4 +153,9 @@ std::vector<int64_t> Tensor::to_int64_vector() const {
 
 std::string Tensor::str() const { return std::string(dtype_name(dtype_)) + dims_str(dims_); }
 
+bool same_tensor(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.dims() != b.dims()) return false;
+  return a.raw() == b.raw() || a.nbytes() == 0 || std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
 }  // namespace tessera

@@ -68,6 +68,9 @@ class Tensor {
   void* data_ = nullptr;
 };
 
+// Same dtype, dims and bytes (a tensor is the same as itself without reading it).
+bool same_tensor(const Tensor& a, const Tensor& b);
+
 // Aligned allocation helper shared by tensors and arenas.
 std::shared_ptr<void> aligned_alloc_shared(size_t bytes, size_t alignment = 64);
 

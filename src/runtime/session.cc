@@ -119,13 +119,7 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique
   // Buckets: planned now, with the engines compiled for their dims.
   for (ProgramBucket& b : buckets) {
     if (b.inputs.size() != s->inputs_.size()) return InvalidModel("bucket " + bucket_str(b.inputs) + ": wrong input count");
-    Graph g = std::move(b.graph);
-    for (size_t i = 0; i < g.inputs.size() && i < b.inputs.size(); ++i) g.values[g.inputs[i]].shape = Shape::FromDims(b.inputs[i]);
-    const PlanOptions po{s->optimize_, s->opts_.fuse, s->opts_.max_memory};
-    auto plan = [&]() -> Expected<std::shared_ptr<ExecutionPlan>> {
-      TSR_RETURN_IF_ERROR(prepare_for_plan(g, po));
-      return ExecutionPlan::Build(std::move(g), s->pool_.get(), s->engines_.get(), po);
-    }();
+    auto plan = s->plan_graph(std::move(b.graph), b.inputs);
     if (!plan.ok()) {
       return Status(plan.status().code(), "bucket " + bucket_str(b.inputs) + ": " + plan.status().message());
     }
@@ -235,7 +229,7 @@ void InferenceSession::finish_plan(const std::shared_ptr<PlanSlot>& slot, const 
                                    bool rethrow) const {
   Expected<std::shared_ptr<const ExecutionPlan>> built = InternalError("planning stopped");
   try {
-    built = build_plan(dims);
+    built = plan_graph(graph_, dims);
   } catch (...) {  // out of memory while planning: the runs waiting for this plan get it too
     slot->promise.set_exception(std::current_exception());
     std::lock_guard<std::mutex> lock(plans_mu_);
@@ -322,8 +316,7 @@ void InferenceSession::evict_plans_locked() const {
   }
 }
 
-Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::build_plan(const std::vector<Dims>& dims) const {
-  Graph g = graph_;
+Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_graph(Graph g, const std::vector<Dims>& dims) const {
   for (size_t i = 0; i < g.inputs.size() && i < dims.size(); ++i) {
     ValueInfo& vi = g.values[g.inputs[i]];
     // Keep dtype; pin the shape to the concrete one.

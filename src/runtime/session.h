@@ -162,7 +162,8 @@ class InferenceSession {
   // The plan for `dims`. For a run (`for_run`), the generic plan while that one is built in the background, and the
   // run counted in runs_waited() when it builds or waits.
   Expected<std::shared_ptr<const ExecutionPlan>> plan_for(const std::vector<Dims>& dims, bool for_run = false) const;
-  Expected<std::shared_ptr<const ExecutionPlan>> build_plan(const std::vector<Dims>& dims) const;
+  // A plan of `g` (the glue graph, or a bucket's) with its inputs pinned to `dims`.
+  Expected<std::shared_ptr<const ExecutionPlan>> plan_graph(Graph g, const std::vector<Dims>& dims) const;
   struct PlanSlot;
   // Builds `slot`'s plan and fulfils it (rethrowing an exception from building when `rethrow`).
   void finish_plan(const std::shared_ptr<PlanSlot>& slot, const std::vector<Dims>& dims, bool rethrow) const;
