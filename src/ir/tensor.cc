@@ -12,16 +12,27 @@ namespace tessera {
 
 namespace {
 
-// Large blocks freed recently, by size, for the next tensor of that size:
-// a tensor made every run (a graph output, a measured region's result)
-// otherwise goes to the kernel and back each time, mmap'd, page-faulted and
-// unmapped, once glibc's moving mmap threshold sits just under its size (a
-// 4 MiB output cost 2.7 ms per run that way, 0.3 ms reused). Bounded in bytes;
-// the oldest blocks go first.
+// Large blocks freed recently, by size class, for the next tensor of that
+// class: a tensor made every run (a graph output, a measured region's result,
+// every value of a shape-generic plan) otherwise goes to the kernel and back
+// each time, mmap'd, page-faulted and unmapped, once glibc's moving mmap
+// threshold sits just under its size (a 4 MiB output cost 2.7 ms per run that
+// way, 0.3 ms reused). Sizes are rounded up to one of 8 classes per power of
+// two (at most 12.5 % more), so tensors whose shapes change a little from one
+// run to the next still find a block. Bounded in bytes; the oldest blocks go
+// first.
 class BlockCache {
  public:
   static constexpr size_t kMinBytes = 256 * 1024;
   static constexpr size_t kMaxCachedBytes = 256ull << 20;
+
+  // The size of the class holding `bytes` (>= kMinBytes).
+  static size_t class_bytes(size_t bytes) {
+    int top = 63;
+    while (!(bytes >> top)) --top;
+    const size_t step = size_t{1} << (top - 3);
+    return bytes > std::numeric_limits<size_t>::max() - step ? bytes : (bytes + step - 1) / step * step;
+  }
 
   void* take(size_t bytes, size_t alignment) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -68,25 +79,36 @@ BlockCache& block_cache() {
 
 }  // namespace
 
-std::shared_ptr<void> aligned_alloc_shared(size_t bytes, size_t alignment) {
+std::shared_ptr<void> aligned_alloc_shared(size_t bytes, size_t alignment, bool zero) {
   size_t rounded = (bytes + alignment - 1) / alignment * alignment;
   if (rounded == 0) rounded = alignment;
   const bool large = rounded >= BlockCache::kMinBytes;
-  void* p = large ? block_cache().take(rounded, alignment) : nullptr;
-  if (!p) p = std::aligned_alloc(alignment, rounded);
+  const size_t block = large ? BlockCache::class_bytes(rounded) : rounded;
+  void* p = large ? block_cache().take(block, alignment) : nullptr;
+  if (!p) p = std::aligned_alloc(alignment, block);
   if (!p) throw std::bad_alloc();
-  std::memset(p, 0, rounded);
+  if (zero) std::memset(p, 0, rounded);
   if (!large) return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
-  return std::shared_ptr<void>(p, [rounded, alignment](void* q) { block_cache().give(q, rounded, alignment); });
+  return std::shared_ptr<void>(p, [block, alignment](void* q) { block_cache().give(q, block, alignment); });
 }
 
-Tensor::Tensor(DType dtype, Dims dims) : dtype_(dtype), dims_(std::move(dims)) {
+Tensor::Tensor(DType dtype, Dims dims) : dtype_(dtype), dims_(std::move(dims)) { allocate(/*zero=*/true); }
+
+void Tensor::allocate(bool zero) {
   // Shapes are checked where they enter (import, shape inference, run inputs); this is the last guard against a
   // wrapped size.
   if (!tensor_size_problem(dims_, dtype_size(dtype_)).empty()) throw std::bad_alloc();
   numel_ = ::tessera::numel(dims_);
-  storage_ = aligned_alloc_shared(nbytes());
+  storage_ = aligned_alloc_shared(nbytes(), 64, zero);
   data_ = storage_.get();
+}
+
+Tensor Tensor::Uninitialized(DType dtype, Dims dims) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.dims_ = std::move(dims);
+  t.allocate(/*zero=*/false);
+  return t;
 }
 
 Tensor Tensor::View(DType dtype, Dims dims, void* data) {

@@ -18,6 +18,8 @@ class Tensor {
   Tensor() = default;
   // Allocates zero-initialised, 64-byte aligned storage.
   Tensor(DType dtype, Dims dims);
+  // 64-byte aligned storage left as it is (a recycled block holds old bytes): for an output its producer writes whole.
+  static Tensor Uninitialized(DType dtype, Dims dims);
   // Borrows `data`; the caller keeps it alive.
   static Tensor View(DType dtype, Dims dims, void* data);
   // Shares ownership of `keep_alive` while pointing at `data`.
@@ -61,6 +63,8 @@ class Tensor {
   std::string str() const;  // "float32[1,3]"
 
  private:
+  void allocate(bool zero);  // storage for dims_ and dtype_
+
   DType dtype_ = DType::kUndefined;
   Dims dims_;
   int64_t numel_ = 0;
@@ -71,7 +75,7 @@ class Tensor {
 // Same dtype, dims and bytes (a tensor is the same as itself without reading it).
 bool same_tensor(const Tensor& a, const Tensor& b);
 
-// Aligned allocation helper shared by tensors and arenas.
-std::shared_ptr<void> aligned_alloc_shared(size_t bytes, size_t alignment = 64);
+// Aligned allocation helper shared by tensors and arenas; zeroed unless `zero` is false.
+std::shared_ptr<void> aligned_alloc_shared(size_t bytes, size_t alignment = 64, bool zero = true);
 
 }  // namespace tessera

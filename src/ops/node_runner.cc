@@ -3,7 +3,8 @@
 namespace tessera {
 
 Expected<std::vector<ValueInfo>> infer_node_concrete(const Node& node, int64_t opset,
-                                                    const std::vector<Tensor>& inputs) {
+                                                    const std::vector<Tensor>& inputs,
+                                                    const std::vector<bool>* use_values) {
   const OpSchema* schema = OpRegistry::instance().find(node.domain, node.op_type);
   if (!schema) return Unsupported(node.describe() + ": operator is not supported");
   std::vector<ValueInfo> info(inputs.size());
@@ -11,7 +12,7 @@ Expected<std::vector<ValueInfo>> infer_node_concrete(const Node& node, int64_t o
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined()) continue;
     info[i] = ValueInfo{inputs[i].dtype(), Shape::FromDims(inputs[i].dims())};
-    values[i] = &inputs[i];
+    if (!use_values || (i < use_values->size() && (*use_values)[i])) values[i] = &inputs[i];
   }
   InferContext ictx(node, opset, info, values);
   TSR_RETURN_IF_ERROR(run_infer(*schema, ictx));

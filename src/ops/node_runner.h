@@ -16,9 +16,12 @@
 namespace tessera {
 
 // Infers the concrete output types of `node` given concrete inputs (absent
-// optional inputs are undefined Tensors).
+// optional inputs are undefined Tensors). With `use_values`, only the inputs
+// it marks show their values (the others their dtypes and shapes alone): what
+// follows from shapes and constants, as a plan made for these shapes knows it.
 Expected<std::vector<ValueInfo>> infer_node_concrete(const Node& node, int64_t opset,
-                                                    const std::vector<Tensor>& inputs);
+                                                    const std::vector<Tensor>& inputs,
+                                                    const std::vector<bool>* use_values = nullptr);
 
 // Makes the kernel of a node: the runtime gives Region nodes their engine
 // this way (src/runtime/region_kernel.h); null: the op registry's kernel.

@@ -87,6 +87,8 @@ struct MemoryBudget {
   size_t held = 0;
   // Counts `bytes` more for output `output` of `node` (dims for the message); past the limit, an error naming them.
   Status reserve(const Node& node, int output, const Dims& dims, size_t bytes);
+  // Gives back `bytes` reserved earlier (a tensor freed after its last use).
+  void release(size_t bytes) { held -= std::min(held, bytes); }
 };
 
 class KernelContext {

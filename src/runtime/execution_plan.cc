@@ -1,6 +1,7 @@
 #include "runtime/execution_plan.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <stdexcept>
@@ -36,6 +37,28 @@ class ExecutionPlan::Frame final : public ValueScope {
   const ExecutionPlan& plan_;
   std::vector<Tensor> tensors_;
 };
+
+namespace {
+
+// TESSERA_POISON_OUTPUTS=1 (a debugging switch, read once): outputs that their producer must write whole start as
+// 0xFF bytes (NaN, -1) rather than whatever their block held, so a kernel that leaves an element unwritten shows in
+// any comparison (tests/CMakeLists.txt runs ONNX's node suite so).
+bool poison_outputs() {
+  static const bool on = [] {
+    const char* v = std::getenv("TESSERA_POISON_OUTPUTS");
+    return v && *v && std::string(v) != "0";
+  }();
+  return on;
+}
+
+// A tensor the step writes whole: not zeroed first.
+Tensor written_whole(DType dtype, Dims dims) {
+  Tensor t = Tensor::Uninitialized(dtype, std::move(dims));
+  if (poison_outputs() && t.nbytes() > 0) std::memset(t.raw(), 0xFF, t.nbytes());
+  return t;
+}
+
+}  // namespace
 
 Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPool* pool, const EngineTable* engines,
                                                              PlanOptions opts) {
@@ -124,6 +147,7 @@ Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPoo
       touch(s, step_idx, true);
       if (plan->slots_[static_cast<size_t>(s)].kind == Slot::Kind::kDynamic) st.dynamic = true;
     }
+    st.shapes_first = st.dynamic && opts.shapes_at_run_time;
     // Kernels are created now, never on the first run.
     KernelInit init{n, graph.opset, {}, {}};
     for (int s : st.in) {
@@ -151,6 +175,14 @@ Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPoo
     plan->output_slots_.push_back(s);
     Slot& slot = plan->slots_[static_cast<size_t>(s)];
     if (slot.kind == Slot::Kind::kArena) slot.kind = Slot::Kind::kOutput;
+  }
+  // Values allocated while running are freed after their last use (their blocks serve the steps after), not at the
+  // end of the run; graph outputs are kept.
+  std::vector<bool> is_output(plan->slots_.size(), false);
+  for (int s : plan->output_slots_) is_output[static_cast<size_t>(s)] = true;
+  for (size_t s = 0; s < plan->slots_.size() && s < last_use.size(); ++s) {
+    if (plan->slots_[s].kind != Slot::Kind::kDynamic || is_output[s] || last_use[s] < 0) continue;
+    plan->steps_[static_cast<size_t>(last_use[s])].release.push_back(static_cast<int>(s));
   }
 
   // Memory plan over arena slots.
@@ -258,6 +290,7 @@ Expected<std::vector<Tensor>> ExecutionPlan::run_guarded(const std::vector<Tenso
   std::vector<Tensor*> out_ptrs;
   Status status;
   MemoryBudget budget{max_memory_, static_bytes_};  // the plan's memory, then the dynamic steps' tensors
+  std::vector<size_t> held(slots_.size(), 0);        // bytes reserved for each dynamic step's tensor
   for (const Step& st : steps_) {
     if (ro.cancel && ro.cancel->load(std::memory_order_relaxed)) {
       status = Cancelled("the run was cancelled");
@@ -276,12 +309,24 @@ Expected<std::vector<Tensor>> ExecutionPlan::run_guarded(const std::vector<Tenso
     }
     if (!status.ok()) break;
     std::vector<ValueInfo> dyn_info;
+    bool whole = false;  // every output's shape follows from input shapes and constants: its producer writes it whole
     if (st.dynamic) {
       std::vector<Tensor> in_vals(st.in.size());
+      std::vector<bool> constant(st.in.size(), false);
       for (size_t i = 0; i < st.in.size(); ++i) {
-        if (in_ptrs[i]) in_vals[i] = *in_ptrs[i];
+        if (!in_ptrs[i]) continue;
+        in_vals[i] = *in_ptrs[i];
+        constant[i] = slots_[static_cast<size_t>(st.in[i])].kind == Slot::Kind::kConstant;
       }
-      auto info = infer_node_concrete(*st.node, graph_.opset, in_vals);
+      Expected<std::vector<ValueInfo>> info = InternalError("no inference");
+      if (st.shapes_first) {
+        info = infer_node_concrete(*st.node, graph_.opset, in_vals, &constant);
+        whole = info.ok();
+        for (size_t i = 0; whole && i < st.out.size(); ++i) {
+          whole = st.out[i] < 0 || ((*info)[i].dtype != DType::kUndefined && (*info)[i].shape.fully_known());
+        }
+      }
+      if (!whole) info = infer_node_concrete(*st.node, graph_.opset, in_vals);
       if (!info.ok()) {
         status = info.status();
         break;
@@ -301,16 +346,18 @@ Expected<std::vector<Tensor>> ExecutionPlan::run_guarded(const std::vector<Tenso
         if (b && b->dtype() == slot.dtype && b->dims() == slot.dims) {
           ot = Tensor::View(slot.dtype, slot.dims, const_cast<void*>(b->raw()));  // computed in place
         } else {
-          ot = Tensor(slot.dtype, slot.dims);
+          ot = written_whole(slot.dtype, slot.dims);
         }
       } else if (slot.kind == Slot::Kind::kDynamic) {
         const ValueInfo& vi = dyn_info[i];
         if (vi.dtype != DType::kUndefined && vi.shape.fully_known()) {
           const Dims dims = vi.shape.concrete();
-          status = budget.reserve(*st.node, static_cast<int>(i), dims,
-                                  static_cast<size_t>(numel(dims)) * dtype_size(vi.dtype));
+          const size_t bytes = static_cast<size_t>(numel(dims)) * dtype_size(vi.dtype);
+          status = budget.reserve(*st.node, static_cast<int>(i), dims, bytes);
           if (!status.ok()) break;
-          ot = Tensor(vi.dtype, dims);
+          held[static_cast<size_t>(s)] = bytes;
+          // A shape only the data gives (NonZero, a Loop's outputs) starts zeroed, as it always has.
+          ot = whole ? written_whole(vi.dtype, dims) : Tensor(vi.dtype, dims);
         } else {
           ot = Tensor();
         }
@@ -335,6 +382,10 @@ Expected<std::vector<Tensor>> ExecutionPlan::run_guarded(const std::vector<Tenso
       profile->entries.push_back(std::move(e));
     }
     if (!status.ok()) break;
+    for (int s : st.release) {
+      budget.release(held[static_cast<size_t>(s)]);
+      t[static_cast<size_t>(s)] = Tensor();
+    }
   }
   release_arena(std::move(arena));
   if (!status.ok()) return status;

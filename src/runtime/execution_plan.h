@@ -50,7 +50,9 @@ class ExecutionPlan {
     std::unique_ptr<Kernel> kernel;
     std::vector<int> in, out;  // slot indices, -1 = absent
     bool dynamic = false;      // output shapes inferred at run time
+    bool shapes_first = false;  // a shape-generic plan's step: try inference from shapes and constants alone first
     bool has_subgraphs = false;
+    std::vector<int> release;  // run-time tensors whose last use is this step: freed after it
   };
   class Frame;
 

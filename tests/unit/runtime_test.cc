@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <thread>
 
 #include "ir/graph.h"
@@ -241,6 +242,41 @@ TEST(InferenceSession, NewShapesRunOnTheGenericPlanWhileTheirsIsBuilt) {
   EXPECT_EQ((*s)->cached_plan_shapes(), (std::vector<std::vector<Dims>>{{{2, 3}}}));
   EXPECT_EQ((*s)->runs_generic(), 2u);  // the third run used the shape's own plan
   EXPECT_EQ((*s)->runs_waited(), 0u);
+}
+
+// The generic plan frees each value after its last use: a chain of 8 Neg and Abs steps on 256 KiB holds two values at
+// a time, so it runs within a limit of four, where holding every value to the end of the run (2 MiB) would not.
+TEST(InferenceSession, TheGenericPlanFreesEachValueAfterItsLastUse) {
+  Graph g;
+  g.opset = 13;
+  g.inputs = {"v0"};
+  g.values["v0"] = ValueInfo{DType::kFloat32, Shape({Dim::Symbol("N")})};
+  for (int i = 0; i < 8; ++i) {
+    Node n;
+    n.name = "r" + std::to_string(i);
+    n.op_type = i % 2 ? "Abs" : "Neg";
+    n.inputs = {"v" + std::to_string(i)};
+    n.outputs = {"v" + std::to_string(i + 1)};
+    g.nodes.push_back(n);
+  }
+  g.outputs = {"v8"};
+  SessionOptions o;
+  o.optimize = false;  // eight steps, not one fused chain
+  o.fuse = false;
+  const int64_t n = 64 * 1024;
+  o.max_memory = 4 * n * sizeof(float);
+  auto s = InferenceSession::Create(g, o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  Tensor x(DType::kFloat32, {n});
+  for (int64_t i = 0; i < n; ++i) x.data<float>()[i] = static_cast<float>(i % 7) - 3.f;
+  auto out = (*s)->run(std::vector<Tensor>{x});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ((*s)->runs_generic(), 1u);
+  for (int64_t i = 0; i < n; ++i) {
+    float want = x.data<float>()[i];
+    for (int k = 0; k < 8; ++k) want = k % 2 ? std::fabs(want) : -want;
+    ASSERT_EQ((*out)[0].data<float>()[i], want) << i;
+  }
 }
 
 // With a memory limit, the plans kept hold arenas within it.
