@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Streams of requests whose input shape changes, against artifacts compiled statically for each shape.
 
-  /usr/bin/python3 bench/shape_streams.py [--build BUILD] [--work DIR] [--threads N] [--streams crnn,detector]
-                                          [--sample K] [--requests-scale F]
+  /usr/bin/python3 bench/shape_streams.py [--build BUILD] [--work DIR] [--threads N]
+                                          [--streams crnn,detector,bert] [--sample K] [--requests-scale F]
 
-For each stream (models from bench/stream_models.py):
+For each stream (models from bench/stream_models.py; BERT-base from tests/e2e/gen_models.py with symbolic dims):
   crnn      CRNN-style recogniser, x [1,3,48,W], 1000 requests, W uniform in 32..2048
   detector  detector, x [1,3,H,W], 100 requests, H and W uniform in 320..1280 in steps of 32
+  bert      BERT-base encoder, input_ids and attention_mask [B,S], 200 requests, B uniform in 1..8, S in 8..512
 it
   1. compiles one artifact for the whole range (`tessera compile --shape x=..,MIN..MAX`, default placement);
   2. replays the stream once on it (`tessera bench --shapes-from`, no warm-up: every first request at a new shape
@@ -35,14 +36,35 @@ from onnx import numpy_helper
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 STREAMS = {
-    # name: (requests, random shape, range spec, spec of one shape)
-    "crnn": (1000, lambda r: (1, 3, 48, r.randint(32, 2048)), "x=1,3,48,32..2048"),
-    "detector": (100, lambda r: (1, 3, 32 * r.randint(10, 40), 32 * r.randint(10, 40)), "x=1,3,320..1280,320..1280"),
+    # name: (requests, random shape of each input, --shape specs of the range)
+    "crnn": (1000, lambda r: ((1, 3, 48, r.randint(32, 2048)),), ["x=1,3,48,32..2048"]),
+    "detector": (100, lambda r: ((1, 3, 32 * r.randint(10, 40), 32 * r.randint(10, 40)),),
+                 ["x=1,3,320..1280,320..1280"]),
+    "bert": (200, lambda r: (lambda d: (d, d))((r.randint(1, 8), r.randint(8, 512))),
+             ["input_ids=1..8,8..512", "attention_mask=1..8,8..512"]),
 }
+INPUT_NAMES = {"crnn": ["x"], "detector": ["x"], "bert": ["input_ids", "attention_mask"]}
 
 
-def spec(dims):
-    return "x=" + ",".join(str(d) for d in dims)
+def spec(name, dims):
+    """--shape / --shapes-from text of one request: NAME=D0,D1,.. per input."""
+    return " ".join("%s=%s" % (n, ",".join(str(v) for v in d)) for n, d in zip(INPUT_NAMES[name], dims))
+
+
+def shape_args(name, dims):
+    return [a for s in spec(name, dims).split() for a in ("--shape", s)]
+
+
+def tag(dims):
+    return "_".join("x".join(map(str, d)) for d in dims)
+
+
+def random_inputs(name, dims):
+    rng = np.random.default_rng(sum(sum(d) for d in dims))
+    if name == "bert":
+        ids = rng.integers(1, 30522, size=dims[0]).astype(np.int64)
+        return [ids, np.ones(dims[1], dtype=np.int64)]
+    return [(rng.random(dims[0]) - 0.5).astype(np.float32)]
 
 
 def run(cmd, **kw):
@@ -65,21 +87,25 @@ def main():
     work = a.work or os.path.join(a.build, "shape-streams")
     os.makedirs(work, exist_ok=True)
     run(["/usr/bin/python3", os.path.join(ROOT, "bench", "stream_models.py"), work])
+    if "bert" in a.streams.split(","):
+        run(["/usr/bin/python3", os.path.join(ROOT, "tests", "e2e", "gen_models.py"), work, "--models", "bert_base",
+             "--symbolic-dims"])
+        os.replace(os.path.join(work, "bert_base.onnx"), os.path.join(work, "bert.onnx"))
     env = dict(os.environ)
     env.setdefault("NODE_PATH", os.path.join(ROOT, "bench", "node_modules"))
     threads = ["--threads", str(a.threads)]
     rows = []
     for name in a.streams.split(","):
-        count, draw, range_spec = STREAMS[name]
+        count, draw, range_specs = STREAMS[name]
         count = max(1, int(count * a.requests_scale))
         model = os.path.join(work, name + ".onnx")
         rng = random.Random(7)
         stream = [draw(rng) for _ in range(count)]
         stream_file = os.path.join(work, name + ".stream")
         with open(stream_file, "w") as f:
-            f.write("".join(spec(d) + "\n" for d in stream))
+            f.write("".join(spec(name, d) + "\n" for d in stream))
         ranged = os.path.join(work, name + ".ranged.tsr")
-        run([tessera, "compile", model, "-o", ranged, "--shape", range_spec] + threads)
+        run([tessera, "compile", model, "-o", ranged] + [a for r in range_specs for a in ("--shape", r)] + threads)
         p = subprocess.run(["/usr/bin/time", "-f", "maxrss_kb=%M", tessera, "bench", ranged, "--shapes-from",
                             stream_file, "--json"] + threads, capture_output=True, text=True)
         if p.returncode != 0:
@@ -97,26 +123,29 @@ def main():
                 break
         static_ms, ort_ok, max_err = {}, True, 0.0
         for d in sampled:
-            tsr = os.path.join(work, "%s.%s.tsr" % (name, "x".join(map(str, d))))
-            run([tessera, "compile", model, "-o", tsr, "--shape", spec(d)] + threads)
+            tsr = os.path.join(work, "%s.%s.tsr" % (name, tag(d)))
+            run([tessera, "compile", model, "-o", tsr] + shape_args(name, d) + threads)
             b = json.loads(run([tessera, "bench", tsr, "--runs", "10", "--warmup", "2", "--json"] + threads))
             static_ms[d] = b["median_ms"]
             # Outputs against ONNX Runtime at this shape.
-            data = os.path.join(work, "in_%s_%s" % (name, "x".join(map(str, d))))
+            data = os.path.join(work, "in_%s_%s" % (name, tag(d)))
             os.makedirs(data, exist_ok=True)
-            x = (np.random.default_rng(sum(d)).random(d) - 0.5).astype(np.float32)
-            with open(os.path.join(data, "input_0.pb"), "wb") as f:
-                f.write(numpy_helper.from_array(x, "x").SerializeToString())
+            for i, (n, x) in enumerate(zip(INPUT_NAMES[name], random_inputs(name, d))):
+                with open(os.path.join(data, "input_%d.pb" % i), "wb") as f:
+                    f.write(numpy_helper.from_array(x, n).SerializeToString())
             ref = data + "/ort"
             run(["node", os.path.join(ROOT, "tests", "e2e", "ort_reference.js"), model, data, "--out", ref], env=env)
             got = data + "/tessera"
             run([tessera, "run", ranged, "--input-dir", data, "--output-dir", got] + threads)
-            ya = numpy_helper.to_array(onnx.load_tensor(got + "/output_0.pb"))
-            yb = numpy_helper.to_array(onnx.load_tensor(ref + "/output_0.pb"))
-            ok = ya.shape == yb.shape and bool(np.all(np.abs(ya - yb) <= 1e-3 * (1 + np.abs(yb))))
-            ort_ok = ort_ok and ok
-            if ya.shape == yb.shape:
-                max_err = max(max_err, float(np.max(np.abs(ya - yb))))
+            outs = sorted(f for f in os.listdir(ref) if f.startswith("output_"))
+            ort_ok = ort_ok and bool(outs)
+            for o in outs:
+                ya = numpy_helper.to_array(onnx.load_tensor(os.path.join(got, o)))
+                yb = numpy_helper.to_array(onnx.load_tensor(os.path.join(ref, o)))
+                ok = ya.shape == yb.shape and bool(np.all(np.abs(ya - yb) <= 1e-3 * (1 + np.abs(yb))))
+                ort_ok = ort_ok and ok
+                if ya.shape == yb.shape and ya.size:
+                    max_err = max(max_err, float(np.max(np.abs(ya - yb))))
         slow, first_slow, seen = [], [], set()
         half_stream, half_static = 0.0, 0.0
         for i, d in enumerate(stream):
