@@ -56,7 +56,10 @@ Dim infer_minus_one(const Shape& in, const std::vector<Dim>& out, size_t skip) {
 Status infer_reshape(InferContext& ctx) {
   const Shape& in = ctx.in_shape(0);
   std::vector<int64_t> target;
-  if (!known_ints(ctx, 1, &target)) {
+  if (ctx.opset() < 5) {  // Reshape-1 takes the new shape as an attribute
+    if (!ctx.node().has_attr("shape")) return ctx.error("Reshape before opset 5 needs its 'shape' attribute");
+    target = ctx.node().attr_ints("shape");
+  } else if (!known_ints(ctx, 1, &target)) {
     ctx.set_output(0, ctx.in_dtype(0), rank_from_shape_input(ctx.in_shape(1)));
     return Status::Ok();
   }

@@ -68,6 +68,18 @@ TEST(TensorOps, ReshapeCopiesZeroDimsAndInfersMinusOne) {
   EXPECT_EQ(out[0].as_double(13), 13.0);
 }
 
+// Reshape-1 (before opset 5) takes the new shape as an attribute; without it the node is refused, never left with an
+// unproduced output (found by fuzz_onnx: an empty input made the copy succeed with nothing to copy).
+TEST(TensorOps, ReshapeBeforeOpset5TakesItsShapeAttribute) {
+  auto out = run(NodeBuilder("Reshape", 1).ints("shape", {4, 0, -1}).n, {iota_f32({2, 3, 4})}, 4);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].dims(), (Dims{4, 3, 2}));
+  EXPECT_EQ(out[0].data<float>()[23], 23.f);
+  auto none = run_node_once(NodeBuilder("Reshape", 1).n, 4, {Tensor(DType::kFloat32, {2, 0})});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("'shape' attribute"), std::string::npos) << none.status().message();
+}
+
 TEST(TensorOps, ReshapeAllowZeroKeepsZeroDims) {
   auto out = run(NodeBuilder("Reshape", 2).i("allowzero", 1).n, {Tensor(DType::kFloat32, {0, 3}), i64({3, 0})}, 14);
   EXPECT_EQ(out[0].dims(), (Dims{3, 0}));
