@@ -1,7 +1,6 @@
 #include "runtime/execution_plan.h"
 
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <stdexcept>
@@ -12,6 +11,7 @@
 #include "runtime/region_kernel.h"
 #include "ops/node_runner.h"
 #include "runtime/subgraph_runner.h"
+#include "util/env.h"
 #include "util/human_bytes.h"
 
 namespace tessera {
@@ -44,10 +44,7 @@ namespace {
 // 0xFF bytes (NaN, -1) rather than whatever their block held, so a kernel that leaves an element unwritten shows in
 // any comparison (tests/CMakeLists.txt runs ONNX's node suite so).
 bool poison_outputs() {
-  static const bool on = [] {
-    const char* v = std::getenv("TESSERA_POISON_OUTPUTS");
-    return v && *v && std::string(v) != "0";
-  }();
+  static const bool on = env_flag("TESSERA_POISON_OUTPUTS");
   return on;
 }
 
@@ -318,15 +315,13 @@ Expected<std::vector<Tensor>> ExecutionPlan::run_guarded(const std::vector<Tenso
         in_vals[i] = *in_ptrs[i];
         constant[i] = slots_[static_cast<size_t>(st.in[i])].kind == Slot::Kind::kConstant;
       }
-      Expected<std::vector<ValueInfo>> info = InternalError("no inference");
-      if (st.shapes_first) {
-        info = infer_node_concrete(*st.node, graph_.opset, in_vals, &constant);
-        whole = info.ok();
-        for (size_t i = 0; whole && i < st.out.size(); ++i) {
-          whole = st.out[i] < 0 || ((*info)[i].dtype != DType::kUndefined && (*info)[i].shape.fully_known());
-        }
+      // A shape-generic step first infers from shapes and constants alone; when that leaves an output open, the values.
+      auto info = infer_node_concrete(*st.node, graph_.opset, in_vals, st.shapes_first ? &constant : nullptr);
+      whole = st.shapes_first && info.ok();
+      for (size_t i = 0; whole && i < st.out.size(); ++i) {
+        whole = st.out[i] < 0 || ((*info)[i].dtype != DType::kUndefined && (*info)[i].shape.fully_known());
       }
-      if (!whole) info = infer_node_concrete(*st.node, graph_.opset, in_vals);
+      if (st.shapes_first && !whole) info = infer_node_concrete(*st.node, graph_.opset, in_vals);
       if (!info.ok()) {
         status = info.status();
         break;
