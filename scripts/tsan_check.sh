@@ -2,7 +2,8 @@
 # Builds Tessera with ThreadSanitizer (BUILD_DIR, default build-tsan) and runs what is concurrent in it:
 #   - 8 threads running at once on one session per model and backend (native sessions with two threads of their own,
 #     so the native pool runs too; dnnl and xnnpack on their callers' threads), outputs bit-identical to serial runs;
-#   - 8 threads running one session at 24 input shapes, so that plans are built and evicted while others run;
+#   - 8 threads running one session at 24 input shapes, so that plans are built and evicted while others run, and
+#     again with dnnl, so that buckets with engines are compiled in the background and swapped in;
 #   - two processes compiling the same model with measurement at once, sharing one tune cache (its file lock and
 #     merge), then a third reading what they left.
 # Any ThreadSanitizer report fails the run. Suppressions (scripts/tsan.supp) name only libgomp and oneDNN.
@@ -30,6 +31,10 @@ symbolic="$BUILD_DIR/stress-models-symbolic"
 # exits race in glibc's TLS bookkeeping (dl-tls.c) with no oneDNN or libgomp frame to suppress by.
 "$BUILD_DIR/bin/tessera_stress" soak --threads 8 --runs "$RUNS" --session-threads 1 --backends dnnl,xnnpack \
   --max-rss-growth 100 "${models[@]}"
+# Buckets compiled in the background for shapes seen twice (engines for their exact dims) and swapped in while the
+# other threads run.
+"$BUILD_DIR/bin/tessera_stress" shapes --threads 8 --runs "$RUNS" --session-threads 1 --backends dnnl \
+  "$symbolic/bert_tiny.onnx"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

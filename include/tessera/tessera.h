@@ -54,7 +54,7 @@ extern "C" {
 #endif
 
 #define TESSERA_API_VERSION_MAJOR 0
-#define TESSERA_API_VERSION_MINOR 3
+#define TESSERA_API_VERSION_MINOR 4
 
 #if defined(__GNUC__)
 #define TESSERA_API __attribute__((visibility("default")))
@@ -144,6 +144,13 @@ TESSERA_API tessera_error_t* tessera_session_options_set_max_memory(tessera_sess
  * background thread (1, the default), or builds that plan and waits (0). */
 TESSERA_API tessera_error_t* tessera_session_options_set_plan_in_background(tessera_session_options_t* opts,
                                                                              int on);
+/* Since 0.4. A model compiled with engines whose input dims are symbolic or
+ * ranges: whether a shape with no bucket of its own, seen a second time, is
+ * compiled as a bucket with engines for its exact dims by the background
+ * thread (1, the default: runs meanwhile go on what is ready, and the bucket
+ * is kept in the engine cache on disk, "engines" beside the tune cache, so the
+ * next process finds it), or gets a native plan (0). Needs plan_in_background. */
+TESSERA_API tessera_error_t* tessera_session_options_set_background_buckets(tessera_session_options_t* opts, int on);
 /* Since 0.2. "NAME=D0,D1,..", as --shape (checked when the model is loaded).
  * Since 0.3 a dim may be a range MIN..MAX, and specs of one input span every
  * size they give (before, a later one replaced an earlier); the session then
@@ -277,6 +284,12 @@ TESSERA_API tessera_error_t* tessera_session_plan_counts(const tessera_session_t
  * buckets (compiled with `--shape` naming exact shapes beside a range), which
  * ran on the engines compiled for those dims. */
 TESSERA_API tessera_error_t* tessera_session_bucket_runs(const tessera_session_t* session, uint64_t* runs);
+/* Since 0.4. Buckets the background compiled for shapes seen twice (or read
+ * back from the engine cache), and compiles that failed, whose shapes got
+ * native plans instead (each pointer may be NULL). Since 0.4 the runs on such
+ * a bucket count in tessera_session_bucket_runs too. */
+TESSERA_API tessera_error_t* tessera_session_background_buckets(const tessera_session_t* session, uint64_t* compiled,
+                                                                uint64_t* failed);
 
 /* ---- running ------------------------------------------------------------------ */
 

@@ -151,6 +151,10 @@ class SessionOptions : public detail::Handle<tessera_session_options_t, tessera_
   SessionOptions& MaxMemory(uint64_t bytes) { return apply(tessera_session_options_set_max_memory(p_, bytes)); }
   // New input shapes run at once on the shape-generic plan, their own plans built in the background (default on).
   SessionOptions& PlanInBackground(bool on) { return apply(tessera_session_options_set_plan_in_background(p_, on)); }
+  // Shapes seen twice get a bucket with engines compiled in the background, cached on disk (default on).
+  SessionOptions& BackgroundBuckets(bool on) {
+    return apply(tessera_session_options_set_background_buckets(p_, on));
+  }
   // "NAME=D0,D1,..", as --shape.
   SessionOptions& AddShape(const std::string& spec) {
     return apply(tessera_session_options_add_shape(p_, spec.c_str()));
@@ -331,11 +335,13 @@ class Session : public detail::Handle<tessera_session_t, tessera_session_release
   struct PlanCounts {
     uint64_t built = 0, waited = 0, generic = 0;
     uint64_t bucket = 0;  // runs on a bucket's engines (tessera_session_bucket_runs)
+    uint64_t compiled = 0, compile_failed = 0;  // buckets the background compiled (tessera_session_background_buckets)
   };
   PlanCounts Plans() const {
     PlanCounts c;
     detail::check(tessera_session_plan_counts(p_, &c.built, &c.waited, &c.generic));
     detail::check(tessera_session_bucket_runs(p_, &c.bucket));
+    detail::check(tessera_session_background_buckets(p_, &c.compiled, &c.compile_failed));
     return c;
   }
   // Arena bytes of a run on inputs shaped like these (graph order).

@@ -424,6 +424,13 @@ tessera_error_t* tessera_session_options_set_plan_in_background(tessera_session_
   });
 }
 
+tessera_error_t* tessera_session_options_set_background_buckets(tessera_session_options_t* opts, int on) {
+  return set_option(__func__, opts, [&](const char*) -> tessera_error_t* {
+    opts->compile.background_buckets = on != 0;
+    return nullptr;
+  });
+}
+
 tessera_error_t* tessera_session_options_add_shape(tessera_session_options_t* opts, const char* spec) {
   return set_option(__func__, opts, [&](const char* kFn) -> tessera_error_t* {
     if (!spec) return invalid(kFn, "spec is NULL");
@@ -665,6 +672,16 @@ tessera_error_t* tessera_session_bucket_runs(const tessera_session_t* session, u
     if (!session) return invalid("tessera_session_bucket_runs", "session is NULL");
     if (!runs) return invalid("tessera_session_bucket_runs", "runs is NULL");
     *runs = session->session->runs_bucket();
+    return nullptr;
+  });
+}
+
+tessera_error_t* tessera_session_background_buckets(const tessera_session_t* session, uint64_t* compiled,
+                                                    uint64_t* failed) {
+  return guarded("tessera_session_background_buckets", [&]() -> tessera_error_t* {
+    if (!session) return invalid("tessera_session_background_buckets", "session is NULL");
+    if (compiled) *compiled = session->session->buckets_compiled();
+    if (failed) *failed = session->session->bucket_compile_failures();
     return nullptr;
   });
 }

@@ -4,13 +4,16 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <set>
 #include <thread>
 
 #include "api/plan_check.h"
 #include "artifact/artifact.h"
+#include "artifact/crc32c.h"
 #include "backends/backend.h"
 #include "backends/native/native_backend.h"
 #include "onnx/onnx_import.h"
@@ -183,7 +186,8 @@ std::string symbolic_dims_note(const Graph& g, const PartitionReport& r) {
   if (native.empty()) return "";
   return "symbolic input dims: " + dims + ". " + std::to_string(native.size()) +
          " node(s) whose shapes depend on them run on native, as engines are compiled for static shapes; give "
-         "--shape NAME=D0,D1,.. with sizes to compile engines for one shape";
+         "--shape NAME=D0,D1,.. with sizes to compile engines for one shape (a session compiles engines in the "
+         "background for a shape it sees twice)";
 }
 
 }  // namespace
@@ -365,6 +369,128 @@ Expected<Program> compile_model(const ModelSource& m, Graph g, const CompileOpti
   return program;
 }
 
+std::string engine_cache_dir(const CompileOptions& o) {
+  const std::string tune = o.tune_cache ? *o.tune_cache : partition::default_tune_cache_path();
+  if (tune.empty()) return "";
+  return (fs::path(tune).parent_path() / "engines").string();
+}
+
+namespace {
+
+// The model's identity for the engine cache: CRC-32C and size of its bytes (read in pieces; a model may be large).
+Expected<std::string> source_digest(const ModelSource& m) {
+  uint32_t crc = 0;
+  uint64_t size = 0;
+  if (m.path.empty()) {
+    crc = crc32c(m.bytes.data(), m.bytes.size());
+    size = m.bytes.size();
+  } else {
+    std::ifstream f(m.path, std::ios::binary);
+    if (!f) return IoError("model '" + m.path + "': cannot read it again for the engine cache key");
+    std::vector<char> buf(1 << 20);
+    while (f) {
+      f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+      const auto got = static_cast<size_t>(f.gcount());
+      crc = crc32c(buf.data(), got, crc);
+      size += got;
+    }
+  }
+  char out[48];
+  std::snprintf(out, sizeof out, "%08x-%llu", crc, static_cast<unsigned long long>(size));
+  return std::string(out);
+}
+
+// What a bucket compiled in the background needs: the graph to compile (the optimised model, or a ranged artifact's
+// glue graph, which is that model wherever a ranged dim reaches), the options, and the model's digest (made on first
+// use, on the planner's thread).
+struct BucketSource {
+  Graph graph;
+  ModelSource model;
+  CompileOptions options;
+  std::string digest;
+};
+
+Expected<Program> compile_bucket_at(BucketSource& src, const std::vector<Dims>& dims) {
+  const Graph& g0 = src.graph;
+  if (dims.size() != g0.inputs.size()) return InvalidInput("bucket " + bucket_str(dims) + ": wrong input count");
+  std::vector<std::string> specs;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    std::string spec = g0.inputs[i] + "=";
+    for (size_t d = 0; d < dims[i].size(); ++d) spec += (d ? "," : "") + std::to_string(dims[i][d]);
+    specs.push_back(std::move(spec));
+  }
+  CompileOptions o = src.options;
+  o.shapes = specs;
+  o.measure = MeasureMode::kOff;  // estimates and cached measurements: measuring beside the runs would mislead
+  o.progress = nullptr;
+  o.warn = nullptr;
+  // The engine cache: one .tsr per model, dims, backends (with versions), options and machine.
+  std::string path;
+  if (const std::string dir = engine_cache_dir(src.options); !dir.empty()) {
+    if (src.digest.empty()) {
+      TSR_ASSIGN_OR_RETURN(src.digest, source_digest(src.model));
+    }
+    std::vector<std::shared_ptr<const Backend>> backends;
+    TSR_ASSIGN_OR_RETURN(backends, resolve_backends(o.backends));
+    std::string key = std::string("tessera ") + TESSERA_VERSION + "\nmodel " + src.digest + "\ndims " + bucket_str(dims) +
+                      "\nmachine " + partition::identify_machine(o.threads > 0 ? o.threads : 0).key() + "\npolicy " +
+                      std::to_string(static_cast<int>(o.policy)) + "\nmin_region_nodes " +
+                      std::to_string(o.min_region_nodes) + "\noptions " + o.backend_options + "\nthreads " +
+                      std::to_string(o.threads) + "\nmax_memory " + std::to_string(o.max_memory) + "\n";
+    for (const auto& b : backends) key += "backend " + b->name() + " " + b->version() + "\n";
+    for (const auto& p : o.places) key += "place " + p + "\n";
+    char name[40];
+    std::snprintf(name, sizeof name, "%08x%08x.tsr", crc32c(key.data(), key.size()),
+                  crc32c(key.data(), key.size(), 0x9e3779b9u));
+    path = (fs::path(dir) / name).string();
+    std::error_code ec;
+    if (fs::exists(path, ec)) {
+      auto cached = read_artifact(path);
+      std::string problem = cached.ok() ? "" : cached.status().message();
+      if (cached.ok()) {
+        bool same = cached->buckets.empty() && cached->graph.inputs == g0.inputs;
+        for (size_t i = 0; same && i < dims.size(); ++i) {
+          const ValueInfo* vi = cached->graph.info(cached->graph.inputs[i]);
+          same = vi && vi->shape.fully_known() && vi->shape.concrete() == dims[i];
+        }
+        if (same) return cached;
+        problem = "it was compiled for other inputs";
+      }
+      if (src.options.warn) src.options.warn("engine cache entry '" + path + "' is unusable (" + problem + "); recompiling it");
+      fs::remove(path, ec);
+    }
+  }
+  Graph g = g0;  // tensors shared
+  TSR_RETURN_IF_ERROR(apply_shapes(g, specs));
+  TSR_RETURN_IF_ERROR(optimize_graph(g, OptimizeOptions{}));
+  Program program;
+  TSR_ASSIGN_OR_RETURN(program, compile_graph(std::move(g), src.model.name(), o, nullptr));
+  if (!path.empty()) {
+    std::error_code ec;
+    fs::create_directories(fs::path(path).parent_path(), ec);
+    if (Status st = write_artifact(program, path); !st.ok() && src.options.warn) {
+      src.options.warn("engine cache: " + st.message());
+    }
+  }
+  return program;
+}
+
+// SessionOptions::compile_bucket for a model compiled with engines and some input dims left to run time; none when
+// every input is static or nothing but native runs.
+void give_bucket_compiler(const Graph& g, const ModelSource& m, const CompileOptions& o, bool engines_possible,
+                          SessionOptions* so) {
+  if (!so->plan_in_background || !engines_possible || !engines_used(g).empty()) return;
+  const bool symbolic = std::any_of(g.inputs.begin(), g.inputs.end(), [&](const std::string& name) {
+    const ValueInfo* vi = g.info(name);
+    return !vi || !vi->shape.fully_known();
+  });
+  if (!symbolic) return;
+  auto src = std::make_shared<BucketSource>(BucketSource{g, m, o, ""});
+  so->compile_bucket = [src](const std::vector<Dims>& dims) { return compile_bucket_at(*src, dims); };
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<InferenceSession>> open_session(const ModelSource& m, const CompileOptions& o,
                                                          const SessionOptions& so, PartitionReport* report) {
   install_native_backend();
@@ -381,6 +507,14 @@ Expected<std::unique_ptr<InferenceSession>> open_session(const ModelSource& m, c
       if (!ranges.ok()) return InvalidModel("'" + m.name() + "': its shape overrides: " + ranges.status().message());
       with_ranges.input_ranges = std::move(*ranges);
     }
+    if (o.background_buckets) {
+      // Buckets for new shapes come from the backends the artifact was compiled with.
+      CompileOptions bo = o;
+      bo.backends.clear();
+      for (const BackendRecord& r : program->meta.backends) bo.backends += (bo.backends.empty() ? "" : ",") + r.name;
+      bo.shapes = program->meta.shape_overrides;
+      give_bucket_compiler(program->graph, m, bo, program->meta.backends.size() > 1, &with_ranges);
+    }
     return InferenceSession::Create(std::move(*program), with_ranges);
   }
   if (with_ranges.input_ranges.empty()) {
@@ -393,6 +527,7 @@ Expected<std::unique_ptr<InferenceSession>> open_session(const ModelSource& m, c
   if (backends.size() == 1 && o.places.empty()) return InferenceSession::Create(std::move(g), with_ranges);
   OptimizeOptions opt;
   TSR_RETURN_IF_ERROR(optimize_graph(g, opt));
+  if (o.background_buckets) give_bucket_compiler(g, m, o, /*engines_possible=*/true, &with_ranges);
   Program p;
   TSR_ASSIGN_OR_RETURN(p, compile_model(m, std::move(g), o, report));
   return InferenceSession::Create(std::move(p), with_ranges);

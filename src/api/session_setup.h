@@ -33,6 +33,10 @@ struct CompileOptions {
   std::string backend_options;                  // --backend-options "K=V;.."
   int threads = 0;                              // --threads; 0: the hardware threads
   size_t max_memory = 0;                        // --max-memory: bytes one run may hold; 0: no limit
+  // Sessions from open_session: a shape the program has no bucket for, seen a second time, is compiled as a bucket
+  // of its own in the background (SessionOptions::compile_bucket) and kept in the engine cache on disk
+  // (engine_cache_dir). false: such shapes get native plans.
+  bool background_buckets = true;
   // Progress while compiling (done, total, what); total 0 when unknown.
   std::function<void(int, int, const std::string&)> progress;
   // One-line warnings (the CLI prints them as "tessera: warning: ...").
@@ -79,6 +83,11 @@ Expected<std::vector<std::vector<std::string>>> bucket_shapes(const std::vector<
 // compile_graph on the model `g` was loaded from (with o.shapes), then, for every bucket o.shapes names, the model
 // compiled for the bucket's exact dims and added to the program (add_bucket); `report` gets each bucket's regions.
 Expected<Program> compile_model(const ModelSource& m, Graph g, const CompileOptions& o, PartitionReport* report);
+
+// Where compiled buckets are cached: "engines" beside the tune cache ("" when there is none: nothing is cached).
+// Entries are .tsr files named by a digest of the model's bytes, the dims, the backends and their versions, the
+// compile options and the machine; each is read with the artifact reader's checks, and a damaged one is recompiled.
+std::string engine_cache_dir(const CompileOptions& o);
 
 // A session for a model: an artifact is loaded as compiled; an ONNX model runs
 // natively when only native is asked for (or found), else it is compiled in

@@ -30,41 +30,14 @@ int thread_count(const SessionOptions& opts) {
   int threads = opts.num_threads > 0 ? opts.num_threads : static_cast<int>(std::thread::hardware_concurrency());
   return std::max(1, threads);
 }
-}  // namespace
 
-Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Graph graph, const SessionOptions& opts) {
-  std::unique_ptr<InferenceSession> s(new InferenceSession());
-  s->opts_ = opts;
-  s->optimize_ = opts.optimize;
-  return Finish(std::move(s), std::move(graph));
-}
-
-Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Program program, const SessionOptions& opts) {
-  std::unique_ptr<InferenceSession> s(new InferenceSession());
-  s->opts_ = opts;
-  s->optimize_ = false;
+// Every engine of `program`, loaded from its blob with the constants it names.
+Expected<std::shared_ptr<const EngineTable>> load_engines(const Program& program, const SessionOptions& opts) {
   auto engines = std::make_shared<EngineTable>();
-  {
-    // The process's thread policy from the engines it will run, with the
-    // threading their backends declared when the program was compiled.
-    std::vector<std::pair<std::string, Threading>> engines;
-    for (const EngineSpec& e : program.engines) {
-      Threading t = Threading::kUnknown;
-      for (const BackendRecord& r : program.meta.backends) {
-        if (r.name == e.backend) t = threading_from_name(r.threading);
-      }
-      engines.emplace_back(e.backend, t);
-    }
-    expect_engines(engines, /*alone=*/false);
-  }
-  for (size_t i = 0; i < program.engines.size(); ++i) {
-    const EngineSpec& e = program.engines[i];
-    std::shared_ptr<const Backend> backend;
+  for (const EngineSpec& e : program.engines) {
     auto found = find_backend(e.backend);
-    if (!found.ok()) {
-      return Status(found.status().code(), e.region + " needs " + found.status().message());
-    }
-    backend = *found;
+    if (!found.ok()) return Status(found.status().code(), e.region + " needs " + found.status().message());
+    std::shared_ptr<const Backend> backend = *found;
     if (backend->version() != e.backend_version) {
       return InvalidModel(e.region + " was compiled by backend '" + e.backend + "' version '" + e.backend_version +
                           "', but the loaded plugin (" + backend->path() + ") is version '" + backend->version() +
@@ -82,6 +55,36 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Program pro
     TSR_ASSIGN_OR_RETURN(engine, backend->load(e.blob, consts, thread_count(opts), e.region, opts.max_memory));
     engines->push_back(std::move(engine));
   }
+  return std::shared_ptr<const EngineTable>(std::move(engines));
+}
+}  // namespace
+
+Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Graph graph, const SessionOptions& opts) {
+  std::unique_ptr<InferenceSession> s(new InferenceSession());
+  s->opts_ = opts;
+  s->optimize_ = opts.optimize;
+  return Finish(std::move(s), std::move(graph));
+}
+
+Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Program program, const SessionOptions& opts) {
+  std::unique_ptr<InferenceSession> s(new InferenceSession());
+  s->opts_ = opts;
+  s->optimize_ = false;
+  {
+    // The process's thread policy from the engines it will run, with the
+    // threading their backends declared when the program was compiled.
+    std::vector<std::pair<std::string, Threading>> engines;
+    for (const EngineSpec& e : program.engines) {
+      Threading t = Threading::kUnknown;
+      for (const BackendRecord& r : program.meta.backends) {
+        if (r.name == e.backend) t = threading_from_name(r.threading);
+      }
+      engines.emplace_back(e.backend, t);
+    }
+    expect_engines(engines, /*alone=*/false);
+  }
+  std::shared_ptr<const EngineTable> engines;
+  TSR_ASSIGN_OR_RETURN(engines, load_engines(program, opts));
   s->engines_ = std::move(engines);
   return Finish(std::move(s), std::move(program.graph), std::move(program.buckets));
 }
@@ -91,7 +94,8 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique
   s->pool_ = std::make_unique<ThreadPool>(thread_count(s->opts_));
   // Engines bring their own threads (OpenMP, pthreadpool): native's must not
   // spin beside them (a oneDNN MLP ran 100x slower with them spinning).
-  s->pool_->set_spin(s->engines_->empty());
+  // Buckets compiled in the background may bring engines too.
+  s->pool_->set_spin(s->engines_->empty() && !s->opts_.compile_bucket);
   TSR_RETURN_IF_ERROR(prepare_for_plan(graph, PlanOptions{s->optimize_, /*fuse=*/false}));
   s->graph_ = std::move(graph);
   for (const auto& name : s->graph_.inputs) {
@@ -193,6 +197,7 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const 
     auto it = plans_.find(dims);
     if (it != plans_.end() && it->second->built) {
       it->second->last_used = ++plan_clock_;
+      if (for_run && it->second->bucket) runs_bucket_.fetch_add(1, std::memory_order_relaxed);
       return it->second->plan.get();
     }
     if (for_run && generic_) {
@@ -226,10 +231,16 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const 
 }
 
 void InferenceSession::finish_plan(const std::shared_ptr<PlanSlot>& slot, const std::vector<Dims>& dims,
-                                   bool rethrow) const {
+                                   bool rethrow, bool background) const {
   Expected<std::shared_ptr<const ExecutionPlan>> built = InternalError("planning stopped");
+  bool bucket = false;
   try {
-    built = plan_graph(graph_, dims);
+    if (background && opts_.compile_bucket) {
+      built = compile_bucket(dims);
+      bucket = built.ok();
+      (bucket ? buckets_compiled_ : bucket_compile_failures_).fetch_add(1, std::memory_order_relaxed);
+    }
+    if (!bucket) built = plan_graph(graph_, dims);
   } catch (...) {  // out of memory while planning: the runs waiting for this plan get it too
     slot->promise.set_exception(std::current_exception());
     std::lock_guard<std::mutex> lock(plans_mu_);
@@ -245,9 +256,26 @@ void InferenceSession::finish_plan(const std::shared_ptr<PlanSlot>& slot, const 
   } else {
     plans_built_.fetch_add(1, std::memory_order_relaxed);
     slot->built = true;
+    slot->bucket = bucket;
     slot->bytes = (*built)->stats().arena_bytes;
     evict_plans_locked();
   }
+}
+
+Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::compile_bucket(const std::vector<Dims>& dims) const {
+  Program program;
+  TSR_ASSIGN_OR_RETURN(program, opts_.compile_bucket(dims));
+  if (!program.buckets.empty()) return InternalError("a compiled bucket has buckets of its own");
+  // The plan holds a raw pointer to its engine table: one allocation keeps both, the plan destroyed first.
+  struct Held {
+    std::shared_ptr<const EngineTable> engines;
+    std::shared_ptr<const ExecutionPlan> plan;
+  };
+  auto held = std::make_shared<Held>();
+  TSR_ASSIGN_OR_RETURN(held->engines, load_engines(program, opts_));
+  TSR_ASSIGN_OR_RETURN(held->plan, plan_graph(std::move(program.graph), dims, held->engines.get()));
+  const ExecutionPlan* plan = held->plan.get();
+  return std::shared_ptr<const ExecutionPlan>(std::move(held), plan);
 }
 
 bool InferenceSession::seen_once(const std::vector<Dims>& dims) const {
@@ -286,7 +314,7 @@ void InferenceSession::background_planner() const {
       std::lock_guard<std::mutex> lock(plans_mu_);
       if (auto it = plans_.find(dims); it != plans_.end() && !it->second->built) slot = it->second;
     }
-    if (slot) finish_plan(slot, dims, /*rethrow=*/false);
+    if (slot) finish_plan(slot, dims, /*rethrow=*/false, /*background=*/true);
     {
       std::lock_guard<std::mutex> lock(bg_mu_);
       --bg_busy_;
@@ -316,7 +344,8 @@ void InferenceSession::evict_plans_locked() const {
   }
 }
 
-Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_graph(Graph g, const std::vector<Dims>& dims) const {
+Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_graph(Graph g, const std::vector<Dims>& dims,
+                                                                           const EngineTable* engines) const {
   for (size_t i = 0; i < g.inputs.size() && i < dims.size(); ++i) {
     ValueInfo& vi = g.values[g.inputs[i]];
     // Keep dtype; pin the shape to the concrete one.
@@ -326,7 +355,7 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_graph(Grap
   const PlanOptions po{optimize_, opts_.fuse, opts_.max_memory};
   TSR_RETURN_IF_ERROR(prepare_for_plan(g, po));
   std::shared_ptr<ExecutionPlan> plan;
-  TSR_ASSIGN_OR_RETURN(plan, ExecutionPlan::Build(std::move(g), pool_.get(), engines_.get(), po));
+  TSR_ASSIGN_OR_RETURN(plan, ExecutionPlan::Build(std::move(g), pool_.get(), engines ? engines : engines_.get(), po));
   return std::shared_ptr<const ExecutionPlan>(plan);
 }
 

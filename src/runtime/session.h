@@ -15,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <future>
 #include <thread>
 #include <map>
@@ -61,6 +62,11 @@ struct SessionOptions {
   // fails with ErrorCode::kInvalidInput naming the input, the dim and the range. Inputs not named here take any
   // size their shape allows.
   std::map<std::string, std::vector<DimRange>> input_ranges;
+  // Engines for shapes the program has no bucket for: given one, the background planner builds a shape seen a
+  // second time as a bucket (the model compiled for those exact dims, engines included; api::open_session gives one
+  // that also keeps what it compiles in the engine cache on disk) rather than as a native plan. The runs meanwhile go
+  // on what is ready; a compile that fails leaves that shape a native plan. Called on the planner's thread only.
+  std::function<Expected<Program>(const std::vector<Dims>&)> compile_bucket;
 };
 
 struct IOInfo {
@@ -151,6 +157,10 @@ class InferenceSession {
   uint64_t runs_bucket() const { return runs_bucket_.load(std::memory_order_relaxed); }
   // The input dims of the program's buckets.
   std::vector<std::vector<Dims>> bucket_shapes() const;
+  // Buckets the background built with SessionOptions::compile_bucket, and compiles that failed (those shapes got
+  // native plans).
+  uint64_t buckets_compiled() const { return buckets_compiled_.load(std::memory_order_relaxed); }
+  uint64_t bucket_compile_failures() const { return bucket_compile_failures_.load(std::memory_order_relaxed); }
   // Blocks until the plans queued for the background are built.
   void wait_for_background_plans() const;
   // The input dims that have a plan now, most recently used first (bounded: the least recently used are evicted).
@@ -162,11 +172,18 @@ class InferenceSession {
   // The plan for `dims`. For a run (`for_run`), the generic plan while that one is built in the background, and the
   // run counted in runs_waited() when it builds or waits.
   Expected<std::shared_ptr<const ExecutionPlan>> plan_for(const std::vector<Dims>& dims, bool for_run = false) const;
-  // A plan of `g` (the glue graph, or a bucket's) with its inputs pinned to `dims`.
-  Expected<std::shared_ptr<const ExecutionPlan>> plan_graph(Graph g, const std::vector<Dims>& dims) const;
+  // A plan of `g` (the glue graph, or a bucket's) with its inputs pinned to `dims`, its Region nodes run by `engines`
+  // (null: the session's).
+  Expected<std::shared_ptr<const ExecutionPlan>> plan_graph(Graph g, const std::vector<Dims>& dims,
+                                                            const EngineTable* engines = nullptr) const;
+  // A bucket compiled now by SessionOptions::compile_bucket: its engines loaded, its plan built (the plan keeps the
+  // engines alive).
+  Expected<std::shared_ptr<const ExecutionPlan>> compile_bucket(const std::vector<Dims>& dims) const;
   struct PlanSlot;
-  // Builds `slot`'s plan and fulfils it (rethrowing an exception from building when `rethrow`).
-  void finish_plan(const std::shared_ptr<PlanSlot>& slot, const std::vector<Dims>& dims, bool rethrow) const;
+  // Builds `slot`'s plan and fulfils it (rethrowing an exception from building when `rethrow`). From the background
+  // (`background`), a bucket with engines when the session can compile one.
+  void finish_plan(const std::shared_ptr<PlanSlot>& slot, const std::vector<Dims>& dims, bool rethrow,
+                   bool background = false) const;
   void evict_plans_locked() const;
   bool queue_background_plan(const std::vector<Dims>& dims) const;  // false when the queue is full
   // Under plans_mu_: true when `dims` was seen once before (and forgets it), else remembers it.
@@ -190,6 +207,7 @@ class InferenceSession {
     std::shared_future<Expected<std::shared_ptr<const ExecutionPlan>>> plan;
     uint64_t last_used = 0;
     bool built = false;    // the plan is ready (and `bytes` set)
+    bool bucket = false;   // compiled with engines (SessionOptions::compile_bucket)
     size_t bytes = 0;      // its arena
   };
   // Each plan holds its kernels' packed weights: the bound keeps a stream of many shapes from multiplying them.
@@ -198,6 +216,7 @@ class InferenceSession {
   mutable std::map<std::vector<Dims>, std::shared_ptr<PlanSlot>> plans_;
   mutable uint64_t plan_clock_ = 0;
   mutable std::atomic<uint64_t> plans_built_{0}, runs_waited_{0}, runs_generic_{0}, runs_bucket_{0};
+  mutable std::atomic<uint64_t> buckets_compiled_{0}, bucket_compile_failures_{0};
   // The program's buckets: a plan each, built at creation and never evicted (fixed after Finish: read unlocked).
   std::map<std::vector<Dims>, std::shared_ptr<const ExecutionPlan>> buckets_;
   std::shared_ptr<const ExecutionPlan> generic_;  // null unless plan_in_background and some input dim is symbolic

@@ -243,7 +243,7 @@ int shapes(const Args& a) {
   struct Shaped {
     std::vector<tessera::Value> inputs, expected;
   };
-  long mismatches = 0, failures = 0, plans = 0, generic = 0, sessions = 0;
+  long mismatches = 0, failures = 0, plans = 0, generic = 0, sessions = 0, compiled = 0, on_buckets = 0;
   double worst = 0;
   for (const auto& model : a.models) {
     for (const auto& backend : a.backends) {
@@ -300,13 +300,15 @@ int shapes(const Args& a) {
       failures += failed;
       plans += static_cast<long>(session.Plans().built - before.built);
       generic += static_cast<long>(session.Plans().generic - before.generic);
+      compiled += static_cast<long>(session.Plans().compiled - before.compiled);
+      on_buckets += static_cast<long>(session.Plans().bucket - before.bucket);
       ++sessions;
     }
   }
   std::printf("shapes: %d threads x %d runs on each of %ld sessions, %d input shapes each: %ld outputs differ from "
               "serial runs (largest difference %.3g), %ld runs failed; %ld plans built while they ran, %ld runs on the "
-              "generic plan meanwhile\n",
-              a.threads, a.runs, sessions, a.shapes, mismatches, worst, failures, plans, generic);
+              "generic plan meanwhile; %ld buckets compiled in the background, %ld runs on them\n",
+              a.threads, a.runs, sessions, a.shapes, mismatches, worst, failures, plans, generic, compiled, on_buckets);
   return mismatches == 0 && failures == 0 ? 0 : 1;
 }
 

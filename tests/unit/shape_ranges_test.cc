@@ -1,5 +1,10 @@
 // Shape ranges: `--shape NAME=D0,..,MIN..MAX,..` parsed, applied to a graph's inputs, and held to at run time.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "api/session_setup.h"
 #include "artifact/artifact.h"
@@ -202,6 +207,123 @@ TEST(ShapeBuckets, BucketDimsRunOnTheirEnginesAndOtherWidthsOnTheGlueGraph) {
     want_bucket_runs += w == 24;
     EXPECT_EQ((*s)->runs_bucket(), want_bucket_runs);
   }
+}
+
+// The runs of a session at `widths`, each checked against the native reference; returns how many ran an engine.
+int run_widths(const InferenceSession& s, const std::vector<int64_t>& widths) {
+  auto reference = InferenceSession::Create(line_conv_graph());
+  EXPECT_TRUE(reference.ok());
+  int on_engines = 0;
+  for (int64_t w : widths) {
+    const Tensor x = plugintest::random_tensor({1, 3, 16, w}, static_cast<unsigned>(w), -1.f, 1.f);
+    RunProfile profile;
+    auto got = s.run(std::vector<Tensor>{x}, &profile);
+    EXPECT_TRUE(got.ok()) << got.status().message();
+    if (!got.ok()) return -1;
+    auto want = (*reference)->run(std::vector<Tensor>{x});
+    EXPECT_TRUE(want.ok());
+    EXPECT_EQ((*got)[0].dims(), (*want)[0].dims());
+    for (int64_t i = 0; i < (*want)[0].numel(); ++i) {
+      EXPECT_NEAR((*got)[0].data<float>()[i], (*want)[0].data<float>()[i], 1e-4f) << "width " << w << " at " << i;
+    }
+    bool ran_an_engine = false;
+    for (const auto& e : profile.entries) ran_an_engine = ran_an_engine || e.engine >= 0;
+    on_engines += ran_an_engine;
+  }
+  return on_engines;
+}
+
+// A width with no bucket runs on native at once; seen a second time, it is compiled as a bucket in the background,
+// and later runs at that width use its engines. The bucket is kept in the engine cache: a new session (the next
+// process) reads it back rather than compiling, and a damaged entry is recompiled with a warning.
+TEST(ShapeBuckets, AShapeSeenTwiceGetsEnginesFromTheBackgroundAndTheCacheKeepsThem) {
+  if (!find_backend("dnnl").ok()) GTEST_SKIP() << "the dnnl plugin is not built";
+  auto bytes = export_onnx_bytes(line_conv_graph());
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  const api::ModelSource model{"", *bytes};
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("tessera_engine_cache_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  api::CompileOptions o;
+  o.backends = "dnnl,native";
+  o.policy = PlacementPolicy::kPriority;
+  o.measure = MeasureMode::kOff;
+  o.tune_cache = (dir / "tune.json").string();
+  o.threads = 1;
+  o.shapes = {"x=1,3,16,8..64"};
+  std::vector<std::string> warnings;
+  o.warn = [&](const std::string& w) {
+    if (w.find("engine cache") != std::string::npos) warnings.push_back(w);  // not the main compile's notes
+  };
+  EXPECT_EQ(api::engine_cache_dir(o), (dir / "engines").string());
+  auto entries = [&] {
+    std::vector<std::filesystem::path> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir / "engines", ec)) out.push_back(e.path());
+    return out;
+  };
+  auto open = [&] {
+    auto s = api::open_session(model, o, SessionOptions{});
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    return s.ok() ? std::move(*s) : nullptr;
+  };
+  {
+    auto s = open();
+    ASSERT_TRUE(s);
+    EXPECT_EQ(run_widths(*s, {40, 40}), 0);  // first sight, then queued: both on native meanwhile
+    s->wait_for_background_plans();
+    EXPECT_EQ(s->buckets_compiled(), 1u);
+    EXPECT_EQ(s->bucket_compile_failures(), 0u);
+    EXPECT_EQ(run_widths(*s, {40, 12, 40}), 2);  // 40 on its bucket's engines now; 12 (seen once) on native
+    EXPECT_EQ(s->runs_bucket(), 2u);
+  }
+  ASSERT_EQ(entries().size(), 1u);
+  const std::filesystem::path entry = entries()[0];
+  struct stat before {};
+  ASSERT_EQ(::stat(entry.c_str(), &before), 0);
+  {
+    auto s = open();  // the next process: the bucket comes from the cache, not from a compile
+    ASSERT_TRUE(s);
+    EXPECT_EQ(run_widths(*s, {40, 40}), 0);
+    s->wait_for_background_plans();
+    EXPECT_EQ(s->buckets_compiled(), 1u);
+    EXPECT_EQ(run_widths(*s, {40}), 1);
+    struct stat after {};
+    ASSERT_EQ(::stat(entry.c_str(), &after), 0);
+    EXPECT_EQ(after.st_ino, before.st_ino);  // read, not rewritten
+  }
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+  {
+    // Damage the entry's middle: the next session warns, recompiles, and answers right.
+    std::fstream f(entry, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(entry) / 2));
+    f.write("\xde\xad\xbe\xef", 4);
+  }
+  {
+    auto s = open();
+    ASSERT_TRUE(s);
+    EXPECT_EQ(run_widths(*s, {40, 40}), 0);
+    s->wait_for_background_plans();
+    EXPECT_EQ(s->buckets_compiled(), 1u);
+    EXPECT_EQ(run_widths(*s, {40}), 1);
+  }
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("engine cache entry"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("recompiling"), std::string::npos) << warnings[0];
+  ASSERT_EQ(entries().size(), 1u);
+  EXPECT_TRUE(read_artifact(entries()[0].string()).ok());  // rewritten whole
+  // Without background buckets, a shape seen twice gets a native plan.
+  o.background_buckets = false;
+  {
+    auto s = open();
+    ASSERT_TRUE(s);
+    EXPECT_EQ(run_widths(*s, {40, 40}), 0);
+    s->wait_for_background_plans();
+    EXPECT_EQ(s->buckets_compiled(), 0u);
+    EXPECT_EQ(run_widths(*s, {40}), 0);
+    EXPECT_EQ(s->plans_built(), 1u);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

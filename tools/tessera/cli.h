@@ -26,6 +26,7 @@ struct Args {
   bool profile = false;
   bool tune = false;
   bool no_tune = false;
+  bool no_background_buckets = false;  // --no-background-buckets
 };
 
 // A usage mistake: thrown as an INVALID_ARGUMENT error (exit code 2).

@@ -53,7 +53,10 @@ const char* kUsage =
     "naming the input, dim and range; random inputs take each range's low end. Dims with a range stay symbolic:\n"
     "the nodes they shape run on native, except in buckets: an exact shape named beside a range (--shape\n"
     "x=1,3,48,32..2048 --shape x=1,3,48,320) is compiled with engines of its own, which requests of exactly\n"
-    "those dims run on (with several ranged inputs, bucket k takes each one's k-th exact shape).\n";
+    "those dims run on (with several ranged inputs, bucket k takes each one's k-th exact shape). A shape with no\n"
+    "bucket runs at once on what is ready; seen a second time by one session, it is compiled as a bucket in the\n"
+    "background and swapped in, and kept in the engine cache (\"engines\" beside the tune cache) for the next\n"
+    "process; --no-background-buckets gives such shapes native plans instead.\n";
 
 void usage_error(const std::string& msg) { throw Error(TESSERA_CODE_INVALID_ARGUMENT, msg); }
 
@@ -154,6 +157,8 @@ Args parse_args(int argc, char** argv) {
   if (spec->compile_options) {
     for (const auto& o : compile_option_specs()) add(o);
     app.add_flag("--no-tune", a.no_tune, "measure nothing: estimates only (also TESSERA_TUNE=0)");
+    app.add_flag("--no-background-buckets", a.no_background_buckets,
+                 "give shapes without a bucket native plans, not engines compiled in the background");
   }
   if (spec->json) app.add_flag("--json", a.json, "print JSON");
   if (spec->profile) app.add_flag("--profile", a.profile, "add time per op type and the slowest nodes");
@@ -275,6 +280,7 @@ SessionOptions session_options(const Args& a, bool progress) {
   if (budget >= 0) o.TuneBudget(budget);
   if (auto it = a.opts.find("--tune-cache"); it != a.opts.end()) o.TuneCache(it->second);
   if (auto it = a.opts.find("--max-memory"); it != a.opts.end()) o.MaxMemory(byte_size(it->first, it->second));
+  if (a.no_background_buckets) o.BackgroundBuckets(false);
   if (progress && isatty(fileno(stderr))) o.Progress(&show_progress, nullptr);
   return o;
 }
