@@ -284,12 +284,13 @@ TESSERA_API tessera_error_t* tessera_session_plan_counts(const tessera_session_t
  * buckets (compiled with `--shape` naming exact shapes beside a range), which
  * ran on the engines compiled for those dims. */
 TESSERA_API tessera_error_t* tessera_session_bucket_runs(const tessera_session_t* session, uint64_t* runs);
-/* Since 0.4. Buckets the background compiled for shapes seen twice (or read
- * back from the engine cache), and compiles that failed, whose shapes got
- * native plans instead (each pointer may be NULL). Since 0.4 the runs on such
- * a bucket count in tessera_session_bucket_runs too. */
+/* Since 0.4. Buckets the background made for shapes without one: `compiled`,
+ * all of them; `from_cache`, those of them read back from the engine cache
+ * (looked up at a shape's first sight); `failed`, compiles that failed, whose
+ * shapes got native plans instead (each pointer may be NULL). Runs on such a
+ * bucket count in tessera_session_bucket_runs too. */
 TESSERA_API tessera_error_t* tessera_session_background_buckets(const tessera_session_t* session, uint64_t* compiled,
-                                                                uint64_t* failed);
+                                                                uint64_t* from_cache, uint64_t* failed);
 
 /* ---- running ------------------------------------------------------------------ */
 

@@ -335,13 +335,15 @@ class Session : public detail::Handle<tessera_session_t, tessera_session_release
   struct PlanCounts {
     uint64_t built = 0, waited = 0, generic = 0;
     uint64_t bucket = 0;  // runs on a bucket's engines (tessera_session_bucket_runs)
-    uint64_t compiled = 0, compile_failed = 0;  // buckets the background compiled (tessera_session_background_buckets)
+    // Buckets the background made, of them read from the engine cache, and failed compiles
+    // (tessera_session_background_buckets).
+    uint64_t compiled = 0, from_cache = 0, compile_failed = 0;
   };
   PlanCounts Plans() const {
     PlanCounts c;
     detail::check(tessera_session_plan_counts(p_, &c.built, &c.waited, &c.generic));
     detail::check(tessera_session_bucket_runs(p_, &c.bucket));
-    detail::check(tessera_session_background_buckets(p_, &c.compiled, &c.compile_failed));
+    detail::check(tessera_session_background_buckets(p_, &c.compiled, &c.from_cache, &c.compile_failed));
     return c;
   }
   // Arena bytes of a run on inputs shaped like these (graph order).

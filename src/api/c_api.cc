@@ -677,10 +677,11 @@ tessera_error_t* tessera_session_bucket_runs(const tessera_session_t* session, u
 }
 
 tessera_error_t* tessera_session_background_buckets(const tessera_session_t* session, uint64_t* compiled,
-                                                    uint64_t* failed) {
+                                                    uint64_t* from_cache, uint64_t* failed) {
   return guarded("tessera_session_background_buckets", [&]() -> tessera_error_t* {
     if (!session) return invalid("tessera_session_background_buckets", "session is NULL");
     if (compiled) *compiled = session->session->buckets_compiled();
+    if (from_cache) *from_cache = session->session->buckets_from_cache();
     if (failed) *failed = session->session->bucket_compile_failures();
     return nullptr;
   });

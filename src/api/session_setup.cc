@@ -410,7 +410,7 @@ struct BucketSource {
   std::string digest;
 };
 
-Expected<Program> compile_bucket_at(BucketSource& src, const std::vector<Dims>& dims) {
+Expected<Program> compile_bucket_at(BucketSource& src, const std::vector<Dims>& dims, bool cached_only) {
   const Graph& g0 = src.graph;
   if (dims.size() != g0.inputs.size()) return InvalidInput("bucket " + bucket_str(dims) + ": wrong input count");
   std::vector<std::string> specs;
@@ -460,6 +460,7 @@ Expected<Program> compile_bucket_at(BucketSource& src, const std::vector<Dims>& 
       fs::remove(path, ec);
     }
   }
+  if (cached_only) return IoError("bucket " + bucket_str(dims) + " is not in the engine cache");
   Graph g = g0;  // tensors shared
   TSR_RETURN_IF_ERROR(apply_shapes(g, specs));
   TSR_RETURN_IF_ERROR(optimize_graph(g, OptimizeOptions{}));
@@ -486,7 +487,9 @@ void give_bucket_compiler(const Graph& g, const ModelSource& m, const CompileOpt
   });
   if (!symbolic) return;
   auto src = std::make_shared<BucketSource>(BucketSource{g, m, o, ""});
-  so->compile_bucket = [src](const std::vector<Dims>& dims) { return compile_bucket_at(*src, dims); };
+  so->compile_bucket = [src](const std::vector<Dims>& dims, bool cached_only) {
+    return compile_bucket_at(*src, dims, cached_only);
+  };
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <tuple>
 
 #include "artifact/artifact.h"
 #include "backends/backend.h"
@@ -207,7 +208,8 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const 
       if (it != plans_.end()) {
         it->second->last_used = ++plan_clock_;
       } else if (!seen_once(dims)) {
-        // first sight: remembered
+        // First sight: remembered, and looked for in the engine cache.
+        if (opts_.compile_bucket) queue_background_plan(dims, /*probe=*/true);
       } else if (queue_background_plan(dims)) {
         auto e = std::make_shared<PlanSlot>();
         e->plan = e->promise.get_future().share();
@@ -236,7 +238,7 @@ void InferenceSession::finish_plan(const std::shared_ptr<PlanSlot>& slot, const 
   bool bucket = false;
   try {
     if (background && opts_.compile_bucket) {
-      built = compile_bucket(dims);
+      built = compile_bucket(dims, /*cached_only=*/false);
       bucket = built.ok();
       (bucket ? buckets_compiled_ : bucket_compile_failures_).fetch_add(1, std::memory_order_relaxed);
     }
@@ -254,17 +256,49 @@ void InferenceSession::finish_plan(const std::shared_ptr<PlanSlot>& slot, const 
   if (!built.ok()) {
     if (it != plans_.end() && it->second == slot) plans_.erase(it);  // the next run tries again
   } else {
-    plans_built_.fetch_add(1, std::memory_order_relaxed);
-    slot->built = true;
-    slot->bucket = bucket;
-    slot->bytes = (*built)->stats().arena_bytes;
-    evict_plans_locked();
+    fulfil_locked(*slot, *built, bucket);
   }
 }
 
-Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::compile_bucket(const std::vector<Dims>& dims) const {
+void InferenceSession::fulfil_locked(PlanSlot& slot, const std::shared_ptr<const ExecutionPlan>& plan,
+                                     bool bucket) const {
+  plans_built_.fetch_add(1, std::memory_order_relaxed);
+  slot.built = true;
+  slot.bucket = bucket;
+  slot.bytes = plan->stats().arena_bytes;
+  evict_plans_locked();
+}
+
+void InferenceSession::probe_cached_bucket(const std::vector<Dims>& dims) const {
+  {
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    if (auto it = plans_.find(dims); it != plans_.end() && it->second->built) return;
+  }
+  Expected<std::shared_ptr<const ExecutionPlan>> plan = InternalError("not probed");
+  try {
+    plan = compile_bucket(dims, /*cached_only=*/true);
+  } catch (const std::bad_alloc&) {
+    return;  // the second sight compiles it, or plans it natively
+  }
+  if (!plan.ok()) return;  // not cached
+  buckets_compiled_.fetch_add(1, std::memory_order_relaxed);
+  buckets_from_cache_.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  std::shared_ptr<PlanSlot>& slot = plans_[dims];
+  if (slot && slot->built) return;
+  if (!slot) {  // else a second sight queued a compile meanwhile: this serves it, and the compile is skipped
+    slot = std::make_shared<PlanSlot>();
+    slot->plan = slot->promise.get_future().share();
+    slot->last_used = ++plan_clock_;
+  }
+  slot->promise.set_value(*plan);
+  fulfil_locked(*slot, *plan, /*bucket=*/true);
+}
+
+Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::compile_bucket(const std::vector<Dims>& dims,
+                                                                               bool cached_only) const {
   Program program;
-  TSR_ASSIGN_OR_RETURN(program, opts_.compile_bucket(dims));
+  TSR_ASSIGN_OR_RETURN(program, opts_.compile_bucket(dims, cached_only));
   if (!program.buckets.empty()) return InternalError("a compiled bucket has buckets of its own");
   // The plan holds a raw pointer to its engine table: one allocation keeps both, the plan destroyed first.
   struct Held {
@@ -289,10 +323,10 @@ bool InferenceSession::seen_once(const std::vector<Dims>& dims) const {
   return false;
 }
 
-bool InferenceSession::queue_background_plan(const std::vector<Dims>& dims) const {
+bool InferenceSession::queue_background_plan(const std::vector<Dims>& dims, bool probe) const {
   std::lock_guard<std::mutex> lock(bg_mu_);
   if (bg_stop_ || bg_queue_.size() >= kMaxPlans) return false;  // a burst of new shapes: they run generic
-  bg_queue_.push_back(dims);
+  bg_queue_.emplace_back(dims, probe);
   if (!bg_thread_.joinable()) bg_thread_ = std::thread([this] { background_planner(); });
   bg_cv_.notify_all();
   return true;
@@ -301,20 +335,25 @@ bool InferenceSession::queue_background_plan(const std::vector<Dims>& dims) cons
 void InferenceSession::background_planner() const {
   for (;;) {
     std::vector<Dims> dims;
+    bool probe = false;
     {
       std::unique_lock<std::mutex> lock(bg_mu_);
       bg_cv_.wait(lock, [&] { return bg_stop_ || !bg_queue_.empty(); });
       if (bg_stop_) return;
-      dims = std::move(bg_queue_.front());
+      std::tie(dims, probe) = std::move(bg_queue_.front());
       bg_queue_.pop_front();
       ++bg_busy_;
     }
-    std::shared_ptr<PlanSlot> slot;
-    {
-      std::lock_guard<std::mutex> lock(plans_mu_);
-      if (auto it = plans_.find(dims); it != plans_.end() && !it->second->built) slot = it->second;
+    if (probe) {
+      probe_cached_bucket(dims);
+    } else {
+      std::shared_ptr<PlanSlot> slot;
+      {
+        std::lock_guard<std::mutex> lock(plans_mu_);
+        if (auto it = plans_.find(dims); it != plans_.end() && !it->second->built) slot = it->second;
+      }
+      if (slot) finish_plan(slot, dims, /*rethrow=*/false, /*background=*/true);
     }
-    if (slot) finish_plan(slot, dims, /*rethrow=*/false, /*background=*/true);
     {
       std::lock_guard<std::mutex> lock(bg_mu_);
       --bg_busy_;

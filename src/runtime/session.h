@@ -63,10 +63,12 @@ struct SessionOptions {
   // size their shape allows.
   std::map<std::string, std::vector<DimRange>> input_ranges;
   // Engines for shapes the program has no bucket for: given one, the background planner builds a shape seen a
-  // second time as a bucket (the model compiled for those exact dims, engines included; api::open_session gives one
-  // that also keeps what it compiles in the engine cache on disk) rather than as a native plan. The runs meanwhile go
-  // on what is ready; a compile that fails leaves that shape a native plan. Called on the planner's thread only.
-  std::function<Expected<Program>(const std::vector<Dims>&)> compile_bucket;
+  // second time as a bucket (the model compiled for those exact dims, engines included) rather than as a native
+  // plan. api::open_session gives one that also keeps what it compiles in the engine cache on disk: a shape seen
+  // the first time is looked up there (`cached_only`: an error when it is not cached, nothing compiled), so a
+  // process finds what an earlier one compiled. The runs meanwhile go on what is ready; a compile that fails leaves
+  // that shape a native plan. Called on the planner's thread only.
+  std::function<Expected<Program>(const std::vector<Dims>& dims, bool cached_only)> compile_bucket;
 };
 
 struct IOInfo {
@@ -161,6 +163,8 @@ class InferenceSession {
   // native plans).
   uint64_t buckets_compiled() const { return buckets_compiled_.load(std::memory_order_relaxed); }
   uint64_t bucket_compile_failures() const { return bucket_compile_failures_.load(std::memory_order_relaxed); }
+  // Of buckets_compiled(), those read back from the engine cache.
+  uint64_t buckets_from_cache() const { return buckets_from_cache_.load(std::memory_order_relaxed); }
   // Blocks until the plans queued for the background are built.
   void wait_for_background_plans() const;
   // The input dims that have a plan now, most recently used first (bounded: the least recently used are evicted).
@@ -176,16 +180,21 @@ class InferenceSession {
   // (null: the session's).
   Expected<std::shared_ptr<const ExecutionPlan>> plan_graph(Graph g, const std::vector<Dims>& dims,
                                                             const EngineTable* engines = nullptr) const;
-  // A bucket compiled now by SessionOptions::compile_bucket: its engines loaded, its plan built (the plan keeps the
-  // engines alive).
-  Expected<std::shared_ptr<const ExecutionPlan>> compile_bucket(const std::vector<Dims>& dims) const;
+  // A bucket compiled now by SessionOptions::compile_bucket (or only read from its cache): its engines loaded, its
+  // plan built (the plan keeps the engines alive).
+  Expected<std::shared_ptr<const ExecutionPlan>> compile_bucket(const std::vector<Dims>& dims, bool cached_only) const;
+  // A shape seen the first time: its bucket from the engine cache, when there is one (on the planner's thread).
+  void probe_cached_bucket(const std::vector<Dims>& dims) const;
   struct PlanSlot;
   // Builds `slot`'s plan and fulfils it (rethrowing an exception from building when `rethrow`). From the background
   // (`background`), a bucket with engines when the session can compile one.
   void finish_plan(const std::shared_ptr<PlanSlot>& slot, const std::vector<Dims>& dims, bool rethrow,
                    bool background = false) const;
   void evict_plans_locked() const;
-  bool queue_background_plan(const std::vector<Dims>& dims) const;  // false when the queue is full
+  // false when the queue is full. `probe`: only look for a cached bucket (probe_cached_bucket).
+  bool queue_background_plan(const std::vector<Dims>& dims, bool probe = false) const;
+  // Under plans_mu_: `slot` holds `plan` now.
+  void fulfil_locked(PlanSlot& slot, const std::shared_ptr<const ExecutionPlan>& plan, bool bucket) const;
   // Under plans_mu_: true when `dims` was seen once before (and forgets it), else remembers it.
   bool seen_once(const std::vector<Dims>& dims) const;
   void background_planner() const;
@@ -216,7 +225,7 @@ class InferenceSession {
   mutable std::map<std::vector<Dims>, std::shared_ptr<PlanSlot>> plans_;
   mutable uint64_t plan_clock_ = 0;
   mutable std::atomic<uint64_t> plans_built_{0}, runs_waited_{0}, runs_generic_{0}, runs_bucket_{0};
-  mutable std::atomic<uint64_t> buckets_compiled_{0}, bucket_compile_failures_{0};
+  mutable std::atomic<uint64_t> buckets_compiled_{0}, bucket_compile_failures_{0}, buckets_from_cache_{0};
   // The program's buckets: a plan each, built at creation and never evicted (fixed after Finish: read unlocked).
   std::map<std::vector<Dims>, std::shared_ptr<const ExecutionPlan>> buckets_;
   std::shared_ptr<const ExecutionPlan> generic_;  // null unless plan_in_background and some input dim is symbolic
@@ -227,7 +236,7 @@ class InferenceSession {
   // The background planner: one thread, started by the first plan queued, joined by the destructor.
   mutable std::mutex bg_mu_;
   mutable std::condition_variable bg_cv_;
-  mutable std::deque<std::vector<Dims>> bg_queue_;
+  mutable std::deque<std::pair<std::vector<Dims>, bool>> bg_queue_;  // dims, and whether only to probe the cache
   mutable int bg_busy_ = 0;
   mutable bool bg_stop_ = false;
   mutable std::thread bg_thread_;

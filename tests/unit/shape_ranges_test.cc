@@ -273,6 +273,7 @@ TEST(ShapeBuckets, AShapeSeenTwiceGetsEnginesFromTheBackgroundAndTheCacheKeepsTh
     EXPECT_EQ(run_widths(*s, {40, 40}), 0);  // first sight, then queued: both on native meanwhile
     s->wait_for_background_plans();
     EXPECT_EQ(s->buckets_compiled(), 1u);
+    EXPECT_EQ(s->buckets_from_cache(), 0u);
     EXPECT_EQ(s->bucket_compile_failures(), 0u);
     EXPECT_EQ(run_widths(*s, {40, 12, 40}), 2);  // 40 on its bucket's engines now; 12 (seen once) on native
     EXPECT_EQ(s->runs_bucket(), 2u);
@@ -282,11 +283,13 @@ TEST(ShapeBuckets, AShapeSeenTwiceGetsEnginesFromTheBackgroundAndTheCacheKeepsTh
   struct stat before {};
   ASSERT_EQ(::stat(entry.c_str(), &before), 0);
   {
-    auto s = open();  // the next process: the bucket comes from the cache, not from a compile
+    // The next process: at first sight, the bucket comes from the cache, not from a compile.
+    auto s = open();
     ASSERT_TRUE(s);
-    EXPECT_EQ(run_widths(*s, {40, 40}), 0);
+    EXPECT_EQ(run_widths(*s, {40}), 0);
     s->wait_for_background_plans();
     EXPECT_EQ(s->buckets_compiled(), 1u);
+    EXPECT_EQ(s->buckets_from_cache(), 1u);
     EXPECT_EQ(run_widths(*s, {40}), 1);
     struct stat after {};
     ASSERT_EQ(::stat(entry.c_str(), &after), 0);
@@ -302,9 +305,13 @@ TEST(ShapeBuckets, AShapeSeenTwiceGetsEnginesFromTheBackgroundAndTheCacheKeepsTh
   {
     auto s = open();
     ASSERT_TRUE(s);
-    EXPECT_EQ(run_widths(*s, {40, 40}), 0);
+    EXPECT_EQ(run_widths(*s, {40}), 0);
+    s->wait_for_background_plans();  // the probe found the damage
+    EXPECT_EQ(s->buckets_compiled(), 0u);
+    EXPECT_EQ(run_widths(*s, {40}), 0);
     s->wait_for_background_plans();
     EXPECT_EQ(s->buckets_compiled(), 1u);
+    EXPECT_EQ(s->buckets_from_cache(), 0u);
     EXPECT_EQ(run_widths(*s, {40}), 1);
   }
   ASSERT_EQ(warnings.size(), 1u);

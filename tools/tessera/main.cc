@@ -294,7 +294,8 @@ int bench_shape_stream(const Args& a, Session& s, double load_ms) {
   const Session::PlanCounts after = s.Plans();
   const unsigned long long waited = after.waited - before.waited, generic = after.generic - before.generic,
                            built = after.built - before.built, bucket = after.bucket - before.bucket,
-                           compiled = after.compiled - before.compiled;
+                           compiled = after.compiled - before.compiled,
+                           from_cache = after.from_cache - before.from_cache;
   const double total_s = std::accumulate(ms.begin(), ms.end(), 0.0) / 1e3;  // in runs, not making inputs
   std::vector<double> sorted = ms;
   std::sort(sorted.begin(), sorted.end());
@@ -311,17 +312,18 @@ int bench_shape_stream(const Args& a, Session& s, double load_ms) {
     }
     std::printf(
         "{\"model\": \"%s\", \"requests\": %zu, \"distinct_shapes\": %zu, \"waited_for_a_plan\": %llu, "
-        "\"ran_generic\": %llu, \"ran_on_a_bucket\": %llu, \"plans_built\": %llu, \"buckets_compiled\": %llu, \"p50_ms\": %.4f, \"p99_ms\": %.4f, \"max_ms\": %.4f, "
+        "\"ran_generic\": %llu, \"ran_on_a_bucket\": %llu, \"plans_built\": %llu, \"buckets_compiled\": %llu, \"buckets_from_cache\": %llu, \"p50_ms\": %.4f, \"p99_ms\": %.4f, \"max_ms\": %.4f, "
         "\"mean_ms\": %.4f, \"requests_per_s\": %.2f, \"threads\": %d, \"load_ms\": %.3f, \"latency_ms\": [%s]}\n",
-        a.positional[0].c_str(), ms.size(), seen.size(), waited, generic, bucket, built, compiled, pct(50), pct(99),
+        a.positional[0].c_str(), ms.size(), seen.size(), waited, generic, bucket, built, compiled, from_cache, pct(50), pct(99),
         sorted.back(), mean,
         static_cast<double>(ms.size()) / total_s, s.Threads(), load_ms, each.c_str());
   } else {
     std::printf("%s: %zu requests over %zu shapes: p50 %.3f ms, p99 %.3f ms, max %.3f ms, mean %.3f ms, %.1f requests/s "
                 "(%d threads, loaded in %.1f ms); %llu waited for a plan of their shape, %llu ran on the shape-generic "
-                "plan, %llu on a bucket's engines, %llu plans built (%llu buckets compiled in the background)\n",
+                "plan, %llu on a bucket's engines, %llu plans built (%llu buckets made in the background, %llu of them read from the engine cache)\n",
                 a.positional[0].c_str(), ms.size(), seen.size(), pct(50), pct(99), sorted.back(), mean,
-                static_cast<double>(ms.size()) / total_s, s.Threads(), load_ms, waited, generic, bucket, built, compiled);
+                static_cast<double>(ms.size()) / total_s, s.Threads(), load_ms, waited, generic, bucket, built, compiled,
+                from_cache);
   }
   return 0;
 }
