@@ -229,7 +229,12 @@ std::shared_ptr<void> ExecutionPlan::acquire_arena() const {
       return a;
     }
   }
-  return aligned_alloc_shared(stats_.arena_bytes);
+  // Not zeroed: a reused arena holds the last run's values anyway, and every step writes what it reads later.
+  // Zeroing a new plan's large arena touched every page of it before the first step (TESSERA_POISON_OUTPUTS fills
+  // it with 0xFF instead, so a kernel that leaves part of its output unwritten shows on the first run too).
+  std::shared_ptr<void> arena = aligned_alloc_shared(stats_.arena_bytes, 64, /*zero=*/false);
+  if (poison_outputs() && stats_.arena_bytes > 0) std::memset(arena.get(), 0xFF, stats_.arena_bytes);
+  return arena;
 }
 
 void ExecutionPlan::release_arena(std::shared_ptr<void> a) const {
