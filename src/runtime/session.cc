@@ -1,5 +1,8 @@
 #include "runtime/session.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <thread>
@@ -333,6 +336,9 @@ bool InferenceSession::queue_background_plan(const std::vector<Dims>& dims, bool
 }
 
 void InferenceSession::background_planner() const {
+  // Below the runs: what it builds serves later requests, and the cores belong to the ones running now. (Linux nice
+  // is per thread; threads this one starts, an engine's OpenMP team for compiling, inherit it.)
+  if (opts_.compile_bucket) (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);
   for (;;) {
     std::vector<Dims> dims;
     bool probe = false;
