@@ -217,6 +217,7 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const 
         auto e = std::make_shared<PlanSlot>();
         e->plan = e->promise.get_future().share();
         e->last_used = ++plan_clock_;
+        e->queued = true;
         plans_.emplace(dims, std::move(e));
       }
       return generic_;
@@ -288,11 +289,14 @@ void InferenceSession::probe_cached_bucket(const std::vector<Dims>& dims) const 
   buckets_from_cache_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(plans_mu_);
   std::shared_ptr<PlanSlot>& slot = plans_[dims];
-  if (slot && slot->built) return;
-  if (!slot) {  // else a second sight queued a compile meanwhile: this serves it, and the compile is skipped
+  // A slot another thread is building is theirs to fulfil. One a second sight queued here serves this bucket, and
+  // its compile (later on this thread) is skipped.
+  if (slot && (slot->built || !slot->queued)) return;
+  if (!slot) {
     slot = std::make_shared<PlanSlot>();
     slot->plan = slot->promise.get_future().share();
     slot->last_used = ++plan_clock_;
+    slot->queued = true;
   }
   slot->promise.set_value(*plan);
   fulfil_locked(*slot, *plan, /*bucket=*/true);

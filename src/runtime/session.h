@@ -217,6 +217,7 @@ class InferenceSession {
     uint64_t last_used = 0;
     bool built = false;    // the plan is ready (and `bytes` set)
     bool bucket = false;   // compiled with engines (SessionOptions::compile_bucket)
+    bool queued = false;   // built by the background planner (else by the run or caller that made the slot)
     size_t bytes = 0;      // its arena
   };
   // Each plan holds its kernels' packed weights: the bound keeps a stream of many shapes from multiplying them.
