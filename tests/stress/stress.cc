@@ -13,7 +13,9 @@
 //     24 shapes from size 1: more than a session keeps plans for). T threads each make N runs at shapes they go
 //     round, so plans are built (in the background), shared and evicted while other threads run; every output must
 //     match the serial run at its shape (within rtol 1e-4, atol 1e-5: a shape's own plan fuses, the generic one,
-//     which runs a shape while its plan is built, does not).
+//     which runs a shape while its plan is built, does not). With an engine backend, shapes seen twice are compiled
+//     as buckets in the background, and the threads go on past N runs until one has been swapped in and run on (at
+//     most two minutes).
 //
 //   tessera_stress leaks [--iterations N] [--backends B1,B2,..] [--session-threads S] MODEL.onnx...
 //     N times, for each model and backend: a session from the .onnx file and one from its compiled .tsr, each run
@@ -25,6 +27,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <mutex>
 #include <cstdio>
@@ -270,9 +273,17 @@ int shapes(const Args& a) {
       std::atomic<long> differ{0}, failed{0};
       std::mutex worst_mu;
       std::vector<std::thread> threads;
+      // With engines, the threads go on past --runs until a bucket compiled in the background has been swapped in
+      // (at most two minutes), so that runs overlap the swap.
+      const bool want_bucket = backend != "native";
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+      auto more = [&](int r) {
+        if (r < a.runs) return true;
+        return want_bucket && session.Plans().bucket == before.bucket && std::chrono::steady_clock::now() < deadline;
+      };
       for (int t = 0; t < a.threads; ++t) {
         threads.emplace_back([&, t] {
-          for (int r = 0; r < a.runs; ++r) {
+          for (int r = 0; more(r); ++r) {
             Shaped& c = cases[static_cast<size_t>(t * 7 + r * 5) % cases.size()];
             try {
               std::vector<tessera::Value> out = session.Run(feeds(c.inputs));
