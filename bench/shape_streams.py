@@ -164,7 +164,9 @@ def main():
         result = {
             "stream": name, "requests": len(stream), "distinct_shapes": j["distinct_shapes"],
             "p50_ms": j["p50_ms"], "p99_ms": j["p99_ms"], "waited_for_a_plan": j["waited_for_a_plan"],
-            "ran_generic": j["ran_generic"], "plans_built": j["plans_built"], "sampled_shapes": len(sampled),
+            "ran_generic": j["ran_generic"], "plans_built": j["plans_built"], "ran_on_a_bucket": j["ran_on_a_bucket"],
+            "buckets_compiled": j.get("buckets_compiled", 0), "buckets_from_cache": j.get("buckets_from_cache", 0),
+            "sampled_shapes": len(sampled),
             "sampled_requests": len(slow), "slowdown_p50": pct(50), "slowdown_p99": pct(99), "slowdown_max": slow[-1],
             "first_request_slowdown_max": max(first_slow),
             "throughput_vs_static_after_warmup": (half_static / half_stream) if half_stream else None,
