@@ -399,8 +399,7 @@ tessera_error_t* tessera_session_options_set_shape(tessera_session_options_t* op
     }
     // As --shape NAME=D0,D1,..; a later pin of the same input replaces an earlier one.
     const std::string prefix = std::string(name) + "=";
-    std::string spec = prefix;
-    for (size_t i = 0; i < rank; ++i) spec += (i ? "," : "") + std::to_string(dims[i]);
+    const std::string spec = api::shape_spec(name, Dims(dims, dims + rank));
     auto& shapes = opts->compile.shapes;
     shapes.erase(
         std::remove_if(shapes.begin(), shapes.end(), [&](const std::string& s) { return s.rfind(prefix, 0) == 0; }),

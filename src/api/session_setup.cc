@@ -117,6 +117,12 @@ Expected<InputRanges> parse_shapes(const std::vector<std::string>& shapes) {
   return out;
 }
 
+std::string shape_spec(const std::string& name, const Dims& dims) {
+  std::string spec = name + "=";
+  for (size_t d = 0; d < dims.size(); ++d) spec += (d ? "," : "") + std::to_string(dims[d]);
+  return spec;
+}
+
 Status apply_shapes(Graph& g, const std::vector<std::string>& shapes) {
   InputRanges ranges;
   TSR_ASSIGN_OR_RETURN(ranges, parse_shapes(shapes));
@@ -414,11 +420,7 @@ Expected<Program> compile_bucket_at(BucketSource& src, const std::vector<Dims>& 
   const Graph& g0 = src.graph;
   if (dims.size() != g0.inputs.size()) return InvalidInput("bucket " + bucket_str(dims) + ": wrong input count");
   std::vector<std::string> specs;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    std::string spec = g0.inputs[i] + "=";
-    for (size_t d = 0; d < dims[i].size(); ++d) spec += (d ? "," : "") + std::to_string(dims[i][d]);
-    specs.push_back(std::move(spec));
-  }
+  for (size_t i = 0; i < dims.size(); ++i) specs.push_back(shape_spec(g0.inputs[i], dims[i]));
   CompileOptions o = src.options;
   o.shapes = specs;
   o.measure = MeasureMode::kOff;  // estimates and cached measurements: measuring beside the runs would mislead

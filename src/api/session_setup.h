@@ -62,6 +62,9 @@ Expected<bool> is_artifact(const ModelSource& m);
 using InputRanges = std::map<std::string, std::vector<DimRange>>;
 Expected<InputRanges> parse_shapes(const std::vector<std::string>& shapes);
 
+// The `--shape` argument that pins input `name` to exact `dims`: "NAME=D0,D1,..".
+std::string shape_spec(const std::string& name, const Dims& dims);
+
 // Applies `--shape` arguments to the graph's inputs: a dim with one size is pinned to it; a dim with a range stays
 // symbolic (keeping the model's name for it, so that dims it equates stay equal).
 Status apply_shapes(Graph& g, const std::vector<std::string>& shapes);
