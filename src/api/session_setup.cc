@@ -407,14 +407,31 @@ Expected<std::string> source_digest(const ModelSource& m) {
 }
 
 // What a bucket compiled in the background needs: the graph to compile (the optimised model, or a ranged artifact's
-// glue graph, which is that model wherever a ranged dim reaches), the options, and the model's digest (made on first
-// use, on the planner's thread).
+// glue graph, which is that model wherever a ranged dim reaches), the options, and the part of the engine cache key
+// that every bucket of the session shares (made on first use, on the planner's thread).
 struct BucketSource {
   Graph graph;
   ModelSource model;
   CompileOptions options;
-  std::string digest;
+  std::string key;
 };
+
+// The session's part of an engine cache key: the model's bytes, the backends with their versions, the compile
+// options and the machine.
+Expected<std::string> engine_cache_key(const ModelSource& m, const CompileOptions& o) {
+  std::string digest;
+  TSR_ASSIGN_OR_RETURN(digest, source_digest(m));
+  std::vector<std::shared_ptr<const Backend>> backends;
+  TSR_ASSIGN_OR_RETURN(backends, resolve_backends(o.backends));
+  std::string key = std::string("tessera ") + TESSERA_VERSION + "\nmodel " + digest + "\nmachine " +
+                    partition::identify_machine(o.threads > 0 ? o.threads : 0).key() + "\npolicy " +
+                    std::to_string(static_cast<int>(o.policy)) + "\nmin_region_nodes " +
+                    std::to_string(o.min_region_nodes) + "\noptions " + o.backend_options + "\nthreads " +
+                    std::to_string(o.threads) + "\nmax_memory " + std::to_string(o.max_memory) + "\n";
+  for (const auto& b : backends) key += "backend " + b->name() + " " + b->version() + "\n";
+  for (const auto& p : o.places) key += "place " + p + "\n";
+  return key;
+}
 
 Expected<Program> compile_bucket_at(BucketSource& src, const std::vector<Dims>& dims, bool cached_only) {
   const Graph& g0 = src.graph;
@@ -429,18 +446,10 @@ Expected<Program> compile_bucket_at(BucketSource& src, const std::vector<Dims>& 
   // The engine cache: one .tsr per model, dims, backends (with versions), options and machine.
   std::string path;
   if (const std::string dir = engine_cache_dir(src.options); !dir.empty()) {
-    if (src.digest.empty()) {
-      TSR_ASSIGN_OR_RETURN(src.digest, source_digest(src.model));
+    if (src.key.empty()) {
+      TSR_ASSIGN_OR_RETURN(src.key, engine_cache_key(src.model, src.options));
     }
-    std::vector<std::shared_ptr<const Backend>> backends;
-    TSR_ASSIGN_OR_RETURN(backends, resolve_backends(o.backends));
-    std::string key = std::string("tessera ") + TESSERA_VERSION + "\nmodel " + src.digest + "\ndims " + bucket_str(dims) +
-                      "\nmachine " + partition::identify_machine(o.threads > 0 ? o.threads : 0).key() + "\npolicy " +
-                      std::to_string(static_cast<int>(o.policy)) + "\nmin_region_nodes " +
-                      std::to_string(o.min_region_nodes) + "\noptions " + o.backend_options + "\nthreads " +
-                      std::to_string(o.threads) + "\nmax_memory " + std::to_string(o.max_memory) + "\n";
-    for (const auto& b : backends) key += "backend " + b->name() + " " + b->version() + "\n";
-    for (const auto& p : o.places) key += "place " + p + "\n";
+    const std::string key = src.key + "dims " + bucket_str(dims) + "\n";
     char name[40];
     std::snprintf(name, sizeof name, "%08x%08x.tsr", crc32c(key.data(), key.size()),
                   crc32c(key.data(), key.size(), 0x9e3779b9u));
@@ -488,7 +497,7 @@ void give_bucket_compiler(const Graph& g, const ModelSource& m, const CompileOpt
     return !vi || !vi->shape.fully_known();
   });
   if (!symbolic) return;
-  auto src = std::make_shared<BucketSource>(BucketSource{g, m, o, ""});
+  auto src = std::make_shared<BucketSource>(BucketSource{g, m, o, ""});  // the key is made on first use
   so->compile_bucket = [src](const std::vector<Dims>& dims, bool cached_only) {
     return compile_bucket_at(*src, dims, cached_only);
   };
