@@ -309,10 +309,11 @@ int shapes(const Args& a) {
       for (auto& th : threads) th.join();
       mismatches += differ;
       failures += failed;
-      plans += static_cast<long>(session.Plans().built - before.built);
-      generic += static_cast<long>(session.Plans().generic - before.generic);
-      compiled += static_cast<long>(session.Plans().compiled - before.compiled);
-      on_buckets += static_cast<long>(session.Plans().bucket - before.bucket);
+      const tessera::Session::PlanCounts after = session.Plans();
+      plans += static_cast<long>(after.built - before.built);
+      generic += static_cast<long>(after.generic - before.generic);
+      compiled += static_cast<long>(after.compiled - before.compiled);
+      on_buckets += static_cast<long>(after.bucket - before.bucket);
       ++sessions;
     }
   }
