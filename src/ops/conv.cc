@@ -232,6 +232,9 @@ Status infer_convtranspose(InferContext& ctx) {
     return Status::Ok();
   }
   if (rank < 3) return ctx.error("input must have rank >= 3, got " + x.str());
+  if (x.rank_known && w.rank_known && x.rank() != w.rank()) {
+    return ctx.error("X " + x.str() + " and W " + w.str() + " differ in rank");
+  }
   const int spatial = rank - 2;
   ConvTransposeAttrs t;
   TSR_RETURN_IF_ERROR(read_convtranspose_attrs(ctx.node(), spatial, weight_kernel(w, spatial), &t));
