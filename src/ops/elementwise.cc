@@ -309,7 +309,7 @@ struct HardSwishOp {
   explicit HardSwishOp(const Node&) {}
   template <class C>
   C operator()(C x) const {
-    C v = x * C(1.0 / 6.0) + C(0.5);
+    C v = x * C(1.0f / 6.0f) + C(0.5);  // alpha is the float 1/6, as in the HardSigmoid of ONNX's function body
     v = v > C(1) ? C(1) : v;
     v = v < C(0) ? C(0) : v;
     return x * v;

@@ -71,7 +71,7 @@ void apply_channel_affine(const T* x, T* y, int64_t rows, int64_t inner, int64_t
         const float* br = b.data() + c * inner;
         for (int64_t i = 0; i < inner; ++i) yr[i] = static_cast<T>(static_cast<float>(xr[i]) * ar[i] + br[i]);
       } else if constexpr (std::is_same_v<T, float>) {
-        normk::row_axpb(xr, a[static_cast<size_t>(c)], b[static_cast<size_t>(c)], yr, inner);
+        normk::row_mul_then_add(xr, a[static_cast<size_t>(c)], b[static_cast<size_t>(c)], yr, inner);
       } else {
         using A = acc_t<T>;
         const A ac = a[static_cast<size_t>(c)], bc = b[static_cast<size_t>(c)];
@@ -160,11 +160,14 @@ Status bn_run(KernelContext& ctx, int64_t opset) {
     var = std::move(bvar);
   }
 
+  // y = x * a + b with a = scale / sqrt(var + eps) and b = bias - mean * a, each step rounded to float in ONNX
+  // Runtime's order, so that float32 models match it to the last bit (see row_mul_then_add).
   std::vector<float> a(params), b(params);
+  const auto epsf = static_cast<float>(eps);
   for (size_t k = 0; k < params; ++k) {
-    double ak = scale[k] / std::sqrt(var[k] + eps);
-    a[k] = static_cast<float>(ak);
-    b[k] = static_cast<float>(bias[k] - mean[k] * ak);
+    const float inv_std = 1.0f / std::sqrt(static_cast<float>(var[k]) + epsf);
+    a[k] = inv_std * static_cast<float>(scale[k]);
+    b[k] = static_cast<float>(bias[k]) - normk::mul_unfused(static_cast<float>(mean[k]), a[k]);
   }
   normk::visit_float(x->dtype(), [&](auto tag) {
     using T = decltype(tag);

@@ -129,6 +129,17 @@ void row_axpb(const float* x, float a, float b, float* y, int64_t n) {
   }
 }
 
+void row_mul_then_add(const float* x, float a, float b, float* y, int64_t n) {
+  // The rounding-mode forms are builtins, not vector arithmetic, so the compiler does not contract them into an FMA.
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 k = tail_mask(n - i);
+    __m512 p = _mm512_mul_round_ps(_mm512_maskz_loadu_ps(k, x + i), va, kRound);
+    _mm512_mask_storeu_ps(y + i, k, _mm512_add_round_ps(p, vb, kRound));
+  }
+}
+
 void row_normalize_affine(const float* x, float mean, float rstd, const float* scale, const float* bias, float* y,
                           int64_t n) {
   const __m512 vm = _mm512_set1_ps(mean), vr = _mm512_set1_ps(rstd);
@@ -280,6 +291,14 @@ void row_axpb(const float* x, float a, float b, float* y, int64_t n) {
     return;
   }
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * a + b;
+}
+
+void row_mul_then_add(const float* x, float a, float b, float* y, int64_t n) {
+  if (cpu::avx512()) {
+    avx512::row_mul_then_add(x, a, b, y, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] = mul_unfused(x[i], a) + b;
 }
 
 void row_normalize_affine(const float* x, float mean, float rstd, const float* scale, const float* bias, float* y,

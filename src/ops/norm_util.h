@@ -97,6 +97,15 @@ void row_moments(const T* x, int64_t n, A* mean, A* var) {
 
 // y = x * a + b (scalars a, b). y may alias x.
 void row_axpb(const float* x, float a, float b, float* y, int64_t n);
+// The same with the product rounded before the add, as ONNX Runtime's BatchNormalization computes it: a model that
+// quantizes the result (DynamicQuantizeLinear) turns a last-bit difference into a whole quantization step.
+void row_mul_then_add(const float* x, float a, float b, float* y, int64_t n);
+// a * b rounded to float, kept from being fused into a following add or subtract.
+inline float mul_unfused(float a, float b) {
+  float p = a * b;
+  asm("" : "+x"(p));  // the compiler cannot see through this, so it cannot contract p into an FMA
+  return p;
+}
 // y = ((x - mean) * rstd) * scale + bias, with per-element scale and optional per-element bias (null = 0).
 void row_normalize_affine(const float* x, float mean, float rstd, const float* scale, const float* bias, float* y,
                           int64_t n);

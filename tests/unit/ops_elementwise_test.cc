@@ -238,6 +238,22 @@ TEST(ElementwiseUnary, ActivationsMatchTheirDefinitions) {
   }
 }
 
+// x * clamp(x * (1/6)f + 0.5, 0, 1) with the product rounded before the add, as ONNX Runtime computes it: a model that
+// quantizes HardSwish's output turns a last-bit difference into a quantization step.
+TEST(ElementwiseUnary, HardSwishRoundsLikeOnnxRuntimeToTheLastBit) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-4.f, 4.f);
+  std::vector<float> xv(999);
+  for (float& v : xv) v = dist(rng);
+  auto y = values<float>(run1(make_node("HardSwish", 1), {Tensor::FromVector<float>(xv, {999})}));
+  for (size_t i = 0; i < xv.size(); ++i) {
+    volatile float p = xv[i] * (1.0f / 6.0f);  // volatile: no contraction into an FMA here either
+    float v = std::min(1.0f, std::max(0.0f, p + 0.5f));
+    volatile float r = xv[i] * v;
+    ASSERT_EQ(y[i], r) << "x=" << xv[i];
+  }
+}
+
 TEST(ElementwiseUnary, SoftplusAndMishDoNotOverflowForLargeInputs) {
   Tensor x = Tensor::FromVector<float>({100.f, 1000.f, -100.f}, {3});
   auto sp = values<float>(run1(make_node("Softplus", 1), {x}));

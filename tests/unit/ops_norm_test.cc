@@ -64,6 +64,33 @@ TEST(BatchNormalization, InferenceUsesRunningStatistics) {
   expect_close(out.value()[0], ref, 1e-5);
 }
 
+// Inference rounds each step to float in ONNX Runtime's order (a = scale * (1 / sqrt(var + eps)), b = bias - mean * a,
+// y = x * a + b, no FMA), so its output is bit-identical: a quantized model turns a last-bit difference into a whole
+// quantization step.
+TEST(BatchNormalization, InferenceRoundsLikeOnnxRuntimeToTheLastBit) {
+  const int64_t c = 3, inner = 37;  // 37: the vector loop's tail too
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-2.f, 2.f), pos(0.1f, 3.f);
+  std::vector<float> x(static_cast<size_t>(2 * c * inner)), s(c), b(c), m(c), v(c);
+  for (float& e : x) e = dist(rng);
+  for (int64_t k = 0; k < c; ++k) s[k] = dist(rng), b[k] = dist(rng), m[k] = dist(rng), v[k] = pos(rng);
+  Node n = make_node("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y"});
+  set_float(n, "epsilon", 1e-3f);
+  auto out = run_node_once(n, 15,
+                           {Tensor::FromVector(x, {2, c, inner}), Tensor::FromVector(s, {c}),
+                            Tensor::FromVector(b, {c}), Tensor::FromVector(m, {c}), Tensor::FromVector(v, {c})});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  const float* y = out.value()[0].data<float>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    const size_t k = (i / inner) % c;
+    volatile float a = (1.0f / std::sqrt(v[k] + 1e-3f)) * s[k];  // volatile: each product rounded on its own
+    volatile float ma = m[k] * a;
+    const float bk = b[k] - ma;
+    volatile float xa = x[i] * a;
+    ASSERT_EQ(y[i], xa + bk) << "element " << i;
+  }
+}
+
 TEST(BatchNormalization, TrainingModeOutputsUpdatedRunningStatistics) {
   std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8};
   Node n = make_node("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y", "rm", "rv"});
