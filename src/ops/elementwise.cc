@@ -288,7 +288,7 @@ struct CeluOp {
 struct SigmoidOp {
   static constexpr uint32_t kTypes = kFloatTypes;
   explicit SigmoidOp(const Node&) {}
-  float operator()(float x) const { return fm::sigmoid(x); }
+  float operator()(float x) const { return fm::logistic(x); }
   double operator()(double x) const { return 1.0 / (1.0 + std::exp(-x)); }
 };
 

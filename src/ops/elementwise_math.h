@@ -119,6 +119,28 @@ inline float log1p(float x) {
 
 inline float sigmoid(float x) { return 1.0f / (1.0f + exp(-x)); }
 
+// The Sigmoid operator: the rational approximation ONNX Runtime evaluates on x86 (Eigen's logistic coefficients, as
+// MLAS's FMA3 kernel runs them: x clamped to [-18, 18], odd numerator and even denominator in x^2 by Horner with
+// fused multiply-adds, p / q + 0.5, floored at 0), so that its bits are ONNX Runtime's. A model that quantizes a
+// Sigmoid or SiLU output (DynamicQuantizeLinear, QDQ) turns a last-bit difference into a quantization step.
+// Absolute error below 2e-7 (relative error grows in the far negative tail, where the value is below 1e-6).
+inline float logistic(float x) {
+  float v = x < -18.0f ? -18.0f : x;  // NaN passes through both clamps
+  v = v > 18.0f ? 18.0f : v;
+  const float x2 = v * v;
+  float p = std::fma(x2, 4.37031012579801e-11f, 1.15627324459942e-07f);
+  p = std::fma(x2, p, 6.08574864600143e-05f);
+  p = std::fma(x2, p, 8.51377133304701e-03f);
+  p = std::fma(x2, p, 2.48287947061529e-01f);
+  float q = std::fma(x2, 6.10247389755681e-13f, 5.76102136993427e-09f);
+  q = std::fma(x2, q, 6.29106785017040e-06f);
+  q = std::fma(x2, q, 1.70198817374094e-03f);
+  q = std::fma(x2, q, 1.16817656904453e-01f);
+  q = std::fma(x2, q, 9.93151921023180e-01f);
+  const float r = (v * p) / q + 0.5f;
+  return r < 0.0f ? 0.0f : r;
+}
+
 // tanh: odd polynomial (Cephes tanhf) for |x| < 0.625, else 1 - 2/(e^2|x| + 1).
 inline float tanh(float x) {
   float ax = std::fabs(x);

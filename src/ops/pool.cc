@@ -509,7 +509,10 @@ Status run_global_pool(KernelContext& ctx) {
               continue;
             }
             if (kind == PoolKind::kAvg && sz > 0) {
-              yp[i] = kernels::fold_lanes<32>(sz, 0.f, [v](int64_t j) { return v[j]; },
+              // Four lanes, folded (0 + 2) + (1 + 3), then the tail in order: ONNX Runtime's summation (MLAS's
+              // global pool), so that a model quantizing the mean (squeeze-excite under DynamicQuantizeLinear) sees
+              // the same bits.
+              yp[i] = kernels::fold_lanes<4>(sz, 0.f, [v](int64_t j) { return v[j]; },
                                               [](float a, float b) { return a + b; }) /
                       static_cast<float>(sz);
               continue;
