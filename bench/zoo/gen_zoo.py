@@ -43,6 +43,8 @@ from onnx import TensorProto, helper, numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "e2e"))
 import gen_models  # noqa: E402  (Builder, batchnorm, _atomic_write)
+sys.path.insert(0, os.path.join(HERE, "..", "precision"))
+import convert  # noqa: E402  (the dynamically quantized twins)
 
 PRODUCER = "tessera-gen_zoo"
 PRODUCER_VERSION = "1"
@@ -822,6 +824,11 @@ MODELS = {
     "vit_b16": (build_vit_b16, inputs_vit_b16),
     "whisper_tiny_enc": (build_whisper_tiny_enc, inputs_whisper_tiny_enc),
     "yolo": (build_yolo, inputs_yolo),
+    # Dynamically quantized twins, as ONNX Runtime's quantize_dynamic writes them (bench/precision/convert.py): every
+    # activation is requantized, so a last-bit difference from ONNX Runtime in the float ops between the integer convs
+    # grows into whole quantization steps; their references hold Tessera to ONNX Runtime's bits.
+    "dbnet_dynq": (lambda: convert.dynamic(build_dbnet(), "int8", False), inputs_dbnet),
+    "yolo_dynq": (lambda: convert.dynamic(build_yolo(), "uint8", False), inputs_yolo),
 }
 TEST_MODELS = list(MODELS)
 

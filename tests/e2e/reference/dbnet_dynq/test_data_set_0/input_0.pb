@@ -1,0 +1,1 @@
+../../dbnet/test_data_set_0/input_0.pb
