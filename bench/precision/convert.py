@@ -49,12 +49,13 @@ def _all_names(graph):
     return names
 
 
-def _float_values(graph):
-    """Names of the float32 values of a graph: inputs, initializers, value_info, outputs, Constant/Cast outputs."""
-    fl = {v.name for v in list(graph.input) + list(graph.output) + list(graph.value_info)
-          if v.type.tensor_type.elem_type == FLOAT}
-    fl |= {i.name for i in graph.initializer if i.data_type == FLOAT}
-    return fl
+def _rename(nodes, old, new):
+    """Every use of value `old` as a node input or output becomes `new`."""
+    for n in nodes:
+        for vals in (n.input, n.output):
+            for j, x in enumerate(vals):
+                if x == old:
+                    vals[j] = new
 
 
 def to_fp16(model, keep_io_types):
@@ -116,11 +117,8 @@ def to_fp16(model, keep_io_types):
         if keep_io_types:
             c = "graph_input_cast_%d" % i
             names.add(c)
+            _rename(new_nodes, v.name, c)
             head.append(helper.make_node("Cast", [v.name], [c], name=c + "_node", to=FLOAT16))
-            for n in new_nodes:
-                for j, x in enumerate(n.input):
-                    if x == v.name:
-                        n.input[j] = c
         else:
             v.type.tensor_type.elem_type = FLOAT16
     for i, v in enumerate(g.output):
@@ -129,13 +127,7 @@ def to_fp16(model, keep_io_types):
         if keep_io_types:
             c = "graph_output_cast_%d" % i
             names.add(c)
-            for n in new_nodes:
-                for j, y in enumerate(n.output):
-                    if y == v.name:
-                        n.output[j] = c
-                for j, x in enumerate(n.input):
-                    if x == v.name:
-                        n.input[j] = c
+            _rename(new_nodes, v.name, c)
             tail.append(helper.make_node("Cast", [c], [v.name], name=c + "_node", to=FLOAT))
         else:
             v.type.tensor_type.elem_type = FLOAT16
