@@ -58,9 +58,19 @@ def _rename(nodes, old, new):
                     vals[j] = new
 
 
+def _value_types(model):
+    """Element type of every value ONNX shape inference can type (graph inputs, initializers, node outputs)."""
+    inferred = onnx.shape_inference.infer_shapes(model).graph
+    types = {v.name: v.type.tensor_type.elem_type
+             for v in list(inferred.input) + list(inferred.output) + list(inferred.value_info)}
+    types.update({i.name: i.data_type for i in inferred.initializer})
+    return types
+
+
 def to_fp16(model, keep_io_types):
     g = model.graph
     names = _all_names(g)
+    types = _value_types(model)  # before any change: float values are the ones that become float16
     for init in g.initializer:
         if init.data_type == FLOAT:
             init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float16), init.name))
@@ -83,7 +93,7 @@ def to_fp16(model, keep_io_types):
             # float16 values into the node are cast up, its float outputs cast back down. Float initializers read
             # only by blocked nodes (Resize scales) go back to float32.
             for i, x in enumerate(n.input):
-                if not x:
+                if not x or types.get(x) != FLOAT:  # sizes, roi of another type, indices: left as they are
                     continue
                 init = next((t for t in g.initializer if t.name == x), None)
                 if init is not None:
@@ -95,7 +105,7 @@ def to_fp16(model, keep_io_types):
                 n.input[i] = c
             new_nodes.append(n)
             for i, y in enumerate(n.output):
-                if n.op_type in ("TopK", "NonMaxSuppression", "Range") and i > 0:
+                if types.get(y) != FLOAT:
                     continue
                 c = _unique(names, n.name + "_output_cast")
                 n.output[i] = c
