@@ -382,7 +382,7 @@ class Builder {
     for (size_t k = 0; k < specs.size(); ++k) {
       if (specs[k].layout != Layout::kAny || specs[k].view.data.ndims > 0) continue;
       const memory::desc& cur = plan_.mems[static_cast<size_t>(canon(op.in[k]))].md;
-      if (cur.dims() != md[k].dims()) continue;
+      if (cur.dims() != md[k].dims() || cur.data_type() != md[k].data_type()) continue;
       const bool blocked = cur.data.format_kind == dnnl_blocked && cur.data.format_desc.blocking.inner_nblks > 0;
       const bool image = is_plain(cur) && cur.data.ndims >= 3 && cur.data.dims[1] <= kImageChannels;
       if (blocked || image) held[k] = cur;
@@ -468,8 +468,11 @@ class Builder {
     const Dims dd(dst_md.data.dims, dst_md.data.dims + dst_md.data.ndims);
     if (dd == p_.values[static_cast<size_t>(op.out)].dims) {
       bind(op.out, dst);
-    } else {
+    } else if (dst_md.data_type() == memory::data_type::f32) {
       bind(op.out, alias_mem(dst, plain(op.out), op.out));
+    } else {  // the same elements, in the destination's data type
+      const Dims& d = p_.values[static_cast<size_t>(op.out)].dims;
+      bind(op.out, alias_mem(dst, memory::desc(d, dst_md.data_type(), row_major(d)), op.out));
     }
   }
 

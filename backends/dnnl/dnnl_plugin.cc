@@ -110,15 +110,60 @@ tessera_status_t capability(const void* model, size_t size, const tessera_capabi
   });
 }
 
-// The lowered, fused program of a region; fails naming the first node oneDNN
-// cannot run.
-Program lower_region(const ModelView& m, bool fusion) {
-  Program p = Lowering::lower_all(m);
+// Whether `op` computes in bf16 and reads its source in[0] in bf16 as a
+// producer would write it: a convolution (which takes any layout), or a
+// matmul whose source view is its value's own plain dims.
+bool reads_bf16_source(const Op& op, const std::vector<Value>& values) {
+  if (!op.bf16) return false;
+  if (op.kind != OpKind::kMatMul) return true;
+  MatMulOperands mo;
+  if (!matmul_operands(op, &mo)) return false;
+  for (size_t d = 0; d < mo.perm[0].size(); ++d) {
+    if (mo.perm[0][d] != static_cast<int64_t>(d)) return false;
+  }
+  return mo.stored[0] == values[static_cast<size_t>(op.in[0])].dims && mo.read[0] == mo.stored[0];
+}
+
+// Op::bf16_dst for every bf16 op whose value only bf16 ops read, as their
+// source: it stays bf16 from one to the next, with no reorder between them.
+void keep_bf16_between_ops(Program& p) {
+  const size_t nv = p.values.size();
+  std::vector<int> bf16_reads(nv, 0), other_reads(nv, 0);
   for (const Op& op : p.ops) {
+    const bool bf16_source = reads_bf16_source(op, p.values);
+    for (size_t k = 0; k < op.in.size(); ++k) {
+      if (op.in[k] >= 0) ++(k == 0 && bf16_source ? bf16_reads : other_reads)[static_cast<size_t>(op.in[k])];
+    }
+    for (const PostOp& po : op.post) {
+      if (po.operand >= 0) ++other_reads[static_cast<size_t>(po.operand)];
+    }
+  }
+  for (int32_t v : p.outputs) ++other_reads[static_cast<size_t>(v)];
+  for (Op& op : p.ops) {
+    const auto x = static_cast<size_t>(op.out);
+    if (!op.bf16 || bf16_reads[x] == 0 || other_reads[x] > 0) continue;
+    // A matmul writes its value through its own dims: only where they are the value's.
+    if (op.kind == OpKind::kMatMul && dst_dims(op, p.values) != p.values[x].dims) continue;
+    op.bf16_dst = true;
+    if (!probe(op, p.values, probe_engine()).empty()) op.bf16_dst = false;
+  }
+}
+
+// The lowered, fused program of a region; fails naming the first node oneDNN
+// cannot run. `bf16`: the precision=bf16 option (Op::bf16).
+Program lower_region(const ModelView& m, bool fusion, bool bf16) {
+  Program p = Lowering::lower_all(m);
+  for (Op& op : p.ops) {
     std::string why = probe(op, p.values, probe_engine());
     if (!why.empty()) fail(TESSERA_ERROR_UNSUPPORTED, "node '" + nodes_str(op) + "': " + why);
+    // precision=bf16: convolutions and matmuls compute in bf16 where oneDNN implements them so, else in float32.
+    if (bf16 && (op.kind == OpKind::kConv || op.kind == OpKind::kDeconv || op.kind == OpKind::kMatMul)) {
+      op.bf16 = true;
+      if (!probe(op, p.values, probe_engine()).empty()) op.bf16 = false;
+    }
   }
   if (fusion) fuse(p, probe_engine());
+  if (bf16) keep_bf16_between_ops(p);
   return p;
 }
 
@@ -128,7 +173,11 @@ tessera_status_t compile(const void* model, size_t size, const char* options, te
   return guarded(msg, cap, [&] {
     if (!out_blob) fail(TESSERA_ERROR_INVALID_ARGUMENT, "out_blob is NULL");
     const ModelView m(model, size);
-    const Program p = lower_region(m, option(options, "fusion") != "0");
+    const std::string precision = option(options, "precision");
+    if (!precision.empty() && precision != "fp32" && precision != "bf16") {
+      fail(TESSERA_ERROR_INVALID_ARGUMENT, "precision=" + precision + ": this backend computes in fp32 or bf16");
+    }
+    const Program p = lower_region(m, option(options, "fusion") != "0", precision == "bf16");
     tessera_plugin::BlobWriter w;
     const std::string bytes = serialize(p);
     // What load would reject must fail here, at build time: re-read the blob
@@ -203,7 +252,7 @@ double estimate_program(const void* model, size_t size, const tessera_plugin::Ma
   const ModelView m(model, size);
   Program p;
   try {
-    p = lower_region(m, /*fusion=*/true);
+    p = lower_region(m, /*fusion=*/true, /*bf16=*/false);
   } catch (const tessera_plugin::Failure& fl) {
     fail(TESSERA_ERROR_UNSUPPORTED, "no estimate: " + fl.message);
   }

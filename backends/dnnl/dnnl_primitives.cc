@@ -19,6 +19,12 @@ memory::desc plain_md(const Dims& dims) {
 
 memory::desc strided_md(const Dims& dims, const Dims& strides) { return memory::desc(dims, kF32, strides); }
 
+Dims row_major(const Dims& dims) {
+  Dims s(dims.size(), 1);
+  for (size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * dims[i];
+  return s;
+}
+
 bool is_plain(const memory::desc& md) {
   if (md.data.format_kind != dnnl_blocked || md.data.ndims < 1) return false;
   return md == plain_md(Dims(md.data.dims, md.data.dims + md.data.ndims));
@@ -47,13 +53,6 @@ Spatial spatial_of(const Op& op) {
   return s;
 }
 
-// Row-major strides of `dims`.
-Dims row_major(const Dims& dims) {
-  Dims s(dims.size(), 1);
-  for (size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * dims[i];
-  return s;
-}
-
 // A MatMul operand: stored row-major as `stored`, read with its dims
 // permuted by `perm`.
 memory::desc matmul_view(const Dims& stored, const Dims& perm) {
@@ -66,7 +65,12 @@ memory::desc matmul_view(const Dims& stored, const Dims& perm) {
   return strided_md(d, s);
 }
 
-memory::desc any_md(const Dims& dims) { return memory::desc(dims, kF32, tag::any); }
+memory::desc any_md(const Dims& dims, memory::data_type dt = kF32) { return memory::desc(dims, dt, tag::any); }
+
+// The data type an op computes its sources and weights in.
+memory::data_type compute_type(const Op& op) { return op.bf16 ? memory::data_type::bf16 : kF32; }
+
+Dims dims_of(const memory::desc& md) { return Dims(md.data.dims, md.data.dims + md.data.ndims); }
 
 // Conv weights [M, C/g, k...] as oneDNN's [g, M/g, C/g, k...] (g > 1);
 // ConvTranspose weights [C, M/g, k...] as [g, M/g, C/g, k...] / [M, C, k...].
@@ -164,8 +168,8 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
     case OpKind::kDeconv: {
       const int64_t g = op.ints.back();
       memory::desc wv = weights_view(op, dims(1), g);
-      set(0, Layout::kAny, DNNL_ARG_SRC, any_md(dims(0)));
-      set(1, Layout::kAny, DNNL_ARG_WEIGHTS, any_md(Dims(wv.data.dims, wv.data.dims + wv.data.ndims)), wv);
+      set(0, Layout::kAny, DNNL_ARG_SRC, any_md(dims(0), compute_type(op)));
+      set(1, Layout::kAny, DNNL_ARG_WEIGHTS, any_md(dims_of(wv), compute_type(op)), wv);
       if (op.in[2] >= 0) set(2, Layout::kPlain, DNNL_ARG_BIAS, plain_md(dims(2)));
       break;
     }
@@ -183,10 +187,16 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
       MatMulOperands mo;
       matmul_operands(op, &mo);  // checked by check_op
       memory::desc a = matmul_view(mo.stored[0], mo.perm[0]), b = matmul_view(mo.stored[1], mo.perm[1]);
-      set(0, Layout::kPlain, DNNL_ARG_SRC, a, a);
+      if (op.bf16) {  // the source converted by a step of every run into plain bf16 (a view, then a reorder)
+        set(0, Layout::kAny, DNNL_ARG_SRC, memory::desc(dims_of(a), memory::data_type::bf16, row_major(dims_of(a))), a);
+      } else {
+        set(0, Layout::kPlain, DNNL_ARG_SRC, a, a);
+      }
       // A constant B is reordered once, at load, into the layout matmul prefers.
       if (constant(1)) {
-        set(1, Layout::kAny, DNNL_ARG_WEIGHTS, any_md(Dims(b.data.dims, b.data.dims + b.data.ndims)), b);
+        set(1, Layout::kAny, DNNL_ARG_WEIGHTS, any_md(dims_of(b), compute_type(op)), b);
+      } else if (op.bf16) {
+        set(1, Layout::kAny, DNNL_ARG_WEIGHTS, memory::desc(dims_of(b), memory::data_type::bf16, row_major(dims_of(b))), b);
       } else {
         set(1, Layout::kPlain, DNNL_ARG_WEIGHTS, b, b);
       }
@@ -261,7 +271,7 @@ bool takes_dst_layout(const Op& op) {
 dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, const std::vector<memory::desc>& in,
                                const dnnl::engine& eng, const memory::desc* dst) {
   const dnnl::primitive_attr attr = attr_for(op, v);
-  const memory::desc dst_any = dst ? *dst : any_md(dst_dims(op, v));
+  const memory::desc dst_any = dst ? *dst : any_md(dst_dims(op, v), op.bf16_dst ? memory::data_type::bf16 : kF32);
   const prop_kind fwd = prop_kind::forward_inference;
   const auto alg = static_cast<algorithm>(op.alg);
   switch (op.kind) {
@@ -290,7 +300,8 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, c
     }
     case OpKind::kMatMul: {
       // The destination is plain: MatMul outputs usually feed views.
-      const memory::desc dst = plain_md(dst_dims(op, v));
+      const Dims dd = dst_dims(op, v);
+      const memory::desc dst = op.bf16_dst ? memory::desc(dd, memory::data_type::bf16, row_major(dd)) : plain_md(dd);
       dnnl::matmul::desc d = op.in[2] >= 0 ? dnnl::matmul::desc(in[0], in[1], in[2], dst)
                                            : dnnl::matmul::desc(in[0], in[1], dst);
       return dnnl::matmul::primitive_desc(d, attr, eng);

@@ -40,6 +40,8 @@ dnnl::memory::desc plain_md(const Dims& dims);
 // Row-major with explicit strides.
 dnnl::memory::desc strided_md(const Dims& dims, const Dims& strides);
 bool is_plain(const dnnl::memory::desc& md);
+// Row-major strides of `dims`.
+Dims row_major(const Dims& dims);
 
 // One spec per entry of op.in (kAbsent for an absent optional operand).
 std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& values);

@@ -92,6 +92,14 @@ struct Op {
   std::vector<int64_t> ints;
   std::vector<float> floats;
   std::vector<PostOp> post;
+  // Computes in bfloat16 with float32 accumulation (precision=bf16): the
+  // source and the weights are converted to bf16 (constants once, at load),
+  // the destination stays float32. Only Conv, Deconv and MatMul.
+  bool bf16 = false;
+  // With bf16, the op also writes its destination in bf16: set when every
+  // reader is a bf16 convolution or matmul reading it as its source as it is
+  // (no reorder between them), never for a region output.
+  bool bf16_dst = false;
   // The ONNX nodes whose work it does, in order: the node it was lowered
   // from, every node fused into it as a post-op, every node of a pattern
   // (dnnl_patterns.h). For messages and run_profiled.

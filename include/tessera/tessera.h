@@ -54,7 +54,7 @@ extern "C" {
 #endif
 
 #define TESSERA_API_VERSION_MAJOR 0
-#define TESSERA_API_VERSION_MINOR 4
+#define TESSERA_API_VERSION_MINOR 5
 
 #if defined(__GNUC__)
 #define TESSERA_API __attribute__((visibility("default")))
@@ -173,6 +173,22 @@ TESSERA_API tessera_error_t* tessera_session_options_set_min_region_nodes(tesser
 /* "K=V;K=V" handed to every backend's compile. */
 TESSERA_API tessera_error_t* tessera_session_options_set_backend_options(tessera_session_options_t* opts,
                                                                          const char* options);
+
+/* Since 0.5. What Conv, ConvTranspose, MatMul and Gemm compute in where an
+ * engine can, as --precision: "fp32" (the default), "bf16" (bfloat16 with
+ * float32 accumulation) or "fp16". A precision this CPU lacks the instructions
+ * for fails here with TESSERA_CODE_UNSUPPORTED and the reason. Below fp32, a
+ * compile runs the model beside the float32 model on the same inputs, and the
+ * report gives every output's max absolute and relative error and cosine. */
+TESSERA_API tessera_error_t* tessera_session_options_set_precision(tessera_session_options_t* opts,
+                                                                   const char* precision);
+/* Since 0.5. Limits on that error, as --accuracy-budget: "cos=MIN,abs=MAX,rel=MAX", any of them. A compile
+ * past the budget fails with TESSERA_CODE_INVALID_ARGUMENT naming the output. NULL or "": none. */
+TESSERA_API tessera_error_t* tessera_session_options_set_accuracy_budget(tessera_session_options_t* opts,
+                                                                         const char* budget);
+/* Since 0.5. A directory with input_<i>.pb (graph input order) for that comparison; NULL or "": random inputs. */
+TESSERA_API tessera_error_t* tessera_session_options_set_accuracy_inputs(tessera_session_options_t* opts,
+                                                                         const char* dir);
 
 /* ---- sessions -------------------------------------------------------------- */
 
@@ -322,7 +338,10 @@ typedef enum tessera_format {
   /* for placement reports, the two halves of `tessera compile`'s line:
    * "3 regions (1 dnnl, 2 native), 1 engines" and "placement cost, estimated ..." */
   TESSERA_FORMAT_REGIONS_LINE = 3,
-  TESSERA_FORMAT_PLACEMENT_LINE = 4
+  TESSERA_FORMAT_PLACEMENT_LINE = 4,
+  /* Since 0.5, for placement reports: a compile at reduced precision against fp32, one line ("" at fp32):
+   * "bf16 against fp32 (random inputs): y: max abs 0.0021, max rel 0.0004, cosine 0.999998" */
+  TESSERA_FORMAT_ACCURACY_LINE = 5
 } tessera_format_t;
 
 TESSERA_API tessera_error_t* tessera_profile_create(tessera_profile_t** out);
@@ -391,6 +410,12 @@ TESSERA_API void tessera_report_release(tessera_report_t* report);
  * half of the compile line. */
 TESSERA_API tessera_error_t* tessera_report_render(const tessera_report_t* report, tessera_format_t format,
                                                    char** out);
+/* Since 0.5. The placement report of the compile a session was made with (a
+ * session on an ONNX model with engine backends), rendered as
+ * tessera_report_render does; a session made without one (an artifact, a
+ * model run natively) renders an empty report. */
+TESSERA_API tessera_error_t* tessera_session_report(const tessera_session_t* session, tessera_format_t format,
+                                                    char** out);
 /* Since 0.2. What an artifact holds, as JSON or as the text `tessera inspect`
  * prints. */
 TESSERA_API tessera_error_t* tessera_inspect(const char* path, tessera_format_t format, char** out);

@@ -172,6 +172,18 @@ class SessionOptions : public detail::Handle<tessera_session_options_t, tessera_
   SessionOptions& BackendOptions(const std::string& o) {
     return apply(tessera_session_options_set_backend_options(p_, o.c_str()));
   }
+  // "fp32", "bf16" or "fp16", as --precision.
+  SessionOptions& Precision(const std::string& p) {
+    return apply(tessera_session_options_set_precision(p_, p.c_str()));
+  }
+  // "cos=MIN,abs=MAX,rel=MAX", as --accuracy-budget.
+  SessionOptions& AccuracyBudget(const std::string& b) {
+    return apply(tessera_session_options_set_accuracy_budget(p_, b.c_str()));
+  }
+  // input_<i>.pb files for the accuracy check at reduced precision; "": random inputs.
+  SessionOptions& AccuracyInputs(const std::string& dir) {
+    return apply(tessera_session_options_set_accuracy_inputs(p_, dir.c_str()));
+  }
   SessionOptions& Progress(tessera_progress_fn fn, void* user) {
     return apply(tessera_session_options_set_progress(p_, fn, user));
   }
@@ -308,6 +320,12 @@ class Session : public detail::Handle<tessera_session_t, tessera_session_release
     int n = 0;
     detail::check(tessera_session_threads(p_, &n));
     return n;
+  }
+  // The placement report of the compile this session was made with, rendered (tessera_session_report).
+  std::string RenderReport(tessera_format_t format) const {
+    char* s = nullptr;
+    detail::check(tessera_session_report(p_, format, &s));
+    return detail::take_string(s);
   }
   // The backend of every engine ("dnnl", ...); empty for a model run natively.
   std::vector<std::string> EngineBackends() const {

@@ -190,6 +190,7 @@ struct tessera_session_options {
 struct tessera_session {
   std::shared_ptr<EnvState> env;
   std::unique_ptr<InferenceSession> session;
+  PartitionReport report;  // of the compile the session was made with (empty: none)
   api::RegionNodes region_nodes;
   std::vector<IoEntry> inputs, outputs;
   std::string label;
@@ -253,6 +254,7 @@ tessera_error_t* finish_session(tessera_env_t* env, std::unique_ptr<InferenceSes
   auto h = std::make_unique<tessera_session>();
   h->env = env->state;
   h->region_nodes = api::region_nodes_of(report);
+  h->report = report;
   for (const IOInfo& in : s->inputs()) h->inputs.push_back(io_entry(in));
   for (const IOInfo& o : s->outputs()) h->outputs.push_back(io_entry(o));
   for (IoEntry& e : h->inputs) link_dim_names(e);
@@ -294,6 +296,20 @@ tessera_error_t* io_info(const char* fn, const tessera_session_t* s, size_t inde
   out->dims = e.dims.empty() ? nullptr : e.dims.data();
   out->dim_names = e.dim_names.empty() ? nullptr : e.dim_names.data();
   return nullptr;
+}
+
+tessera_error_t* render_report(const char* fn, const PartitionReport& r, size_t engines, tessera_format_t format,
+                               char** out) {
+  if (!out) return invalid(fn, "out is NULL");
+  switch (format) {
+    case TESSERA_FORMAT_JSON: *out = copy_string(report_json(r)); return nullptr;
+    case TESSERA_FORMAT_TEXT: *out = copy_string(report_text(r)); return nullptr;
+    case TESSERA_FORMAT_DOT: *out = copy_string(report_dot(r)); return nullptr;
+    case TESSERA_FORMAT_REGIONS_LINE: *out = copy_string(api::regions_line(r, engines)); return nullptr;
+    case TESSERA_FORMAT_PLACEMENT_LINE: *out = copy_string(api::placement_line(r)); return nullptr;
+    case TESSERA_FORMAT_ACCURACY_LINE: *out = copy_string(api::accuracy_report_line(r)); return nullptr;
+  }
+  return invalid(fn, "unknown format " + std::to_string(static_cast<int>(format)));
 }
 
 Expected<Program> compile_source(const api::ModelSource& src, const api::CompileOptions& o, PartitionReport* report,
@@ -509,6 +525,38 @@ tessera_error_t* tessera_session_options_set_min_region_nodes(tessera_session_op
 tessera_error_t* tessera_session_options_set_backend_options(tessera_session_options_t* opts, const char* options) {
   return set_option(__func__, opts, [&](const char*) -> tessera_error_t* {
     opts->compile.backend_options = options ? options : "";
+    return nullptr;
+  });
+}
+
+tessera_error_t* tessera_session_options_set_precision(tessera_session_options_t* opts, const char* precision) {
+  return set_option(__func__, opts, [&](const char* fn) -> tessera_error_t* {
+    auto p = api::parse_precision(precision ? precision : "");
+    if (!p.ok()) return invalid(fn, p.status().message());
+    if (std::string why = api::precision_unavailable(*p); !why.empty()) {
+      return from_status(Unsupported(std::string(fn) + ": " + why));
+    }
+    opts->compile.precision = *p;
+    return nullptr;
+  });
+}
+
+tessera_error_t* tessera_session_options_set_accuracy_budget(tessera_session_options_t* opts, const char* budget) {
+  return set_option(__func__, opts, [&](const char* fn) -> tessera_error_t* {
+    if (!budget || !*budget) {
+      opts->compile.accuracy_budget = {};
+      return nullptr;
+    }
+    auto b = api::parse_accuracy_budget(budget);
+    if (!b.ok()) return invalid(fn, b.status().message());
+    opts->compile.accuracy_budget = *b;
+    return nullptr;
+  });
+}
+
+tessera_error_t* tessera_session_options_set_accuracy_inputs(tessera_session_options_t* opts, const char* dir) {
+  return set_option(__func__, opts, [&](const char*) -> tessera_error_t* {
+    opts->compile.accuracy_inputs = dir ? dir : "";
     return nullptr;
   });
 }
@@ -1051,16 +1099,15 @@ tessera_error_t* tessera_report_render(const tessera_report_t* report, tessera_f
   return guarded("tessera_report_render", [&]() -> tessera_error_t* {
     static constexpr const char* kFn = "tessera_report_render";
     if (!report) return invalid(kFn, "report is NULL");
-    if (!out) return invalid(kFn, "out is NULL");
-    const PartitionReport& r = report->report;
-    switch (format) {
-      case TESSERA_FORMAT_JSON: *out = copy_string(report_json(r)); return nullptr;
-      case TESSERA_FORMAT_TEXT: *out = copy_string(report_text(r)); return nullptr;
-      case TESSERA_FORMAT_DOT: *out = copy_string(report_dot(r)); return nullptr;
-      case TESSERA_FORMAT_REGIONS_LINE: *out = copy_string(api::regions_line(r, report->engines)); return nullptr;
-      case TESSERA_FORMAT_PLACEMENT_LINE: *out = copy_string(api::placement_line(r)); return nullptr;
-    }
-    return invalid(kFn, "unknown format " + std::to_string(static_cast<int>(format)));
+    return render_report(kFn, report->report, report->engines, format, out);
+  });
+}
+
+tessera_error_t* tessera_session_report(const tessera_session_t* session, tessera_format_t format, char** out) {
+  return guarded("tessera_session_report", [&]() -> tessera_error_t* {
+    static constexpr const char* kFn = "tessera_session_report";
+    if (!session) return invalid(kFn, "session is NULL");
+    return render_report(kFn, session->report, session->session->engines().size(), format, out);
   });
 }
 

@@ -198,6 +198,68 @@ std::string symbolic_dims_note(const Graph& g, const PartitionReport& r) {
 
 }  // namespace
 
+namespace {
+
+// The value of `key` in "key=value;key=value" backend options, or "".
+std::string backend_option(const std::string& options, const std::string& key) {
+  for (size_t at = 0; at <= options.size();) {
+    const size_t end = std::min(options.find(';', at), options.size());
+    if (options.compare(at, key.size() + 1, key + "=") == 0) return options.substr(at + key.size() + 1, end - at - key.size() - 1);
+    at = end + 1;
+  }
+  return "";
+}
+
+// --backend-options with "precision=P" added for a precision below fp32; refused where this CPU lacks the
+// instructions or the options name another precision.
+Expected<std::string> options_with_precision(const std::string& options, Precision p) {
+  if (std::string why = precision_unavailable(p); !why.empty()) return Unsupported(why);
+  const std::string given = backend_option(options, "precision");
+  if (!given.empty() && given != precision_name(p)) {
+    return InvalidInput("--backend-options precision=" + given + " contradicts --precision " + precision_name(p));
+  }
+  if (p == Precision::kFp32 || !given.empty()) return options;
+  return options + (options.empty() || options.back() == ';' ? "" : ";") + "precision=" + precision_name(p);
+}
+
+// Runs the program compiled at reduced precision and `reference` (the optimised float32 graph, natively) on the
+// same inputs, and puts every output's error into the report; fails when it exceeds the budget.
+Status check_accuracy(const Program& program, Graph reference, const CompileOptions& o, PartitionReport* report) {
+  SessionOptions so;
+  so.num_threads = o.threads;
+  so.max_memory = o.max_memory;
+  so.plan_in_background = false;
+  TSR_ASSIGN_OR_RETURN(so.input_ranges, parse_shapes(o.shapes));
+  std::unique_ptr<InferenceSession> want_s, got_s;
+  TSR_ASSIGN_OR_RETURN(want_s, InferenceSession::Create(std::move(reference), so));
+  TSR_ASSIGN_OR_RETURN(got_s, InferenceSession::Create(program, so));
+  std::vector<Tensor> inputs;
+  if (o.accuracy_inputs.empty()) {
+    TSR_ASSIGN_OR_RETURN(inputs, random_inputs(*want_s, 1));
+  } else {
+    for (size_t i = 0; i < want_s->inputs().size(); ++i) {
+      const std::string path = o.accuracy_inputs + "/input_" + std::to_string(i) + ".pb";
+      Tensor t;
+      TSR_ASSIGN_OR_RETURN(t, read_tensor_file(path));
+      inputs.push_back(std::move(t));
+    }
+  }
+  std::vector<Tensor> want, got;
+  TSR_ASSIGN_OR_RETURN(want, want_s->run(inputs));
+  TSR_ASSIGN_OR_RETURN(got, got_s->run(inputs));
+  std::vector<std::string> names;
+  for (const auto& out : got_s->outputs()) names.push_back(out.name);
+  report->precision = precision_name(o.precision);
+  report->accuracy_inputs = o.accuracy_inputs.empty() ? "random" : o.accuracy_inputs;
+  TSR_ASSIGN_OR_RETURN(report->accuracy, compare_outputs(names, got, want));
+  if (std::string why = budget_violation(report->accuracy, o.accuracy_budget, report->precision); !why.empty()) {
+    return InvalidInput(why);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Expected<Program> compile_graph(Graph g, const std::string& source, const CompileOptions& o, PartitionReport* report) {
   install_native_backend();
   PartitionReport local_report;
@@ -216,7 +278,7 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Compil
     po.place.push_back(r);
   }
   if (o.min_region_nodes >= 0) po.min_region_nodes = o.min_region_nodes;
-  po.backend_options = o.backend_options;
+  TSR_ASSIGN_OR_RETURN(po.backend_options, options_with_precision(o.backend_options, o.precision));
   po.num_threads = o.threads > 0 ? o.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   // What is measured: by default the nodes and regions that matter, within
   // a budget; --tune every candidate region; --no-tune or TESSERA_TUNE=0
@@ -338,7 +400,20 @@ Expected<Program> compile_model(const ModelSource& m, Graph g, const CompileOpti
   std::vector<std::vector<std::string>> buckets;
   TSR_ASSIGN_OR_RETURN(buckets, bucket_shapes(o.shapes));
   Program program;
+  PartitionReport local;
+  if (!report) report = &local;
+  const Graph reference = g;  // tensors are shared
   TSR_ASSIGN_OR_RETURN(program, compile_graph(std::move(g), m.name(), o, report));
+  if (o.precision != Precision::kFp32) {
+    if (std::none_of(report->regions.begin(), report->regions.end(),
+                     [](const RegionInfo& r) { return r.backend != "native"; }) &&
+        o.warn) {
+      o.warn(std::string("--precision ") + precision_name(o.precision) +
+             ": every node runs on native, which computes in float32");
+    }
+    if (o.progress) o.progress(0, 0, "measuring the accuracy against fp32");
+    TSR_RETURN_IF_ERROR(check_accuracy(program, reference, o, report));
+  }
   for (size_t k = 0; k < buckets.size(); ++k) {
     std::string spec;
     for (const auto& s : buckets[k]) spec += (spec.empty() ? "" : " ") + s;
@@ -516,6 +591,16 @@ Expected<std::unique_ptr<InferenceSession>> open_session(const ModelSource& m, c
     auto program =
         m.path.empty() ? read_artifact_bytes(m.name(), m.bytes.data(), m.bytes.size()) : read_artifact(m.path);
     if (!program.ok()) return program.status();
+    // Its precision was chosen at compile time: asking for another one is a mistake, not a silent fp32.
+    if (o.precision != Precision::kFp32) {
+      const std::string recorded =
+          program->meta.backends.empty() ? "" : backend_option(program->meta.backends.front().options, "precision");
+      if (recorded != precision_name(o.precision)) {
+        return InvalidInput("--precision " + std::string(precision_name(o.precision)) + ": '" + m.name() +
+                            "' was compiled at " + (recorded.empty() ? "fp32" : recorded) +
+                            "; compile the ONNX model with --precision to change it");
+      }
+    }
     if (with_ranges.input_ranges.empty()) {
       auto ranges = parse_shapes(program->meta.shape_overrides);
       if (!ranges.ok()) return InvalidModel("'" + m.name() + "': its shape overrides: " + ranges.status().message());

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "api/accuracy.h"
 #include "artifact/program.h"
 #include "ir/graph.h"
 #include "partition/partition.h"
@@ -33,6 +34,12 @@ struct CompileOptions {
   std::string backend_options;                  // --backend-options "K=V;.."
   int threads = 0;                              // --threads; 0: the hardware threads
   size_t max_memory = 0;                        // --max-memory: bytes one run may hold; 0: no limit
+  // --precision: what Conv/ConvTranspose/MatMul/Gemm compute in where an engine can (handed to every backend's
+  // compile as "precision=bf16"); refused where the CPU lacks the instructions. Below fp32, the compiled model is
+  // run beside the float32 model (native) on the same inputs and every output's error goes into the report.
+  Precision precision = Precision::kFp32;
+  AccuracyBudget accuracy_budget;  // --accuracy-budget: a compile past it fails, naming the output
+  std::string accuracy_inputs;     // --input-dir of compile/bench: input_<i>.pb for that check; "": random inputs
   // Sessions from open_session: a shape the program has no bucket for, seen a second time, is compiled as a bucket
   // of its own in the background (SessionOptions::compile_bucket) and kept in the engine cache on disk
   // (engine_cache_dir). false: such shapes get native plans.

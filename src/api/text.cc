@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <map>
 
+#include "api/accuracy.h"
+
 namespace tessera::api {
 
 std::string describe_value(const Tensor& t, int64_t max_elements) {
@@ -80,6 +82,11 @@ std::string placement_line(const PartitionReport& report) {
     placement += buf;
   }
   return placement;
+}
+
+std::string accuracy_report_line(const PartitionReport& report) {
+  if (report.accuracy.empty()) return "";
+  return report.precision + " against fp32 (" + report.accuracy_inputs + " inputs): " + accuracy_line(report.accuracy);
 }
 
 }  // namespace tessera::api

@@ -24,5 +24,8 @@ std::string compare_values(const Tensor& expected, const Tensor& actual, double 
 std::string regions_line(const PartitionReport& report, size_t engines);
 // "placement cost, estimated 1.234 ms; measured 3 candidates now (...), reused 2 measurements from the tune cache"
 std::string placement_line(const PartitionReport& report);
+// "bf16 against fp32 (random inputs): y: max abs .., max rel .., cosine ..; .." for a compile at reduced
+// precision, "" at fp32.
+std::string accuracy_report_line(const PartitionReport& report);
 
 }  // namespace tessera::api

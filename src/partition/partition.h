@@ -158,6 +158,16 @@ struct BucketReport {
   double estimated_us = 0;
 };
 
+// One output of a reduced-precision compile against float32 on the same inputs (api/accuracy.h).
+struct OutputAccuracy {
+  std::string name;
+  int64_t elements = 0;
+  double max_abs = 0;    // max |got - want|
+  double max_rel = 0;    // max_abs / max |want| (relative to the output's range, not per element)
+  double cosine = 1;     // <got, want> / (|got| |want|); 1 when both are zero
+  bool compared = true;  // false: not floating point (then max_abs counts any mismatch)
+};
+
 struct PartitionReport {
   std::vector<std::string> backends;        // priority order
   std::map<std::string, std::string> colors;  // backend -> its declared colour for pictures
@@ -177,6 +187,9 @@ struct PartitionReport {
   std::vector<PlanTiming> plan_timings;     // the end-to-end check, when one ran
   double check_seconds = 0;                 // what the check took (building the alternatives included)
   std::vector<BucketReport> buckets;        // one per bucket, in the program's order
+  std::string precision = "fp32";           // --precision
+  std::vector<OutputAccuracy> accuracy;     // reduced precision: every output against float32
+  std::string accuracy_inputs;              // what the accuracy check ran on ("random", or a directory)
 };
 
 // `g` must be optimised and shape-inferred. The returned Program's engines

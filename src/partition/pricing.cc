@@ -122,8 +122,11 @@ std::optional<double> Partitioner::measure_candidate(Level& lv, const RegionKey&
     report_->measurements.push_back(std::move(m));
   };
   const std::string mkey = machine_.key();
-  if (auto hit = opts_.tune_cache->get(content_key, be, mkey)) {
-    if (hit->from_file) counted_hits_.insert(std::make_pair(content_key, key.first));
+  // Engines compiled with other options (precision=bf16) are other engines: their times are kept apart.
+  const std::string ckey =
+      be.is_native() || opts_.backend_options.empty() ? content_key : content_key + "\noptions " + opts_.backend_options;
+  if (auto hit = opts_.tune_cache->get(ckey, be, mkey)) {
+    if (hit->from_file) counted_hits_.insert(std::make_pair(ckey, key.first));
     report_->cache_hits = static_cast<int>(counted_hits_.size());
     record(hit->us, hit->from_file, false);
     return hit->us;
@@ -153,7 +156,7 @@ std::optional<double> Partitioner::measure_candidate(Level& lv, const RegionKey&
   }
   ++report_->measured;
   if (!be.is_native()) lv.blobs.emplace(key, blob);
-  opts_.tune_cache->put(content_key, be, mkey, m->us, m->runs);
+  opts_.tune_cache->put(ckey, be, mkey, m->us, m->runs);
   record(m->us, false, m->cut_short);
   return m->us;
 }

@@ -144,6 +144,16 @@ std::string report_text(const PartitionReport& r) {
     os << "\n";
   }
   for (const auto& reg : r.regions) region_text(os, reg, "");
+  if (r.precision != "fp32") {
+    os << "precision " << r.precision
+       << ": Conv, ConvTranspose, MatMul and Gemm in engines that compute them so; the rest in float32\n";
+    for (const auto& a : r.accuracy) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "  accuracy of '%s' against fp32 (%s inputs): max abs %.3g, max rel %.3g, cosine %.6f\n",
+                    a.name.c_str(), r.accuracy_inputs.c_str(), a.max_abs, a.max_rel, a.cosine);
+      os << buf;
+    }
+  }
   for (const auto& b : r.buckets) {
     size_t engines = 0;
     for (const auto& reg : b.regions) engines += reg.engine >= 0;
@@ -201,6 +211,15 @@ std::string report_json(const PartitionReport& r) {
   }
   j["regions"] = nlohmann::json::array();
   for (const auto& reg : r.regions) j["regions"].push_back(region_json(reg));
+  j["precision"] = r.precision;
+  if (!r.accuracy.empty()) {
+    j["accuracy_inputs"] = r.accuracy_inputs;
+    j["accuracy"] = nlohmann::json::array();
+    for (const auto& a : r.accuracy) {
+      j["accuracy"].push_back({{"output", a.name}, {"elements", a.elements}, {"max_abs", a.max_abs},
+                               {"max_rel", a.max_rel}, {"cosine", a.cosine}});
+    }
+  }
   j["buckets"] = nlohmann::json::array();
   for (const auto& b : r.buckets) {
     nlohmann::json o;

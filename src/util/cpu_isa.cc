@@ -31,6 +31,18 @@ bool avx512_vnni() {
   return has;
 }
 
+bool avx512_bf16() {
+  static const bool has = avx512() && __builtin_cpu_supports("avx512bf16");
+  return has;
+}
+
+bool avx512_fp16() {
+  static const bool has = avx512() && __builtin_cpu_supports("avx512fp16");
+  return has;
+}
+
+bool forced_isa() { return forced_avx2(); }
+
 const char* isa_name() { return avx512() ? "avx512" : "avx2"; }
 
 }  // namespace tessera::cpu

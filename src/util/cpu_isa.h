@@ -35,6 +35,12 @@ namespace tessera::cpu {
 bool avx512();
 // avx512() and the AVX-512 VNNI dot products.
 bool avx512_vnni();
+// avx512() and the BF16 dot products (vdpbf16ps).
+bool avx512_bf16();
+// avx512() and AVX512-FP16 arithmetic.
+bool avx512_fp16();
+// True when TESSERA_ISA narrows what the CPU has (the dispatch switch).
+bool forced_isa();
 // "avx512" or "avx2": the widest set the kernels use.
 const char* isa_name();
 

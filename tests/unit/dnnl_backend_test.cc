@@ -335,6 +335,59 @@ TEST_F(DnnlBackend, MatMulBiasGeluChainMatchesNative) {
   expect_matches_native(g, {random_tensor({2, 5, 8}, 31)});
 }
 
+// precision=bf16: convolutions and matmuls read bf16 sources and weights and accumulate in float32, a
+// convolution read only by another keeps its result in bf16, and everything else stays float32. The results are
+// within bf16 rounding of native's float32 ones (a relative error of 2^-8 per operand, averaged over the sums),
+// and, on a CPU with the BF16 instructions, measurably not float32's. Another precision is refused.
+TEST_F(DnnlBackend, Bf16ConvolutionsAndMatMulsStayWithinBf16RoundingOfFloat32) {
+  Builder b;
+  b.input("x", {1, 16, 8, 8}).input("k", {1, 64, 8});
+  b.constant("w1", random_tensor({16, 16, 3, 3}, 40, -.3f, .3f)).constant("w2", random_tensor({16, 16, 3, 3}, 41, -.3f, .3f));
+  b.constant("wm", random_tensor({16, 8}, 42));
+  set_ints(b.node("conv1", "Conv", {"x", "w1"}, "c1"), "pads", {1, 1, 1, 1});
+  b.node("relu1", "Relu", {"c1"}, "r1");
+  set_ints(b.node("conv2", "Conv", {"r1", "w2"}, "c2"), "pads", {1, 1, 1, 1});  // reads conv1's bf16 result
+  b.node("add", "Add", {"c2", "x"}, "s");
+  b.node("shape", "Reshape", {"s", "new_shape"}, "flat");
+  b.constant("new_shape", Tensor::FromVector<int64_t>({1, 16, 64}, {3}));
+  b.node("mm_const", "MatMul", {"flat", "k"}, "y1");  // runtime B: [1,16,64] x [1,64,8]
+  set_ints(b.node("tr", "Transpose", {"y1"}, "t"), "perm", {0, 2, 1});
+  b.node("mm_weights", "MatMul", {"t", "wm"}, "y2");  // constant B: [1,8,16] x [16,8]
+  Graph g = b.done({"y2", "s"});
+  const std::vector<Tensor> inputs = {random_tensor({1, 16, 8, 8}, 43), random_tensor({1, 64, 8}, 44, -.2f, .2f)};
+  const std::string model = model_bytes(g);
+  Compiled f32 = compile(model), bf16 = compile(model, "precision=bf16");
+  ASSERT_EQ(bf16.status, TESSERA_OK) << bf16.msg;
+  EXPECT_NE(f32.blob, bf16.blob);
+  Compiled fp16 = compile(model, "precision=fp16");
+  EXPECT_EQ(fp16.status, TESSERA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fp16.msg).find("fp16"), std::string::npos) << fp16.msg;
+  Loaded l = load(bf16.blob, g.constants);
+  ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
+  std::vector<Tensor> out = output_buffers(g);
+  std::string msg;
+  ASSERT_EQ(run(l.engine.get(), inputs, out, &msg), TESSERA_OK) << msg;
+  const std::vector<Tensor> ref = native(g, inputs);
+  ASSERT_EQ(ref.size(), out.size());
+  __builtin_cpu_init();
+  const bool has_bf16 = __builtin_cpu_supports("avx512bf16");
+  for (size_t i = 0; i < out.size(); ++i) {
+    SCOPED_TRACE("output '" + g.outputs[i] + "'");
+    double max_abs = 0, range = 0, dot = 0, gg = 0, ww = 0;
+    for (int64_t e = 0; e < ref[i].numel(); ++e) {
+      const double w = ref[i].as_double(e), a = out[i].as_double(e);
+      max_abs = std::max(max_abs, std::fabs(a - w));
+      range = std::max(range, std::fabs(w));
+      dot += a * w, gg += a * a, ww += w * w;
+    }
+    EXPECT_LE(max_abs, 2e-2 * range);
+    EXPECT_GE(dot / std::sqrt(gg * ww), 0.9999);
+    if (has_bf16) {
+      EXPECT_GT(max_abs, 1e-6 * range) << "no bf16 rounding: computed in float32?";
+    }
+  }
+}
+
 // Attention: Q [B,T,H,D] -> [B,H,T,D], K -> [B,H,D,T], V -> [B,H,T,D]; each
 // Transpose read only by its MatMul becomes that operand's strided view (no
 // reorder). A Transpose with a second reader stays. Results match native with

@@ -15,7 +15,8 @@ const char* kUsage =
     "commands:\n"
     "  compile MODEL.onnx -o OUT.tsr [--backends LIST] [--shape NAME=D0,D1,..] [--place OP_OR_NODE=BACKEND]\n"
     "          [--min-region-nodes N] [--backend-options K=V;..] [--placement cost|priority] [--tune | --no-tune]\n"
-    "          [--tune-budget SECONDS] [--tune-cache FILE] [--threads N]\n"
+    "          [--tune-budget SECONDS] [--tune-cache FILE] [--threads N] [--precision fp32|bf16|fp16]\n"
+    "          [--accuracy-budget cos=MIN,abs=MAX,rel=MAX] [--input-dir DIR]\n"
     "      partitions the model, compiles every engine ahead of time and writes one artifact; measures the nodes\n"
     "      and regions that matter on this machine (within --tune-budget, default 3 s) and keeps the times in the\n"
     "      tune cache for later compiles; --tune measures every candidate region, --no-tune (or TESSERA_TUNE=0)\n"
@@ -56,7 +57,11 @@ const char* kUsage =
     "those dims run on (with several ranged inputs, bucket k takes each one's k-th exact shape). A shape with no\n"
     "bucket runs at once on what is ready; seen a second time by one session, it is compiled as a bucket in the\n"
     "background and swapped in, and kept in the engine cache (\"engines\" beside the tune cache) for the next\n"
-    "process; --no-background-buckets gives such shapes native plans instead.\n";
+    "process; --no-background-buckets gives such shapes native plans instead.\n"
+    "--precision bf16 computes Conv, ConvTranspose, MatMul and Gemm in bfloat16 with float32 accumulation in the\n"
+    "engines that can (oneDNN); the rest stays float32. It is refused where the CPU lacks the instructions. compile\n"
+    "and bench then run the model beside its float32 self on the same inputs (--input-dir, else random) and print\n"
+    "each output's max absolute and relative error and cosine; --accuracy-budget fails a compile past its limits.\n";
 
 void usage_error(const std::string& msg) { throw Error(TESSERA_CODE_INVALID_ARGUMENT, msg); }
 
@@ -82,6 +87,8 @@ const std::vector<OptionSpec>& compile_option_specs() {
       {"--tune-cache", "the tune cache file (default $TESSERA_TUNE_CACHE, else ~/.cache/tessera/tune.json; empty: none)"},
       {"--tune-budget", "seconds of measuring for the default placement (default 3)"},
       {"--max-memory", "bytes one run may hold (arena, outputs, run-time-shaped tensors), e.g. 512M or 2G"},
+      {"--precision", "fp32 (default), bf16 or fp16: what Conv/ConvTranspose/MatMul/Gemm compute in where an engine can"},
+      {"--accuracy-budget", "below fp32: cos=MIN,abs=MAX,rel=MAX (any of them) against fp32; a compile past it fails"},
   };
   return kSpecs;
 }
@@ -99,7 +106,9 @@ struct CommandSpec {
 const std::vector<CommandSpec>& command_specs() {
   static const std::vector<CommandSpec> kCommands = {
       {"compile", "partition a model, compile every engine ahead of time and write one artifact", "MODEL",
-       {{"-o,--output", "the artifact to write (OUT.tsr)"}}, true, false, false, true},
+       {{"-o,--output", "the artifact to write (OUT.tsr)"},
+        {"--input-dir", "input_<i>.pb files for the accuracy check below fp32 (else random inputs)"}},
+       true, false, false, true},
       {"run", "run a model (.onnx or .tsr) once on input_<i>.pb files or random inputs", "MODEL",
        {{"--input-dir", "read input_<i>.pb (ONNX TensorProto, graph input order) from DIR"},
         {"--output-dir", "write output_<i>.pb to DIR (else print a summary)"},
@@ -110,7 +119,8 @@ const std::vector<CommandSpec>& command_specs() {
         {"--model", "run another file (e.g. the case's model compiled to a .tsr) on the case's data"}}},
       {"bench", "time inference and print the median", "MODEL",
        {{"--runs", "timed runs"}, {"--warmup", "warm-up runs"}, {"--trace", "write profiled runs as a Chrome trace"},
-        {"--shapes-from", "replay a stream of input shapes from FILE (one request per line: NAME=D0,D1,.. ..)"}},
+        {"--shapes-from", "replay a stream of input shapes from FILE (one request per line: NAME=D0,D1,.. ..)"},
+        {"--input-dir", "input_<i>.pb files for the accuracy check below fp32 (else random inputs)"}},
        true, true, true},
       {"partition", "placement report: regions, the costs considered, refusals, measurements", "MODEL",
        {{"--dot", "write the placement as Graphviz DOT to FILE"}, {"--svg", "draw it as SVG to FILE (Graphviz)"}},
@@ -281,6 +291,9 @@ SessionOptions session_options(const Args& a, bool progress) {
   if (auto it = a.opts.find("--tune-cache"); it != a.opts.end()) o.TuneCache(it->second);
   if (auto it = a.opts.find("--max-memory"); it != a.opts.end()) o.MaxMemory(byte_size(it->first, it->second));
   if (a.no_background_buckets) o.BackgroundBuckets(false);
+  if (auto it = a.opts.find("--precision"); it != a.opts.end()) o.Precision(it->second);
+  if (auto it = a.opts.find("--accuracy-budget"); it != a.opts.end()) o.AccuracyBudget(it->second);
+  if (auto it = a.opts.find("--input-dir"); it != a.opts.end()) o.AccuracyInputs(it->second);
   if (progress && isatty(fileno(stderr))) o.Progress(&show_progress, nullptr);
   return o;
 }

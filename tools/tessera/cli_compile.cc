@@ -57,6 +57,9 @@ int cmd_compile(const Args& a) {
   std::printf("compiled %s -> %s: %s, %.2f MiB, %.2f s; %s\n", a.positional[0].c_str(), out->second.c_str(),
               report.Render(TESSERA_FORMAT_REGIONS_LINE).c_str(), static_cast<double>(size) / (1 << 20), secs,
               report.Render(TESSERA_FORMAT_PLACEMENT_LINE).c_str());
+  if (const std::string acc = report.Render(TESSERA_FORMAT_ACCURACY_LINE); !acc.empty()) {
+    std::printf("accuracy: %s\n", acc.c_str());
+  }
   return 0;
 }
 

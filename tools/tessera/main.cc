@@ -378,19 +378,27 @@ int cmd_bench(const Args& a) {
   const size_t arena = s.ArenaBytes(inputs);
   const size_t engines = s.EngineBackends().size();
   std::string backends = a.opts.count("--backends") ? a.opts.at("--backends") : "default";
+  // Below fp32, the in-memory compile measured each output's error against fp32.
+  std::string accuracy;
+  for (char c : s.RenderReport(TESSERA_FORMAT_ACCURACY_LINE)) {
+    if (a.json && (c == '"' || c == '\\')) accuracy += '\\';  // a JSON string
+    accuracy += c;
+  }
   if (a.json) {
     std::printf(
         "{\"model\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"mean_ms\": %.4f, \"max_ms\": %.4f, "
         "\"runs\": %lld, \"warmup\": %lld, \"threads\": %d, \"backends\": \"%s\", \"arena_bytes\": %zu, "
-        "\"engines\": %zu, \"load_ms\": %.3f%s%s}\n",
+        "\"engines\": %zu, \"load_ms\": %.3f%s%s%s%s%s}\n",
         a.positional[0].c_str(), median, sorted.front(), mean, sorted.back(), static_cast<long long>(runs),
         static_cast<long long>(warmup), s.Threads(), backends.c_str(), arena, engines, load_ms,
+        accuracy.empty() ? "" : ", \"accuracy\": \"", accuracy.c_str(), accuracy.empty() ? "" : "\"",
         profile_json_obj.empty() ? "" : ", \"profile\": ", profile_json_obj.c_str());
   } else {
     std::printf("%s: median %.3f ms, min %.3f ms, mean %.3f ms, max %.3f ms over %lld runs (%d threads, backends %s, "
                 "arena %.2f MiB, %zu engines, loaded in %.1f ms)\n",
                 a.positional[0].c_str(), median, sorted.front(), mean, sorted.back(), static_cast<long long>(runs),
                 s.Threads(), backends.c_str(), static_cast<double>(arena) / (1 << 20), engines, load_ms);
+    if (!accuracy.empty()) std::printf("accuracy: %s\n", accuracy.c_str());
   }
   return 0;
 }

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# --precision and --accuracy-budget through the command line.
+#  - Where the CPU has the BF16 dot products: a bf16 compile of the e2e models (convolutions: squeezenet; matmuls:
+#    bert_tiny, mlp) reports every output's error against fp32, and that report is what an independent comparison of
+#    the bf16 artifact's outputs with native fp32 outputs on the same inputs (--input-dir) finds; cosine >= 0.999;
+#    partition --json carries the figures; bench of the ONNX model prints them; a budget the error exceeds fails the
+#    compile with exit 2 naming the output; an fp32 artifact run with --precision bf16 is refused.
+#  - Everywhere: TESSERA_ISA=avx2 (the dispatch switch) refuses bf16 with the reason, fp16 is refused (no backend
+#    computes in it yet), and malformed values exit 2 with one line.
+#
+#     tests/e2e/precision_cli_test.sh BUILD_DIR
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+build="$(cd "$1" && pwd)"
+PYTHON="${PYTHON:-/usr/bin/python3}"
+tessera="${TESSERA_BIN:-$build/bin/tessera}"
+export TESSERA_TUNE_CACHE_BUSY=1
+if ! "$PYTHON" -c "import onnx, numpy" 2>/dev/null; then
+  echo "precision_cli_test: $PYTHON cannot import onnx and numpy; skipping" >&2
+  exit 77
+fi
+work="$build/e2e/precision_cli"
+rm -rf "$work"
+mkdir -p "$work"
+export TESSERA_TUNE_CACHE="$work/tune.json"
+"$PYTHON" "$here/gen_models.py" "$work" --models squeezenet,bert_tiny,mlp >/dev/null || exit 1
+"$PYTHON" "$here/gen_models.py" "$work/inputs" --inputs --models squeezenet,bert_tiny,mlp >/dev/null || exit 1
+
+failures=0
+passes=0
+pass() { passes=$((passes + 1)); }
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+# CMD... expecting exit 2 and one line on stderr containing $want
+expect_refusal() {
+  local want="$1"; shift
+  "$@" >"$work/out.txt" 2>"$work/err.txt"
+  local rc=$?
+  if [[ $rc -eq 2 && $(wc -l <"$work/err.txt") -eq 1 ]] && grep -q -- "$want" "$work/err.txt"; then
+    pass
+  else
+    fail "$* -> rc $rc, wanted 2 and '$want': $(cat "$work/err.txt")"
+  fi
+}
+
+m=squeezenet
+expect_refusal "fp16" "$tessera" compile "$work/$m.onnx" -o "$work/x.tsr" --precision fp16 --no-tune
+expect_refusal "expects fp32, bf16 or fp16" "$tessera" compile "$work/$m.onnx" -o "$work/x.tsr" --precision int4
+expect_refusal "accuracy-budget" "$tessera" compile "$work/$m.onnx" -o "$work/x.tsr" --accuracy-budget cos=7
+expect_refusal "BF16" env TESSERA_ISA=avx2 "$tessera" compile "$work/$m.onnx" -o "$work/x.tsr" --precision bf16 --no-tune
+
+if ! grep -qw avx512_bf16 /proc/cpuinfo; then
+  expect_refusal "BF16" "$tessera" compile "$work/$m.onnx" -o "$work/x.tsr" --precision bf16 --no-tune
+  echo "precision_cli_test: this CPU has no AVX-512 BF16: checked the refusals only; $passes passed, $failures failed"
+  [[ $failures -eq 0 ]] || exit 1
+  exit 0
+fi
+
+# The report against an independent comparison on the same inputs.
+compare() {  # REPORT_JSON BF16_OUT_DIR FP32_OUT_DIR -> "ok" or why not
+  "$PYTHON" - "$@" <<'PY'
+import glob, json, os, sys
+import numpy as np
+from onnx import numpy_helper, TensorProto
+rep = json.load(open(sys.argv[1]))
+acc = rep.get("accuracy", [])
+outs = sorted(glob.glob(os.path.join(sys.argv[2], "output_*.pb")), key=lambda p: int(p.rsplit("_", 1)[1][:-3]))
+if rep.get("precision") != "bf16" or len(acc) != len(outs) or not outs:
+    print("report: precision %s, %d outputs reported, %d written" % (rep.get("precision"), len(acc), len(outs))); sys.exit()
+for i, a in enumerate(acc):
+    def load(d):
+        t = TensorProto(); t.ParseFromString(open(os.path.join(d, "output_%d.pb" % i), "rb").read())
+        return numpy_helper.to_array(t).astype(np.float64).ravel()
+    got, want = load(sys.argv[2]), load(sys.argv[3])
+    max_abs = float(np.max(np.abs(got - want)))
+    cos = float(got @ want / np.sqrt((got @ got) * (want @ want)))
+    if abs(max_abs - a["max_abs"]) > 1e-6 * max(1.0, max_abs) or abs(cos - a["cosine"]) > 1e-6:
+        print("output %s: reported max abs %g cosine %.7f, found %g %.7f" % (a["output"], a["max_abs"], a["cosine"], max_abs, cos)); sys.exit()
+    if not a["cosine"] >= 0.999 or max_abs == 0:
+        print("output %s: cosine %.7f, max abs %g" % (a["output"], a["cosine"], max_abs)); sys.exit()
+print("ok")
+PY
+}
+
+for m in squeezenet bert_tiny mlp; do
+  in="$work/inputs/$m"
+  [[ -d $in ]] || in=$(dirname "$(ls "$work"/inputs/"$m"*/input_0.pb 2>/dev/null | head -1)")
+  if ! "$tessera" compile "$work/$m.onnx" -o "$work/$m.bf16.tsr" --precision bf16 --backends dnnl,native \
+      --input-dir "$in" >"$work/compile.txt" 2>&1; then
+    fail "$m: compile --precision bf16: $(tail -2 "$work/compile.txt")"
+    continue
+  fi
+  grep -q "^accuracy: bf16 against fp32 ($in inputs): " "$work/compile.txt" && pass || fail "$m: compile printed no accuracy line: $(cat "$work/compile.txt")"
+  "$tessera" partition "$work/$m.onnx" --precision bf16 --backends dnnl,native --input-dir "$in" --json \
+    >"$work/$m.report.json" 2>"$work/err.txt" || fail "$m: partition --json: $(cat "$work/err.txt")"
+  rm -rf "$work/out16" "$work/out32"
+  "$tessera" run "$work/$m.bf16.tsr" --input-dir "$in" --output-dir "$work/out16" >/dev/null 2>"$work/err.txt" ||
+    fail "$m: run bf16: $(cat "$work/err.txt")"
+  "$tessera" run "$work/$m.onnx" --backends native --input-dir "$in" --output-dir "$work/out32" >/dev/null 2>"$work/err.txt" ||
+    fail "$m: run fp32: $(cat "$work/err.txt")"
+  verdict=$(compare "$work/$m.report.json" "$work/out16" "$work/out32")
+  [[ $verdict == ok ]] && pass || fail "$m: $verdict"
+done
+
+m=mlp
+"$tessera" bench "$work/$m.onnx" --precision bf16 --backends dnnl,native --runs 2 --warmup 0 >"$work/bench.txt" 2>&1 &&
+  grep -q "^accuracy: bf16 against fp32 (random inputs): " "$work/bench.txt" && pass ||
+  fail "bench --precision bf16: $(cat "$work/bench.txt")"
+"$tessera" bench "$work/$m.onnx" --precision bf16 --backends dnnl,native --runs 2 --warmup 0 --json >"$work/bench.json" 2>&1 &&
+  "$PYTHON" -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['accuracy'].startswith('bf16 against fp32')" \
+    "$work/bench.json" && pass || fail "bench --json --precision bf16: $(cat "$work/bench.json")"
+expect_refusal "'$m'" "$tessera" compile "$work/$m.onnx" -o "$work/x.tsr" --precision bf16 --backends dnnl,native \
+  --accuracy-budget abs=0
+"$tessera" compile "$work/$m.onnx" -o "$work/$m.fp32.tsr" --backends dnnl,native --no-tune >/dev/null 2>&1 || fail "fp32 compile"
+expect_refusal "compiled at fp32" "$tessera" run "$work/$m.fp32.tsr" --precision bf16
+"$tessera" run "$work/$m.bf16.tsr" --precision bf16 >/dev/null 2>"$work/err.txt" && pass ||
+  fail "a bf16 artifact run with --precision bf16: $(cat "$work/err.txt")"
+
+echo "precision_cli_test: $passes passed, $failures failed"
+[[ $failures -eq 0 ]]
