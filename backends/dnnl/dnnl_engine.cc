@@ -240,6 +240,16 @@ class Builder {
     for (int m : variants_[static_cast<size_t>(v)]) {
       if (plan_.mems[static_cast<size_t>(m)].md == want) return m;
     }
+    // Held row-major in the data type wanted (a bf16 result) and read row-major through other dims: the same
+    // bytes.
+    const int held = canon(v);
+    const memory::desc& cur = plan_.mems[static_cast<size_t>(held)].md;
+    if (is_row_major(view) && is_row_major(want) && is_row_major(cur) && cur.data_type() == want.data_type() &&
+        cur.get_size() == want.get_size()) {
+      const int m = alias_mem(held, want, v);
+      variants_[static_cast<size_t>(v)].push_back(m);
+      return m;
+    }
     const int src = as_view(v, view);
     if (want == view) return src;
     int m;

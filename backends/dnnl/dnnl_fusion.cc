@@ -67,8 +67,8 @@ bool fold(const Program& p, const Op& producer, const Op& r, Op* fused) {
   // A binary post-op's operand is read plain: worth it for a broadcast
   // operand (a bias, a per-channel scale) or next to a plain MatMul, not for
   // a same-shaped value that may flow in a blocked layout.
-  Dims b;
-  if (!broadcast(od, xd, &b) || b != xd || pad_to_rank(xd, dd.size()) != dd || od.size() > dd.size()) return false;
+  Dims b, view;
+  if (!broadcast(od, xd, &b) || b != xd || !post_operand_view(od, xd, dd, &view)) return false;
   if (od == xd && producer.kind != OpKind::kMatMul) return false;
   if (k != 0 && !commutative(r.alg)) return false;
   fused->post.push_back(PostOp{PostKind::kBinary, r.alg, 0.f, 0.f, other});

@@ -280,14 +280,22 @@ void lower_matmul(Lowering& l, const onnx::NodeProto& n) {
   const size_t r = std::max(av.size(), bv.size());
   av = pad_to_rank(av, r);
   bv = pad_to_rank(bv, r);
+  // Weights shared by every batch (B's batch dims all 1): A's batch dims fold
+  // into its rows, one [batch*M, K] x [K, N] product over the same elements.
+  // oneDNN runs that far faster than a batched one that broadcasts B.
+  if (r > 2 && numel(Dims(bv.begin(), bv.end() - 2)) == 1) {
+    av = {numel(Dims(av.begin(), av.end() - 1)), av.back()};
+    bv = {bv[r - 2], bv[r - 1]};
+  }
+  const size_t r2 = av.size();
   Op op;
   op.kind = OpKind::kMatMul;
   op.in = {a, b, -1};
   op.out = l.output(n);
-  op.ints = {static_cast<int64_t>(r), 0, 0};
+  op.ints = {static_cast<int64_t>(r2), 0, 0};
   op.ints.insert(op.ints.end(), av.begin(), av.end());
   op.ints.insert(op.ints.end(), bv.begin(), bv.end());
-  op.ints.insert(op.ints.end(), r, 1);
+  op.ints.insert(op.ints.end(), r2, 1);
   l.emit(std::move(op));
 }
 

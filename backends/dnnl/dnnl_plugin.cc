@@ -112,8 +112,8 @@ tessera_status_t capability(const void* model, size_t size, const tessera_capabi
 
 // Whether `op` computes in bf16 and reads its source in[0] in bf16 as a
 // producer would write it: a convolution (which takes any layout), or a
-// matmul whose source view is its value's own plain dims.
-bool reads_bf16_source(const Op& op, const std::vector<Value>& values) {
+// matmul that reads its source row-major (no transpose), through any dims.
+bool reads_bf16_source(const Op& op) {
   if (!op.bf16) return false;
   if (op.kind != OpKind::kMatMul) return true;
   MatMulOperands mo;
@@ -121,7 +121,7 @@ bool reads_bf16_source(const Op& op, const std::vector<Value>& values) {
   for (size_t d = 0; d < mo.perm[0].size(); ++d) {
     if (mo.perm[0][d] != static_cast<int64_t>(d)) return false;
   }
-  return mo.stored[0] == values[static_cast<size_t>(op.in[0])].dims && mo.read[0] == mo.stored[0];
+  return mo.read[0] == mo.stored[0];
 }
 
 // Op::bf16_dst for every bf16 op whose value only bf16 ops read, as their
@@ -130,7 +130,7 @@ void keep_bf16_between_ops(Program& p) {
   const size_t nv = p.values.size();
   std::vector<int> bf16_reads(nv, 0), other_reads(nv, 0);
   for (const Op& op : p.ops) {
-    const bool bf16_source = reads_bf16_source(op, p.values);
+    const bool bf16_source = reads_bf16_source(op);
     for (size_t k = 0; k < op.in.size(); ++k) {
       if (op.in[k] >= 0) ++(k == 0 && bf16_source ? bf16_reads : other_reads)[static_cast<size_t>(op.in[k])];
     }
@@ -142,8 +142,6 @@ void keep_bf16_between_ops(Program& p) {
   for (Op& op : p.ops) {
     const auto x = static_cast<size_t>(op.out);
     if (!op.bf16 || bf16_reads[x] == 0 || other_reads[x] > 0) continue;
-    // A matmul writes its value through its own dims: only where they are the value's.
-    if (op.kind == OpKind::kMatMul && dst_dims(op, p.values) != p.values[x].dims) continue;
     op.bf16_dst = true;
     if (!probe(op, p.values, probe_engine()).empty()) op.bf16_dst = false;
   }

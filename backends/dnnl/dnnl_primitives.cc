@@ -25,6 +25,15 @@ Dims row_major(const Dims& dims) {
   return s;
 }
 
+bool is_row_major(const memory::desc& md) {
+  if (md.data.format_kind != dnnl_blocked || md.data.ndims < 1 || md.data.format_desc.blocking.inner_nblks != 0) {
+    return false;
+  }
+  const Dims d(md.data.dims, md.data.dims + md.data.ndims);
+  const Dims s(md.data.format_desc.blocking.strides, md.data.format_desc.blocking.strides + md.data.ndims);
+  return s == row_major(d) && md.data.offset0 == 0;
+}
+
 bool is_plain(const memory::desc& md) {
   if (md.data.format_kind != dnnl_blocked || md.data.ndims < 1) return false;
   return md == plain_md(Dims(md.data.dims, md.data.dims + md.data.ndims));
@@ -150,7 +159,11 @@ Dims dst_dims(const Op& op, const std::vector<Value>& v) {
 
 memory::desc post_operand_md(const Op& op, const PostOp& po, const std::vector<Value>& v) {
   const Dims d = dst_dims(op, v);
-  return plain_md(pad_to_rank(v[static_cast<size_t>(po.operand)].dims, d.size()));
+  const Dims& operand = v[static_cast<size_t>(po.operand)].dims;
+  Dims view;
+  // A view that does not fit makes the primitive descriptor fail, which refuses the op.
+  if (!post_operand_view(operand, v[static_cast<size_t>(op.out)].dims, d, &view)) view = operand;
+  return plain_md(view);
 }
 
 std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v) {

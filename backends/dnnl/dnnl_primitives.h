@@ -42,6 +42,8 @@ dnnl::memory::desc strided_md(const Dims& dims, const Dims& strides);
 bool is_plain(const dnnl::memory::desc& md);
 // Row-major strides of `dims`.
 Dims row_major(const Dims& dims);
+// Dense row-major, of any data type, at offset 0.
+bool is_row_major(const dnnl::memory::desc& md);
 
 // One spec per entry of op.in (kAbsent for an absent optional operand).
 std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& values);

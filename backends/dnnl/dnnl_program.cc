@@ -55,6 +55,30 @@ Dims pad_to_rank(const Dims& d, size_t rank) {
   return r;
 }
 
+bool post_operand_view(const Dims& operand, const Dims& value, const Dims& dst, Dims* view) {
+  if (pad_to_rank(value, dst.size()) == dst) {
+    if (operand.size() > dst.size()) return false;
+    *view = pad_to_rank(operand, dst.size());
+    return true;
+  }
+  auto strip = [](const Dims& d) {
+    size_t i = 0;
+    while (i + 1 < d.size() && d[i] == 1) ++i;
+    return Dims(d.begin() + static_cast<std::ptrdiff_t>(i), d.end());
+  };
+  if (numel(value) != numel(dst) || dst.empty() || value.empty() || value.back() != dst.back()) return false;
+  const Dims o = strip(operand);
+  if (o == strip(value)) {
+    *view = dst;
+    return true;
+  }
+  if (o.size() <= 1 && (o.empty() || o[0] == 1 || o[0] == dst.back())) {
+    *view = pad_to_rank(o, dst.size());
+    return true;
+  }
+  return false;
+}
+
 namespace {
 
 // The element count of dims read from a blob, or -1 past kMaxElements (no

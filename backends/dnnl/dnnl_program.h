@@ -134,6 +134,15 @@ bool broadcast(const Dims& a, const Dims& b, Dims* out);
 // `d` with leading 1s up to `rank` dims.
 Dims pad_to_rank(const Dims& d, size_t rank);
 
+// How a binary post-op reads `operand` (which broadcasts to the op's output
+// value `value`) when the primitive's destination has dims `dst`: padded to
+// dst's rank where the destination is the value at its rank; where the
+// destination holds the value's elements through other dims (a MatMul whose
+// batch dims are folded into its rows), a whole operand is read as the
+// destination and a row (all dims but the last of size 1) padded to it.
+// False when it cannot be read so.
+bool post_operand_view(const Dims& operand, const Dims& value, const Dims& dst, Dims* view);
+
 // A MatMul's operands as oneDNN reads them: operand k (0: A, 1: B) is stored
 // row-major with dims stored[k] and read as logical dims
 // read[k][d] = stored[k][perm[k][d]] (transposes folded into perm).
