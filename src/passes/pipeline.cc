@@ -12,6 +12,7 @@ Status optimize_graph(Graph& g, const OptimizeOptions& opts, OptimizeStats* stat
   // that verified before must verify after.
   const bool verified_before = verify_graph(g).ok();
   unshare_nested_graphs(g);
+  if (opts.widen_float16) TSR_RETURN_IF_ERROR(widen_float16(g, &st.widen));
   TSR_RETURN_IF_ERROR(infer_shapes(g));
   for (int iter = 0; iter < opts.max_iterations; ++iter) {
     ++st.iterations;

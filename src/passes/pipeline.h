@@ -9,11 +9,13 @@
 #include "passes/canonicalize.h"
 #include "passes/constant_folding.h"
 #include "passes/dce.h"
+#include "passes/widen_float16.h"
 #include "util/status.h"
 
 namespace tessera {
 
 struct OptimizeOptions {
+  bool widen_float16 = true;  // float16 compute in float32 (passes/widen_float16.h)
   bool fold_constants = true;
   bool canonicalize = true;
   int max_iterations = 64;
@@ -23,6 +25,7 @@ struct OptimizeOptions {
 
 struct OptimizeStats {
   int iterations = 0;  // rounds run (the last one changes nothing unless max_iterations was hit)
+  WidenStats widen;
   CanonicalizeStats canonicalize;
   ConstantFoldingStats folding;
   DceStats dce;

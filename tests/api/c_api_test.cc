@@ -491,6 +491,56 @@ TEST(CApi, FilesComparisonsProfilesAndReports) {
 }
 
 // Misuse returns INVALID_ARGUMENT (or the model's own error), naming what was wrong; nothing crashes.
+// --precision through the API: a bad name is an invalid argument; a precision this CPU (or the dispatch switch
+// TESSERA_ISA=avx2) cannot compute in is unsupported, with the reason; a bf16 session reports each output's error
+// against fp32, and a budget it exceeds refuses the session naming the output.
+TEST(CApi, PrecisionIsRefusedWithAReasonOrReportsItsAccuracy) {
+  Env env;
+  Options opts;
+  EXPECT_EQ(code_of(tessera_session_options_set_precision(opts.o, "int8")), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_session_options_set_accuracy_budget(opts.o, "cos=2")), TESSERA_CODE_INVALID_ARGUMENT);
+  std::string msg;
+  EXPECT_EQ(code_of(tessera_session_options_set_precision(opts.o, "fp16"), &msg), TESSERA_CODE_UNSUPPORTED);
+  EXPECT_NE(msg.find("fp16"), std::string::npos) << msg;
+  // A native session compiles nothing: an empty accuracy line.
+  {
+    NativeSession n("mlp", {"input"});
+    char* line = nullptr;
+    ASSERT_OK(tessera_session_report(n.s.s, TESSERA_FORMAT_ACCURACY_LINE, &line));
+    EXPECT_STREQ(line, "");
+    tessera_string_free(line);
+  }
+  __builtin_cpu_init();
+  const char* isa = std::getenv("TESSERA_ISA");
+  const bool bf16 = __builtin_cpu_supports("avx512bf16") && !(isa && std::string(isa) == "avx2");
+  tessera_error_t* e = tessera_session_options_set_precision(opts.o, "bf16");
+  if (!bf16) {
+    EXPECT_EQ(code_of(e, &msg), TESSERA_CODE_UNSUPPORTED);
+    EXPECT_NE(msg.find("BF16"), std::string::npos) << msg;
+    return;
+  }
+  ASSERT_OK(e);
+  ASSERT_OK(tessera_session_options_set_backends(opts.o, "dnnl,native"));
+  ASSERT_OK(tessera_session_options_set_tune(opts.o, TESSERA_TUNE_OFF));
+  Session s;
+  e = tessera_session_create(env.env, model_path("mlp").c_str(), opts.o, &s.s);
+  if (e && std::string(tessera_error_message(e)).find("dnnl") != std::string::npos) {
+    tessera_error_release(e);
+    GTEST_SKIP() << "no dnnl plugin found";
+  }
+  ASSERT_OK(e);
+  char* line = nullptr;
+  ASSERT_OK(tessera_session_report(s.s, TESSERA_FORMAT_ACCURACY_LINE, &line));
+  EXPECT_EQ(std::string(line).rfind("bf16 against fp32 (random inputs): ", 0), 0u) << line;
+  EXPECT_NE(std::string(line).find("cosine 0.99"), std::string::npos) << line;
+  tessera_string_free(line);
+  ASSERT_OK(tessera_session_options_set_accuracy_budget(opts.o, "abs=0"));
+  Session refused;
+  EXPECT_EQ(code_of(tessera_session_create(env.env, model_path("mlp").c_str(), opts.o, &refused.s), &msg),
+            TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("output '"), std::string::npos) << msg;
+}
+
 TEST(CApi, MisuseIsAnErrorNeverACrash) {
   Env env;
   std::string msg;

@@ -82,8 +82,7 @@ PY
 }
 
 for m in squeezenet bert_tiny mlp; do
-  in="$work/inputs/$m"
-  [[ -d $in ]] || in=$(dirname "$(ls "$work"/inputs/"$m"*/input_0.pb 2>/dev/null | head -1)")
+  in="$work/inputs/$m/test_data_set_0"
   if ! "$tessera" compile "$work/$m.onnx" -o "$work/$m.bf16.tsr" --precision bf16 --backends dnnl,native \
       --input-dir "$in" >"$work/compile.txt" 2>&1; then
     fail "$m: compile --precision bf16: $(tail -2 "$work/compile.txt")"
@@ -108,7 +107,7 @@ m=mlp
 "$tessera" bench "$work/$m.onnx" --precision bf16 --backends dnnl,native --runs 2 --warmup 0 --json >"$work/bench.json" 2>&1 &&
   "$PYTHON" -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['accuracy'].startswith('bf16 against fp32')" \
     "$work/bench.json" && pass || fail "bench --json --precision bf16: $(cat "$work/bench.json")"
-expect_refusal "'$m'" "$tessera" compile "$work/$m.onnx" -o "$work/x.tsr" --precision bf16 --backends dnnl,native \
+expect_refusal "output '" "$tessera" compile "$work/$m.onnx" -o "$work/x.tsr" --precision bf16 --backends dnnl,native \
   --accuracy-budget abs=0
 "$tessera" compile "$work/$m.onnx" -o "$work/$m.fp32.tsr" --backends dnnl,native --no-tune >/dev/null 2>&1 || fail "fp32 compile"
 expect_refusal "compiled at fp32" "$tessera" run "$work/$m.fp32.tsr" --precision bf16

@@ -123,7 +123,8 @@ const std::vector<CommandSpec>& command_specs() {
         {"--input-dir", "input_<i>.pb files for the accuracy check below fp32 (else random inputs)"}},
        true, true, true},
       {"partition", "placement report: regions, the costs considered, refusals, measurements", "MODEL",
-       {{"--dot", "write the placement as Graphviz DOT to FILE"}, {"--svg", "draw it as SVG to FILE (Graphviz)"}},
+       {{"--dot", "write the placement as Graphviz DOT to FILE"}, {"--svg", "draw it as SVG to FILE (Graphviz)"},
+        {"--input-dir", "input_<i>.pb files for the accuracy check below fp32 (else random inputs)"}},
        true, true, false, true},
       {"inspect", "what an artifact holds: sections, engines, sizes, versions, signature", "ARTIFACT", {}, false, true},
   };

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# --precision bf16 against fp32, both Tessera's default placement, in the same run: latency and each output's error.
+#
+# Usage: bench/precision/bench_precision.sh [BUILD_DIR] [MODELS...]
+#   BUILD_DIR  a Release build holding bin/tessera (default: build)
+#   MODELS     names known to tests/e2e/gen_models.py (default: resnet50 mobilenet_v2 bert_base)
+# Environment: THREADS (default 2), REPEATS (default 3), RUNS (default 20; 8 for bert_base), WARMUP (default 3),
+#              PYTHON (a python with onnx + numpy; default /usr/bin/python3).
+#
+# Per model: `tessera compile` at fp32 and at bf16 (default placement, each from a fresh tune cache, as on a machine
+# it has never seen); the bf16 compile prints every output's max abs/rel error and cosine against fp32 (random
+# inputs). Then `tessera bench` of the two artifacts alternately REPEATS times; the table gives the median of the
+# per-process medians, the speedup fp32 / bf16 and the smallest cosine over the outputs, against the goals of
+# issue 15 (resnet50 and bert_base: >= 1.7x, cosine >= 0.999). Writes the table to BUILD_DIR/bench-precision.md too.
+# Needs a CPU with AVX-512 BF16; elsewhere the bf16 compile is refused and the script says so.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+build=${1:-build}
+case $build in /*) ;; *) build=$repo/$build ;; esac
+shift || true
+models=("$@")
+[[ ${#models[@]} -gt 0 ]] || models=(resnet50 mobilenet_v2 bert_base)
+python=${PYTHON:-/usr/bin/python3}
+threads=${THREADS:-2}
+repeats=${REPEATS:-3}
+tessera=$build/bin/tessera
+work=$build/bench-precision
+mkdir -p "$work" "$build/bench-models"
+export TESSERA_BACKEND_PATH=${TESSERA_BACKEND_PATH:-$build/lib/tessera}
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+
+rows=()
+for m in "${models[@]}"; do
+  onnx=$build/bench-models/$m.onnx
+  [[ -f $onnx ]] || "$python" "$repo/tests/e2e/gen_models.py" "$build/bench-models" --models "$m" >/dev/null
+  runs=${RUNS:-20}; [[ $m == bert_base* ]] && runs=${RUNS:-8}
+  warmup=${WARMUP:-3}
+  for p in fp32 bf16; do
+    rm -f "$work/$m.$p.tune.json"
+    if ! TESSERA_TUNE_CACHE=$work/$m.$p.tune.json "$tessera" compile "$onnx" -o "$work/$m.$p.tsr" \
+        --threads "$threads" --precision "$p" >"$work/$m.$p.compile.txt" 2>&1; then
+      echo "bench_precision: $m at $p: $(tail -1 "$work/$m.$p.compile.txt")" >&2
+      exit 1
+    fi
+  done
+  acc=$(sed -n 's/^accuracy: //p' "$work/$m.bf16.compile.txt")
+  cos=$(grep -o 'cosine [0-9.]*' <<<"$acc" | awk '{print $2}' | sort -g | head -1)
+  : >"$work/$m.fp32.ms"; : >"$work/$m.bf16.ms"
+  for ((r = 0; r < repeats; r++)); do
+    order="fp32 bf16"; ((r % 2)) && order="bf16 fp32"
+    for p in $order; do
+      "$tessera" bench "$work/$m.$p.tsr" --threads "$threads" --runs "$runs" --warmup "$warmup" --json |
+        "$python" -c "import json,sys; print(json.load(sys.stdin)['median_ms'])" >>"$work/$m.$p.ms"
+    done
+  done
+  f=$(median <"$work/$m.fp32.ms"); b=$(median <"$work/$m.bf16.ms")
+  speed=$(awk -v f="$f" -v b="$b" 'BEGIN {printf "%.2f", f / b}')
+  goal=""
+  case $m in
+    resnet50 | bert_base)
+      ok=$(awk -v s="$speed" -v c="$cos" 'BEGIN {print (s >= 1.7 && c >= 0.999) ? "met" : "MISS"}')
+      goal=" (goal >= 1.7x, cosine >= 0.999: $ok)" ;;
+  esac
+  rows+=("| $m | $(printf %.3f "$f") | $(printf %.3f "$b") | ${speed}x$goal | $cos | $acc |")
+done
+{
+  echo "| model | fp32 ms | bf16 ms | speedup | min cosine | bf16 against fp32 (random inputs) |"
+  echo "|---|---:|---:|---|---|---|"
+  printf '%s\n' "${rows[@]}"
+} | tee "$build/bench-precision.md"
