@@ -45,7 +45,7 @@ for m in "${models[@]}"; do
       exit 1
     fi
   done
-  acc=$(sed -n 's/^accuracy: //p' "$work/$m.bf16.compile.txt")
+  acc=$(sed -n 's/^accuracy: bf16 against fp32 (random inputs): //p' "$work/$m.bf16.compile.txt")
   cos=$(grep -o 'cosine [0-9.]*' <<<"$acc" | awk '{print $2}' | sort -g | head -1)
   : >"$work/$m.fp32.ms"; : >"$work/$m.bf16.ms"
   for ((r = 0; r < repeats; r++)); do
