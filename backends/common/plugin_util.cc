@@ -102,6 +102,13 @@ ValueType type_of(const onnx::TypeProto& tp) {
 
 // ---- ModelView ---------------------------------------------------------------
 
+std::string ModelView::metadata(const std::string& key) const {
+  for (const auto& p : model_.metadata_props()) {
+    if (p.key() == key) return p.value();
+  }
+  return "";
+}
+
 ModelView::ModelView(const void* data, size_t size) {
   if (!data || size > static_cast<size_t>(std::numeric_limits<int>::max()) ||
       !model_.ParseFromArray(data, static_cast<int>(size))) {

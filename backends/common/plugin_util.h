@@ -97,6 +97,10 @@ class ModelView {
   // Indices of nodes reading `name`.
   const std::vector<int>& consumers(const std::string& name) const;
 
+  // The value of the model's metadata_props entry `key`, or "" (the host's "tessera.backend_options" on models
+  // given to estimates: the options compile would get).
+  std::string metadata(const std::string& key) const;
+
   std::vector<std::string> input_names() const;   // graph inputs that are not initializers, in order
   std::vector<std::string> output_names() const;
 

@@ -248,9 +248,11 @@ void destroy(tessera_engine_t* engine) { delete engine; }
 // (estimate_region), or on nominal figures for an older host (estimate_cost).
 double estimate_program(const void* model, size_t size, const tessera_plugin::MachineFigures& f) {
   const ModelView m(model, size);
+  // The options compile would get, which the host attaches to models for estimates.
+  const bool bf16 = option(m.metadata("tessera.backend_options").c_str(), "precision") == "bf16";
   Program p;
   try {
-    p = lower_region(m, /*fusion=*/true, /*bf16=*/false);
+    p = lower_region(m, /*fusion=*/true, bf16);
   } catch (const tessera_plugin::Failure& fl) {
     fail(TESSERA_ERROR_UNSUPPORTED, "no estimate: " + fl.message);
   }

@@ -290,7 +290,11 @@ typedef struct tessera_backend {
    * given to estimates (estimate_region and estimate_cost) may hold
    * initializers of more than 64 KiB without their data (data_location
    * EXTERNAL, external_data location "tessera:elided"): their dims and dtype
-   * are there, their values are not needed to price the work.
+   * are there, their values are not needed to price the work. When the
+   * compile options are not empty, they come with the model as its
+   * metadata_props entry "tessera.backend_options" (the string compile
+   * would get: "precision=bf16"), so that the estimate prices the engine
+   * compile would build.
    * TESSERA_ERROR_UNSUPPORTED means "no estimate". Thread-safe. */
   tessera_status_t (*estimate_region)(const void* model, size_t model_size, const tessera_machine_t* machine,
                                       double* out_us, char* msg, size_t msg_cap);

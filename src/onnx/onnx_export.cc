@@ -167,4 +167,12 @@ Status export_onnx_file(const Graph& g, const std::string& path) {
   return Status::Ok();
 }
 
+std::string with_model_metadata(std::string model, const std::string& key, const std::string& value) {
+  onnx::ModelProto extra;
+  auto* p = extra.add_metadata_props();
+  p->set_key(key);
+  p->set_value(value);
+  return model + extra.SerializeAsString();
+}
+
 }  // namespace tessera

@@ -23,6 +23,10 @@ constexpr size_t kKeepAllData = static_cast<size_t>(-1);
 constexpr const char* kElidedLocation = "tessera:elided";
 Status export_onnx_model(const Graph& g, onnx::ModelProto* model, size_t elide_above = kKeepAllData);
 Expected<std::string> export_onnx_bytes(const Graph& g, size_t elide_above = kKeepAllData);
+
+// Serialized ModelProto `model` with the metadata_props entry key=value added (appended: concatenated protobuf
+// messages merge, so the model is not parsed again).
+std::string with_model_metadata(std::string model, const std::string& key, const std::string& value);
 Status export_onnx_file(const Graph& g, const std::string& path);
 
 }  // namespace tessera

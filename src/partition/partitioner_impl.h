@@ -94,6 +94,8 @@ class Partitioner {
   bool passive(const std::vector<char>& in_set) const;
 
   void estimate_nodes(Level& lv);
+  // A region model for estimate_cost/estimate_region, with the backend options attached as its metadata.
+  std::string for_estimate(std::string model) const;
   // Step 1c: measures the nodes that matter on every backend that claims
   // them (or takes their times from the cache), and corrects the estimates.
   void measure_nodes(Level& lv);

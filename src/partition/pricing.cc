@@ -32,6 +32,11 @@ bool Partitioner::passive(const std::vector<char>& in_set) const {
 // Step 1b: every node's prior on every backend. Native is priced by the
 // host's model; another backend prices the node as a one-node region itself
 // (estimate_region on this machine's figures), else it gets the prior.
+std::string Partitioner::for_estimate(std::string model) const {
+  if (opts_.backend_options.empty() || model.empty()) return model;
+  return with_model_metadata(std::move(model), "tessera.backend_options", opts_.backend_options);
+}
+
 void Partitioner::estimate_nodes(Level& lv) {
   const Graph& g = *lv.g;
   const size_t n = g.nodes.size(), nb = opts_.backends.size();
@@ -50,7 +55,7 @@ void Partitioner::estimate_nodes(Level& lv) {
         in_region[i] = 1;
         RegionCut cut = cut_region(g, {static_cast<int>(i)}, in_region, lv.outer, lv.key_prefix);
         auto bytes = export_onnx_bytes(region_graph(g, cut, "node", lv.outer), kEstimateElideAbove);
-        model = bytes.ok() ? *bytes : std::string();
+        model = bytes.ok() ? for_estimate(*bytes) : std::string();
       }
       if (model->empty()) continue;
       auto us = be.estimate_cost(*model, machine_abi(machine_, be));
@@ -272,7 +277,7 @@ double Partitioner::prior_region_us(Level& lv, const RegionKey& key) {
   double est = -1;
   if (!be.is_native() && be.has_estimate_cost()) {
     auto bytes = export_onnx_bytes(region_graph(*lv.g, cut_of(lv, key), "region", lv.outer), kEstimateElideAbove);
-    Expected<double> us = bytes.ok() ? be.estimate_cost(*bytes, machine_abi(machine_, be))
+    Expected<double> us = bytes.ok() ? be.estimate_cost(for_estimate(*bytes), machine_abi(machine_, be))
                                      : Expected<double>(bytes.status());
     if (us.ok() && *us >= 0) est = *us;
   }

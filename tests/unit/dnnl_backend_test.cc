@@ -951,6 +951,17 @@ TEST_F(DnnlBackend, EstimateRegionPricesOnTheMachineItIsGiven) {
   // A product this size is compute-bound: twice the peak, about half the time.
   EXPECT_NEAR(cost(200, 1) / cost(100, 1), 0.5, 0.05);
   EXPECT_NEAR(cost(100, 2) / cost(100, 1), 0.5, 0.05);
+  // The host's options come as model metadata: at precision=bf16 the engine compile would build computes in bf16,
+  // two products per lane, and is priced so (unless oneDNN lacks a bf16 kernel here: then fp32's price).
+  const double fp32 = cost(100, 1);
+  model = with_model_metadata(model, "tessera.backend_options", "fusion=1;precision=bf16");
+  const double bf16 = cost(100, 1);
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512bf16")) {
+    EXPECT_NEAR(bf16 / fp32, 0.5, 0.05);
+  } else {
+    EXPECT_LE(bf16, fp32);
+  }
   // A machine description from an older host (only its first members) still prices.
   tessera_machine_t old{};
   old.struct_size = offsetof(tessera_machine_t, num_threads) + sizeof(int32_t);
