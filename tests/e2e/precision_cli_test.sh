@@ -6,7 +6,8 @@
 #    partition --json carries the figures; bench of the ONNX model prints them; a budget the error exceeds fails the
 #    compile with exit 2 naming the output; an fp32 artifact run with --precision bf16 is refused.
 #  - Everywhere: TESSERA_ISA=avx2 (the dispatch switch) refuses bf16 with the reason, fp16 is refused (no backend
-#    computes in it yet), and malformed values exit 2 with one line.
+#    computes in it yet), and malformed values exit 2 with one line; float16-stored twins of squeezenet and mlp give
+#    the float32 model's outputs within the float16 rounding of their weights.
 #
 #     tests/e2e/precision_cli_test.sh BUILD_DIR
 set -uo pipefail
@@ -48,6 +49,34 @@ expect_refusal "expects fp32, bf16 or fp16" "$tessera" compile "$work/$m.onnx" -
 expect_refusal "accuracy-budget" "$tessera" compile "$work/$m.onnx" -o "$work/x.tsr" --accuracy-budget cos=7
 expect_refusal "BF16" env TESSERA_ISA=avx2 "$tessera" compile "$work/$m.onnx" -o "$work/x.tsr" --precision bf16 --no-tune
 
+# A float16-stored twin (bench/precision/convert.py fp16, float32 I/O) computes in float32 (passes/widen_float16):
+# its outputs are the float32 model's within the float16 rounding of its weights, on any CPU.
+for m in squeezenet mlp; do
+  in="$work/inputs/$m/test_data_set_0"
+  "$PYTHON" "$here/../../bench/precision/convert.py" fp16 "$work/$m.onnx" "$work/$m.fp16.onnx" --keep-io-types \
+    >/dev/null 2>"$work/err.txt" || { fail "$m: convert.py fp16: $(tail -1 "$work/err.txt")"; continue; }
+  rm -rf "$work/o16" "$work/o32"
+  "$tessera" run "$work/$m.fp16.onnx" --input-dir "$in" --output-dir "$work/o16" --no-tune >/dev/null 2>"$work/err.txt" ||
+    { fail "$m: run of the float16 twin: $(cat "$work/err.txt")"; continue; }
+  "$tessera" run "$work/$m.onnx" --backends native --input-dir "$in" --output-dir "$work/o32" >/dev/null 2>&1 ||
+    { fail "$m: run fp32"; continue; }
+  verdict=$("$PYTHON" - "$work/o16" "$work/o32" <<'PY'
+import glob, os, sys
+import numpy as np
+from onnx import numpy_helper, TensorProto
+def load(p):
+    t = TensorProto(); t.ParseFromString(open(p, "rb").read()); return numpy_helper.to_array(t).astype(np.float64).ravel()
+for p in sorted(glob.glob(os.path.join(sys.argv[2], "output_*.pb"))):
+    want, got = load(p), load(os.path.join(sys.argv[1], os.path.basename(p)))
+    cos = got @ want / np.sqrt((got @ got) * (want @ want))
+    if not cos >= 0.9999 or np.abs(got - want).max() > 1e-2 * np.abs(want).max():
+        print("%s: cosine %.7f, max abs %g" % (os.path.basename(p), cos, np.abs(got - want).max())); sys.exit()
+print("ok")
+PY
+)
+  [[ $verdict == ok ]] && pass || fail "$m float16 twin: $verdict"
+done
+
 if ! grep -qw avx512_bf16 /proc/cpuinfo; then
   expect_refusal "BF16" "$tessera" compile "$work/$m.onnx" -o "$work/x.tsr" --precision bf16 --no-tune
   echo "precision_cli_test: this CPU has no AVX-512 BF16: checked the refusals only; $passes passed, $failures failed"
@@ -55,6 +84,7 @@ if ! grep -qw avx512_bf16 /proc/cpuinfo; then
   exit 0
 fi
 
+# oneDNN takes every node it can (--placement priority): cost placement may rightly leave a model this small to native.
 # The report against an independent comparison on the same inputs.
 compare() {  # REPORT_JSON BF16_OUT_DIR FP32_OUT_DIR -> "ok" or why not
   "$PYTHON" - "$@" <<'PY'
@@ -83,13 +113,13 @@ PY
 
 for m in squeezenet bert_tiny mlp; do
   in="$work/inputs/$m/test_data_set_0"
-  if ! "$tessera" compile "$work/$m.onnx" -o "$work/$m.bf16.tsr" --precision bf16 --backends dnnl,native \
+  if ! "$tessera" compile "$work/$m.onnx" -o "$work/$m.bf16.tsr" --precision bf16 --backends dnnl,native --placement priority \
       --input-dir "$in" >"$work/compile.txt" 2>&1; then
     fail "$m: compile --precision bf16: $(tail -2 "$work/compile.txt")"
     continue
   fi
   grep -q "^accuracy: bf16 against fp32 ($in inputs): " "$work/compile.txt" && pass || fail "$m: compile printed no accuracy line: $(cat "$work/compile.txt")"
-  "$tessera" partition "$work/$m.onnx" --precision bf16 --backends dnnl,native --input-dir "$in" --json \
+  "$tessera" partition "$work/$m.onnx" --precision bf16 --backends dnnl,native --placement priority --input-dir "$in" --json \
     >"$work/$m.report.json" 2>"$work/err.txt" || fail "$m: partition --json: $(cat "$work/err.txt")"
   rm -rf "$work/out16" "$work/out32"
   "$tessera" run "$work/$m.bf16.tsr" --input-dir "$in" --output-dir "$work/out16" >/dev/null 2>"$work/err.txt" ||
@@ -101,15 +131,15 @@ for m in squeezenet bert_tiny mlp; do
 done
 
 m=mlp
-"$tessera" bench "$work/$m.onnx" --precision bf16 --backends dnnl,native --runs 2 --warmup 0 >"$work/bench.txt" 2>&1 &&
+"$tessera" bench "$work/$m.onnx" --precision bf16 --backends dnnl,native --placement priority --runs 2 --warmup 0 >"$work/bench.txt" 2>&1 &&
   grep -q "^accuracy: bf16 against fp32 (random inputs): " "$work/bench.txt" && pass ||
   fail "bench --precision bf16: $(cat "$work/bench.txt")"
-"$tessera" bench "$work/$m.onnx" --precision bf16 --backends dnnl,native --runs 2 --warmup 0 --json >"$work/bench.json" 2>&1 &&
+"$tessera" bench "$work/$m.onnx" --precision bf16 --backends dnnl,native --placement priority --runs 2 --warmup 0 --json >"$work/bench.json" 2>&1 &&
   "$PYTHON" -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['accuracy'].startswith('bf16 against fp32')" \
     "$work/bench.json" && pass || fail "bench --json --precision bf16: $(cat "$work/bench.json")"
-expect_refusal "output '" "$tessera" compile "$work/$m.onnx" -o "$work/x.tsr" --precision bf16 --backends dnnl,native \
+expect_refusal "output '" "$tessera" compile "$work/$m.onnx" -o "$work/x.tsr" --precision bf16 --backends dnnl,native --placement priority \
   --accuracy-budget abs=0
-"$tessera" compile "$work/$m.onnx" -o "$work/$m.fp32.tsr" --backends dnnl,native --no-tune >/dev/null 2>&1 || fail "fp32 compile"
+"$tessera" compile "$work/$m.onnx" -o "$work/$m.fp32.tsr" --backends dnnl,native --placement priority --no-tune >/dev/null 2>&1 || fail "fp32 compile"
 expect_refusal "compiled at fp32" "$tessera" run "$work/$m.fp32.tsr" --precision bf16
 "$tessera" run "$work/$m.bf16.tsr" --precision bf16 >/dev/null 2>"$work/err.txt" && pass ||
   fail "a bf16 artifact run with --precision bf16: $(cat "$work/err.txt")"
