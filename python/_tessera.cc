@@ -61,7 +61,7 @@ struct OptionsHolder {
 
 // backends: None or a list of names; shapes: None or {name: [ints]}.
 void fill_options(OptionsHolder& h, const py::object& backends, const py::object& shapes, bool tune,
-                  const py::object& threads, const py::object& placement) {
+                  const py::object& threads, const py::object& placement, const py::object& precision = py::none()) {
   if (!backends.is_none()) {
     std::string list;
     for (const auto& b : backends) list += (list.empty() ? "" : ",") + py::cast<std::string>(b);
@@ -78,6 +78,9 @@ void fill_options(OptionsHolder& h, const py::object& backends, const py::object
   if (!threads.is_none()) check(tessera_session_options_set_threads(h.o, py::cast<int>(threads)));
   if (!placement.is_none()) {
     check(tessera_session_options_set_placement(h.o, py::cast<std::string>(placement).c_str()));
+  }
+  if (!precision.is_none()) {
+    check(tessera_session_options_set_precision(h.o, py::cast<std::string>(precision).c_str()));
   }
 }
 
@@ -258,9 +261,9 @@ class Session {
 };
 
 void compile(const py::object& model, const py::object& out_path, const py::object& backends, const py::object& shapes,
-             bool tune, const py::object& threads) {
+             bool tune, const py::object& threads, const py::object& precision) {
   OptionsHolder h;
-  fill_options(h, backends, shapes, tune, threads, py::none());
+  fill_options(h, backends, shapes, tune, threads, py::none(), precision);
   const std::string out = model_path(out_path);
   if (py::isinstance<py::bytes>(model)) {
     const std::string bytes = py::cast<py::bytes>(model);
@@ -294,9 +297,9 @@ std::string take(char* s) {
 }
 
 std::string partition(const py::object& model, const py::object& backends, const py::object& shapes, bool tune,
-                      const py::object& threads, const py::object& placement) {
+                      const py::object& threads, const py::object& placement, const py::object& precision) {
   OptionsHolder h;
-  fill_options(h, backends, shapes, tune, threads, placement);
+  fill_options(h, backends, shapes, tune, threads, placement, precision);
   const std::string path = model_path(model);
   char* json = nullptr;
   tessera_error_t* e = nullptr;

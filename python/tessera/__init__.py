@@ -27,15 +27,17 @@ NodeArg = _tessera.NodeArg
 available_backends = _tessera.available_backends
 
 
-def compile(model, out_path, backends=None, shapes=None, tune=False, threads=None):
-    """Compiles an ONNX model (a path or bytes) into the artifact `out_path`, as `tessera compile` does."""
-    return _tessera.compile(model, out_path, backends, shapes, tune, threads)
+def compile(model, out_path, backends=None, shapes=None, tune=False, threads=None, precision=None):
+    """Compiles an ONNX model (a path or bytes) into the artifact `out_path`, as `tessera compile` does.
+    precision: "fp32" (default), "bf16" or "fp16", as --precision."""
+    return _tessera.compile(model, out_path, backends, shapes, tune, threads, precision)
 
 
-def partition(model, backends=None, shapes=None, tune=False, threads=None, placement=None):
-    """The placement report of `tessera partition --json` for an ONNX model at a path, as a dict."""
+def partition(model, backends=None, shapes=None, tune=False, threads=None, placement=None, precision=None):
+    """The placement report of `tessera partition --json` for an ONNX model at a path, as a dict; below fp32 its
+    "accuracy" lists every output's max abs/rel error and cosine against fp32."""
     import json
-    return json.loads(_tessera.partition(model, backends, shapes, tune, threads, placement))
+    return json.loads(_tessera.partition(model, backends, shapes, tune, threads, placement, precision))
 
 
 def inspect(path):

@@ -124,3 +124,20 @@ def test_errors_carry_the_message_and_bad_arguments_are_value_errors():
     with pytest.raises(ValueError, match="nope"):
         s.run(["nope"], {"input": x})
     assert issubclass(tessera.InvalidArgument, RuntimeError)
+
+
+def test_precision_bf16_reports_its_accuracy_or_is_refused():
+    with pytest.raises(tessera.InvalidArgument, match="int4"):
+        tessera.partition(model("mlp"), precision="int4")
+    has_bf16 = "avx512_bf16" in open("/proc/cpuinfo").read() and os.environ.get("TESSERA_ISA") != "avx2"
+    if not has_bf16:
+        with pytest.raises(tessera.Error, match="BF16"):
+            tessera.partition(model("mlp"), precision="bf16")
+        return
+    if "dnnl" not in tessera.available_backends():
+        pytest.skip("no dnnl plugin")
+    report = tessera.partition(model("mlp"), backends=["dnnl", "native"], placement="priority", precision="bf16")
+    assert report["precision"] == "bf16"
+    [acc] = report["accuracy"]
+    assert acc["output"] == "output" and acc["cosine"] >= 0.999 and acc["max_abs"] > 0
+
