@@ -7,6 +7,15 @@
       Cast(to=FLOAT16), and the ops that converter keeps in float32 (Resize, Range, TopK, Min, Max, CumSum, ...) get a
       Cast to float32 on each float input and a Cast back to float16 on each output. --keep-io-types leaves the graph
       inputs and outputs float32 behind Casts named graph_input_cast_<i> / graph_output_cast_<i>.
+  convert.py probe IN.onnx OUT.onnx
+      folds BatchNormalization into the Conv before it (as ONNX Runtime's quantization pre-processing does) and adds
+      the float activations static quantization calibrates (every input and output of a Conv, MatMul or Gemm with
+      constant weights) to the graph outputs, after the model's own; run it on calibration inputs
+      (`tessera run OUT.onnx --input-dir D --output-dir R`) and give the R directories to qdq.
+  convert.py qdq IN.onnx OUT.onnx --calibration R [R ...]
+      static QDQ quantization as ONNX Runtime's quantize_static(QuantFormat.QDQ, per_channel=True) writes it, with
+      MinMax ranges from the probe runs: QuantizeLinear/DequantizeLinear (uint8, asymmetric) on each such node's
+      input and output, int8 symmetric per-channel weights and int32 biases behind DequantizeLinear (opset >= 13).
   convert.py dynamic IN.onnx OUT.onnx [--weight-type int8|uint8] [--per-channel]
       quantizes every Conv and every MatMul with a constant weight the way ONNX Runtime's quantize_dynamic does:
       DynamicQuantizeLinear on the activation, ConvInteger/MatMulInteger on the quantized weight, Cast to float, Mul by
@@ -238,6 +247,191 @@ def dynamic(model, weight_type, per_channel):
     return model
 
 
+def _quantizable(n, inits):
+    """Conv with a constant weight, MatMul with a constant 2-D B, Gemm with a constant B (transB any)."""
+    if n.op_type not in ("Conv", "MatMul", "Gemm") or len(n.input) < 2 or n.input[1] not in inits:
+        return False
+    if inits[n.input[1]].data_type != FLOAT:
+        return False
+    if n.op_type == "MatMul" and len(inits[n.input[1]].dims) != 2:
+        return False
+    if n.op_type == "Gemm":
+        attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+        if attrs.get("transA", 0) or attrs.get("alpha", 1.0) != 1.0 or attrs.get("beta", 1.0) != 1.0:
+            return False
+    return True
+
+
+def probe(model):
+    """The model with the float activations static quantization needs (every input and output of the quantizable
+    nodes) added to the graph outputs, in a fixed order; returns (model, {name: graph output index})."""
+    g = model.graph
+    inits = {i.name: i for i in g.initializer}
+    index = {o.name: k for k, o in enumerate(g.output)}  # name -> its graph output index
+    for n in g.node:
+        if not _quantizable(n, inits):
+            continue
+        for x in (n.input[0], n.output[0]):
+            if x not in index and x not in inits:
+                index[x] = len(g.output)
+                g.output.append(helper.make_empty_tensor_value_info(x))
+    return model, index
+
+
+def _activation_params(lo, hi):
+    """uint8 asymmetric scale and zero point over [min(lo, 0), max(hi, 0)], as ONNX Runtime's MinMax calibration."""
+    lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
+    scale = np.float32((hi - lo) / 255.0) if hi > lo else np.float32(1.0)
+    zp = np.uint8(np.clip(np.rint(-lo / scale), 0, 255))
+    return scale, zp
+
+
+def fold_batch_norms(model):
+    """Folds each inference BatchNormalization that is the only reader of a Conv with constant weights into that
+    Conv, as ONNX Runtime's quantization pre-processing (and its optimizer) does before quantizing."""
+    g = model.graph
+    inits = {i.name: i for i in g.initializer}
+    readers = {}
+    for n in g.node:
+        for x in n.input:
+            readers[x] = readers.get(x, 0) + 1
+    outputs = {o.name for o in g.output}
+    producer = {o: n for n in g.node for o in n.output}
+    names = _all_names(g)
+    kept = []
+    for n in g.node:
+        conv = producer.get(n.input[0]) if n.op_type == "BatchNormalization" and n.input else None
+        if (conv is None or conv.op_type != "Conv" or readers.get(conv.output[0]) != 1 or conv.output[0] in outputs
+                or conv.input[1] not in inits or any(x not in inits for x in n.input[1:5])
+                or any(n.output[1:])):
+            kept.append(n)
+            continue
+        eps = next((helper.get_attribute_value(a) for a in n.attribute if a.name == "epsilon"), 1e-5)
+        gamma, beta, mean, var = (numpy_helper.to_array(inits[x]).astype(np.float64) for x in n.input[1:5])
+        w = numpy_helper.to_array(inits[conv.input[1]]).astype(np.float64)
+        has_b = len(conv.input) > 2 and conv.input[2]
+        b = numpy_helper.to_array(inits[conv.input[2]]).astype(np.float64) if has_b else np.zeros(w.shape[0])
+        k = gamma / np.sqrt(var + eps)
+        wn, bname = _unique(names, conv.input[1] + "_bn_folded"), _unique(names, (conv.name or "conv") + "_bias_bn_folded")
+        for t in (numpy_helper.from_array((w * k.reshape(-1, *([1] * (w.ndim - 1)))).astype(np.float32), wn),
+                  numpy_helper.from_array(((b - mean) * k + beta).astype(np.float32), bname)):
+            g.initializer.append(t)
+            inits[t.name] = t
+        x = conv.input[0]
+        del conv.input[:]
+        conv.input.extend([x, wn, bname])
+        conv.output[0] = n.output[0]
+    del g.node[:]
+    g.node.extend(kept)
+    used = {x for n in g.node for x in n.input}
+    live = [i for i in g.initializer if i.name in used]
+    del g.initializer[:]
+    g.initializer.extend(live)
+    return model
+
+
+def qdq(model, ranges):
+    """QDQ static quantization as ONNX Runtime's quantize_static (QuantFormat.QDQ, per_channel=True) writes it:
+    activations uint8 asymmetric with the calibrated ranges, weights int8 symmetric per output channel, biases int32
+    at scale x_scale * w_scale, each behind a DequantizeLinear; every quantizable node's input and output get a
+    QuantizeLinear -> DequantizeLinear pair."""
+    g = model.graph
+    names = _all_names(g)
+    inits = {i.name: i for i in g.initializer}
+    new_inits, qdq_of = [], {}  # activation -> its DequantizeLinear output
+    head = []  # QDQ pairs, placed right after the producer of their activation
+
+    def quantize_activation(x):
+        if x in qdq_of:
+            return qdq_of[x]
+        scale, zp = _activation_params(*ranges[x])
+        xs, xz = _unique(names, x + "_scale"), _unique(names, x + "_zero_point")
+        xq, xd = _unique(names, x + "_QuantizeLinear_Output"), _unique(names, x + "_DequantizeLinear_Output")
+        new_inits.extend([numpy_helper.from_array(np.array(scale, np.float32), xs),
+                          numpy_helper.from_array(np.array(zp, np.uint8), xz)])
+        head.append((x, [helper.make_node("QuantizeLinear", [x, xs, xz], [xq], name=_unique(names, x + "_QuantizeLinear")),
+                         helper.make_node("DequantizeLinear", [xq, xs, xz], [xd],
+                                          name=_unique(names, x + "_DequantizeLinear"))]))
+        qdq_of[x] = xd
+        return xd
+
+    rewritten = []
+    for n in g.node:
+        if not _quantizable(n, inits):
+            rewritten.append(n)
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+        w = numpy_helper.to_array(inits[n.input[1]])
+        # The output channel axis of the stored weight: Conv's 0, MatMul's last, Gemm's 0 with transB else last.
+        axis = 0 if n.op_type == "Conv" or (n.op_type == "Gemm" and attrs.get("transB", 0)) else w.ndim - 1
+        q, wscale, _ = _quantize_weight(w, "int8", True, axis)
+        base = n.name or n.output[0]
+        wq, ws, wz = (_unique(names, n.input[1] + s) for s in ("_quantized", "_scale", "_zero_point"))
+        wd = _unique(names, n.input[1] + "_DequantizeLinear_Output")
+        new_inits += [numpy_helper.from_array(q, wq), numpy_helper.from_array(wscale, ws),
+                      numpy_helper.from_array(np.zeros(wscale.shape, np.int8), wz)]
+        dq_nodes = [helper.make_node("DequantizeLinear", [wq, ws, wz], [wd], name=_unique(names, wq + "_DequantizeLinear"),
+                                     axis=axis)]
+        x = quantize_activation(n.input[0])
+        inputs = [x, wd]
+        if len(n.input) > 2 and n.input[2]:
+            if n.input[2] in inits:
+                xscale, _ = _activation_params(*ranges[n.input[0]])
+                bscale = (np.float32(xscale) * wscale).astype(np.float32)
+                b = numpy_helper.to_array(inits[n.input[2]])
+                bq = np.rint(b / bscale.reshape(b.shape) if b.size == bscale.size else b / bscale).astype(np.int32)
+                bqn, bsn, bzn = (_unique(names, n.input[2] + s) for s in ("_quantized", "_scale", "_zero_point"))
+                bd = _unique(names, n.input[2] + "_DequantizeLinear_Output")
+                new_inits += [numpy_helper.from_array(bq, bqn), numpy_helper.from_array(bscale, bsn),
+                              numpy_helper.from_array(np.zeros(bscale.shape, np.int32), bzn)]
+                dq_nodes.append(helper.make_node("DequantizeLinear", [bqn, bsn, bzn], [bd],
+                                                 name=_unique(names, bqn + "_DequantizeLinear"), axis=0))
+                inputs.append(bd)
+            else:
+                inputs.append(n.input[2])
+        y = n.output[0]
+        y_float = _unique(names, y + "_float")
+        node = helper.make_node(n.op_type, inputs, [y_float], name=base, **attrs)
+        scale, zp = _activation_params(*ranges[y])
+        ys, yz, yq = _unique(names, y + "_scale"), _unique(names, y + "_zero_point"), _unique(names, y + "_QuantizeLinear_Output")
+        new_inits.extend([numpy_helper.from_array(np.array(scale, np.float32), ys),
+                          numpy_helper.from_array(np.array(zp, np.uint8), yz)])
+        rewritten.extend(dq_nodes + [node,
+                                     helper.make_node("QuantizeLinear", [y_float, ys, yz], [yq], name=_unique(names, y + "_QuantizeLinear")),
+                                     helper.make_node("DequantizeLinear", [yq, ys, yz], [y], name=_unique(names, y + "_DequantizeLinear"))])
+        qdq_of[y] = y  # its readers take the dequantized value as it is
+    # Every activation's QDQ pair goes right after its producer (graph inputs: first); its readers among the
+    # quantized nodes read the pair's output already.
+    produced_at = {}
+    for i, n in enumerate(rewritten):
+        for o in n.output:
+            produced_at[o] = i
+    after = {}
+    for x, pair in head:
+        after.setdefault(produced_at.get(x, -1), []).extend(pair)
+    ordered = list(after.get(-1, []))
+    for i, n in enumerate(rewritten):
+        ordered.append(n)
+        ordered.extend(after.get(i, []))
+    used = {x for n in ordered for x in n.input}
+    kept = [i for i in g.initializer if i.name in used]
+    del g.initializer[:]
+    g.initializer.extend(kept + [i for i in new_inits if i.name in used])
+    del g.node[:]
+    g.node.extend(ordered)
+    for op in model.opset_import:
+        if op.domain in ("", "ai.onnx") and op.version < 13:
+            op.version = 13
+    return model
+
+
+def _load_tensor(path):
+    t = TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return numpy_helper.to_array(t)
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -250,12 +444,33 @@ def main(argv):
     d.add_argument("dst")
     d.add_argument("--weight-type", choices=["int8", "uint8"], default="int8")
     d.add_argument("--per-channel", action="store_true")
+    pr = sub.add_parser("probe")
+    pr.add_argument("src")
+    pr.add_argument("dst")
+    q = sub.add_parser("qdq")
+    q.add_argument("src")
+    q.add_argument("dst")
+    q.add_argument("--calibration", nargs="+", required=True,
+                   help="output directories of runs of the probe model (output_<i>.pb, graph output order)")
     a = ap.parse_args(argv)
     model = onnx.load(a.src)
     if a.cmd == "fp16":
         model = to_fp16(model, a.keep_io_types)
-    else:
+    elif a.cmd == "dynamic":
         model = dynamic(model, a.weight_type, a.per_channel)
+    elif a.cmd == "probe":
+        model, _ = probe(fold_batch_norms(model))
+    else:
+        model = fold_batch_norms(model)
+        _, probed = probe(fold_batch_norms(onnx.load(a.src)))
+        ranges = {}
+        for d in a.calibration:
+            for name, k in probed.items():
+                v = _load_tensor("%s/output_%d.pb" % (d, k))
+                lo, hi = float(v.min()), float(v.max())
+                old = ranges.get(name, (lo, hi))
+                ranges[name] = (min(lo, old[0]), max(hi, old[1]))
+        model = qdq(model, ranges)
     model.producer_name = "tessera-bench-precision"
     onnx.save(model, a.dst)
 

@@ -23,6 +23,12 @@ Status optimize_graph(Graph& g, const OptimizeOptions& opts, OptimizeStats* stat
       changed = changed || cs.changed();
       st.canonicalize += cs;
     }
+    if (opts.fuse_qdq) {
+      int fused = 0;
+      TSR_ASSIGN_OR_RETURN(fused, fuse_qdq(g));
+      changed = changed || fused > 0;
+      st.qdq_fused += fused;
+    }
     if (opts.fold_constants) {
       ConstantFoldingStats fs;
       TSR_RETURN_IF_ERROR(constant_folding(g, &fs, opts.folding));

@@ -9,6 +9,7 @@
 #include "passes/canonicalize.h"
 #include "passes/constant_folding.h"
 #include "passes/dce.h"
+#include "passes/qdq_fusion.h"
 #include "passes/widen_float16.h"
 #include "util/status.h"
 
@@ -16,6 +17,7 @@ namespace tessera {
 
 struct OptimizeOptions {
   bool widen_float16 = true;  // float16 compute in float32 (passes/widen_float16.h)
+  bool fuse_qdq = true;       // QDQ-wrapped Conv/MatMul as QLinearConv/QLinearMatMul (passes/qdq_fusion.h)
   bool fold_constants = true;
   bool canonicalize = true;
   int max_iterations = 64;
@@ -26,6 +28,7 @@ struct OptimizeOptions {
 struct OptimizeStats {
   int iterations = 0;  // rounds run (the last one changes nothing unless max_iterations was hit)
   WidenStats widen;
+  int qdq_fused = 0;
   CanonicalizeStats canonicalize;
   ConstantFoldingStats folding;
   DceStats dce;

@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""Tessera against ONNX Runtime on a QDQ model, in quantization steps:
+
+  qdq_check.py MODEL.onnx INPUT_DIR [--tessera BIN] [--backends LIST] [--opt disabled|all]
+
+Exposes every QuantizeLinear output of the model as a graph output, runs that model with `tessera run` and with ONNX
+Runtime (tests/e2e/ort_reference.js, onnxruntime-node from bench/node_modules), and prints, per quantized tensor, the
+largest difference in steps (|q_tessera - q_ort|, integers), and for each float output its largest difference in
+units of the scale of the DequantizeLinear that produced it (when one did). The goal of issue 15: every quantized
+element within one step, every float output within one step of its last quantized tensor's scale.
+"""
+import argparse
+import glob
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+here = os.path.dirname(os.path.abspath(__file__))
+repo = os.path.dirname(os.path.dirname(here))
+
+
+def load(path):
+    t = TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return numpy_helper.to_array(t)
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model")
+    ap.add_argument("inputs")
+    ap.add_argument("--tessera", default=os.path.join(repo, "build", "bin", "tessera"))
+    ap.add_argument("--backends", default=None)
+    ap.add_argument("--opt", default="disabled", choices=["disabled", "all"])
+    a = ap.parse_args(argv)
+    m = onnx.load(a.model)
+    g = m.graph
+    inits = {i.name: i for i in g.initializer}
+    outputs = [o.name for o in g.output]
+    quantized = [n.output[0] for n in g.node if n.op_type == "QuantizeLinear" and n.output[0] not in outputs]
+    for q in quantized:
+        g.output.append(helper.make_empty_tensor_value_info(q))
+    # The scale each float output was dequantized with, where a DequantizeLinear produced it.
+    scale_of = {}
+    for n in g.node:
+        if n.op_type == "DequantizeLinear" and n.output[0] in outputs and n.input[1] in inits:
+            scale_of[n.output[0]] = float(np.max(numpy_helper.to_array(inits[n.input[1]])))
+    with tempfile.TemporaryDirectory() as work:
+        probe = os.path.join(work, "probe.onnx")
+        onnx.save(m, probe)
+        cmd = [a.tessera, "run", probe, "--input-dir", a.inputs, "--output-dir", os.path.join(work, "ts"), "--no-tune"]
+        if a.backends:
+            cmd += ["--backends", a.backends]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        env = dict(os.environ, NODE_PATH=os.path.join(repo, "bench", "node_modules"))
+        cmd = ["node", os.path.join(repo, "tests", "e2e", "ort_reference.js"), probe, a.inputs, "--out",
+               os.path.join(work, "ort")]
+        if a.opt == "all":
+            cmd += ["--opt", "all"]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
+        names = outputs + quantized
+        worst_steps, worst_name, beyond = 0, "", 0
+        for k, name in enumerate(names):
+            got = load(os.path.join(work, "ts", "output_%d.pb" % k))
+            want = load(os.path.join(work, "ort", "output_%d.pb" % k))
+            if k < len(outputs):
+                diff = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
+                s = scale_of.get(name)
+                print("output %-28s max abs %.4g%s" % (name, diff, " = %.2f steps of %.4g" % (diff / s, s) if s else ""))
+                continue
+            steps = int(np.max(np.abs(got.astype(np.int64) - want.astype(np.int64))))
+            beyond += int(np.sum(np.abs(got.astype(np.int64) - want.astype(np.int64)) > 1))
+            if steps > worst_steps:
+                worst_steps, worst_name = steps, name
+        print("quantized tensors: %d, largest difference %d step(s)%s; elements more than one step apart: %d"
+              % (len(quantized), worst_steps, " (%s)" % worst_name if worst_name else "", beyond))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
