@@ -12,7 +12,8 @@
 # inputs). Then `tessera bench` of the two artifacts alternately REPEATS times; the table gives the median of the
 # per-process medians, the speedup fp32 / bf16 and the smallest cosine over the outputs, against the goals of
 # issue 15 (resnet50 and bert_base: >= 1.7x, cosine >= 0.999). Writes the table to BUILD_DIR/bench-precision.md too.
-# Needs a CPU with AVX-512 BF16; elsewhere the bf16 compile is refused and the script says so.
+# Then the QDQ int8 twins (QDQ=0 skips them; see below). Needs a CPU with AVX-512 BF16; elsewhere the bf16 compile
+# is refused and the script says so.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -65,8 +66,41 @@ for m in "${models[@]}"; do
   esac
   rows+=("| $m | $(printf %.3f "$f") | $(printf %.3f "$b") | ${speed}x$goal | $cos | $acc |")
 done
+# QDQ int8 twins (make_qdq.sh: static, per-channel, calibrated on 4 inputs), default placement, against Tessera fp32
+# (above) and ONNX Runtime (optimisation level all) on the same QDQ model; steps: qdq_check.py's largest difference
+# of a quantized tensor from ONNX Runtime's, on the model's e2e input.
+qrows=()
+if [[ ${QDQ:-1} == 1 ]]; then
+  for m in "${models[@]}"; do
+    qdq=$build/bench-models/${m}_qdq.onnx
+    [[ -f $qdq ]] || TESSERA=$tessera "$here/make_qdq.sh" "$build/bench-models/$m.onnx" "$qdq" 4
+    [[ -d $build/bench-models/inputs/$m ]] ||
+      "$python" "$repo/tests/e2e/gen_models.py" "$build/bench-models/inputs" --inputs --models "$m" >/dev/null
+    rm -f "$work/$m.qdq.tune.json"
+    TESSERA_TUNE_CACHE=$work/$m.qdq.tune.json "$tessera" compile "$qdq" -o "$work/$m.qdq.tsr" --threads "$threads" \
+      >"$work/$m.qdq.compile.txt" 2>&1 || { echo "bench_precision: $m QDQ: $(tail -1 "$work/$m.qdq.compile.txt")" >&2; exit 1; }
+    runs=${RUNS:-20}; [[ $m == bert_base* ]] && runs=${RUNS:-8}
+    : >"$work/$m.qdq.ms"; : >"$work/$m.ort.ms"
+    for ((r = 0; r < repeats; r++)); do
+      "$tessera" bench "$work/$m.qdq.tsr" --threads "$threads" --runs "$runs" --warmup "${WARMUP:-3}" --json |
+        "$python" -c "import json,sys; print(json.load(sys.stdin)['median_ms'])" >>"$work/$m.qdq.ms"
+      NODE_PATH=$repo/bench/node_modules node "$repo/bench/ort_bench.js" "$qdq" --threads "$threads" --runs "$runs" \
+        --warmup "${WARMUP:-3}" | "$python" -c "import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['median_ms'])" >>"$work/$m.ort.ms"
+    done
+    q=$(median <"$work/$m.qdq.ms"); o=$(median <"$work/$m.ort.ms"); f=$(median <"$work/$m.fp32.ms")
+    steps=$("$python" "$here/qdq_check.py" "$qdq" "$build/bench-models/inputs/$m/test_data_set_0" --opt all \
+      --tessera "$tessera" | sed -n 's/^quantized tensors: \([0-9]*\), largest difference \([0-9]*\).*/\2 of \1 tensors/p')
+    qrows+=("| $m | $(printf %.3f "$f") | $(printf %.3f "$q") | $(awk -v f="$f" -v q="$q" 'BEGIN {printf "%.2fx", f / q}') | $(printf %.3f "$o") | $(awk -v o="$o" -v q="$q" 'BEGIN {printf "%.2fx", o / q}') | $steps |")
+  done
+fi
 {
   echo "| model | fp32 ms | bf16 ms | speedup | min cosine | bf16 against fp32 (random inputs) |"
   echo "|---|---:|---:|---|---|---|"
   printf '%s\n' "${rows[@]}"
+  if [[ ${#qrows[@]} -gt 0 ]]; then
+    echo
+    echo "| model | Tessera fp32 ms | Tessera QDQ ms | vs fp32 | ONNX Runtime QDQ ms | vs ONNX Runtime | largest step from ONNX Runtime |"
+    echo "|---|---:|---:|---|---:|---|---|"
+    printf '%s\n' "${qrows[@]}"
+  fi
 } | tee "$build/bench-precision.md"

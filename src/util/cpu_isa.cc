@@ -1,5 +1,7 @@
 #include "util/cpu_isa.h"
 
+#include <cpuid.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -37,7 +39,11 @@ bool avx512_bf16() {
 }
 
 bool avx512_fp16() {
-  static const bool has = avx512() && __builtin_cpu_supports("avx512fp16");
+  // CPUID leaf 7, sub-leaf 0, EDX bit 23 (clang 14's __builtin_cpu_supports does not know "avx512fp16").
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return avx512() && __get_cpuid_count(7, 0, &a, &b, &c, &d) != 0 && (d & (1u << 23)) != 0;
+  }();
   return has;
 }
 
