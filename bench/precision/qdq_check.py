@@ -38,6 +38,7 @@ def main(argv):
     ap.add_argument("--tessera", default=os.path.join(repo, "build", "bin", "tessera"))
     ap.add_argument("--backends", default=None)
     ap.add_argument("--opt", default="disabled", choices=["disabled", "all"])
+    ap.add_argument("--each", action="store_true", help="print every quantized tensor's largest difference, in order")
     a = ap.parse_args(argv)
     m = onnx.load(a.model)
     g = m.graph
@@ -75,6 +76,8 @@ def main(argv):
                 print("output %-28s max abs %.4g%s" % (name, diff, " = %.2f steps of %.4g" % (diff / s, s) if s else ""))
                 continue
             steps = int(np.max(np.abs(got.astype(np.int64) - want.astype(np.int64))))
+            if a.each:
+                print("  %-48s %d step(s), %d elements differ" % (name, steps, int(np.sum(got != want))))
             beyond += int(np.sum(np.abs(got.astype(np.int64) - want.astype(np.int64)) > 1))
             if steps > worst_steps:
                 worst_steps, worst_name = steps, name
