@@ -10,6 +10,7 @@
 #include "runtime/session.h"
 #include "unit/op_test_util.h"
 #include "unit/plugin_test_util.h"
+#include "unit/session_test_util.h"
 
 namespace tessera {
 namespace {
@@ -17,6 +18,7 @@ namespace {
 using plugintest::Builder;
 using plugintest::random_tensor;
 using testutil::set_int;
+using testutil::run_session;
 using testutil::set_ints;
 
 template <class T>
@@ -66,17 +68,6 @@ Graph qdq_net(float bias_scale_factor) {
   return b.done({"y", "z"});
 }
 
-std::vector<Tensor> run(const Graph& g, const std::vector<Tensor>& in, bool optimize) {
-  SessionOptions so;
-  so.optimize = optimize;
-  auto s = InferenceSession::Create(g, so);
-  EXPECT_TRUE(s.ok()) << s.status().message();
-  if (!s.ok()) return {};
-  auto out = (*s)->run(in);
-  EXPECT_TRUE(out.ok()) << out.status().message();
-  return out.ok() ? *out : std::vector<Tensor>{};
-}
-
 TEST(QdqFusion, ConvAndMatMulBecomeQLinearOpsWithinAStepOfTheFloatPath) {
   Graph g = qdq_net(1.f);
   Graph f = g;
@@ -93,7 +84,8 @@ TEST(QdqFusion, ConvAndMatMulBecomeQLinearOpsWithinAStepOfTheFloatPath) {
   EXPECT_EQ(qconv, 1);
   EXPECT_EQ(qmatmul, 1);
   const Tensor x = random_tensor({1, 8, 6, 6}, 5, -2.f, 2.f);
-  const std::vector<Tensor> plain = run(g, {x}, /*optimize=*/false), opt = run(g, {x}, /*optimize=*/true);
+  const std::vector<Tensor> plain = run_session(g, {x}, /*optimize=*/false);
+  const std::vector<Tensor> opt = run_session(g, {x}, /*optimize=*/true);
   ASSERT_EQ(plain.size(), 2u);
   ASSERT_EQ(opt.size(), 2u);
   const float steps[] = {0.05f, 0.1f};

@@ -9,6 +9,7 @@
 #include "runtime/session.h"
 #include "unit/op_test_util.h"
 #include "unit/plugin_test_util.h"
+#include "unit/session_test_util.h"
 
 namespace tessera {
 namespace {
@@ -16,23 +17,13 @@ namespace {
 using plugintest::Builder;
 using plugintest::random_tensor;
 using testutil::set_int;
+using testutil::run_session;
 using testutil::set_ints;
 
 Tensor to_half(const Tensor& t) {
   Tensor h(DType::kFloat16, t.dims());
   for (int64_t i = 0; i < t.numel(); ++i) h.data<Float16>()[i] = Float16(t.data<float>()[i]);
   return h;
-}
-
-std::vector<Tensor> run(const Graph& g, const std::vector<Tensor>& inputs, bool optimize) {
-  SessionOptions so;
-  so.optimize = optimize;
-  auto s = InferenceSession::Create(g, so);
-  EXPECT_TRUE(s.ok()) << s.status().message();
-  if (!s.ok()) return {};
-  auto out = (*s)->run(inputs);
-  EXPECT_TRUE(out.ok()) << out.status().message();
-  return out.ok() ? *out : std::vector<Tensor>{};
 }
 
 // A float16 convolution net: input and output float16, weights float16, a Cast to float16 inside, an output that
@@ -81,7 +72,8 @@ TEST(WidenFloat16, ComputesInFloat32BehindCastsAndKeepsTheInterface) {
 TEST(WidenFloat16, MatchesTheFloat16ModelWithinItsRounding) {
   const Graph g = half_net();
   const Tensor x = to_half(random_tensor({1, 4, 6, 6}, 4));
-  const std::vector<Tensor> half = run(g, {x}, /*optimize=*/false), wide = run(g, {x}, /*optimize=*/true);
+  const std::vector<Tensor> half = run_session(g, {x}, /*optimize=*/false);
+  const std::vector<Tensor> wide = run_session(g, {x}, /*optimize=*/true);
   ASSERT_EQ(half.size(), 4u);
   ASSERT_EQ(wide.size(), 4u);
   for (size_t i = 0; i < half.size(); ++i) {
