@@ -478,11 +478,8 @@ class Builder {
     const Dims dd(dst_md.data.dims, dst_md.data.dims + dst_md.data.ndims);
     if (dd == p_.values[static_cast<size_t>(op.out)].dims) {
       bind(op.out, dst);
-    } else if (dst_md.data_type() == memory::data_type::f32) {
-      bind(op.out, alias_mem(dst, plain(op.out), op.out));
     } else {  // the same elements, in the destination's data type
-      const Dims& d = p_.values[static_cast<size_t>(op.out)].dims;
-      bind(op.out, alias_mem(dst, memory::desc(d, dst_md.data_type(), row_major(d)), op.out));
+      bind(op.out, alias_mem(dst, plain_md(p_.values[static_cast<size_t>(op.out)].dims, dst_md.data_type()), op.out));
     }
   }
 

@@ -10,11 +10,9 @@ using dnnl::prop_kind;
 using tag = memory::format_tag;
 constexpr memory::data_type kF32 = memory::data_type::f32;
 
-memory::desc plain_md(const Dims& dims) {
-  Dims d = dims.empty() ? Dims{1} : dims;
-  Dims strides(d.size(), 1);
-  for (size_t i = d.size() - 1; i-- > 0;) strides[i] = strides[i + 1] * d[i + 1];
-  return memory::desc(d, kF32, strides);
+memory::desc plain_md(const Dims& dims, memory::data_type dt) {
+  const Dims d = dims.empty() ? Dims{1} : dims;
+  return memory::desc(d, dt, row_major(d));
 }
 
 memory::desc strided_md(const Dims& dims, const Dims& strides) { return memory::desc(dims, kF32, strides); }
@@ -201,7 +199,7 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
       matmul_operands(op, &mo);  // checked by check_op
       memory::desc a = matmul_view(mo.stored[0], mo.perm[0]), b = matmul_view(mo.stored[1], mo.perm[1]);
       if (op.bf16) {  // the source converted by a step of every run into plain bf16 (a view, then a reorder)
-        set(0, Layout::kAny, DNNL_ARG_SRC, memory::desc(dims_of(a), memory::data_type::bf16, row_major(dims_of(a))), a);
+        set(0, Layout::kAny, DNNL_ARG_SRC, plain_md(dims_of(a), memory::data_type::bf16), a);
       } else {
         set(0, Layout::kPlain, DNNL_ARG_SRC, a, a);
       }
@@ -209,7 +207,7 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
       if (constant(1)) {
         set(1, Layout::kAny, DNNL_ARG_WEIGHTS, any_md(dims_of(b), compute_type(op)), b);
       } else if (op.bf16) {
-        set(1, Layout::kAny, DNNL_ARG_WEIGHTS, memory::desc(dims_of(b), memory::data_type::bf16, row_major(dims_of(b))), b);
+        set(1, Layout::kAny, DNNL_ARG_WEIGHTS, plain_md(dims_of(b), memory::data_type::bf16), b);
       } else {
         set(1, Layout::kPlain, DNNL_ARG_WEIGHTS, b, b);
       }
@@ -313,8 +311,7 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, c
     }
     case OpKind::kMatMul: {
       // The destination is plain: MatMul outputs usually feed views.
-      const Dims dd = dst_dims(op, v);
-      const memory::desc dst = op.bf16_dst ? memory::desc(dd, memory::data_type::bf16, row_major(dd)) : plain_md(dd);
+      const memory::desc dst = plain_md(dst_dims(op, v), op.bf16_dst ? memory::data_type::bf16 : kF32);
       dnnl::matmul::desc d = op.in[2] >= 0 ? dnnl::matmul::desc(in[0], in[1], in[2], dst)
                                            : dnnl::matmul::desc(in[0], in[1], dst);
       return dnnl::matmul::primitive_desc(d, attr, eng);

@@ -35,8 +35,8 @@ struct OperandSpec {
   dnnl::memory::desc view;     // the operand's plain storage seen with this op's dims (kPlain, kAny)
 };
 
-// Dense row-major float32 descriptor of `dims` (a scalar is one element).
-dnnl::memory::desc plain_md(const Dims& dims);
+// Dense row-major descriptor of `dims` (a scalar is one element), float32 unless `dt` says otherwise.
+dnnl::memory::desc plain_md(const Dims& dims, dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
 // Row-major with explicit strides.
 dnnl::memory::desc strided_md(const Dims& dims, const Dims& strides);
 bool is_plain(const dnnl::memory::desc& md);

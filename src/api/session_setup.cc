@@ -196,15 +196,13 @@ std::string symbolic_dims_note(const Graph& g, const PartitionReport& r) {
          "background for a shape it sees twice)";
 }
 
-}  // namespace
-
-namespace {
-
 // The value of `key` in "key=value;key=value" backend options, or "".
 std::string backend_option(const std::string& options, const std::string& key) {
   for (size_t at = 0; at <= options.size();) {
     const size_t end = std::min(options.find(';', at), options.size());
-    if (options.compare(at, key.size() + 1, key + "=") == 0) return options.substr(at + key.size() + 1, end - at - key.size() - 1);
+    if (options.compare(at, key.size() + 1, key + "=") == 0) {
+      return options.substr(at + key.size() + 1, end - at - key.size() - 1);
+    }
     at = end + 1;
   }
   return "";
@@ -399,7 +397,8 @@ Expected<Program> compile_model(const ModelSource& m, Graph g, const CompileOpti
   Program program;
   PartitionReport local;
   if (!report) report = &local;
-  const Graph reference = g;  // tensors are shared
+  Graph reference;  // the float32 model for the accuracy check below fp32 (tensors are shared)
+  if (o.precision != Precision::kFp32) reference = g;
   TSR_ASSIGN_OR_RETURN(program, compile_graph(std::move(g), m.name(), o, report));
   if (o.precision != Precision::kFp32) {
     if (std::none_of(report->regions.begin(), report->regions.end(),
@@ -411,7 +410,7 @@ Expected<Program> compile_model(const ModelSource& m, Graph g, const CompileOpti
     if (o.progress) o.progress(0, 0, "measuring the accuracy against fp32");
     // A model that cannot run on the inputs made for it (symbolic dims without --shape) still compiles, unless a
     // budget needs the figures.
-    if (Status st = check_accuracy(program, reference, o, report); !st.ok()) {
+    if (Status st = check_accuracy(program, std::move(reference), o, report); !st.ok()) {
       if (!o.accuracy_budget.empty()) return st.with_context("--accuracy-budget: measuring the accuracy: ");
       if (o.warn) o.warn("accuracy against fp32 not measured: " + st.message() + " (give --shape or --input-dir)");
     }

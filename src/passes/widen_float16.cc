@@ -16,6 +16,13 @@ Tensor to_float32(const Tensor& t) {
   return w;
 }
 
+// Whether attribute `key` of `n` names a tensor element type: Cast's `to`; the `dtype` of EyeLike, RandomNormal(Like),
+// RandomUniform(Like), Bernoulli.
+bool is_type_attr(const Node& n, const std::string& key) {
+  if (key == "to") return n.op_type == "Cast";
+  return key == "dtype" && (n.op_type == "EyeLike" || n.op_type.rfind("Random", 0) == 0 || n.op_type == "Bernoulli");
+}
+
 bool holds_float16(const Graph& g) {
   for (const auto& [name, vi] : g.values) {
     if (vi.dtype == DType::kFloat16) return true;
@@ -26,17 +33,13 @@ bool holds_float16(const Graph& g) {
   for (const Node& n : g.nodes) {
     for (const auto& [key, a] : n.attrs) {
       if (a.kind == Attribute::Kind::kTensor && a.t.dtype() == DType::kFloat16) return true;
+      if (a.kind == Attribute::Kind::kInt && a.i == kOnnxFloat16 && is_type_attr(n, key)) return true;
       if (a.kind == Attribute::Kind::kGraph && a.g && holds_float16(*a.g)) return true;
       if (a.kind == Attribute::Kind::kGraphs) {
         for (const auto& sub : a.graphs) {
           if (sub && holds_float16(*sub)) return true;
         }
       }
-    }
-    if ((n.op_type == "Cast" || n.op_type == "EyeLike" || n.op_type.rfind("Random", 0) == 0 ||
-         n.op_type == "Bernoulli") &&
-        (n.attr_int("to", 0) == kOnnxFloat16 || n.attr_int("dtype", 0) == kOnnxFloat16)) {
-      return true;
     }
   }
   return false;
@@ -75,11 +78,7 @@ void widen_inside(Graph& g, WidenStats& st) {
       for (auto& sub : a.graphs) {
         if (sub) widen_inside(*sub, st);
       }
-      // Cast's `to`; the `dtype` of EyeLike, RandomNormal(Like), RandomUniform(Like), Bernoulli.
-      const bool type_attr = (key == "to" && n.op_type == "Cast") ||
-                             (key == "dtype" && (n.op_type == "EyeLike" || n.op_type.rfind("Random", 0) == 0 ||
-                                                 n.op_type == "Bernoulli"));
-      if (type_attr && a.kind == Attribute::Kind::kInt && a.i == kOnnxFloat16) a.i = kOnnxFloat;
+      if (a.kind == Attribute::Kind::kInt && a.i == kOnnxFloat16 && is_type_attr(n, key)) a.i = kOnnxFloat;
     }
   }
 }
