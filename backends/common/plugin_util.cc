@@ -286,6 +286,14 @@ std::vector<int64_t> initializer_ints(const onnx::TensorProto& t) {
       if (t.has_raw_data()) from_raw(float{});
       else for (float f : t.float_data()) v.push_back(integral(f));
       break;
+    case onnx::TensorProto::UINT8:  // outside raw_data, 8-bit values are stored in int32_data
+      if (t.has_raw_data()) from_raw(uint8_t{});
+      else v.assign(t.int32_data().begin(), t.int32_data().end());
+      break;
+    case onnx::TensorProto::INT8:
+      if (t.has_raw_data()) from_raw(int8_t{});
+      else v.assign(t.int32_data().begin(), t.int32_data().end());
+      break;
     default:
       fail(TESSERA_ERROR_UNSUPPORTED, "initializer '" + t.name() + "' has dtype " + dtype_name(t.data_type()));
   }

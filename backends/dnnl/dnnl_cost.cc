@@ -76,7 +76,9 @@ double blocks(int64_t c, int64_t block) {
   return static_cast<double>((c + block - 1) / block * block);
 }
 
-double bytes_of(const Value& v) { return 4.0 * static_cast<double>(numel(v.dims)); }
+double bytes_of(const Value& v) {
+  return static_cast<double>(tessera_plugin::dtype_size(v.dtype)) * static_cast<double>(numel(v.dims));
+}
 
 // A convolution or deconvolution: its FLOPs on the padded channels, at the
 // rate its kernel class reaches.
@@ -119,7 +121,7 @@ double op_us(const Op& op, const std::vector<Value>& v, const tessera_plugin::Ma
   if (reference) {
     double elements = static_cast<double>(numel(v[static_cast<size_t>(op.out)].dims));
     double flops = 0;
-    if (op.kind == OpKind::kConv || op.kind == OpKind::kDeconv) {
+    if (op.kind == OpKind::kConv || op.kind == OpKind::kDeconv || op.kind == OpKind::kQConv) {
       flops = conv_us(op, v, f) * kShares.conv * f.flops_per_us * f.threads;  // undo the rate: its FLOPs
     } else if (op.kind == OpKind::kMatMul) {
       MatMulOperands mo;
@@ -142,6 +144,8 @@ double op_us(const Op& op, const std::vector<Value>& v, const tessera_plugin::Ma
   }
   double function_us = elements * cycles / (f.cycles_per_us * f.threads);
   if (op.kind == OpKind::kTranspose) function_us += elements * kTransposeCycles / (f.cycles_per_us * f.threads);
+  // A table lookup per element: a byte load, and for two operands a gather from a 64 KiB table.
+  if (op.kind == OpKind::kLookup) function_us += elements * (op.in.size() == 3 ? 2.0 : 1.0) / (f.cycles_per_us * f.threads);
   if (op.kind == OpKind::kReduce || (op.kind == OpKind::kPool && elements * 16 < bytes / 4)) {
     // A reduction, or a pooling whose window covers most of its input.
     const double in = static_cast<double>(numel(v[static_cast<size_t>(op.in[0])].dims));
@@ -151,6 +155,11 @@ double op_us(const Op& op, const std::vector<Value>& v, const tessera_plugin::Ma
     case OpKind::kConv:
     case OpKind::kDeconv:
       compute = conv_us(op, v, f);
+      break;
+    case OpKind::kQConv:
+      // int8 dot products (vpdpbusd) do four multiply-adds per 32-bit lane where an FMA does one; oneDNN's kernel
+      // with a source zero point reaches about half that ratio.
+      compute = conv_us(op, v, f) / 2;
       break;
     case OpKind::kMatMul: {
       MatMulOperands mo;

@@ -74,7 +74,9 @@ class Builder {
     plan_concats();
     for (size_t i = 0; i < p_.inputs.size(); ++i) {
       const int32_t v = p_.inputs[i];
-      if (p_.values[static_cast<size_t>(v)].dtype == 1) bind(v, add_mem(plain(v), Storage::kInput, static_cast<int>(i)));
+      if (plugin_dtype(p_.values[static_cast<size_t>(v)].dtype)) {
+        bind(v, add_mem(plain(v), Storage::kInput, static_cast<int>(i)));
+      }
     }
     for (size_t v = 0; v < nv; ++v) {
       if (p_.values[v].kind != ValueKind::kConstant) continue;
@@ -95,7 +97,10 @@ class Builder {
   }
 
  private:
-  memory::desc plain(int32_t v) const { return plain_md(p_.values[static_cast<size_t>(v)].dims); }
+  memory::desc plain(int32_t v) const {
+    const Value& val = p_.values[static_cast<size_t>(v)];
+    return plain_md(val.dims, data_type_of(val.dtype));
+  }
 
   void* constant_ptr(size_t v) const {
     if (dry_) return nullptr;
@@ -105,17 +110,20 @@ class Builder {
     const tessera_tensor_t& t = *it->second;
     const Dims& d = p_.values[v].dims;
     std::string what = "constant '" + name + "'";
-    if (t.dtype != 1) {
-      fail(TESSERA_ERROR_INVALID_ARGUMENT, what + " has dtype " + tessera_plugin::dtype_name(t.dtype) + ", expected float32");
+    const int32_t dtype = p_.values[v].dtype;
+    if (t.dtype != dtype) {
+      fail(TESSERA_ERROR_INVALID_ARGUMENT, what + " has dtype " + tessera_plugin::dtype_name(t.dtype) + ", expected " +
+                                               tessera_plugin::dtype_name(dtype));
     }
     if (t.rank < 0 || static_cast<size_t>(t.rank) != d.size() || (t.rank > 0 && !t.dims) ||
         !std::equal(d.begin(), d.end(), t.dims)) {
       Dims given(t.dims, t.dims + std::max(0, t.dims ? t.rank : 0));
       fail(TESSERA_ERROR_INVALID_ARGUMENT, what + " has shape " + dims_str(given) + ", expected " + dims_str(d));
     }
-    if (t.size_bytes != static_cast<size_t>(numel(d)) * 4 || !t.data) {
+    const size_t bytes = static_cast<size_t>(numel(d)) * tessera_plugin::dtype_size(dtype);
+    if (t.size_bytes != bytes || !t.data) {
       fail(TESSERA_ERROR_INVALID_ARGUMENT, what + " has " + std::to_string(t.size_bytes) + " bytes, expected " +
-                                               std::to_string(numel(d) * 4));
+                                               std::to_string(bytes));
     }
     return t.data;
   }
@@ -370,6 +378,10 @@ class Builder {
       build_concat_in_place(op);
       return;
     }
+    if (op.kind == OpKind::kLookup) {
+      build_lookup(op, what);
+      return;
+    }
     std::vector<OperandSpec> specs = operand_specs(op, p_.values);
     std::vector<int> mem(op.in.size(), -1);
     std::vector<memory::desc> md(op.in.size());
@@ -481,6 +493,37 @@ class Builder {
     } else {  // the same elements, in the destination's data type
       bind(op.out, alias_mem(dst, plain_md(p_.values[static_cast<size_t>(op.out)].dims, dst_md.data_type()), op.out));
     }
+  }
+
+  // A table lookup over the bytes of its operands in the layout the first
+  // one is held in (a layout with padding is made plain first: a table would
+  // change the zeros oneDNN keeps there); the result has that layout.
+  void build_lookup(const Op& op, const std::string& what) {
+    const size_t t = op.in.size() - 1;
+    auto dense = [&](const memory::desc& md) {
+      return md.get_size() == static_cast<size_t>(numel(p_.values[static_cast<size_t>(op.in[0])].dims));
+    };
+    int x = canon(op.in[0]);
+    if (!dense(plan_.mems[static_cast<size_t>(x)].md)) x = as_layout(op.in[0], plain(op.in[0]));
+    const memory::desc xmd = plan_.mems[static_cast<size_t>(x)].md;
+    Step s;
+    s.what = what;
+    s.nodes = op.nodes;
+    s.impl = "lookup table (" + std::string(t == 2 ? "65536" : "256") + " entries)";
+    s.args.emplace_back(DNNL_ARG_SRC_0, x);
+    const auto flip = [&](int32_t v) -> uint8_t { return p_.values[static_cast<size_t>(v)].dtype == TESSERA_DTYPE_INT8 ? 0x80 : 0; };
+    s.flip0 = flip(op.in[0]);
+    if (t == 2) {
+      s.args.emplace_back(DNNL_ARG_SRC_1, as_layout(op.in[1], xmd));
+      s.flip1 = flip(op.in[1]);
+    }
+    s.table = plan_.mems[static_cast<size_t>(canon(op.in[t]))].index;
+    memory::desc ymd = xmd;  // the same layout, in the table's 8-bit type
+    ymd.data.data_type = static_cast<dnnl_data_type_t>(data_type_of(p_.values[static_cast<size_t>(op.out)].dtype));
+    const int dst = new_dst(op.out, ymd);
+    s.args.emplace_back(DNNL_ARG_DST, dst);
+    add_step(std::move(s));
+    bind(op.out, dst);
   }
 
   // Concat `op` whose buffer its operands' producers started: the operands

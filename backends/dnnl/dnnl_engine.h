@@ -46,6 +46,11 @@ struct Step {
   // "reorder of 'x' jit:uni").
   std::vector<std::string> nodes;
   std::string impl;
+  // A Lookup (no primitive): the kFixed index of its table, -1 for a
+  // primitive's step. Its args: DNNL_ARG_SRC_0 (and _1), DNNL_ARG_DST, dense
+  // bytes in one layout; `flip` is 0x80 for an int8 operand (bit 0: X, 1: X2).
+  int table = -1;
+  uint8_t flip0 = 0, flip1 = 0;
 };
 
 // Work no primitive does: a view (Reshape, Flatten...) or a Concatenation

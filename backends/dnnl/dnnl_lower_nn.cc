@@ -173,6 +173,81 @@ void lower_conv(Lowering& l, const onnx::NodeProto& n) {
   emit_conv(l, n, OpKind::kConv, c, pb, pe);
 }
 
+// QLinearConv (x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B?) as oneDNN's int8 convolution: 8-bit X and
+// Y, int8 weights with zero point 0 (oneDNN has no weight zero points), an int32 bias; every scale and zero point
+// constant. The requantization scales are computed as Tessera's native kernel computes them.
+void lower_qlinear_conv(Lowering& l, const onnx::NodeProto& n) {
+  if (n.input_size() < 8) throw Refusal{"QLinearConv needs 8 or 9 inputs"};
+  constexpr uint32_t kInt8 = 1u << TESSERA_DTYPE_INT8, kInt32 = 1u << TESSERA_DTYPE_INT32;
+  auto scalar = [&](int i, const char* what) {
+    const std::vector<float> v = l.constant_floats(n.input(i), what);
+    if (v.size() != 1) throw Refusal{std::string(what) + " is not one value"};
+    return v[0];
+  };
+  auto zero_point = [&](int i, const char* what) -> int64_t {
+    if (n.input(i).empty()) return 0;
+    const std::vector<int64_t> v = l.constant_ints(n.input(i), what);
+    if (v.size() != 1) throw Refusal{std::string(what) + " is not one value"};
+    return v[0];
+  };
+  ConvOperands c;
+  c.x = l.value(n.input(0), "input", Lowering::k8Bit);
+  c.xd = l.dims(c.x);
+  check_spatial_rank(c.xd, "QLinearConv");
+  if (n.input(3).empty() || !l.is_constant(n.input(3))) throw Refusal{"weights are not constant"};
+  c.w = l.value(n.input(3), "weights", kInt8);
+  c.b = n.input_size() > 8 && !n.input(8).empty() ? l.value(n.input(8), "bias", kInt32) : -1;
+  if (c.b >= 0 && !l.is_constant(n.input(8))) throw Refusal{"bias is not constant"};
+  c.y = l.output(n, 0, Lowering::k8Bit);
+  c.wd = l.dims(c.w);
+  c.yd = l.dims(c.y);
+  c.r = c.xd.size() - 2;
+  if (c.wd.size() != c.xd.size() || c.yd.size() != c.xd.size()) throw Refusal{"weights and input ranks differ"};
+  check_extents(c.xd, 2, "input");
+  check_extents(c.yd, 2, "output");
+  c.a = read_spatial(n, c.r, Dims(c.wd.begin() + 2, c.wd.end()));
+  const float xs = scalar(1, "x_scale"), ys = scalar(6, "y_scale");
+  const std::vector<float> ws = l.constant_floats(n.input(4), "w_scale");
+  for (int64_t z : l.constant_ints(n.input(5), "w_zero_point")) {
+    if (z != 0) throw Refusal{"weights with a nonzero zero point (oneDNN takes symmetric int8 weights)"};
+  }
+  const int64_t m = c.wd[0];
+  if (ws.size() != 1 && static_cast<int64_t>(ws.size()) != m) {
+    throw Refusal{"w_scale has " + std::to_string(ws.size()) + " values for " + std::to_string(m) + " output channels"};
+  }
+  Op op;
+  op.kind = OpKind::kQConv;
+  op.floats = {static_cast<float>(zero_point(2, "x_zero_point")), static_cast<float>(zero_point(7, "y_zero_point"))};
+  bool uniform = true;
+  for (float w : ws) uniform = uniform && w == ws[0];
+  const size_t count = uniform ? 1 : static_cast<size_t>(m);
+  for (size_t k = 0; k < count; ++k) op.floats.push_back(xs * ws[ws.size() == 1 ? 0 : k] / ys);
+  Dims pb(c.r), pe(c.r);
+  for (size_t i = 0; i < c.r; ++i) {
+    int64_t explicit_end;
+    window_pads(c.a, i, c.xd[i + 2], c.yd[i + 2], &pb[i], &pe[i], &explicit_end);
+  }
+  op.in = {c.x, c.w, c.b};
+  op.out = c.y;
+  op.ints.push_back(static_cast<int64_t>(c.r));
+  for (const Dims* d : {&c.a.strides, &c.a.dil, &pb, &pe}) op.ints.insert(op.ints.end(), d->begin(), d->end());
+  op.ints.push_back(attr_int(n, "group", 1));
+  l.emit(std::move(op));
+}
+
+// ai.tessera.QLinearLookup (X, X2?, Table): a table over 8-bit operands (dnnl_program.h, kLookup).
+void lower_lookup(Lowering& l, const onnx::NodeProto& n) {
+  if (n.domain() != "ai.tessera") throw Refusal{"op QLinearLookup is not supported"};
+  if (n.input_size() != 2 && n.input_size() != 3) throw Refusal{"QLinearLookup takes 2 or 3 inputs"};
+  const std::string& table = n.input(n.input_size() - 1);
+  if (table.empty() || !l.is_constant(table)) throw Refusal{"the table is not constant"};
+  Op op;
+  op.kind = OpKind::kLookup;
+  for (int i = 0; i < n.input_size(); ++i) op.in.push_back(l.value(n.input(i), "input", Lowering::k8Bit));
+  op.out = l.output(n, 0, Lowering::k8Bit);
+  l.emit(std::move(op));
+}
+
 void lower_conv_transpose(Lowering& l, const onnx::NodeProto& n) {
   const ConvOperands c = conv_operands(l, n, "ConvTranspose");
   const Dims& xd = c.xd;

@@ -46,6 +46,8 @@ constexpr OpEntry kOps[] = {
     {"Split", lower_split},
     {"Slice", lower_slice},
     {"PRelu", lower_prelu},
+    {"QLinearConv", lower_qlinear_conv},
+    {"QLinearLookup", lower_lookup},
     {"ReduceMean", lower_reduce},
     {"ReduceSum", lower_reduce},
     {"ReduceMax", lower_reduce},
@@ -120,20 +122,43 @@ void Lowering::lower_pattern(const Pattern& p, const onnx::NodeProto& last) {
   emit(std::move(op));
 }
 
-int32_t Lowering::value(const std::string& name, const char* role) {
+namespace {
+
+std::string dtypes_str(uint32_t dtypes) {
+  std::string s;
+  for (int32_t d = 1; d < 32; ++d) {
+    if (dtypes & (1u << d)) s += (s.empty() ? "" : "/") + std::string(tessera_plugin::dtype_name(d));
+  }
+  return s;
+}
+
+}  // namespace
+
+int32_t Lowering::value(const std::string& name, const char* role, uint32_t dtypes) {
+  const std::string who = std::string(role) + " '" + name + "'";
+  auto wrong_type = [&](int32_t dtype) {
+    return dtype <= 0 || dtype >= 32 || !(dtypes & (1u << dtype));
+  };
   auto it = index_.find(name);
-  if (it != index_.end()) return it->second;
+  if (it != index_.end()) {
+    const int32_t dtype = program_.values[static_cast<size_t>(it->second)].dtype;
+    if (wrong_type(dtype)) {
+      throw Refusal{who + " has dtype " + tessera_plugin::dtype_name(dtype) + " (only " + dtypes_str(dtypes) + ")"};
+    }
+    return it->second;
+  }
   if (name.empty()) throw Refusal{std::string("a required ") + role + " is missing"};
   const ValueType& t = model_.type(name);
-  const std::string who = std::string(role) + " '" + name + "'";
   if (t.dtype == 0) throw Refusal{who + " has no type"};
-  if (t.dtype != 1) throw Refusal{who + " has dtype " + tessera_plugin::dtype_name(t.dtype) + " (only float32)"};
+  if (wrong_type(t.dtype)) {
+    throw Refusal{who + " has dtype " + tessera_plugin::dtype_name(t.dtype) + " (only " + dtypes_str(dtypes) + ")"};
+  }
   if (!t.ranked) throw Refusal{who + " has an unknown rank"};
   if (!t.is_static()) throw Refusal{who + " has a symbolic dim" + (t.symbol.empty() ? "" : " '" + t.symbol + "'")};
   if (t.dims.size() > kMaxRank) throw Refusal{who + " has rank " + std::to_string(t.dims.size()) + " (at most 8)"};
   if (t.numel() == 0) throw Refusal{who + " has no elements"};
   if (t.numel() > kMaxElements) throw Refusal{who + " is too large"};
-  Value v{name, ValueKind::kComputed, t.dims};
+  Value v{name, ValueKind::kComputed, t.dims, t.dtype};
   const bool graph_input = [&] {
     for (const auto& vi : model_.graph().input()) {
       if (vi.name() == name) return true;
@@ -164,7 +189,7 @@ int32_t Lowering::temp(const onnx::NodeProto& n, const Dims& dims) {
   return static_cast<int32_t>(program_.values.size() - 1);
 }
 
-int32_t Lowering::output(const onnx::NodeProto& n, int i) {
+int32_t Lowering::output(const onnx::NodeProto& n, int i, uint32_t dtypes) {
   if (n.output_size() <= i || n.output(i).empty()) throw Refusal{"output " + std::to_string(i) + " is missing"};
   const std::string& name = n.output(i);
   if (produced_.count(name) || index_.count(name)) {
@@ -174,7 +199,7 @@ int32_t Lowering::output(const onnx::NodeProto& n, int i) {
       throw Refusal{"value '" + name + "' is written twice"};
     }
   }
-  int32_t id = value(name, "output");
+  int32_t id = value(name, "output", dtypes);
   if (program_.values[static_cast<size_t>(id)].kind != ValueKind::kComputed) {
     throw Refusal{"output '" + name + "' is also a region input or constant"};
   }
@@ -218,7 +243,9 @@ void Lowering::lower(int index) {
   try {
     // com.microsoft's Gelu (ONNX Runtime's transformer exports) is the erf GELU.
     const bool ms_gelu = n.domain() == "com.microsoft" && n.op_type() == "Gelu";
-    if (!n.domain().empty() && n.domain() != "ai.onnx" && !ms_gelu) {
+    // ai.tessera.QLinearLookup: Tessera's own graph pass writes it for quantized elementwise chains.
+    const bool lookup = n.domain() == "ai.tessera" && n.op_type() == "QLinearLookup";
+    if (!n.domain().empty() && n.domain() != "ai.onnx" && !ms_gelu && !lookup) {
       throw Refusal{"op " + n.domain() + "." + n.op_type() + " is not supported"};
     }
     auto pat = pattern_of_.find(index);
@@ -267,7 +294,7 @@ Program Lowering::lower_all(const ModelView& model) {
   try {
     for (const std::string& name : model.input_names()) l.program_.inputs.push_back(l.boundary_input(name));
     for (const std::string& name : model.output_names()) {
-      l.program_.outputs.push_back(l.value(name, "region output"));
+      l.program_.outputs.push_back(l.value(name, "region output", kFloat32 | k8Bit));
     }
   } catch (const Refusal& r) {
     fail(TESSERA_ERROR_UNSUPPORTED, "region boundary: " + r.reason);

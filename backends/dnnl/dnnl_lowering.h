@@ -42,8 +42,12 @@ class Lowering {
   const tessera_plugin::ModelView& model() const { return model_; }
   int64_t opset() const { return model_.opset(); }
   // The id of value `name` (interned on first use) after the checks every
-  // operand shares: float32, static shape, rank <= 8, at least one element.
-  int32_t value(const std::string& name, const char* role = "input");
+  // operand shares: float32 (or one of `dtypes`, a bit per TESSERA_DTYPE_*
+  // value: an integer op's operands), static shape, rank <= 8, at least one
+  // element.
+  static constexpr uint32_t kFloat32 = 1u << 1;
+  static constexpr uint32_t k8Bit = (1u << 2) | (1u << 3);
+  int32_t value(const std::string& name, const char* role = "input", uint32_t dtypes = kFloat32);
   // The id of a fresh intermediate value for a node emitting several ops.
   int32_t temp(const onnx::NodeProto& n, const Dims& dims);
   Dims dims(int32_t id) const { return program_.values[static_cast<size_t>(id)].dims; }  // a copy: interning moves values
@@ -55,7 +59,7 @@ class Lowering {
   // Appends `op` after check_op; a failed check refuses the node.
   void emit(Op op);
   // The node's output `i` as the op output (interned, fresh).
-  int32_t output(const onnx::NodeProto& n, int i = 0);
+  int32_t output(const onnx::NodeProto& n, int i = 0, uint32_t dtypes = kFloat32);
 
  private:
   const tessera_plugin::ModelView& model_;
@@ -93,6 +97,8 @@ void lower_slice(Lowering& l, const onnx::NodeProto& n);
 void lower_transpose(Lowering& l, const onnx::NodeProto& n);
 void lower_reduce(Lowering& l, const onnx::NodeProto& n);
 void lower_prelu(Lowering& l, const onnx::NodeProto& n);
+void lower_qlinear_conv(Lowering& l, const onnx::NodeProto& n);
+void lower_lookup(Lowering& l, const onnx::NodeProto& n);
 
 // Every ONNX op this backend knows (handler lookup by op_type).
 Handler find_handler(const std::string& op_type);

@@ -10,6 +10,15 @@ using dnnl::prop_kind;
 using tag = memory::format_tag;
 constexpr memory::data_type kF32 = memory::data_type::f32;
 
+memory::data_type data_type_of(int32_t dtype) {
+  switch (dtype) {
+    case TESSERA_DTYPE_UINT8: return memory::data_type::u8;
+    case TESSERA_DTYPE_INT8: return memory::data_type::s8;
+    case TESSERA_DTYPE_INT32: return memory::data_type::s32;
+    default: return kF32;
+  }
+}
+
 memory::desc plain_md(const Dims& dims, memory::data_type dt) {
   const Dims d = dims.empty() ? Dims{1} : dims;
   return memory::desc(d, dt, row_major(d));
@@ -34,7 +43,7 @@ bool is_row_major(const memory::desc& md) {
 
 bool is_plain(const memory::desc& md) {
   if (md.data.format_kind != dnnl_blocked || md.data.ndims < 1) return false;
-  return md == plain_md(Dims(md.data.dims, md.data.dims + md.data.ndims));
+  return md == plain_md(Dims(md.data.dims, md.data.dims + md.data.ndims), md.data_type());
 }
 
 namespace {
@@ -77,19 +86,21 @@ memory::desc any_md(const Dims& dims, memory::data_type dt = kF32) { return memo
 // The data type an op computes its sources and weights in.
 memory::data_type compute_type(const Op& op) { return op.bf16 ? memory::data_type::bf16 : kF32; }
 
+memory::data_type type_of(const std::vector<Value>& v, int32_t id) { return data_type_of(v[static_cast<size_t>(id)].dtype); }
+
 Dims dims_of(const memory::desc& md) { return Dims(md.data.dims, md.data.dims + md.data.ndims); }
 
 // Conv weights [M, C/g, k...] as oneDNN's [g, M/g, C/g, k...] (g > 1);
 // ConvTranspose weights [C, M/g, k...] as [g, M/g, C/g, k...] / [M, C, k...].
-memory::desc weights_view(const Op& op, const Dims& w, int64_t g) {
+memory::desc weights_view(const Op& op, const Dims& w, int64_t g, memory::data_type dt) {
   const Dims k(w.begin() + 2, w.end());
   const int64_t kn = numel(k);
   Dims dims, strides;
-  if (op.kind == OpKind::kConv) {
-    if (g == 1) return plain_md(w);
+  if (op.kind == OpKind::kConv || op.kind == OpKind::kQConv) {
+    if (g == 1) return plain_md(w, dt);
     dims = {g, w[0] / g, w[1]};
     dims.insert(dims.end(), k.begin(), k.end());
-    return plain_md(dims);
+    return plain_md(dims, dt);
   }
   const int64_t cg = w[0] / g, mg = w[1];
   Dims ks = row_major(k);
@@ -108,6 +119,19 @@ memory::desc weights_view(const Op& op, const Dims& w, int64_t g) {
 dnnl::primitive_attr attr_for(const Op& op, const std::vector<Value>& v) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (op.kind == OpKind::kQConv) {  // floats: {x_zero_point, y_zero_point, scale...}
+    const std::vector<float> scales(op.floats.begin() + 2, op.floats.end());
+    attr.set_output_scales(scales.size() == 1 ? 0 : 1 << 1, scales);
+    if (op.floats[0] != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {static_cast<int32_t>(op.floats[0])});
+    if (op.floats[1] != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {static_cast<int32_t>(op.floats[1])});
+    // oneDNN adds the destination's zero point before it rounds: rounded first (half to even), the result is
+    // round(v) + zero point, as ONNX Runtime and the native kernel compute it, not round(v + zero point), which
+    // the float sum's own rounding can move across a half.
+    dnnl::post_ops po;
+    po.append_eltwise(1.f, algorithm::eltwise_round, 0.f, 0.f);
+    attr.set_post_ops(po);
+    return attr;
+  }
   if (op.post.empty()) return attr;
   dnnl::post_ops po;
   for (const PostOp& p : op.post) {
@@ -178,10 +202,24 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
     case OpKind::kConv:
     case OpKind::kDeconv: {
       const int64_t g = op.ints.back();
-      memory::desc wv = weights_view(op, dims(1), g);
+      memory::desc wv = weights_view(op, dims(1), g, kF32);
       set(0, Layout::kAny, DNNL_ARG_SRC, any_md(dims(0), compute_type(op)));
       set(1, Layout::kAny, DNNL_ARG_WEIGHTS, any_md(dims_of(wv), compute_type(op)), wv);
       if (op.in[2] >= 0) set(2, Layout::kPlain, DNNL_ARG_BIAS, plain_md(dims(2)));
+      break;
+    }
+    case OpKind::kQConv: {
+      memory::desc wv = weights_view(op, dims(1), op.ints.back(), memory::data_type::s8);
+      set(0, Layout::kAny, DNNL_ARG_SRC, any_md(dims(0), type_of(v, op.in[0])));
+      set(1, Layout::kAny, DNNL_ARG_WEIGHTS, any_md(dims_of(wv), memory::data_type::s8), wv);
+      if (op.in[2] >= 0) set(2, Layout::kPlain, DNNL_ARG_BIAS, plain_md(dims(2), memory::data_type::s32));
+      break;
+    }
+    case OpKind::kLookup: {  // no primitive: the engine's own loop over the bytes, in the source's layout
+      set(0, Layout::kAsIs, DNNL_ARG_SRC_0);
+      if (op.in.size() == 3) set(1, Layout::kSameAsFirst, DNNL_ARG_SRC_1);
+      const size_t t = op.in.size() - 1;
+      set(t, Layout::kPlain, DNNL_ARG_WEIGHTS, plain_md(dims(t), type_of(v, op.in[t])));
       break;
     }
     case OpKind::kPool:
@@ -282,11 +320,13 @@ bool takes_dst_layout(const Op& op) {
 dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, const std::vector<memory::desc>& in,
                                const dnnl::engine& eng, const memory::desc* dst) {
   const dnnl::primitive_attr attr = attr_for(op, v);
-  const memory::desc dst_any = dst ? *dst : any_md(dst_dims(op, v), op.bf16_dst ? memory::data_type::bf16 : kF32);
+  const memory::data_type dst_type = op.bf16_dst ? memory::data_type::bf16 : type_of(v, op.out);
+  const memory::desc dst_any = dst ? *dst : any_md(dst_dims(op, v), dst_type);
   const prop_kind fwd = prop_kind::forward_inference;
   const auto alg = static_cast<algorithm>(op.alg);
   switch (op.kind) {
-    case OpKind::kConv: {
+    case OpKind::kConv:
+    case OpKind::kQConv: {
       Spatial s = spatial_of(op);
       dnnl::convolution_forward::desc d =
           op.in[2] >= 0 ? dnnl::convolution_forward::desc(fwd, algorithm::convolution_direct, in[0], in[1], in[2],
@@ -364,6 +404,7 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, c
       return dnnl::prelu_forward::primitive_desc(d, attr, eng);
     }
     case OpKind::kView:
+    case OpKind::kLookup:
       break;
   }
   throw dnnl::error(dnnl_invalid_arguments, "op kind without a primitive");
@@ -375,7 +416,7 @@ const dnnl::engine& probe_engine() {
 }
 
 std::string probe(const Op& op, const std::vector<Value>& v, const dnnl::engine& eng, std::string* impl) {
-  if (op.kind == OpKind::kView) return "";
+  if (op.kind == OpKind::kView || op.kind == OpKind::kLookup) return "";
   std::vector<OperandSpec> specs = operand_specs(op, v);
   std::vector<memory::desc> in;
   for (size_t k = 0; k < specs.size(); ++k) {
@@ -383,7 +424,7 @@ std::string probe(const Op& op, const std::vector<Value>& v, const dnnl::engine&
     switch (s.layout) {
       case Layout::kAbsent: in.emplace_back(); break;
       case Layout::kAsIs:
-      case Layout::kSameAsFirst: in.push_back(plain_md(v[static_cast<size_t>(op.in[k])].dims)); break;
+      case Layout::kSameAsFirst: in.push_back(plain_md(v[static_cast<size_t>(op.in[k])].dims, type_of(v, op.in[k]))); break;
       case Layout::kPlain:
       case Layout::kAny: in.push_back(s.md); break;
     }

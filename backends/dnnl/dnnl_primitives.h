@@ -35,6 +35,8 @@ struct OperandSpec {
   dnnl::memory::desc view;     // the operand's plain storage seen with this op's dims (kPlain, kAny)
 };
 
+// oneDNN's data type for a TESSERA_DTYPE_* (f32, u8, s8, s32).
+dnnl::memory::data_type data_type_of(int32_t dtype);
 // Dense row-major descriptor of `dims` (a scalar is one element), float32 unless `dt` says otherwise.
 dnnl::memory::desc plain_md(const Dims& dims, dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
 // Row-major with explicit strides.

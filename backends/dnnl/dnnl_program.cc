@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 
 #include "plugin_util.h"
@@ -26,13 +27,13 @@ using tessera_plugin::fail;
 
 static_assert(std::endian::native == std::endian::little, "the blob format is little-endian");
 constexpr char kMagic[8] = {'T', 'S', 'R', 'D', 'N', 'N', 'L', '\0'};
-constexpr uint32_t kBlobVersion = 3;  // 3: op flags (bf16); 2: an op names all its nodes (1: one string)
+constexpr uint32_t kBlobVersion = 4;  // 4: QConv, Lookup, integer values; 3: op flags (bf16); 2: an op names all its nodes
 
 const char* op_kind_name(OpKind k) {
   static constexpr const char* kNames[] = {"Conv",    "Deconv",    "Pool",    "MatMul", "BatchNorm",
                                            "Lrn",     "Softmax",   "LayerNorm", "Eltwise", "Binary",
                                            "Sum",     "Concat",    "View",    "Transpose", "Reduce", "PRelu",
-                                           "Slice"};
+                                           "Slice",   "QConv",     "Lookup"};
   static_assert(std::size(kNames) == kNumOpKinds);
   return kNames[static_cast<size_t>(k)];
 }
@@ -202,7 +203,7 @@ std::string check_pool(const Op& op, const std::vector<Value>& v) {
       op.alg != dnnl_pooling_avg_exclude_padding) {
     return "bad pooling algorithm";
   }
-  if (op.in.size() != 1) return "operand count";
+  if (op.in.size() != 1 || op.in[0] < 0) return "operand count";
   const Dims &x = v[op.in[0]].dims, &y = v[op.out].dims;
   if (x.size() != static_cast<size_t>(s.r) + 2 || y.size() != x.size() || y[0] != x[0] || y[1] != x[1]) {
     return "output " + dims_str(y) + " does not fit input " + dims_str(x);
@@ -309,7 +310,7 @@ std::string check_kind(const Op& op, const std::vector<Value>& v) {
       return y == dims(0) ? "" : "output shape";
     case OpKind::kSoftmax: {
       if (op.alg != dnnl_softmax_accurate && op.alg != dnnl_softmax_log) return "bad softmax algorithm";
-      if (op.in.size() != 1 || op.ints.empty() || op.ints[0] < 1 || op.ints[0] > static_cast<int64_t>(kMaxRank) ||
+      if (op.in.size() != 1 || op.in[0] < 0 || op.ints.empty() || op.ints[0] < 1 || op.ints[0] > static_cast<int64_t>(kMaxRank) ||
           op.ints.size() != static_cast<size_t>(op.ints[0]) + 2) {
         return "operands";
       }
@@ -397,6 +398,29 @@ std::string check_kind(const Op& op, const std::vector<Value>& v) {
       }
       return bounded_numel(kept) == numel(y) ? "" : "output shape";
     }
+    case OpKind::kQConv: {
+      Op conv = op;  // the shape rule of kConv, then the quantization parameters
+      conv.kind = OpKind::kConv;
+      conv.floats.clear();
+      if (std::string e = check_conv(conv, v, false); !e.empty()) return e;
+      const int64_t m = v[op.out].dims.size() > 1 ? v[op.out].dims[1] : 0;
+      if (op.floats.size() != 3 && op.floats.size() != static_cast<size_t>(2 + m)) return "scale count";
+      for (size_t k = 0; k < op.floats.size(); ++k) {
+        const float f = op.floats[k];
+        if (k < 2 ? (f != std::nearbyint(f) || f < -128 || f > 255) : !(f > 0 && f < 3.4e38f)) {
+          return "bad zero point or scale";
+        }
+      }
+      return "";
+    }
+    case OpKind::kLookup: {
+      if (op.in.size() != 2 && op.in.size() != 3) return "operands";
+      if (!present(0) || !op.ints.empty() || !op.floats.empty()) return "operands";
+      const size_t t = op.in.size() - 1;
+      if (numel(dims(t)) != (t == 1 ? 256 : 65536) || v[op.in[t]].kind != ValueKind::kConstant) return "table";
+      if (t == 2 && dims(1) != dims(0)) return "operand shapes differ";
+      return y == dims(0) ? "" : "output shape";
+    }
     case OpKind::kPRelu: {
       if (!arity(2, 0, 0) || !present(0)) return "operands";
       Dims r;
@@ -407,7 +431,41 @@ std::string check_kind(const Op& op, const std::vector<Value>& v) {
   return "unknown op kind";
 }
 
+bool is_8bit(int32_t dtype) { return dtype == TESSERA_DTYPE_UINT8 || dtype == TESSERA_DTYPE_INT8; }
+
+// The data types each operand must have: float32 everywhere but the integer
+// operands of kQConv and kLookup; no post-ops on those.
+std::string check_dtypes(const Op& op, const std::vector<Value>& v) {
+  auto dt = [&](int32_t id) { return v[static_cast<size_t>(id)].dtype; };
+  if (op.kind == OpKind::kQConv || op.kind == OpKind::kLookup) {
+    if (!op.post.empty() || op.bf16) return "post-ops or bf16 on an integer op";
+    if (op.kind == OpKind::kQConv) {
+      if (!is_8bit(dt(op.in[0])) || dt(op.in[1]) != TESSERA_DTYPE_INT8 || !is_8bit(dt(op.out)) ||
+          (op.in[2] >= 0 && dt(op.in[2]) != TESSERA_DTYPE_INT32)) {
+        return "QConv operands are not uint8/int8 X and Y, int8 W, int32 B";
+      }
+      return "";
+    }
+    for (int32_t id : op.in) {
+      if (!is_8bit(dt(id))) return "Lookup operands are not uint8/int8";
+    }
+    return dt(op.out) == dt(op.in.back()) ? "" : "Lookup output is not of its table's dtype";
+  }
+  if (dt(op.out) != TESSERA_DTYPE_FLOAT32) return "a value that is not float32";
+  for (int32_t id : op.in) {
+    if (id >= 0 && dt(id) != TESSERA_DTYPE_FLOAT32) return "a value that is not float32";
+  }
+  for (const PostOp& po : op.post) {
+    if (po.operand >= 0 && dt(po.operand) != TESSERA_DTYPE_FLOAT32) return "a value that is not float32";
+  }
+  return "";
+}
+
 }  // namespace
+
+bool plugin_dtype(int32_t dtype) {
+  return dtype == TESSERA_DTYPE_FLOAT32 || is_8bit(dtype) || dtype == TESSERA_DTYPE_INT32;
+}
 
 std::string check_op(const Op& op, const std::vector<Value>& v) {
   const int32_t n = static_cast<int32_t>(v.size());
@@ -438,7 +496,7 @@ std::string check_op(const Op& op, const std::vector<Value>& v) {
         return "bad post-op";
     }
   }
-  return "";
+  return check_dtypes(op, v);
 }
 
 std::string nodes_str(const Op& op) {
@@ -538,11 +596,11 @@ Program deserialize(const void* blob, size_t size) {
   }
   const size_t nv = p.values.size();
   std::vector<bool> written(nv, false);
-  // What ops touch must be float32 with elements; only an unread region
-  // input may be anything else.
+  // What ops touch must have elements and a dtype ops take (check_op says
+  // which op takes which); only an unread region input may be anything else.
   auto touched_ok = [&](int32_t id) {
     const Value& v = p.values[static_cast<size_t>(id)];
-    return v.dtype == 1 && numel(v.dims) >= 1;
+    return plugin_dtype(v.dtype) && numel(v.dims) >= 1;
   };
   auto readable = [&](int32_t id) {
     return p.values[static_cast<size_t>(id)].kind != ValueKind::kComputed || written[static_cast<size_t>(id)];
@@ -580,7 +638,7 @@ Program deserialize(const void* blob, size_t size) {
     bool ok = touched_ok(op.out);
     for (int32_t id : op.in) ok = ok && (id < 0 || touched_ok(id));
     for (const PostOp& po : op.post) ok = ok && (po.operand < 0 || touched_ok(po.operand));
-    if (!ok) corrupt("op '" + nodes_str(op) + "' touches a value that is not float32 or has no elements");
+    if (!ok) corrupt("op '" + nodes_str(op) + "' touches a value of another dtype or with no elements");
     for (int32_t id : op.in) {
       if (id >= 0 && !readable(id)) corrupt("operand read before it is written");
     }

@@ -50,6 +50,14 @@ constexpr int64_t kMaxElements = int64_t{1} << 40;  // per value; bounds what a 
 //   kReduce         in {X}          ints {rank, kept[rank]} (X's dims, reduced ones 1)   floats {p, eps}
 //                                   alg: a reduction algorithm
 //   kPRelu          in {X, slope}   slope broadcasts to X
+//   kQConv          in {X, W, B?}   ints as kConv   floats {x_zero_point, y_zero_point, scale[1 or M]}
+//                   ONNX QLinearConv in oneDNN's int8 convolution: X and Y uint8/int8, W int8 (zero point 0),
+//                   B int32; Y = saturate(round((conv(X - x_zp, W) + B) * scale[m]) + y_zp), scale[m] =
+//                   x_scale * w_scale[m] / y_scale (one, or one per output channel)
+//   kLookup         in {X, X2?, Table}   Y[i] = Table[u(X[i])] or Table[u(X[i]) * 256 + u(X2[i])], u(v) = v
+//                   for uint8, v + 128 for int8; X, X2 uint8/int8 of one shape, Table a constant of 256 (65536)
+//                   uint8/int8 elements, Y X's shape in Table's dtype (ai.tessera.QLinearLookup: a quantized
+//                   elementwise chain as a table). No oneDNN primitive: the plugin's own loop, in any layout.
 enum class OpKind : uint8_t {
   kConv,
   kDeconv,
@@ -68,8 +76,10 @@ enum class OpKind : uint8_t {
   kReduce,
   kPRelu,
   kSlice,  // a box of the input (ints: its offset per dim; the output's dims its extent), copied out
+  kQConv,
+  kLookup,
 };
-constexpr uint8_t kNumOpKinds = static_cast<uint8_t>(OpKind::kSlice) + 1;
+constexpr uint8_t kNumOpKinds = static_cast<uint8_t>(OpKind::kLookup) + 1;
 const char* op_kind_name(OpKind k);
 
 enum class PostKind : uint8_t { kEltwise, kSum, kBinary };
@@ -111,9 +121,10 @@ std::string nodes_str(const Op& op);
 
 enum class ValueKind : uint8_t { kInput, kConstant, kComputed };
 
-// Every value an op touches is float32 with at least one element; a region
-// input that no op reads may have any dtype and shape (run() only checks its
-// descriptor).
+// Every value an op touches has at least one element and is float32, except
+// the 8-bit and int32 operands of kQConv and kLookup (check_op says which); a
+// region input that no op reads may have any dtype and shape (run() only
+// checks its descriptor).
 struct Value {
   std::string name;
   ValueKind kind = ValueKind::kComputed;
@@ -155,6 +166,8 @@ bool matmul_operands(const Op& op, MatMulOperands* out);
 // "" when `op` is consistent with the dims of its operands and output in `v`
 // (operand counts, parameter counts, shapes); else what is wrong.
 std::string check_op(const Op& op, const std::vector<Value>& v);
+// The dtypes a value an op touches may have: float32, uint8, int8, int32.
+bool plugin_dtype(int32_t dtype);
 
 // Blob: "TSRDNNL\0", u32 format version, then the program. serialize never
 // fails; deserialize trusts nothing and fails with

@@ -24,6 +24,7 @@
 // plain run never waits between primitives.
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <unordered_map>
 
@@ -34,6 +35,30 @@ namespace tessera_dnnl {
 
 namespace {
 constexpr double kTinyWorkUs = 30.0;
+constexpr size_t kLookupChunk = size_t{1} << 16;  // bytes per task of a table lookup
+
+// A Lookup step: y[i] = table[x[i] ^ flip0] or table[(x[i] ^ flip0) << 8 | (x2[i] ^ flip1)], over `n` bytes,
+// in chunks across the run's OpenMP team.
+void run_lookup(const Step& step, const uint8_t* table, std::unordered_map<int, dnnl::memory>& args) {
+  const dnnl::memory& xm = args.at(DNNL_ARG_SRC_0);
+  const auto* x = static_cast<const uint8_t*>(xm.get_data_handle());
+  auto* y = static_cast<uint8_t*>(args.at(DNNL_ARG_DST).get_data_handle());
+  const size_t n = xm.get_desc().get_size();
+  const auto* x2 = args.count(DNNL_ARG_SRC_1) ? static_cast<const uint8_t*>(args.at(DNNL_ARG_SRC_1).get_data_handle())
+                                              : nullptr;
+  const uint8_t f0 = step.flip0, f1 = step.flip1;
+  const auto chunks = static_cast<int64_t>((n + kLookupChunk - 1) / kLookupChunk);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const size_t begin = static_cast<size_t>(c) * kLookupChunk, end = std::min(n, begin + kLookupChunk);
+    if (x2) {
+      for (size_t i = begin; i < end; ++i) y[i] = table[static_cast<size_t>(x[i] ^ f0) << 8 | (x2[i] ^ f1)];
+    } else {
+      for (size_t i = begin; i < end; ++i) y[i] = table[x[i] ^ f0];
+    }
+  }
+}
+
 }  // namespace
 
 using dnnl::memory;
@@ -73,7 +98,7 @@ class RunContext {
 
   void run(const Plan& plan, const tessera_tensor_t* inputs, tessera_tensor_t* outputs) {
     bind_io(plan, inputs, outputs);
-    for (size_t s = 0; s < plan.steps.size(); ++s) plan.steps[s].prim.execute(stream_, args_[s]);
+    for (size_t s = 0; s < plan.steps.size(); ++s) execute(plan, s);
     stream_.wait();
   }
 
@@ -101,7 +126,7 @@ class RunContext {
     for (size_t s = 0; s < plan.steps.size(); ++s) {
       report_free(s);
       const clock::time_point t0 = clock::now();
-      plan.steps[s].prim.execute(stream_, args_[s]);
+      execute(plan, s);
       stream_.wait();
       const clock::time_point t1 = clock::now();
       report(plan.steps[s].nodes, plan.steps[s].impl, us(t0),
@@ -111,6 +136,18 @@ class RunContext {
   }
 
  private:
+  // Step s: its primitive, or a table lookup (the CPU stream runs primitives in order as they are submitted, so the
+  // lookup's operands are ready).
+  void execute(const Plan& plan, size_t s) {
+    const Step& step = plan.steps[s];
+    if (step.table < 0) {
+      step.prim.execute(stream_, args_[s]);
+      return;
+    }
+    stream_.wait();
+    run_lookup(step, static_cast<const uint8_t*>(plan.fixed[static_cast<size_t>(step.table)]), args_[s]);
+  }
+
   void bind_io(const Plan& plan, const tessera_tensor_t* inputs, tessera_tensor_t* outputs) {
     for (size_t i : io_) {
       const Mem& m = plan.mems[i];

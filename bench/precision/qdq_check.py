@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Tessera against ONNX Runtime on a QDQ model, in quantization steps:
 
-  qdq_check.py MODEL.onnx INPUT_DIR [--tessera BIN] [--backends LIST] [--opt disabled|all]
+  qdq_check.py MODEL.onnx INPUT_DIR [--tessera BIN] [--backends LIST] [--placement P] [--opt disabled|all]
 
 Exposes every QuantizeLinear output of the model as a graph output, runs that model with `tessera run` and with ONNX
 Runtime (tests/e2e/ort_reference.js, onnxruntime-node from bench/node_modules), and prints, per quantized tensor, the
@@ -33,6 +33,7 @@ def main(argv):
     ap.add_argument("inputs")
     ap.add_argument("--tessera", default=os.path.join(repo, "build", "bin", "tessera"))
     ap.add_argument("--backends", default=None)
+    ap.add_argument("--placement", default=None, help="passed to tessera run (priority: every node a backend claims)")
     ap.add_argument("--opt", default="disabled", choices=["disabled", "all"])
     ap.add_argument("--each", action="store_true", help="print every quantized tensor's largest difference, in order")
     a = ap.parse_args(argv)
@@ -54,6 +55,8 @@ def main(argv):
         cmd = [a.tessera, "run", probe, "--input-dir", a.inputs, "--output-dir", os.path.join(work, "ts"), "--no-tune"]
         if a.backends:
             cmd += ["--backends", a.backends]
+        if a.placement:
+            cmd += ["--placement", a.placement]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         env = dict(os.environ, NODE_PATH=os.path.join(repo, "bench", "node_modules"))
         cmd = ["node", os.path.join(repo, "tests", "e2e", "ort_reference.js"), probe, a.inputs, "--out",
