@@ -622,7 +622,8 @@ Program deserialize(const void* blob, size_t size) {
     for (uint32_t k = count(r, 1024, "operands"); k > 0; --k) op.in.push_back(r.i32());
     op.out = r.i32();
     for (uint32_t k = count(r, 1024, "parameters"); k > 0; --k) op.ints.push_back(r.i64());
-    for (uint32_t k = count(r, 1024, "parameters"); k > 0; --k) op.floats.push_back(r.f32());
+    // Floats hold a scale per output channel (QConv): as many as the blob's bytes allow.
+    for (uint32_t k = count(r, limit / 4, "parameters"); k > 0; --k) op.floats.push_back(r.f32());
     for (uint32_t k = count(r, 64, "post-ops"); k > 0; --k) {
       PostOp po;
       uint32_t pk = r.u32();

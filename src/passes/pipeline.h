@@ -17,7 +17,7 @@ namespace tessera {
 
 struct OptimizeOptions {
   bool widen_float16 = true;  // float16 compute in float32 (passes/widen_float16.h)
-  bool fuse_qdq = true;       // QDQ-wrapped Conv/MatMul as QLinearConv/QLinearMatMul (passes/qdq_fusion.h)
+  bool fuse_qdq = true;       // QDQ-wrapped Conv/MatMul/elementwise ops as QLinear ops (passes/qdq_fusion.h)
   bool fold_constants = true;
   bool canonicalize = true;
   int max_iterations = 64;

@@ -1,9 +1,17 @@
 #include "passes/qdq_fusion.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
+
+#include "ops/fused_elementwise.h"
+#include "ops/node_runner.h"
+#include "ops/qlinear_lookup.h"
+#include "passes/dce.h"
 
 namespace tessera {
 
@@ -23,6 +31,29 @@ struct Dq {
   int64_t axis = 1;
 };
 
+// Whether `n` computes every output element from the same element of its operands alone (broadcasting aside), the
+// same way wherever the element sits: the float elementwise ops the native fusion chains, and a few it does not.
+bool pointwise(const Node& n) {
+  if (!n.domain.empty() || n.outputs.size() != 1) return false;
+  static constexpr std::string_view kAlso[] = {"HardSwish", "Max",      "Min",  "Elu",   "Selu",           "Celu",
+                                               "Softplus",  "Softsign", "Mish", "PRelu", "ThresholdedRelu"};
+  return fused_elementwise_supports(n.op_type) ||
+         std::find(std::begin(kAlso), std::end(kAlso), n.op_type) != std::end(kAlso);
+}
+
+// One op of a lookup sandwich: the node and where it reads the value coming from the DequantizeLinear side.
+struct Step {
+  size_t node = 0;
+  int input = -1;
+};
+
+// DQ(x) -> p1 -> .. -> pk -> Q (unary) or p1(DQ(x), DQ(x2)) -> .. -> pk -> Q (binary).
+struct Sandwich {
+  std::vector<Step> steps;  // p1 .. pk in graph order
+  Dq x, x2;                 // x2.node null: the unary form
+  int x2_input = -1;        // where p1 reads DQ(x2)
+};
+
 class Fuser {
  public:
   explicit Fuser(Graph& g) : g_(g) {
@@ -35,6 +66,14 @@ class Fuser {
       }
     }
     for (const std::string& o : g.outputs) ++readers_[o];
+    // A nested graph reading a value of this one by name is a reader too.
+    for (const Node& n : g.nodes) {
+      for (const Graph* sg : nested_graphs(n)) {
+        std::unordered_set<std::string> captured;
+        collect_graph_captures(*sg, &captured);
+        for (const std::string& c : captured) ++readers_[c];
+      }
+    }
   }
 
   int run() {
@@ -42,20 +81,13 @@ class Fuser {
     std::vector<bool> drop(g_.nodes.size(), false);
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       Node& q = g_.nodes[i];
-      if (q.op_type != "QuantizeLinear" || !q.domain.empty() || q.has_attr("block_size") || q.has_attr("saturate") ||
-          q.has_attr("output_dtype") || q.num_inputs() < 3) {
+      if (q.op_type != "QuantizeLinear" || !q.domain.empty() || q.has_attr("block_size") || q.num_inputs() < 2) {
         continue;
       }
-      auto p = producer_.find(q.inputs[0]);
-      if (p == producer_.end() || readers_[q.inputs[0]] != 1) continue;
-      Node& op = g_.nodes[p->second];
-      if (!op.domain.empty() || (op.op_type != "Conv" && op.op_type != "MatMul")) continue;
-      const Tensor* ys = g_.constant(q.inputs[1]);
-      const Tensor* yz = g_.constant(q.inputs[2]);
-      if (!ys || !yz || ys->numel() != 1 || yz->numel() != 1 || !is_8bit(yz->dtype()) || floats_of(ys).empty()) continue;
       Node fusedop;
-      if (!rewrite(op, q, &fusedop)) continue;
-      drop[p->second] = true;
+      std::vector<size_t> replaced;
+      if (!fuse_linear(q, &fusedop, &replaced) && !fuse_lookup(q, &fusedop, &replaced)) continue;
+      for (size_t r : replaced) drop[r] = true;
       q = std::move(fusedop);  // in the QuantizeLinear's place: after everything it reads
       ++fused;
     }
@@ -69,6 +101,156 @@ class Fuser {
   }
 
  private:
+  int readers(const std::string& v) const {
+    auto it = readers_.find(v);
+    return it == readers_.end() ? 0 : it->second;
+  }
+
+  // Q(Conv(DQ, DQ[, DQ])) or Q(MatMul(DQ, DQ)) as QLinearConv / QLinearMatMul.
+  bool fuse_linear(const Node& q, Node* out, std::vector<size_t>* replaced) {
+    if (q.has_attr("saturate") || q.has_attr("output_dtype") || q.num_inputs() < 3) return false;
+    auto p = producer_.find(q.inputs[0]);
+    if (p == producer_.end() || readers(q.inputs[0]) != 1) return false;
+    const Node& op = g_.nodes[p->second];
+    if (!op.domain.empty() || (op.op_type != "Conv" && op.op_type != "MatMul")) return false;
+    const Tensor* ys = g_.constant(q.inputs[1]);
+    const Tensor* yz = g_.constant(q.inputs[2]);
+    if (!ys || !yz || ys->numel() != 1 || yz->numel() != 1 || !is_8bit(yz->dtype()) || floats_of(ys).empty()) {
+      return false;
+    }
+    if (!rewrite(op, q, out)) return false;
+    replaced->push_back(p->second);
+    return true;
+  }
+
+  // A pointwise sandwich ending in `q` as one QLinearLookup whose table is the sandwich run on every input.
+  bool fuse_lookup(const Node& q, Node* out, std::vector<size_t>* replaced) {
+    const Tensor* ys = g_.constant(q.inputs[1]);
+    const Tensor* yz = q.has_input(2) ? g_.constant(q.inputs[2]) : nullptr;
+    if (!ys || ys->numel() != 1 || (q.has_input(2) && (!yz || yz->numel() != 1))) return false;
+    Sandwich s;
+    if (!find_sandwich(q, &s)) return false;
+    Tensor table;
+    if (!lookup_table(s, q, &table)) return false;
+    Node n;
+    n.name = q.name;
+    n.op_type = "QLinearLookup";
+    n.domain = "ai.tessera";
+    n.inputs = {s.x.q};
+    if (s.x2.node) n.inputs.push_back(s.x2.q);
+    const std::string t = g_.unique_name(q.outputs[0] + "_table");
+    g_.values[t] = ValueInfo{table.dtype(), Shape::FromDims(table.dims())};
+    g_.constants[t] = std::move(table);
+    n.inputs.push_back(t);
+    n.outputs = {q.outputs[0]};
+    *out = std::move(n);
+    for (const Step& st : s.steps) replaced->push_back(st.node);
+    return true;
+  }
+
+  // A DequantizeLinear of 8-bit data that is not a constant, with a constant per-tensor scale and zero point.
+  bool per_tensor_dq_of(const std::string& v, Dq* out) const {
+    if (!dq_of(v, /*constant_data=*/false, out) || g_.constant(out->scale)->numel() != 1) return false;
+    if (!out->zero.empty() && g_.constant(out->zero)->numel() != 1) return false;
+    return is_8bit(dtype_of(*out));
+  }
+
+  // Walks from `q` up through pointwise ops, each read by the next alone, to the DequantizeLinear(s); every other
+  // operand on the way must be a constant with one element, of a rank that does not widen x's.
+  bool find_sandwich(const Node& q, Sandwich* s) const {
+    std::string v = q.inputs[0];
+    std::vector<Step> back;
+    for (;;) {
+      if (readers(v) != 1) return false;  // read elsewhere too, or a graph output
+      auto p = producer_.find(v);
+      if (p == producer_.end()) return false;
+      const Node& n = g_.nodes[p->second];
+      if (!pointwise(n)) return false;
+      std::vector<int> live;
+      for (int i = 0; i < static_cast<int>(n.inputs.size()); ++i) {
+        if (n.inputs[static_cast<size_t>(i)].empty()) continue;
+        const Tensor* c = g_.constant(n.inputs[static_cast<size_t>(i)]);
+        if (c && c->numel() != 1) return false;
+        if (!c) live.push_back(i);
+      }
+      if (live.empty() || live.size() > 2) return false;
+      back.push_back(Step{p->second, live[0]});
+      const std::string& in = n.inputs[static_cast<size_t>(live[0])];
+      if (live.size() == 2) {  // the binary head: both operands dequantized, of one static shape
+        const std::string& in2 = n.inputs[static_cast<size_t>(live[1])];
+        if (!per_tensor_dq_of(in, &s->x) || !per_tensor_dq_of(in2, &s->x2)) return false;
+        const ValueInfo* a = g_.info(s->x.q);
+        const ValueInfo* b = g_.info(s->x2.q);
+        if (!a || !b || !a->shape.fully_known() || !b->shape.fully_known() ||
+            a->shape.concrete() != b->shape.concrete()) {
+          return false;
+        }
+        s->x2_input = live[1];
+        break;
+      }
+      if (per_tensor_dq_of(in, &s->x)) break;
+      v = in;
+    }
+    s->steps.assign(back.rbegin(), back.rend());
+    // A one-element operand of a higher rank than x would broadcast the result to that rank.
+    const ValueInfo* xi = g_.info(s->x.q);
+    const int rank = xi && xi->shape.rank_known ? xi->shape.rank() : 0;
+    for (const Step& st : s->steps) {
+      for (const std::string& in : g_.nodes[st.node].inputs) {
+        const Tensor* c = in.empty() ? nullptr : g_.constant(in);
+        if (c && c->rank() > rank) return false;
+      }
+    }
+    return true;
+  }
+
+  // Runs `n` with the kernel the unfused graph would run, on its constants and the tensors `bound` gives by position.
+  Expected<Tensor> run_node(const Node& n, const std::vector<std::pair<int, Tensor>>& bound) const {
+    std::vector<Tensor> in(n.inputs.size());
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const Tensor* c = n.inputs[i].empty() ? nullptr : g_.constant(n.inputs[i]);
+      if (c) in[i] = *c;
+    }
+    for (const auto& [pos, t] : bound) in[static_cast<size_t>(pos)] = t;
+    std::vector<Tensor> out;
+    TSR_ASSIGN_OR_RETURN(out, run_node_once(n, g_.opset, in));
+    if (out.empty() || !out[0].defined()) return InternalError(n.describe() + ": no output");
+    return std::move(out[0]);
+  }
+
+  // The sandwich's result for every input (pair), in the order of QLinearLookup's table: each node run by its own
+  // kernel on a tensor holding all 256 values of x (all 65536 pairs with x2), so the table holds exactly what the
+  // unfused graph computes. False when a node cannot run here or the result is not one 8-bit value per input.
+  bool lookup_table(const Sandwich& s, const Node& q, Tensor* table) const {
+    const bool binary = s.x2.node != nullptr;
+    const int64_t n = binary ? kLookupBinaryEntries : kLookupUnaryEntries;
+    auto probe = [&](DType t, int shift) {
+      Tensor p(t, {n});
+      auto* b = static_cast<uint8_t*>(p.raw());
+      for (int64_t k = 0; k < n; ++k) b[k] = lookup_byte_of_index(t, static_cast<int>((k >> shift) & 255));
+      return p;
+    };
+    auto x = run_node(*s.x.node, {{0, probe(dtype_of(s.x), binary ? 8 : 0)}});
+    if (!x.ok()) return false;
+    std::vector<std::pair<int, Tensor>> bound = {{s.steps[0].input, *x}};
+    if (binary) {
+      auto x2 = run_node(*s.x2.node, {{0, probe(dtype_of(s.x2), 0)}});
+      if (!x2.ok()) return false;
+      bound.emplace_back(s.x2_input, *x2);
+    }
+    Tensor v;
+    for (const Step& st : s.steps) {
+      if (v.defined()) bound = {{st.input, v}};
+      auto r = run_node(g_.nodes[st.node], bound);
+      if (!r.ok()) return false;
+      v = *r;
+    }
+    auto y = run_node(q, {{0, v}});
+    if (!y.ok() || !is_8bit(y->dtype()) || y->numel() != n) return false;
+    *table = y->reshaped({n});
+    return true;
+  }
+
   // The DequantizeLinear producing `v` with constant scale and zero point (the data may be anything), or none.
   bool dq_of(const std::string& v, bool constant_data, Dq* out) const {
     auto p = producer_.find(v);
