@@ -163,6 +163,119 @@ TEST_F(DnnlBackend, ConvVariantsMatchNative) {
   }
 }
 
+// QLinearConv on oneDNN's int8 convolution: every element equal to the native kernel's (which is ONNX Runtime's),
+// across input signedness, zero points, per-tensor and per-channel scales, bias, groups, strides and pads.
+Tensor int8_tensor(DType dt, const Dims& d, unsigned seed) {
+  Tensor t(dt, d);
+  std::mt19937 rng(seed);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const int v = static_cast<int>(rng() % 256);
+    if (dt == DType::kUInt8) t.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+    else t.data<int8_t>()[i] = static_cast<int8_t>(v - 128);
+  }
+  return t;
+}
+
+Tensor scalar_tensor(DType dt, double v) {
+  Tensor t(dt, Dims{});
+  if (dt == DType::kFloat32) t.data<float>()[0] = static_cast<float>(v);
+  else if (dt == DType::kUInt8) t.data<uint8_t>()[0] = static_cast<uint8_t>(v);
+  else t.data<int8_t>()[0] = static_cast<int8_t>(v);
+  return t;
+}
+
+TEST_F(DnnlBackend, QLinearConvIsOneDnnInt8AndEqualsNativeToTheBit) {
+  struct QCase {
+    const char* name;
+    Dims x, w;
+    DType xt, yt;
+    int x_zp, y_zp;
+    bool per_channel, bias;
+    std::function<void(Node&)> attrs;
+  };
+  const QCase cases[] = {
+      {"u8_pad1_per_channel", {1, 8, 9, 9}, {16, 8, 3, 3}, DType::kUInt8, DType::kUInt8, 131, 119, true, true,
+       [](Node& n) { set_ints(n, "pads", {1, 1, 1, 1}); }},
+      {"s8_stride2_per_tensor", {2, 6, 8, 7}, {5, 6, 3, 3}, DType::kInt8, DType::kInt8, -3, 7, false, true,
+       [](Node& n) { set_ints(n, "strides", {2, 2}), set_ints(n, "pads", {0, 1, 1, 0}); }},
+      {"u8_to_s8_no_bias_1x1", {1, 32, 5, 5}, {48, 32, 1, 1}, DType::kUInt8, DType::kInt8, 0, 0, true, false,
+       [](Node&) {}},
+      {"depthwise", {1, 16, 10, 10}, {16, 1, 3, 3}, DType::kUInt8, DType::kUInt8, 128, 3, true, true,
+       [](Node& n) { set_int(n, "group", 16), set_ints(n, "pads", {1, 1, 1, 1}); }},
+      {"groups2_dilated", {1, 4, 11, 11}, {6, 2, 3, 3}, DType::kUInt8, DType::kUInt8, 17, 200, false, true,
+       [](Node& n) { set_int(n, "group", 2), set_ints(n, "dilations", {2, 2}); }},
+  };
+  unsigned seed = 400;
+  for (const QCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const int64_t m = c.w[0];
+    Tensor ws(DType::kFloat32, c.per_channel ? Dims{m} : Dims{});
+    std::mt19937 rng(++seed);
+    for (int64_t i = 0; i < ws.numel(); ++i) ws.data<float>()[i] = 0.002f + 0.001f * static_cast<float>(rng() % 17);
+    Tensor wz(DType::kInt8, c.per_channel ? Dims{m} : Dims{});
+    std::fill_n(wz.data<int8_t>(), wz.numel(), int8_t{0});
+    Builder b;
+    b.input("x", c.x, c.xt)
+        .constant("xs", scalar_tensor(DType::kFloat32, 0.02))
+        .constant("xz", scalar_tensor(c.xt, c.x_zp))
+        .constant("w", int8_tensor(DType::kInt8, c.w, ++seed))
+        .constant("ws", ws)
+        .constant("wz", wz)
+        .constant("ys", scalar_tensor(DType::kFloat32, 0.37))
+        .constant("yz", scalar_tensor(c.yt, c.y_zp));
+    std::vector<std::string> in{"x", "xs", "xz", "w", "ws", "wz", "ys", "yz"};
+    if (c.bias) {
+      Tensor bias(DType::kInt32, {m});
+      for (int64_t i = 0; i < m; ++i) bias.data<int32_t>()[i] = static_cast<int32_t>(rng() % 4001) - 2000;
+      b.constant("b", bias), in.push_back("b");
+    }
+    c.attrs(b.node("qconv", "QLinearConv", in, "y"));
+    Graph g = b.done({"y"});
+    std::vector<Tensor> inputs{int8_tensor(c.xt, c.x, ++seed)};
+    std::string model = model_bytes(g);
+    CapabilityReport cap = capability(model);
+    ASSERT_EQ(cap.status, TESSERA_OK) << cap.msg;
+    ASSERT_TRUE(cap.refused.empty()) << cap.refused.begin()->second;
+    Compiled comp = compile(model);
+    ASSERT_EQ(comp.status, TESSERA_OK) << comp.msg;
+    Loaded l = load(comp.blob, g.constants);
+    ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
+    std::vector<Tensor> out = output_buffers(g);
+    std::string msg;
+    ASSERT_EQ(run(l.engine.get(), inputs, out, &msg), TESSERA_OK) << msg;
+    std::vector<Tensor> ref = native(g, inputs);
+    ASSERT_EQ(ref.size(), 1u);
+    ASSERT_EQ(out[0].dtype(), c.yt);
+    ASSERT_EQ(out[0].dims(), ref[0].dims());
+    int differ = 0;
+    for (int64_t i = 0; i < ref[0].numel(); ++i) differ += out[0].as_double(i) != ref[0].as_double(i);
+    EXPECT_EQ(differ, 0) << "of " << ref[0].numel();
+  }
+}
+
+// What oneDNN's int8 convolution cannot take is refused with the reason: weights with a zero point, weights that are
+// not constant.
+TEST_F(DnnlBackend, QLinearConvRefusesWeightZeroPointsAndRuntimeWeights) {
+  for (bool runtime_w : {false, true}) {
+    Builder b;
+    b.input("x", {1, 2, 4, 4}, DType::kUInt8)
+        .constant("xs", scalar_tensor(DType::kFloat32, 0.1))
+        .constant("xz", scalar_tensor(DType::kUInt8, 3))
+        .constant("ws", scalar_tensor(DType::kFloat32, 0.1))
+        .constant("wz", scalar_tensor(DType::kInt8, runtime_w ? 0 : 5))
+        .constant("ys", scalar_tensor(DType::kFloat32, 0.2))
+        .constant("yz", scalar_tensor(DType::kUInt8, 0));
+    if (runtime_w) b.input("w", {3, 2, 1, 1}, DType::kInt8);
+    else b.constant("w", int8_tensor(DType::kInt8, {3, 2, 1, 1}, 9));
+    b.node("qconv", "QLinearConv", {"x", "xs", "xz", "w", "ws", "wz", "ys", "yz"}, "y");
+    CapabilityReport cap = capability(model_bytes(b.done({"y"})));
+    ASSERT_EQ(cap.status, TESSERA_OK) << cap.msg;
+    ASSERT_EQ(cap.refused.count(0), 1u);
+    EXPECT_NE(cap.refused.at(0).find(runtime_w ? "not constant" : "nonzero zero point"), std::string::npos)
+        << cap.refused.at(0);
+  }
+}
+
 // The session's memory limit reaches the engine through the load options (ABI minor revision 2): an engine whose
 // run buffers exceed it is refused at load, naming the need; no limit loads it.
 TEST_F(DnnlBackend, LoadRefusesAnEngineWhoseBuffersExceedTheMemoryLimit) {

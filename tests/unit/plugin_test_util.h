@@ -84,7 +84,10 @@ inline Tensor random_tensor(Dims d, unsigned seed, float lo = -2.f, float hi = 2
 // float32 buffers for the graph's outputs, with their inferred shapes.
 inline std::vector<Tensor> output_buffers(const Graph& g) {
   std::vector<Tensor> out;
-  for (const auto& name : g.outputs) out.emplace_back(DType::kFloat32, g.info(name)->shape.concrete());
+  for (const auto& name : g.outputs) {
+    const ValueInfo* vi = g.info(name);
+    out.emplace_back(vi->dtype == DType::kUndefined ? DType::kFloat32 : vi->dtype, vi->shape.concrete());
+  }
   return out;
 }
 
