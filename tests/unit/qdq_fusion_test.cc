@@ -1,9 +1,11 @@
 // passes/qdq_fusion: QDQ-wrapped Conv and MatMul become QLinearConv / QLinearMatMul, with the float path's results
-// within a quantization step, and patterns it cannot represent exactly are left alone.
+// within a quantization step; pointwise sandwiches (DQ -> Relu -> Q, Add(DQ, DQ) -> Q, ...) become QLinearLookup with
+// the float path's bits on every input value (pair); patterns it cannot represent exactly are left alone.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #include "passes/pipeline.h"
 #include "passes/qdq_fusion.h"
@@ -106,6 +108,202 @@ TEST(QdqFusion, ABiasAtAnotherScaleIsLeftInFloat) {
   ASSERT_TRUE(fused.ok());
   EXPECT_EQ(*fused, 1);  // the MatMul only
   for (const Node& n : g.nodes) EXPECT_NE(n.op_type, "QLinearConv");
+}
+
+// ---- pointwise sandwiches as QLinearLookup -------------------------------------
+
+// Every value of an 8-bit type once, as [4, 64].
+Tensor every_value(DType t) {
+  Tensor x(t, {4, 64});
+  for (int k = 0; k < 256; ++k) static_cast<uint8_t*>(x.raw())[k] = static_cast<uint8_t>(k);
+  return x;
+}
+
+// Every pair of 8-bit values once: a[i, j] = i, b[i, j] = j, as [256, 256].
+std::vector<Tensor> every_pair(DType ta, DType tb) {
+  Tensor a(ta, {256, 256}), b(tb, {256, 256});
+  for (int k = 0; k < 65536; ++k) {
+    static_cast<uint8_t*>(a.raw())[k] = static_cast<uint8_t>(k >> 8);
+    static_cast<uint8_t*>(b.raw())[k] = static_cast<uint8_t>(k & 255);
+  }
+  return {a, b};
+}
+
+template <class T>
+Tensor scalar_q(int v) {
+  return Tensor::Scalar<T>(static_cast<T>(v));
+}
+
+int count_op(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const Node& node : g.nodes) n += node.op_type == op;
+  return n;
+}
+
+// `g` optimised as a session does: `lookups` QLinearLookup nodes and `kept` other nodes left of the sandwiches, and
+// the same bytes out as the unfused graph on `inputs`.
+void expect_exact_lookups(const Graph& g, const std::vector<Tensor>& inputs, int lookups, int kept = 0) {
+  Graph f = g;
+  OptimizeStats st;
+  Status s = optimize_graph(f, OptimizeOptions{}, &st);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(st.qdq_fused, lookups);
+  EXPECT_EQ(count_op(f, "QLinearLookup"), lookups);
+  EXPECT_EQ(static_cast<int>(f.nodes.size()), lookups + kept) << print_graph(f);
+  Graph off = g;
+  OptimizeOptions no_qdq;
+  no_qdq.fuse_qdq = false;
+  ASSERT_TRUE(optimize_graph(off, no_qdq).ok());
+  EXPECT_EQ(count_op(off, "QLinearLookup"), 0);
+  const std::vector<Tensor> plain = run_session(g, inputs, /*optimize=*/false);
+  const std::vector<Tensor> fused = run_session(g, inputs, /*optimize=*/true);
+  ASSERT_EQ(plain.size(), g.outputs.size());
+  ASSERT_EQ(fused.size(), g.outputs.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    ASSERT_EQ(plain[i].dtype(), fused[i].dtype()) << i;
+    ASSERT_EQ(plain[i].dims(), fused[i].dims()) << i;
+    int64_t differ = 0;
+    for (int64_t e = 0; e < plain[i].numel(); ++e) {
+      differ += std::memcmp(static_cast<const uint8_t*>(plain[i].raw()) + e * dtype_size(plain[i].dtype()),
+                            static_cast<const uint8_t*>(fused[i].raw()) + e * dtype_size(plain[i].dtype()),
+                            dtype_size(plain[i].dtype())) != 0;
+    }
+    EXPECT_EQ(differ, 0) << "output " << g.outputs[i];
+  }
+}
+
+TEST(QdqFusion, Uint8ReluSandwichBecomesALookupWithTheSameBits) {
+  Builder b;
+  b.input("xq", {4, 64}, DType::kUInt8);
+  b.constant("xs", scalar_f(0.05f)).constant("xz", scalar_q<uint8_t>(128));
+  b.constant("ys", scalar_f(0.025f)).constant("yz", scalar_q<uint8_t>(3));
+  b.node("dq", "DequantizeLinear", {"xq", "xs", "xz"}, "x");
+  b.node("relu", "Relu", {"x"}, "r");
+  b.node("q", "QuantizeLinear", {"r", "ys", "yz"}, "yq");
+  expect_exact_lookups(b.done({"yq"}), {every_value(DType::kUInt8)}, 1);
+}
+
+TEST(QdqFusion, Int8ClipSandwichBecomesALookupWithTheSameBits) {
+  Builder b;
+  b.input("xq", {4, 64}, DType::kInt8);
+  b.constant("xs", scalar_f(0.07f)).constant("xz", scalar_q<int8_t>(-10));
+  b.constant("lo", scalar_f(0.f)).constant("hi", scalar_f(6.f));
+  b.constant("ys", scalar_f(6.f / 255.f)).constant("yz", scalar_q<int8_t>(-128));
+  b.node("dq", "DequantizeLinear", {"xq", "xs", "xz"}, "x");
+  b.node("clip", "Clip", {"x", "lo", "hi"}, "c");
+  b.node("q", "QuantizeLinear", {"c", "ys", "yz"}, "yq");
+  expect_exact_lookups(b.done({"yq"}), {every_value(DType::kInt8)}, 1);
+}
+
+TEST(QdqFusion, SigmoidTimesAConstantBecomesOneLookupWithTheSameBits) {
+  Builder b;
+  b.input("xq", {4, 64}, DType::kUInt8);
+  b.constant("xs", scalar_f(0.04f)).constant("xz", scalar_q<uint8_t>(100));
+  b.constant("k", scalar_f(1.7f));
+  b.constant("ys", scalar_f(1.f / 128.f)).constant("yz", scalar_q<uint8_t>(0));
+  b.node("dq", "DequantizeLinear", {"xq", "xs", "xz"}, "x");
+  b.node("sig", "Sigmoid", {"x"}, "s");
+  b.node("mul", "Mul", {"s", "k"}, "m");
+  b.node("q", "QuantizeLinear", {"m", "ys", "yz"}, "yq");
+  expect_exact_lookups(b.done({"yq"}), {every_value(DType::kUInt8)}, 1);
+}
+
+TEST(QdqFusion, Uint8AddOfTwoScalesThenReluBecomesAPairLookupWithTheSameBits) {
+  Builder b;
+  b.input("aq", {256, 256}, DType::kUInt8).input("bq", {256, 256}, DType::kUInt8);
+  b.constant("as", scalar_f(0.03f)).constant("az", scalar_q<uint8_t>(120));
+  b.constant("bs", scalar_f(0.05f)).constant("bz", scalar_q<uint8_t>(90));
+  b.constant("ys", scalar_f(0.04f)).constant("yz", scalar_q<uint8_t>(10));
+  b.node("dqa", "DequantizeLinear", {"aq", "as", "az"}, "a");
+  b.node("dqb", "DequantizeLinear", {"bq", "bs", "bz"}, "b");
+  b.node("add", "Add", {"a", "b"}, "s");
+  b.node("relu", "Relu", {"s"}, "r");
+  b.node("q", "QuantizeLinear", {"r", "ys", "yz"}, "yq");
+  expect_exact_lookups(b.done({"yq"}), every_pair(DType::kUInt8, DType::kUInt8), 1);
+}
+
+TEST(QdqFusion, Int8MulBecomesAPairLookupWithTheSameBits) {
+  Builder b;
+  b.input("aq", {256, 256}, DType::kInt8).input("bq", {256, 256}, DType::kInt8);
+  b.constant("as", scalar_f(0.02f)).constant("az", scalar_q<int8_t>(3));
+  b.constant("bs", scalar_f(0.03f)).constant("bz", scalar_q<int8_t>(-7));
+  b.constant("ys", scalar_f(0.05f)).constant("yz", scalar_q<int8_t>(0));
+  b.node("dqa", "DequantizeLinear", {"aq", "as", "az"}, "a");
+  b.node("dqb", "DequantizeLinear", {"bq", "bs", "bz"}, "b");
+  b.node("mul", "Mul", {"a", "b"}, "m");
+  b.node("q", "QuantizeLinear", {"m", "ys", "yz"}, "yq");
+  expect_exact_lookups(b.done({"yq"}), every_pair(DType::kInt8, DType::kInt8), 1);
+}
+
+TEST(QdqFusion, ADequantizeLinearReadElsewhereStaysForItsOtherReader) {
+  Builder b;
+  b.input("xq", {4, 64}, DType::kUInt8);
+  b.constant("xs", scalar_f(0.05f)).constant("xz", scalar_q<uint8_t>(128));
+  b.constant("ys", scalar_f(0.05f)).constant("yz", scalar_q<uint8_t>(0));
+  b.node("dq", "DequantizeLinear", {"xq", "xs", "xz"}, "x");
+  b.node("relu", "Relu", {"x"}, "r");
+  b.node("q", "QuantizeLinear", {"r", "ys", "yz"}, "yq");
+  Graph g = b.done({"yq", "x"});
+  Graph f = g;
+  auto fused = fuse_qdq(f);
+  ASSERT_TRUE(fused.ok());
+  EXPECT_EQ(*fused, 1);
+  EXPECT_EQ(count_op(f, "QLinearLookup"), 1);
+  EXPECT_EQ(count_op(f, "DequantizeLinear"), 1);
+  EXPECT_EQ(count_op(f, "Relu"), 0);
+  expect_exact_lookups(g, {every_value(DType::kUInt8)}, 1, /*kept=*/1);
+}
+
+// The negative cases: the same sandwich with one thing the lookup cannot take.
+TEST(QdqFusion, APerChannelDequantizeIsNotLookedUp) {
+  Builder b;
+  b.input("xq", {4, 64}, DType::kUInt8);
+  b.constant("xs", Tensor::FromVector<float>({0.1f, 0.2f, 0.3f, 0.4f}, {4}));
+  b.constant("xz", Tensor(DType::kUInt8, {4}));
+  b.constant("ys", scalar_f(0.05f)).constant("yz", scalar_q<uint8_t>(0));
+  set_int(b.node("dq", "DequantizeLinear", {"xq", "xs", "xz"}, "x"), "axis", 0);
+  b.node("relu", "Relu", {"x"}, "r");
+  b.node("q", "QuantizeLinear", {"r", "ys", "yz"}, "yq");
+  Graph g = b.done({"yq"});
+  auto fused = fuse_qdq(g);
+  ASSERT_TRUE(fused.ok());
+  EXPECT_EQ(*fused, 0);
+  EXPECT_EQ(count_op(g, "QLinearLookup"), 0);
+  EXPECT_EQ(count_op(g, "Relu"), 1);
+}
+
+TEST(QdqFusion, AnIntermediateWithTwoReadersIsNotLookedUp) {
+  Builder b;
+  b.input("xq", {4, 64}, DType::kUInt8);
+  b.constant("xs", scalar_f(0.05f)).constant("xz", scalar_q<uint8_t>(128));
+  b.constant("ys", scalar_f(0.05f)).constant("yz", scalar_q<uint8_t>(0));
+  b.node("dq", "DequantizeLinear", {"xq", "xs", "xz"}, "x");
+  b.node("relu", "Relu", {"x"}, "r");  // read by the Sigmoid and by the second QuantizeLinear
+  b.node("sig", "Sigmoid", {"r"}, "s");
+  b.node("q", "QuantizeLinear", {"s", "ys", "yz"}, "yq");
+  b.node("q2", "QuantizeLinear", {"r", "ys", "yz"}, "yq2");
+  Graph g = b.done({"yq", "yq2"});
+  auto fused = fuse_qdq(g);
+  ASSERT_TRUE(fused.ok());
+  EXPECT_EQ(*fused, 0);
+  EXPECT_EQ(count_op(g, "QLinearLookup"), 0);
+}
+
+TEST(QdqFusion, ABroadcastingBinaryOpIsNotLookedUp) {
+  Builder b;
+  b.input("aq", {4, 64}, DType::kUInt8).input("bq", {1, 64}, DType::kUInt8);
+  b.constant("as", scalar_f(0.03f)).constant("az", scalar_q<uint8_t>(120));
+  b.constant("bs", scalar_f(0.05f)).constant("bz", scalar_q<uint8_t>(90));
+  b.constant("ys", scalar_f(0.04f)).constant("yz", scalar_q<uint8_t>(10));
+  b.node("dqa", "DequantizeLinear", {"aq", "as", "az"}, "a");
+  b.node("dqb", "DequantizeLinear", {"bq", "bs", "bz"}, "b");
+  b.node("add", "Add", {"a", "b"}, "s");
+  b.node("q", "QuantizeLinear", {"s", "ys", "yz"}, "yq");
+  Graph g = b.done({"yq"});
+  auto fused = fuse_qdq(g);
+  ASSERT_TRUE(fused.ok());
+  EXPECT_EQ(*fused, 0);
+  EXPECT_EQ(count_op(g, "QLinearLookup"), 0);
 }
 
 }  // namespace
