@@ -33,6 +33,11 @@ bool avx512_vnni() {
   return has;
 }
 
+bool avx512_vbmi() {
+  static const bool has = avx512() && __builtin_cpu_supports("avx512vbmi");
+  return has;
+}
+
 bool avx512_bf16() {
   static const bool has = avx512() && __builtin_cpu_supports("avx512bf16");
   return has;

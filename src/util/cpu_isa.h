@@ -35,6 +35,8 @@ namespace tessera::cpu {
 bool avx512();
 // avx512() and the AVX-512 VNNI dot products.
 bool avx512_vnni();
+// avx512() and the VBMI byte permutes (vpermb, vpermi2b).
+bool avx512_vbmi();
 // avx512() and the BF16 dot products (vdpbf16ps).
 bool avx512_bf16();
 // avx512() and AVX512-FP16 arithmetic.
@@ -52,6 +54,8 @@ const char* isa_name();
   _Pragma("clang attribute push(__attribute__((target(\"avx2,fma,f16c,bmi,bmi2,avx512f,avx512bw,avx512dq,avx512vl\"))), apply_to = function)")
 #define TSR_AVX512_VNNI_BEGIN                                                                                \
   _Pragma("clang attribute push(__attribute__((target(\"avx2,fma,f16c,bmi,bmi2,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni\"))), apply_to = function)")
+#define TSR_AVX512_VBMI_BEGIN                                                                                \
+  _Pragma("clang attribute push(__attribute__((target(\"avx2,fma,f16c,bmi,bmi2,avx512f,avx512bw,avx512dq,avx512vl,avx512vbmi\"))), apply_to = function)")
 #define TSR_AVX512_END _Pragma("clang attribute pop")
 #else
 // GCC: loops the compiler vectorises inside a region use 512-bit vectors (its generic tuning prefers 256).
@@ -62,5 +66,9 @@ const char* isa_name();
   _Pragma("GCC push_options")  \
   _Pragma(                     \
       "GCC target(\"avx2,fma,f16c,bmi,bmi2,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,prefer-vector-width=512\")")
+#define TSR_AVX512_VBMI_BEGIN \
+  _Pragma("GCC push_options")  \
+  _Pragma(                     \
+      "GCC target(\"avx2,fma,f16c,bmi,bmi2,avx512f,avx512bw,avx512dq,avx512vl,avx512vbmi,prefer-vector-width=512\")")
 #define TSR_AVX512_END _Pragma("GCC pop_options")
 #endif
