@@ -513,13 +513,18 @@ class Builder {
     s.args.emplace_back(DNNL_ARG_SRC_0, x);
     const auto flip = [&](int32_t v) -> uint8_t { return p_.values[static_cast<size_t>(v)].dtype == TESSERA_DTYPE_INT8 ? 0x80 : 0; };
     s.flip0 = flip(op.in[0]);
+    // X's layout in another 8-bit type (the same bytes per element).
+    auto retyped = [&](int32_t v) {
+      memory::desc md = xmd;
+      md.data.data_type = static_cast<dnnl_data_type_t>(data_type_of(p_.values[static_cast<size_t>(v)].dtype));
+      return md;
+    };
     if (t == 2) {
-      s.args.emplace_back(DNNL_ARG_SRC_1, as_layout(op.in[1], xmd));
+      s.args.emplace_back(DNNL_ARG_SRC_1, as_layout(op.in[1], retyped(op.in[1])));
       s.flip1 = flip(op.in[1]);
     }
     s.table = plan_.mems[static_cast<size_t>(canon(op.in[t]))].index;
-    memory::desc ymd = xmd;  // the same layout, in the table's 8-bit type
-    ymd.data.data_type = static_cast<dnnl_data_type_t>(data_type_of(p_.values[static_cast<size_t>(op.out)].dtype));
+    const memory::desc ymd = retyped(op.out);
     const int dst = new_dst(op.out, ymd);
     s.args.emplace_back(DNNL_ARG_DST, dst);
     add_step(std::move(s));

@@ -253,6 +253,105 @@ TEST_F(DnnlBackend, QLinearConvIsOneDnnInt8AndEqualsNativeToTheBit) {
   }
 }
 
+// ai.tessera.QLinearLookup on the plugin's own loop: unary and binary, either signedness, equal to the native
+// kernel and to the table read by hand; after a QLinearConv in one region (the table then reads the convolution's
+// layout) and before another, the chain equals native too.
+Tensor table_tensor(DType dt, int64_t n, unsigned seed) {
+  Tensor t = int8_tensor(dt, {n}, seed);
+  return t;
+}
+
+TEST_F(DnnlBackend, QLinearLookupTablesEqualNative) {
+  struct LCase {
+    const char* name;
+    DType a, b, y;  // b: kUndefined for the unary form
+    Dims dims;
+  };
+  const LCase cases[] = {
+      {"u8_unary", DType::kUInt8, DType::kUndefined, DType::kUInt8, {1, 3, 37, 41}},
+      {"s8_to_u8_unary", DType::kInt8, DType::kUndefined, DType::kUInt8, {2, 100}},
+      {"binary_u8_s8_to_s8", DType::kUInt8, DType::kInt8, DType::kInt8, {1, 8, 13, 11}},
+  };
+  unsigned seed = 700;
+  for (const LCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const bool binary = c.b != DType::kUndefined;
+    Builder b;
+    b.input("a", c.dims, c.a);
+    std::vector<std::string> in{"a"};
+    if (binary) b.input("b", c.dims, c.b), in.push_back("b");
+    b.constant("table", table_tensor(c.y, binary ? 65536 : 256, ++seed));
+    in.push_back("table");
+    b.node("lut", "QLinearLookup", in, "y").domain = "ai.tessera";
+    Graph g = b.done({"y"});
+    std::vector<Tensor> inputs{int8_tensor(c.a, c.dims, ++seed)};
+    if (binary) inputs.push_back(int8_tensor(c.b, c.dims, ++seed));
+    std::string model = model_bytes(g);
+    CapabilityReport cap = capability(model);
+    ASSERT_EQ(cap.status, TESSERA_OK) << cap.msg;
+    ASSERT_TRUE(cap.refused.empty()) << cap.refused.begin()->second;
+    Compiled comp = compile(model);
+    ASSERT_EQ(comp.status, TESSERA_OK) << comp.msg;
+    Loaded l = load(comp.blob, g.constants);
+    ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
+    std::vector<Tensor> out = output_buffers(g);
+    std::string msg;
+    ASSERT_EQ(run(l.engine.get(), inputs, out, &msg), TESSERA_OK) << msg;
+    std::vector<Tensor> ref = native(g, inputs);
+    ASSERT_EQ(ref.size(), 1u);
+    const Tensor& table = g.constants.at("table");
+    const auto* tb = table.data<uint8_t>();
+    auto rank = [](const Tensor& t, int64_t i) {
+      const uint8_t v = t.data<uint8_t>()[i];
+      return t.dtype() == DType::kInt8 ? v ^ 0x80 : v;
+    };
+    int differ = 0, by_hand = 0;
+    for (int64_t i = 0; i < ref[0].numel(); ++i) {
+      const uint8_t got = out[0].data<uint8_t>()[i];
+      differ += got != ref[0].data<uint8_t>()[i];
+      const size_t k = binary ? static_cast<size_t>(rank(inputs[0], i)) << 8 | rank(inputs[1], i) : rank(inputs[0], i);
+      by_hand += got != tb[k];
+    }
+    EXPECT_EQ(differ, 0);
+    EXPECT_EQ(by_hand, 0);
+  }
+}
+
+TEST_F(DnnlBackend, QLinearConvLookupChainIsOneRegionEqualToNative) {
+  Builder b;
+  Tensor wz(DType::kInt8, Dims{});
+  wz.data<int8_t>()[0] = 0;
+  b.input("x", {1, 16, 12, 12}, DType::kUInt8)
+      .constant("s", scalar_tensor(DType::kFloat32, 0.05))
+      .constant("z", scalar_tensor(DType::kUInt8, 128))
+      .constant("w1", int8_tensor(DType::kInt8, {32, 16, 3, 3}, 801))
+      .constant("w2", int8_tensor(DType::kInt8, {32, 1, 3, 3}, 802))
+      .constant("ws", scalar_tensor(DType::kFloat32, 0.004))
+      .constant("wz", wz)
+      .constant("table", table_tensor(DType::kUInt8, 256, 803));
+  set_ints(b.node("c1", "QLinearConv", {"x", "s", "z", "w1", "ws", "wz", "s", "z"}, "t1"), "pads", {1, 1, 1, 1});
+  b.node("lut", "QLinearLookup", {"t1", "table"}, "t2").domain = "ai.tessera";
+  Node& dw = b.node("c2", "QLinearConv", {"t2", "s", "z", "w2", "ws", "wz", "s", "z"}, "y");
+  set_int(dw, "group", 32), set_ints(dw, "pads", {1, 1, 1, 1});
+  Graph g = b.done({"y"});
+  std::vector<Tensor> inputs{int8_tensor(DType::kUInt8, {1, 16, 12, 12}, 804)};
+  std::string model = model_bytes(g);
+  CapabilityReport cap = capability(model);
+  ASSERT_TRUE(cap.refused.empty()) << cap.refused.begin()->second;
+  Compiled comp = compile(model);
+  ASSERT_EQ(comp.status, TESSERA_OK) << comp.msg;
+  Loaded l = load(comp.blob, g.constants);
+  ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
+  std::vector<Tensor> out = output_buffers(g);
+  std::string msg;
+  ASSERT_EQ(run(l.engine.get(), inputs, out, &msg), TESSERA_OK) << msg;
+  std::vector<Tensor> ref = native(g, inputs);
+  ASSERT_EQ(ref.size(), 1u);
+  int differ = 0;
+  for (int64_t i = 0; i < ref[0].numel(); ++i) differ += out[0].as_double(i) != ref[0].as_double(i);
+  EXPECT_EQ(differ, 0) << "of " << ref[0].numel();
+}
+
 // What oneDNN's int8 convolution cannot take is refused with the reason: weights with a zero point, weights that are
 // not constant.
 TEST_F(DnnlBackend, QLinearConvRefusesWeightZeroPointsAndRuntimeWeights) {
