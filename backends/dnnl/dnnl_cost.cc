@@ -145,6 +145,7 @@ double op_us(const Op& op, const std::vector<Value>& v, const tessera_plugin::Ma
   double function_us = elements * cycles / (f.cycles_per_us * f.threads);
   if (op.kind == OpKind::kTranspose) function_us += elements * kTransposeCycles / (f.cycles_per_us * f.threads);
   // A table lookup per element: a byte load, and for two operands a gather from a 64 KiB table.
+  if (op.kind == OpKind::kQuantize) function_us += elements * 0.5 / (f.cycles_per_us * f.threads);  // a vector division
   if (op.kind == OpKind::kLookup) function_us += elements * (op.in.size() == 3 ? 2.0 : 1.0) / (f.cycles_per_us * f.threads);
   if (op.kind == OpKind::kReduce || (op.kind == OpKind::kPool && elements * 16 < bytes / 4)) {
     // A reduction, or a pooling whose window covers most of its input.

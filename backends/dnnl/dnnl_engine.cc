@@ -378,8 +378,8 @@ class Builder {
       build_concat_in_place(op);
       return;
     }
-    if (op.kind == OpKind::kLookup) {
-      build_lookup(op, what);
+    if (own_elementwise(op.kind)) {
+      build_own(op, what);
       return;
     }
     std::vector<OperandSpec> specs = operand_specs(op, p_.values);
@@ -495,37 +495,47 @@ class Builder {
     }
   }
 
-  // A table lookup over the bytes of its operands in the layout the first
-  // one is held in (a layout with padding is made plain first: a table would
-  // change the zeros oneDNN keeps there); the result has that layout.
-  void build_lookup(const Op& op, const std::string& what) {
-    const size_t t = op.in.size() - 1;
+  // An op the plugin runs itself, elementwise (a table lookup, a quantization) over its operands in the layout the
+  // first one is held in (a layout with padding is made plain first: the op would change the zeros oneDNN keeps
+  // there); the result has that layout, in its own data type.
+  void build_own(const Op& op, const std::string& what) {
     auto dense = [&](const memory::desc& md) {
-      return md.get_size() == static_cast<size_t>(numel(p_.values[static_cast<size_t>(op.in[0])].dims));
+      const Value& x = p_.values[static_cast<size_t>(op.in[0])];
+      return md.get_size() == static_cast<size_t>(numel(x.dims)) * tessera_plugin::dtype_size(x.dtype);
     };
     int x = canon(op.in[0]);
     if (!dense(plan_.mems[static_cast<size_t>(x)].md)) x = as_layout(op.in[0], plain(op.in[0]));
     const memory::desc xmd = plan_.mems[static_cast<size_t>(x)].md;
-    Step s;
-    s.what = what;
-    s.nodes = op.nodes;
-    s.impl = "lookup table (" + std::string(t == 2 ? "65536" : "256") + " entries)";
-    s.args.emplace_back(DNNL_ARG_SRC_0, x);
-    const auto flip = [&](int32_t v) -> uint8_t { return p_.values[static_cast<size_t>(v)].dtype == TESSERA_DTYPE_INT8 ? 0x80 : 0; };
-    s.flip0 = flip(op.in[0]);
-    // X's layout in another 8-bit type (the same bytes per element).
+    // X's layout in another data type (strides count elements, so the layout is the same).
     auto retyped = [&](int32_t v) {
       memory::desc md = xmd;
       md.data.data_type = static_cast<dnnl_data_type_t>(data_type_of(p_.values[static_cast<size_t>(v)].dtype));
       return md;
     };
-    if (t == 2) {
-      s.args.emplace_back(DNNL_ARG_SRC_1, as_layout(op.in[1], retyped(op.in[1])));
-      s.flip1 = flip(op.in[1]);
+    auto is_int8 = [&](int32_t v) { return p_.values[static_cast<size_t>(v)].dtype == TESSERA_DTYPE_INT8; };
+    Step s;
+    s.what = what;
+    s.nodes = op.nodes;
+    s.own = true;
+    s.kind = op.kind;
+    s.args.emplace_back(DNNL_ARG_SRC_0, x);
+    if (op.kind == OpKind::kLookup) {
+      const size_t t = op.in.size() - 1;
+      s.impl = "lookup table (" + std::string(t == 2 ? "65536" : "256") + " entries)";
+      s.flip0 = is_int8(op.in[0]) ? 0x80 : 0;
+      if (t == 2) {
+        s.args.emplace_back(DNNL_ARG_SRC_1, as_layout(op.in[1], retyped(op.in[1])));
+        s.flip1 = is_int8(op.in[1]) ? 0x80 : 0;
+      }
+      s.table = plan_.mems[static_cast<size_t>(canon(op.in[t]))].index;
+    } else {
+      const bool q = op.kind == OpKind::kQuantize;
+      s.impl = q ? "quantize (own loop)" : "dequantize (own loop)";
+      s.scale = op.floats[0];
+      s.zero_point = op.floats[1];
+      s.int8 = is_int8(q ? op.out : op.in[0]);
     }
-    s.table = plan_.mems[static_cast<size_t>(canon(op.in[t]))].index;
-    const memory::desc ymd = retyped(op.out);
-    const int dst = new_dst(op.out, ymd);
+    const int dst = new_dst(op.out, retyped(op.out));
     s.args.emplace_back(DNNL_ARG_DST, dst);
     add_step(std::move(s));
     bind(op.out, dst);

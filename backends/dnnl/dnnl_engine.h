@@ -46,11 +46,17 @@ struct Step {
   // "reorder of 'x' jit:uni").
   std::vector<std::string> nodes;
   std::string impl;
-  // A Lookup (no primitive): the kFixed index of its table, -1 for a
-  // primitive's step. Its args: DNNL_ARG_SRC_0 (and _1), DNNL_ARG_DST, dense
-  // bytes in one layout; `flip` is 0x80 for an int8 operand (bit 0: X, 1: X2).
+  // An op the plugin runs itself (own_elementwise): no primitive; its args
+  // DNNL_ARG_SRC_0 (and _1), DNNL_ARG_DST, dense elements in one layout.
+  // Lookup: the kFixed index of its table, and 0x80 for an int8 operand
+  // (flip0: X, flip1: X2). Quantize, Dequantize: scale and zero point; int8
+  // says the 8-bit side is signed.
+  bool own = false;
+  OpKind kind = OpKind::kView;
   int table = -1;
   uint8_t flip0 = 0, flip1 = 0;
+  float scale = 1.f, zero_point = 0.f;
+  bool int8 = false;
 };
 
 // Work no primitive does: a view (Reshape, Flatten...) or a Concatenation

@@ -235,6 +235,28 @@ void lower_qlinear_conv(Lowering& l, const onnx::NodeProto& n) {
   l.emit(std::move(op));
 }
 
+// QuantizeLinear / DequantizeLinear with one constant scale and zero point (per tensor), between float32 and
+// 8-bit values; per-axis and blocked quantization, and other types, are refused.
+void lower_quantize(Lowering& l, const onnx::NodeProto& n) {
+  const bool q = n.op_type() == "QuantizeLinear";
+  if (n.input_size() < 2 || n.input(1).empty()) throw Refusal{"the scale is missing"};
+  if (attr_int(n, "block_size", 0) != 0) throw Refusal{"blocked quantization"};
+  const std::vector<float> scale = l.constant_floats(n.input(1), "the scale");
+  if (scale.size() != 1) throw Refusal{"a scale per axis (" + std::to_string(scale.size()) + " values)"};
+  int64_t zp = 0;
+  if (n.input_size() > 2 && !n.input(2).empty()) {
+    const std::vector<int64_t> z = l.constant_ints(n.input(2), "the zero point");
+    if (z.size() != 1) throw Refusal{"a zero point per axis"};
+    zp = z[0];
+  }
+  Op op;
+  op.kind = q ? OpKind::kQuantize : OpKind::kDequantize;
+  op.in = {l.value(n.input(0), "input", q ? Lowering::kFloat32 : Lowering::k8Bit)};
+  op.out = l.output(n, 0, q ? Lowering::k8Bit : Lowering::kFloat32);
+  op.floats = {scale[0], static_cast<float>(zp)};
+  l.emit(std::move(op));
+}
+
 // ai.tessera.QLinearLookup (X, X2?, Table): a table over 8-bit operands (dnnl_program.h, kLookup).
 void lower_lookup(Lowering& l, const onnx::NodeProto& n) {
   if (n.domain() != "ai.tessera") throw Refusal{"op QLinearLookup is not supported"};

@@ -48,6 +48,8 @@ constexpr OpEntry kOps[] = {
     {"PRelu", lower_prelu},
     {"QLinearConv", lower_qlinear_conv},
     {"QLinearLookup", lower_lookup},
+    {"QuantizeLinear", lower_quantize},
+    {"DequantizeLinear", lower_quantize},
     {"ReduceMean", lower_reduce},
     {"ReduceSum", lower_reduce},
     {"ReduceMax", lower_reduce},

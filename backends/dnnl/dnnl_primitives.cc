@@ -215,6 +215,10 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
       if (op.in[2] >= 0) set(2, Layout::kPlain, DNNL_ARG_BIAS, plain_md(dims(2), memory::data_type::s32));
       break;
     }
+    case OpKind::kQuantize:
+    case OpKind::kDequantize:  // no primitive: the engine's own loop, in the source's layout
+      set(0, Layout::kAsIs, DNNL_ARG_SRC_0);
+      break;
     case OpKind::kLookup: {  // no primitive: the engine's own loop over the bytes, in the source's layout
       set(0, Layout::kAsIs, DNNL_ARG_SRC_0);
       if (op.in.size() == 3) set(1, Layout::kSameAsFirst, DNNL_ARG_SRC_1);
@@ -405,6 +409,8 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, c
     }
     case OpKind::kView:
     case OpKind::kLookup:
+    case OpKind::kQuantize:
+    case OpKind::kDequantize:
       break;
   }
   throw dnnl::error(dnnl_invalid_arguments, "op kind without a primitive");
@@ -416,7 +422,7 @@ const dnnl::engine& probe_engine() {
 }
 
 std::string probe(const Op& op, const std::vector<Value>& v, const dnnl::engine& eng, std::string* impl) {
-  if (op.kind == OpKind::kView || op.kind == OpKind::kLookup) return "";
+  if (op.kind == OpKind::kView || own_elementwise(op.kind)) return "";
   std::vector<OperandSpec> specs = operand_specs(op, v);
   std::vector<memory::desc> in;
   for (size_t k = 0; k < specs.size(); ++k) {

@@ -33,7 +33,7 @@ const char* op_kind_name(OpKind k) {
   static constexpr const char* kNames[] = {"Conv",    "Deconv",    "Pool",    "MatMul", "BatchNorm",
                                            "Lrn",     "Softmax",   "LayerNorm", "Eltwise", "Binary",
                                            "Sum",     "Concat",    "View",    "Transpose", "Reduce", "PRelu",
-                                           "Slice",   "QConv",     "Lookup"};
+                                           "Slice",   "QConv",     "Lookup",  "Quantize",  "Dequantize"};
   static_assert(std::size(kNames) == kNumOpKinds);
   return kNames[static_cast<size_t>(k)];
 }
@@ -421,6 +421,15 @@ std::string check_kind(const Op& op, const std::vector<Value>& v) {
       if (t == 2 && dims(1) != dims(0)) return "operand shapes differ";
       return y == dims(0) ? "" : "output shape";
     }
+    case OpKind::kQuantize:
+    case OpKind::kDequantize: {
+      if (!arity(1, 0, 2) || !present(0)) return "operands";
+      const float scale = op.floats[0], zp = op.floats[1];
+      if (!(scale > 0 && scale < 3.4e38f) || zp != std::nearbyint(zp) || zp < -128 || zp > 255) {
+        return "bad scale or zero point";
+      }
+      return y == dims(0) ? "" : "output shape";
+    }
     case OpKind::kPRelu: {
       if (!arity(2, 0, 0) || !present(0)) return "operands";
       Dims r;
@@ -437,6 +446,16 @@ bool is_8bit(int32_t dtype) { return dtype == TESSERA_DTYPE_UINT8 || dtype == TE
 // operands of kQConv and kLookup; no post-ops on those.
 std::string check_dtypes(const Op& op, const std::vector<Value>& v) {
   auto dt = [&](int32_t id) { return v[static_cast<size_t>(id)].dtype; };
+  if (op.kind == OpKind::kQuantize || op.kind == OpKind::kDequantize) {
+    if (!op.post.empty() || op.bf16) return "post-ops or bf16 on a quantization";
+    const bool q = op.kind == OpKind::kQuantize;
+    const int32_t in = dt(op.in[0]), out = dt(op.out);
+    if (q ? (in != TESSERA_DTYPE_FLOAT32 || !is_8bit(out)) : (!is_8bit(in) || out != TESSERA_DTYPE_FLOAT32)) {
+      return q ? "Quantize is not float32 to uint8/int8" : "Dequantize is not uint8/int8 to float32";
+    }
+    const float lo = is_8bit(q ? out : in) && (q ? out : in) == TESSERA_DTYPE_INT8 ? -128.f : 0.f;
+    return op.floats[1] >= lo && op.floats[1] <= lo + 255 ? "" : "zero point out of the 8-bit type's range";
+  }
   if (op.kind == OpKind::kQConv || op.kind == OpKind::kLookup) {
     if (!op.post.empty() || op.bf16) return "post-ops or bf16 on an integer op";
     if (op.kind == OpKind::kQConv) {

@@ -78,8 +78,14 @@ enum class OpKind : uint8_t {
   kSlice,  // a box of the input (ints: its offset per dim; the output's dims its extent), copied out
   kQConv,
   kLookup,
+  kQuantize,
+  kDequantize,
 };
-constexpr uint8_t kNumOpKinds = static_cast<uint8_t>(OpKind::kLookup) + 1;
+constexpr uint8_t kNumOpKinds = static_cast<uint8_t>(OpKind::kDequantize) + 1;
+
+// Whether the plugin runs `k` with its own loop over the elements (no oneDNN primitive), in the layout its first
+// operand is held in.
+inline bool own_elementwise(OpKind k) { return k == OpKind::kLookup || k == OpKind::kQuantize || k == OpKind::kDequantize; }
 const char* op_kind_name(OpKind k);
 
 enum class PostKind : uint8_t { kEltwise, kSum, kBinary };

@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <unordered_map>
 
@@ -38,7 +39,7 @@ namespace tessera_dnnl {
 
 namespace {
 constexpr double kTinyWorkUs = 30.0;
-constexpr size_t kLookupChunk = size_t{1} << 16;  // bytes per task of a table lookup
+constexpr size_t kLookupChunk = size_t{1} << 16;  // elements per task of a step the plugin runs itself
 
 // y[i] = table[x[i] ^ flip] for i < n, 64 bytes at a time with AVX-512 VBMI: the 256-byte table is four registers;
 // vpermi2b looks up 128 entries at once by the low 7 bits, the top bit picks which half. Returns how many bytes it
@@ -67,25 +68,68 @@ bool has_vbmi() {
   return yes;
 }
 
-// A Lookup step: y[i] = table[x[i] ^ flip0] or table[(x[i] ^ flip0) << 8 | (x2[i] ^ flip1)], over `n` bytes,
-// in chunks across the run's OpenMP team.
-void run_lookup(const Step& step, const uint8_t* table, std::unordered_map<int, dnnl::memory>& args) {
+// QuantizeLinear's arithmetic, as Tessera's native kernel (and ONNX Runtime) computes it: a true division, clamped
+// in the output's range shifted by the zero point (NaN to the low end), rounded half to even by the 1.5 * 2^23 trick.
+template <class T>
+void quantize_elements(const float* x, size_t n, float scale, int32_t zp, T* y) {
+  const float lo = static_cast<float>(std::numeric_limits<T>::min() - zp);
+  const float hi = static_cast<float>(std::numeric_limits<T>::max() - zp);
+  constexpr float kMagic = 12582912.f;
+  for (size_t i = 0; i < n; ++i) {
+    float v = x[i] / scale;
+    v = v > lo ? v : lo;
+    v = v < hi ? v : hi;
+    v = (v + kMagic) - kMagic;
+    y[i] = static_cast<T>(static_cast<int32_t>(v) + zp);
+  }
+}
+
+template <class T>
+void dequantize_elements(const T* x, size_t n, float scale, float zp, float* y) {
+  for (size_t i = 0; i < n; ++i) y[i] = (static_cast<float>(x[i]) - zp) * scale;
+}
+
+// A step the plugin runs itself (Step::own), over the elements of its operands in chunks across the run's OpenMP
+// team: a lookup y[i] = table[x[i] ^ flip0] or table[(x[i] ^ flip0) << 8 | (x2[i] ^ flip1)], a quantization or a
+// dequantization.
+void run_own(const Step& step, const void* table, std::unordered_map<int, dnnl::memory>& args) {
   const dnnl::memory& xm = args.at(DNNL_ARG_SRC_0);
-  const auto* x = static_cast<const uint8_t*>(xm.get_data_handle());
-  auto* y = static_cast<uint8_t*>(args.at(DNNL_ARG_DST).get_data_handle());
-  const size_t n = xm.get_desc().get_size();
+  const void* xv = xm.get_data_handle();
+  void* yv = args.at(DNNL_ARG_DST).get_data_handle();
+  const size_t n = xm.get_desc().get_size() / (step.kind == OpKind::kQuantize ? sizeof(float) : 1);
   const auto* x2 = args.count(DNNL_ARG_SRC_1) ? static_cast<const uint8_t*>(args.at(DNNL_ARG_SRC_1).get_data_handle())
                                               : nullptr;
-  const uint8_t f0 = step.flip0, f1 = step.flip1;
   const auto chunks = static_cast<int64_t>((n + kLookupChunk - 1) / kLookupChunk);
 #pragma omp parallel for schedule(static) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
-    const size_t begin = static_cast<size_t>(c) * kLookupChunk, end = std::min(n, begin + kLookupChunk);
-    if (x2) {
-      for (size_t i = begin; i < end; ++i) y[i] = table[static_cast<size_t>(x[i] ^ f0) << 8 | (x2[i] ^ f1)];
-    } else {
-      const size_t done = has_vbmi() ? lookup_vbmi(x + begin, y + begin, end - begin, table, f0) : 0;
-      for (size_t i = begin + done; i < end; ++i) y[i] = table[x[i] ^ f0];
+    const size_t begin = static_cast<size_t>(c) * kLookupChunk, count = std::min(n, begin + kLookupChunk) - begin;
+    const auto zp = static_cast<int32_t>(step.zero_point);
+    switch (step.kind) {
+      case OpKind::kQuantize: {
+        const float* x = static_cast<const float*>(xv) + begin;
+        if (step.int8) quantize_elements(x, count, step.scale, zp, static_cast<int8_t*>(yv) + begin);
+        else quantize_elements(x, count, step.scale, zp, static_cast<uint8_t*>(yv) + begin);
+        break;
+      }
+      case OpKind::kDequantize: {
+        float* y = static_cast<float*>(yv) + begin;
+        if (step.int8) dequantize_elements(static_cast<const int8_t*>(xv) + begin, count, step.scale, step.zero_point, y);
+        else dequantize_elements(static_cast<const uint8_t*>(xv) + begin, count, step.scale, step.zero_point, y);
+        break;
+      }
+      default: {  // kLookup
+        const auto* x = static_cast<const uint8_t*>(xv) + begin;
+        auto* y = static_cast<uint8_t*>(yv) + begin;
+        const auto* tb = static_cast<const uint8_t*>(table);
+        const uint8_t f0 = step.flip0, f1 = step.flip1;
+        if (x2) {
+          const uint8_t* b = x2 + begin;
+          for (size_t i = 0; i < count; ++i) y[i] = tb[static_cast<size_t>(x[i] ^ f0) << 8 | (b[i] ^ f1)];
+        } else {
+          const size_t done = has_vbmi() ? lookup_vbmi(x, y, count, tb, f0) : 0;
+          for (size_t i = done; i < count; ++i) y[i] = tb[x[i] ^ f0];
+        }
+      }
     }
   }
 }
@@ -171,12 +215,12 @@ class RunContext {
   // lookup's operands are ready).
   void execute(const Plan& plan, size_t s) {
     const Step& step = plan.steps[s];
-    if (step.table < 0) {
+    if (!step.own) {
       step.prim.execute(stream_, args_[s]);
       return;
     }
     stream_.wait();
-    run_lookup(step, static_cast<const uint8_t*>(plan.fixed[static_cast<size_t>(step.table)]), args_[s]);
+    run_own(step, step.table >= 0 ? plan.fixed[static_cast<size_t>(step.table)] : nullptr, args_[s]);
   }
 
   void bind_io(const Plan& plan, const tessera_tensor_t* inputs, tessera_tensor_t* outputs) {
