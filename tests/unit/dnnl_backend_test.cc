@@ -352,6 +352,53 @@ TEST_F(DnnlBackend, QLinearConvLookupChainIsOneRegionEqualToNative) {
   EXPECT_EQ(differ, 0) << "of " << ref[0].numel();
 }
 
+// Per-tensor QuantizeLinear and DequantizeLinear as the plugin's own loops: equal to native to the bit on ties,
+// saturation, infinities and NaN, for uint8 and int8; a per-axis scale is refused with the reason.
+TEST_F(DnnlBackend, QuantizeAndDequantizeLinearEqualNativeToTheBit) {
+  for (DType qt : {DType::kUInt8, DType::kInt8}) {
+    SCOPED_TRACE(dtype_name(qt));
+    const float scale = 0.05f;
+    const int zp = qt == DType::kUInt8 ? 7 : -5;
+    Builder b;
+    b.input("x", {2, 3, 17, 19})
+        .constant("s", scalar_tensor(DType::kFloat32, scale))
+        .constant("z", scalar_tensor(qt, zp));
+    b.node("q", "QuantizeLinear", {"x", "s", "z"}, "xq");
+    b.node("dq", "DequantizeLinear", {"xq", "s", "z"}, "y");
+    Graph g = b.done({"xq", "y"});
+    Tensor x = random_tensor({2, 3, 17, 19}, 901);
+    float* xp = x.data<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) xp[i] *= 10.f;  // beyond the 8-bit range at both ends
+    for (int k = 0; k < 200; ++k) xp[k] = (static_cast<float>(k - 100) + 0.5f) * scale;  // ties
+    xp[200] = std::numeric_limits<float>::infinity(), xp[201] = -xp[200];
+    xp[202] = std::numeric_limits<float>::quiet_NaN();
+    std::string model = model_bytes(g);
+    CapabilityReport cap = capability(model);
+    ASSERT_TRUE(cap.refused.empty()) << cap.refused.begin()->second;
+    Compiled comp = compile(model);
+    ASSERT_EQ(comp.status, TESSERA_OK) << comp.msg;
+    Loaded l = load(comp.blob, g.constants);
+    ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
+    std::vector<Tensor> out = output_buffers(g);
+    std::string msg;
+    ASSERT_EQ(run(l.engine.get(), {x}, out, &msg), TESSERA_OK) << msg;
+    std::vector<Tensor> ref = native(g, {x});
+    ASSERT_EQ(ref.size(), 2u);
+    for (size_t o = 0; o < 2; ++o) {
+      ASSERT_EQ(out[o].nbytes(), ref[o].nbytes());
+      EXPECT_EQ(std::memcmp(out[o].data<char>(), ref[o].data<char>(), ref[o].nbytes()), 0) << "output " << o;
+    }
+  }
+  Builder b;
+  Tensor s(DType::kFloat32, {3});
+  std::fill_n(s.data<float>(), 3, 0.1f);
+  b.input("x", {1, 3, 4, 4}).constant("s", s);
+  set_int(b.node("q", "QuantizeLinear", {"x", "s"}, "y"), "axis", 1);
+  CapabilityReport cap = capability(model_bytes(b.done({"y"})));
+  ASSERT_EQ(cap.refused.count(0), 1u);
+  EXPECT_NE(cap.refused.at(0).find("per axis"), std::string::npos) << cap.refused.at(0);
+}
+
 // What oneDNN's int8 convolution cannot take is refused with the reason: weights with a zero point, weights that are
 // not constant.
 TEST_F(DnnlBackend, QLinearConvRefusesWeightZeroPointsAndRuntimeWeights) {
