@@ -528,6 +528,13 @@ class Builder {
         s.flip1 = is_int8(op.in[1]) ? 0x80 : 0;
       }
       s.table = plan_.mems[static_cast<size_t>(canon(op.in[t]))].index;
+    } else if (op.kind == OpKind::kDqBinary) {
+      s.impl = "dequantize and binary (own loop)";
+      s.args.emplace_back(DNNL_ARG_SRC_1, as_layout(op.in[1], retyped(op.in[1])));
+      s.scale = op.floats[0], s.zero_point = op.floats[1], s.scale2 = op.floats[2], s.zero_point2 = op.floats[3];
+      s.int8 = is_int8(op.in[0]), s.int8_2 = is_int8(op.in[1]);
+      s.alg = op.alg;
+      s.relu = !op.post.empty();
     } else {
       const bool q = op.kind == OpKind::kQuantize;
       s.impl = q ? "quantize (own loop)" : "dequantize (own loop)";

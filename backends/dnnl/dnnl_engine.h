@@ -57,6 +57,11 @@ struct Step {
   uint8_t flip0 = 0, flip1 = 0;
   float scale = 1.f, zero_point = 0.f;
   bool int8 = false;
+  // DqBinary: the second operand's scale and zero point (a scale of 0: that
+  // operand is float32), its signedness, the binary algorithm, a relu after.
+  float scale2 = 0.f, zero_point2 = 0.f;
+  bool int8_2 = false, relu = false;
+  int32_t alg = 0;
 };
 
 // Work no primitive does: a view (Reshape, Flatten...) or a Concatenation

@@ -123,6 +123,53 @@ void absorb_transposes(Program& p, const dnnl::engine& eng) {
   }
 }
 
+// A Binary of same-shaped operands (with at most a relu after it) whose operands are computed by
+// Dequantizes read by it alone becomes a DqBinary reading their 8-bit sources: the float tensors the
+// Dequantizes wrote are never written.
+void absorb_dequantizes(Program& p) {
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    const Op& b = p.ops[i];
+    const Dims& y = p.values[static_cast<size_t>(b.out)].dims;
+    if (b.kind != OpKind::kBinary || b.post.size() > 1 || p.values[static_cast<size_t>(b.in[0])].dims != y ||
+        p.values[static_cast<size_t>(b.in[1])].dims != y || b.in[0] == b.in[1]) {
+      continue;
+    }
+    if (b.post.size() == 1 && (b.post[0].kind != PostKind::kEltwise || b.post[0].alg != dnnl_eltwise_relu ||
+                               b.post[0].alpha != 0.f)) {
+      continue;
+    }
+    const Uses u = uses_of(p);
+    Op d = b;
+    d.kind = OpKind::kDqBinary;
+    d.floats = {0.f, 0.f, 0.f, 0.f};
+    std::vector<size_t> absorbed;
+    for (size_t k = 0; k < 2; ++k) {
+      const auto v = static_cast<size_t>(b.in[k]);
+      if (u.is_output[v] || u.readers[v].size() != 1) continue;
+      const auto q = static_cast<size_t>(
+          std::find_if(p.ops.begin(), p.ops.end(), [&](const Op& o) { return o.out == b.in[k]; }) - p.ops.begin());
+      if (q >= p.ops.size() || p.ops[q].kind != OpKind::kDequantize) continue;
+      d.in[k] = p.ops[q].in[0];
+      d.floats[2 * k] = p.ops[q].floats[0];
+      d.floats[2 * k + 1] = p.ops[q].floats[1];
+      absorbed.push_back(q);
+    }
+    if (absorbed.empty() || !check_op(d, p.values).empty()) continue;
+    std::vector<std::string> nodes;
+    for (size_t q : absorbed) nodes.insert(nodes.end(), p.ops[q].nodes.begin(), p.ops[q].nodes.end());
+    for (const std::string& n : b.nodes) {
+      if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
+    }
+    d.nodes = nodes;
+    p.ops[i] = std::move(d);
+    std::sort(absorbed.rbegin(), absorbed.rend());
+    for (size_t q : absorbed) {
+      p.ops.erase(p.ops.begin() + static_cast<std::ptrdiff_t>(q));
+      if (q < i) --i;
+    }
+  }
+}
+
 }  // namespace
 
 void fuse(Program& p, const dnnl::engine& eng) {
@@ -144,6 +191,7 @@ void fuse(Program& p, const dnnl::engine& eng) {
       i = j - 1;  // the fused op, at the reader's place; try to extend it
     }
   }
+  absorb_dequantizes(p);
 }
 
 std::vector<Composite> find_composites(const tessera_plugin::ModelView& m, const std::vector<bool>& supported) {

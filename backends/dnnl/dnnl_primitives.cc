@@ -219,6 +219,10 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
     case OpKind::kDequantize:  // no primitive: the engine's own loop, in the source's layout
       set(0, Layout::kAsIs, DNNL_ARG_SRC_0);
       break;
+    case OpKind::kDqBinary:
+      set(0, Layout::kAsIs, DNNL_ARG_SRC_0);
+      set(1, Layout::kSameAsFirst, DNNL_ARG_SRC_1);
+      break;
     case OpKind::kLookup: {  // no primitive: the engine's own loop over the bytes, in the source's layout
       set(0, Layout::kAsIs, DNNL_ARG_SRC_0);
       if (op.in.size() == 3) set(1, Layout::kSameAsFirst, DNNL_ARG_SRC_1);
@@ -411,6 +415,7 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, c
     case OpKind::kLookup:
     case OpKind::kQuantize:
     case OpKind::kDequantize:
+    case OpKind::kDqBinary:
       break;
   }
   throw dnnl::error(dnnl_invalid_arguments, "op kind without a primitive");

@@ -33,7 +33,7 @@ const char* op_kind_name(OpKind k) {
   static constexpr const char* kNames[] = {"Conv",    "Deconv",    "Pool",    "MatMul", "BatchNorm",
                                            "Lrn",     "Softmax",   "LayerNorm", "Eltwise", "Binary",
                                            "Sum",     "Concat",    "View",    "Transpose", "Reduce", "PRelu",
-                                           "Slice",   "QConv",     "Lookup",  "Quantize",  "Dequantize"};
+                                           "Slice",   "QConv",     "Lookup",  "Quantize",  "Dequantize", "DqBinary"};
   static_assert(std::size(kNames) == kNumOpKinds);
   return kNames[static_cast<size_t>(k)];
 }
@@ -430,6 +430,17 @@ std::string check_kind(const Op& op, const std::vector<Value>& v) {
       }
       return y == dims(0) ? "" : "output shape";
     }
+    case OpKind::kDqBinary: {
+      if (!is_binary_alg(op.alg)) return "bad binary algorithm";
+      if (!arity(2, 0, 4) || !present(0) || dims(0) != y || dims(1) != y) return "operands";
+      for (size_t k = 0; k < 2; ++k) {
+        const float scale = op.floats[2 * k], zp = op.floats[2 * k + 1];
+        if (!(scale >= 0 && scale < 3.4e38f) || zp != std::nearbyint(zp) || zp < -128 || zp > 255) {
+          return "bad scale or zero point";
+        }
+      }
+      return "";
+    }
     case OpKind::kPRelu: {
       if (!arity(2, 0, 0) || !present(0)) return "operands";
       Dims r;
@@ -446,6 +457,19 @@ bool is_8bit(int32_t dtype) { return dtype == TESSERA_DTYPE_UINT8 || dtype == TE
 // operands of kQConv and kLookup; no post-ops on those.
 std::string check_dtypes(const Op& op, const std::vector<Value>& v) {
   auto dt = [&](int32_t id) { return v[static_cast<size_t>(id)].dtype; };
+  if (op.kind == OpKind::kDqBinary) {
+    if (op.bf16 || op.post.size() > 1 ||
+        (op.post.size() == 1 && (op.post[0].kind != PostKind::kEltwise || op.post[0].alg != dnnl_eltwise_relu ||
+                                 op.post[0].alpha != 0.f))) {
+      return "DqBinary takes at most a relu";
+    }
+    for (size_t k = 0; k < 2; ++k) {
+      if (op.floats[2 * k] > 0 ? !is_8bit(dt(op.in[k])) : dt(op.in[k]) != TESSERA_DTYPE_FLOAT32) {
+        return "DqBinary operand " + std::to_string(k) + " is not of its kind";
+      }
+    }
+    return dt(op.out) == TESSERA_DTYPE_FLOAT32 ? "" : "DqBinary output is not float32";
+  }
   if (op.kind == OpKind::kQuantize || op.kind == OpKind::kDequantize) {
     if (!op.post.empty() || op.bf16) return "post-ops or bf16 on a quantization";
     const bool q = op.kind == OpKind::kQuantize;

@@ -80,12 +80,15 @@ enum class OpKind : uint8_t {
   kLookup,
   kQuantize,
   kDequantize,
+  kDqBinary,
 };
-constexpr uint8_t kNumOpKinds = static_cast<uint8_t>(OpKind::kDequantize) + 1;
+constexpr uint8_t kNumOpKinds = static_cast<uint8_t>(OpKind::kDqBinary) + 1;
 
 // Whether the plugin runs `k` with its own loop over the elements (no oneDNN primitive), in the layout its first
 // operand is held in.
-inline bool own_elementwise(OpKind k) { return k == OpKind::kLookup || k == OpKind::kQuantize || k == OpKind::kDequantize; }
+inline bool own_elementwise(OpKind k) {
+  return k == OpKind::kLookup || k == OpKind::kQuantize || k == OpKind::kDequantize || k == OpKind::kDqBinary;
+}
 const char* op_kind_name(OpKind k);
 
 enum class PostKind : uint8_t { kEltwise, kSum, kBinary };

@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <limits>
+#include <type_traits>
 #include <string>
 #include <unordered_map>
 
@@ -89,6 +90,53 @@ void dequantize_elements(const T* x, size_t n, float scale, float zp, float* y) 
   for (size_t i = 0; i < n; ++i) y[i] = (static_cast<float>(x[i]) - zp) * scale;
 }
 
+// An operand of a DqBinary as float: dequantized (8-bit) or as it is (float32).
+template <class T>
+inline float operand_value(T x, float scale, float zp) {
+  if constexpr (std::is_same_v<T, float>) {
+    return x;
+  } else {
+    return (static_cast<float>(x) - zp) * scale;
+  }
+}
+
+// y = [relu](op(dq(a), dq(b))), rounding each step as the unfused ops do (this file is compiled without
+// floating-point contraction, so no multiply-add is fused).
+template <class TA, class TB, class F>
+void dq_binary(const TA* a, float sa, float za, const TB* b, float sb, float zb, size_t n, bool relu, float* y, F f) {
+  for (size_t i = 0; i < n; ++i) {
+    const float r = f(operand_value(a[i], sa, za), operand_value(b[i], sb, zb));
+    y[i] = relu ? std::max(r, 0.f) : r;
+  }
+}
+
+template <class TA, class TB>
+void dq_binary_alg(const TA* a, const TB* b, const Step& s, size_t n, float* y) {
+  const float sa = s.scale, za = s.zero_point, sb = s.scale2, zb = s.zero_point2;
+  switch (s.alg) {
+    case dnnl_binary_add: dq_binary(a, sa, za, b, sb, zb, n, s.relu, y, [](float u, float v) { return u + v; }); break;
+    case dnnl_binary_sub: dq_binary(a, sa, za, b, sb, zb, n, s.relu, y, [](float u, float v) { return u - v; }); break;
+    case dnnl_binary_mul: dq_binary(a, sa, za, b, sb, zb, n, s.relu, y, [](float u, float v) { return u * v; }); break;
+    case dnnl_binary_div: dq_binary(a, sa, za, b, sb, zb, n, s.relu, y, [](float u, float v) { return u / v; }); break;
+    case dnnl_binary_max:
+      dq_binary(a, sa, za, b, sb, zb, n, s.relu, y, [](float u, float v) { return std::max(u, v); });
+      break;
+    default: dq_binary(a, sa, za, b, sb, zb, n, s.relu, y, [](float u, float v) { return std::min(u, v); }); break;
+  }
+}
+
+// Elements [begin, begin + n) of a DqBinary: dispatch on the operands' types (uint8, int8 or float32 each).
+void run_dq_binary(const Step& s, const void* a, const void* b, size_t begin, size_t n, float* y) {
+  auto with_b = [&](const auto* ap) {
+    if (s.scale2 == 0.f) dq_binary_alg(ap, static_cast<const float*>(b) + begin, s, n, y);
+    else if (s.int8_2) dq_binary_alg(ap, static_cast<const int8_t*>(b) + begin, s, n, y);
+    else dq_binary_alg(ap, static_cast<const uint8_t*>(b) + begin, s, n, y);
+  };
+  if (s.scale == 0.f) with_b(static_cast<const float*>(a) + begin);
+  else if (s.int8) with_b(static_cast<const int8_t*>(a) + begin);
+  else with_b(static_cast<const uint8_t*>(a) + begin);
+}
+
 // A step the plugin runs itself (Step::own), over the elements of its operands in chunks across the run's OpenMP
 // team: a lookup y[i] = table[x[i] ^ flip0] or table[(x[i] ^ flip0) << 8 | (x2[i] ^ flip1)], a quantization or a
 // dequantization.
@@ -96,9 +144,10 @@ void run_own(const Step& step, const void* table, std::unordered_map<int, dnnl::
   const dnnl::memory& xm = args.at(DNNL_ARG_SRC_0);
   const void* xv = xm.get_data_handle();
   void* yv = args.at(DNNL_ARG_DST).get_data_handle();
-  const size_t n = xm.get_desc().get_size() / (step.kind == OpKind::kQuantize ? sizeof(float) : 1);
-  const auto* x2 = args.count(DNNL_ARG_SRC_1) ? static_cast<const uint8_t*>(args.at(DNNL_ARG_SRC_1).get_data_handle())
-                                              : nullptr;
+  const dnnl::memory::desc xmd = xm.get_desc();
+  const size_t n = static_cast<size_t>(numel(Dims(xmd.data.dims, xmd.data.dims + xmd.data.ndims)));
+  const void* x2v = args.count(DNNL_ARG_SRC_1) ? args.at(DNNL_ARG_SRC_1).get_data_handle() : nullptr;
+  const auto* x2 = static_cast<const uint8_t*>(x2v);
   const auto chunks = static_cast<int64_t>((n + kLookupChunk - 1) / kLookupChunk);
 #pragma omp parallel for schedule(static) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
@@ -111,6 +160,9 @@ void run_own(const Step& step, const void* table, std::unordered_map<int, dnnl::
         else quantize_elements(x, count, step.scale, zp, static_cast<uint8_t*>(yv) + begin);
         break;
       }
+      case OpKind::kDqBinary:
+        run_dq_binary(step, xv, x2v, begin, count, static_cast<float*>(yv) + begin);
+        break;
       case OpKind::kDequantize: {
         float* y = static_cast<float*>(yv) + begin;
         if (step.int8) dequantize_elements(static_cast<const int8_t*>(xv) + begin, count, step.scale, step.zero_point, y);

@@ -399,6 +399,68 @@ TEST_F(DnnlBackend, QuantizeAndDequantizeLinearEqualNativeToTheBit) {
   EXPECT_NE(cap.refused.at(0).find("per axis"), std::string::npos) << cap.refused.at(0);
 }
 
+// DequantizeLinear read only by a binary op folds into it (the plugin's own loop): Add(DQ(a), DQ(b)) -> Relu,
+// Mul(DQ(a), float), Sub(float, DQ(int8)) equal native to the bit, and the float tensors of the dequantized operands
+// are never computed (one step does the work of all the nodes).
+TEST_F(DnnlBackend, DequantizedOperandsFoldIntoTheirBinaryAndEqualNativeToTheBit) {
+  struct DCase {
+    const char* name;
+    const char* op;
+    bool dq_a, dq_b, relu;
+    DType qt;
+  };
+  const DCase cases[] = {
+      {"add_both_relu_u8", "Add", true, true, true, DType::kUInt8},
+      {"mul_a_only_u8", "Mul", true, false, false, DType::kUInt8},
+      {"sub_b_only_s8", "Sub", false, true, true, DType::kInt8},
+  };
+  const Dims d{1, 24, 13, 9};
+  unsigned seed = 950;
+  for (const DCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    Builder b;
+    b.constant("sa", scalar_tensor(DType::kFloat32, 0.031))
+        .constant("za", scalar_tensor(c.qt, c.qt == DType::kUInt8 ? 120 : -3))
+        .constant("sb", scalar_tensor(DType::kFloat32, 0.007))
+        .constant("zb", scalar_tensor(c.qt, c.qt == DType::kUInt8 ? 9 : 11));
+    std::vector<Tensor> inputs;
+    std::string a = "a", bb = "b";
+    if (c.dq_a) {
+      b.input("a", d, c.qt), inputs.push_back(int8_tensor(c.qt, d, ++seed));
+      b.node("dqa", "DequantizeLinear", {"a", "sa", "za"}, "fa"), a = "fa";
+    } else {
+      b.input("a", d), inputs.push_back(random_tensor(d, ++seed));
+    }
+    if (c.dq_b) {
+      b.input("b", d, c.qt), inputs.push_back(int8_tensor(c.qt, d, ++seed));
+      b.node("dqb", "DequantizeLinear", {"b", "sb", "zb"}, "fb"), bb = "fb";
+    } else {
+      b.input("b", d), inputs.push_back(random_tensor(d, ++seed));
+    }
+    b.node("bin", c.op, {a, bb}, c.relu ? "t" : "y");
+    if (c.relu) b.node("relu", "Relu", {"t"}, "y");
+    Graph g = b.done({"y"});
+    std::string model = model_bytes(g);
+    CapabilityReport cap = capability(model);
+    ASSERT_TRUE(cap.refused.empty()) << cap.refused.begin()->second;
+    Compiled comp = compile(model);
+    ASSERT_EQ(comp.status, TESSERA_OK) << comp.msg;
+    Loaded l = load(comp.blob, g.constants);
+    ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
+    std::vector<Tensor> out = output_buffers(g);
+    std::string msg;
+    ASSERT_EQ(run(l.engine.get(), inputs, out, &msg), TESSERA_OK) << msg;
+    std::vector<Tensor> ref = native(g, inputs);
+    ASSERT_EQ(ref.size(), 1u);
+    EXPECT_EQ(std::memcmp(out[0].data<char>(), ref[0].data<char>(), ref[0].nbytes()), 0);
+    auto prof = client().run_profiled(l.engine.get(), inputs, out);
+    ASSERT_EQ(prof.status, TESSERA_OK) << prof.msg;
+    ASSERT_EQ(prof.steps.size(), 1u) << "dequantize, binary and relu in one step";
+    EXPECT_EQ(prof.steps[0].what, "dequantize and binary (own loop)");
+    EXPECT_EQ(prof.steps[0].nodes.size(), g.nodes.size());
+  }
+}
+
 // What oneDNN's int8 convolution cannot take is refused with the reason: weights with a zero point, weights that are
 // not constant.
 TEST_F(DnnlBackend, QLinearConvRefusesWeightZeroPointsAndRuntimeWeights) {
