@@ -44,7 +44,9 @@ constexpr size_t kLookupChunk = size_t{1} << 16;  // elements per task of a step
 
 // y[i] = table[x[i] ^ flip] for i < n, 64 bytes at a time with AVX-512 VBMI: the 256-byte table is four registers;
 // vpermi2b looks up 128 entries at once by the low 7 bits, the top bit picks which half. Returns how many bytes it
-// did (a multiple of 64); the caller does the rest.
+// did (a multiple of 64); the caller does the rest. In a namespace named avx512* (scripts/isa_check.py): called only
+// where has_vbmi() says the CPU runs it.
+namespace avx512_vbmi {
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) size_t lookup_vbmi(const uint8_t* x, uint8_t* y, size_t n,
                                                                            const uint8_t* table, uint8_t flip) {
   const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64);
@@ -58,6 +60,7 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) size_t lookup_vbmi(const 
   }
   return i;
 }
+}  // namespace avx512_vbmi
 
 // TESSERA_ISA=avx2 (Tessera's dispatch switch) keeps to the portable loop, so that tests reach it on any CPU.
 bool has_vbmi() {
@@ -178,7 +181,7 @@ void run_own(const Step& step, const void* table, std::unordered_map<int, dnnl::
           const uint8_t* b = x2 + begin;
           for (size_t i = 0; i < count; ++i) y[i] = tb[static_cast<size_t>(x[i] ^ f0) << 8 | (b[i] ^ f1)];
         } else {
-          const size_t done = has_vbmi() ? lookup_vbmi(x, y, count, tb, f0) : 0;
+          const size_t done = has_vbmi() ? avx512_vbmi::lookup_vbmi(x, y, count, tb, f0) : 0;
           for (size_t i = done; i < count; ++i) y[i] = tb[x[i] ^ f0];
         }
       }
