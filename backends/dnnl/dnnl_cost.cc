@@ -157,6 +157,10 @@ double op_us(const Op& op, const std::vector<Value>& v, const tessera_plugin::Ma
     case OpKind::kDeconv:
       compute = conv_us(op, v, f);
       break;
+    case OpKind::kQMatMul:  // as kQConv below: the int8 rate
+      compute = 2.0 * static_cast<double>(op.ints[0]) * static_cast<double>(op.ints[1]) *
+                static_cast<double>(op.ints[2]) / (kShares.matmul * f.flops_per_us * f.threads) / 2;
+      break;
     case OpKind::kQConv:
       // int8 dot products (vpdpbusd) do four multiply-adds per 32-bit lane where an FMA does one; oneDNN's kernel
       // with a source zero point reaches about half that ratio.

@@ -235,6 +235,50 @@ void lower_qlinear_conv(Lowering& l, const onnx::NodeProto& n) {
   l.emit(std::move(op));
 }
 
+// QLinearMatMul (a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp) with a constant 2-D int8 B (zero point 0) as
+// oneDNN's int8 matmul; A of any rank >= 2 is read as [rows, K]; per-tensor A and Y quantization.
+void lower_qlinear_matmul(Lowering& l, const onnx::NodeProto& n) {
+  if (n.input_size() != 8) throw Refusal{"QLinearMatMul needs 8 inputs"};
+  constexpr uint32_t kInt8 = 1u << TESSERA_DTYPE_INT8;
+  auto one = [&](int i, const char* what) {
+    const std::vector<float> v = l.constant_floats(n.input(i), what);
+    if (v.size() != 1) throw Refusal{std::string(what) + " is not one value"};
+    return v[0];
+  };
+  auto zero_point = [&](int i, const char* what) -> float {
+    if (n.input(i).empty()) return 0.f;
+    const std::vector<int64_t> v = l.constant_ints(n.input(i), what);
+    if (v.size() != 1) throw Refusal{std::string(what) + " is not one value"};
+    return static_cast<float>(v[0]);
+  };
+  if (n.input(3).empty() || !l.is_constant(n.input(3))) throw Refusal{"B is not constant"};
+  const int32_t a = l.value(n.input(0), "input", Lowering::k8Bit);
+  const int32_t b = l.value(n.input(3), "B", kInt8);
+  const Dims ad = l.dims(a), bd = l.dims(b);
+  if (bd.size() != 2) throw Refusal{"B of rank " + std::to_string(bd.size()) + " (oneDNN's int8 path takes a 2-D B)"};
+  if (ad.size() < 2 || ad.back() != bd[0]) throw Refusal{"A " + dims_str(ad) + " does not meet B " + dims_str(bd)};
+  for (int64_t z : l.constant_ints(n.input(5), "b_zero_point")) {
+    if (z != 0) throw Refusal{"B with a nonzero zero point (oneDNN takes symmetric int8 weights)"};
+  }
+  const float as = one(1, "a_scale"), ys = one(6, "y_scale");
+  const std::vector<float> bs = l.constant_floats(n.input(4), "b_scale");
+  const int64_t k = bd[0], cols = bd[1];
+  if (bs.size() != 1 && static_cast<int64_t>(bs.size()) != cols) {
+    throw Refusal{"b_scale has " + std::to_string(bs.size()) + " values for " + std::to_string(cols) + " columns"};
+  }
+  Op op;
+  op.kind = OpKind::kQMatMul;
+  op.in = {a, b};
+  op.out = l.output(n, 0, Lowering::k8Bit);
+  op.ints = {numel(ad) / k, k, cols};
+  op.floats = {zero_point(2, "a_zero_point"), zero_point(7, "y_zero_point")};
+  bool uniform = true;
+  for (float x : bs) uniform = uniform && x == bs[0];
+  const size_t count = uniform ? 1 : static_cast<size_t>(cols);
+  for (size_t j = 0; j < count; ++j) op.floats.push_back(as * bs[bs.size() == 1 ? 0 : j] / ys);
+  l.emit(std::move(op));
+}
+
 // QuantizeLinear / DequantizeLinear with one constant scale and zero point (per tensor), between float32 and
 // 8-bit values; per-axis and blocked quantization, and other types, are refused.
 void lower_quantize(Lowering& l, const onnx::NodeProto& n) {

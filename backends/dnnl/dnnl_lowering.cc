@@ -47,6 +47,7 @@ constexpr OpEntry kOps[] = {
     {"Slice", lower_slice},
     {"PRelu", lower_prelu},
     {"QLinearConv", lower_qlinear_conv},
+    {"QLinearMatMul", lower_qlinear_matmul},
     {"QLinearLookup", lower_lookup},
     {"QuantizeLinear", lower_quantize},
     {"DequantizeLinear", lower_quantize},

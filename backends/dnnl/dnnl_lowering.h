@@ -100,6 +100,7 @@ void lower_prelu(Lowering& l, const onnx::NodeProto& n);
 void lower_qlinear_conv(Lowering& l, const onnx::NodeProto& n);
 void lower_lookup(Lowering& l, const onnx::NodeProto& n);
 void lower_quantize(Lowering& l, const onnx::NodeProto& n);
+void lower_qlinear_matmul(Lowering& l, const onnx::NodeProto& n);
 
 // Every ONNX op this backend knows (handler lookup by op_type).
 Handler find_handler(const std::string& op_type);

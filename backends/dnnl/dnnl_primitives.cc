@@ -119,7 +119,8 @@ memory::desc weights_view(const Op& op, const Dims& w, int64_t g, memory::data_t
 dnnl::primitive_attr attr_for(const Op& op, const std::vector<Value>& v) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (op.kind == OpKind::kQConv) {  // floats: {x_zero_point, y_zero_point, scale...}
+  if (op.kind == OpKind::kQConv || op.kind == OpKind::kQMatMul) {  // floats: {x_zero_point, y_zero_point, scale...}
+    // Per output channel (convolution) or per column (matmul): dim 1 of the destination either way.
     const std::vector<float> scales(op.floats.begin() + 2, op.floats.end());
     attr.set_output_scales(scales.size() == 1 ? 0 : 1 << 1, scales);
     if (op.floats[0] != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {static_cast<int32_t>(op.floats[0])});
@@ -172,6 +173,8 @@ Dims dst_dims(const Op& op, const std::vector<Value>& v) {
       return Dims(op.ints.begin() + 1, op.ints.end() - 1);
     case OpKind::kLayerNorm:
       return {op.ints[0], op.ints[1]};
+    case OpKind::kQMatMul:
+      return {op.ints[0], op.ints[2]};
     case OpKind::kReduce:
       return op.ints.size() > 1 ? Dims(op.ints.begin() + 1, op.ints.end()) : Dims{1};
     default:
@@ -223,6 +226,13 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
       set(0, Layout::kAsIs, DNNL_ARG_SRC_0);
       set(1, Layout::kSameAsFirst, DNNL_ARG_SRC_1);
       break;
+    case OpKind::kQMatMul: {
+      const Dims a{op.ints[0], op.ints[1]}, b{op.ints[1], op.ints[2]};
+      const memory::desc av = plain_md(a, type_of(v, op.in[0]));
+      set(0, Layout::kPlain, DNNL_ARG_SRC, av, av);
+      set(1, Layout::kAny, DNNL_ARG_WEIGHTS, any_md(b, memory::data_type::s8), plain_md(b, memory::data_type::s8));
+      break;
+    }
     case OpKind::kLookup: {  // no primitive: the engine's own loop over the bytes, in the source's layout
       set(0, Layout::kAsIs, DNNL_ARG_SRC_0);
       if (op.in.size() == 3) set(1, Layout::kSameAsFirst, DNNL_ARG_SRC_1);
@@ -362,6 +372,10 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, c
       const memory::desc dst = plain_md(dst_dims(op, v), op.bf16_dst ? memory::data_type::bf16 : kF32);
       dnnl::matmul::desc d = op.in[2] >= 0 ? dnnl::matmul::desc(in[0], in[1], in[2], dst)
                                            : dnnl::matmul::desc(in[0], in[1], dst);
+      return dnnl::matmul::primitive_desc(d, attr, eng);
+    }
+    case OpKind::kQMatMul: {
+      const dnnl::matmul::desc d(in[0], in[1], plain_md(dst_dims(op, v), type_of(v, op.out)));
       return dnnl::matmul::primitive_desc(d, attr, eng);
     }
     case OpKind::kBatchNorm: {

@@ -33,7 +33,7 @@ const char* op_kind_name(OpKind k) {
   static constexpr const char* kNames[] = {"Conv",    "Deconv",    "Pool",    "MatMul", "BatchNorm",
                                            "Lrn",     "Softmax",   "LayerNorm", "Eltwise", "Binary",
                                            "Sum",     "Concat",    "View",    "Transpose", "Reduce", "PRelu",
-                                           "Slice",   "QConv",     "Lookup",  "Quantize",  "Dequantize", "DqBinary"};
+                                           "Slice",   "QConv",     "Lookup",  "Quantize",  "Dequantize", "DqBinary", "QMatMul"};
   static_assert(std::size(kNames) == kNumOpKinds);
   return kNames[static_cast<size_t>(k)];
 }
@@ -413,6 +413,25 @@ std::string check_kind(const Op& op, const std::vector<Value>& v) {
       }
       return "";
     }
+    case OpKind::kQMatMul: {
+      if (op.in.size() != 2 || !present(0) || op.ints.size() != 3) return "operands";
+      const int64_t rows = op.ints[0], k = op.ints[1], n = op.ints[2];
+      if (rows < 1 || k < 1 || n < 1 || dims(1) != Dims{k, n} || v[op.in[1]].kind != ValueKind::kConstant) {
+        return "operand views";
+      }
+      if (bounded_numel({rows, k}) != numel(dims(0)) || bounded_numel({rows, n}) != numel(y) || dims(0).empty() ||
+          dims(0).back() != k || y.empty() || y.back() != n) {
+        return "operand views";
+      }
+      if (op.floats.size() != 3 && op.floats.size() != static_cast<size_t>(2 + n)) return "scale count";
+      for (size_t j = 0; j < op.floats.size(); ++j) {
+        const float f = op.floats[j];
+        if (j < 2 ? (f != std::nearbyint(f) || f < -128 || f > 255) : !(f > 0 && f < 3.4e38f)) {
+          return "bad zero point or scale";
+        }
+      }
+      return "";
+    }
     case OpKind::kLookup: {
       if (op.in.size() != 2 && op.in.size() != 3) return "operands";
       if (!present(0) || !op.ints.empty() || !op.floats.empty()) return "operands";
@@ -480,8 +499,13 @@ std::string check_dtypes(const Op& op, const std::vector<Value>& v) {
     const float lo = is_8bit(q ? out : in) && (q ? out : in) == TESSERA_DTYPE_INT8 ? -128.f : 0.f;
     return op.floats[1] >= lo && op.floats[1] <= lo + 255 ? "" : "zero point out of the 8-bit type's range";
   }
-  if (op.kind == OpKind::kQConv || op.kind == OpKind::kLookup) {
+  if (op.kind == OpKind::kQConv || op.kind == OpKind::kQMatMul || op.kind == OpKind::kLookup) {
     if (!op.post.empty() || op.bf16) return "post-ops or bf16 on an integer op";
+    if (op.kind == OpKind::kQMatMul) {
+      return is_8bit(dt(op.in[0])) && dt(op.in[1]) == TESSERA_DTYPE_INT8 && is_8bit(dt(op.out))
+                 ? ""
+                 : "QMatMul operands are not uint8/int8 A and Y, int8 B";
+    }
     if (op.kind == OpKind::kQConv) {
       if (!is_8bit(dt(op.in[0])) || dt(op.in[1]) != TESSERA_DTYPE_INT8 || !is_8bit(dt(op.out)) ||
           (op.in[2] >= 0 && dt(op.in[2]) != TESSERA_DTYPE_INT32)) {

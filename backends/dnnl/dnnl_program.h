@@ -54,6 +54,10 @@ constexpr int64_t kMaxElements = int64_t{1} << 40;  // per value; bounds what a 
 //                   ONNX QLinearConv in oneDNN's int8 convolution: X and Y uint8/int8, W int8 (zero point 0),
 //                   B int32; Y = saturate(round((conv(X - x_zp, W) + B) * scale[m]) + y_zp), scale[m] =
 //                   x_scale * w_scale[m] / y_scale (one, or one per output channel)
+//   kQMatMul        in {A, B}   ints {rows, K, N}   floats {a_zero_point, y_zero_point, scale[1 or N]}
+//                   ONNX QLinearMatMul with a constant 2-D int8 B [K, N] (zero point 0) in oneDNN's int8 matmul: A
+//                   8-bit read as [rows, K], Y 8-bit [rows, N] (its dims any that hold those elements), scales
+//                   a_scale * b_scale[n] / y_scale, rounded as kQConv
 //   kLookup         in {X, X2?, Table}   Y[i] = Table[u(X[i])] or Table[u(X[i]) * 256 + u(X2[i])], u(v) = v
 //                   for uint8, v + 128 for int8; X, X2 uint8/int8 of one shape, Table a constant of 256 (65536)
 //                   uint8/int8 elements, Y X's shape in Table's dtype (ai.tessera.QLinearLookup: a quantized
@@ -81,8 +85,9 @@ enum class OpKind : uint8_t {
   kQuantize,
   kDequantize,
   kDqBinary,
+  kQMatMul,
 };
-constexpr uint8_t kNumOpKinds = static_cast<uint8_t>(OpKind::kDqBinary) + 1;
+constexpr uint8_t kNumOpKinds = static_cast<uint8_t>(OpKind::kQMatMul) + 1;
 
 // Whether the plugin runs `k` with its own loop over the elements (no oneDNN primitive), in the layout its first
 // operand is held in.

@@ -461,6 +461,63 @@ TEST_F(DnnlBackend, DequantizedOperandsFoldIntoTheirBinaryAndEqualNativeToTheBit
   }
 }
 
+// QLinearMatMul with a constant 2-D int8 B on oneDNN's int8 matmul: equal to native to the bit, A of rank 2 and 3,
+// uint8 and int8, per-tensor and per-column scales, zero points.
+TEST_F(DnnlBackend, QLinearMatMulIsOneDnnInt8AndEqualsNativeToTheBit) {
+  struct MCase {
+    const char* name;
+    Dims a;
+    int64_t n;
+    DType at, yt;
+    int a_zp, y_zp;
+    bool per_column;
+  };
+  const MCase cases[] = {
+      {"u8_3d_per_column", {2, 7, 48}, 40, DType::kUInt8, DType::kUInt8, 128, 121, true},
+      {"s8_2d_per_tensor", {5, 33}, 17, DType::kInt8, DType::kInt8, -2, 4, false},
+      {"u8_to_s8", {1, 64}, 96, DType::kUInt8, DType::kInt8, 3, 0, true},
+  };
+  unsigned seed = 1200;
+  for (const MCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const int64_t k = c.a.back();
+    Tensor bs(DType::kFloat32, c.per_column ? Dims{c.n} : Dims{});
+    std::mt19937 rng(++seed);
+    for (int64_t i = 0; i < bs.numel(); ++i) bs.data<float>()[i] = 0.001f + 0.0007f * static_cast<float>(rng() % 13);
+    Tensor bz(DType::kInt8, c.per_column ? Dims{c.n} : Dims{});
+    std::fill_n(bz.data<int8_t>(), bz.numel(), int8_t{0});
+    Builder b;
+    b.input("a", c.a, c.at)
+        .constant("as", scalar_tensor(DType::kFloat32, 0.03))
+        .constant("az", scalar_tensor(c.at, c.a_zp))
+        .constant("b", int8_tensor(DType::kInt8, {k, c.n}, ++seed))
+        .constant("bs", bs)
+        .constant("bz", bz)
+        .constant("ys", scalar_tensor(DType::kFloat32, 0.11))
+        .constant("yz", scalar_tensor(c.yt, c.y_zp));
+    b.node("qmm", "QLinearMatMul", {"a", "as", "az", "b", "bs", "bz", "ys", "yz"}, "y");
+    Graph g = b.done({"y"});
+    std::vector<Tensor> inputs{int8_tensor(c.at, c.a, ++seed)};
+    std::string model = model_bytes(g);
+    CapabilityReport cap = capability(model);
+    ASSERT_EQ(cap.status, TESSERA_OK) << cap.msg;
+    ASSERT_TRUE(cap.refused.empty()) << cap.refused.begin()->second;
+    Compiled comp = compile(model);
+    ASSERT_EQ(comp.status, TESSERA_OK) << comp.msg;
+    Loaded l = load(comp.blob, g.constants);
+    ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
+    std::vector<Tensor> out = output_buffers(g);
+    std::string msg;
+    ASSERT_EQ(run(l.engine.get(), inputs, out, &msg), TESSERA_OK) << msg;
+    std::vector<Tensor> ref = native(g, inputs);
+    ASSERT_EQ(ref.size(), 1u);
+    ASSERT_EQ(out[0].dims(), ref[0].dims());
+    int differ = 0;
+    for (int64_t i = 0; i < ref[0].numel(); ++i) differ += out[0].as_double(i) != ref[0].as_double(i);
+    EXPECT_EQ(differ, 0) << "of " << ref[0].numel();
+  }
+}
+
 // What oneDNN's int8 convolution cannot take is refused with the reason: weights with a zero point, weights that are
 // not constant.
 TEST_F(DnnlBackend, QLinearConvRefusesWeightZeroPointsAndRuntimeWeights) {
