@@ -67,7 +67,7 @@ for m in "${models[@]}"; do
   rows+=("| $m | $(printf %.3f "$f") | $(printf %.3f "$b") | ${speed}x$goal | $cos | $acc |")
 done
 # QDQ int8 twins (make_qdq.sh: static, per-channel, calibrated on 4 inputs), default placement, against Tessera fp32
-# (above) and ONNX Runtime (optimisation level all) on the same QDQ model; steps: qdq_check.py's largest difference
+# (the fp32 artifact above, timed again alternately with the QDQ one) and ONNX Runtime (optimisation level all) on the same QDQ model; steps: qdq_check.py's largest difference
 # of a quantized tensor from ONNX Runtime's, on the model's e2e input.
 qrows=()
 if [[ ${QDQ:-1} == 1 ]]; then
@@ -80,14 +80,18 @@ if [[ ${QDQ:-1} == 1 ]]; then
     TESSERA_TUNE_CACHE=$work/$m.qdq.tune.json "$tessera" compile "$qdq" -o "$work/$m.qdq.tsr" --threads "$threads" \
       >"$work/$m.qdq.compile.txt" 2>&1 || { echo "bench_precision: $m QDQ: $(tail -1 "$work/$m.qdq.compile.txt")" >&2; exit 1; }
     runs=${RUNS:-20}; [[ $m == bert_base* ]] && runs=${RUNS:-8}
-    : >"$work/$m.qdq.ms"; : >"$work/$m.ort.ms"
+    # The fp32 artifact is timed again here, alternating with the QDQ one and ONNX Runtime, so that the ratios come
+    # from the same minutes of this (noisy, shared) host.
+    : >"$work/$m.qdq.ms"; : >"$work/$m.ort.ms"; : >"$work/$m.fp32q.ms"
     for ((r = 0; r < repeats; r++)); do
-      "$tessera" bench "$work/$m.qdq.tsr" --threads "$threads" --runs "$runs" --warmup "${WARMUP:-3}" --json |
-        "$python" -c "import json,sys; print(json.load(sys.stdin)['median_ms'])" >>"$work/$m.qdq.ms"
+      for t in qdq fp32; do
+        "$tessera" bench "$work/$m.$t.tsr" --threads "$threads" --runs "$runs" --warmup "${WARMUP:-3}" --json |
+          "$python" -c "import json,sys; print(json.load(sys.stdin)['median_ms'])" >>"$work/$m.${t/fp32/fp32q}.ms"
+      done
       NODE_PATH=$repo/bench/node_modules node "$repo/bench/ort_bench.js" "$qdq" --threads "$threads" --runs "$runs" \
         --warmup "${WARMUP:-3}" | "$python" -c "import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['median_ms'])" >>"$work/$m.ort.ms"
     done
-    q=$(median <"$work/$m.qdq.ms"); o=$(median <"$work/$m.ort.ms"); f=$(median <"$work/$m.fp32.ms")
+    q=$(median <"$work/$m.qdq.ms"); o=$(median <"$work/$m.ort.ms"); f=$(median <"$work/$m.fp32q.ms")
     steps=$("$python" "$here/qdq_check.py" "$qdq" "$build/bench-models/inputs/$m/test_data_set_0" --opt all \
       --tessera "$tessera" | sed -n 's/^quantized tensors: \([0-9]*\), largest difference \([0-9]*\).*/\2 of \1 tensors/p')
     qrows+=("| $m | $(printf %.3f "$f") | $(printf %.3f "$q") | $(awk -v f="$f" -v q="$q" 'BEGIN {printf "%.2fx", f / q}') | $(printf %.3f "$o") | $(awk -v o="$o" -v q="$q" 'BEGIN {printf "%.2fx", o / q}') | $steps |")
