@@ -148,11 +148,13 @@ ConvOperands conv_operands(Lowering& l, const onnx::NodeProto& n, const char* op
   return c;
 }
 
-// The op both emit: rank, strides, dilations, begin and end pads, group.
+// The op both emit (and QLinearConv, with its quantization parameters as `floats`): rank, strides, dilations,
+// begin and end pads, group.
 void emit_conv(Lowering& l, const onnx::NodeProto& n, OpKind kind, const ConvOperands& c, const Dims& pb,
-               const Dims& pe) {
+               const Dims& pe, std::vector<float> floats = {}) {
   Op op;
   op.kind = kind;
+  op.floats = std::move(floats);
   op.in = {c.x, c.w, c.b};
   op.out = c.y;
   op.ints.push_back(static_cast<int64_t>(c.r));
@@ -173,23 +175,51 @@ void lower_conv(Lowering& l, const onnx::NodeProto& n) {
   emit_conv(l, n, OpKind::kConv, c, pb, pe);
 }
 
+namespace {
+
+// What QLinearConv and QLinearMatMul share (inputs x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp): constant
+// int8 weights with zero point 0 (oneDNN has no weight zero points), and the quantization parameters as kQConv's and
+// kQMatMul's floats {x_zp, y_zp, scale[1 or count]}, scale[j] = x_scale * w_scale[j] / y_scale as Tessera's native
+// kernels (and ONNX Runtime) compute it.
+std::vector<float> requant_floats(Lowering& l, const onnx::NodeProto& n, int64_t count, const char* w) {
+  auto one = [&](int i, const std::string& what) {
+    const std::vector<float> v = l.constant_floats(n.input(i), what);
+    if (v.size() != 1) throw Refusal{what + " is not one value"};
+    return v[0];
+  };
+  auto zero_point = [&](int i, const std::string& what) -> float {
+    if (n.input(i).empty()) return 0.f;
+    const std::vector<int64_t> v = l.constant_ints(n.input(i), what);
+    if (v.size() != 1) throw Refusal{what + " is not one value"};
+    return static_cast<float>(v[0]);
+  };
+  for (int64_t z : l.constant_ints(n.input(5), std::string(w) + "_zero_point")) {
+    if (z != 0) throw Refusal{std::string(w) + " with a nonzero zero point (oneDNN takes symmetric int8 weights)"};
+  }
+  const std::string x = n.op_type() == "QLinearMatMul" ? "a" : "x";
+  const float xs = one(1, x + "_scale"), ys = one(6, "y_scale");
+  const std::vector<float> ws = l.constant_floats(n.input(4), std::string(w) + "_scale");
+  if (ws.size() != 1 && static_cast<int64_t>(ws.size()) != count) {
+    throw Refusal{std::string(w) + "_scale has " + std::to_string(ws.size()) + " values for " + std::to_string(count) +
+                  " outputs"};
+  }
+  std::vector<float> f = {zero_point(2, x + "_zero_point"), zero_point(7, "y_zero_point")};
+  bool uniform = true;
+  for (float x : ws) uniform = uniform && x == ws[0];
+  for (size_t j = 0; j < (uniform ? 1 : static_cast<size_t>(count)); ++j) {
+    f.push_back(xs * ws[ws.size() == 1 ? 0 : j] / ys);
+  }
+  return f;
+}
+
+}  // namespace
+
 // QLinearConv (x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B?) as oneDNN's int8 convolution: 8-bit X and
 // Y, int8 weights with zero point 0 (oneDNN has no weight zero points), an int32 bias; every scale and zero point
 // constant. The requantization scales are computed as Tessera's native kernel computes them.
 void lower_qlinear_conv(Lowering& l, const onnx::NodeProto& n) {
   if (n.input_size() < 8) throw Refusal{"QLinearConv needs 8 or 9 inputs"};
   constexpr uint32_t kInt8 = 1u << TESSERA_DTYPE_INT8, kInt32 = 1u << TESSERA_DTYPE_INT32;
-  auto scalar = [&](int i, const char* what) {
-    const std::vector<float> v = l.constant_floats(n.input(i), what);
-    if (v.size() != 1) throw Refusal{std::string(what) + " is not one value"};
-    return v[0];
-  };
-  auto zero_point = [&](int i, const char* what) -> int64_t {
-    if (n.input(i).empty()) return 0;
-    const std::vector<int64_t> v = l.constant_ints(n.input(i), what);
-    if (v.size() != 1) throw Refusal{std::string(what) + " is not one value"};
-    return v[0];
-  };
   ConvOperands c;
   c.x = l.value(n.input(0), "input", Lowering::k8Bit);
   c.xd = l.dims(c.x);
@@ -206,33 +236,13 @@ void lower_qlinear_conv(Lowering& l, const onnx::NodeProto& n) {
   check_extents(c.xd, 2, "input");
   check_extents(c.yd, 2, "output");
   c.a = read_spatial(n, c.r, Dims(c.wd.begin() + 2, c.wd.end()));
-  const float xs = scalar(1, "x_scale"), ys = scalar(6, "y_scale");
-  const std::vector<float> ws = l.constant_floats(n.input(4), "w_scale");
-  for (int64_t z : l.constant_ints(n.input(5), "w_zero_point")) {
-    if (z != 0) throw Refusal{"weights with a nonzero zero point (oneDNN takes symmetric int8 weights)"};
-  }
-  const int64_t m = c.wd[0];
-  if (ws.size() != 1 && static_cast<int64_t>(ws.size()) != m) {
-    throw Refusal{"w_scale has " + std::to_string(ws.size()) + " values for " + std::to_string(m) + " output channels"};
-  }
-  Op op;
-  op.kind = OpKind::kQConv;
-  op.floats = {static_cast<float>(zero_point(2, "x_zero_point")), static_cast<float>(zero_point(7, "y_zero_point"))};
-  bool uniform = true;
-  for (float w : ws) uniform = uniform && w == ws[0];
-  const size_t count = uniform ? 1 : static_cast<size_t>(m);
-  for (size_t k = 0; k < count; ++k) op.floats.push_back(xs * ws[ws.size() == 1 ? 0 : k] / ys);
+  std::vector<float> q = requant_floats(l, n, c.wd[0], "w");
   Dims pb(c.r), pe(c.r);
   for (size_t i = 0; i < c.r; ++i) {
     int64_t explicit_end;
     window_pads(c.a, i, c.xd[i + 2], c.yd[i + 2], &pb[i], &pe[i], &explicit_end);
   }
-  op.in = {c.x, c.w, c.b};
-  op.out = c.y;
-  op.ints.push_back(static_cast<int64_t>(c.r));
-  for (const Dims* d : {&c.a.strides, &c.a.dil, &pb, &pe}) op.ints.insert(op.ints.end(), d->begin(), d->end());
-  op.ints.push_back(attr_int(n, "group", 1));
-  l.emit(std::move(op));
+  emit_conv(l, n, OpKind::kQConv, c, pb, pe, std::move(q));
 }
 
 // QLinearMatMul (a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp) with a constant 2-D int8 B (zero point 0) as
@@ -240,42 +250,18 @@ void lower_qlinear_conv(Lowering& l, const onnx::NodeProto& n) {
 void lower_qlinear_matmul(Lowering& l, const onnx::NodeProto& n) {
   if (n.input_size() != 8) throw Refusal{"QLinearMatMul needs 8 inputs"};
   constexpr uint32_t kInt8 = 1u << TESSERA_DTYPE_INT8;
-  auto one = [&](int i, const char* what) {
-    const std::vector<float> v = l.constant_floats(n.input(i), what);
-    if (v.size() != 1) throw Refusal{std::string(what) + " is not one value"};
-    return v[0];
-  };
-  auto zero_point = [&](int i, const char* what) -> float {
-    if (n.input(i).empty()) return 0.f;
-    const std::vector<int64_t> v = l.constant_ints(n.input(i), what);
-    if (v.size() != 1) throw Refusal{std::string(what) + " is not one value"};
-    return static_cast<float>(v[0]);
-  };
   if (n.input(3).empty() || !l.is_constant(n.input(3))) throw Refusal{"B is not constant"};
   const int32_t a = l.value(n.input(0), "input", Lowering::k8Bit);
   const int32_t b = l.value(n.input(3), "B", kInt8);
   const Dims ad = l.dims(a), bd = l.dims(b);
   if (bd.size() != 2) throw Refusal{"B of rank " + std::to_string(bd.size()) + " (oneDNN's int8 path takes a 2-D B)"};
   if (ad.size() < 2 || ad.back() != bd[0]) throw Refusal{"A " + dims_str(ad) + " does not meet B " + dims_str(bd)};
-  for (int64_t z : l.constant_ints(n.input(5), "b_zero_point")) {
-    if (z != 0) throw Refusal{"B with a nonzero zero point (oneDNN takes symmetric int8 weights)"};
-  }
-  const float as = one(1, "a_scale"), ys = one(6, "y_scale");
-  const std::vector<float> bs = l.constant_floats(n.input(4), "b_scale");
-  const int64_t k = bd[0], cols = bd[1];
-  if (bs.size() != 1 && static_cast<int64_t>(bs.size()) != cols) {
-    throw Refusal{"b_scale has " + std::to_string(bs.size()) + " values for " + std::to_string(cols) + " columns"};
-  }
   Op op;
   op.kind = OpKind::kQMatMul;
   op.in = {a, b};
   op.out = l.output(n, 0, Lowering::k8Bit);
-  op.ints = {numel(ad) / k, k, cols};
-  op.floats = {zero_point(2, "a_zero_point"), zero_point(7, "y_zero_point")};
-  bool uniform = true;
-  for (float x : bs) uniform = uniform && x == bs[0];
-  const size_t count = uniform ? 1 : static_cast<size_t>(cols);
-  for (size_t j = 0; j < count; ++j) op.floats.push_back(as * bs[bs.size() == 1 ? 0 : j] / ys);
+  op.ints = {numel(ad) / bd[0], bd[0], bd[1]};
+  op.floats = requant_floats(l, n, bd[1], "b");
   l.emit(std::move(op));
 }
 

@@ -112,6 +112,38 @@ void expect_matches_native(const Graph& g, const std::vector<Tensor>& inputs, co
   }
 }
 
+// The whole path for a graph every node of which the plugin must claim: compiled, loaded, run. Fails the test (and
+// returns nothing) on any step; `profiled` also runs it through run_profiled.
+std::vector<Tensor> run_claimed(const Graph& g, const std::vector<Tensor>& inputs,
+                                plugintest::PluginClient::Profiled* profiled = nullptr) {
+  std::string model = model_bytes(g);
+  CapabilityReport cap = capability(model);
+  EXPECT_EQ(cap.status, TESSERA_OK) << cap.msg;
+  if (!cap.refused.empty()) ADD_FAILURE() << "node " << cap.refused.begin()->first << ": " << cap.refused.begin()->second;
+  Compiled c = compile(model);
+  EXPECT_EQ(c.status, TESSERA_OK) << c.msg;
+  if (cap.status != TESSERA_OK || !cap.refused.empty() || c.status != TESSERA_OK) return {};
+  Loaded l = load(c.blob, g.constants);
+  EXPECT_EQ(l.status, TESSERA_OK) << l.msg;
+  if (l.status != TESSERA_OK) return {};
+  std::vector<Tensor> out = output_buffers(g);
+  std::string msg;
+  EXPECT_EQ(run(l.engine.get(), inputs, out, &msg), TESSERA_OK) << msg;
+  if (profiled) *profiled = client().run_profiled(l.engine.get(), inputs, out);
+  return out;
+}
+
+// How many elements of `got` differ from `want` in their bytes (all of them when the shapes or types differ).
+int64_t bytes_differ(const Tensor& got, const Tensor& want) {
+  if (got.dtype() != want.dtype() || got.dims() != want.dims()) return want.numel();
+  const size_t es = want.numel() ? want.nbytes() / static_cast<size_t>(want.numel()) : 1;
+  int64_t n = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    n += std::memcmp(got.data<char>() + static_cast<size_t>(i) * es, want.data<char>() + static_cast<size_t>(i) * es, es) != 0;
+  }
+  return n;
+}
+
 class DnnlBackend : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_NE(plugin(), nullptr) << "cannot load " << plugin_path(); }
@@ -232,24 +264,12 @@ TEST_F(DnnlBackend, QLinearConvIsOneDnnInt8AndEqualsNativeToTheBit) {
     c.attrs(b.node("qconv", "QLinearConv", in, "y"));
     Graph g = b.done({"y"});
     std::vector<Tensor> inputs{int8_tensor(c.xt, c.x, ++seed)};
-    std::string model = model_bytes(g);
-    CapabilityReport cap = capability(model);
-    ASSERT_EQ(cap.status, TESSERA_OK) << cap.msg;
-    ASSERT_TRUE(cap.refused.empty()) << cap.refused.begin()->second;
-    Compiled comp = compile(model);
-    ASSERT_EQ(comp.status, TESSERA_OK) << comp.msg;
-    Loaded l = load(comp.blob, g.constants);
-    ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
-    std::vector<Tensor> out = output_buffers(g);
-    std::string msg;
-    ASSERT_EQ(run(l.engine.get(), inputs, out, &msg), TESSERA_OK) << msg;
+    std::vector<Tensor> out = run_claimed(g, inputs);
+    ASSERT_FALSE(out.empty());
     std::vector<Tensor> ref = native(g, inputs);
     ASSERT_EQ(ref.size(), 1u);
     ASSERT_EQ(out[0].dtype(), c.yt);
-    ASSERT_EQ(out[0].dims(), ref[0].dims());
-    int differ = 0;
-    for (int64_t i = 0; i < ref[0].numel(); ++i) differ += out[0].as_double(i) != ref[0].as_double(i);
-    EXPECT_EQ(differ, 0) << "of " << ref[0].numel();
+    EXPECT_EQ(bytes_differ(out[0], ref[0]), 0) << "of " << ref[0].numel();
   }
 }
 
@@ -286,17 +306,8 @@ TEST_F(DnnlBackend, QLinearLookupTablesEqualNative) {
     Graph g = b.done({"y"});
     std::vector<Tensor> inputs{int8_tensor(c.a, c.dims, ++seed)};
     if (binary) inputs.push_back(int8_tensor(c.b, c.dims, ++seed));
-    std::string model = model_bytes(g);
-    CapabilityReport cap = capability(model);
-    ASSERT_EQ(cap.status, TESSERA_OK) << cap.msg;
-    ASSERT_TRUE(cap.refused.empty()) << cap.refused.begin()->second;
-    Compiled comp = compile(model);
-    ASSERT_EQ(comp.status, TESSERA_OK) << comp.msg;
-    Loaded l = load(comp.blob, g.constants);
-    ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
-    std::vector<Tensor> out = output_buffers(g);
-    std::string msg;
-    ASSERT_EQ(run(l.engine.get(), inputs, out, &msg), TESSERA_OK) << msg;
+    std::vector<Tensor> out = run_claimed(g, inputs);
+    ASSERT_FALSE(out.empty());
     std::vector<Tensor> ref = native(g, inputs);
     ASSERT_EQ(ref.size(), 1u);
     const Tensor& table = g.constants.at("table");
@@ -335,21 +346,11 @@ TEST_F(DnnlBackend, QLinearConvLookupChainIsOneRegionEqualToNative) {
   set_int(dw, "group", 32), set_ints(dw, "pads", {1, 1, 1, 1});
   Graph g = b.done({"y"});
   std::vector<Tensor> inputs{int8_tensor(DType::kUInt8, {1, 16, 12, 12}, 804)};
-  std::string model = model_bytes(g);
-  CapabilityReport cap = capability(model);
-  ASSERT_TRUE(cap.refused.empty()) << cap.refused.begin()->second;
-  Compiled comp = compile(model);
-  ASSERT_EQ(comp.status, TESSERA_OK) << comp.msg;
-  Loaded l = load(comp.blob, g.constants);
-  ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
-  std::vector<Tensor> out = output_buffers(g);
-  std::string msg;
-  ASSERT_EQ(run(l.engine.get(), inputs, out, &msg), TESSERA_OK) << msg;
+  std::vector<Tensor> out = run_claimed(g, inputs);
+  ASSERT_FALSE(out.empty());
   std::vector<Tensor> ref = native(g, inputs);
   ASSERT_EQ(ref.size(), 1u);
-  int differ = 0;
-  for (int64_t i = 0; i < ref[0].numel(); ++i) differ += out[0].as_double(i) != ref[0].as_double(i);
-  EXPECT_EQ(differ, 0) << "of " << ref[0].numel();
+  EXPECT_EQ(bytes_differ(out[0], ref[0]), 0) << "of " << ref[0].numel();
 }
 
 // Per-tensor QuantizeLinear and DequantizeLinear as the plugin's own loops: equal to native to the bit on ties,
@@ -372,21 +373,12 @@ TEST_F(DnnlBackend, QuantizeAndDequantizeLinearEqualNativeToTheBit) {
     for (int k = 0; k < 200; ++k) xp[k] = (static_cast<float>(k - 100) + 0.5f) * scale;  // ties
     xp[200] = std::numeric_limits<float>::infinity(), xp[201] = -xp[200];
     xp[202] = std::numeric_limits<float>::quiet_NaN();
-    std::string model = model_bytes(g);
-    CapabilityReport cap = capability(model);
-    ASSERT_TRUE(cap.refused.empty()) << cap.refused.begin()->second;
-    Compiled comp = compile(model);
-    ASSERT_EQ(comp.status, TESSERA_OK) << comp.msg;
-    Loaded l = load(comp.blob, g.constants);
-    ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
-    std::vector<Tensor> out = output_buffers(g);
-    std::string msg;
-    ASSERT_EQ(run(l.engine.get(), {x}, out, &msg), TESSERA_OK) << msg;
+    std::vector<Tensor> out = run_claimed(g, {x});
+    ASSERT_FALSE(out.empty());
     std::vector<Tensor> ref = native(g, {x});
     ASSERT_EQ(ref.size(), 2u);
     for (size_t o = 0; o < 2; ++o) {
-      ASSERT_EQ(out[o].nbytes(), ref[o].nbytes());
-      EXPECT_EQ(std::memcmp(out[o].data<char>(), ref[o].data<char>(), ref[o].nbytes()), 0) << "output " << o;
+      EXPECT_EQ(bytes_differ(out[o], ref[o]), 0) << "output " << o;
     }
   }
   Builder b;
@@ -440,20 +432,12 @@ TEST_F(DnnlBackend, DequantizedOperandsFoldIntoTheirBinaryAndEqualNativeToTheBit
     b.node("bin", c.op, {a, bb}, c.relu ? "t" : "y");
     if (c.relu) b.node("relu", "Relu", {"t"}, "y");
     Graph g = b.done({"y"});
-    std::string model = model_bytes(g);
-    CapabilityReport cap = capability(model);
-    ASSERT_TRUE(cap.refused.empty()) << cap.refused.begin()->second;
-    Compiled comp = compile(model);
-    ASSERT_EQ(comp.status, TESSERA_OK) << comp.msg;
-    Loaded l = load(comp.blob, g.constants);
-    ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
-    std::vector<Tensor> out = output_buffers(g);
-    std::string msg;
-    ASSERT_EQ(run(l.engine.get(), inputs, out, &msg), TESSERA_OK) << msg;
+    plugintest::PluginClient::Profiled prof;
+    std::vector<Tensor> out = run_claimed(g, inputs, &prof);
+    ASSERT_FALSE(out.empty());
     std::vector<Tensor> ref = native(g, inputs);
     ASSERT_EQ(ref.size(), 1u);
-    EXPECT_EQ(std::memcmp(out[0].data<char>(), ref[0].data<char>(), ref[0].nbytes()), 0);
-    auto prof = client().run_profiled(l.engine.get(), inputs, out);
+    EXPECT_EQ(bytes_differ(out[0], ref[0]), 0);
     ASSERT_EQ(prof.status, TESSERA_OK) << prof.msg;
     ASSERT_EQ(prof.steps.size(), 1u) << "dequantize, binary and relu in one step";
     EXPECT_EQ(prof.steps[0].what, "dequantize and binary (own loop)");
@@ -498,23 +482,11 @@ TEST_F(DnnlBackend, QLinearMatMulIsOneDnnInt8AndEqualsNativeToTheBit) {
     b.node("qmm", "QLinearMatMul", {"a", "as", "az", "b", "bs", "bz", "ys", "yz"}, "y");
     Graph g = b.done({"y"});
     std::vector<Tensor> inputs{int8_tensor(c.at, c.a, ++seed)};
-    std::string model = model_bytes(g);
-    CapabilityReport cap = capability(model);
-    ASSERT_EQ(cap.status, TESSERA_OK) << cap.msg;
-    ASSERT_TRUE(cap.refused.empty()) << cap.refused.begin()->second;
-    Compiled comp = compile(model);
-    ASSERT_EQ(comp.status, TESSERA_OK) << comp.msg;
-    Loaded l = load(comp.blob, g.constants);
-    ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
-    std::vector<Tensor> out = output_buffers(g);
-    std::string msg;
-    ASSERT_EQ(run(l.engine.get(), inputs, out, &msg), TESSERA_OK) << msg;
+    std::vector<Tensor> out = run_claimed(g, inputs);
+    ASSERT_FALSE(out.empty());
     std::vector<Tensor> ref = native(g, inputs);
     ASSERT_EQ(ref.size(), 1u);
-    ASSERT_EQ(out[0].dims(), ref[0].dims());
-    int differ = 0;
-    for (int64_t i = 0; i < ref[0].numel(); ++i) differ += out[0].as_double(i) != ref[0].as_double(i);
-    EXPECT_EQ(differ, 0) << "of " << ref[0].numel();
+    EXPECT_EQ(bytes_differ(out[0], ref[0]), 0) << "of " << ref[0].numel();
   }
 }
 
