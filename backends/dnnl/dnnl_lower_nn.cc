@@ -106,13 +106,6 @@ void window_pads(const SpatialAttrs& a, size_t i, int64_t in, int64_t out, int64
   *pe = (out - 1) * s + eff - in - *pb;           // ceil mode: pad the end up to the last window
 }
 
-// Constant weights are reordered once, at load; weights computed at run time
-// (rare outside tests) are reordered by every run.
-int32_t weights_operand(Lowering& l, const onnx::NodeProto& n) {
-  if (n.input_size() < 2 || n.input(1).empty()) throw Refusal{"weights are missing"};
-  return l.value(n.input(1), "weights");
-}
-
 void check_spatial_rank(const Dims& x, const char* op) {
   if (x.size() < 3 || x.size() > 5) {
     throw Refusal{std::string(op) + " with " + std::to_string(static_cast<int64_t>(x.size()) - 2) +
@@ -120,7 +113,7 @@ void check_spatial_rank(const Dims& x, const char* op) {
   }
 }
 
-// The operands and attributes Conv and ConvTranspose share: X, W, the
+// The operands and attributes Conv, ConvTranspose and QLinearConv share: X, W, the
 // optional bias, Y, their dims and the spatial attributes of the r = rank-2
 // spatial axes.
 struct ConvOperands {
@@ -130,14 +123,23 @@ struct ConvOperands {
   SpatialAttrs a;
 };
 
-ConvOperands conv_operands(Lowering& l, const onnx::NodeProto& n, const char* op) {
+// Where a convolution's operands are among its node's inputs, and their types (a bit per TESSERA_DTYPE_*; Y has
+// X's). Constant weights are reordered once, at load; weights computed at run time (rare outside tests) are
+// reordered by every run.
+struct ConvInputs {
+  int w = 1, b = 2;
+  uint32_t x_types = Lowering::kFloat32, w_types = Lowering::kFloat32, b_types = Lowering::kFloat32;
+};
+
+ConvOperands conv_operands(Lowering& l, const onnx::NodeProto& n, const char* op, const ConvInputs& in = {}) {
   ConvOperands c;
-  c.x = l.value(n.input(0));
+  c.x = l.value(n.input(0), "input", in.x_types);
   c.xd = l.dims(c.x);
   check_spatial_rank(c.xd, op);
-  c.w = weights_operand(l, n);
-  c.b = n.input_size() > 2 && !n.input(2).empty() ? l.value(n.input(2), "bias") : -1;
-  c.y = l.output(n);
+  if (n.input_size() <= in.w || n.input(in.w).empty()) throw Refusal{"weights are missing"};
+  c.w = l.value(n.input(in.w), "weights", in.w_types);
+  c.b = n.input_size() > in.b && !n.input(in.b).empty() ? l.value(n.input(in.b), "bias", in.b_types) : -1;
+  c.y = l.output(n, 0, in.x_types);
   c.wd = l.dims(c.w);
   c.yd = l.dims(c.y);
   c.r = c.xd.size() - 2;
@@ -219,23 +221,10 @@ std::vector<float> requant_floats(Lowering& l, const onnx::NodeProto& n, int64_t
 // constant. The requantization scales are computed as Tessera's native kernel computes them.
 void lower_qlinear_conv(Lowering& l, const onnx::NodeProto& n) {
   if (n.input_size() < 8) throw Refusal{"QLinearConv needs 8 or 9 inputs"};
-  constexpr uint32_t kInt8 = 1u << TESSERA_DTYPE_INT8, kInt32 = 1u << TESSERA_DTYPE_INT32;
-  ConvOperands c;
-  c.x = l.value(n.input(0), "input", Lowering::k8Bit);
-  c.xd = l.dims(c.x);
-  check_spatial_rank(c.xd, "QLinearConv");
   if (n.input(3).empty() || !l.is_constant(n.input(3))) throw Refusal{"weights are not constant"};
-  c.w = l.value(n.input(3), "weights", kInt8);
-  c.b = n.input_size() > 8 && !n.input(8).empty() ? l.value(n.input(8), "bias", kInt32) : -1;
-  if (c.b >= 0 && !l.is_constant(n.input(8))) throw Refusal{"bias is not constant"};
-  c.y = l.output(n, 0, Lowering::k8Bit);
-  c.wd = l.dims(c.w);
-  c.yd = l.dims(c.y);
-  c.r = c.xd.size() - 2;
-  if (c.wd.size() != c.xd.size() || c.yd.size() != c.xd.size()) throw Refusal{"weights and input ranks differ"};
-  check_extents(c.xd, 2, "input");
-  check_extents(c.yd, 2, "output");
-  c.a = read_spatial(n, c.r, Dims(c.wd.begin() + 2, c.wd.end()));
+  if (n.input_size() > 8 && !n.input(8).empty() && !l.is_constant(n.input(8))) throw Refusal{"bias is not constant"};
+  const ConvOperands c = conv_operands(l, n, "QLinearConv",
+                                       {3, 8, Lowering::k8Bit, 1u << TESSERA_DTYPE_INT8, 1u << TESSERA_DTYPE_INT32});
   std::vector<float> q = requant_floats(l, n, c.wd[0], "w");
   Dims pb(c.r), pe(c.r);
   for (size_t i = 0; i < c.r; ++i) {
