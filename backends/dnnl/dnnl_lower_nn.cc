@@ -179,6 +179,17 @@ void lower_conv(Lowering& l, const onnx::NodeProto& n) {
 
 namespace {
 
+// A zero point input `i` (absent: nothing to check) must have the dtype of the 8-bit value it belongs to, as ONNX
+// requires; native refuses the node otherwise, and so does this plugin rather than compute something else.
+void check_zero_point_type(const Lowering& l, const onnx::NodeProto& n, int i, const std::string& of) {
+  if (n.input_size() <= i || n.input(i).empty() || of.empty()) return;
+  const int32_t zt = l.model().type(n.input(i)).dtype, vt = l.model().type(of).dtype;
+  if (zt != vt) {
+    throw Refusal{"zero point '" + n.input(i) + "' is " + tessera_plugin::dtype_name(zt) + ", its value '" + of +
+                  "' " + tessera_plugin::dtype_name(vt)};
+  }
+}
+
 // What QLinearConv and QLinearMatMul share (inputs x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp): constant
 // int8 weights with zero point 0 (oneDNN has no weight zero points), and the quantization parameters as kQConv's and
 // kQMatMul's floats {x_zp, y_zp, scale[1 or count]}, scale[j] = x_scale * w_scale[j] / y_scale as Tessera's native
@@ -205,6 +216,8 @@ std::vector<float> requant_floats(Lowering& l, const onnx::NodeProto& n, int64_t
     throw Refusal{std::string(w) + "_scale has " + std::to_string(ws.size()) + " values for " + std::to_string(count) +
                   " outputs"};
   }
+  check_zero_point_type(l, n, 2, n.input(0));
+  check_zero_point_type(l, n, 7, n.output(0));
   std::vector<float> f = {zero_point(2, x + "_zero_point"), zero_point(7, "y_zero_point")};
   bool uniform = true;
   for (float x : ws) uniform = uniform && x == ws[0];
@@ -272,6 +285,7 @@ void lower_quantize(Lowering& l, const onnx::NodeProto& n) {
   op.kind = q ? OpKind::kQuantize : OpKind::kDequantize;
   op.in = {l.value(n.input(0), "input", q ? Lowering::kFloat32 : Lowering::k8Bit)};
   op.out = l.output(n, 0, q ? Lowering::k8Bit : Lowering::kFloat32);
+  check_zero_point_type(l, n, 2, q ? n.output(0) : n.input(0));
   op.floats = {scale[0], static_cast<float>(zp)};
   l.emit(std::move(op));
 }
