@@ -46,6 +46,10 @@ struct RegionBuilder {
     g.constants[name] = random_tensor(std::move(dims), static_cast<unsigned>(g.constants.size()));
     return *this;
   }
+  RegionBuilder& constant(const std::string& name, Tensor t) {
+    g.constants[name] = std::move(t);
+    return *this;
+  }
   RegionBuilder& node(const std::string& op, std::vector<std::string> in, const std::string& out,
                       std::map<std::string, Attribute> attrs = {}) {
     Node n;
@@ -113,6 +117,32 @@ std::vector<Region> make_regions() {
                   .weight("a", {4})
                   .node("Add", {"x", "a"}, "s")
                   .node("Mul", {"s", "x"}, "y")
+                  .done("y"));
+  // int8 (oneDNN): QuantizeLinear, QLinearConv with per-channel scales, and a DequantizeLinear folded into the Add.
+  Tensor w(DType::kInt8, {4, 2, 3, 3}), ws(DType::kFloat32, {4}), wz(DType::kInt8, {4});
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(i * 37 % 255 - 127);
+  for (int64_t i = 0; i < 4; ++i) ws.data<float>()[i] = 0.01f * static_cast<float>(i + 1), wz.data<int8_t>()[i] = 0;
+  auto scalar = [](DType dt, double v) {
+    Tensor t(dt, Dims{});
+    if (dt == DType::kFloat32) t.data<float>()[0] = static_cast<float>(v);
+    else t.data<uint8_t>()[0] = static_cast<uint8_t>(v);
+    return t;
+  };
+  r.push_back(RegionBuilder()
+                  .input("x", {1, 2, 6, 6})
+                  .input("r", {1, 4, 6, 6})
+                  .constant("s", scalar(DType::kFloat32, 0.02))
+                  .constant("z", scalar(DType::kUInt8, 128))
+                  .constant("w", w)
+                  .constant("ws", ws)
+                  .constant("wz", wz)
+                  .constant("ys", scalar(DType::kFloat32, 0.05))
+                  .constant("yz", scalar(DType::kUInt8, 3))
+                  .node("QuantizeLinear", {"x", "s", "z"}, "xq")
+                  .node("QLinearConv", {"xq", "s", "z", "w", "ws", "wz", "ys", "yz"}, "cq",
+                        {{"pads", Attribute::Ints({1, 1, 1, 1})}})
+                  .node("DequantizeLinear", {"cq", "ys", "yz"}, "c")
+                  .node("Add", {"c", "r"}, "y")
                   .done("y"));
   return r;
 }
