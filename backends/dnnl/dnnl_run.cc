@@ -88,12 +88,8 @@ void quantize_elements(const float* x, size_t n, float scale, int32_t zp, T* y) 
   }
 }
 
-template <class T>
-void dequantize_elements(const T* x, size_t n, float scale, float zp, float* y) {
-  for (size_t i = 0; i < n; ++i) y[i] = (static_cast<float>(x[i]) - zp) * scale;
-}
-
-// An operand of a DqBinary as float: dequantized (8-bit) or as it is (float32).
+// An element as float: dequantized, (x - zp) * scale (8-bit), or as it is (float32). DequantizeLinear and the
+// operands of a DqBinary.
 template <class T>
 inline float operand_value(T x, float scale, float zp) {
   if constexpr (std::is_same_v<T, float>) {
@@ -101,6 +97,11 @@ inline float operand_value(T x, float scale, float zp) {
   } else {
     return (static_cast<float>(x) - zp) * scale;
   }
+}
+
+template <class T>
+void dequantize_elements(const T* x, size_t n, float scale, float zp, float* y) {
+  for (size_t i = 0; i < n; ++i) y[i] = operand_value(x[i], scale, zp);
 }
 
 // y = [relu](op(dq(a), dq(b))), rounding each step as the unfused ops do (this file is compiled without
