@@ -121,7 +121,8 @@ double op_us(const Op& op, const std::vector<Value>& v, const tessera_plugin::Ma
   if (reference) {
     double elements = static_cast<double>(numel(v[static_cast<size_t>(op.out)].dims));
     double flops = 0;
-    if (op.kind == OpKind::kConv || op.kind == OpKind::kDeconv || op.kind == OpKind::kQConv) {
+    if (op.kind == OpKind::kConv || op.kind == OpKind::kDeconv || op.kind == OpKind::kQConv ||
+        op.kind == OpKind::kDynConv) {
       flops = conv_us(op, v, f) * kShares.conv * f.flops_per_us * f.threads;  // undo the rate: its FLOPs
     } else if (op.kind == OpKind::kMatMul) {
       MatMulOperands mo;
@@ -146,6 +147,9 @@ double op_us(const Op& op, const std::vector<Value>& v, const tessera_plugin::Ma
   if (op.kind == OpKind::kTranspose) function_us += elements * kTransposeCycles / (f.cycles_per_us * f.threads);
   // A table lookup per element: a byte load, and for two operands a gather from a 64 KiB table.
   if (op.kind == OpKind::kQuantize) function_us += elements * 0.5 / (f.cycles_per_us * f.threads);  // a vector division
+  if (op.kind == OpKind::kQuantParams) {  // a min and a max per element of its input
+    function_us += static_cast<double>(numel(v[static_cast<size_t>(op.in[0])].dims)) * 0.25 / (f.cycles_per_us * f.threads);
+  }
   if (op.kind == OpKind::kLookup) function_us += elements * (op.in.size() == 3 ? 2.0 : 1.0) / (f.cycles_per_us * f.threads);
   if (op.kind == OpKind::kReduce || (op.kind == OpKind::kPool && elements * 16 < bytes / 4)) {
     // A reduction, or a pooling whose window covers most of its input.
@@ -162,6 +166,7 @@ double op_us(const Op& op, const std::vector<Value>& v, const tessera_plugin::Ma
                 static_cast<double>(op.ints[2]) / (kShares.matmul * f.flops_per_us * f.threads) / 2;
       break;
     case OpKind::kQConv:
+    case OpKind::kDynConv:
       // int8 dot products (vpdpbusd) do four multiply-adds per 32-bit lane where an FMA does one; oneDNN's kernel
       // with a source zero point reaches about half that ratio.
       compute = conv_us(op, v, f) / 2;

@@ -166,7 +166,10 @@ class Builder {
 
   void add_step(Step s) {
     const int at = static_cast<int>(plan_.steps.size());
-    for (const auto& [arg, m] : s.args) {
+    std::vector<int> used;
+    for (const auto& [arg, m] : s.args) used.push_back(m);
+    if (s.params >= 0) used.push_back(s.params);  // read by the run, not bound as an argument
+    for (int m : used) {
       const Mem& mm = plan_.mems[static_cast<size_t>(m)];
       if (mm.storage != Storage::kArena) continue;
       ArenaBuffer& b = plan_.buffers[static_cast<size_t>(mm.index)];
@@ -378,8 +381,12 @@ class Builder {
       build_concat_in_place(op);
       return;
     }
-    if (own_elementwise(op.kind)) {
+    if (own_elementwise(op.kind) || own_logistic(op)) {
       build_own(op, what);
+      return;
+    }
+    if (dyn_conv_u8(op, p_.values)) {
+      build_dyn_conv_u8(op, what);
       return;
     }
     std::vector<OperandSpec> specs = operand_specs(op, p_.values);
@@ -459,7 +466,12 @@ class Builder {
       if (po.kind == PostKind::kSum) sum_operand = po.operand;
       if (po.kind != PostKind::kBinary) continue;
       const int m = as_view(po.operand, post_operand_md(op, po, p_.values));
-      s.args.emplace_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, m);
+      s.args.emplace_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(first_post_arg(op) + static_cast<int>(i)) | DNNL_ARG_SRC_1, m);
+    }
+    if (op.kind == OpKind::kDynConv) {  // the run computes the scale and zero point from P (RunContext)
+      s.params = canon(op.in[2]);
+      s.w_scales = op.floats;
+      s.scale_md = dyn_scale_md(op, p_.values);
     }
     const memory::desc dst_md = pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_DST);
     int dst;
@@ -505,6 +517,20 @@ class Builder {
     };
     int x = canon(op.in[0]);
     if (!dense(plan_.mems[static_cast<size_t>(x)].md)) x = as_layout(op.in[0], plain(op.in[0]));
+    if (op.kind == OpKind::kQuantParams) {  // a min and max over X in any layout; P is plain
+      Step s;
+      s.what = what;
+      s.nodes = op.nodes;
+      s.own = true;
+      s.kind = op.kind;
+      s.impl = "dynamic quantization parameters (own loop)";
+      s.args.emplace_back(DNNL_ARG_SRC_0, x);
+      const int dst = new_dst(op.out, plain(op.out));
+      s.args.emplace_back(DNNL_ARG_DST, dst);
+      add_step(std::move(s));
+      bind(op.out, dst);
+      return;
+    }
     const memory::desc xmd = plan_.mems[static_cast<size_t>(x)].md;
     // X's layout in another data type (strides count elements, so the layout is the same).
     auto retyped = [&](int32_t v) {
@@ -535,6 +561,11 @@ class Builder {
       s.int8 = is_int8(op.in[0]), s.int8_2 = is_int8(op.in[1]);
       s.alg = op.alg;
       s.relu = !op.post.empty();
+    } else if (op.kind == OpKind::kEltwise) {
+      s.impl = "logistic as ONNX Runtime computes it (own loop)";
+    } else if (op.in.size() == 2) {  // DynamicQuantizeLinear's Y: the scale and zero point from P at run time
+      s.impl = "dynamic quantize (own loop)";
+      s.params = canon(op.in[1]);
     } else {
       const bool q = op.kind == OpKind::kQuantize;
       s.impl = q ? "quantize (own loop)" : "dequantize (own loop)";
@@ -542,14 +573,15 @@ class Builder {
       s.zero_point = op.floats[1];
       s.int8 = is_int8(q ? op.out : op.in[0]);
     }
-    // A table lookup writes over its first operand where that dies here (same bytes per element, read before
-    // written): half the cache footprint of a fresh buffer.
+    // A table lookup or a logistic writes over its first operand where that dies here (same bytes per element,
+    // read before written): half the cache footprint of a fresh buffer.
     const memory::desc ymd = retyped(op.out);
     std::vector<int> others;
     for (const auto& [arg, m] : s.args) {
       if (arg != DNNL_ARG_SRC_0) others.push_back(m);
     }
-    const int dst = op.kind == OpKind::kLookup && first_output_[static_cast<size_t>(op.out)] < 0 &&
+    const int dst = (op.kind == OpKind::kLookup || op.kind == OpKind::kEltwise) &&
+                            first_output_[static_cast<size_t>(op.out)] < 0 &&
                             can_alias(op.in[0], x, ymd, others)
                         ? alias_mem(x, ymd, op.out)
                         : new_dst(op.out, ymd);
@@ -557,6 +589,69 @@ class Builder {
     add_step(std::move(s));
     bind(op.out, dst);
   }
+
+  // kDynConv of uint8 weights W (dnnl_program.h): oneDNN convolves X with W - 128 and a channel of ones into an
+  // int32 buffer [N, M + 1, ...] with channels innermost; the plugin's own loop (run_dyn_conv_u8) finishes each
+  // output element from its channel and the window sum.
+  void build_dyn_conv_u8(const Op& op, const std::string& what) {
+    const Dims& wd = p_.values[static_cast<size_t>(op.in[1])].dims;
+    const int64_t m = wd[0], k = numel(wd) / m;
+    Dims wd1 = wd;
+    ++wd1[0];
+    const memory::desc wmd = plain_md(wd1, memory::data_type::s8);
+    int w8;
+    if (dry_) {
+      w8 = add_mem(wmd, Storage::kFixed, fixed(nullptr));
+    } else {
+      AlignedBuffer buf(wmd.get_size());
+      const auto* w = static_cast<const uint8_t*>(constant_ptr(static_cast<size_t>(op.in[1])));
+      auto* q = static_cast<int8_t*>(buf.p);
+      for (int64_t i = 0; i < m * k; ++i) q[i] = static_cast<int8_t>(static_cast<int32_t>(w[i]) - 128);
+      std::fill_n(q + m * k, k, int8_t{1});
+      const int idx = fixed(buf.p);
+      plan_.owned.push_back(std::move(buf));
+      w8 = add_mem(wmd, Storage::kFixed, idx);
+    }
+    const int x0 = canon(op.in[0]);
+    dnnl::convolution_forward::primitive_desc pd;
+    try {  // the source as it is held, else in the layout the convolution prefers
+      pd = dyn_conv_u8_pd(op, p_.values, plan_.mems[static_cast<size_t>(x0)].md, eng_);
+      if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) throw dnnl::error(dnnl_unimplemented, "reference");
+    } catch (const dnnl::error&) {
+      pd = dyn_conv_u8_pd(op, p_.values, memory::desc(pd_dims(op.in[0]), memory::data_type::u8, memory::format_tag::any), eng_);
+    }
+    const int x = as_layout(op.in[0], pd.src_desc());
+    const int w = convert_constant(w8, pd.weights_desc());
+    const int acc = arena_mem(pd.dst_desc(), op.out);
+    Step conv;
+    conv.what = what;
+    conv.nodes = op.nodes;
+    conv.impl = std::string("convolution ") + pd.impl_info_str();
+    conv.args = {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, acc}};
+    conv.scratchpad = pd.scratchpad_desc();
+    conv.params = canon(op.in[2]);
+    if (!dry_) conv.prim = dnnl::primitive(pd.get());
+    add_step(std::move(conv));
+    // The result: the accumulators' layout without the extra channel, in float32.
+    const memory::desc ymd(pd_dims(op.out), memory::data_type::f32,
+                           wd.size() == 3 ? memory::format_tag::nwc
+                                          : wd.size() == 4 ? memory::format_tag::nhwc : memory::format_tag::ndhwc);
+    Step fin;
+    fin.what = what;
+    fin.nodes = op.nodes;
+    fin.own = true;
+    fin.kind = OpKind::kDynConv;
+    fin.impl = "weight zero points and scale (own loop)";
+    fin.params = canon(op.in[2]);
+    fin.w_scales.assign(op.floats.begin(), op.floats.begin() + m);
+    for (int64_t j = 0; j < m; ++j) fin.w_offsets.push_back(128 - static_cast<int32_t>(op.floats[static_cast<size_t>(m + j)]));
+    const int y = new_dst(op.out, ymd);
+    fin.args = {{DNNL_ARG_SRC_0, acc}, {DNNL_ARG_DST, y}};
+    add_step(std::move(fin));
+    bind(op.out, y);
+  }
+
+  memory::dims pd_dims(int32_t v) const { return p_.values[static_cast<size_t>(v)].dims; }
 
   // Concat `op` whose buffer its operands' producers started: the operands
   // not written in place are reordered into their slices; no primitive.

@@ -62,6 +62,16 @@ struct Step {
   float scale2 = 0.f, zero_point2 = 0.f;
   bool int8_2 = false, relu = false;
   int32_t alg = 0;
+  // A dynamically quantized convolution, or the Quantize of a
+  // DynamicQuantizeLinear: the Mem of its kQuantParams value {scale, zero
+  // point} (-1: none). The convolution's output scale is scale * w_scales[m],
+  // bound as post-op 0's operand (scale_md) with the zero point by the run.
+  int params = -1;
+  std::vector<float> w_scales;
+  dnnl::memory::desc scale_md;  // zero-size: no scale post-op (the convolution of uint8 weights)
+  // The own loop after a convolution of uint8 weights: 128 - w_zero_point[m]
+  // per output channel (its w_scales are per channel too).
+  std::vector<int32_t> w_offsets;
 };
 
 // Work no primitive does: a view (Reshape, Flatten...) or a Concatenation

@@ -12,7 +12,8 @@ namespace tessera_dnnl {
 namespace {
 
 bool can_take_post_ops(OpKind k) {
-  return k == OpKind::kConv || k == OpKind::kDeconv || k == OpKind::kMatMul || k == OpKind::kBinary;
+  return k == OpKind::kConv || k == OpKind::kDeconv || k == OpKind::kMatMul || k == OpKind::kBinary ||
+         k == OpKind::kDynConv;
 }
 
 bool commutative(int32_t alg) {

@@ -129,6 +129,8 @@ struct ConvOperands {
 struct ConvInputs {
   int w = 1, b = 2;
   uint32_t x_types = Lowering::kFloat32, w_types = Lowering::kFloat32, b_types = Lowering::kFloat32;
+  uint32_t y_types = 0;                     // 0: X's
+  const onnx::NodeProto* y_node = nullptr;  // the node whose output 0 is Y (a pattern's last); null: this one
 };
 
 ConvOperands conv_operands(Lowering& l, const onnx::NodeProto& n, const char* op, const ConvInputs& in = {}) {
@@ -139,7 +141,7 @@ ConvOperands conv_operands(Lowering& l, const onnx::NodeProto& n, const char* op
   if (n.input_size() <= in.w || n.input(in.w).empty()) throw Refusal{"weights are missing"};
   c.w = l.value(n.input(in.w), "weights", in.w_types);
   c.b = n.input_size() > in.b && !n.input(in.b).empty() ? l.value(n.input(in.b), "bias", in.b_types) : -1;
-  c.y = l.output(n, 0, in.x_types);
+  c.y = l.output(in.y_node ? *in.y_node : n, 0, in.y_types ? in.y_types : in.x_types);
   c.wd = l.dims(c.w);
   c.yd = l.dims(c.y);
   c.r = c.xd.size() - 2;
@@ -153,9 +155,10 @@ ConvOperands conv_operands(Lowering& l, const onnx::NodeProto& n, const char* op
 // The op both emit (and QLinearConv, with its quantization parameters as `floats`): rank, strides, dilations,
 // begin and end pads, group.
 void emit_conv(Lowering& l, const onnx::NodeProto& n, OpKind kind, const ConvOperands& c, const Dims& pb,
-               const Dims& pe, std::vector<float> floats = {}) {
+               const Dims& pe, std::vector<float> floats = {}, std::vector<std::string> nodes = {}) {
   Op op;
   op.kind = kind;
+  op.nodes = std::move(nodes);
   op.floats = std::move(floats);
   op.in = {c.x, c.w, c.b};
   op.out = c.y;
@@ -165,15 +168,22 @@ void emit_conv(Lowering& l, const onnx::NodeProto& n, OpKind kind, const ConvOpe
   l.emit(std::move(op));
 }
 
+// A convolution's begin and end pads (not a transposed one's).
+void conv_pads(const ConvOperands& c, Dims* pb, Dims* pe) {
+  pb->assign(c.r, 0);
+  pe->assign(c.r, 0);
+  for (size_t i = 0; i < c.r; ++i) {
+    int64_t explicit_end;
+    window_pads(c.a, i, c.xd[i + 2], c.yd[i + 2], &(*pb)[i], &(*pe)[i], &explicit_end);
+  }
+}
+
 }  // namespace
 
 void lower_conv(Lowering& l, const onnx::NodeProto& n) {
   const ConvOperands c = conv_operands(l, n, "Conv");
-  Dims pb(c.r), pe(c.r);
-  for (size_t i = 0; i < c.r; ++i) {
-    int64_t explicit_end;
-    window_pads(c.a, i, c.xd[i + 2], c.yd[i + 2], &pb[i], &pe[i], &explicit_end);
-  }
+  Dims pb, pe;
+  conv_pads(c, &pb, &pe);
   emit_conv(l, n, OpKind::kConv, c, pb, pe);
 }
 
@@ -239,12 +249,90 @@ void lower_qlinear_conv(Lowering& l, const onnx::NodeProto& n) {
   const ConvOperands c = conv_operands(l, n, "QLinearConv",
                                        {3, 8, Lowering::k8Bit, 1u << TESSERA_DTYPE_INT8, 1u << TESSERA_DTYPE_INT32});
   std::vector<float> q = requant_floats(l, n, c.wd[0], "w");
-  Dims pb(c.r), pe(c.r);
-  for (size_t i = 0; i < c.r; ++i) {
-    int64_t explicit_end;
-    window_pads(c.a, i, c.xd[i + 2], c.yd[i + 2], &pb[i], &pe[i], &explicit_end);
-  }
+  Dims pb, pe;
+  conv_pads(c, &pb, &pe);
   emit_conv(l, n, OpKind::kQConv, c, pb, pe, std::move(q));
+}
+
+// DynamicQuantizeLinear (x -> y, y_scale, y_zero_point): kQuantParams computes {scale, zero point} from x, a
+// kQuantize reading them writes y. The scale and zero point are no values of their own: only the dynamically
+// quantized convolutions read them (Lowering::lower checks), from the kQuantParams value.
+void lower_dynamic_quantize(Lowering& l, const onnx::NodeProto& n) {
+  if (n.input_size() != 1) throw Refusal{"DynamicQuantizeLinear takes 1 input"};
+  const int32_t x = l.value(n.input(0));
+  Op params;
+  params.kind = OpKind::kQuantParams;
+  params.in = {x};
+  params.out = l.temp(n, {2});
+  const int32_t p = params.out;
+  l.emit(std::move(params));
+  Op q;
+  q.kind = OpKind::kQuantize;
+  q.in = {x, p};
+  q.out = l.output(n, 0, 1u << TESSERA_DTYPE_UINT8);
+  l.emit(std::move(q));
+  l.set_quant_params(n.output(0), p);
+}
+
+// ConvInteger(dynamic) (dnnl_patterns.h) as kDynConv: the quantized input and the kQuantParams value of the
+// DynamicQuantizeLinear that wrote it, constant int8 weights with zero point 0 (oneDNN has no weight zero
+// points), the weights' scales (one, or one per output channel along axis 1 of the product).
+void lower_dyn_conv(Lowering& l, const Pattern& pat, const onnx::NodeProto& last) {
+  const onnx::NodeProto& n = l.model().node(pat.conv);
+  if (n.input(1).empty() || !l.is_constant(n.input(1))) throw Refusal{"weights are not constant"};
+  const int32_t params = l.quant_params(n.input(0));
+  if (params < 0) throw Refusal{"its DynamicQuantizeLinear is not in the region"};
+  ConvInputs in;
+  in.b = 99;  // ConvInteger has no bias
+  in.x_types = 1u << TESSERA_DTYPE_UINT8;
+  in.w_types = Lowering::k8Bit;
+  in.y_types = Lowering::kFloat32;
+  in.y_node = &last;
+  const ConvOperands c = conv_operands(l, n, "ConvInteger", in);
+  const bool u8 = l.model().type(n.input(1)).dtype == TESSERA_DTYPE_UINT8;
+  const int64_t m = c.wd[0];
+  std::vector<int64_t> wz(1, 0);
+  if (n.input_size() > 3 && !n.input(3).empty()) {
+    check_zero_point_type(l, n, 3, n.input(1));
+    wz = l.constant_ints(n.input(3), "w_zero_point");
+    if (wz.size() != 1 && static_cast<int64_t>(wz.size()) != m) {
+      throw Refusal{"w_zero_point has " + std::to_string(wz.size()) + " values for " + std::to_string(m) + " outputs"};
+    }
+  }
+  if (!u8) {
+    for (int64_t z : wz) {
+      if (z != 0) throw Refusal{"int8 weights with a nonzero zero point (oneDNN takes symmetric int8 weights)"};
+    }
+  } else if (attr_int(n, "group", 1) != 1) {
+    throw Refusal{"uint8 weights in a grouped convolution"};
+  }
+  std::vector<float> ws = l.constant_floats(pat.w_scale, "the weights' scale");
+  const tessera_plugin::ValueType& wst = l.model().type(pat.w_scale);
+  // One scale, or one per output channel shaped to broadcast along axis 1 of the output ([M, 1, ...] or
+  // [1, M, 1, ...]).
+  bool per_channel = false;
+  if (ws.size() > 1) {
+    Dims want(c.yd.size(), 1);
+    want[1] = c.yd[1];
+    per_channel = static_cast<int64_t>(ws.size()) == c.yd[1] && pad_to_rank(wst.dims, c.yd.size()) == want;
+    if (!per_channel) throw Refusal{"the weights' scale " + dims_str(wst.dims) + " is not per output channel"};
+  }
+  bool uniform = true;
+  for (float f : ws) uniform = uniform && f == ws[0];
+  if (u8) {  // {w_scale[M], w_zp[M]}
+    const float w0 = ws[0];
+    ws.resize(static_cast<size_t>(m), w0);
+    for (int64_t j = 0; j < m; ++j) ws.push_back(static_cast<float>(wz[wz.size() == 1 ? 0 : static_cast<size_t>(j)]));
+  } else if (uniform) {
+    ws.resize(1);
+  }
+  Dims pb, pe;
+  conv_pads(c, &pb, &pe);
+  ConvOperands cp = c;
+  cp.b = params;
+  std::vector<std::string> nodes;
+  for (int i : pat.nodes) nodes.push_back(l.model().node(i).name());  // the op does every node's work
+  emit_conv(l, n, OpKind::kDynConv, cp, pb, pe, std::move(ws), std::move(nodes));
 }
 
 // QLinearMatMul (a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp) with a constant 2-D int8 B (zero point 0) as

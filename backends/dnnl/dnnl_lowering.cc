@@ -51,6 +51,7 @@ constexpr OpEntry kOps[] = {
     {"QLinearLookup", lower_lookup},
     {"QuantizeLinear", lower_quantize},
     {"DequantizeLinear", lower_quantize},
+    {"DynamicQuantizeLinear", lower_dynamic_quantize},
     {"ReduceMean", lower_reduce},
     {"ReduceSum", lower_reduce},
     {"ReduceMax", lower_reduce},
@@ -105,6 +106,10 @@ Lowering::Lowering(const ModelView& model) : model_(model), patterns_(find_patte
 }
 
 void Lowering::lower_pattern(const Pattern& p, const onnx::NodeProto& last) {
+  if (p.kind == Pattern::Kind::kDynConv) {
+    lower_dyn_conv(*this, p, last);
+    return;
+  }
   Op op;
   op.in = {value(p.x)};
   if (p.kind == Pattern::Kind::kGelu) {
@@ -240,7 +245,7 @@ void Lowering::lower(int index) {
   const onnx::NodeProto& n = model_.node(index);
   // A refused node leaves no trace: values and ops it added are dropped.
   const size_t values_before = program_.values.size(), ops_before = program_.ops.size();
-  const std::map<std::string, int32_t> index_before = index_;
+  const std::map<std::string, int32_t> index_before = index_, quant_params_before = quant_params_;
   const int temps_before = temps_;
   current_ = &n;
   try {
@@ -264,9 +269,17 @@ void Lowering::lower(int index) {
     // Outputs past the first (BatchNormalization's running statistics,
     // MaxPool's indices, Dropout's mask...) are computed by no op here;
     // Split computes every output.
+    // DynamicQuantizeLinear's scale and zero point live in its kQuantParams value, which the dynamically
+    // quantized convolutions read: no other reader may see them.
+    const bool dql = n.op_type() == "DynamicQuantizeLinear";
     for (int i = 1; i < n.output_size() && n.op_type() != "Split"; ++i) {
       const std::string& o = n.output(i);
-      if (!o.empty() && (!model_.consumers(o).empty() || model_.is_graph_output(o))) {
+      const std::vector<int>& readers = model_.consumers(o);
+      if (dql && !model_.is_graph_output(o) &&
+          std::all_of(readers.begin(), readers.end(), [&](int r) { return in_dyn_conv(r); })) {
+        continue;
+      }
+      if (!o.empty() && (!readers.empty() || model_.is_graph_output(o))) {
         throw Refusal{n.op_type() + " with its output " + std::to_string(i) + " ('" + o + "') used"};
       }
     }
@@ -275,6 +288,7 @@ void Lowering::lower(int index) {
     program_.values.resize(values_before);
     program_.ops.resize(ops_before);
     index_ = index_before;
+    quant_params_ = quant_params_before;
     temps_ = temps_before;
     current_ = nullptr;
     throw;

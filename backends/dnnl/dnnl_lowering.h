@@ -60,6 +60,18 @@ class Lowering {
   void emit(Op op);
   // The node's output `i` as the op output (interned, fresh).
   int32_t output(const onnx::NodeProto& n, int i = 0, uint32_t dtypes = kFloat32);
+  // DynamicQuantizeLinear: the kQuantParams value {scale, zero point} computed with its quantized output `y`
+  // (-1 when `y` was not quantized in this region).
+  void set_quant_params(const std::string& y, int32_t params) { quant_params_[y] = params; }
+  int32_t quant_params(const std::string& y) const {
+    auto it = quant_params_.find(y);
+    return it == quant_params_.end() ? -1 : it->second;
+  }
+  // Whether node `i` belongs to a dynamically quantized convolution (dnnl_patterns.h).
+  bool in_dyn_conv(int i) const {
+    auto it = pattern_of_.find(i);
+    return it != pattern_of_.end() && patterns_[it->second].kind == Pattern::Kind::kDynConv;
+  }
 
  private:
   const tessera_plugin::ModelView& model_;
@@ -71,6 +83,7 @@ class Lowering {
   std::map<std::string, bool> produced_;
   std::vector<Pattern> patterns_;
   std::map<int, size_t> pattern_of_;  // node index -> pattern
+  std::map<std::string, int32_t> quant_params_;
   const onnx::NodeProto* current_ = nullptr;
   int temps_ = 0;
 };
@@ -101,6 +114,9 @@ void lower_qlinear_conv(Lowering& l, const onnx::NodeProto& n);
 void lower_lookup(Lowering& l, const onnx::NodeProto& n);
 void lower_quantize(Lowering& l, const onnx::NodeProto& n);
 void lower_qlinear_matmul(Lowering& l, const onnx::NodeProto& n);
+void lower_dynamic_quantize(Lowering& l, const onnx::NodeProto& n);
+// The op of a ConvInteger(dynamic) pattern, emitted at its last node.
+void lower_dyn_conv(Lowering& l, const Pattern& p, const onnx::NodeProto& last);
 
 // Every ONNX op this backend knows (handler lookup by op_type).
 Handler find_handler(const std::string& op_type);

@@ -26,7 +26,8 @@ class Matcher {
     std::set<int> taken;
     for (int i = 0; i < m_.num_nodes(); ++i) {
       Pattern p;
-      const bool hit = (is(i, "Erf") && gelu(i, &p)) || (is(i, "ReduceMean") && layer_norm(i, &p));
+      const bool hit = (is(i, "Erf") && gelu(i, &p)) || (is(i, "ReduceMean") && layer_norm(i, &p)) ||
+                       (is(i, "ConvInteger") && dyn_conv(i, &p));
       if (!hit) continue;
       std::sort(p.nodes.begin(), p.nodes.end());
       if (std::any_of(p.nodes.begin(), p.nodes.end(), [&](int n) { return taken.count(n); })) continue;
@@ -208,6 +209,33 @@ class Matcher {
     p->x = x;
     p->axes = k;
     p->epsilon = eps;
+    return true;
+  }
+
+  // Mul(Cast(ConvInteger(q.y, W, q.zero_point)), Mul(q.scale, w_scale)), anchored at the ConvInteger; q a
+  // DynamicQuantizeLinear. The operands' types and constancy are the lowering's to check (it names what is wrong).
+  bool dyn_conv(int c, Pattern* p) const {
+    const auto& conv = m_.node(c);
+    if (conv.input_size() < 3 || conv.output_size() != 1) return false;
+    auto qit = producer_.find(conv.input(0));
+    if (qit == producer_.end() || !is(qit->second, "DynamicQuantizeLinear")) return false;
+    const auto& q = m_.node(qit->second);
+    if (q.output_size() != 3 || q.output(0) != conv.input(0) || q.output(2) != conv.input(2)) return false;
+    const int cast = sole_reader(conv.output(0));
+    if (cast < 0 || !is(cast, "Cast") || attr_int(m_.node(cast), "to", 0) != 1) return false;
+    const std::string& f = m_.node(cast).output(0);
+    const int mul = sole_reader(f);
+    const std::string s = other(mul, "Mul", f, true);
+    auto sit = producer_.find(s);
+    if (s.empty() || sit == producer_.end() || sole_reader(s) != mul) return false;
+    const std::string w_scale = other(sit->second, "Mul", q.output(1), true);
+    if (w_scale.empty() || !m_.is_initializer(w_scale)) return false;
+    p->kind = Pattern::Kind::kDynConv;
+    p->nodes = {sit->second, c, cast, mul};
+    p->conv = c;
+    p->x = conv.input(0);
+    p->y = m_.node(mul).output(0);
+    p->w_scale = w_scale;
     return true;
   }
 

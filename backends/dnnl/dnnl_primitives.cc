@@ -96,7 +96,7 @@ memory::desc weights_view(const Op& op, const Dims& w, int64_t g, memory::data_t
   const Dims k(w.begin() + 2, w.end());
   const int64_t kn = numel(k);
   Dims dims, strides;
-  if (op.kind == OpKind::kConv || op.kind == OpKind::kQConv) {
+  if (op.kind == OpKind::kConv || op.kind == OpKind::kQConv || op.kind == OpKind::kDynConv) {
     if (g == 1) return plain_md(w, dt);
     dims = {g, w[0] / g, w[1]};
     dims.insert(dims.end(), k.begin(), k.end());
@@ -133,8 +133,15 @@ dnnl::primitive_attr attr_for(const Op& op, const std::vector<Value>& v) {
     attr.set_post_ops(po);
     return attr;
   }
-  if (op.post.empty()) return attr;
   dnnl::post_ops po;
+  if (op.kind == OpKind::kDynConv) {
+    // The source's zero point and the output scale are known at run time only. oneDNN 2.6's int8 convolutions take
+    // no run-time output scale, so the scale is a binary multiply, post-op 0 (dyn_scale_md), which rounds the
+    // product as the model's Mul does; the convolution's own scale stays 1 (int32 to float, exact).
+    attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    po.append_binary(algorithm::binary_mul, dyn_scale_md(op, v));
+  }
+  if (op.post.empty() && op.kind != OpKind::kDynConv) return attr;
   for (const PostOp& p : op.post) {
     switch (p.kind) {
       case PostKind::kEltwise:
@@ -153,6 +160,12 @@ dnnl::primitive_attr attr_for(const Op& op, const std::vector<Value>& v) {
 }
 
 }  // namespace
+
+memory::desc dyn_scale_md(const Op& op, const std::vector<Value>& v) {
+  Dims d(v[static_cast<size_t>(op.out)].dims.size(), 1);
+  d[1] = static_cast<int64_t>(op.floats.size());
+  return plain_md(d);
+}
 
 Dims dst_dims(const Op& op, const std::vector<Value>& v) {
   const Dims& y = v[static_cast<size_t>(op.out)].dims;
@@ -218,8 +231,15 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
       if (op.in[2] >= 0) set(2, Layout::kPlain, DNNL_ARG_BIAS, plain_md(dims(2), memory::data_type::s32));
       break;
     }
+    case OpKind::kDynConv: {  // P (in[2]) is read by the run, not by the primitive
+      memory::desc wv = weights_view(op, dims(1), op.ints.back(), memory::data_type::s8);
+      set(0, Layout::kAny, DNNL_ARG_SRC, any_md(dims(0), type_of(v, op.in[0])));
+      set(1, Layout::kAny, DNNL_ARG_WEIGHTS, any_md(dims_of(wv), memory::data_type::s8), wv);
+      break;
+    }
     case OpKind::kQuantize:
-    case OpKind::kDequantize:  // no primitive: the engine's own loop, in the source's layout
+    case OpKind::kDequantize:
+    case OpKind::kQuantParams:  // no primitive: the engine's own loop, in the source's layout
       set(0, Layout::kAsIs, DNNL_ARG_SRC_0);
       break;
     case OpKind::kDqBinary:
@@ -332,8 +352,10 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
 
 bool takes_dst_layout(const Op& op) {
   return op.kind == OpKind::kConv || op.kind == OpKind::kDeconv || op.kind == OpKind::kPool ||
-         op.kind == OpKind::kBinary;
+         op.kind == OpKind::kBinary || op.kind == OpKind::kDynConv;
 }
+
+int first_post_arg(const Op& op) { return op.kind == OpKind::kDynConv ? 1 : 0; }
 
 dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, const std::vector<memory::desc>& in,
                                const dnnl::engine& eng, const memory::desc* dst) {
@@ -344,10 +366,11 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, c
   const auto alg = static_cast<algorithm>(op.alg);
   switch (op.kind) {
     case OpKind::kConv:
-    case OpKind::kQConv: {
+    case OpKind::kQConv:
+    case OpKind::kDynConv: {
       Spatial s = spatial_of(op);
       dnnl::convolution_forward::desc d =
-          op.in[2] >= 0 ? dnnl::convolution_forward::desc(fwd, algorithm::convolution_direct, in[0], in[1], in[2],
+          op.in[2] >= 0 && op.kind != OpKind::kDynConv ? dnnl::convolution_forward::desc(fwd, algorithm::convolution_direct, in[0], in[1], in[2],
                                                           dst_any, s.strides, s.dil, s.pb, s.pe)
                         : dnnl::convolution_forward::desc(fwd, algorithm::convolution_direct, in[0], in[1], dst_any,
                                                           s.strides, s.dil, s.pb, s.pe);
@@ -430,9 +453,32 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, c
     case OpKind::kQuantize:
     case OpKind::kDequantize:
     case OpKind::kDqBinary:
+    case OpKind::kQuantParams:
       break;
   }
   throw dnnl::error(dnnl_invalid_arguments, "op kind without a primitive");
+}
+
+bool dyn_conv_u8(const Op& op, const std::vector<Value>& v) {
+  return op.kind == OpKind::kDynConv && v[static_cast<size_t>(op.in[1])].dtype == TESSERA_DTYPE_UINT8;
+}
+
+dnnl::convolution_forward::primitive_desc dyn_conv_u8_pd(const Op& op, const std::vector<Value>& v,
+                                                         const memory::desc& src, const dnnl::engine& eng) {
+  if (!op.post.empty()) throw dnnl::error(dnnl_unimplemented, "post-ops after a convolution of uint8 weights");
+  Dims w = v[static_cast<size_t>(op.in[1])].dims, y = v[static_cast<size_t>(op.out)].dims;
+  ++w[0];
+  ++y[1];
+  // Channels innermost (the own loop's layout): nwc / nhwc / ndhwc.
+  const tag t = y.size() == 3 ? tag::nwc : y.size() == 4 ? tag::nhwc : tag::ndhwc;
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  const Spatial s = spatial_of(op);
+  const dnnl::convolution_forward::desc d(prop_kind::forward_inference, algorithm::convolution_direct, src,
+                                          any_md(w, memory::data_type::s8), memory::desc(y, memory::data_type::s32, t),
+                                          s.strides, s.dil, s.pb, s.pe);
+  return dnnl::convolution_forward::primitive_desc(d, attr, eng);
 }
 
 const dnnl::engine& probe_engine() {
@@ -442,6 +488,15 @@ const dnnl::engine& probe_engine() {
 
 std::string probe(const Op& op, const std::vector<Value>& v, const dnnl::engine& eng, std::string* impl) {
   if (op.kind == OpKind::kView || own_elementwise(op.kind)) return "";
+  if (dyn_conv_u8(op, v)) {
+    try {
+      auto pd = dyn_conv_u8_pd(op, v, any_md(v[static_cast<size_t>(op.in[0])].dims, memory::data_type::u8), eng);
+      if (impl) *impl = pd.impl_info_str();
+      return "";
+    } catch (const dnnl::error& e) {
+      return std::string("oneDNN has no implementation for this DynConv of uint8 weights (") + e.what() + ")";
+    }
+  }
   std::vector<OperandSpec> specs = operand_specs(op, v);
   std::vector<memory::desc> in;
   for (size_t k = 0; k < specs.size(); ++k) {

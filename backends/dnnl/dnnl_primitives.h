@@ -53,6 +53,10 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
 // The descriptor of a binary post-op's operand: plain, padded to the
 // destination's rank.
 dnnl::memory::desc post_operand_md(const Op& op, const PostOp& po, const std::vector<Value>& values);
+// kDynConv's run-time output scale, post-op 0: [1, M or 1, 1...].
+dnnl::memory::desc dyn_scale_md(const Op& op, const std::vector<Value>& values);
+// The index among the primitive's post-ops of op.post[0] (kDynConv's scale comes first).
+int first_post_arg(const Op& op);
 // The destination's dims as the primitive sees them (MatMul: [batch.., M, N];
 // Softmax/LayerNorm: their 2-D or view dims; else the output value's).
 Dims dst_dims(const Op& op, const std::vector<Value>& values);
@@ -73,6 +77,13 @@ bool takes_dst_layout(const Op& op);
 // Whether oneDNN implements `op` with plain layouts (and `any` where the op
 // allows it): "" or a reason for the user.
 std::string probe(const Op& op, const std::vector<Value>& values, const dnnl::engine& eng, std::string* impl = nullptr);
+
+// kDynConv of uint8 weights (dnnl_program.h): the int8 convolution with one
+// more output channel, an int32 destination with channels innermost, the
+// source's zero point at run time; `src` is the source's descriptor (or any).
+bool dyn_conv_u8(const Op& op, const std::vector<Value>& values);
+dnnl::convolution_forward::primitive_desc dyn_conv_u8_pd(const Op& op, const std::vector<Value>& values,
+                                                         const dnnl::memory::desc& src, const dnnl::engine& eng);
 
 // The CPU engine probes use (created once, thread-safe to share).
 const dnnl::engine& probe_engine();

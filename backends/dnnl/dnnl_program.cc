@@ -27,13 +27,18 @@ using tessera_plugin::fail;
 
 static_assert(std::endian::native == std::endian::little, "the blob format is little-endian");
 constexpr char kMagic[8] = {'T', 'S', 'R', 'D', 'N', 'N', 'L', '\0'};
-constexpr uint32_t kBlobVersion = 4;  // 4: QConv, Lookup, integer values; 3: op flags (bf16); 2: an op names all its nodes
+constexpr uint32_t kBlobVersion = 5;  // 5: QuantParams, DynConv; 4: QConv, Lookup, integer values; 3: op flags (bf16); 2: an op names all its nodes
+
+bool own_logistic(const Op& op) {
+  return op.kind == OpKind::kEltwise && op.alg == dnnl_eltwise_logistic && op.post.empty();
+}
 
 const char* op_kind_name(OpKind k) {
   static constexpr const char* kNames[] = {"Conv",    "Deconv",    "Pool",    "MatMul", "BatchNorm",
                                            "Lrn",     "Softmax",   "LayerNorm", "Eltwise", "Binary",
                                            "Sum",     "Concat",    "View",    "Transpose", "Reduce", "PRelu",
-                                           "Slice",   "QConv",     "Lookup",  "Quantize",  "Dequantize", "DqBinary", "QMatMul"};
+                                           "Slice",   "QConv",     "Lookup",  "Quantize",  "Dequantize", "DqBinary", "QMatMul",
+                                           "QuantParams", "DynConv"};
   static_assert(std::size(kNames) == kNumOpKinds);
   return kNames[static_cast<size_t>(k)];
 }
@@ -440,7 +445,42 @@ std::string check_kind(const Op& op, const std::vector<Value>& v) {
       if (t == 2 && dims(1) != dims(0)) return "operand shapes differ";
       return y == dims(0) ? "" : "output shape";
     }
+    case OpKind::kQuantParams:
+      if (!arity(1, 0, 0) || !present(0)) return "operands";
+      return y == Dims{2} ? "" : "output shape";
+    case OpKind::kDynConv: {
+      if (op.in.size() != 3) return "operand count";
+      Op conv = op;  // the shape rule of kConv (P is no convolution operand), then the weight scales
+      conv.kind = OpKind::kConv;
+      conv.floats.clear();
+      conv.in[2] = -1;
+      if (std::string e = check_conv(conv, v, false); !e.empty()) return e;
+      if (!present(0) || dims(2) != Dims{2}) return "operands";
+      const int64_t m = v[op.out].dims[1];
+      if (v[op.in[1]].dtype == TESSERA_DTYPE_UINT8) {  // {w_scale[M], w_zp[M]}, one group, no post-ops
+        if (op.floats.size() != static_cast<size_t>(2 * m) || op.ints.back() != 1 || !op.post.empty()) {
+          return "uint8 weights: scale and zero point counts, group or post-ops";
+        }
+        for (size_t k = 0; k < op.floats.size(); ++k) {
+          const float f = op.floats[k];
+          if (k < static_cast<size_t>(m) ? !(f > 0 && f < 3.4e38f) : (f != std::nearbyint(f) || f < 0 || f > 255)) {
+            return "bad weight scale or zero point";
+          }
+        }
+        return "";
+      }
+      if (op.floats.size() != 1 && op.floats.size() != static_cast<size_t>(m)) return "scale count";
+      for (float f : op.floats) {
+        if (!(f > 0 && f < 3.4e38f)) return "bad scale";
+      }
+      return "";
+    }
     case OpKind::kQuantize:
+      if (op.in.size() == 2) {  // scale and zero point from a kQuantParams at run time
+        if (!arity(2, 0, 0) || !present(0) || dims(1) != Dims{2}) return "operands";
+        return y == dims(0) ? "" : "output shape";
+      }
+      [[fallthrough]];
     case OpKind::kDequantize: {
       if (!arity(1, 0, 2) || !present(0)) return "operands";
       const float scale = op.floats[0], zp = op.floats[1];
@@ -489,12 +529,30 @@ std::string check_dtypes(const Op& op, const std::vector<Value>& v) {
     }
     return dt(op.out) == TESSERA_DTYPE_FLOAT32 ? "" : "DqBinary output is not float32";
   }
+  if (op.kind == OpKind::kQuantParams) {
+    if (!op.post.empty() || op.bf16) return "post-ops or bf16 on a quantization";
+    return dt(op.in[0]) == TESSERA_DTYPE_FLOAT32 && dt(op.out) == TESSERA_DTYPE_FLOAT32 ? "" : "QuantParams is not float32";
+  }
+  if (op.kind == OpKind::kDynConv) {
+    if (op.bf16) return "bf16 on an integer op";
+    if (dt(op.in[0]) != TESSERA_DTYPE_UINT8 || !is_8bit(dt(op.in[1])) || dt(op.in[2]) != TESSERA_DTYPE_FLOAT32 ||
+        dt(op.out) != TESSERA_DTYPE_FLOAT32) {
+      return "DynConv operands are not uint8 X, uint8/int8 W, float32 parameters and Y";
+    }
+    for (const PostOp& po : op.post) {
+      if (po.operand >= 0 && dt(po.operand) != TESSERA_DTYPE_FLOAT32) return "a value that is not float32";
+    }
+    return "";
+  }
   if (op.kind == OpKind::kQuantize || op.kind == OpKind::kDequantize) {
     if (!op.post.empty() || op.bf16) return "post-ops or bf16 on a quantization";
     const bool q = op.kind == OpKind::kQuantize;
     const int32_t in = dt(op.in[0]), out = dt(op.out);
     if (q ? (in != TESSERA_DTYPE_FLOAT32 || !is_8bit(out)) : (!is_8bit(in) || out != TESSERA_DTYPE_FLOAT32)) {
       return q ? "Quantize is not float32 to uint8/int8" : "Dequantize is not uint8/int8 to float32";
+    }
+    if (op.in.size() == 2) {  // DynamicQuantizeLinear's Y
+      return out == TESSERA_DTYPE_UINT8 && dt(op.in[1]) == TESSERA_DTYPE_FLOAT32 ? "" : "dynamic Quantize is not to uint8";
     }
     const float lo = is_8bit(q ? out : in) && (q ? out : in) == TESSERA_DTYPE_INT8 ? -128.f : 0.f;
     return op.floats[1] >= lo && op.floats[1] <= lo + 255 ? "" : "zero point out of the 8-bit type's range";

@@ -62,6 +62,21 @@ constexpr int64_t kMaxElements = int64_t{1} << 40;  // per value; bounds what a 
 //                   for uint8, v + 128 for int8; X, X2 uint8/int8 of one shape, Table a constant of 256 (65536)
 //                   uint8/int8 elements, Y X's shape in Table's dtype (ai.tessera.QLinearLookup: a quantized
 //                   elementwise chain as a table). No oneDNN primitive: the plugin's own loop, in any layout.
+//   kQuantize       in {X, P?}  floats {scale, zero_point} (QuantizeLinear, per tensor), or none with P: the scale
+//                   and zero point computed at run time by kQuantParams (DynamicQuantizeLinear's uint8 Y)
+//   kDequantize     in {X}      floats {scale, zero_point}
+//   kQuantParams    in {X}      P = {scale, zero_point} float32 [2]: DynamicQuantizeLinear's, from X's min and max
+//                   (each extended to 0): scale = (max - min) / 255, zero_point = round(clip(-min / scale, 0, 255))
+//   kDynConv        in {X, W, P}   ints as kConv   floats {w_scale[1 or M]} (int8 W), {w_scale[M], w_zp[M]}
+//                   (uint8 W)
+//                   ConvInteger -> Cast -> Mul by (x_scale * w_scale) of a dynamically quantized model: X uint8
+//                   with P's zero point (run time), W constant, Y float32 =
+//                   float(conv(X - P[1], W - w_zp)[m]) * (P[0] * w_scale[m]), each product rounded as the unfused
+//                   Mul rounds it; then the post-ops. int8 W: zero point 0, oneDNN's int8 convolution with the scale
+//                   as a post-op. uint8 W (group 1, no post-ops): oneDNN has no weight zero points nor uint8
+//                   weights, so it convolves with W - 128 (int8) and one more output channel of ones, which sums
+//                   the window, S = conv(X - P[1], 1); the plugin's own loop then adds (128 - w_zp[m]) * S in int32
+//                   (exact) before the scale (dyn_conv_u8_pd)
 enum class OpKind : uint8_t {
   kConv,
   kDeconv,
@@ -86,13 +101,16 @@ enum class OpKind : uint8_t {
   kDequantize,
   kDqBinary,
   kQMatMul,
+  kQuantParams,
+  kDynConv,
 };
-constexpr uint8_t kNumOpKinds = static_cast<uint8_t>(OpKind::kQMatMul) + 1;
+constexpr uint8_t kNumOpKinds = static_cast<uint8_t>(OpKind::kDynConv) + 1;
 
 // Whether the plugin runs `k` with its own loop over the elements (no oneDNN primitive), in the layout its first
 // operand is held in.
 inline bool own_elementwise(OpKind k) {
-  return k == OpKind::kLookup || k == OpKind::kQuantize || k == OpKind::kDequantize || k == OpKind::kDqBinary;
+  return k == OpKind::kLookup || k == OpKind::kQuantize || k == OpKind::kDequantize || k == OpKind::kDqBinary ||
+         k == OpKind::kQuantParams;
 }
 const char* op_kind_name(OpKind k);
 
@@ -130,13 +148,18 @@ struct Op {
   std::vector<std::string> nodes;
 };
 
+// A Sigmoid no primitive absorbed as a post-op: the plugin runs it itself, with the rational approximation ONNX
+// Runtime and Tessera's native kernel evaluate on x86 (their bits, where oneDNN's logistic differs in the last
+// one; a dynamically quantized model turns that into whole quantization steps).
+bool own_logistic(const Op& op);
+
 // The op's nodes for messages: "conv1+relu1".
 std::string nodes_str(const Op& op);
 
 enum class ValueKind : uint8_t { kInput, kConstant, kComputed };
 
 // Every value an op touches has at least one element and is float32, except
-// the 8-bit and int32 operands of kQConv and kLookup (check_op says which); a
+// the 8-bit and int32 operands of the integer ops (check_op says which); a
 // region input that no op reads may have any dtype and shape (run() only
 // checks its descriptor).
 struct Value {

@@ -27,6 +27,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <limits>
 #include <type_traits>
@@ -35,6 +37,7 @@
 
 #include "dnnl_cost.h"
 #include "dnnl_engine.h"
+#include "ops/elementwise_math.h"  // header-only: the logistic native and ONNX Runtime compute
 
 namespace tessera_dnnl {
 
@@ -141,27 +144,124 @@ void run_dq_binary(const Step& s, const void* a, const void* b, size_t begin, si
   else with_b(static_cast<const uint8_t*>(a) + begin);
 }
 
+// The min and max of x[0, n), each extended to include 0, NaN ignored (min and max are exact in any order). SSE's
+// minps(v, lo) is `v < lo ? v : lo`: a NaN v leaves lo.
+void min_max_with_zero(const float* x, size_t n, float* out_min, float* out_max) {
+  __m128 lo[4], hi[4];
+  for (int k = 0; k < 4; ++k) lo[k] = hi[k] = _mm_setzero_ps();
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int k = 0; k < 4; ++k) {
+      const __m128 v = _mm_loadu_ps(x + i + 4 * k);
+      lo[k] = _mm_min_ps(v, lo[k]);
+      hi[k] = _mm_max_ps(v, hi[k]);
+    }
+  }
+  float l[16], h[16];
+  for (int k = 0; k < 4; ++k) {
+    _mm_storeu_ps(l + 4 * k, lo[k]);
+    _mm_storeu_ps(h + 4 * k, hi[k]);
+  }
+  float mn = 0.f, mx = 0.f;
+  for (int k = 0; k < 16; ++k) {
+    mn = l[k] < mn ? l[k] : mn;
+    mx = h[k] > mx ? h[k] : mx;
+  }
+  for (; i < n; ++i) {
+    mn = x[i] < mn ? x[i] : mn;
+    mx = x[i] > mx ? x[i] : mx;
+  }
+  *out_min = mn;
+  *out_max = mx;
+}
+
+// DynamicQuantizeLinear's scale and zero point (ONNX's function body, in float32, as Tessera's native kernel and
+// ONNX Runtime compute them): scale = (max - min) / 255, zero point = round half to even of clip(0 - min / scale,
+// 0, 255); an all-zero input has scale 0 and zero point 0.
+void quant_params(const float* x, size_t n, float* params) {
+  const auto chunks = static_cast<int64_t>((n + kLookupChunk - 1) / kLookupChunk);
+  std::vector<float> mins(static_cast<size_t>(chunks)), maxs(static_cast<size_t>(chunks));
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const size_t begin = static_cast<size_t>(c) * kLookupChunk;
+    min_max_with_zero(x + begin, std::min(n, begin + kLookupChunk) - begin, &mins[static_cast<size_t>(c)],
+                      &maxs[static_cast<size_t>(c)]);
+  }
+  float mn = 0.f, mx = 0.f;
+  for (int64_t c = 0; c < chunks; ++c) {
+    mn = mins[static_cast<size_t>(c)] < mn ? mins[static_cast<size_t>(c)] : mn;
+    mx = maxs[static_cast<size_t>(c)] > mx ? maxs[static_cast<size_t>(c)] : mx;
+  }
+  const float scale = (mx - mn) / 255.f;
+  float zp = 0.f;
+  if (scale != 0.f) {
+    zp = 0.f - mn / scale;
+    zp = zp > 0.f ? zp : 0.f;
+    zp = zp < 255.f ? zp : 255.f;
+    zp = std::nearbyint(zp);
+  }
+  params[0] = scale;
+  params[1] = zp;
+}
+
+// After a convolution of uint8 weights (Step::w_offsets): acc holds [positions, M + 1] int32, channel M the window
+// sum S; y[p, m] = float(acc[p, m] + (128 - w_zp[m]) * S[p]) * (scale * w_scale[m]), the exact ConvInteger sum cast
+// and multiplied as the model's Cast and Mul do. `n` counts acc's elements.
+void run_dyn_conv_u8(const Step& step, const float* params, const int32_t* acc, size_t n, float* y) {
+  const size_t m = step.w_offsets.size(), positions = n / (m + 1);
+  std::vector<float> scale(m);
+  for (size_t j = 0; j < m; ++j) scale[j] = params[0] * step.w_scales[j];
+  const int32_t* off = step.w_offsets.data();
+  const float* sc = scale.data();
+  const auto chunks = static_cast<int64_t>((positions * m + kLookupChunk - 1) / kLookupChunk);
+  const size_t per = (positions + static_cast<size_t>(chunks) - 1) / static_cast<size_t>(chunks);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const size_t end = std::min(positions, (static_cast<size_t>(c) + 1) * per);
+    for (size_t p = static_cast<size_t>(c) * per; p < end; ++p) {
+      const int32_t* a = acc + p * (m + 1);
+      const int32_t sum = a[m];
+      float* out = y + p * m;
+      for (size_t j = 0; j < m; ++j) out[j] = static_cast<float>(a[j] + off[j] * sum) * sc[j];
+    }
+  }
+}
+
 // A step the plugin runs itself (Step::own), over the elements of its operands in chunks across the run's OpenMP
-// team: a lookup y[i] = table[x[i] ^ flip0] or table[(x[i] ^ flip0) << 8 | (x2[i] ^ flip1)], a quantization or a
-// dequantization.
-void run_own(const Step& step, const void* table, std::unordered_map<int, dnnl::memory>& args) {
+// team: a lookup y[i] = table[x[i] ^ flip0] or table[(x[i] ^ flip0) << 8 | (x2[i] ^ flip1)], a quantization (its
+// scale and zero point in `params` when computed at run time) or a dequantization, or DynamicQuantizeLinear's
+// parameters.
+void run_own(const Step& step, const void* table, const float* params, std::unordered_map<int, dnnl::memory>& args) {
   const dnnl::memory& xm = args.at(DNNL_ARG_SRC_0);
   const void* xv = xm.get_data_handle();
   void* yv = args.at(DNNL_ARG_DST).get_data_handle();
   const dnnl::memory::desc xmd = xm.get_desc();
   const size_t n = static_cast<size_t>(numel(Dims(xmd.data.dims, xmd.data.dims + xmd.data.ndims)));
+  if (step.kind == OpKind::kQuantParams) {
+    quant_params(static_cast<const float*>(xv), n, static_cast<float*>(yv));
+    return;
+  }
+  if (step.kind == OpKind::kDynConv) {
+    run_dyn_conv_u8(step, params, static_cast<const int32_t*>(xv), n, static_cast<float*>(yv));
+    return;
+  }
+  const float scale = params ? params[0] : step.scale;
+  const auto zp = static_cast<int32_t>(params ? params[1] : step.zero_point);
+  if (params && scale == 0.f) {  // an all-zero input: zero point 0, every element 0
+    std::memset(yv, 0, n);
+    return;
+  }
   const void* x2v = args.count(DNNL_ARG_SRC_1) ? args.at(DNNL_ARG_SRC_1).get_data_handle() : nullptr;
   const auto* x2 = static_cast<const uint8_t*>(x2v);
   const auto chunks = static_cast<int64_t>((n + kLookupChunk - 1) / kLookupChunk);
 #pragma omp parallel for schedule(static) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
     const size_t begin = static_cast<size_t>(c) * kLookupChunk, count = std::min(n, begin + kLookupChunk) - begin;
-    const auto zp = static_cast<int32_t>(step.zero_point);
     switch (step.kind) {
       case OpKind::kQuantize: {
         const float* x = static_cast<const float*>(xv) + begin;
-        if (step.int8) quantize_elements(x, count, step.scale, zp, static_cast<int8_t*>(yv) + begin);
-        else quantize_elements(x, count, step.scale, zp, static_cast<uint8_t*>(yv) + begin);
+        if (step.int8) quantize_elements(x, count, scale, zp, static_cast<int8_t*>(yv) + begin);
+        else quantize_elements(x, count, scale, zp, static_cast<uint8_t*>(yv) + begin);
         break;
       }
       case OpKind::kDqBinary:
@@ -171,6 +271,12 @@ void run_own(const Step& step, const void* table, std::unordered_map<int, dnnl::
         float* y = static_cast<float*>(yv) + begin;
         if (step.int8) dequantize_elements(static_cast<const int8_t*>(xv) + begin, count, step.scale, step.zero_point, y);
         else dequantize_elements(static_cast<const uint8_t*>(xv) + begin, count, step.scale, step.zero_point, y);
+        break;
+      }
+      case OpKind::kEltwise: {  // own_logistic
+        const float* x = static_cast<const float*>(xv) + begin;
+        float* y = static_cast<float*>(yv) + begin;
+        for (size_t i = 0; i < count; ++i) y[i] = tessera::fastmath::logistic(x[i]);
         break;
       }
       default: {  // kLookup
@@ -218,11 +324,20 @@ class RunContext {
       mems_.emplace_back(m.md, eng, ptr);
     }
     args_.resize(plan.steps.size());
+    dyn_.resize(plan.steps.size());
     for (size_t s = 0; s < plan.steps.size(); ++s) {
       const Step& step = plan.steps[s];
       for (const auto& [arg, m] : step.args) args_[s].emplace(arg, mems_[static_cast<size_t>(m)]);
       if (step.scratchpad.get_size() > 0) {
         args_[s].emplace(DNNL_ARG_SCRATCHPAD, memory(step.scratchpad, eng, scratch_.p));
+      }
+      if (step.params >= 0 && !step.own) {  // a dynamically quantized convolution: its run-time zero point, scale
+        dyn_[s].zero_point = memory(memory::desc({1}, memory::data_type::s32, memory::format_tag::a), eng);
+        args_[s].emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, dyn_[s].zero_point);
+        if (step.scale_md.get_size() > 0) {
+          dyn_[s].scale = memory(step.scale_md, eng);
+          args_[s].emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, dyn_[s].scale);
+        }
       }
     }
   }
@@ -271,12 +386,21 @@ class RunContext {
   // lookup's operands are ready).
   void execute(const Plan& plan, size_t s) {
     const Step& step = plan.steps[s];
+    const float* params =
+        step.params >= 0 ? static_cast<const float*>(mems_[static_cast<size_t>(step.params)].get_data_handle()) : nullptr;
     if (!step.own) {
+      if (params) {  // P was written by an own step, which has finished
+        if (step.scale_md.get_size() > 0) {
+          auto* scale = static_cast<float*>(dyn_[s].scale.get_data_handle());
+          for (size_t m = 0; m < step.w_scales.size(); ++m) scale[m] = params[0] * step.w_scales[m];
+        }
+        *static_cast<int32_t*>(dyn_[s].zero_point.get_data_handle()) = static_cast<int32_t>(params[1]);
+      }
       step.prim.execute(stream_, args_[s]);
       return;
     }
     stream_.wait();
-    run_own(step, step.table >= 0 ? plan.fixed[static_cast<size_t>(step.table)] : nullptr, args_[s]);
+    run_own(step, step.table >= 0 ? plan.fixed[static_cast<size_t>(step.table)] : nullptr, params, args_[s]);
   }
 
   void bind_io(const Plan& plan, const tessera_tensor_t* inputs, tessera_tensor_t* outputs) {
@@ -292,6 +416,10 @@ class RunContext {
   std::vector<memory> mems_;
   std::vector<size_t> io_;  // Mems over the host's buffers
   std::vector<std::unordered_map<int, memory>> args_;
+  struct DynArgs {
+    memory scale, zero_point;  // owned by the memory objects
+  };
+  std::vector<DynArgs> dyn_;  // per step
 };
 
 namespace {

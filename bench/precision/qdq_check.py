@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Tessera against ONNX Runtime on a QDQ model, in quantization steps:
 
-  qdq_check.py MODEL.onnx INPUT_DIR [--tessera BIN] [--backends LIST] [--placement P] [--opt disabled|all]
+  qdq_check.py MODEL.onnx INPUT_DIR [--tessera BIN] [--backends LIST] [--placement P] [--shape NAME=D0,..] [--opt disabled|all]
 
 Exposes every QuantizeLinear output of the model as a graph output, runs that model with `tessera run` and with ONNX
 Runtime (tests/e2e/ort_reference.js, onnxruntime-node from bench/node_modules), and prints, per quantized tensor, the
@@ -34,6 +34,7 @@ def main(argv):
     ap.add_argument("--tessera", default=os.path.join(repo, "build", "bin", "tessera"))
     ap.add_argument("--backends", default=None)
     ap.add_argument("--placement", default=None, help="passed to tessera run (priority: every node a backend claims)")
+    ap.add_argument("--shape", action="append", default=[], help="passed to tessera run (NAME=D0,D1,..; repeatable)")
     ap.add_argument("--opt", default="disabled", choices=["disabled", "all"])
     ap.add_argument("--each", action="store_true", help="print every quantized tensor's largest difference, in order")
     a = ap.parse_args(argv)
@@ -41,7 +42,10 @@ def main(argv):
     g = m.graph
     inits = {i.name: i for i in g.initializer}
     outputs = [o.name for o in g.output]
-    quantized = [n.output[0] for n in g.node if n.op_type == "QuantizeLinear" and n.output[0] not in outputs]
+    # QDQ models' QuantizeLinear outputs, dynamically quantized models' DynamicQuantizeLinear outputs (each with its
+    # own scale, computed at run time: a step there is one of that tensor's scale on each side).
+    quantized = [n.output[0] for n in g.node
+                 if n.op_type in ("QuantizeLinear", "DynamicQuantizeLinear") and n.output[0] not in outputs]
     for q in quantized:
         g.output.append(helper.make_empty_tensor_value_info(q))
     # The scale each float output was dequantized with, where a DequantizeLinear produced it.
@@ -57,6 +61,8 @@ def main(argv):
             cmd += ["--backends", a.backends]
         if a.placement:
             cmd += ["--placement", a.placement]
+        for sh in a.shape:
+            cmd += ["--shape", sh]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         env = dict(os.environ, NODE_PATH=os.path.join(repo, "bench", "node_modules"))
         cmd = ["node", os.path.join(repo, "tests", "e2e", "ort_reference.js"), probe, a.inputs, "--out",
