@@ -273,6 +273,84 @@ TEST_F(DnnlBackend, QLinearConvIsOneDnnInt8AndEqualsNativeToTheBit) {
   }
 }
 
+// A dynamically quantized convolution as ONNX Runtime's quantize_dynamic writes it (DynamicQuantizeLinear, ConvInteger,
+// Cast, Mul by x_scale * w_scale, the bias Add), then SiLU: one oneDNN region (int8 convolution, the plugin's own
+// quantization and logistic loops) equal to native to the bit, for int8 weights (zero point 0) and uint8 weights
+// with zero points (convolved as W - 128 with a window sum), per tensor and per channel; two convolutions share one
+// DynamicQuantizeLinear; an all-zero input (scale 0) and an all-negative one.
+TEST_F(DnnlBackend, DynamicConvIntegerIsOneDnnInt8AndEqualsNativeToTheBit) {
+  struct DCase {
+    const char* name;
+    Dims x, w;
+    DType wt;
+    bool per_channel;
+    int fill;  // 0: random around 0.4; 1: all zero; 2: all negative
+    std::function<void(Node&)> attrs;
+  };
+  const DCase cases[] = {
+      {"s8_pad1_per_tensor", {1, 8, 9, 9}, {16, 8, 3, 3}, DType::kInt8, false, 0,
+       [](Node& n) { set_ints(n, "pads", {1, 1, 1, 1}); }},
+      {"s8_stride2_per_channel", {2, 6, 8, 7}, {5, 6, 3, 3}, DType::kInt8, true, 0,
+       [](Node& n) { set_ints(n, "strides", {2, 2}), set_ints(n, "pads", {0, 1, 1, 0}); }},
+      {"u8_pad1_per_tensor", {1, 16, 10, 10}, {24, 16, 3, 3}, DType::kUInt8, false, 0,
+       [](Node& n) { set_ints(n, "pads", {1, 1, 1, 1}); }},
+      {"u8_1x1_per_channel", {1, 32, 5, 6}, {48, 32, 1, 1}, DType::kUInt8, true, 0, [](Node&) {}},
+      {"u8_all_zero_input", {1, 4, 6, 6}, {8, 4, 3, 3}, DType::kUInt8, false, 1,
+       [](Node& n) { set_ints(n, "pads", {1, 1, 1, 1}); }},
+      {"s8_all_negative_input", {1, 4, 6, 6}, {8, 4, 3, 3}, DType::kInt8, true, 2,
+       [](Node& n) { set_ints(n, "pads", {1, 1, 1, 1}); }},
+  };
+  unsigned seed = 700;
+  for (const DCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const int64_t m = c.w[0];
+    std::mt19937 rng(++seed);
+    Tensor ws(DType::kFloat32, c.per_channel ? Dims{m, 1, 1} : Dims{});
+    for (int64_t i = 0; i < ws.numel(); ++i) ws.data<float>()[i] = 0.002f + 0.001f * static_cast<float>(rng() % 17);
+    Tensor wz(c.wt, c.per_channel ? Dims{m} : Dims{});
+    for (int64_t i = 0; i < wz.numel(); ++i) {
+      if (c.wt == DType::kUInt8) wz.data<uint8_t>()[i] = static_cast<uint8_t>(100 + rng() % 60);
+      else wz.data<int8_t>()[i] = 0;
+    }
+    Tensor bias(DType::kFloat32, {1, m, 1, 1});
+    for (int64_t i = 0; i < m; ++i) bias.data<float>()[i] = static_cast<float>(static_cast<int>(rng() % 200) - 100) * 0.01f;
+    Builder b;
+    b.input("x", c.x)
+        .constant("w", int8_tensor(c.wt, c.w, ++seed))
+        .constant("ws", ws)
+        .constant("wz", wz)
+        .constant("bias", bias);
+    b.node("dql", "DynamicQuantizeLinear", {"x"}, "xq").outputs = {"xq", "xs", "xz"};
+    for (const char* k : {"a", "b"}) {  // two convolutions of one quantized input
+      const std::string p(k);
+      b.node(p + "_scales", "Mul", {"xs", "ws"}, p + "_s");
+      c.attrs(b.node(p + "_conv", "ConvInteger", {"xq", "w", "xz", "wz"}, p + "_acc"));
+      set_int(b.node(p + "_cast", "Cast", {p + "_acc"}, p + "_f"), "to", 1);
+      b.node(p + "_mul", "Mul", {p + "_f", p + "_s"}, p + "_y");
+      b.node(p + "_bias", "Add", {p + "_y", "bias"}, p + "_z");
+    }
+    b.node("sig", "Sigmoid", {"a_z"}, "sg");
+    b.node("silu", "Mul", {"a_z", "sg"}, "out");
+    Graph g = b.done({"out", "b_z"});
+    Tensor x = random_tensor(c.x, ++seed, -1.5f, 2.3f);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      float& v = x.data<float>()[i];
+      v = c.fill == 1 ? 0.f : c.fill == 2 ? -std::fabs(v) - 0.1f : v;
+    }
+    plugintest::PluginClient::Profiled prof;
+    std::vector<Tensor> out = run_claimed(g, {x}, &prof);
+    ASSERT_EQ(out.size(), 2u);
+    std::vector<Tensor> ref = native(g, {x});
+    ASSERT_EQ(ref.size(), 2u);
+    for (size_t k = 0; k < 2; ++k) EXPECT_EQ(bytes_differ(out[k], ref[k]), 0) << "output " << k << " of " << ref[k].numel();
+    int convs = 0;
+    for (const auto& st : prof.steps) {
+      if (st.what.rfind("convolution", 0) == 0 && st.what.find("ref") == std::string::npos) ++convs;
+    }
+    EXPECT_EQ(convs, 2) << "both convolutions on oneDNN's int8 kernels (none on its reference one)";
+  }
+}
+
 // ai.tessera.QLinearLookup on the plugin's own loop: unary and binary, either signedness, equal to the native
 // kernel and to the table read by hand; after a QLinearConv in one region (the table then reads the convolution's
 // layout) and before another, the chain equals native too.
