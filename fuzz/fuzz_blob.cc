@@ -144,6 +144,24 @@ std::vector<Region> make_regions() {
                   .node("DequantizeLinear", {"cq", "ys", "yz"}, "c")
                   .node("Add", {"c", "r"}, "y")
                   .done("y"));
+  // Dynamic quantization (oneDNN): one DynamicQuantizeLinear feeding a ConvInteger of int8 weights and one of uint8
+  // weights with a zero point, each cast and scaled as quantize_dynamic writes it, then a Sigmoid.
+  Tensor wu(DType::kUInt8, {4, 2, 3, 3}), wuz(DType::kUInt8, Dims{}), wsc(DType::kFloat32, Dims{});
+  for (int64_t i = 0; i < wu.numel(); ++i) wu.data<uint8_t>()[i] = static_cast<uint8_t>(i * 53 % 256);
+  wuz.data<uint8_t>()[0] = 121;
+  wsc.data<float>()[0] = 0.004f;
+  RegionBuilder dq;
+  dq.input("x", {1, 2, 6, 6}).constant("w", w).constant("wz", wz).constant("wu", wu).constant("wuz", wuz);
+  dq.constant("ws", wsc).node("DynamicQuantizeLinear", {"x"}, "xq");
+  dq.g.nodes.back().outputs = {"xq", "xs", "xz"};
+  for (const char* k : {"a", "b"}) {
+    const std::string p(k), weights = p == "a" ? "w" : "wu", zero = p == "a" ? "wz" : "wuz";
+    dq.node("Mul", {"xs", "ws"}, p + "_s")
+        .node("ConvInteger", {"xq", weights, "xz", zero}, p + "_acc", {{"pads", Attribute::Ints({1, 1, 1, 1})}})
+        .node("Cast", {p + "_acc"}, p + "_f", {{"to", Attribute::Int(1)}})
+        .node("Mul", {p + "_f", p + "_s"}, p + "_y");
+  }
+  r.push_back(dq.node("Add", {"a_y", "b_y"}, "sum").node("Sigmoid", {"sum"}, "y").done("y"));
   return r;
 }
 
