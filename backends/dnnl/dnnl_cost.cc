@@ -162,6 +162,7 @@ double op_us(const Op& op, const std::vector<Value>& v, const tessera_plugin::Ma
       compute = conv_us(op, v, f);
       break;
     case OpKind::kQMatMul:  // as kQConv below: the int8 rate
+    case OpKind::kDynMatMul:
       compute = 2.0 * static_cast<double>(op.ints[0]) * static_cast<double>(op.ints[1]) *
                 static_cast<double>(op.ints[2]) / (kShares.matmul * f.flops_per_us * f.threads) / 2;
       break;

@@ -385,8 +385,8 @@ class Builder {
       build_own(op, what);
       return;
     }
-    if (dyn_conv_u8(op, p_.values)) {
-      build_dyn_conv_u8(op, what);
+    if (dyn_u8(op, p_.values)) {
+      build_dyn_u8(op, what);
       return;
     }
     std::vector<OperandSpec> specs = operand_specs(op, p_.values);
@@ -468,7 +468,7 @@ class Builder {
       const int m = as_view(po.operand, post_operand_md(op, po, p_.values));
       s.args.emplace_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(first_post_arg(op) + static_cast<int>(i)) | DNNL_ARG_SRC_1, m);
     }
-    if (op.kind == OpKind::kDynConv) {  // the run computes the scale and zero point from P (RunContext)
+    if (op.kind == OpKind::kDynConv || op.kind == OpKind::kDynMatMul) {  // the run sets the scale, zero point from P
       s.params = canon(op.in[2]);
       s.w_scales = op.floats;
       s.scale_md = dyn_scale_md(op, p_.values);
@@ -590,14 +590,15 @@ class Builder {
     bind(op.out, dst);
   }
 
-  // kDynConv of uint8 weights W (dnnl_program.h): oneDNN convolves X with W - 128 and a channel of ones into an
-  // int32 buffer [N, M + 1, ...] with channels innermost; the plugin's own loop (run_dyn_conv_u8) finishes each
-  // output element from its channel and the window sum.
-  void build_dyn_conv_u8(const Op& op, const std::string& what) {
+  // kDynConv / kDynMatMul of uint8 weights W (dnnl_program.h): oneDNN convolves X with W - 128 and a channel of ones
+  // into an int32 buffer [N, M + 1, ...] with channels innermost (a matmul: B - 128 and a column of ones, [rows, N +
+  // 1]); the plugin's own loop (run_dyn_u8) finishes each output element from its channel and the window (row) sum.
+  void build_dyn_u8(const Op& op, const std::string& what) {
+    const bool conv = op.kind == OpKind::kDynConv;
     const Dims& wd = p_.values[static_cast<size_t>(op.in[1])].dims;
-    const int64_t m = wd[0], k = numel(wd) / m;
+    const int64_t m = conv ? wd[0] : wd[1], k = numel(wd) / m;  // outputs, and the weights each one reads
     Dims wd1 = wd;
-    ++wd1[0];
+    ++wd1[conv ? 0 : 1];
     const memory::desc wmd = plain_md(wd1, memory::data_type::s8);
     int w8;
     if (dry_) {
@@ -606,41 +607,55 @@ class Builder {
       AlignedBuffer buf(wmd.get_size());
       const auto* w = static_cast<const uint8_t*>(constant_ptr(static_cast<size_t>(op.in[1])));
       auto* q = static_cast<int8_t*>(buf.p);
-      for (int64_t i = 0; i < m * k; ++i) q[i] = static_cast<int8_t>(static_cast<int32_t>(w[i]) - 128);
-      std::fill_n(q + m * k, k, int8_t{1});
+      auto shifted = [](uint8_t v) { return static_cast<int8_t>(static_cast<int32_t>(v) - 128); };
+      if (conv) {  // [M + 1, C, k...]: the last output channel all ones
+        for (int64_t i = 0; i < m * k; ++i) q[i] = shifted(w[i]);
+        std::fill_n(q + m * k, k, int8_t{1});
+      } else {  // [K, N + 1]: the last column all ones
+        for (int64_t r = 0; r < k; ++r) {
+          for (int64_t j = 0; j < m; ++j) q[r * (m + 1) + j] = shifted(w[r * m + j]);
+          q[r * (m + 1) + m] = 1;
+        }
+      }
       const int idx = fixed(buf.p);
       plan_.owned.push_back(std::move(buf));
       w8 = add_mem(wmd, Storage::kFixed, idx);
     }
-    const int x0 = canon(op.in[0]);
-    dnnl::convolution_forward::primitive_desc pd;
-    try {  // the source as it is held, else in the layout the convolution prefers
-      pd = dyn_conv_u8_pd(op, p_.values, plan_.mems[static_cast<size_t>(x0)].md, eng_);
-      if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) throw dnnl::error(dnnl_unimplemented, "reference");
-    } catch (const dnnl::error&) {
-      pd = dyn_conv_u8_pd(op, p_.values, memory::desc(pd_dims(op.in[0]), memory::data_type::u8, memory::format_tag::any), eng_);
+    std::optional<dnnl::primitive_desc_base> pd;
+    if (conv) {
+      try {  // the source as it is held, else in the layout the convolution prefers
+        pd = dyn_u8_pd(op, p_.values, plan_.mems[static_cast<size_t>(canon(op.in[0]))].md, eng_);
+        if (std::string(pd->impl_info_str()).rfind("ref", 0) == 0) pd.reset();
+      } catch (const dnnl::error&) {
+      }
     }
-    const int x = as_layout(op.in[0], pd.src_desc());
-    const int w = convert_constant(w8, pd.weights_desc());
-    const int acc = arena_mem(pd.dst_desc(), op.out);
-    Step conv;
-    conv.what = what;
-    conv.nodes = op.nodes;
-    conv.impl = std::string("convolution ") + pd.impl_info_str();
-    conv.args = {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, acc}};
-    conv.scratchpad = pd.scratchpad_desc();
-    conv.params = canon(op.in[2]);
-    if (!dry_) conv.prim = dnnl::primitive(pd.get());
-    add_step(std::move(conv));
-    // The result: the accumulators' layout without the extra channel, in float32.
-    const memory::desc ymd(pd_dims(op.out), memory::data_type::f32,
-                           wd.size() == 3 ? memory::format_tag::nwc
-                                          : wd.size() == 4 ? memory::format_tag::nhwc : memory::format_tag::ndhwc);
+    if (!pd) pd = dyn_u8_pd(op, p_.values, dyn_u8_src_md(op, p_.values), eng_);
+    const memory::desc src_md = pd->query_md(dnnl::query::exec_arg_md, DNNL_ARG_SRC);
+    const int x = conv ? as_layout(op.in[0], src_md) : as_view(op.in[0], src_md);
+    const int w = convert_constant(w8, pd->query_md(dnnl::query::exec_arg_md, DNNL_ARG_WEIGHTS));
+    const memory::desc acc_md = pd->query_md(dnnl::query::exec_arg_md, DNNL_ARG_DST);
+    const int acc = arena_mem(acc_md, op.out);
+    Step prim;
+    prim.what = what;
+    prim.nodes = op.nodes;
+    prim.impl = std::string(conv ? "convolution " : "matmul ") + pd->impl_info_str();
+    prim.args = {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, acc}};
+    prim.scratchpad = pd->scratchpad_desc();
+    prim.params = canon(op.in[2]);
+    if (!dry_) prim.prim = dnnl::primitive(pd->get());
+    add_step(std::move(prim));
+    // The result: the accumulators' layout without the extra channel (column), in float32.
+    memory::desc ymd = plain(op.out);
+    if (conv) {
+      ymd = memory::desc(pd_dims(op.out), memory::data_type::f32,
+                         wd.size() == 3 ? memory::format_tag::nwc
+                                        : wd.size() == 4 ? memory::format_tag::nhwc : memory::format_tag::ndhwc);
+    }
     Step fin;
     fin.what = what;
     fin.nodes = op.nodes;
     fin.own = true;
-    fin.kind = OpKind::kDynConv;
+    fin.kind = op.kind;
     fin.impl = "weight zero points and scale (own loop)";
     fin.params = canon(op.in[2]);
     fin.w_scales.assign(op.floats.begin(), op.floats.begin() + m);

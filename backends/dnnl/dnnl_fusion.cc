@@ -13,7 +13,7 @@ namespace {
 
 bool can_take_post_ops(OpKind k) {
   return k == OpKind::kConv || k == OpKind::kDeconv || k == OpKind::kMatMul || k == OpKind::kBinary ||
-         k == OpKind::kDynConv;
+         k == OpKind::kDynConv || k == OpKind::kDynMatMul;
 }
 
 bool commutative(int32_t alg) {

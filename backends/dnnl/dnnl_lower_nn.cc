@@ -274,14 +274,67 @@ void lower_dynamic_quantize(Lowering& l, const onnx::NodeProto& n) {
   l.set_quant_params(n.output(0), p);
 }
 
-// ConvInteger(dynamic) (dnnl_patterns.h) as kDynConv: the quantized input and the kQuantParams value of the
-// DynamicQuantizeLinear that wrote it, constant int8 weights with zero point 0 (oneDNN has no weight zero
-// points), the weights' scales (one, or one per output channel along axis 1 of the product).
-void lower_dyn_conv(Lowering& l, const Pattern& pat, const onnx::NodeProto& last) {
-  const onnx::NodeProto& n = l.model().node(pat.conv);
+namespace {
+
+// What kDynConv and kDynMatMul share: the ConvInteger/MatMulInteger node's weights (constant, int8 with zero point
+// 0, or uint8 with any zero points) and their scales (one, or one per output channel or column: axis `axis` of the
+// output `yd`, shaped to broadcast there), as the op's floats (dnnl_program.h).
+std::vector<float> dyn_weight_floats(Lowering& l, const onnx::NodeProto& n, const Pattern& pat, const Dims& yd,
+                                     size_t axis) {
+  const bool u8 = l.model().type(n.input(1)).dtype == TESSERA_DTYPE_UINT8;
+  const int64_t m = yd[axis];
+  std::vector<int64_t> wz(1, 0);
+  if (n.input_size() > 3 && !n.input(3).empty()) {
+    check_zero_point_type(l, n, 3, n.input(1));
+    wz = l.constant_ints(n.input(3), "the weights' zero point");
+    if (wz.size() != 1 && static_cast<int64_t>(wz.size()) != m) {
+      throw Refusal{"the weights' zero point has " + std::to_string(wz.size()) + " values for " + std::to_string(m) +
+                    " outputs"};
+    }
+  }
+  if (!u8) {
+    for (int64_t z : wz) {
+      if (z != 0) throw Refusal{"int8 weights with a nonzero zero point (oneDNN takes symmetric int8 weights)"};
+    }
+  }
+  std::vector<float> ws = l.constant_floats(pat.w_scale, "the weights' scale");
+  const tessera_plugin::ValueType& wst = l.model().type(pat.w_scale);
+  if (ws.size() > 1) {
+    Dims want(yd.size(), 1);
+    want[axis] = m;
+    if (static_cast<int64_t>(ws.size()) != m || pad_to_rank(wst.dims, yd.size()) != want) {
+      throw Refusal{"the weights' scale " + dims_str(wst.dims) + " is not per output channel"};
+    }
+  }
+  bool uniform = true;
+  for (float f : ws) uniform = uniform && f == ws[0];
+  if (u8) {  // {w_scale[m], w_zp[m]}
+    const float w0 = ws[0];
+    ws.resize(static_cast<size_t>(m), w0);
+    for (int64_t j = 0; j < m; ++j) ws.push_back(static_cast<float>(wz[wz.size() == 1 ? 0 : static_cast<size_t>(j)]));
+  } else if (uniform) {
+    ws.resize(1);
+  }
+  return ws;
+}
+
+// The kQuantParams value of the DynamicQuantizeLinear that wrote the product's input, and its nodes' names.
+int32_t dyn_params(const Lowering& l, const onnx::NodeProto& n, const Pattern& pat, std::vector<std::string>* nodes) {
   if (n.input(1).empty() || !l.is_constant(n.input(1))) throw Refusal{"weights are not constant"};
   const int32_t params = l.quant_params(n.input(0));
   if (params < 0) throw Refusal{"its DynamicQuantizeLinear is not in the region"};
+  for (int i : pat.nodes) nodes->push_back(l.model().node(i).name());  // the op does every node's work
+  return params;
+}
+
+}  // namespace
+
+// ConvInteger(dynamic) (dnnl_patterns.h) as kDynConv: the quantized input and the kQuantParams value of the
+// DynamicQuantizeLinear that wrote it, the constant weights, their scales (and zero points) per output channel.
+void lower_dyn_conv(Lowering& l, const Pattern& pat, const onnx::NodeProto& last) {
+  const onnx::NodeProto& n = l.model().node(pat.conv);
+  std::vector<std::string> nodes;
+  const int32_t params = dyn_params(l, n, pat, &nodes);
   ConvInputs in;
   in.b = 99;  // ConvInteger has no bias
   in.x_types = 1u << TESSERA_DTYPE_UINT8;
@@ -289,50 +342,36 @@ void lower_dyn_conv(Lowering& l, const Pattern& pat, const onnx::NodeProto& last
   in.y_types = Lowering::kFloat32;
   in.y_node = &last;
   const ConvOperands c = conv_operands(l, n, "ConvInteger", in);
-  const bool u8 = l.model().type(n.input(1)).dtype == TESSERA_DTYPE_UINT8;
-  const int64_t m = c.wd[0];
-  std::vector<int64_t> wz(1, 0);
-  if (n.input_size() > 3 && !n.input(3).empty()) {
-    check_zero_point_type(l, n, 3, n.input(1));
-    wz = l.constant_ints(n.input(3), "w_zero_point");
-    if (wz.size() != 1 && static_cast<int64_t>(wz.size()) != m) {
-      throw Refusal{"w_zero_point has " + std::to_string(wz.size()) + " values for " + std::to_string(m) + " outputs"};
-    }
-  }
-  if (!u8) {
-    for (int64_t z : wz) {
-      if (z != 0) throw Refusal{"int8 weights with a nonzero zero point (oneDNN takes symmetric int8 weights)"};
-    }
-  } else if (attr_int(n, "group", 1) != 1) {
+  if (l.model().type(n.input(1)).dtype == TESSERA_DTYPE_UINT8 && attr_int(n, "group", 1) != 1) {
     throw Refusal{"uint8 weights in a grouped convolution"};
   }
-  std::vector<float> ws = l.constant_floats(pat.w_scale, "the weights' scale");
-  const tessera_plugin::ValueType& wst = l.model().type(pat.w_scale);
-  // One scale, or one per output channel shaped to broadcast along axis 1 of the output ([M, 1, ...] or
-  // [1, M, 1, ...]).
-  bool per_channel = false;
-  if (ws.size() > 1) {
-    Dims want(c.yd.size(), 1);
-    want[1] = c.yd[1];
-    per_channel = static_cast<int64_t>(ws.size()) == c.yd[1] && pad_to_rank(wst.dims, c.yd.size()) == want;
-    if (!per_channel) throw Refusal{"the weights' scale " + dims_str(wst.dims) + " is not per output channel"};
-  }
-  bool uniform = true;
-  for (float f : ws) uniform = uniform && f == ws[0];
-  if (u8) {  // {w_scale[M], w_zp[M]}
-    const float w0 = ws[0];
-    ws.resize(static_cast<size_t>(m), w0);
-    for (int64_t j = 0; j < m; ++j) ws.push_back(static_cast<float>(wz[wz.size() == 1 ? 0 : static_cast<size_t>(j)]));
-  } else if (uniform) {
-    ws.resize(1);
-  }
+  std::vector<float> ws = dyn_weight_floats(l, n, pat, c.yd, 1);
   Dims pb, pe;
   conv_pads(c, &pb, &pe);
   ConvOperands cp = c;
   cp.b = params;
-  std::vector<std::string> nodes;
-  for (int i : pat.nodes) nodes.push_back(l.model().node(i).name());  // the op does every node's work
   emit_conv(l, n, OpKind::kDynConv, cp, pb, pe, std::move(ws), std::move(nodes));
+}
+
+// MatMulInteger(dynamic) as kDynMatMul: A (any rank, read as [rows, K]) from a DynamicQuantizeLinear, a constant
+// 2-D B [K, N]; the scales (and zero points) per column.
+void lower_dyn_matmul(Lowering& l, const Pattern& pat, const onnx::NodeProto& last) {
+  const onnx::NodeProto& n = l.model().node(pat.conv);
+  std::vector<std::string> nodes;
+  const int32_t params = dyn_params(l, n, pat, &nodes);
+  const int32_t a = l.value(n.input(0), "input", 1u << TESSERA_DTYPE_UINT8);
+  const int32_t b = l.value(n.input(1), "B", Lowering::k8Bit);
+  const Dims ad = l.dims(a), bd = l.dims(b);
+  if (bd.size() != 2) throw Refusal{"B of rank " + std::to_string(bd.size()) + " (oneDNN's int8 path takes a 2-D B)"};
+  if (ad.size() < 2 || ad.back() != bd[0]) throw Refusal{"A " + dims_str(ad) + " does not meet B " + dims_str(bd)};
+  Op op;
+  op.kind = OpKind::kDynMatMul;
+  op.in = {a, b, params};
+  op.out = l.output(last, 0, Lowering::kFloat32);
+  op.ints = {numel(ad) / bd[0], bd[0], bd[1]};
+  op.floats = dyn_weight_floats(l, n, pat, l.dims(op.out), l.dims(op.out).size() - 1);
+  op.nodes = std::move(nodes);
+  l.emit(std::move(op));
 }
 
 // QLinearMatMul (a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp) with a constant 2-D int8 B (zero point 0) as

@@ -106,8 +106,8 @@ Lowering::Lowering(const ModelView& model) : model_(model), patterns_(find_patte
 }
 
 void Lowering::lower_pattern(const Pattern& p, const onnx::NodeProto& last) {
-  if (p.kind == Pattern::Kind::kDynConv) {
-    lower_dyn_conv(*this, p, last);
+  if (p.kind == Pattern::Kind::kDynConv || p.kind == Pattern::Kind::kDynMatMul) {
+    (p.kind == Pattern::Kind::kDynConv ? lower_dyn_conv : lower_dyn_matmul)(*this, p, last);
     return;
   }
   Op op;

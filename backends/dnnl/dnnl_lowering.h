@@ -67,10 +67,11 @@ class Lowering {
     auto it = quant_params_.find(y);
     return it == quant_params_.end() ? -1 : it->second;
   }
-  // Whether node `i` belongs to a dynamically quantized convolution (dnnl_patterns.h).
+  // Whether node `i` belongs to a dynamically quantized convolution or matmul (dnnl_patterns.h).
   bool in_dyn_conv(int i) const {
     auto it = pattern_of_.find(i);
-    return it != pattern_of_.end() && patterns_[it->second].kind == Pattern::Kind::kDynConv;
+    return it != pattern_of_.end() && (patterns_[it->second].kind == Pattern::Kind::kDynConv ||
+                                       patterns_[it->second].kind == Pattern::Kind::kDynMatMul);
   }
 
  private:
@@ -115,8 +116,9 @@ void lower_lookup(Lowering& l, const onnx::NodeProto& n);
 void lower_quantize(Lowering& l, const onnx::NodeProto& n);
 void lower_qlinear_matmul(Lowering& l, const onnx::NodeProto& n);
 void lower_dynamic_quantize(Lowering& l, const onnx::NodeProto& n);
-// The op of a ConvInteger(dynamic) pattern, emitted at its last node.
+// The op of a ConvInteger(dynamic) or MatMulInteger(dynamic) pattern, emitted at its last node.
 void lower_dyn_conv(Lowering& l, const Pattern& p, const onnx::NodeProto& last);
+void lower_dyn_matmul(Lowering& l, const Pattern& p, const onnx::NodeProto& last);
 
 // Every ONNX op this backend knows (handler lookup by op_type).
 Handler find_handler(const std::string& op_type);

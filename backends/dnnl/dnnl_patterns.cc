@@ -27,7 +27,7 @@ class Matcher {
     for (int i = 0; i < m_.num_nodes(); ++i) {
       Pattern p;
       const bool hit = (is(i, "Erf") && gelu(i, &p)) || (is(i, "ReduceMean") && layer_norm(i, &p)) ||
-                       (is(i, "ConvInteger") && dyn_conv(i, &p));
+                       ((is(i, "ConvInteger") || is(i, "MatMulInteger")) && dyn_product(i, &p));
       if (!hit) continue;
       std::sort(p.nodes.begin(), p.nodes.end());
       if (std::any_of(p.nodes.begin(), p.nodes.end(), [&](int n) { return taken.count(n); })) continue;
@@ -212,9 +212,10 @@ class Matcher {
     return true;
   }
 
-  // Mul(Cast(ConvInteger(q.y, W, q.zero_point)), Mul(q.scale, w_scale)), anchored at the ConvInteger; q a
-  // DynamicQuantizeLinear. The operands' types and constancy are the lowering's to check (it names what is wrong).
-  bool dyn_conv(int c, Pattern* p) const {
+  // Mul(Cast(ConvInteger(q.y, W, q.zero_point)), Mul(q.scale, w_scale)), anchored at the ConvInteger (or
+  // MatMulInteger); q a DynamicQuantizeLinear. The operands' types and constancy are the lowering's to check (it
+  // names what is wrong).
+  bool dyn_product(int c, Pattern* p) const {
     const auto& conv = m_.node(c);
     if (conv.input_size() < 3 || conv.output_size() != 1) return false;
     auto qit = producer_.find(conv.input(0));
@@ -230,7 +231,7 @@ class Matcher {
     if (s.empty() || sit == producer_.end() || sole_reader(s) != mul) return false;
     const std::string w_scale = other(sit->second, "Mul", q.output(1), true);
     if (w_scale.empty() || !m_.is_initializer(w_scale)) return false;
-    p->kind = Pattern::Kind::kDynConv;
+    p->kind = is(c, "ConvInteger") ? Pattern::Kind::kDynConv : Pattern::Kind::kDynMatMul;
     p->nodes = {sit->second, c, cast, mul};
     p->conv = c;
     p->x = conv.input(0);

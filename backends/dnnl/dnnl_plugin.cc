@@ -17,6 +17,8 @@
 // Tessera's own library.
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
+#include <iterator>
 #include <optional>
 #include <string>
 
@@ -68,6 +70,46 @@ std::string probe_ops(const Program& p, size_t from) {
   return "";
 }
 
+// The ops whose result this plugin computes to ONNX Runtime's bits: integer ops, the plugin's own loops
+// (quantization, tables, the logistic), and float ops with one rounding per element (binary arithmetic, max/min,
+// relu, clip) or none (data movement, max pooling).
+bool bit_exact(const onnx::NodeProto& n) {
+  static const char* kExact[] = {
+      "DynamicQuantizeLinear", "ConvInteger", "MatMulInteger", "Cast", "QuantizeLinear", "DequantizeLinear",
+      "QLinearConv", "QLinearMatMul", "QLinearLookup", "Add", "Sub", "Mul", "Div", "Max", "Min", "Relu",
+      "LeakyRelu", "PRelu", "Clip", "Abs", "Neg", "Sigmoid", "MaxPool", "GlobalMaxPool", "Concat", "Split", "Slice",
+      "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+  return std::any_of(std::begin(kExact), std::end(kExact), [&](const char* op) { return n.op_type() == op; });
+}
+
+// In a dynamically quantized model every activation is requantized (DynamicQuantizeLinear) before the next integer
+// layer, and a last-bit difference in a float op before it flips roundings, which grow layer by layer into whole
+// quantization steps (a BatchNormalization, HardSwish or average pool on oneDNN moved a DBNet map by 0.13). Such an
+// op is left to native, which computes ONNX Runtime's bits, where its result reaches a DynamicQuantizeLinear.
+void refuse_inexact_before_requantization(const ModelView& m, std::vector<bool>& ok, std::vector<std::string>& reasons) {
+  const auto n = static_cast<size_t>(m.num_nodes());
+  std::vector<bool> reaches(n, false);  // whether a DynamicQuantizeLinear reads the node's result, at any distance
+  for (size_t i = n; i-- > 0;) {
+    for (const std::string& o : m.node(static_cast<int>(i)).output()) {
+      if (o.empty()) continue;
+      for (int j : m.consumers(o)) {
+        if (static_cast<size_t>(j) > i && (reaches[static_cast<size_t>(j)] ||
+                                           m.node(j).op_type() == "DynamicQuantizeLinear")) {
+          reaches[i] = true;
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (ok[i] && reaches[i] && !bit_exact(m.node(static_cast<int>(i)))) {
+      ok[i] = false;
+      reasons[i] = m.node(static_cast<int>(i)).op_type() +
+                   " before a DynamicQuantizeLinear: oneDNN's result may differ from ONNX Runtime's in the last bit, "
+                   "which requantization turns into quantization steps (native computes its bits)";
+    }
+  }
+}
+
 tessera_status_t capability(const void* model, size_t size, const tessera_capability_sink_t* sink, char* msg,
                             size_t cap) {
   return guarded(msg, cap, [&] {
@@ -90,9 +132,15 @@ tessera_status_t capability(const void* model, size_t size, const tessera_capabi
       ok[static_cast<size_t>(i)] = why.empty();
       reasons[static_cast<size_t>(i)] = why;
     }
-    // A pattern stands or falls with the node that emits its op.
+    refuse_inexact_before_requantization(m, ok, reasons);
+    // A pattern stands or falls with its nodes: the one that emits its op, and (Gelu, LayerNorm) any refused above.
     for (const Pattern& p : l.patterns()) {
-      const auto last = static_cast<size_t>(p.nodes.back());
+      size_t last = static_cast<size_t>(p.nodes.back());
+      for (int n : p.nodes) {
+        if (!ok[static_cast<size_t>(n)] && p.kind != Pattern::Kind::kDynConv && p.kind != Pattern::Kind::kDynMatMul) {
+          last = static_cast<size_t>(n);
+        }
+      }
       for (int n : p.nodes) ok[static_cast<size_t>(n)] = ok[last], reasons[static_cast<size_t>(n)] = reasons[last];
     }
     for (int i = 0; i < m.num_nodes(); ++i) {

@@ -134,14 +134,14 @@ dnnl::primitive_attr attr_for(const Op& op, const std::vector<Value>& v) {
     return attr;
   }
   dnnl::post_ops po;
-  if (op.kind == OpKind::kDynConv) {
+  if (op.kind == OpKind::kDynConv || op.kind == OpKind::kDynMatMul) {
     // The source's zero point and the output scale are known at run time only. oneDNN 2.6's int8 convolutions take
     // no run-time output scale, so the scale is a binary multiply, post-op 0 (dyn_scale_md), which rounds the
     // product as the model's Mul does; the convolution's own scale stays 1 (int32 to float, exact).
     attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     po.append_binary(algorithm::binary_mul, dyn_scale_md(op, v));
   }
-  if (op.post.empty() && op.kind != OpKind::kDynConv) return attr;
+  if (po.len() == 0 && op.post.empty()) return attr;
   for (const PostOp& p : op.post) {
     switch (p.kind) {
       case PostKind::kEltwise:
@@ -162,8 +162,8 @@ dnnl::primitive_attr attr_for(const Op& op, const std::vector<Value>& v) {
 }  // namespace
 
 memory::desc dyn_scale_md(const Op& op, const std::vector<Value>& v) {
-  Dims d(v[static_cast<size_t>(op.out)].dims.size(), 1);
-  d[1] = static_cast<int64_t>(op.floats.size());
+  Dims d(dst_dims(op, v).size(), 1);
+  d[op.kind == OpKind::kDynConv ? 1 : d.size() - 1] = static_cast<int64_t>(op.floats.size());
   return plain_md(d);
 }
 
@@ -187,6 +187,7 @@ Dims dst_dims(const Op& op, const std::vector<Value>& v) {
     case OpKind::kLayerNorm:
       return {op.ints[0], op.ints[1]};
     case OpKind::kQMatMul:
+    case OpKind::kDynMatMul:
       return {op.ints[0], op.ints[2]};
     case OpKind::kReduce:
       return op.ints.size() > 1 ? Dims(op.ints.begin() + 1, op.ints.end()) : Dims{1};
@@ -246,7 +247,8 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
       set(0, Layout::kAsIs, DNNL_ARG_SRC_0);
       set(1, Layout::kSameAsFirst, DNNL_ARG_SRC_1);
       break;
-    case OpKind::kQMatMul: {
+    case OpKind::kQMatMul:
+    case OpKind::kDynMatMul: {  // kDynMatMul's P (in[2]) is read by the run, not by the primitive
       const Dims a{op.ints[0], op.ints[1]}, b{op.ints[1], op.ints[2]};
       const memory::desc av = plain_md(a, type_of(v, op.in[0]));
       set(0, Layout::kPlain, DNNL_ARG_SRC, av, av);
@@ -355,7 +357,7 @@ bool takes_dst_layout(const Op& op) {
          op.kind == OpKind::kBinary || op.kind == OpKind::kDynConv;
 }
 
-int first_post_arg(const Op& op) { return op.kind == OpKind::kDynConv ? 1 : 0; }
+int first_post_arg(const Op& op) { return op.kind == OpKind::kDynConv || op.kind == OpKind::kDynMatMul ? 1 : 0; }
 
 dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, const std::vector<memory::desc>& in,
                                const dnnl::engine& eng, const memory::desc* dst) {
@@ -397,7 +399,8 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, c
                                            : dnnl::matmul::desc(in[0], in[1], dst);
       return dnnl::matmul::primitive_desc(d, attr, eng);
     }
-    case OpKind::kQMatMul: {
+    case OpKind::kQMatMul:
+    case OpKind::kDynMatMul: {
       const dnnl::matmul::desc d(in[0], in[1], plain_md(dst_dims(op, v), type_of(v, op.out)));
       return dnnl::matmul::primitive_desc(d, attr, eng);
     }
@@ -459,21 +462,32 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, c
   throw dnnl::error(dnnl_invalid_arguments, "op kind without a primitive");
 }
 
-bool dyn_conv_u8(const Op& op, const std::vector<Value>& v) {
-  return op.kind == OpKind::kDynConv && v[static_cast<size_t>(op.in[1])].dtype == TESSERA_DTYPE_UINT8;
+bool dyn_u8(const Op& op, const std::vector<Value>& v) {
+  return (op.kind == OpKind::kDynConv || op.kind == OpKind::kDynMatMul) &&
+         v[static_cast<size_t>(op.in[1])].dtype == TESSERA_DTYPE_UINT8;
 }
 
-dnnl::convolution_forward::primitive_desc dyn_conv_u8_pd(const Op& op, const std::vector<Value>& v,
-                                                         const memory::desc& src, const dnnl::engine& eng) {
-  if (!op.post.empty()) throw dnnl::error(dnnl_unimplemented, "post-ops after a convolution of uint8 weights");
+memory::desc dyn_u8_src_md(const Op& op, const std::vector<Value>& v) {
+  if (op.kind == OpKind::kDynMatMul) return plain_md({op.ints[0], op.ints[1]}, memory::data_type::u8);
+  return any_md(v[static_cast<size_t>(op.in[0])].dims, memory::data_type::u8);
+}
+
+dnnl::primitive_desc_base dyn_u8_pd(const Op& op, const std::vector<Value>& v, const memory::desc& src,
+                                    const dnnl::engine& eng) {
+  if (!op.post.empty()) throw dnnl::error(dnnl_unimplemented, "post-ops after a product of uint8 weights");
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  if (op.kind == OpKind::kDynMatMul) {  // [rows, K] x [K, N + 1] -> [rows, N + 1] row-major
+    const dnnl::matmul::desc d(src, any_md({op.ints[1], op.ints[2] + 1}, memory::data_type::s8),
+                               plain_md({op.ints[0], op.ints[2] + 1}, memory::data_type::s32));
+    return dnnl::matmul::primitive_desc(d, attr, eng);
+  }
   Dims w = v[static_cast<size_t>(op.in[1])].dims, y = v[static_cast<size_t>(op.out)].dims;
   ++w[0];
   ++y[1];
   // Channels innermost (the own loop's layout): nwc / nhwc / ndhwc.
   const tag t = y.size() == 3 ? tag::nwc : y.size() == 4 ? tag::nhwc : tag::ndhwc;
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
   const Spatial s = spatial_of(op);
   const dnnl::convolution_forward::desc d(prop_kind::forward_inference, algorithm::convolution_direct, src,
                                           any_md(w, memory::data_type::s8), memory::desc(y, memory::data_type::s32, t),
@@ -488,13 +502,14 @@ const dnnl::engine& probe_engine() {
 
 std::string probe(const Op& op, const std::vector<Value>& v, const dnnl::engine& eng, std::string* impl) {
   if (op.kind == OpKind::kView || own_elementwise(op.kind)) return "";
-  if (dyn_conv_u8(op, v)) {
+  if (dyn_u8(op, v)) {
     try {
-      auto pd = dyn_conv_u8_pd(op, v, any_md(v[static_cast<size_t>(op.in[0])].dims, memory::data_type::u8), eng);
+      auto pd = dyn_u8_pd(op, v, dyn_u8_src_md(op, v), eng);
       if (impl) *impl = pd.impl_info_str();
       return "";
     } catch (const dnnl::error& e) {
-      return std::string("oneDNN has no implementation for this DynConv of uint8 weights (") + e.what() + ")";
+      return std::string("oneDNN has no implementation for this ") + op_kind_name(op.kind) + " of uint8 weights (" +
+             e.what() + ")";
     }
   }
   std::vector<OperandSpec> specs = operand_specs(op, v);

@@ -53,9 +53,9 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
 // The descriptor of a binary post-op's operand: plain, padded to the
 // destination's rank.
 dnnl::memory::desc post_operand_md(const Op& op, const PostOp& po, const std::vector<Value>& values);
-// kDynConv's run-time output scale, post-op 0: [1, M or 1, 1...].
+// kDynConv's and kDynMatMul's run-time output scale, post-op 0: [1, M or 1, 1...] / [1, N or 1].
 dnnl::memory::desc dyn_scale_md(const Op& op, const std::vector<Value>& values);
-// The index among the primitive's post-ops of op.post[0] (kDynConv's scale comes first).
+// The index among the primitive's post-ops of op.post[0] (kDynConv's and kDynMatMul's scale comes first).
 int first_post_arg(const Op& op);
 // The destination's dims as the primitive sees them (MatMul: [batch.., M, N];
 // Softmax/LayerNorm: their 2-D or view dims; else the output value's).
@@ -78,12 +78,15 @@ bool takes_dst_layout(const Op& op);
 // allows it): "" or a reason for the user.
 std::string probe(const Op& op, const std::vector<Value>& values, const dnnl::engine& eng, std::string* impl = nullptr);
 
-// kDynConv of uint8 weights (dnnl_program.h): the int8 convolution with one
-// more output channel, an int32 destination with channels innermost, the
-// source's zero point at run time; `src` is the source's descriptor (or any).
-bool dyn_conv_u8(const Op& op, const std::vector<Value>& values);
-dnnl::convolution_forward::primitive_desc dyn_conv_u8_pd(const Op& op, const std::vector<Value>& values,
-                                                         const dnnl::memory::desc& src, const dnnl::engine& eng);
+// kDynConv / kDynMatMul of uint8 weights (dnnl_program.h): the int8
+// convolution with one more output channel (an int32 destination with
+// channels innermost) or matmul with one more column (row-major), the
+// source's zero point at run time; `src` is the source's descriptor
+// (dyn_u8_src_md: any for a convolution, plain [rows, K] for a matmul).
+bool dyn_u8(const Op& op, const std::vector<Value>& values);
+dnnl::memory::desc dyn_u8_src_md(const Op& op, const std::vector<Value>& values);
+dnnl::primitive_desc_base dyn_u8_pd(const Op& op, const std::vector<Value>& values, const dnnl::memory::desc& src,
+                                    const dnnl::engine& eng);
 
 // The CPU engine probes use (created once, thread-safe to share).
 const dnnl::engine& probe_engine();

@@ -27,7 +27,7 @@ using tessera_plugin::fail;
 
 static_assert(std::endian::native == std::endian::little, "the blob format is little-endian");
 constexpr char kMagic[8] = {'T', 'S', 'R', 'D', 'N', 'N', 'L', '\0'};
-constexpr uint32_t kBlobVersion = 5;  // 5: QuantParams, DynConv; 4: QConv, Lookup, integer values; 3: op flags (bf16); 2: an op names all its nodes
+constexpr uint32_t kBlobVersion = 5;  // 5: QuantParams, DynConv, DynMatMul; 4: QConv, Lookup, integer values; 3: op flags (bf16); 2: an op names all its nodes
 
 bool own_logistic(const Op& op) {
   return op.kind == OpKind::kEltwise && op.alg == dnnl_eltwise_logistic && op.post.empty();
@@ -38,7 +38,7 @@ const char* op_kind_name(OpKind k) {
                                            "Lrn",     "Softmax",   "LayerNorm", "Eltwise", "Binary",
                                            "Sum",     "Concat",    "View",    "Transpose", "Reduce", "PRelu",
                                            "Slice",   "QConv",     "Lookup",  "Quantize",  "Dequantize", "DqBinary", "QMatMul",
-                                           "QuantParams", "DynConv"};
+                                           "QuantParams", "DynConv", "DynMatMul"};
   static_assert(std::size(kNames) == kNumOpKinds);
   return kNames[static_cast<size_t>(k)];
 }
@@ -167,6 +167,28 @@ std::string read_spatial(const Op& op, bool with_kernel, Spatial* s) {
       return "bad pads";
     }
     if (with_kernel && (s->kernel[i] < 1 || s->kernel[i] > kMaxElements)) return "bad kernel";
+  }
+  return "";
+}
+
+// The weight scales (and zero points) of kDynConv / kDynMatMul for `m` output channels or columns: int8 weights
+// {scale[1 or m]}; uint8 weights {scale[m], zero_point[m]}, with no post-ops (dnnl_program.h).
+std::string check_dyn_scales(const Op& op, const std::vector<Value>& v, int64_t m) {
+  if (v[static_cast<size_t>(op.in[1])].dtype == TESSERA_DTYPE_UINT8) {
+    if (op.floats.size() != static_cast<size_t>(2 * m) || !op.post.empty()) {
+      return "uint8 weights: scale and zero point counts or post-ops";
+    }
+    for (size_t k = 0; k < op.floats.size(); ++k) {
+      const float f = op.floats[k];
+      if (k < static_cast<size_t>(m) ? !(f > 0 && f < 3.4e38f) : (f != std::nearbyint(f) || f < 0 || f > 255)) {
+        return "bad weight scale or zero point";
+      }
+    }
+    return "";
+  }
+  if (op.floats.size() != 1 && op.floats.size() != static_cast<size_t>(m)) return "scale count";
+  for (float f : op.floats) {
+    if (!(f > 0 && f < 3.4e38f)) return "bad scale";
   }
   return "";
 }
@@ -456,24 +478,20 @@ std::string check_kind(const Op& op, const std::vector<Value>& v) {
       conv.in[2] = -1;
       if (std::string e = check_conv(conv, v, false); !e.empty()) return e;
       if (!present(0) || dims(2) != Dims{2}) return "operands";
-      const int64_t m = v[op.out].dims[1];
-      if (v[op.in[1]].dtype == TESSERA_DTYPE_UINT8) {  // {w_scale[M], w_zp[M]}, one group, no post-ops
-        if (op.floats.size() != static_cast<size_t>(2 * m) || op.ints.back() != 1 || !op.post.empty()) {
-          return "uint8 weights: scale and zero point counts, group or post-ops";
-        }
-        for (size_t k = 0; k < op.floats.size(); ++k) {
-          const float f = op.floats[k];
-          if (k < static_cast<size_t>(m) ? !(f > 0 && f < 3.4e38f) : (f != std::nearbyint(f) || f < 0 || f > 255)) {
-            return "bad weight scale or zero point";
-          }
-        }
-        return "";
+      if (v[op.in[1]].dtype == TESSERA_DTYPE_UINT8 && op.ints.back() != 1) return "uint8 weights in groups";
+      return check_dyn_scales(op, v, v[op.out].dims[1]);
+    }
+    case OpKind::kDynMatMul: {
+      if (op.in.size() != 3 || !present(0) || op.ints.size() != 3 || dims(2) != Dims{2}) return "operands";
+      const int64_t rows = op.ints[0], k = op.ints[1], n = op.ints[2];
+      if (rows < 1 || k < 1 || n < 1 || dims(1) != Dims{k, n} || v[op.in[1]].kind != ValueKind::kConstant) {
+        return "operand views";
       }
-      if (op.floats.size() != 1 && op.floats.size() != static_cast<size_t>(m)) return "scale count";
-      for (float f : op.floats) {
-        if (!(f > 0 && f < 3.4e38f)) return "bad scale";
+      if (bounded_numel({rows, k}) != numel(dims(0)) || bounded_numel({rows, n}) != numel(y) || dims(0).empty() ||
+          dims(0).back() != k || y.empty() || y.back() != n) {
+        return "operand views";
       }
-      return "";
+      return check_dyn_scales(op, v, n);
     }
     case OpKind::kQuantize:
       if (op.in.size() == 2) {  // scale and zero point from a kQuantParams at run time
@@ -533,11 +551,11 @@ std::string check_dtypes(const Op& op, const std::vector<Value>& v) {
     if (!op.post.empty() || op.bf16) return "post-ops or bf16 on a quantization";
     return dt(op.in[0]) == TESSERA_DTYPE_FLOAT32 && dt(op.out) == TESSERA_DTYPE_FLOAT32 ? "" : "QuantParams is not float32";
   }
-  if (op.kind == OpKind::kDynConv) {
+  if (op.kind == OpKind::kDynConv || op.kind == OpKind::kDynMatMul) {
     if (op.bf16) return "bf16 on an integer op";
     if (dt(op.in[0]) != TESSERA_DTYPE_UINT8 || !is_8bit(dt(op.in[1])) || dt(op.in[2]) != TESSERA_DTYPE_FLOAT32 ||
         dt(op.out) != TESSERA_DTYPE_FLOAT32) {
-      return "DynConv operands are not uint8 X, uint8/int8 W, float32 parameters and Y";
+      return "dynamically quantized product's operands are not uint8 X, uint8/int8 W, float32 parameters and Y";
     }
     for (const PostOp& po : op.post) {
       if (po.operand >= 0 && dt(po.operand) != TESSERA_DTYPE_FLOAT32) return "a value that is not float32";

@@ -76,7 +76,11 @@ constexpr int64_t kMaxElements = int64_t{1} << 40;  // per value; bounds what a 
 //                   as a post-op. uint8 W (group 1, no post-ops): oneDNN has no weight zero points nor uint8
 //                   weights, so it convolves with W - 128 (int8) and one more output channel of ones, which sums
 //                   the window, S = conv(X - P[1], 1); the plugin's own loop then adds (128 - w_zp[m]) * S in int32
-//                   (exact) before the scale (dyn_conv_u8_pd)
+//                   (exact) before the scale (dyn_u8_pd)
+//   kDynMatMul      in {A, B, P}   ints {rows, K, N}   floats as kDynConv's, per column n of B
+//                   MatMulInteger -> Cast -> Mul likewise: A uint8 read as [rows, K] with P's zero point, B a constant
+//                   2-D [K, N], Y float32 [rows, N] (its dims any that hold those elements); uint8 B as W above, with a
+//                   column of ones (the row sum)
 enum class OpKind : uint8_t {
   kConv,
   kDeconv,
@@ -103,8 +107,9 @@ enum class OpKind : uint8_t {
   kQMatMul,
   kQuantParams,
   kDynConv,
+  kDynMatMul,
 };
-constexpr uint8_t kNumOpKinds = static_cast<uint8_t>(OpKind::kDynConv) + 1;
+constexpr uint8_t kNumOpKinds = static_cast<uint8_t>(OpKind::kDynMatMul) + 1;
 
 // Whether the plugin runs `k` with its own loop over the elements (no oneDNN primitive), in the layout its first
 // operand is held in.

@@ -204,10 +204,10 @@ void quant_params(const float* x, size_t n, float* params) {
   params[1] = zp;
 }
 
-// After a convolution of uint8 weights (Step::w_offsets): acc holds [positions, M + 1] int32, channel M the window
-// sum S; y[p, m] = float(acc[p, m] + (128 - w_zp[m]) * S[p]) * (scale * w_scale[m]), the exact ConvInteger sum cast
-// and multiplied as the model's Cast and Mul do. `n` counts acc's elements.
-void run_dyn_conv_u8(const Step& step, const float* params, const int32_t* acc, size_t n, float* y) {
+// After a convolution (matmul) of uint8 weights (Step::w_offsets): acc holds [positions, M + 1] int32, channel
+// (column) M the window (row) sum S; y[p, m] = float(acc[p, m] + (128 - w_zp[m]) * S[p]) * (scale * w_scale[m]), the
+// exact integer sum cast and multiplied as the model's Cast and Mul do. `n` counts acc's elements.
+void run_dyn_u8(const Step& step, const float* params, const int32_t* acc, size_t n, float* y) {
   const size_t m = step.w_offsets.size(), positions = n / (m + 1);
   std::vector<float> scale(m);
   for (size_t j = 0; j < m; ++j) scale[j] = params[0] * step.w_scales[j];
@@ -241,8 +241,8 @@ void run_own(const Step& step, const void* table, const float* params, std::unor
     quant_params(static_cast<const float*>(xv), n, static_cast<float*>(yv));
     return;
   }
-  if (step.kind == OpKind::kDynConv) {
-    run_dyn_conv_u8(step, params, static_cast<const int32_t*>(xv), n, static_cast<float*>(yv));
+  if (step.kind == OpKind::kDynConv || step.kind == OpKind::kDynMatMul) {
+    run_dyn_u8(step, params, static_cast<const int32_t*>(xv), n, static_cast<float*>(yv));
     return;
   }
   const float scale = params ? params[0] : step.scale;

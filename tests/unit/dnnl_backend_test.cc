@@ -351,6 +351,73 @@ TEST_F(DnnlBackend, DynamicConvIntegerIsOneDnnInt8AndEqualsNativeToTheBit) {
   }
 }
 
+// MatMulInteger(dynamic) likewise: A of rank 3 read as rows, a constant B of int8 or uint8 (zero points) weights,
+// per-tensor or per-column scales, a bias Add and a Relu after it; one region, equal to native to the bit.
+TEST_F(DnnlBackend, DynamicMatMulIntegerIsOneDnnInt8AndEqualsNativeToTheBit) {
+  const Dims a{2, 7, 32}, bd{32, 24};
+  unsigned seed = 900;
+  for (DType wt : {DType::kInt8, DType::kUInt8}) {
+    for (bool per_column : {false, true}) {
+      SCOPED_TRACE(std::string(wt == DType::kInt8 ? "int8" : "uint8") + (per_column ? " per column" : " per tensor"));
+      std::mt19937 rng(++seed);
+      Tensor ws(DType::kFloat32, per_column ? Dims{bd[1]} : Dims{});
+      for (int64_t i = 0; i < ws.numel(); ++i) ws.data<float>()[i] = 0.002f + 0.001f * static_cast<float>(rng() % 17);
+      Tensor wz(wt, per_column ? Dims{bd[1]} : Dims{});
+      for (int64_t i = 0; i < wz.numel(); ++i) {
+        if (wt == DType::kUInt8) wz.data<uint8_t>()[i] = static_cast<uint8_t>(90 + rng() % 80);
+        else wz.data<int8_t>()[i] = 0;
+      }
+      Builder b;
+      b.input("x", a).constant("w", int8_tensor(wt, bd, ++seed)).constant("ws", ws).constant("wz", wz);
+      b.constant("bias", random_tensor({bd[1]}, ++seed));
+      b.node("dql", "DynamicQuantizeLinear", {"x"}, "xq").outputs = {"xq", "xs", "xz"};
+      b.node("scales", "Mul", {"xs", "ws"}, "s");
+      b.node("mm", "MatMulInteger", {"xq", "w", "xz", "wz"}, "acc");
+      set_int(b.node("cast", "Cast", {"acc"}, "f"), "to", 1);
+      b.node("mul", "Mul", {"f", "s"}, "y");
+      b.node("add", "Add", {"y", "bias"}, "z");
+      b.node("relu", "Relu", {"z"}, "out");
+      Graph g = b.done({"out"});
+      Tensor x = random_tensor(a, ++seed, -1.5f, 2.3f);
+      plugintest::PluginClient::Profiled prof;
+      std::vector<Tensor> out = run_claimed(g, {x}, &prof);
+      ASSERT_EQ(out.size(), 1u);
+      std::vector<Tensor> ref = native(g, {x});
+      ASSERT_EQ(ref.size(), 1u);
+      EXPECT_EQ(bytes_differ(out[0], ref[0]), 0) << "of " << ref[0].numel();
+      int matmuls = 0;
+      for (const auto& st : prof.steps) matmuls += st.what.rfind("matmul", 0) == 0 && st.what.find("ref") == std::string::npos;
+      EXPECT_EQ(matmuls, 1) << "on oneDNN's int8 matmul (not its reference one)";
+    }
+  }
+}
+
+// In a dynamically quantized model a float op whose oneDNN result may differ from ONNX Runtime's last bit is left
+// to native where a DynamicQuantizeLinear reads its result (at any distance), and claimed where none does.
+TEST_F(DnnlBackend, InexactFloatOpsBeforeRequantizationAreRefused) {
+  Tensor ws(DType::kFloat32, Dims{}), wz(DType::kInt8, Dims{});
+  ws.data<float>()[0] = 0.01f;
+  wz.data<int8_t>()[0] = 0;
+  Builder b;
+  b.input("x", {1, 4, 6, 6}).constant("w", int8_tensor(DType::kInt8, {8, 4, 3, 3}, 5)).constant("ws", ws);
+  b.constant("wz", wz);
+  b.node("hswish", "HardSwish", {"x"}, "h");                 // 0: read (through the Relu) by the DynamicQuantizeLinear
+  b.node("relu", "Relu", {"h"}, "r");                        // 1: exact
+  b.node("dql", "DynamicQuantizeLinear", {"r"}, "q").outputs = {"q", "qs", "qz"};
+  b.node("scales", "Mul", {"qs", "ws"}, "s");
+  b.node("conv", "ConvInteger", {"q", "w", "qz", "wz"}, "acc");
+  set_int(b.node("cast", "Cast", {"acc"}, "f"), "to", 1);
+  b.node("mul", "Mul", {"f", "s"}, "y");
+  b.node("tail", "HardSwish", {"y"}, "out");                 // 7: nothing requantizes it
+  Graph g = b.done({"out"});
+  CapabilityReport cap = capability(model_bytes(g));
+  ASSERT_EQ(cap.status, TESSERA_OK) << cap.msg;
+  ASSERT_EQ(cap.refused.size(), 1u);
+  EXPECT_EQ(cap.refused.begin()->first, 0);
+  EXPECT_NE(cap.refused.begin()->second.find("before a DynamicQuantizeLinear"), std::string::npos)
+      << cap.refused.begin()->second;
+}
+
 // ai.tessera.QLinearLookup on the plugin's own loop: unary and binary, either signedness, equal to the native
 // kernel and to the table read by hand; after a QLinearConv in one region (the table then reads the convolution's
 // layout) and before another, the chain equals native too.
