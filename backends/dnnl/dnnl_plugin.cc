@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -143,11 +144,51 @@ tessera_status_t capability(const void* model, size_t size, const tessera_capabi
       }
       for (int n : p.nodes) ok[static_cast<size_t>(n)] = ok[last], reasons[static_cast<size_t>(n)] = reasons[last];
     }
+    // A DynamicQuantizeLinear's scale and zero point exist only inside this plugin's dynamically quantized products
+    // (Lowering::lower): it is claimed with them or not at all, and one composite holds it and every product reading
+    // it, so that no placement separates them.
+    std::map<int, std::vector<int>> quantized_by;  // DynamicQuantizeLinear node -> its products' nodes
+    std::map<std::string, int> producer;
+    for (int i = 0; i < m.num_nodes(); ++i) {
+      for (const std::string& o : m.node(i).output()) producer[o] = i;
+    }
+    for (int i = 0; i < m.num_nodes(); ++i) {
+      const onnx::NodeProto& n = m.node(i);
+      if (n.op_type() != "DynamicQuantizeLinear" || !ok[static_cast<size_t>(i)]) continue;
+      for (int k = 1; k < n.output_size(); ++k) {
+        for (int r : m.consumers(n.output(k))) {
+          if (ok[static_cast<size_t>(r)]) continue;
+          ok[static_cast<size_t>(i)] = false;
+          reasons[static_cast<size_t>(i)] = "its scale or zero point feeds '" + m.node(r).name() +
+                                            "', which this backend does not run (" + reasons[static_cast<size_t>(r)] + ")";
+        }
+      }
+    }
+    for (const Pattern& p : l.patterns()) {
+      if (p.kind != Pattern::Kind::kDynConv && p.kind != Pattern::Kind::kDynMatMul) continue;
+      const int q = producer.count(p.x) ? producer[p.x] : -1;
+      if (q < 0 || !ok[static_cast<size_t>(q)]) {  // the product reads what only its DynamicQuantizeLinear here holds
+        for (int n : p.nodes) {
+          if (!ok[static_cast<size_t>(n)]) continue;
+          ok[static_cast<size_t>(n)] = false;
+          reasons[static_cast<size_t>(n)] = "its DynamicQuantizeLinear does not run on this backend";
+        }
+        continue;
+      }
+      quantized_by[q].insert(quantized_by[q].end(), p.nodes.begin(), p.nodes.end());
+    }
     for (int i = 0; i < m.num_nodes(); ++i) {
       sink->node(sink->ctx, i, ok[static_cast<size_t>(i)] ? 1 : 0, reasons[static_cast<size_t>(i)].c_str());
     }
     if (!sink->composite) return;
+    for (auto& [q, members] : quantized_by) {
+      if (!ok[static_cast<size_t>(q)] || members.empty()) continue;
+      members.push_back(q);
+      std::sort(members.begin(), members.end());
+      sink->composite(sink->ctx, "DynamicQuantizeLinear+products", members.data(), static_cast<int32_t>(members.size()));
+    }
     for (const Pattern& p : l.patterns()) {
+      if (p.kind == Pattern::Kind::kDynConv || p.kind == Pattern::Kind::kDynMatMul) continue;  // in the composites above
       if (ok[static_cast<size_t>(p.nodes.back())]) {
         sink->composite(sink->ctx, p.name(), p.nodes.data(), static_cast<int32_t>(p.nodes.size()));
       }

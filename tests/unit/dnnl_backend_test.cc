@@ -418,6 +418,38 @@ TEST_F(DnnlBackend, InexactFloatOpsBeforeRequantizationAreRefused) {
       << cap.refused.begin()->second;
 }
 
+// A DynamicQuantizeLinear whose scale feeds a product this plugin refuses (uint8 weights in a grouped convolution)
+// is refused with it, since its scale and zero point live only inside the plugin's products; one that feeds only
+// claimed products forms one composite with them.
+TEST_F(DnnlBackend, DynamicQuantizeLinearStandsOrFallsWithItsProducts) {
+  for (int64_t group : {1, 2}) {
+    SCOPED_TRACE("group " + std::to_string(group));
+    Tensor ws(DType::kFloat32, Dims{}), wz(DType::kUInt8, Dims{});
+    ws.data<float>()[0] = 0.01f;
+    wz.data<uint8_t>()[0] = 120;
+    Builder b;
+    b.input("x", {1, 4, 6, 6}).constant("w", int8_tensor(DType::kUInt8, {8, 4 / group, 3, 3}, 5)).constant("ws", ws);
+    b.constant("wz", wz);
+    b.node("dql", "DynamicQuantizeLinear", {"x"}, "q").outputs = {"q", "qs", "qz"};
+    b.node("scales", "Mul", {"qs", "ws"}, "s");
+    set_int(b.node("conv", "ConvInteger", {"q", "w", "qz", "wz"}, "acc"), "group", group);
+    set_int(b.node("cast", "Cast", {"acc"}, "f"), "to", 1);
+    b.node("mul", "Mul", {"f", "s"}, "out");
+    Graph g = b.done({"out"});
+    CapabilityReport cap = capability(model_bytes(g));
+    ASSERT_EQ(cap.status, TESSERA_OK) << cap.msg;
+    if (group == 1) {
+      EXPECT_TRUE(cap.refused.empty()) << cap.refused.begin()->second;
+      ASSERT_EQ(cap.composites.size(), 1u);
+      EXPECT_EQ(cap.composites[0].second, (std::vector<int>{0, 1, 2, 3, 4}));
+    } else {
+      ASSERT_EQ(cap.refused.size(), 5u);
+      EXPECT_NE(cap.refused.at(0).find("its scale or zero point feeds"), std::string::npos) << cap.refused.at(0);
+      EXPECT_NE(cap.refused.at(2).find("uint8 weights in a grouped convolution"), std::string::npos) << cap.refused.at(2);
+    }
+  }
+}
+
 // ai.tessera.QLinearLookup on the plugin's own loop: unary and binary, either signedness, equal to the native
 // kernel and to the table read by hand; after a QLinearConv in one region (the table then reads the convolution's
 // layout) and before another, the chain equals native too.
