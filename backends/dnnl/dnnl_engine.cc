@@ -507,6 +507,16 @@ class Builder {
     }
   }
 
+  // A step of `op` the plugin runs itself (Step::own).
+  static Step own_step(const Op& op, const std::string& what) {
+    Step s;
+    s.what = what;
+    s.nodes = op.nodes;
+    s.own = true;
+    s.kind = op.kind;
+    return s;
+  }
+
   // An op the plugin runs itself, elementwise (a table lookup, a quantization) over its operands in the layout the
   // first one is held in (a layout with padding is made plain first: the op would change the zeros oneDNN keeps
   // there); the result has that layout, in its own data type.
@@ -518,11 +528,7 @@ class Builder {
     int x = canon(op.in[0]);
     if (!dense(plan_.mems[static_cast<size_t>(x)].md)) x = as_layout(op.in[0], plain(op.in[0]));
     if (op.kind == OpKind::kQuantParams) {  // a min and max over X in any layout; P is plain
-      Step s;
-      s.what = what;
-      s.nodes = op.nodes;
-      s.own = true;
-      s.kind = op.kind;
+      Step s = own_step(op, what);
       s.impl = "dynamic quantization parameters (own loop)";
       s.args.emplace_back(DNNL_ARG_SRC_0, x);
       const int dst = new_dst(op.out, plain(op.out));
@@ -539,11 +545,7 @@ class Builder {
       return md;
     };
     auto is_int8 = [&](int32_t v) { return p_.values[static_cast<size_t>(v)].dtype == TESSERA_DTYPE_INT8; };
-    Step s;
-    s.what = what;
-    s.nodes = op.nodes;
-    s.own = true;
-    s.kind = op.kind;
+    Step s = own_step(op, what);
     s.args.emplace_back(DNNL_ARG_SRC_0, x);
     if (op.kind == OpKind::kLookup) {
       const size_t t = op.in.size() - 1;
@@ -651,11 +653,7 @@ class Builder {
                          wd.size() == 3 ? memory::format_tag::nwc
                                         : wd.size() == 4 ? memory::format_tag::nhwc : memory::format_tag::ndhwc);
     }
-    Step fin;
-    fin.what = what;
-    fin.nodes = op.nodes;
-    fin.own = true;
-    fin.kind = op.kind;
+    Step fin = own_step(op, what);
     fin.impl = "weight zero points and scale (own loop)";
     fin.params = canon(op.in[2]);
     fin.w_scales.assign(op.floats.begin(), op.floats.begin() + m);

@@ -171,6 +171,17 @@ std::string read_spatial(const Op& op, bool with_kernel, Spatial* s) {
   return "";
 }
 
+// kQMatMul's and kDynMatMul's ints {rows, K, N}: A holds rows x K elements ending in K, B is a constant [K, N], Y
+// holds rows x N ending in N.
+bool int8_matmul_views(const Op& op, const std::vector<Value>& v) {
+  const int64_t rows = op.ints[0], k = op.ints[1], n = op.ints[2];
+  const Dims &a = v[static_cast<size_t>(op.in[0])].dims, &y = v[static_cast<size_t>(op.out)].dims;
+  const Value& b = v[static_cast<size_t>(op.in[1])];
+  return rows >= 1 && k >= 1 && n >= 1 && b.dims == Dims{k, n} && b.kind == ValueKind::kConstant &&
+         bounded_numel({rows, k}) == numel(a) && bounded_numel({rows, n}) == numel(y) && !a.empty() && a.back() == k &&
+         !y.empty() && y.back() == n;
+}
+
 // The weight scales (and zero points) of kDynConv / kDynMatMul for `m` output channels or columns: int8 weights
 // {scale[1 or m]}; uint8 weights {scale[m], zero_point[m]}, with no post-ops (dnnl_program.h).
 std::string check_dyn_scales(const Op& op, const std::vector<Value>& v, int64_t m) {
@@ -442,14 +453,8 @@ std::string check_kind(const Op& op, const std::vector<Value>& v) {
     }
     case OpKind::kQMatMul: {
       if (op.in.size() != 2 || !present(0) || op.ints.size() != 3) return "operands";
-      const int64_t rows = op.ints[0], k = op.ints[1], n = op.ints[2];
-      if (rows < 1 || k < 1 || n < 1 || dims(1) != Dims{k, n} || v[op.in[1]].kind != ValueKind::kConstant) {
-        return "operand views";
-      }
-      if (bounded_numel({rows, k}) != numel(dims(0)) || bounded_numel({rows, n}) != numel(y) || dims(0).empty() ||
-          dims(0).back() != k || y.empty() || y.back() != n) {
-        return "operand views";
-      }
+      if (!int8_matmul_views(op, v)) return "operand views";
+      const int64_t n = op.ints[2];
       if (op.floats.size() != 3 && op.floats.size() != static_cast<size_t>(2 + n)) return "scale count";
       for (size_t j = 0; j < op.floats.size(); ++j) {
         const float f = op.floats[j];
@@ -483,15 +488,8 @@ std::string check_kind(const Op& op, const std::vector<Value>& v) {
     }
     case OpKind::kDynMatMul: {
       if (op.in.size() != 3 || !present(0) || op.ints.size() != 3 || dims(2) != Dims{2}) return "operands";
-      const int64_t rows = op.ints[0], k = op.ints[1], n = op.ints[2];
-      if (rows < 1 || k < 1 || n < 1 || dims(1) != Dims{k, n} || v[op.in[1]].kind != ValueKind::kConstant) {
-        return "operand views";
-      }
-      if (bounded_numel({rows, k}) != numel(dims(0)) || bounded_numel({rows, n}) != numel(y) || dims(0).empty() ||
-          dims(0).back() != k || y.empty() || y.back() != n) {
-        return "operand views";
-      }
-      return check_dyn_scales(op, v, n);
+      if (!int8_matmul_views(op, v)) return "operand views";
+      return check_dyn_scales(op, v, op.ints[2]);
     }
     case OpKind::kQuantize:
       if (op.in.size() == 2) {  // scale and zero point from a kQuantParams at run time

@@ -19,28 +19,18 @@
 # Writes the table to BUILD_DIR/bench-dynq.md too.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-build=${1:-build}
-case $build in /*) ;; *) build=$repo/$build ;; esac
-shift || true
-models=("$@")
-[[ ${#models[@]} -gt 0 ]] || models=(dbnet_dynq yolo_dynq yolo_dynq_s8)
-python=${PYTHON:-/usr/bin/python3}
-threads=${THREADS:-2}
-repeats=${REPEATS:-3}
+default_models=(dbnet_dynq yolo_dynq yolo_dynq_s8)
+# shellcheck source=bench_args.sh
+source "$here/bench_args.sh"
 runs=${RUNS:-20}
 warmup=${WARMUP:-3}
-tessera=$build/bin/tessera
 work=$build/bench-dynq
 mkdir -p "$work"
-export TESSERA_BACKEND_PATH=${TESSERA_BACKEND_PATH:-$build/lib/tessera}
-# shellcheck source=../ort_env.sh
 log() { echo "bench_dynq: $*" >&2; }
 die() { log "$*"; exit 1; }
+# shellcheck source=../ort_env.sh
 source "$repo/bench/ort_env.sh"
 ort_setup "$repo/bench"
-
-median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 rows=()
 for m in "${models[@]}"; do

@@ -16,21 +16,11 @@
 # is refused and the script says so.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-build=${1:-build}
-case $build in /*) ;; *) build=$repo/$build ;; esac
-shift || true
-models=("$@")
-[[ ${#models[@]} -gt 0 ]] || models=(resnet50 mobilenet_v2 bert_base)
-python=${PYTHON:-/usr/bin/python3}
-threads=${THREADS:-2}
-repeats=${REPEATS:-3}
-tessera=$build/bin/tessera
+default_models=(resnet50 mobilenet_v2 bert_base)
+# shellcheck source=bench_args.sh
+source "$here/bench_args.sh"
 work=$build/bench-precision
 mkdir -p "$work" "$build/bench-models"
-export TESSERA_BACKEND_PATH=${TESSERA_BACKEND_PATH:-$build/lib/tessera}
-
-median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 rows=()
 for m in "${models[@]}"; do
