@@ -381,6 +381,7 @@ class Builder {
       build_concat_in_place(op);
       return;
     }
+    if (op.kind == OpKind::kConcat && build_own_concat(op, what)) return;
     if (own_elementwise(op.kind) || own_logistic(op)) {
       build_own(op, what);
       return;
@@ -505,6 +506,50 @@ class Builder {
     } else {  // the same elements, in the destination's data type
       bind(op.out, alias_mem(dst, plain_md(p_.values[static_cast<size_t>(op.out)].dims, dst_md.data_type()), op.out));
     }
+  }
+
+  // A Concat the plugin's own loop copies (oneDNN's "simple" concatenation took 3-5 ms for one of YOLO's at
+  // 640x640, several times a copy's time): of plain operands, along any axis, into a plain result (each operand's
+  // block per outer index); along the channels where an operand is held channels-last (nwc / nhwc / ndhwc, as
+  // oneDNN's int8 convolutions leave them) and the others channels-last or plain, into a channels-last result (each
+  // position's channels, operand by operand).
+  bool build_own_concat(const Op& op, const std::string& what) {
+    const Value& y = p_.values[static_cast<size_t>(op.out)];
+    if (!op.post.empty()) return false;
+    if (std::all_of(op.in.begin(), op.in.end(), [&](int32_t v) { return plan_.mems[static_cast<size_t>(canon(v))].md == plain(v); })) {
+      Step s = own_step(op, what);
+      s.impl = "concat of plain operands (own loop)";
+      s.concat_axis = static_cast<int>(op.ints[0]);
+      for (size_t k = 0; k < op.in.size(); ++k) s.args.emplace_back(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(k), canon(op.in[k]));
+      const int dst = new_dst(op.out, plain(op.out));
+      s.args.emplace_back(DNNL_ARG_DST, dst);
+      add_step(std::move(s));
+      bind(op.out, dst);
+      return true;
+    }
+    if (op.ints[0] != 1 || y.dims.size() < 3 || y.dims.size() > 5) return false;
+    const auto t = y.dims.size() == 3 ? memory::format_tag::nwc
+                   : y.dims.size() == 4 ? memory::format_tag::nhwc : memory::format_tag::ndhwc;
+    auto channels_last = [&](int32_t v) {
+      const Value& x = p_.values[static_cast<size_t>(v)];
+      return memory::desc(x.dims, data_type_of(x.dtype), t);
+    };
+    bool any = false;
+    for (int32_t v : op.in) {
+      const memory::desc& md = plan_.mems[static_cast<size_t>(canon(v))].md;
+      const bool cl = md == channels_last(v);
+      if (!cl && md != plain(v)) return false;
+      any = any || cl;
+    }
+    if (!any) return false;
+    Step s = own_step(op, what);
+    s.impl = "concat of channels-last operands (own loop)";
+    for (size_t k = 0; k < op.in.size(); ++k) s.args.emplace_back(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(k), canon(op.in[k]));
+    const int dst = new_dst(op.out, channels_last(op.out));
+    s.args.emplace_back(DNNL_ARG_DST, dst);
+    add_step(std::move(s));
+    bind(op.out, dst);
+    return true;
   }
 
   // A step of `op` the plugin runs itself (Step::own).

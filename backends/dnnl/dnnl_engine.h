@@ -72,6 +72,8 @@ struct Step {
   // The own loop after a convolution of uint8 weights: 128 - w_zero_point[m]
   // per output channel (its w_scales are per channel too).
   std::vector<int32_t> w_offsets;
+  // A Concat: of plain operands along this axis (else -1: into a channels-last result).
+  int concat_axis = -1;
 };
 
 // Work no primitive does: a view (Reshape, Flatten...) or a Concatenation

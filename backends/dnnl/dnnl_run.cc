@@ -227,11 +227,96 @@ void run_dyn_u8(const Step& step, const float* params, const int32_t* acc, size_
   }
 }
 
+// A Concat of plain operands (DNNL_ARG_MULTIPLE_SRC + k) along `axis` into a plain destination: per outer index
+// (the dims before the axis), each operand's block in turn.
+void run_concat_plain(std::unordered_map<int, dnnl::memory>& args, int axis) {
+  std::vector<std::pair<const char*, size_t>> blocks;  // source, bytes per outer index
+  const dnnl::memory& dm = args.at(DNNL_ARG_DST);
+  const dnnl::memory::desc dmd = dm.get_desc();
+  const auto outer = static_cast<size_t>(numel(Dims(dmd.data.dims, dmd.data.dims + axis)));
+  for (int k = 0; args.count(DNNL_ARG_MULTIPLE_SRC + k); ++k) {
+    const dnnl::memory& m = args.at(DNNL_ARG_MULTIPLE_SRC + k);
+    blocks.emplace_back(static_cast<const char*>(m.get_data_handle()), m.get_desc().get_size() / outer);
+  }
+  const size_t row = dmd.get_size() / outer;
+  char* dst = static_cast<char*>(dm.get_data_handle());
+  // Each (outer index, operand) block is a task: the copies of an image's few large blocks spread over the team.
+  const auto tasks = static_cast<int64_t>(outer * blocks.size());
+#pragma omp parallel for schedule(static) if (dmd.get_size() > 4 * kLookupChunk)
+  for (int64_t t = 0; t < tasks; ++t) {
+    const size_t o = static_cast<size_t>(t) / blocks.size(), k = static_cast<size_t>(t) % blocks.size();
+    size_t at = 0;
+    for (size_t j = 0; j < k; ++j) at += blocks[j].second;
+    std::memcpy(dst + o * row + at, blocks[k].first + o * blocks[k].second, blocks[k].second);
+  }
+}
+
+// A Concat along the channels into a channels-last destination of operands (DNNL_ARG_MULTIPLE_SRC + k) held
+// channels-last (a run of channels per position, copied whole) or plain (channels a plane apart, gathered): per
+// position, each operand's channels in turn.
+void run_concat_channels_last(std::unordered_map<int, dnnl::memory>& args) {
+  struct Run {
+    const char* src;
+    size_t bytes;            // per position
+    size_t channels = 0;     // a plain operand: its channels, their stride, and the image's size (bytes)
+    size_t plane = 0, image = 0;
+  };
+  std::vector<Run> runs;
+  size_t elem = 1;
+  for (int k = 0; args.count(DNNL_ARG_MULTIPLE_SRC + k); ++k) {
+    const dnnl::memory& m = args.at(DNNL_ARG_MULTIPLE_SRC + k);
+    const dnnl::memory::desc md = m.get_desc();
+    const auto c = static_cast<size_t>(md.data.dims[1]);
+    const auto positions = static_cast<size_t>(numel(Dims(md.data.dims, md.data.dims + md.data.ndims))) / c;
+    Run r{static_cast<const char*>(m.get_data_handle()), md.get_size() / positions};
+    elem = r.bytes / c;
+    if (md.data.format_desc.blocking.strides[1] != 1 || c == 1) {  // plain: [N, C, spatial...]
+      r.channels = c;
+      r.plane = positions / static_cast<size_t>(md.data.dims[0]) * elem;
+      r.image = r.plane * c;
+    }
+    runs.push_back(r);
+  }
+  const dnnl::memory& dm = args.at(DNNL_ARG_DST);
+  const dnnl::memory::desc dmd = dm.get_desc();
+  const auto positions = static_cast<size_t>(numel(Dims(dmd.data.dims, dmd.data.dims + dmd.data.ndims)) / dmd.data.dims[1]);
+  const size_t row = dmd.get_size() / positions;
+  char* dst = static_cast<char*>(dm.get_data_handle());
+  const auto chunks = static_cast<int64_t>((dmd.get_size() + 4 * kLookupChunk - 1) / (4 * kLookupChunk));
+  const size_t per = (positions + static_cast<size_t>(chunks) - 1) / static_cast<size_t>(chunks);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const size_t end = std::min(positions, (static_cast<size_t>(c) + 1) * per);
+    for (size_t p = static_cast<size_t>(c) * per; p < end; ++p) {
+      char* out = dst + p * row;
+      for (const Run& r : runs) {
+        if (r.channels == 0) {
+          std::memcpy(out, r.src + p * r.bytes, r.bytes);
+        } else {  // position p of image n is byte (p % (plane / elem)) * elem of each channel's plane
+          const size_t per_image = r.plane / elem, n = p / per_image;
+          const char* s = r.src + n * r.image + (p - n * per_image) * elem;
+          if (elem == 4) {
+            for (size_t ch = 0; ch < r.channels; ++ch) std::memcpy(out + ch * 4, s + ch * r.plane, 4);
+          } else {
+            for (size_t ch = 0; ch < r.channels; ++ch) std::memcpy(out + ch * elem, s + ch * r.plane, elem);
+          }
+        }
+        out += r.bytes;
+      }
+    }
+  }
+}
+
 // A step the plugin runs itself (Step::own), over the elements of its operands in chunks across the run's OpenMP
 // team: a lookup y[i] = table[x[i] ^ flip0] or table[(x[i] ^ flip0) << 8 | (x2[i] ^ flip1)], a quantization (its
 // scale and zero point in `params` when computed at run time) or a dequantization, or DynamicQuantizeLinear's
 // parameters.
 void run_own(const Step& step, const void* table, const float* params, std::unordered_map<int, dnnl::memory>& args) {
+  if (step.kind == OpKind::kConcat) {
+    if (step.concat_axis >= 0) run_concat_plain(args, step.concat_axis);
+    else run_concat_channels_last(args);
+    return;
+  }
   const dnnl::memory& xm = args.at(DNNL_ARG_SRC_0);
   const void* xv = xm.get_data_handle();
   void* yv = args.at(DNNL_ARG_DST).get_data_handle();
