@@ -450,6 +450,47 @@ TEST_F(DnnlBackend, DynamicQuantizeLinearStandsOrFallsWithItsProducts) {
   }
 }
 
+// Concatenations the plugin copies itself: of plain operands along an inner axis, and along the channels of a
+// channels-last int8 convolution's result with a plain region input (gathered) and itself; every element equal to
+// native's, each by the plugin's own loop.
+TEST_F(DnnlBackend, OwnConcatenationsOfPlainAndChannelsLastOperandsMatchNative) {
+  {
+    Builder b;
+    b.input("a", {2, 3, 5}).input("c", {2, 4, 5});
+    set_int(b.node("cat", "Concat", {"a", "c", "a"}, "y"), "axis", 1);
+    b.node("neg", "Neg", {"y"}, "out");
+    Graph g = b.done({"out"});
+    std::vector<Tensor> in{random_tensor({2, 3, 5}, 1), random_tensor({2, 4, 5}, 2)};
+    plugintest::PluginClient::Profiled prof;
+    std::vector<Tensor> out = run_claimed(g, in, &prof);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(bytes_differ(out[0], native(g, in)[0]), 0);
+    EXPECT_TRUE(std::any_of(prof.steps.begin(), prof.steps.end(),
+                            [](const auto& st) { return st.what.find("concat of plain operands") != std::string::npos; }));
+  }
+  Tensor ws(DType::kFloat32, Dims{}), wz(DType::kInt8, Dims{});
+  ws.data<float>()[0] = 0.01f;
+  wz.data<int8_t>()[0] = 0;
+  Builder b;
+  b.input("x", {1, 4, 6, 7}).input("r", {1, 3, 6, 7});
+  b.constant("w", int8_tensor(DType::kInt8, {5, 4, 3, 3}, 9)).constant("ws", ws).constant("wz", wz);
+  b.node("dql", "DynamicQuantizeLinear", {"x"}, "q").outputs = {"q", "qs", "qz"};
+  b.node("scales", "Mul", {"qs", "ws"}, "s");
+  set_ints(b.node("conv", "ConvInteger", {"q", "w", "qz", "wz"}, "acc"), "pads", {1, 1, 1, 1});
+  set_int(b.node("cast", "Cast", {"acc"}, "f"), "to", 1);
+  b.node("mul", "Mul", {"f", "s"}, "c");
+  set_int(b.node("cat", "Concat", {"c", "r", "c"}, "out"), "axis", 1);
+  Graph g = b.done({"out"});
+  std::vector<Tensor> in{random_tensor({1, 4, 6, 7}, 3), random_tensor({1, 3, 6, 7}, 4)};
+  plugintest::PluginClient::Profiled prof;
+  std::vector<Tensor> out = run_claimed(g, in, &prof);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(bytes_differ(out[0], native(g, in)[0]), 0);
+  EXPECT_TRUE(std::any_of(prof.steps.begin(), prof.steps.end(), [](const auto& st) {
+    return st.what.find("concat of channels-last operands") != std::string::npos;
+  }));
+}
+
 // ai.tessera.QLinearLookup on the plugin's own loop: unary and binary, either signedness, equal to the native
 // kernel and to the table read by hand; after a QLinearConv in one region (the table then reads the convolution's
 // layout) and before another, the chain equals native too.
