@@ -705,6 +705,10 @@ class Builder {
     for (int64_t j = 0; j < m; ++j) fin.w_offsets.push_back(128 - static_cast<int32_t>(op.floats[static_cast<size_t>(m + j)]));
     const int y = new_dst(op.out, ymd);
     fin.args = {{DNNL_ARG_SRC_0, acc}, {DNNL_ARG_DST, y}};
+    for (const PostOp& po : op.post) {  // dyn_u8_post_ops: a bias per output (plain), a relu
+      if (po.kind == PostKind::kBinary) fin.args.emplace_back(DNNL_ARG_SRC_1, as_view(po.operand, plain(po.operand)));
+      if (po.kind == PostKind::kEltwise) fin.relu = true;
+    }
     add_step(std::move(fin));
     bind(op.out, y);
   }

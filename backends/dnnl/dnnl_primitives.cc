@@ -474,7 +474,9 @@ memory::desc dyn_u8_src_md(const Op& op, const std::vector<Value>& v) {
 
 dnnl::primitive_desc_base dyn_u8_pd(const Op& op, const std::vector<Value>& v, const memory::desc& src,
                                     const dnnl::engine& eng) {
-  if (!op.post.empty()) throw dnnl::error(dnnl_unimplemented, "post-ops after a product of uint8 weights");
+  if (!dyn_u8_post_ops(op, v)) {  // the own loop after it applies these
+    throw dnnl::error(dnnl_unimplemented, "post-ops other than a bias and a relu after a product of uint8 weights");
+  }
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});

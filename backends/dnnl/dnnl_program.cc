@@ -171,6 +171,28 @@ std::string read_spatial(const Op& op, bool with_kernel, Spatial* s) {
   return "";
 }
 
+}  // namespace
+
+bool dyn_u8_post_ops(const Op& op, const std::vector<Value>& v) {
+  size_t k = 0;
+  if (k < op.post.size() && op.post[k].kind == PostKind::kBinary && op.post[k].alg == dnnl_binary_add) {
+    const Dims& y = v[static_cast<size_t>(op.out)].dims;
+    const int64_t m = op.kind == OpKind::kDynConv ? y[1] : y.back();
+    Dims want(y.size(), 1);
+    want[op.kind == OpKind::kDynConv ? 1 : y.size() - 1] = m;
+    const Dims& b = v[static_cast<size_t>(op.post[k].operand)].dims;
+    if (b.size() > y.size() || pad_to_rank(b, y.size()) != want) return false;
+    ++k;
+  }
+  if (k < op.post.size() && op.post[k].kind == PostKind::kEltwise && op.post[k].alg == dnnl_eltwise_relu &&
+      op.post[k].alpha == 0.f) {
+    ++k;
+  }
+  return k == op.post.size();
+}
+
+namespace {
+
 // kQMatMul's and kDynMatMul's ints {rows, K, N}: A holds rows x K elements ending in K, B is a constant [K, N], Y
 // holds rows x N ending in N.
 bool int8_matmul_views(const Op& op, const std::vector<Value>& v) {
@@ -186,7 +208,7 @@ bool int8_matmul_views(const Op& op, const std::vector<Value>& v) {
 // {scale[1 or m]}; uint8 weights {scale[m], zero_point[m]}, with no post-ops (dnnl_program.h).
 std::string check_dyn_scales(const Op& op, const std::vector<Value>& v, int64_t m) {
   if (v[static_cast<size_t>(op.in[1])].dtype == TESSERA_DTYPE_UINT8) {
-    if (op.floats.size() != static_cast<size_t>(2 * m) || !op.post.empty()) {
+    if (op.floats.size() != static_cast<size_t>(2 * m) || !dyn_u8_post_ops(op, v)) {
       return "uint8 weights: scale and zero point counts or post-ops";
     }
     for (size_t k = 0; k < op.floats.size(); ++k) {

@@ -73,7 +73,7 @@ constexpr int64_t kMaxElements = int64_t{1} << 40;  // per value; bounds what a 
 //                   with P's zero point (run time), W constant, Y float32 =
 //                   float(conv(X - P[1], W - w_zp)[m]) * (P[0] * w_scale[m]), each product rounded as the unfused
 //                   Mul rounds it; then the post-ops. int8 W: zero point 0, oneDNN's int8 convolution with the scale
-//                   as a post-op. uint8 W (group 1, no post-ops): oneDNN has no weight zero points nor uint8
+//                   as a post-op. uint8 W (group 1; post-ops: a bias, a relu): oneDNN has no weight zero points nor uint8
 //                   weights, so it convolves with W - 128 (int8) and one more output channel of ones, which sums
 //                   the window, S = conv(X - P[1], 1); the plugin's own loop then adds (128 - w_zp[m]) * S in int32
 //                   (exact) before the scale (dyn_u8_pd)
@@ -195,6 +195,10 @@ Dims pad_to_rank(const Dims& d, size_t rank);
 // destination and a row (all dims but the last of size 1) padded to it.
 // False when it cannot be read so.
 bool post_operand_view(const Dims& operand, const Dims& value, const Dims& dst, Dims* view);
+
+// The post-ops the own loop after a product of uint8 weights applies (kDynConv above): a bias added per
+// output channel (column), then a relu, each optional.
+bool dyn_u8_post_ops(const Op& op, const std::vector<Value>& v);
 
 // A MatMul's operands as oneDNN reads them: operand k (0: A, 1: B) is stored
 // row-major with dims stored[k] and read as logical dims

@@ -206,8 +206,9 @@ void quant_params(const float* x, size_t n, float* params) {
 
 // After a convolution (matmul) of uint8 weights (Step::w_offsets): acc holds [positions, M + 1] int32, channel
 // (column) M the window (row) sum S; y[p, m] = float(acc[p, m] + (128 - w_zp[m]) * S[p]) * (scale * w_scale[m]), the
-// exact integer sum cast and multiplied as the model's Cast and Mul do. `n` counts acc's elements.
-void run_dyn_u8(const Step& step, const float* params, const int32_t* acc, size_t n, float* y) {
+// exact integer sum cast and multiplied as the model's Cast and Mul do; then bias[m] added and a relu, where the
+// step has them (each rounded as the model's Add). `n` counts acc's elements.
+void run_dyn_u8(const Step& step, const float* params, const int32_t* acc, size_t n, const float* bias, float* y) {
   const size_t m = step.w_offsets.size(), positions = n / (m + 1);
   std::vector<float> scale(m);
   for (size_t j = 0; j < m; ++j) scale[j] = params[0] * step.w_scales[j];
@@ -223,6 +224,12 @@ void run_dyn_u8(const Step& step, const float* params, const int32_t* acc, size_
       const int32_t sum = a[m];
       float* out = y + p * m;
       for (size_t j = 0; j < m; ++j) out[j] = static_cast<float>(a[j] + off[j] * sum) * sc[j];
+      if (bias) {
+        for (size_t j = 0; j < m; ++j) out[j] += bias[j];
+      }
+      if (step.relu) {
+        for (size_t j = 0; j < m; ++j) out[j] = std::max(out[j], 0.f);
+      }
     }
   }
 }
@@ -327,7 +334,8 @@ void run_own(const Step& step, const void* table, const float* params, std::unor
     return;
   }
   if (step.kind == OpKind::kDynConv || step.kind == OpKind::kDynMatMul) {
-    run_dyn_u8(step, params, static_cast<const int32_t*>(xv), n, static_cast<float*>(yv));
+    const float* bias = args.count(DNNL_ARG_SRC_1) ? static_cast<const float*>(args.at(DNNL_ARG_SRC_1).get_data_handle()) : nullptr;
+    run_dyn_u8(step, params, static_cast<const int32_t*>(xv), n, bias, static_cast<float*>(yv));
     return;
   }
   const float scale = params ? params[0] : step.scale;
