@@ -382,7 +382,7 @@ class Builder {
       return;
     }
     if (op.kind == OpKind::kConcat && build_own_concat(op, what)) return;
-    if (own_elementwise(op.kind) || own_logistic(op)) {
+    if (own_elementwise(op.kind) || (own_eltwise(op) && dense(op.in[0], plan_.mems[static_cast<size_t>(canon(op.in[0]))].md))) {
       build_own(op, what);
       return;
     }
@@ -565,13 +565,15 @@ class Builder {
   // An op the plugin runs itself, elementwise (a table lookup, a quantization) over its operands in the layout the
   // first one is held in (a layout with padding is made plain first: the op would change the zeros oneDNN keeps
   // there); the result has that layout, in its own data type.
+  // Whether `md` holds value v's elements with no padding.
+  bool dense(int32_t v, const memory::desc& md) const {
+    const Value& x = p_.values[static_cast<size_t>(v)];
+    return md.get_size() == static_cast<size_t>(numel(x.dims)) * tessera_plugin::dtype_size(x.dtype);
+  }
+
   void build_own(const Op& op, const std::string& what) {
-    auto dense = [&](const memory::desc& md) {
-      const Value& x = p_.values[static_cast<size_t>(op.in[0])];
-      return md.get_size() == static_cast<size_t>(numel(x.dims)) * tessera_plugin::dtype_size(x.dtype);
-    };
     int x = canon(op.in[0]);
-    if (!dense(plan_.mems[static_cast<size_t>(x)].md)) x = as_layout(op.in[0], plain(op.in[0]));
+    if (!dense(op.in[0], plan_.mems[static_cast<size_t>(x)].md)) x = as_layout(op.in[0], plain(op.in[0]));
     if (op.kind == OpKind::kQuantParams) {  // a min and max over X in any layout; P is plain
       Step s = own_step(op, what);
       s.impl = "dynamic quantization parameters (own loop)";
@@ -609,7 +611,11 @@ class Builder {
       s.alg = op.alg;
       s.relu = !op.post.empty();
     } else if (op.kind == OpKind::kEltwise) {
-      s.impl = "logistic as ONNX Runtime computes it (own loop)";
+      s.impl = std::string(op.alg == dnnl_eltwise_logistic ? "logistic" : op.alg == dnnl_eltwise_hardswish ? "hardswish" : "linear") +
+               " as ONNX Runtime computes it (own loop)";
+      s.alg = op.alg;
+      s.scale = op.floats[0];
+      s.zero_point = op.floats[1];
     } else if (op.in.size() == 2) {  // DynamicQuantizeLinear's Y: the scale and zero point from P at run time
       s.impl = "dynamic quantize (own loop)";
       s.params = canon(op.in[1]);

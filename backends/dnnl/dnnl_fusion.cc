@@ -51,6 +51,13 @@ bool fold(const Program& p, const Op& producer, const Op& r, Op* fused) {
   *fused = producer;
   fused->out = r.out;
   if (r.kind == OpKind::kEltwise) {
+    // A dynamically quantized product and a binary op (exact themselves) keep ONNX Runtime's bits, which a
+    // requantization after them needs: the Sigmoid, HardSwish and linear step (HardSigmoid) after them run as the
+    // plugin's own loops (own_eltwise) with native's formulas, not as oneDNN's post-ops.
+    if ((producer.kind == OpKind::kDynConv || producer.kind == OpKind::kDynMatMul || producer.kind == OpKind::kBinary) &&
+        own_eltwise(r)) {
+      return false;
+    }
     fused->post.push_back(PostOp{PostKind::kEltwise, r.alg, r.floats[0], r.floats[1], -1});
     return true;
   }

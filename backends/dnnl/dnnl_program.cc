@@ -29,8 +29,9 @@ static_assert(std::endian::native == std::endian::little, "the blob format is li
 constexpr char kMagic[8] = {'T', 'S', 'R', 'D', 'N', 'N', 'L', '\0'};
 constexpr uint32_t kBlobVersion = 5;  // 5: QuantParams, DynConv, DynMatMul; 4: QConv, Lookup, integer values; 3: op flags (bf16); 2: an op names all its nodes
 
-bool own_logistic(const Op& op) {
-  return op.kind == OpKind::kEltwise && op.alg == dnnl_eltwise_logistic && op.post.empty();
+bool own_eltwise(const Op& op) {
+  return op.kind == OpKind::kEltwise && op.post.empty() &&
+         (op.alg == dnnl_eltwise_logistic || op.alg == dnnl_eltwise_hardswish || op.alg == dnnl_eltwise_linear);
 }
 
 const char* op_kind_name(OpKind k) {

@@ -153,10 +153,11 @@ struct Op {
   std::vector<std::string> nodes;
 };
 
-// A Sigmoid no primitive absorbed as a post-op: the plugin runs it itself, with the rational approximation ONNX
-// Runtime and Tessera's native kernel evaluate on x86 (their bits, where oneDNN's logistic differs in the last
-// one; a dynamically quantized model turns that into whole quantization steps).
-bool own_logistic(const Op& op);
+// A Sigmoid, HardSwish or linear step (HardSigmoid's alpha * x + beta) no primitive absorbed as a post-op: the
+// plugin runs it itself where its operand is held without padding, with the formulas ONNX Runtime and Tessera's
+// native kernels evaluate on x86 (their bits, where oneDNN's differ in the last one; a dynamically quantized model
+// turns that into whole quantization steps).
+bool own_eltwise(const Op& op);
 
 // The op's nodes for messages: "conv1+relu1".
 std::string nodes_str(const Op& op);

@@ -366,10 +366,18 @@ void run_own(const Step& step, const void* table, const float* params, std::unor
         else dequantize_elements(static_cast<const uint8_t*>(xv) + begin, count, step.scale, step.zero_point, y);
         break;
       }
-      case OpKind::kEltwise: {  // own_logistic
+      case OpKind::kEltwise: {  // own_eltwise; linear: alpha * x + beta in Step::scale, zero_point
         const float* x = static_cast<const float*>(xv) + begin;
         float* y = static_cast<float*>(yv) + begin;
-        for (size_t i = 0; i < count; ++i) y[i] = tessera::fastmath::logistic(x[i]);
+        namespace fm = tessera::fastmath;
+        if (step.alg == dnnl_eltwise_logistic) {
+          for (size_t i = 0; i < count; ++i) y[i] = fm::logistic(x[i]);
+        } else if (step.alg == dnnl_eltwise_hardswish) {
+          for (size_t i = 0; i < count; ++i) y[i] = fm::hard_swish(x[i]);
+        } else {
+          const float a = step.scale, b = step.zero_point;
+          for (size_t i = 0; i < count; ++i) y[i] = a * x[i] + b;
+        }
         break;
       }
       default: {  // kLookup

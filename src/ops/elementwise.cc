@@ -298,9 +298,7 @@ struct HardSigmoidOp {
   explicit HardSigmoidOp(const Node& n) : alpha(n.attr_float("alpha", 0.2f)), beta(n.attr_float("beta", 0.5f)) {}
   template <class C>
   C operator()(C x) const {
-    C v = C(alpha) * x + C(beta);
-    v = v > C(1) ? C(1) : v;
-    return v < C(0) ? C(0) : v;
+    return fm::hard_sigmoid(x, C(alpha), C(beta));
   }
 };
 
@@ -309,10 +307,7 @@ struct HardSwishOp {
   explicit HardSwishOp(const Node&) {}
   template <class C>
   C operator()(C x) const {
-    C v = x * C(1.0f / 6.0f) + C(0.5);  // alpha is the float 1/6, as in the HardSigmoid of ONNX's function body
-    v = v > C(1) ? C(1) : v;
-    v = v < C(0) ? C(0) : v;
-    return x * v;
+    return fm::hard_swish(x);
   }
 };
 

@@ -141,6 +141,19 @@ inline float logistic(float x) {
   return r < 0.0f ? 0.0f : r;
 }
 
+// HardSigmoid and HardSwish as ONNX Runtime computes them: alpha * x + beta unfused (compile the caller without
+// floating-point contraction), clamped to [0, 1]; HardSwish with alpha the float 1/6, as in ONNX's function body.
+template <class C>
+inline C hard_sigmoid(C x, C alpha, C beta) {
+  C v = alpha * x + beta;
+  v = v > C(1) ? C(1) : v;
+  return v < C(0) ? C(0) : v;
+}
+template <class C>
+inline C hard_swish(C x) {
+  return x * hard_sigmoid(x, C(1.0f / 6.0f), C(0.5));
+}
+
 // tanh: odd polynomial (Cephes tanhf) for |x| < 0.625, else 1 - 2/(e^2|x| + 1).
 inline float tanh(float x) {
   float ax = std::fabs(x);

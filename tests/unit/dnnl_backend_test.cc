@@ -401,14 +401,14 @@ TEST_F(DnnlBackend, InexactFloatOpsBeforeRequantizationAreRefused) {
   Builder b;
   b.input("x", {1, 4, 6, 6}).constant("w", int8_tensor(DType::kInt8, {8, 4, 3, 3}, 5)).constant("ws", ws);
   b.constant("wz", wz);
-  b.node("hswish", "HardSwish", {"x"}, "h");                 // 0: read (through the Relu) by the DynamicQuantizeLinear
+  b.node("tanh", "Tanh", {"x"}, "h");                        // 0: read (through the Relu) by the DynamicQuantizeLinear
   b.node("relu", "Relu", {"h"}, "r");                        // 1: exact
   b.node("dql", "DynamicQuantizeLinear", {"r"}, "q").outputs = {"q", "qs", "qz"};
   b.node("scales", "Mul", {"qs", "ws"}, "s");
   b.node("conv", "ConvInteger", {"q", "w", "qz", "wz"}, "acc");
   set_int(b.node("cast", "Cast", {"acc"}, "f"), "to", 1);
   b.node("mul", "Mul", {"f", "s"}, "y");
-  b.node("tail", "HardSwish", {"y"}, "out");                 // 7: nothing requantizes it
+  b.node("tail", "Tanh", {"y"}, "out");                      // 7: nothing requantizes it
   Graph g = b.done({"out"});
   CapabilityReport cap = capability(model_bytes(g));
   ASSERT_EQ(cap.status, TESSERA_OK) << cap.msg;
@@ -489,6 +489,29 @@ TEST_F(DnnlBackend, OwnConcatenationsOfPlainAndChannelsLastOperandsMatchNative) 
   EXPECT_TRUE(std::any_of(prof.steps.begin(), prof.steps.end(), [](const auto& st) {
     return st.what.find("concat of channels-last operands") != std::string::npos;
   }));
+}
+
+// Sigmoid, HardSwish and HardSigmoid (its alpha * x + beta step) with no primitive to absorb them run as the
+// plugin's own loops with native's formulas: every element equal to native's (oneDNN's differ in the last bit).
+TEST_F(DnnlBackend, OwnSigmoidHardSwishAndHardSigmoidEqualNativeToTheBit) {
+  Builder b;
+  b.input("x", {2, 5, 7, 3});
+  b.node("hswish", "HardSwish", {"x"}, "h");
+  Node& hs = b.node("hsig", "HardSigmoid", {"h"}, "g");
+  hs.attrs["alpha"] = Attribute::Float(0.3f);
+  hs.attrs["beta"] = Attribute::Float(0.45f);
+  b.node("add", "Add", {"g", "x"}, "a");
+  b.node("sig", "Sigmoid", {"a"}, "out");
+  Graph g = b.done({"out"});
+  std::vector<Tensor> in{random_tensor({2, 5, 7, 3}, 11, -6.f, 6.f)};
+  plugintest::PluginClient::Profiled prof;
+  std::vector<Tensor> out = run_claimed(g, in, &prof);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(bytes_differ(out[0], native(g, in)[0]), 0) << "of " << out[0].numel();
+  int own = 0;
+  std::string steps;
+  for (const auto& st : prof.steps) own += st.what.find("as ONNX Runtime computes it") != std::string::npos, steps += st.what + "; ";
+  EXPECT_EQ(own, 3) << "hardswish, linear, logistic: " << steps;
 }
 
 // ai.tessera.QLinearLookup on the plugin's own loop: unary and binary, either signedness, equal to the native
