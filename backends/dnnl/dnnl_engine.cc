@@ -382,6 +382,10 @@ class Builder {
       return;
     }
     if (op.kind == OpKind::kConcat && build_own_concat(op, what)) return;
+    if (op.kind == OpKind::kBatchNorm && op.post.empty()) {
+      build_own_batch_norm(op, what);
+      return;
+    }
     if (own_elementwise(op.kind) || (own_eltwise(op) && dense(op.in[0], plan_.mems[static_cast<size_t>(canon(op.in[0]))].md))) {
       build_own(op, what);
       return;
@@ -550,6 +554,36 @@ class Builder {
     add_step(std::move(s));
     bind(op.out, dst);
     return true;
+  }
+
+  // BatchNormalization (inference) as the plugin's own loop, y = x * a[c] + b[c] with a = scale / sqrt(var + eps)
+  // and b = bias - mean * a each rounded in ONNX Runtime's order, as native computes it (oneDNN's normalization
+  // differs in the last bit, which a requantization after it turns into steps), over X held channels-last or plain.
+  void build_own_batch_norm(const Op& op, const std::string& what) {
+    const Dims& xd = p_.values[static_cast<size_t>(op.in[0])].dims;
+    int x = canon(op.in[0]);
+    memory::desc md = plan_.mems[static_cast<size_t>(x)].md;
+    int64_t inner = numel(Dims(xd.begin() + 2, xd.end()));
+    if (xd.size() >= 3 && md == memory::desc(xd, memory::data_type::f32,
+                                             xd.size() == 3   ? memory::format_tag::nwc
+                                             : xd.size() == 4 ? memory::format_tag::nhwc
+                                                              : memory::format_tag::ndhwc)) {
+      inner = 1;
+    } else if (md != plain(op.in[0])) {
+      x = as_layout(op.in[0], plain(op.in[0]));
+      md = plain(op.in[0]);
+    }
+    Step s = own_step(op, what);
+    s.impl = "batch normalization as ONNX Runtime computes it (own loop)";
+    s.inner = inner;
+    s.scale = op.floats[0];
+    s.args.emplace_back(DNNL_ARG_SRC_0, x);
+    const int args[] = {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE};
+    for (size_t k = 1; k < 5; ++k) s.args.emplace_back(args[k - 1], as_view(op.in[k], plain(op.in[k])));
+    const int dst = new_dst(op.out, md);
+    s.args.emplace_back(DNNL_ARG_DST, dst);
+    add_step(std::move(s));
+    bind(op.out, dst);
   }
 
   // A step of `op` the plugin runs itself (Step::own).

@@ -74,6 +74,8 @@ struct Step {
   std::vector<int32_t> w_offsets;
   // A Concat: of plain operands along this axis (else -1: into a channels-last result).
   int concat_axis = -1;
+  // A BatchNormalization: elements between two channels (1: channels-last; else plain) and epsilon (scale).
+  int64_t inner = 0;
 };
 
 // Work no primitive does: a view (Reshape, Flatten...) or a Concatenation

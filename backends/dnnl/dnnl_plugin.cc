@@ -78,7 +78,7 @@ bool bit_exact(const onnx::NodeProto& n) {
   static const char* kExact[] = {
       "DynamicQuantizeLinear", "ConvInteger", "MatMulInteger", "Cast", "QuantizeLinear", "DequantizeLinear",
       "QLinearConv", "QLinearMatMul", "QLinearLookup", "Add", "Sub", "Mul", "Div", "Max", "Min", "Relu",
-      "LeakyRelu", "PRelu", "Clip", "Abs", "Neg", "Sigmoid", "HardSigmoid", "HardSwish", "MaxPool", "GlobalMaxPool", "Concat", "Split", "Slice",
+      "LeakyRelu", "PRelu", "Clip", "Abs", "Neg", "Sigmoid", "HardSigmoid", "HardSwish", "BatchNormalization", "MaxPool", "GlobalMaxPool", "Concat", "Split", "Slice",
       "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
   return std::any_of(std::begin(kExact), std::end(kExact), [&](const char* op) { return n.op_type() == op; });
 }

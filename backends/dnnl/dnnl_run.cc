@@ -234,6 +234,39 @@ void run_dyn_u8(const Step& step, const float* params, const int32_t* acc, size_
   }
 }
 
+// BatchNormalization as native computes it (ONNX Runtime's rounding order; this file is compiled without
+// floating-point contraction): a = (1 / sqrt(var + eps)) * scale, b = bias - mean * a, y = x * a + b, channel c of
+// element i being (i / inner) % C (Step::inner: 1 channels-last, else the spatial size of a plain X).
+void run_batch_norm(const Step& step, std::unordered_map<int, dnnl::memory>& args) {
+  auto data = [&](int arg) { return static_cast<const float*>(args.at(arg).get_data_handle()); };
+  const float *scale = data(DNNL_ARG_SCALE), *bias = data(DNNL_ARG_SHIFT), *mean = data(DNNL_ARG_MEAN),
+              *var = data(DNNL_ARG_VARIANCE);
+  const dnnl::memory::desc xmd = args.at(DNNL_ARG_SRC_0).get_desc();
+  const auto c = static_cast<size_t>(xmd.data.dims[1]);
+  std::vector<float> a(c), b(c);
+  for (size_t k = 0; k < c; ++k) {
+    const float inv_std = 1.0f / std::sqrt(var[k] + step.scale);
+    a[k] = inv_std * scale[k];
+    b[k] = bias[k] - mean[k] * a[k];
+  }
+  const float* x = data(DNNL_ARG_SRC_0);
+  float* y = static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle());
+  const size_t n = xmd.get_size() / sizeof(float), inner = static_cast<size_t>(step.inner);
+  const auto chunks = static_cast<int64_t>((n + kLookupChunk - 1) / kLookupChunk);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const size_t begin = static_cast<size_t>(ch) * kLookupChunk, end = std::min(n, begin + kLookupChunk);
+    if (inner == 1) {
+      for (size_t i = begin; i < end; ++i) y[i] = x[i] * a[i % c] + b[i % c];
+    } else {
+      for (size_t i = begin; i < end; ++i) {
+        const size_t k = (i / inner) % c;
+        y[i] = x[i] * a[k] + b[k];
+      }
+    }
+  }
+}
+
 // A Concat of plain operands (DNNL_ARG_MULTIPLE_SRC + k) along `axis` into a plain destination: per outer index
 // (the dims before the axis), each operand's block in turn.
 void run_concat_plain(std::unordered_map<int, dnnl::memory>& args, int axis) {
@@ -319,6 +352,10 @@ void run_concat_channels_last(std::unordered_map<int, dnnl::memory>& args) {
 // scale and zero point in `params` when computed at run time) or a dequantization, or DynamicQuantizeLinear's
 // parameters.
 void run_own(const Step& step, const void* table, const float* params, std::unordered_map<int, dnnl::memory>& args) {
+  if (step.kind == OpKind::kBatchNorm) {
+    run_batch_norm(step, args);
+    return;
+  }
   if (step.kind == OpKind::kConcat) {
     if (step.concat_axis >= 0) run_concat_plain(args, step.concat_axis);
     else run_concat_channels_last(args);
