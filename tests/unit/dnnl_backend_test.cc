@@ -491,11 +491,15 @@ TEST_F(DnnlBackend, OwnConcatenationsOfPlainAndChannelsLastOperandsMatchNative) 
   }));
 }
 
-// Sigmoid, HardSwish and HardSigmoid (its alpha * x + beta step) with no primitive to absorb them run as the
-// plugin's own loops with native's formulas: every element equal to native's (oneDNN's differ in the last bit).
+// BatchNormalization, Sigmoid, HardSwish and HardSigmoid (its alpha * x + beta step) with no primitive to absorb
+// them run as the plugin's own loops with native's formulas: every element equal to native's (oneDNN's differ in
+// the last bit).
 TEST_F(DnnlBackend, OwnSigmoidHardSwishAndHardSigmoidEqualNativeToTheBit) {
   Builder b;
-  b.input("x", {2, 5, 7, 3});
+  b.input("x0", {2, 5, 7, 3});
+  b.constant("scale", random_tensor({5}, 21, 0.5f, 2.f)).constant("bias", random_tensor({5}, 22));
+  b.constant("mean", random_tensor({5}, 23)).constant("var", random_tensor({5}, 24, 0.1f, 3.f));
+  b.node("bn", "BatchNormalization", {"x0", "scale", "bias", "mean", "var"}, "x");
   b.node("hswish", "HardSwish", {"x"}, "h");
   Node& hs = b.node("hsig", "HardSigmoid", {"h"}, "g");
   hs.attrs["alpha"] = Attribute::Float(0.3f);
@@ -511,7 +515,7 @@ TEST_F(DnnlBackend, OwnSigmoidHardSwishAndHardSigmoidEqualNativeToTheBit) {
   int own = 0;
   std::string steps;
   for (const auto& st : prof.steps) own += st.what.find("as ONNX Runtime computes it") != std::string::npos, steps += st.what + "; ";
-  EXPECT_EQ(own, 3) << "hardswish, linear, logistic: " << steps;
+  EXPECT_EQ(own, 4) << "batch normalization, hardswish, linear, logistic: " << steps;
 }
 
 // ai.tessera.QLinearLookup on the plugin's own loop: unary and binary, either signedness, equal to the native
