@@ -518,38 +518,25 @@ class Builder {
   // oneDNN's int8 convolutions leave them) and the others channels-last or plain, into a channels-last result (each
   // position's channels, operand by operand).
   bool build_own_concat(const Op& op, const std::string& what) {
-    const Value& y = p_.values[static_cast<size_t>(op.out)];
     if (!op.post.empty()) return false;
-    if (std::all_of(op.in.begin(), op.in.end(), [&](int32_t v) { return plan_.mems[static_cast<size_t>(canon(v))].md == plain(v); })) {
-      Step s = own_step(op, what);
-      s.impl = "concat of plain operands (own loop)";
-      s.concat_axis = static_cast<int>(op.ints[0]);
-      for (size_t k = 0; k < op.in.size(); ++k) s.args.emplace_back(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(k), canon(op.in[k]));
-      const int dst = new_dst(op.out, plain(op.out));
-      s.args.emplace_back(DNNL_ARG_DST, dst);
-      add_step(std::move(s));
-      bind(op.out, dst);
-      return true;
-    }
-    if (op.ints[0] != 1 || y.dims.size() < 3 || y.dims.size() > 5) return false;
-    const auto t = y.dims.size() == 3 ? memory::format_tag::nwc
-                   : y.dims.size() == 4 ? memory::format_tag::nhwc : memory::format_tag::ndhwc;
+    auto held = [&](int32_t v) -> const memory::desc& { return plan_.mems[static_cast<size_t>(canon(v))].md; };
     auto channels_last = [&](int32_t v) {
       const Value& x = p_.values[static_cast<size_t>(v)];
-      return memory::desc(x.dims, data_type_of(x.dtype), t);
+      return channels_last_md(x.dims, data_type_of(x.dtype));
     };
-    bool any = false;
+    const size_t rank = p_.values[static_cast<size_t>(op.out)].dims.size();
+    const bool all_plain = std::all_of(op.in.begin(), op.in.end(), [&](int32_t v) { return held(v) == plain(v); });
+    size_t cl = 0;  // operands held channels-last (none when all are plain); the others must be plain
     for (int32_t v : op.in) {
-      const memory::desc& md = plan_.mems[static_cast<size_t>(canon(v))].md;
-      const bool cl = md == channels_last(v);
-      if (!cl && md != plain(v)) return false;
-      any = any || cl;
+      const bool is_cl = !all_plain && op.ints[0] == 1 && rank >= 3 && rank <= 5 && held(v) == channels_last(v);
+      if (!is_cl && held(v) != plain(v)) return false;
+      cl += is_cl;
     }
-    if (!any) return false;
     Step s = own_step(op, what);
-    s.impl = "concat of channels-last operands (own loop)";
+    s.impl = cl ? "concat of channels-last operands (own loop)" : "concat of plain operands (own loop)";
+    s.concat_axis = cl ? -1 : static_cast<int>(op.ints[0]);
     for (size_t k = 0; k < op.in.size(); ++k) s.args.emplace_back(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(k), canon(op.in[k]));
-    const int dst = new_dst(op.out, channels_last(op.out));
+    const int dst = new_dst(op.out, cl ? channels_last(op.out) : plain(op.out));
     s.args.emplace_back(DNNL_ARG_DST, dst);
     add_step(std::move(s));
     bind(op.out, dst);
@@ -564,10 +551,7 @@ class Builder {
     int x = canon(op.in[0]);
     memory::desc md = plan_.mems[static_cast<size_t>(x)].md;
     int64_t inner = numel(Dims(xd.begin() + 2, xd.end()));
-    if (xd.size() >= 3 && md == memory::desc(xd, memory::data_type::f32,
-                                             xd.size() == 3   ? memory::format_tag::nwc
-                                             : xd.size() == 4 ? memory::format_tag::nhwc
-                                                              : memory::format_tag::ndhwc)) {
+    if (xd.size() >= 3 && md == channels_last_md(xd)) {
       inner = 1;
     } else if (md != plain(op.in[0])) {
       x = as_layout(op.in[0], plain(op.in[0]));
@@ -596,15 +580,15 @@ class Builder {
     return s;
   }
 
-  // An op the plugin runs itself, elementwise (a table lookup, a quantization) over its operands in the layout the
-  // first one is held in (a layout with padding is made plain first: the op would change the zeros oneDNN keeps
-  // there); the result has that layout, in its own data type.
   // Whether `md` holds value v's elements with no padding.
   bool dense(int32_t v, const memory::desc& md) const {
     const Value& x = p_.values[static_cast<size_t>(v)];
     return md.get_size() == static_cast<size_t>(numel(x.dims)) * tessera_plugin::dtype_size(x.dtype);
   }
 
+  // An op the plugin runs itself, elementwise (a table lookup, a quantization, own_eltwise) over its operands in the
+  // layout the first one is held in (a layout with padding is made plain first: the op would change the zeros oneDNN
+  // keeps there); the result has that layout, in its own data type.
   void build_own(const Op& op, const std::string& what) {
     int x = canon(op.in[0]);
     if (!dense(op.in[0], plan_.mems[static_cast<size_t>(x)].md)) x = as_layout(op.in[0], plain(op.in[0]));
@@ -660,7 +644,7 @@ class Builder {
       s.zero_point = op.floats[1];
       s.int8 = is_int8(q ? op.out : op.in[0]);
     }
-    // A table lookup or a logistic writes over its first operand where that dies here (same bytes per element,
+    // A table lookup or an own_eltwise writes over its first operand where that dies here (same bytes per element,
     // read before written): half the cache footprint of a fresh buffer.
     const memory::desc ymd = retyped(op.out);
     std::vector<int> others;
@@ -732,12 +716,7 @@ class Builder {
     if (!dry_) prim.prim = dnnl::primitive(pd->get());
     add_step(std::move(prim));
     // The result: the accumulators' layout without the extra channel (column), in float32.
-    memory::desc ymd = plain(op.out);
-    if (conv) {
-      ymd = memory::desc(pd_dims(op.out), memory::data_type::f32,
-                         wd.size() == 3 ? memory::format_tag::nwc
-                                        : wd.size() == 4 ? memory::format_tag::nhwc : memory::format_tag::ndhwc);
-    }
+    const memory::desc ymd = conv ? channels_last_md(pd_dims(op.out)) : plain(op.out);
     Step fin = own_step(op, what);
     fin.impl = "weight zero points and scale (own loop)";
     fin.params = canon(op.in[2]);

@@ -24,6 +24,10 @@ memory::desc plain_md(const Dims& dims, memory::data_type dt) {
   return memory::desc(d, dt, row_major(d));
 }
 
+memory::desc channels_last_md(const Dims& dims, memory::data_type dt) {
+  return memory::desc(dims, dt, dims.size() == 3 ? tag::nwc : dims.size() == 4 ? tag::nhwc : tag::ndhwc);
+}
+
 memory::desc strided_md(const Dims& dims, const Dims& strides) { return memory::desc(dims, kF32, strides); }
 
 Dims row_major(const Dims& dims) {
@@ -488,11 +492,9 @@ dnnl::primitive_desc_base dyn_u8_pd(const Op& op, const std::vector<Value>& v, c
   Dims w = v[static_cast<size_t>(op.in[1])].dims, y = v[static_cast<size_t>(op.out)].dims;
   ++w[0];
   ++y[1];
-  // Channels innermost (the own loop's layout): nwc / nhwc / ndhwc.
-  const tag t = y.size() == 3 ? tag::nwc : y.size() == 4 ? tag::nhwc : tag::ndhwc;
-  const Spatial s = spatial_of(op);
+  const Spatial s = spatial_of(op);  // the destination with channels innermost, the own loop's layout
   const dnnl::convolution_forward::desc d(prop_kind::forward_inference, algorithm::convolution_direct, src,
-                                          any_md(w, memory::data_type::s8), memory::desc(y, memory::data_type::s32, t),
+                                          any_md(w, memory::data_type::s8), channels_last_md(y, memory::data_type::s32),
                                           s.strides, s.dil, s.pb, s.pe);
   return dnnl::convolution_forward::primitive_desc(d, attr, eng);
 }

@@ -44,6 +44,8 @@ dnnl::memory::desc strided_md(const Dims& dims, const Dims& strides);
 bool is_plain(const dnnl::memory::desc& md);
 // Row-major strides of `dims`.
 Dims row_major(const Dims& dims);
+// Dense with the channels (dim 1) innermost: nwc / nhwc / ndhwc for rank 3 / 4 / 5.
+dnnl::memory::desc channels_last_md(const Dims& dims, dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
 // Dense row-major, of any data type, at offset 0.
 bool is_row_major(const dnnl::memory::desc& md);
 
