@@ -13,6 +13,7 @@
 //   y = saturate(round_half_even((acc + B[oc]) * (x_scale * w_scale[oc] / y_scale)) + y_zp).
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "ops/conv_util.h"
 #include "ops/quantize_gemm.h"
@@ -57,17 +58,26 @@ bool is_pointwise_geometry(const Geometry& g) {
 
 // The column matrix of one (image, group), written into the GEMM's packed
 // panels. For 1-D/2-D convolutions the group's input planes are first copied,
-// widened to int16 minus the zero point, into planes padded with zeros on
-// every side far enough for every window, so each row of the column matrix
-// is a run of plain copies; N-D convolutions read the input with bounds
-// checks.
+// encoded for the panel layout (E = int16_t: x - zp; E = uint8_t: x - cb,
+// quantize_gemm.h), into planes padded on every side far enough for every
+// window with the encoded zero point (so padding contributes zero), so each
+// row of the column matrix is a run of plain copies; N-D convolutions read
+// the input with bounds checks.
+template <class E>
 class QIm2col final : public qgemm::QBSource {
  public:
   // `x` points at the first of `channels` input planes of one image/group.
   // The padded copy lives in thread-local storage of the constructing thread
   // until the next QIm2col is made there.
   QIm2col(Int8Ref x, int64_t channels, const Geometry& g, int32_t zp)
-      : x_(x), channels_(channels), g_(g), zp_(zp), ksize_(g.kernel_size()), isz_(g.in_size()) {
+      : x_(x), channels_(channels), g_(g), ksize_(g.kernel_size()), isz_(g.in_size()) {
+    if constexpr (std::is_same_v<E, uint8_t>) {
+      offset_ = x.is_signed ? -128 : 0;
+      ob_ = offset_ - zp;
+    } else {
+      offset_ = zp;
+    }
+    pad_ = static_cast<E>(zp - offset_);
     const size_t r = g.in.size();
     if (r > 2) return;
     ih_ = r == 2 ? g.in[0] : 1;
@@ -84,66 +94,41 @@ class QIm2col final : public qgemm::QBSource {
     ph_rows_ = std::max(ph + ih_, (oh_ - 1) * sh_ + (kh_ - 1) * dh_ + 1);
     pw_cols_ = std::max(pw + iw_, (ow_ - 1) * sw_ + (kw_ - 1) * dw_ + 1);
     const int64_t plane = ph_rows_ * pw_cols_;
-    thread_local std::vector<int16_t> storage;
+    thread_local std::vector<E> storage;
     if (storage.size() < static_cast<size_t>(channels * plane)) storage.resize(static_cast<size_t>(channels * plane));
     padded_ = storage.data();
     for (int64_t c = 0; c < channels; ++c) {
-      int16_t* dst = padded_ + c * plane;
-      std::fill(dst, dst + ph * pw_cols_, int16_t{0});
+      E* dst = padded_ + c * plane;
+      std::fill(dst, dst + ph * pw_cols_, pad_);
       for (int64_t y = 0; y < ih_; ++y) {
-        int16_t* d = dst + (ph + y) * pw_cols_;
-        std::fill(d, d + pw, int16_t{0});
+        E* d = dst + (ph + y) * pw_cols_;
+        std::fill(d, d + pw, pad_);
         const int64_t src = c * isz_ + y * iw_;
         if (x.is_signed) {
-          widen(static_cast<const int8_t*>(x.data) + src, iw_, zp, d + pw);
+          encode(static_cast<const int8_t*>(x.data) + src, iw_, d + pw);
         } else {
-          widen(static_cast<const uint8_t*>(x.data) + src, iw_, zp, d + pw);
+          encode(static_cast<const uint8_t*>(x.data) + src, iw_, d + pw);
         }
-        std::fill(d + pw + iw_, d + pw_cols_, int16_t{0});
+        std::fill(d + pw + iw_, d + pw_cols_, pad_);
       }
-      std::fill(dst + (ph + ih_) * pw_cols_, dst + plane, int16_t{0});
+      std::fill(dst + (ph + ih_) * pw_cols_, dst + plane, pad_);
     }
   }
 
-  // Rows kk and kk+1 of the column matrix are built contiguously, then
-  // interleaved into the panels' (k, k+1) pairs.
-  void pack(int64_t n0, int64_t nc, int16_t* dst) const override {
-    const int64_t k = channels_ * ksize_, kp = qgemm::k_pairs(k);
-    const int64_t width = qgemm::round_up(nc, kQNR);
-    thread_local std::vector<int16_t> rows;
-    if (rows.size() < static_cast<size_t>(2 * width)) rows.resize(static_cast<size_t>(2 * width));
-    int16_t* r0 = rows.data();
-    int16_t* r1 = rows.data() + width;
-    for (int64_t q = 0; q < kp; ++q) {
-      fill_row(2 * q, n0, nc, r0);
-      if (2 * q + 1 < k) {
-        fill_row(2 * q + 1, n0, nc, r1);
-      } else {
-        std::fill(r1, r1 + nc, int16_t{0});
-      }
-      std::fill(r0 + nc, r0 + width, int16_t{0});
-      std::fill(r1 + nc, r1 + width, int16_t{0});
-      for (int64_t j0 = 0; j0 < width; j0 += kQNR) {
-        int16_t* d = dst + (j0 / kQNR) * kp * kQNR * 2 + q * kQNR * 2;
-        const int16_t* a = r0 + j0;
-        const int16_t* b = r1 + j0;
-        for (int j = 0; j < kQNR; ++j) {
-          d[2 * j] = a[j];
-          d[2 * j + 1] = b[j];
-        }
-      }
-    }
+  void pack(int64_t n0, int64_t nc, uint8_t* dst) const override {
+    qgemm::pack_b_rows<E>(channels_ * ksize_, nc, ZeroPoints{&ob_, 0}, dst,
+                          [&](int64_t kk, E* row) { fill_row(kk, n0, nc, row); });
   }
 
  private:
   template <class T>
-  static void widen(const T* s, int64_t n, int32_t zp, int16_t* d) {
-    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<int16_t>(static_cast<int32_t>(s[i]) - zp);
+  void encode(const T* s, int64_t n, E* d) const {
+    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<E>(static_cast<int32_t>(s[i]) - offset_);
   }
 
-  // Row kk of the column matrix, columns [n0, n0 + nc): input minus the zero
-  // point, 0 where the window reads padding.
-  void fill_row(int64_t kk, int64_t n0, int64_t nc, int16_t* row) const {
+  // Row kk of the column matrix, columns [n0, n0 + nc): the encoded input,
+  // the encoded zero point where the window reads padding.
+  void fill_row(int64_t kk, int64_t n0, int64_t nc, E* row) const {
     if (!padded_) {
       if (x_.is_signed) {
         fill_row_nd(static_cast<const int8_t*>(x_.data), kk, n0, nc, row);
@@ -153,13 +138,13 @@ class QIm2col final : public qgemm::QBSource {
       return;
     }
     const int64_t c = kk / ksize_, rem = kk % ksize_, ky = rem / kw_, kx = rem % kw_;
-    const int16_t* plane = padded_ + c * ph_rows_ * pw_cols_ + ky * dh_ * pw_cols_ + kx * dw_;
+    const E* plane = padded_ + c * ph_rows_ * pw_cols_ + ky * dh_ * pw_cols_ + kx * dw_;
     int64_t j = 0, oy = n0 / ow_, ox = n0 % ow_;
     while (j < nc) {
       const int64_t run = std::min(nc - j, ow_ - ox);
-      const int16_t* src = plane + oy * sh_ * pw_cols_ + ox * sw_;
+      const E* src = plane + oy * sh_ * pw_cols_ + ox * sw_;
       if (sw_ == 1) {
-        std::memcpy(row + j, src, sizeof(int16_t) * static_cast<size_t>(run));
+        std::memcpy(row + j, src, sizeof(E) * static_cast<size_t>(run));
       } else {
         for (int64_t t = 0; t < run; ++t) row[j + t] = src[t * sw_];
       }
@@ -170,7 +155,7 @@ class QIm2col final : public qgemm::QBSource {
   }
 
   template <class T>
-  void fill_row_nd(const T* x, int64_t kk, int64_t n0, int64_t nc, int16_t* row) const {
+  void fill_row_nd(const T* x, int64_t kk, int64_t n0, int64_t nc, E* row) const {
     const size_t r = g_.in.size();
     const T* plane = x + kk / ksize_ * isz_;
     int64_t rem = kk % ksize_;
@@ -191,17 +176,19 @@ class QIm2col final : public qgemm::QBSource {
         inside = pos >= 0 && pos < g_.in[i];
         off = off * g_.in[i] + pos;
       }
-      row[j] = inside ? static_cast<int16_t>(static_cast<int32_t>(plane[off]) - zp_) : int16_t{0};
+      row[j] = inside ? static_cast<E>(static_cast<int32_t>(plane[off]) - offset_) : pad_;
     }
   }
 
   Int8Ref x_;
   int64_t channels_;
   const Geometry& g_;
-  int32_t zp_;
   int64_t ksize_, isz_;
+  int32_t offset_ = 0;  // what encoding subtracts: zp (int16_t) or cb (uint8_t)
+  int32_t ob_ = 0;      // uint8_t: cb - zp, the column offset of the kQuads layout
+  E pad_{};             // the encoded zero point
   // 1-D/2-D: the padded planes and their geometry (1-D has a height of 1).
-  int16_t* padded_ = nullptr;
+  E* padded_ = nullptr;
   int64_t ih_ = 1, iw_ = 1, oh_ = 1, ow_ = 1, kh_ = 1, kw_ = 1, sh_ = 1, sw_ = 1, dh_ = 1, dw_ = 1;
   int64_t ph_rows_ = 0, pw_cols_ = 0;
 };
@@ -469,7 +456,11 @@ class QConvKernel final : public Kernel {
       if (pointwise) {
         gemm(qgemm::QMatrixB(xg, isz, s.cg, osz, ZeroPoints{&zp_value, 0}));
       } else {
-        gemm(QIm2col(xg, s.cg, s.g, zp_value));
+        if (qgemm::layout() == qgemm::Layout::kQuads) {
+          gemm(QIm2col<uint8_t>(xg, s.cg, s.g, zp_value));
+        } else {
+          gemm(QIm2col<int16_t>(xg, s.cg, s.g, zp_value));
+        }
       }
     };
     const int64_t items = s.n * s.group;

@@ -3,21 +3,24 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "util/cpu_isa.h"
 #include "util/parallel.h"
 
 namespace tessera::qgemm {
 
+Layout layout() {
+  static const Layout l = cpu::avx512_vnni() ? Layout::kQuads : Layout::kPairs;
+  return l;
+}
+
 namespace {
 
-constexpr int64_t kPanelPairs = kQNR * 2;  // int16 values per k pair of a B panel
-
-// Bytes of packed B a tile aims to keep in L2.
-constexpr int64_t kBlockBytes = 256 * 1024;
-
-// The portable micro-kernel, vectorised by the compiler for the build's baseline.
-void micro_kernel(const int16_t* ap, const int16_t* bp, int64_t kp, int32_t* c, int64_t ldc, int mr, int nr) {
+// The portable micro-kernel of the kPairs layout, vectorised by the compiler for the build's baseline.
+void micro_kernel(const uint8_t* apb, const uint8_t* bpb, int64_t kp, int32_t* c, int64_t ldc, int mr, int nr) {
+  const auto* ap = reinterpret_cast<const int16_t*>(apb);
+  const auto* bp = reinterpret_cast<const int16_t*>(bpb);
   int32_t acc[kQMR][kQNR] = {};
   for (int64_t q = 0; q < kp; ++q) {
     for (int r = 0; r < kQMR; ++r) {
@@ -25,7 +28,7 @@ void micro_kernel(const int16_t* ap, const int16_t* bp, int64_t kp, int32_t* c, 
       for (int j = 0; j < kQNR; ++j) acc[r][j] += a0 * bp[2 * j] + a1 * bp[2 * j + 1];
     }
     ap += 2 * kQMR;
-    bp += kPanelPairs;
+    bp += 2 * kQNR;
   }
   for (int r = 0; r < mr; ++r) {
     for (int j = 0; j < nr; ++j) c[r * ldc + j] = acc[r][j];
@@ -56,55 +59,171 @@ TSR_AVX512_END
 
 namespace {
 
-using MicroKernel = void (*)(const int16_t* ap, const int16_t* bp, int64_t kp, int32_t* c, int64_t ldc, int mr, int nr);
+using MicroKernel = void (*)(const uint8_t* ap, const uint8_t* bp, int64_t kg, int32_t* c, int64_t ldc, int mr,
+                             int nr);
 
-// The CPU's widest micro-kernel (util/cpu_isa.h).
+// The CPU's widest micro-kernel for the process's layout (util/cpu_isa.h).
 MicroKernel micro_kernel_for_cpu() {
+  if (layout() == Layout::kQuads) return &avx512_vnni::quad_kernel;
   if (cpu::avx512_vnni()) return &avx512_vnni::micro_kernel;
   if (cpu::avx512()) return &avx512::micro_kernel;
   return &micro_kernel;
 }
 
+// Offsets that make an 8-bit operand signed (A, kQuads) or unsigned (B, kQuads):
+// the stored value is v - offset.
+int32_t signed_offset(bool is_signed) { return is_signed ? 0 : 128; }
+int32_t unsigned_offset(bool is_signed) { return is_signed ? -128 : 0; }
+
+void store_i32(uint8_t* dst, int64_t i, int32_t v) { std::memcpy(dst + 4 * i, &v, sizeof v); }
+
+// Interleaves rows r[0..3] (16 bytes each) into 16 columns of 4 bytes at dst
+// and adds each column's four bytes to sums[0..15].
+void interleave_quads16(const uint8_t* r0, const uint8_t* r1, const uint8_t* r2, const uint8_t* r3, uint8_t* dst,
+                        int32_t* sums) {
+  const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0));
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1));
+  const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r2));
+  const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r3));
+  const __m128i ab_lo = _mm_unpacklo_epi8(a, b), ab_hi = _mm_unpackhi_epi8(a, b);
+  const __m128i cd_lo = _mm_unpacklo_epi8(c, d), cd_hi = _mm_unpackhi_epi8(c, d);
+  const __m128i q[4] = {_mm_unpacklo_epi16(ab_lo, cd_lo), _mm_unpackhi_epi16(ab_lo, cd_lo),
+                        _mm_unpacklo_epi16(ab_hi, cd_hi), _mm_unpackhi_epi16(ab_hi, cd_hi)};
+  const __m128i ones8 = _mm_set1_epi8(1), ones16 = _mm_set1_epi16(1);
+  for (int i = 0; i < 4; ++i) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16 * i), q[i]);
+    // Unsigned bytes times 1, pairwise (at most 510: no saturation), then the pairs.
+    const __m128i s = _mm_madd_epi16(_mm_maddubs_epi16(q[i], ones8), ones16);
+    auto* acc = reinterpret_cast<__m128i*>(sums + 4 * i);
+    _mm_storeu_si128(acc, _mm_add_epi32(_mm_loadu_si128(acc), s));
+  }
+}
+
 }  // namespace
+
+template <class E>
+void pack_b_rows(int64_t k, int64_t nc, ZeroPoints ob, uint8_t* dst, const std::function<void(int64_t, E*)>& fill) {
+  constexpr bool kQuad = std::is_same_v<E, uint8_t>;
+  constexpr Layout kLayout = kQuad ? Layout::kQuads : Layout::kPairs;
+  constexpr int64_t kGroup = kQuad ? 4 : 2;
+  const int64_t kg = k_groups(k, kLayout), width = round_up(std::max<int64_t>(nc, 1), kQNR);
+  const int64_t panel = b_panel_bytes(k, kLayout);
+  thread_local std::vector<E> rows;
+  thread_local std::vector<int32_t> sums;
+  if (rows.size() < static_cast<size_t>(kGroup * width)) rows.resize(static_cast<size_t>(kGroup * width));
+  if (kQuad) sums.assign(static_cast<size_t>(width), 0);
+  for (int64_t q = 0; q < kg; ++q) {
+    for (int64_t t = 0; t < kGroup; ++t) {
+      E* row = rows.data() + t * width;
+      const int64_t kk = q * kGroup + t;
+      if (kk < k) {
+        fill(kk, row);
+      } else {
+        std::fill(row, row + nc, E{0});
+      }
+      std::fill(row + nc, row + width, E{0});
+    }
+    for (int64_t j0 = 0; j0 < width; j0 += kQNR) {
+      uint8_t* d = dst + (j0 / kQNR) * panel + q * kQNR * 4;
+      if constexpr (kQuad) {
+        for (int64_t h = 0; h < kQNR; h += 16) {
+          const E* r = rows.data() + j0 + h;
+          interleave_quads16(r, r + width, r + 2 * width, r + 3 * width, d + 4 * h, sums.data() + j0 + h);
+        }
+      } else {
+        auto* d16 = reinterpret_cast<int16_t*>(d);
+        const E* r0 = rows.data() + j0;
+        const E* r1 = r0 + width;
+        for (int j = 0; j < kQNR; ++j) {
+          d16[2 * j] = r0[j];
+          d16[2 * j + 1] = r1[j];
+        }
+      }
+    }
+  }
+  if constexpr (kQuad) {
+    // Each panel's tail: sum_k B_u + K * ob, then ob, per column (0 past nc).
+    for (int64_t j0 = 0; j0 < width; j0 += kQNR) {
+      uint8_t* tail = dst + (j0 / kQNR) * panel + kg * kQNR * 4;
+      for (int64_t j = 0; j < kQNR; ++j) {
+        const bool in = j0 + j < nc;
+        const auto o = static_cast<uint32_t>(in ? ob.at(j0 + j) : 0);
+        store_i32(tail, j, static_cast<int32_t>(static_cast<uint32_t>(sums[static_cast<size_t>(j0 + j)]) +
+                                                static_cast<uint32_t>(k) * o));
+        store_i32(tail, kQNR + j, static_cast<int32_t>(o));
+      }
+    }
+  }
+}
+
+template void pack_b_rows<int16_t>(int64_t, int64_t, ZeroPoints, uint8_t*,
+                                   const std::function<void(int64_t, int16_t*)>&);
+template void pack_b_rows<uint8_t>(int64_t, int64_t, ZeroPoints, uint8_t*,
+                                   const std::function<void(int64_t, uint8_t*)>&);
 
 QPackedA QPackedA::Pack(Int8Ref a, int64_t lda, int64_t m, int64_t k, ZeroPoints za) {
   QPackedA p;
   p.m_ = m;
   p.k_ = k;
-  const int64_t kp = k_pairs(k);
-  p.data_.assign(static_cast<size_t>(p.panels() * kp * kQMR * 2), 0);
+  const Layout l = layout();
+  const int64_t kg = k_groups(k, l), panel = a_panel_bytes(k, l);
+  p.data_.assign(static_cast<size_t>(p.panels() * panel), 0);
   for (int64_t i = 0; i < m; ++i) {
-    int16_t* dst = p.data_.data() + (i / kQMR) * kp * kQMR * 2 + (i % kQMR) * 2;
+    uint8_t* base = p.data_.data() + (i / kQMR) * panel;
+    const int64_t r = i % kQMR;
     const int32_t z = za.at(i);
     const int64_t row = i * lda;
-    for (int64_t kk = 0; kk < k; ++kk) {
-      dst[(kk / 2) * kQMR * 2 + (kk & 1)] = static_cast<int16_t>(a.at(row + kk) - z);
+    if (l == Layout::kQuads) {
+      const int32_t ca = signed_offset(a.is_signed);
+      uint32_t sum = 0;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const int32_t v = a.at(row + kk) - ca;
+        base[(kk / 4) * kQMR * 4 + r * 4 + (kk & 3)] = static_cast<uint8_t>(static_cast<int8_t>(v));
+        sum += static_cast<uint32_t>(v);
+      }
+      store_i32(base + kg * kQMR * 4, r, static_cast<int32_t>(sum));
+      store_i32(base + kg * kQMR * 4, kQMR + r, ca - z);
+    } else {
+      auto* dst = reinterpret_cast<int16_t*>(base) + r * 2;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        dst[(kk / 2) * kQMR * 2 + (kk & 1)] = static_cast<int16_t>(a.at(row + kk) - z);
+      }
     }
   }
   return p;
 }
 
-void QMatrixB::pack(int64_t n0, int64_t nc, int16_t* dst) const {
-  const int64_t kp = k_pairs(k_);
-  const int64_t panels = (nc + kQNR - 1) / kQNR;
-  std::memset(dst, 0, sizeof(int16_t) * static_cast<size_t>(panels * kp * kPanelPairs));
-  int32_t zb[kQNR];
-  for (int64_t p = 0; p < panels; ++p) {
-    const int64_t j0 = n0 + p * kQNR;
-    const int cols = static_cast<int>(std::min<int64_t>(kQNR, n0 + nc - j0));
-    for (int j = 0; j < cols; ++j) zb[j] = zb_.at(j0 + j);
-    int16_t* panel = dst + p * kp * kPanelPairs;
-    for (int64_t kk = 0; kk < k_; ++kk) {
-      int16_t* d = panel + (kk / 2) * kPanelPairs + (kk & 1);
-      const int64_t row = kk * ldb_ + j0;
-      if (b_.is_signed) {
-        const int8_t* s = static_cast<const int8_t*>(b_.data) + row;
-        for (int j = 0; j < cols; ++j) d[2 * j] = static_cast<int16_t>(s[j] - zb[j]);
-      } else {
-        const uint8_t* s = static_cast<const uint8_t*>(b_.data) + row;
-        for (int j = 0; j < cols; ++j) d[2 * j] = static_cast<int16_t>(s[j] - zb[j]);
-      }
+namespace {
+
+template <class T, class E>
+void matrix_row(const T* s, int64_t n, const int32_t* offsets, E* row) {
+  for (int64_t j = 0; j < n; ++j) row[j] = static_cast<E>(static_cast<int32_t>(s[j]) - offsets[j]);
+}
+
+}  // namespace
+
+void QMatrixB::pack(int64_t n0, int64_t nc, uint8_t* dst) const {
+  // Per column: what the layout subtracts (zb, or cb), and in kQuads ob = cb - zb.
+  std::vector<int32_t> sub(static_cast<size_t>(nc)), ob;
+  const bool quads = layout() == Layout::kQuads;
+  const int32_t cb = unsigned_offset(b_.is_signed);
+  for (int64_t j = 0; j < nc; ++j) sub[static_cast<size_t>(j)] = quads ? cb : zb_.at(n0 + j);
+  if (quads) {
+    ob.resize(static_cast<size_t>(nc));
+    for (int64_t j = 0; j < nc; ++j) ob[static_cast<size_t>(j)] = cb - zb_.at(n0 + j);
+  }
+  auto fill = [&](int64_t kk, auto* row) {
+    const int64_t at = kk * ldb_ + n0;
+    if (b_.is_signed) {
+      matrix_row(static_cast<const int8_t*>(b_.data) + at, nc, sub.data(), row);
+    } else {
+      matrix_row(static_cast<const uint8_t*>(b_.data) + at, nc, sub.data(), row);
     }
+  };
+  if (quads) {
+    pack_b_rows<uint8_t>(k_, nc, ZeroPoints{ob.data(), 1}, dst, fill);
+  } else {
+    pack_b_rows<int16_t>(k_, nc, ZeroPoints{}, dst, fill);
   }
 }
 
@@ -112,28 +231,31 @@ QPackedB QPackedB::Pack(const QBSource& src, int64_t k, int64_t n) {
   QPackedB p;
   p.k_ = k;
   p.n_ = n;
-  p.data_.assign(static_cast<size_t>(round_up(std::max<int64_t>(n, 1), kQNR) * k_pairs(k) * 2), 0);
+  p.data_.assign(static_cast<size_t>(round_up(std::max<int64_t>(n, 1), kQNR) / kQNR * b_panel_bytes(k)), 0);
   if (n > 0) src.pack(0, n, p.data_.data());
   return p;
 }
 
-void QPackedB::pack(int64_t n0, int64_t nc, int16_t* dst) const {
+void QPackedB::pack(int64_t n0, int64_t nc, uint8_t* dst) const {
   const int64_t panels = (nc + kQNR - 1) / kQNR;
-  std::memcpy(dst, packed(n0), sizeof(int16_t) * static_cast<size_t>(panels * k_pairs(k_) * kPanelPairs));
+  std::memcpy(dst, packed(n0), static_cast<size_t>(panels * b_panel_bytes(k_)));
 }
 
 namespace {
+
+// Bytes of packed B a tile aims to keep in L2.
+constexpr int64_t kBlockBytes = 256 * 1024;
 
 // Rows of C a sink receives at once (whole A panels).
 constexpr int64_t kSinkPanels = 8;
 
 void qgemm_impl(Parallel* pool, const QPackedA& a, const QBSource& b, int64_t n, int32_t* c, int64_t ldc,
                 const QTileSink* sink) {
-  const int64_t m = a.m(), kp = k_pairs(a.k());
+  const int64_t m = a.m(), kp = k_groups(a.k());
   if (m == 0 || n == 0) return;
   const int64_t n_panels = (n + kQNR - 1) / kQNR;
-  const int64_t panel_bytes = std::max<int64_t>(kp, 1) * kPanelPairs * static_cast<int64_t>(sizeof(int16_t));
-  const int64_t block_panels = std::clamp<int64_t>(kBlockBytes / panel_bytes, 1, kQMaxBlockCols / kQNR);
+  const int64_t panel_bytes = b_panel_bytes(a.k());
+  const int64_t block_panels = std::clamp<int64_t>(kBlockBytes / std::max<int64_t>(panel_bytes, 1), 1, kQMaxBlockCols / kQNR);
   const int64_t tiles_n = (n_panels + block_panels - 1) / block_panels;
   const int threads = pool ? pool->num_threads() : 1;
   // Split rows too when the column blocks alone cannot keep every thread busy;
@@ -151,10 +273,10 @@ void qgemm_impl(Parallel* pool, const QPackedA& a, const QBSource& b, int64_t n,
     const int64_t tm = t / tiles_n, tn = t % tiles_n;
     const int64_t n0 = tn * block_panels * kQNR;
     const int64_t nc = std::min(n - n0, block_panels * kQNR);
-    const int16_t* bblock = kp > 0 ? b.packed(n0) : nullptr;
+    const uint8_t* bblock = kp > 0 ? b.packed(n0) : nullptr;
     if (!bblock && kp > 0) {
-      thread_local std::vector<int16_t> buf;
-      const auto need = static_cast<size_t>(round_up(nc, kQNR) * kp * 2);
+      thread_local std::vector<uint8_t> buf;
+      const auto need = static_cast<size_t>(round_up(nc, kQNR) / kQNR * panel_bytes);
       if (buf.size() < need) buf.resize(need);
       b.pack(n0, nc, buf.data());
       bblock = buf.data();
@@ -179,7 +301,7 @@ void qgemm_impl(Parallel* pool, const QPackedA& a, const QBSource& b, int64_t n,
         for (int64_t i = 0; i < rows; ++i) std::fill(out + i * ld, out + i * ld + nc, 0);
       }
       for (int64_t j0 = 0; j0 < nc && kp > 0; j0 += kQNR) {
-        const int16_t* bp = bblock + (j0 / kQNR) * kp * kPanelPairs;
+        const uint8_t* bp = bblock + (j0 / kQNR) * panel_bytes;
         const int nr = static_cast<int>(std::min<int64_t>(kQNR, nc - j0));
         for (int64_t p = pc; p < pe; ++p) {
           const int mr = static_cast<int>(std::min<int64_t>(kQMR, m - p * kQMR));

@@ -4,15 +4,26 @@
 // for 8-bit A and B (each int8 or uint8), with zero points per row of A and
 // per column of B (a shared zero point is a stride-0 array).
 //
-// Method: both operands are widened to int16 with their zero points already
-// subtracted, which is exact (values lie in [-255, 255]) and lets a signed
-// 16x16->32 multiply-add serve every combination of signedness. K is padded
-// to even and consecutive k are interleaved, so one 32-bit lane holds the
-// pair (k, k+1). A is packed in panels of kQMR rows ([K/2][kQMR] pairs), B in
-// panels of kQNR columns ([K/2][kQNR] pairs). The micro-kernel broadcasts one
-// A pair and multiply-adds it against kQNR B pairs (vpdpwssd with AVX-512
-// VNNI, vpmaddwd + vpaddd with AVX-512BW, a plain loop otherwise), keeping
-// kQMR x kQNR int32 accumulators in registers over the whole of K.
+// Operands are packed in one of two layouts, chosen once per process by the
+// CPU (layout()); either way each group of consecutive k takes 4 bytes per
+// row of A and per column of B, A in panels of kQMR rows and B in panels of
+// kQNR columns, and the micro-kernel broadcasts one row's group of A against
+// a panel's groups of B, keeping kQMR x kQNR int32 accumulators in registers
+// over the whole of K:
+// - kQuads (AVX-512 VNNI): groups of 4 k as bytes for vpdpbusd, which
+//   multiplies unsigned by signed bytes and sums the four products into int32
+//   exactly. A is stored signed, A_s = A - ca (ca = 128 for uint8 A, else 0),
+//   and B unsigned, B_u = B - cb (cb = -128 for int8 B, else 0), so with
+//   oa = ca - za and ob = cb - zb
+//     C = sum A_s B_u + ob * sum_k A_s + oa * (sum_k B_u + K * ob),
+//   where each A panel ends with its rows' sum_k A_s and oa, each B panel with
+//   its columns' sum_k B_u + K * ob and ob; the kernel adds the corrections
+//   once per tile. The arithmetic wraps in int32 like the accumulation, so
+//   the result is the exact sum whenever that fits in int32.
+// - kPairs (otherwise): both operands widened to int16 with their zero points
+//   already subtracted (exact: values lie in [-255, 255]), in groups of 2 k
+//   for a signed 16x16->32 multiply-add (vpdpwssd with AVX-512 VNNI, vpmaddwd
+//   + vpaddd with AVX-512BW, a plain loop otherwise).
 //
 // The output is cut into tiles of whole panels that run on the thread pool;
 // each tile packs its block of B (from a QBSource, so im2col writes straight
@@ -24,6 +35,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "ir/tensor.h"
@@ -38,8 +50,25 @@ constexpr int kQMR = 8;   // rows of A per panel
 constexpr int kQNR = 32;  // columns of B per panel
 constexpr int64_t kQMaxBlockCols = 16 * kQNR;  // widest block of columns a QTileSink receives
 
-inline int64_t k_pairs(int64_t k) { return (k + 1) / 2; }
 inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+enum class Layout { kPairs, kQuads };
+// The layout of every packed operand in this process: kQuads where the CPU
+// has AVX-512 VNNI (cpu::avx512_vnni()), else kPairs.
+Layout layout();
+// Values of one k group: 2 int16 (kPairs) or 4 bytes (kQuads).
+inline int64_t group_k(Layout l) { return l == Layout::kQuads ? 4 : 2; }
+// Groups of K in a panel, K padded with zeros to whole groups.
+inline int64_t k_groups(int64_t k, Layout l = layout()) { return (k + group_k(l) - 1) / group_k(l); }
+// Bytes of one packed panel of A (kQMR rows) or of B (kQNR columns):
+// 4 bytes per group and row/column, and in the kQuads layout two int32 per
+// row/column after them (A: sum_k A_s, oa; B: sum_k B_u + K * ob, ob).
+inline int64_t a_panel_bytes(int64_t k, Layout l = layout()) {
+  return (k_groups(k, l) + (l == Layout::kQuads ? 2 : 0)) * kQMR * 4;
+}
+inline int64_t b_panel_bytes(int64_t k, Layout l = layout()) {
+  return (k_groups(k, l) + (l == Layout::kQuads ? 2 : 0)) * kQNR * 4;
+}
 
 // Reads 8-bit values of either signedness as int32.
 struct Int8Ref {
@@ -68,26 +97,35 @@ class QPackedA {
   int64_t m() const { return m_; }
   int64_t k() const { return k_; }
   int64_t panels() const { return (m_ + kQMR - 1) / kQMR; }
-  // Panel p: k_pairs(k) * kQMR pairs of int16.
-  const int16_t* panel(int64_t p) const { return data_.data() + p * k_pairs(k_) * kQMR * 2; }
+  // Panel p: a_panel_bytes(k) bytes.
+  const uint8_t* panel(int64_t p) const { return data_.data() + p * a_panel_bytes(k_); }
 
  private:
   int64_t m_ = 0, k_ = 0;
-  std::vector<int16_t> data_;
+  std::vector<uint8_t> data_;
 };
+
+// Writes the B panels of columns [0, nc) of a K-row matrix, given row by row:
+// fill(kk, row) writes row kk's nc values, encoded for the layout (E =
+// int16_t: B - zb, for kPairs; E = uint8_t: B_u = B - cb, for kQuads, with
+// ob[j] = cb - zb[j] of column j). Columns past nc in the last panel are
+// zero. The QBSources below build on it.
+// Instantiated for the two element types only.
+template <class E>
+void pack_b_rows(int64_t k, int64_t nc, ZeroPoints ob, uint8_t* dst, const std::function<void(int64_t, E*)>& fill);
 
 // Produces packed column blocks of B (K x N) minus its zero points.
 class QBSource {
  public:
   virtual ~QBSource() = default;
-  // Writes columns [n0, n0+nc) as ceil(nc/kQNR) panels of k_pairs(K) x kQNR
-  // pairs; panel i starts at dst + i * k_pairs(K) * kQNR * 2. Columns past
-  // nc in the last panel must be zero. n0 is a multiple of kQNR. Called
-  // concurrently from several threads.
-  virtual void pack(int64_t n0, int64_t nc, int16_t* dst) const = 0;
+  // Writes columns [n0, n0+nc) as ceil(nc/kQNR) panels of layout(); panel
+  // i starts at dst + i * b_panel_bytes(K). Columns past nc in the last
+  // panel must be zero. n0 is a multiple of kQNR. Called concurrently from
+  // several threads.
+  virtual void pack(int64_t n0, int64_t nc, uint8_t* dst) const = 0;
   // Already-packed panels starting at column n0 (a multiple of kQNR), or
   // null when blocks must be packed with pack().
-  virtual const int16_t* packed(int64_t n0) const {
+  virtual const uint8_t* packed(int64_t n0) const {
     (void)n0;
     return nullptr;
   }
@@ -97,7 +135,7 @@ class QBSource {
 class QMatrixB final : public QBSource {
  public:
   QMatrixB(Int8Ref b, int64_t ldb, int64_t k, int64_t n, ZeroPoints zb) : b_(b), ldb_(ldb), k_(k), n_(n), zb_(zb) {}
-  void pack(int64_t n0, int64_t nc, int16_t* dst) const override;
+  void pack(int64_t n0, int64_t nc, uint8_t* dst) const override;
 
  private:
   Int8Ref b_;
@@ -110,13 +148,13 @@ class QPackedB final : public QBSource {
  public:
   QPackedB() = default;
   static QPackedB Pack(const QBSource& src, int64_t k, int64_t n);
-  void pack(int64_t n0, int64_t nc, int16_t* dst) const override;
-  const int16_t* packed(int64_t n0) const override { return data_.data() + n0 * k_pairs(k_) * 2; }
+  void pack(int64_t n0, int64_t nc, uint8_t* dst) const override;
+  const uint8_t* packed(int64_t n0) const override { return data_.data() + n0 / kQNR * b_panel_bytes(k_); }
   bool empty() const { return data_.empty(); }
 
  private:
   int64_t k_ = 0, n_ = 0;
-  std::vector<int16_t> data_;
+  std::vector<uint8_t> data_;
 };
 
 // Receives finished blocks of C: rows [i0, i0 + mi) and columns [j0, j0 + nj)

@@ -386,6 +386,42 @@ TEST(MatMulInteger, MatchesReferenceForEveryZeroPointLayout) {
   }
 }
 
+// Operands and zero points at the ends of their ranges, over sums long enough
+// that a 16-bit intermediate or a saturating step would show, for every pair of
+// signednesses (the kQuads layout offsets both operands; quantize_gemm.h).
+Tensor extreme_int8(DType dt, Dims dims, std::mt19937& rng) {
+  Tensor t(dt, std::move(dims));
+  std::bernoulli_distribution high(0.5);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const bool h = high(rng);
+    if (dt == DType::kUInt8) t.data<uint8_t>()[i] = h ? 255 : 0;
+    else t.data<int8_t>()[i] = static_cast<int8_t>(h ? 127 : -128);
+  }
+  return t;
+}
+
+TEST(MatMulInteger, ExtremeValuesOverLongSumsAreExactForEverySignedness) {
+  std::mt19937 rng(40);
+  ThreadPool pool(2);
+  for (DType at : {DType::kUInt8, DType::kInt8}) {
+    for (DType bt : {DType::kUInt8, DType::kInt8}) {
+      for (bool constants : {false, true}) {
+        Tensor a = extreme_int8(at, {9, 1027}, rng), b = extreme_int8(bt, {1027, 35}, rng);
+        Tensor za = extreme_int8(at, {9}, rng), zb = extreme_int8(bt, {35}, rng);
+        Node node = make_node("MatMulInteger", {"a", "b", "za", "zb"});
+        auto r = run_schema(quant::matmul_integer_schema(), node, {a, b, za, zb}, constants, &pool);
+        ASSERT_TRUE(r.ok()) << r.status().message();
+        const MatRef want = matmul_ref(a, b, ints_of(za), ints_of(zb));
+        const Tensor& y = r.value()[0];
+        for (int64_t i = 0; i < y.numel(); ++i) {
+          ASSERT_EQ(y.data<int32_t>()[i], want.acc[static_cast<size_t>(i)])
+              << dtype_name(at) << " x " << dtype_name(bt) << " element " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(MatMulInteger, OneDimensionalOperands) {
   std::mt19937 rng(5);
   Tensor a = random_int8(DType::kUInt8, {9}, rng), b = random_int8(DType::kInt8, {9, 4}, rng);
@@ -598,6 +634,29 @@ TEST(ConvInteger, MatchesReferenceAcrossGeometries) {
                                  ints_of(wz), y.dims());
       for (int64_t i = 0; i < y.numel(); ++i) {
         ASSERT_EQ(y.data<int32_t>()[i], want[static_cast<size_t>(i)]) << dims_str(c.x) << " element " << i;
+      }
+    }
+  }
+}
+
+TEST(ConvInteger, ExtremeValuesAreExactForEverySignedness) {
+  std::mt19937 rng(41);
+  ThreadPool pool(2);
+  for (DType xt : {DType::kUInt8, DType::kInt8}) {
+    for (DType wt : {DType::kUInt8, DType::kInt8}) {
+      // 130 input channels x 3 x 3 = 1170 terms per output, with padding.
+      const ConvCase c{{1, 130, 6, 7}, {11, 130, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, "", xt, wt, true};
+      Tensor x = extreme_int8(xt, c.x, rng), w = extreme_int8(wt, c.w, rng);
+      Tensor xz = extreme_int8(xt, {}, rng), wz = extreme_int8(wt, {c.w[0]}, rng);
+      Node node = conv_node("ConvInteger", c, {"x", "w", "xz", "wz"});
+      auto r = run_schema(quant::conv_integer_schema(), node, {x, w, xz, wz}, true, &pool);
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      const Tensor& y = r.value()[0];
+      const auto want = conv_ref(x, w, 1, {1, 1}, {1, 1}, {1, 1}, static_cast<int>(value(xz, 0)), ints_of(wz),
+                                 y.dims());
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        ASSERT_EQ(y.data<int32_t>()[i], want[static_cast<size_t>(i)])
+            << dtype_name(xt) << " x " << dtype_name(wt) << " element " << i;
       }
     }
   }
