@@ -125,10 +125,19 @@ const float* side_values(const Side& sd, int64_t b, int64_t n, float* tmp, int* 
   return tmp;
 }
 
+// The chain starts with a Cast of int32 input 0 to float32.
+bool cast_head(const Node& node) {
+  const Attribute* ops = node.attr("ops");
+  return ops && !ops->strings.empty() && ops->strings[0] == "Cast";
+}
+
 Status infer_fused_elementwise(InferContext& ctx) {
+  const bool cast = cast_head(ctx.node());
   for (int i = 0; i < ctx.num_inputs(); ++i) {
-    if (ctx.in_dtype(i) != DType::kUndefined && ctx.in_dtype(i) != DType::kFloat32) {
-      return ctx.error(std::string("inputs must be float32, input ") + std::to_string(i) + " is " +
+    const DType want = i == 0 && cast ? DType::kInt32 : DType::kFloat32;
+    if (ctx.in_dtype(i) != DType::kUndefined && ctx.in_dtype(i) != want) {
+      return ctx.error(std::string("inputs must be float32 (input 0 int32 under a head Cast), input ") +
+                       std::to_string(i) + " is " +
                        dtype_name(ctx.in_dtype(i)));
     }
   }
@@ -149,7 +158,9 @@ class FusedElementwiseKernel final : public Kernel {
     }
     auto k = std::make_unique<FusedElementwiseKernel>();
     const int num_inputs = node.num_inputs();
-    for (size_t i = 0; i < n; ++i) {
+    k->cast_head_ = cast_head(node);
+    if (k->cast_head_ && args[0] != -1) return InvalidModel(node.describe() + ": the head Cast has a side input");
+    for (size_t i = k->cast_head_ ? 1 : 0; i < n; ++i) {
       const OpName* o = find_op(ops->strings[i]);
       if (!o) return InvalidModel(node.describe() + ": op '" + ops->strings[i] + "' cannot be fused");
       Instr in{o->op, static_cast<int>(args[i]), swap[i] != 0, p0[i], p1[i]};
@@ -169,9 +180,10 @@ class FusedElementwiseKernel final : public Kernel {
     for (int i = 0; i < ctx.num_inputs(); ++i) {
       const Tensor* t = ctx.input(i);
       if (!t) return ctx.error("input " + std::to_string(i) + " is absent");
-      if (t->dtype() != DType::kFloat32) return ctx.error("input " + std::to_string(i) + " is not float32");
+      const DType want = i == 0 && cast_head_ ? DType::kInt32 : DType::kFloat32;
+      if (t->dtype() != want) return ctx.error("input " + std::to_string(i) + " is not " + dtype_name(want));
       Side& sd = sides[static_cast<size_t>(i)];
-      sd.data = t->data<float>();
+      sd.data = want == DType::kFloat32 ? t->data<float>() : nullptr;
       sd.numel = t->numel();
       if (i == 0 ? t->dims() != od : !block_broadcast(t->dims(), od, &sd.inner)) {
         return ctx.error("input " + std::to_string(i) + " " + dims_str(t->dims()) +
@@ -180,6 +192,7 @@ class FusedElementwiseKernel final : public Kernel {
       }
     }
     const float* x = sides[0].data;
+    const int32_t* xi = cast_head_ ? ctx.input(0)->data<int32_t>() : nullptr;
     float* out = y.data<float>();
     const bool wide = cpu::avx512();
     ctx.pool().parallel_for(y.numel(), kGrain, [&](int64_t begin, int64_t end) {
@@ -187,7 +200,11 @@ class FusedElementwiseKernel final : public Kernel {
       alignas(64) float tmp[kBlock];
       for (int64_t b = begin; b < end; b += kBlock) {
         const int64_t n = std::min(kBlock, end - b);
-        std::memcpy(v, x + b, sizeof(float) * static_cast<size_t>(n));
+        if (xi) {
+          for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(xi[b + i]);  // Cast's conversion
+        } else {
+          std::memcpy(v, x + b, sizeof(float) * static_cast<size_t>(n));
+        }
         for (const Instr& in : prog_) {
           if (in.arg < 0) {
             if (wide) avx512::unary(in, v, n);
@@ -211,7 +228,8 @@ class FusedElementwiseKernel final : public Kernel {
   }
 
  private:
-  std::vector<Instr> prog_;
+  std::vector<Instr> prog_;  // after the head Cast, if any
+  bool cast_head_ = false;
 };
 
 }  // namespace

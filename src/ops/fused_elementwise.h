@@ -12,6 +12,8 @@
 //   swap   (ints)    1 when the side operand is the left one (s - v, s / v)
 //   p0, p1 (floats)  parameters: LeakyRelu alpha; HardSigmoid alpha, beta;
 //                    Clip min, max; Pow's constant exponent; Gelu 1 = tanh
+// The first instruction may be Cast (no side input, no parameters): input 0 is
+// then int32 and is converted to float32 as the Cast kernel converts it.
 // The value starts as input 0 and every instruction replaces it. A side
 // operand must broadcast onto the output as one contiguous block of the
 // output's dims (see block_broadcast): a scalar, a same-shape tensor, a

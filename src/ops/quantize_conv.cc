@@ -15,6 +15,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "util/cpu_isa.h"
 #include "ops/conv_util.h"
 #include "ops/quantize_gemm.h"
 #include "ops/quantize_ops.h"
@@ -200,44 +201,74 @@ class QIm2col final : public qgemm::QBSource {
 //
 // The input plane is first copied, minus its zero point, into an int16 plane
 // whose columns are padded with zeros on both sides, so that every tap of a
-// block of kDwBlock outputs reads in bounds and padding contributes nothing;
-// the block's accumulators then stay in registers across all taps.
+// block of kDwBlock outputs reads in bounds and padding contributes nothing.
+// With a column stride s, each padded row is stored as s phases (phase p
+// holds columns p, p + s, p + 2s, ...), so that the outputs of a block read
+// each tap from one contiguous run whatever the stride, and the block's
+// accumulators stay in registers across all taps.
 constexpr int kDwBlock = 16;
 
-template <class TX>
-void copy_padded(const TX* x, int64_t ih, int64_t iw, int32_t xz, int64_t pw, int64_t width, int16_t* dst) {
+// Row r of the padded plane, logical column c = i * sw + p, is at
+// dst[r * sw * phase_width + p * phase_width + i]. kStride is sw where the
+// caller fixes it (1, 2), 0 otherwise, so the common loops compile for it.
+template <int kStride, class TX>
+void copy_padded(const TX* x, int64_t ih, int64_t iw, int32_t xz, int64_t pw, int64_t stride, int64_t phase_width,
+                 int16_t* dst) {
+  const int64_t sw = kStride > 0 ? kStride : stride;
   for (int64_t r = 0; r < ih; ++r) {
-    int16_t* d = dst + r * width;
-    std::fill(d, d + pw, int16_t{0});
     const TX* s = x + r * iw;
-    for (int64_t c = 0; c < iw; ++c) d[pw + c] = static_cast<int16_t>(static_cast<int32_t>(s[c]) - xz);
-    std::fill(d + pw + iw, d + width, int16_t{0});
+    for (int64_t p = 0; p < sw; ++p) {
+      int16_t* d = dst + (r * sw + p) * phase_width;
+      // Entries i with 0 <= i * sw + p - pw < iw hold the input; the rest are padding.
+      const int64_t lo = std::min(phase_width, std::max<int64_t>(0, (pw - p + sw - 1) / sw));
+      const int64_t hi = std::max(lo, std::min(phase_width, (iw + pw - p + sw - 1) / sw));
+      std::fill(d, d + lo, int16_t{0});
+      const TX* src = s + lo * sw + p - pw;
+      for (int64_t i = lo; i < hi; ++i) d[i] = static_cast<int16_t>(static_cast<int32_t>(src[(i - lo) * sw]) - xz);
+      std::fill(d + hi, d + phase_width, int16_t{0});
+    }
   }
 }
 
+// Tap weights as int16 pairs for vpmaddwd: (w, 0) picks the even int16 of
+// each 32-bit lane, (0, w) the odd one, so each multiply-add yields exact
+// int32 products (|x|, |w| <= 255) of every other output.
+struct TapPair {
+  __m256i even, odd;
+};
+
 template <int kStride>
-void depthwise_rows(const int16_t* xp, int64_t width, const int32_t* wv, const Geometry& g, int64_t sw, int32_t* y) {
+void depthwise_rows(const int16_t* xp, int64_t phase_width, const TapPair* taps, const Geometry& g, int32_t* y) {
   const size_t r = g.in.size();
   const int64_t ih = r == 2 ? g.in[0] : 1;
   const int64_t oh = r == 2 ? g.out[0] : 1, ow = g.out[r - 1];
   const int64_t kh = r == 2 ? g.kernel[0] : 1, kw = g.kernel[r - 1];
-  const int64_t sh = r == 2 ? g.strides[0] : 1;
+  const int64_t sh = r == 2 ? g.strides[0] : 1, sw = kStride > 0 ? kStride : g.strides[r - 1];
   const int64_t dh = r == 2 ? g.dilations[0] : 1, dw = g.dilations[r - 1];
   const int64_t ph = r == 2 ? g.pad_begin[0] : 0;
-  const int64_t step = kStride > 0 ? kStride : sw;
+  const int64_t row_len = sw * phase_width;
   for (int64_t oy = 0; oy < oh; ++oy) {
     for (int64_t o0 = 0; o0 < ow; o0 += kDwBlock) {
-      int32_t acc[kDwBlock] = {};
+      static_assert(kDwBlock == 16, "one block is 16 int16 outputs in a 256-bit register");
+      __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
       for (int64_t ky = 0; ky < kh; ++ky) {
         const int64_t iy = oy * sh + ky * dh - ph;
         if (iy < 0 || iy >= ih) continue;
-        const int16_t* row = xp + iy * width + o0 * step;
+        const int16_t* row = xp + iy * row_len + o0;
         for (int64_t kx = 0; kx < kw; ++kx) {
-          const int32_t wk = wv[ky * kw + kx];
-          const int16_t* src = row + kx * dw;
-          for (int l = 0; l < kDwBlock; ++l) acc[l] += wk * static_cast<int32_t>(src[l * step]);
+          const TapPair& t = taps[ky * kw + kx];
+          const int64_t off = kx * dw;
+          const __m256i v =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + (off % sw) * phase_width + off / sw));
+          even = _mm256_add_epi32(even, _mm256_madd_epi16(v, t.even));
+          odd = _mm256_add_epi32(odd, _mm256_madd_epi16(v, t.odd));
         }
       }
+      // even[i] is output 2i and odd[i] output 2i + 1; interleave them back (unpack works per 128-bit half).
+      const __m256i lo = _mm256_unpacklo_epi32(even, odd), hi = _mm256_unpackhi_epi32(even, odd);
+      alignas(32) int32_t acc[kDwBlock];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(acc), _mm256_permute2x128_si256(lo, hi, 0x20));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(acc + 8), _mm256_permute2x128_si256(lo, hi, 0x31));
       const int64_t n = std::min<int64_t>(kDwBlock, ow - o0);
       std::copy(acc, acc + n, y + oy * ow + o0);
     }
@@ -252,27 +283,37 @@ void depthwise_plane(Int8Ref x, Int8Ref w, int32_t xz, int32_t wz, const Geometr
   const int64_t sw = g.strides[r - 1], dw = g.dilations[r - 1], pw = g.pad_begin[r - 1];
   const int64_t blocks = (ow + kDwBlock - 1) / kDwBlock;
   const int64_t width = std::max(pw + iw, (blocks * kDwBlock - 1) * sw + (kw - 1) * dw + 1);
+  const int64_t phase_width = (width + sw - 1) / sw;
   thread_local std::vector<int16_t> padded;
-  if (padded.size() < static_cast<size_t>(ih * width)) padded.resize(static_cast<size_t>(ih * width));
-  if (x.is_signed) {
-    copy_padded(static_cast<const int8_t*>(x.data), ih, iw, xz, pw, width, padded.data());
-  } else {
-    copy_padded(static_cast<const uint8_t*>(x.data), ih, iw, xz, pw, width, padded.data());
+  const auto need = static_cast<size_t>(ih * sw * phase_width);
+  if (padded.size() < need) padded.resize(need);
+
+  TapPair taps_small[16];
+  std::vector<TapPair> taps_big;
+  TapPair* taps = taps_small;
+  if (kh * kw > 16) {
+    taps_big.resize(static_cast<size_t>(kh * kw));
+    taps = taps_big.data();
   }
-  int32_t wv_small[64];
-  std::vector<int32_t> wv_big;
-  int32_t* wv = wv_small;
-  if (kh * kw > 64) {
-    wv_big.resize(static_cast<size_t>(kh * kw));
-    wv = wv_big.data();
+  for (int64_t i = 0; i < kh * kw; ++i) {
+    const auto wk = static_cast<uint32_t>(static_cast<uint16_t>(static_cast<int16_t>(w.at(i) - wz)));
+    taps[i] = {_mm256_set1_epi32(static_cast<int32_t>(wk)), _mm256_set1_epi32(static_cast<int32_t>(wk << 16))};
   }
-  for (int64_t i = 0; i < kh * kw; ++i) wv[i] = w.at(i) - wz;
+  auto run = [&](auto stride) {
+    constexpr int kStride = decltype(stride)::value;
+    if (x.is_signed) {
+      copy_padded<kStride>(static_cast<const int8_t*>(x.data), ih, iw, xz, pw, sw, phase_width, padded.data());
+    } else {
+      copy_padded<kStride>(static_cast<const uint8_t*>(x.data), ih, iw, xz, pw, sw, phase_width, padded.data());
+    }
+    depthwise_rows<kStride>(padded.data(), phase_width, taps, g, y);
+  };
   if (sw == 1) {
-    depthwise_rows<1>(padded.data(), width, wv, g, sw, y);
+    run(std::integral_constant<int, 1>{});
   } else if (sw == 2) {
-    depthwise_rows<2>(padded.data(), width, wv, g, sw, y);
+    run(std::integral_constant<int, 2>{});
   } else {
-    depthwise_rows<0>(padded.data(), width, wv, g, sw, y);
+    run(std::integral_constant<int, 0>{});
   }
 }
 

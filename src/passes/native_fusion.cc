@@ -3,7 +3,8 @@
 //   1. Conv -> [Add(Z)] -> [activation]  => FusedConv
 //   2. Gemm -> activation => FusedGemm;
 //      MatMul(constant B) -> [Add(bias)] -> [activation] => FusedMatMul
-//   3. elementwise chains                 => FusedElementwise
+//   3. elementwise chains, which may start with a Cast of int32 to float32
+//                                         => FusedElementwise
 // Conv and Gemm go first so their activations end in the GEMM epilogue
 // rather than in an elementwise chain. Within a pass groups are disjoint
 // (a node joins at most one group); a group is grown greedily from its
@@ -435,7 +436,12 @@ int fuse_elementwise(Graph& g, const Scope* outer, NativeFusionStats* st) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     if (rw.taken[i]) continue;
     const Node& head = g.nodes[i];
-    const EwOp he = classify(sc, head);
+    // A Cast of int32 to float32 may head a chain: the integer products of dynamically quantized models
+    // (ConvInteger, MatMulInteger) meet their scale so.
+    const bool cast = head.op_type == "Cast" && head.domain.empty() && head.num_inputs() == 1 &&
+                      head.attr_int("to", -1) == static_cast<int64_t>(DType::kFloat32) &&
+                      value_dtype(sc, head.inputs[0]) == DType::kInt32;
+    const EwOp he = cast ? EwOp{true, false} : classify(sc, head);
     Dims out;
     if (!he.ok || !static_dims(sc, head.outputs[0], &out)) continue;
     // The head's operand with the output's shape starts the chain.

@@ -334,6 +334,51 @@ TEST(NativeFusion, NonFloatChainIsNotFused) {
   EXPECT_EQ(r.fused_steps, 2);
 }
 
+// What dynamically quantized models write after ConvInteger/MatMulInteger:
+// Cast(int32 -> float32), then the scale, the bias and an activation.
+TEST(NativeFusion, CastOfInt32HeadsAChainAndConvertsAsCastDoes) {
+  GraphBuilder b;
+  b.input("acc", {2, 3, 40}, DType::kInt32).input("s", {}).input("bias", {40});
+  b.node("Cast", {"acc"}, {"f"}).attrs["to"] = Attribute::Int(static_cast<int64_t>(DType::kFloat32));
+  b.node("Mul", {"f", "s"}, {"m"});
+  b.node("Add", {"m", "bias"}, {"a"});
+  b.node("Relu", {"a"}, {"y"});
+  b.output("y");
+  Runs r = compare(b.g, 5);
+  EXPECT_EQ(r.unfused_steps, 4);
+  EXPECT_EQ(r.fused_steps, 1);
+  // Integers beyond 2^24 round to float as Cast rounds them.
+  SessionOptions on, off;
+  off.fuse = false;
+  auto fused = InferenceSession::Create(b.g, on);
+  auto plain = InferenceSession::Create(b.g, off);
+  ASSERT_TRUE(fused.ok() && plain.ok());
+  Tensor acc(DType::kInt32, {2, 3, 40});
+  for (int64_t i = 0; i < acc.numel(); ++i) {
+    acc.data<int32_t>()[i] = static_cast<int32_t>((i % 2 ? -1 : 1) * (2147483647 - i * 7919));
+  }
+  Tensor bias(DType::kFloat32, {40});
+  for (int64_t i = 0; i < 40; ++i) bias.data<float>()[i] = 0.f;
+  const std::vector<Tensor> ins = {acc, Tensor::Scalar<float>(1.f), bias};
+  auto a = (*fused)->run(ins);
+  auto c = (*plain)->run(ins);
+  ASSERT_TRUE(a.ok() && c.ok());
+  for (int64_t i = 0; i < acc.numel(); ++i) {
+    ASSERT_EQ((*a)[0].data<float>()[i], (*c)[0].data<float>()[i]) << i;
+    ASSERT_EQ((*a)[0].data<float>()[i], std::max(0.f, static_cast<float>(acc.data<int32_t>()[i]))) << i;
+  }
+}
+
+TEST(NativeFusion, CastOfAnotherTypeDoesNotHeadAChain) {
+  GraphBuilder b;
+  b.input("x", {4, 16}, DType::kBool).input("w", {4, 16});
+  b.node("Cast", {"x"}, {"f"}).attrs["to"] = Attribute::Int(static_cast<int64_t>(DType::kFloat32));
+  b.node("Mul", {"f", "w"}, {"y"});
+  b.output("y");
+  Runs r = compare(b.g, 3);
+  EXPECT_EQ(r.fused_steps, 2);
+}
+
 TEST(NativeFusion, BroadcastThatIsNotOneBlockIsNotFused) {
   GraphBuilder b;
   b.input("x", {2, 3, 4}).input("m", {2, 1, 4}).input("o", {2, 3, 4});

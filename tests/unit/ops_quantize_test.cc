@@ -611,6 +611,8 @@ const std::vector<ConvCase>& conv_cases() {
       {{1, 3, 15}, {6, 1, 3}, 3, {2}, {2}, {2, 1}, "", DType::kUInt8, DType::kInt8, true},
       {{2, 4, 9, 8}, {4, 1, 3, 2}, 4, {2, 2}, {}, {}, "SAME_UPPER", DType::kUInt8, DType::kUInt8, false},
       {{1, 2, 4, 5, 6}, {2, 1, 2, 2, 2}, 2, {}, {}, {1, 1, 0, 0, 1, 1}, "", DType::kInt8, DType::kInt8, true},
+      // Depthwise with a column stride of 3 and dilation 2: the padded rows' three phases.
+      {{1, 3, 11, 40}, {6, 1, 3, 5}, 3, {2, 3}, {1, 2}, {2, 1, 2, 3}, "", DType::kUInt8, DType::kInt8, true},
   };
   return cases;
 }
