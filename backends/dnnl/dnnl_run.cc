@@ -37,6 +37,7 @@
 
 #include "dnnl_cost.h"
 #include "dnnl_engine.h"
+#include "ops/dynamic_quantize_math.h"  // header-only, shared with native
 #include "ops/elementwise_math.h"  // header-only: the logistic native and ONNX Runtime compute
 
 namespace tessera_dnnl {
@@ -144,37 +145,6 @@ void run_dq_binary(const Step& s, const void* a, const void* b, size_t begin, si
   else with_b(static_cast<const uint8_t*>(a) + begin);
 }
 
-// The min and max of x[0, n), each extended to include 0, NaN ignored (min and max are exact in any order). SSE's
-// minps(v, lo) is `v < lo ? v : lo`: a NaN v leaves lo.
-void min_max_with_zero(const float* x, size_t n, float* out_min, float* out_max) {
-  __m128 lo[4], hi[4];
-  for (int k = 0; k < 4; ++k) lo[k] = hi[k] = _mm_setzero_ps();
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    for (int k = 0; k < 4; ++k) {
-      const __m128 v = _mm_loadu_ps(x + i + 4 * k);
-      lo[k] = _mm_min_ps(v, lo[k]);
-      hi[k] = _mm_max_ps(v, hi[k]);
-    }
-  }
-  float l[16], h[16];
-  for (int k = 0; k < 4; ++k) {
-    _mm_storeu_ps(l + 4 * k, lo[k]);
-    _mm_storeu_ps(h + 4 * k, hi[k]);
-  }
-  float mn = 0.f, mx = 0.f;
-  for (int k = 0; k < 16; ++k) {
-    mn = l[k] < mn ? l[k] : mn;
-    mx = h[k] > mx ? h[k] : mx;
-  }
-  for (; i < n; ++i) {
-    mn = x[i] < mn ? x[i] : mn;
-    mx = x[i] > mx ? x[i] : mx;
-  }
-  *out_min = mn;
-  *out_max = mx;
-}
-
 // DynamicQuantizeLinear's scale and zero point (ONNX's function body, in float32, as Tessera's native kernel and
 // ONNX Runtime compute them): scale = (max - min) / 255, zero point = round half to even of clip(0 - min / scale,
 // 0, 255); an all-zero input has scale 0 and zero point 0.
@@ -184,7 +154,7 @@ void quant_params(const float* x, size_t n, float* params) {
 #pragma omp parallel for schedule(static) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
     const size_t begin = static_cast<size_t>(c) * kLookupChunk;
-    min_max_with_zero(x + begin, std::min(n, begin + kLookupChunk) - begin, &mins[static_cast<size_t>(c)],
+    tessera::dynq::min_max_with_zero(x + begin, std::min(n, begin + kLookupChunk) - begin, &mins[static_cast<size_t>(c)],
                       &maxs[static_cast<size_t>(c)]);
   }
   float mn = 0.f, mx = 0.f;
@@ -192,16 +162,9 @@ void quant_params(const float* x, size_t n, float* params) {
     mn = mins[static_cast<size_t>(c)] < mn ? mins[static_cast<size_t>(c)] : mn;
     mx = maxs[static_cast<size_t>(c)] > mx ? maxs[static_cast<size_t>(c)] : mx;
   }
-  const float scale = (mx - mn) / 255.f;
-  float zp = 0.f;
-  if (scale != 0.f) {
-    zp = 0.f - mn / scale;
-    zp = zp > 0.f ? zp : 0.f;
-    zp = zp < 255.f ? zp : 255.f;
-    zp = std::nearbyint(zp);
-  }
-  params[0] = scale;
-  params[1] = zp;
+  const tessera::dynq::Params p = tessera::dynq::params_from_range(mn, mx);
+  params[0] = p.scale;
+  params[1] = p.zero_point;
 }
 
 // After a convolution (matmul) of uint8 weights (Step::w_offsets): acc holds [positions, M + 1] int32, channel

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "ops/conv_util.h"
+#include "ops/dynamic_quantize_math.h"
 #include "ops/op_registry.h"
 #include "ops/quantize_ops.h"
 
@@ -292,46 +293,23 @@ Status infer_dynamic_quantize(InferContext& ctx) {
   return Status::Ok();
 }
 
-// min and max of x, each extended to include 0 (NaN is ignored).
+// min(0, min(x)) and max(0, max(x)), NaN ignored, over chunks in parallel.
 void min_max_with_zero(KernelContext& ctx, const float* x, int64_t n, float* out_min, float* out_max) {
   const int64_t chunks = std::max<int64_t>(1, (n + kGrain - 1) / kGrain);
   std::vector<float> mins(static_cast<size_t>(chunks), 0.f), maxs(static_cast<size_t>(chunks), 0.f);
   ctx.pool().parallel_for(chunks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t c = begin; c < end; ++c) {
-      // Lane-wise partial results so the loop vectorizes without reassociating
-      // a single float reduction.
-      constexpr int kLanes = 16;
-      float lo[kLanes] = {}, hi[kLanes] = {};
       const int64_t b = c * kGrain, e = std::min(n, b + kGrain);
-      int64_t i = b;
-      for (; i + kLanes <= e; i += kLanes) {
-        for (int l = 0; l < kLanes; ++l) {
-          const float v = x[i + l];
-          lo[l] = v < lo[l] ? v : lo[l];
-          hi[l] = v > hi[l] ? v : hi[l];
-        }
-      }
-      float mn = 0.f, mx = 0.f;
-      for (int l = 0; l < kLanes; ++l) {
-        mn = std::min(mn, lo[l]);
-        mx = std::max(mx, hi[l]);
-      }
-      for (; i < e; ++i) {
-        mn = x[i] < mn ? x[i] : mn;
-        mx = x[i] > mx ? x[i] : mx;
-      }
-      mins[static_cast<size_t>(c)] = mn;
-      maxs[static_cast<size_t>(c)] = mx;
+      dynq::min_max_with_zero(x + b, static_cast<size_t>(e - b), &mins[static_cast<size_t>(c)],
+                              &maxs[static_cast<size_t>(c)]);
     }
   });
   *out_min = *std::min_element(mins.begin(), mins.end());
   *out_max = *std::max_element(maxs.begin(), maxs.end());
 }
 
-// The spec's function body, in float32:
-//   scale = (max(0, max(x)) - min(0, min(x))) / 255
-//   zero_point = round_half_even(clip(0 - min / scale, 0, 255))
-//   y = QuantizeLinear(x, scale, zero_point)
+// The spec's function body, in float32 (scale and zero point: dynamic_quantize_math.h), then
+//   y = QuantizeLinear(x, scale, zero_point).
 // An all-zero input has scale 0; it quantizes to zero point 0 and y = 0.
 Status run_dynamic_quantize(KernelContext& ctx) {
   const Tensor& x = *ctx.input(0);
@@ -341,14 +319,9 @@ Status run_dynamic_quantize(KernelContext& ctx) {
   const float* xp = x.data<float>();
   float mn = 0.f, mx = 0.f;
   min_max_with_zero(ctx, xp, x.numel(), &mn, &mx);
-  const float scale = (mx - mn) / 255.f;
-  uint8_t zp = 0;
-  if (scale != 0.f) {
-    float z = 0.f - mn / scale;
-    z = z > 0.f ? z : 0.f;
-    z = z < 255.f ? z : 255.f;
-    zp = static_cast<uint8_t>(std::nearbyint(z));
-  }
+  const dynq::Params p = dynq::params_from_range(mn, mx);
+  const float scale = p.scale;
+  const auto zp = static_cast<uint8_t>(p.zero_point);
   if (Tensor* s = ctx.output(1)) *s->data<float>() = scale;
   if (Tensor* z = ctx.output(2)) *z->data<uint8_t>() = zp;
   Tensor& y = *ctx.output(0);

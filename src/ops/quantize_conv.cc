@@ -55,6 +55,41 @@ bool is_pointwise_geometry(const Geometry& g) {
   return true;
 }
 
+// ---- Padded rows in stride phases ------------------------------------------------
+
+// Writes one input row s[0, iw), padded by pw columns on the left, as sw
+// phases of phase_width entries: phase p holds padded columns p, p + sw,
+// p + 2 sw, ... (input column i * sw + p - pw), enc(value) for input and
+// `pad` elsewhere. A window with column stride sw then reads each tap from
+// one contiguous run of a phase. kStride is sw where the caller fixes it
+// (1, 2), 0 otherwise, so the common loops compile for it.
+template <int kStride, class E, class T, class Enc>
+void write_phases(const T* s, int64_t iw, int64_t pw, int64_t stride, int64_t phase_width, E pad, Enc enc, E* dst) {
+  const int64_t sw = kStride > 0 ? kStride : stride;
+  for (int64_t p = 0; p < sw; ++p) {
+    E* d = dst + p * phase_width;
+    // Entries i with 0 <= i * sw + p - pw < iw hold the input; the rest are padding.
+    const int64_t lo = std::min(phase_width, std::max<int64_t>(0, (pw - p + sw - 1) / sw));
+    const int64_t hi = std::max(lo, std::min(phase_width, (iw + pw - p + sw - 1) / sw));
+    std::fill(d, d + lo, pad);
+    const T* src = s + lo * sw + p - pw;
+    for (int64_t i = lo; i < hi; ++i) d[i] = enc(src[(i - lo) * sw]);
+    std::fill(d + hi, d + phase_width, pad);
+  }
+}
+
+// write_phases with the stride fixed at compile time where it is 1 or 2.
+template <class E, class T, class Enc>
+void write_phases_any(const T* s, int64_t iw, int64_t pw, int64_t sw, int64_t phase_width, E pad, Enc enc, E* dst) {
+  if (sw == 1) {
+    write_phases<1>(s, iw, pw, sw, phase_width, pad, enc, dst);
+  } else if (sw == 2) {
+    write_phases<2>(s, iw, pw, sw, phase_width, pad, enc, dst);
+  } else {
+    write_phases<0>(s, iw, pw, sw, phase_width, pad, enc, dst);
+  }
+}
+
 // ---- im2col into packed panels --------------------------------------------------
 
 // The column matrix of one (image, group), written into the GEMM's packed
@@ -93,26 +128,27 @@ class QIm2col final : public qgemm::QBSource {
     dw_ = g.dilations[r - 1];
     const int64_t ph = r == 2 ? g.pad_begin[0] : 0, pw = g.pad_begin[r - 1];
     ph_rows_ = std::max(ph + ih_, (oh_ - 1) * sh_ + (kh_ - 1) * dh_ + 1);
-    pw_cols_ = std::max(pw + iw_, (ow_ - 1) * sw_ + (kw_ - 1) * dw_ + 1);
-    const int64_t plane = ph_rows_ * pw_cols_;
+    const int64_t pw_cols = std::max(pw + iw_, (ow_ - 1) * sw_ + (kw_ - 1) * dw_ + 1);
+    phase_width_ = (pw_cols + sw_ - 1) / sw_;
+    row_len_ = sw_ * phase_width_;
+    const int64_t plane = ph_rows_ * row_len_;
     thread_local std::vector<E> storage;
     if (storage.size() < static_cast<size_t>(channels * plane)) storage.resize(static_cast<size_t>(channels * plane));
     padded_ = storage.data();
+    const auto enc = [this](auto v) { return static_cast<E>(static_cast<int32_t>(v) - offset_); };
     for (int64_t c = 0; c < channels; ++c) {
       E* dst = padded_ + c * plane;
-      std::fill(dst, dst + ph * pw_cols_, pad_);
+      std::fill(dst, dst + ph * row_len_, pad_);
       for (int64_t y = 0; y < ih_; ++y) {
-        E* d = dst + (ph + y) * pw_cols_;
-        std::fill(d, d + pw, pad_);
+        E* d = dst + (ph + y) * row_len_;
         const int64_t src = c * isz_ + y * iw_;
         if (x.is_signed) {
-          encode(static_cast<const int8_t*>(x.data) + src, iw_, d + pw);
+          write_phases_any(static_cast<const int8_t*>(x.data) + src, iw_, pw, sw_, phase_width_, pad_, enc, d);
         } else {
-          encode(static_cast<const uint8_t*>(x.data) + src, iw_, d + pw);
+          write_phases_any(static_cast<const uint8_t*>(x.data) + src, iw_, pw, sw_, phase_width_, pad_, enc, d);
         }
-        std::fill(d + pw + iw_, d + pw_cols_, pad_);
       }
-      std::fill(dst + (ph + ih_) * pw_cols_, dst + plane, pad_);
+      std::fill(dst + (ph + ih_) * row_len_, dst + plane, pad_);
     }
   }
 
@@ -122,11 +158,6 @@ class QIm2col final : public qgemm::QBSource {
   }
 
  private:
-  template <class T>
-  void encode(const T* s, int64_t n, E* d) const {
-    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<E>(static_cast<int32_t>(s[i]) - offset_);
-  }
-
   // Row kk of the column matrix, columns [n0, n0 + nc): the encoded input,
   // the encoded zero point where the window reads padding.
   void fill_row(int64_t kk, int64_t n0, int64_t nc, E* row) const {
@@ -139,16 +170,12 @@ class QIm2col final : public qgemm::QBSource {
       return;
     }
     const int64_t c = kk / ksize_, rem = kk % ksize_, ky = rem / kw_, kx = rem % kw_;
-    const E* plane = padded_ + c * ph_rows_ * pw_cols_ + ky * dh_ * pw_cols_ + kx * dw_;
+    const int64_t off = kx * dw_;  // the tap's padded column at output column 0: phase off % sw, entry off / sw
+    const E* plane = padded_ + c * ph_rows_ * row_len_ + ky * dh_ * row_len_ + (off % sw_) * phase_width_ + off / sw_;
     int64_t j = 0, oy = n0 / ow_, ox = n0 % ow_;
     while (j < nc) {
       const int64_t run = std::min(nc - j, ow_ - ox);
-      const E* src = plane + oy * sh_ * pw_cols_ + ox * sw_;
-      if (sw_ == 1) {
-        std::memcpy(row + j, src, sizeof(E) * static_cast<size_t>(run));
-      } else {
-        for (int64_t t = 0; t < run; ++t) row[j + t] = src[t * sw_];
-      }
+      std::memcpy(row + j, plane + oy * sh_ * row_len_ + ox, sizeof(E) * static_cast<size_t>(run));
       j += run;
       ox = 0;
       ++oy;
@@ -188,10 +215,10 @@ class QIm2col final : public qgemm::QBSource {
   int32_t offset_ = 0;  // what encoding subtracts: zp (int16_t) or cb (uint8_t)
   int32_t ob_ = 0;      // uint8_t: cb - zp, the column offset of the kQuads layout
   E pad_{};             // the encoded zero point
-  // 1-D/2-D: the padded planes and their geometry (1-D has a height of 1).
+  // 1-D/2-D: the padded planes, rows in stride phases (write_phases), and their geometry (1-D has a height of 1).
   E* padded_ = nullptr;
   int64_t ih_ = 1, iw_ = 1, oh_ = 1, ow_ = 1, kh_ = 1, kw_ = 1, sh_ = 1, sw_ = 1, dh_ = 1, dw_ = 1;
-  int64_t ph_rows_ = 0, pw_cols_ = 0;
+  int64_t ph_rows_ = 0, phase_width_ = 0, row_len_ = 0;
 };
 
 // ---- Depthwise ----------------------------------------------------------------------
@@ -202,33 +229,10 @@ class QIm2col final : public qgemm::QBSource {
 // The input plane is first copied, minus its zero point, into an int16 plane
 // whose columns are padded with zeros on both sides, so that every tap of a
 // block of kDwBlock outputs reads in bounds and padding contributes nothing.
-// With a column stride s, each padded row is stored as s phases (phase p
-// holds columns p, p + s, p + 2s, ...), so that the outputs of a block read
-// each tap from one contiguous run whatever the stride, and the block's
-// accumulators stay in registers across all taps.
+// Each padded row is stored in stride phases (write_phases), so that the
+// outputs of a block read each tap from one contiguous run whatever the
+// stride, and the block's accumulators stay in registers across all taps.
 constexpr int kDwBlock = 16;
-
-// Row r of the padded plane, logical column c = i * sw + p, is at
-// dst[r * sw * phase_width + p * phase_width + i]. kStride is sw where the
-// caller fixes it (1, 2), 0 otherwise, so the common loops compile for it.
-template <int kStride, class TX>
-void copy_padded(const TX* x, int64_t ih, int64_t iw, int32_t xz, int64_t pw, int64_t stride, int64_t phase_width,
-                 int16_t* dst) {
-  const int64_t sw = kStride > 0 ? kStride : stride;
-  for (int64_t r = 0; r < ih; ++r) {
-    const TX* s = x + r * iw;
-    for (int64_t p = 0; p < sw; ++p) {
-      int16_t* d = dst + (r * sw + p) * phase_width;
-      // Entries i with 0 <= i * sw + p - pw < iw hold the input; the rest are padding.
-      const int64_t lo = std::min(phase_width, std::max<int64_t>(0, (pw - p + sw - 1) / sw));
-      const int64_t hi = std::max(lo, std::min(phase_width, (iw + pw - p + sw - 1) / sw));
-      std::fill(d, d + lo, int16_t{0});
-      const TX* src = s + lo * sw + p - pw;
-      for (int64_t i = lo; i < hi; ++i) d[i] = static_cast<int16_t>(static_cast<int32_t>(src[(i - lo) * sw]) - xz);
-      std::fill(d + hi, d + phase_width, int16_t{0});
-    }
-  }
-}
 
 // Tap weights as int16 pairs for vpmaddwd: (w, 0) picks the even int16 of
 // each 32-bit lane, (0, w) the odd one, so each multiply-add yields exact
@@ -301,10 +305,15 @@ void depthwise_plane(Int8Ref x, Int8Ref w, int32_t xz, int32_t wz, const Geometr
   }
   auto run = [&](auto stride) {
     constexpr int kStride = decltype(stride)::value;
-    if (x.is_signed) {
-      copy_padded<kStride>(static_cast<const int8_t*>(x.data), ih, iw, xz, pw, sw, phase_width, padded.data());
-    } else {
-      copy_padded<kStride>(static_cast<const uint8_t*>(x.data), ih, iw, xz, pw, sw, phase_width, padded.data());
+    const auto enc = [xz](auto v) { return static_cast<int16_t>(static_cast<int32_t>(v) - xz); };
+    for (int64_t r = 0; r < ih; ++r) {
+      int16_t* d = padded.data() + r * sw * phase_width;
+      if (x.is_signed) {
+        write_phases<kStride>(static_cast<const int8_t*>(x.data) + r * iw, iw, pw, sw, phase_width, int16_t{0}, enc, d);
+      } else {
+        write_phases<kStride>(static_cast<const uint8_t*>(x.data) + r * iw, iw, pw, sw, phase_width, int16_t{0}, enc,
+                              d);
+      }
     }
     depthwise_rows<kStride>(padded.data(), phase_width, taps, g, y);
   };
