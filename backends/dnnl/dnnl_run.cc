@@ -154,8 +154,8 @@ void quant_params(const float* x, size_t n, float* params) {
 #pragma omp parallel for schedule(static) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
     const size_t begin = static_cast<size_t>(c) * kLookupChunk;
-    tessera::dynq::min_max_with_zero(x + begin, std::min(n, begin + kLookupChunk) - begin, &mins[static_cast<size_t>(c)],
-                      &maxs[static_cast<size_t>(c)]);
+    tessera::dynq::min_max_with_zero(x + begin, std::min(n, begin + kLookupChunk) - begin,
+                                     &mins[static_cast<size_t>(c)], &maxs[static_cast<size_t>(c)]);
   }
   float mn = 0.f, mx = 0.f;
   for (int64_t c = 0; c < chunks; ++c) {

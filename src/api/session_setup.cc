@@ -196,18 +196,6 @@ std::string symbolic_dims_note(const Graph& g, const PartitionReport& r) {
          "background for a shape it sees twice)";
 }
 
-// The value of `key` in "key=value;key=value" backend options, or "".
-std::string backend_option(const std::string& options, const std::string& key) {
-  for (size_t at = 0; at <= options.size();) {
-    const size_t end = std::min(options.find(';', at), options.size());
-    if (options.compare(at, key.size() + 1, key + "=") == 0) {
-      return options.substr(at + key.size() + 1, end - at - key.size() - 1);
-    }
-    at = end + 1;
-  }
-  return "";
-}
-
 // --backend-options with "precision=P" added for a precision below fp32; refused where this CPU lacks the
 // instructions or the options name another precision.
 Expected<std::string> options_with_precision(const std::string& options, Precision p) {
@@ -596,8 +584,7 @@ Expected<std::unique_ptr<InferenceSession>> open_session(const ModelSource& m, c
     if (!program.ok()) return program.status();
     // Its precision was chosen at compile time: asking for another one is a mistake, not a silent fp32.
     if (o.precision != Precision::kFp32) {
-      const std::string recorded =
-          program->meta.backends.empty() ? "" : backend_option(program->meta.backends.front().options, "precision");
+      const std::string recorded = program->meta.precision();
       if (recorded != precision_name(o.precision)) {
         return InvalidInput("--precision " + std::string(precision_name(o.precision)) + ": '" + m.name() +
                             "' was compiled at " + (recorded.empty() ? "fp32" : recorded) +
@@ -626,7 +613,10 @@ Expected<std::unique_ptr<InferenceSession>> open_session(const ModelSource& m, c
   TSR_ASSIGN_OR_RETURN(backends, resolve_backends(o.backends));
   Graph g;
   TSR_ASSIGN_OR_RETURN(g, import_model(m, o.shapes));
-  if (backends.size() == 1 && o.places.empty()) return InferenceSession::Create(std::move(g), with_ranges);
+  if (backends.size() == 1 && o.places.empty()) {
+    with_ranges.bf16 = o.precision == Precision::kBf16;  // native alone: its products at the precision asked for
+    return InferenceSession::Create(std::move(g), with_ranges);
+  }
   OptimizeOptions opt;
   TSR_RETURN_IF_ERROR(optimize_graph(g, opt));
   if (o.background_buckets) give_bucket_compiler(g, m, o, /*engines_possible=*/true, &with_ranges);

@@ -7,6 +7,17 @@
 
 namespace tessera {
 
+std::string backend_option(const std::string& options, const std::string& key) {
+  for (size_t at = 0; at <= options.size();) {
+    const size_t end = std::min(options.find(';', at), options.size());
+    if (options.compare(at, key.size() + 1, key + "=") == 0) {
+      return options.substr(at + key.size() + 1, end - at - key.size() - 1);
+    }
+    at = end + 1;
+  }
+  return "";
+}
+
 Blob Blob::Copy(const void* data, size_t size) {
   Blob b;
   b.size = size;

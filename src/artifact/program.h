@@ -61,12 +61,20 @@ struct BackendRecord {
   std::string threading;  // the backend's declared threading ("openmp", "pool", "caller"; "" or "unknown")
 };
 
+// The value of `key` in "key=value;key=value" backend options, or "".
+std::string backend_option(const std::string& options, const std::string& key);
+
 struct ProgramMeta {
   std::string producer = "tessera";
   std::string producer_version;                  // TESSERA_VERSION
   std::string source_model;                      // file name the program was compiled from
   std::vector<BackendRecord> backends;           // the --backends list, with versions
   std::vector<std::string> shape_overrides;      // the --shape arguments, verbatim
+
+  // The precision the program was compiled at (every backend's "precision" option; "" for fp32).
+  std::string precision() const {
+    return backends.empty() ? "" : backend_option(backends.front().options, "precision");
+  }
 };
 
 // A glue graph specialised for exact input dims.

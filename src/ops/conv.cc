@@ -71,7 +71,7 @@ class ConvKernel final : public Kernel {
       const int64_t mg = w->dim(0) / group;
       const int64_t kk = w->numel() / w->dim(0);
       for (int64_t g = 0; g < group; ++g) {
-        k->packed_.push_back(PackedMatrix::PackConstantA(w->data<float>() + g * mg * kk, kk, false, mg, kk));
+        k->packed_.push_back(PackedMatrix::PackConstantA(w->data<float>() + g * mg * kk, kk, false, mg, kk, init.bf16));
       }
       k->packed_dims_ = w->dims();
     }
@@ -269,7 +269,8 @@ class ConvTransposeKernel final : public Kernel {
       const int64_t cg = w->dim(0) / group;
       const int64_t rows = w->numel() / w->dim(0);  // Mg * kernel size
       for (int64_t g = 0; g < group; ++g) {
-        k->packed_.push_back(PackedMatrix::PackConstantA(w->data<float>() + g * cg * rows, rows, true, rows, cg));
+        k->packed_.push_back(
+            PackedMatrix::PackConstantA(w->data<float>() + g * cg * rows, rows, true, rows, cg, init.bf16));
       }
       k->packed_dims_ = w->dims();
     }

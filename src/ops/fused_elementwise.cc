@@ -137,8 +137,7 @@ Status infer_fused_elementwise(InferContext& ctx) {
     const DType want = i == 0 && cast ? DType::kInt32 : DType::kFloat32;
     if (ctx.in_dtype(i) != DType::kUndefined && ctx.in_dtype(i) != want) {
       return ctx.error(std::string("inputs must be float32 (input 0 int32 under a head Cast), input ") +
-                       std::to_string(i) + " is " +
-                       dtype_name(ctx.in_dtype(i)));
+                       std::to_string(i) + " is " + dtype_name(ctx.in_dtype(i)));
     }
   }
   return infer_broadcast(ctx, DType::kFloat32);

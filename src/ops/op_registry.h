@@ -146,6 +146,9 @@ struct KernelInit {
   int64_t opset;
   std::vector<ValueInfo> in_info;           // compile-time types/shapes of inputs
   std::vector<const Tensor*> const_inputs;  // constant inputs (e.g. weights) or null
+  // Products of constant weights may be computed in bf16 with fp32 sums (--precision bf16; the GEMM decides whether
+  // the CPU can: kernels/gemm.h).
+  bool bf16 = false;
 };
 
 using KernelFactory = Expected<std::unique_ptr<Kernel>> (*)(const KernelInit&);

@@ -15,10 +15,10 @@
 #include <cstring>
 #include <type_traits>
 
-#include "util/cpu_isa.h"
 #include "ops/conv_util.h"
 #include "ops/quantize_gemm.h"
 #include "ops/quantize_ops.h"
+#include "util/cpu_isa.h"
 #include "util/parallel.h"
 
 namespace tessera::quant {

@@ -59,8 +59,7 @@ TSR_AVX512_END
 
 namespace {
 
-using MicroKernel = void (*)(const uint8_t* ap, const uint8_t* bp, int64_t kg, int32_t* c, int64_t ldc, int mr,
-                             int nr);
+using MicroKernel = void (*)(const uint8_t* ap, const uint8_t* bp, int64_t kg, int32_t* c, int64_t ldc, int mr, int nr);
 
 // The CPU's widest micro-kernel for the process's layout (util/cpu_isa.h).
 MicroKernel micro_kernel_for_cpu() {
@@ -148,8 +147,9 @@ void pack_b_rows(int64_t k, int64_t nc, ZeroPoints ob, uint8_t* dst, const std::
       for (int64_t j = 0; j < kQNR; ++j) {
         const bool in = j0 + j < nc;
         const auto o = static_cast<uint32_t>(in ? ob.at(j0 + j) : 0);
-        store_i32(tail, j, static_cast<int32_t>(static_cast<uint32_t>(sums[static_cast<size_t>(j0 + j)]) +
-                                                static_cast<uint32_t>(k) * o));
+        store_i32(tail, j,
+                  static_cast<int32_t>(static_cast<uint32_t>(sums[static_cast<size_t>(j0 + j)]) +
+                                       static_cast<uint32_t>(k) * o));
         store_i32(tail, kQNR + j, static_cast<int32_t>(o));
       }
     }
@@ -266,7 +266,8 @@ void qgemm_impl(Parallel* pool, const QPackedA& a, const QBSource& b, int64_t n,
   if (m == 0 || n == 0) return;
   const int64_t n_panels = (n + kQNR - 1) / kQNR;
   const int64_t panel_bytes = b_panel_bytes(a.k());
-  const int64_t block_panels = std::clamp<int64_t>(kBlockBytes / std::max<int64_t>(panel_bytes, 1), 1, kQMaxBlockCols / kQNR);
+  const int64_t block_panels =
+      std::clamp<int64_t>(kBlockBytes / std::max<int64_t>(panel_bytes, 1), 1, kQMaxBlockCols / kQNR);
   const int64_t tiles_n = (n_panels + block_panels - 1) / block_panels;
   const int threads = pool ? pool->num_threads() : 1;
   // Split rows too when the column blocks alone cannot keep every thread busy;

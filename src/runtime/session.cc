@@ -67,6 +67,7 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Graph graph
   std::unique_ptr<InferenceSession> s(new InferenceSession());
   s->opts_ = opts;
   s->optimize_ = opts.optimize;
+  s->bf16_ = opts.bf16;
   return Finish(std::move(s), std::move(graph));
 }
 
@@ -74,6 +75,7 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Program pro
   std::unique_ptr<InferenceSession> s(new InferenceSession());
   s->opts_ = opts;
   s->optimize_ = false;
+  s->bf16_ = opts.bf16 || program.meta.precision() == "bf16";
   {
     // The process's thread policy from the engines it will run, with the
     // threading their backends declared when the program was compiled.
@@ -146,7 +148,7 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique
   } else if (s->opts_.plan_in_background) {
     // One plan for every shape: each step's shapes inferred and its tensors allocated as it runs, nothing fused. New
     // shapes run on it while their own plans are built. A model it cannot serve plans each shape in the run's path.
-    PlanOptions po{s->optimize_, /*fuse=*/false, s->opts_.max_memory, /*shapes_at_run_time=*/true};
+    PlanOptions po{s->optimize_, /*fuse=*/false, s->opts_.max_memory, /*shapes_at_run_time=*/true, s->bf16_};
     auto generic = ExecutionPlan::Build(s->graph_, s->pool_.get(), s->engines_.get(), po);
     if (generic.ok()) s->generic_ = std::move(*generic);
   }
@@ -401,7 +403,7 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_graph(Grap
     vi.shape = Shape::FromDims(dims[i]);
   }
   // Fusion after partitioning and optimisation, on what native runs only.
-  const PlanOptions po{optimize_, opts_.fuse, opts_.max_memory};
+  const PlanOptions po{optimize_, opts_.fuse, opts_.max_memory, /*shapes_at_run_time=*/false, bf16_};
   TSR_RETURN_IF_ERROR(prepare_for_plan(g, po));
   std::shared_ptr<ExecutionPlan> plan;
   TSR_ASSIGN_OR_RETURN(plan, ExecutionPlan::Build(std::move(g), pool_.get(), engines ? engines : engines_.get(), po));

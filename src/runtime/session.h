@@ -69,6 +69,9 @@ struct SessionOptions {
   // process finds what an earlier one compiled. The runs meanwhile go on what is ready; a compile that fails leaves
   // that shape a native plan. Called on the planner's thread only.
   std::function<Expected<Program>(const std::vector<Dims>& dims, bool cached_only)> compile_bucket;
+  // Native Conv, ConvTranspose, MatMul and Gemm with constant weights multiply in bf16 (fp32 sums) where the CPU has
+  // AVX-512 BF16 (PlanOptions::bf16): --precision bf16. A Program compiled at bf16 sets it whatever this says.
+  bool bf16 = false;
 };
 
 struct IOInfo {
@@ -205,6 +208,7 @@ class InferenceSession {
   Graph graph_;
   SessionOptions opts_;
   bool optimize_ = true;
+  bool bf16_ = false;  // SessionOptions::bf16, or the program was compiled at --precision bf16
   std::shared_ptr<const EngineTable> engines_ = std::make_shared<EngineTable>();
   std::vector<IOInfo> inputs_, outputs_;
   std::unique_ptr<ThreadPool> pool_;

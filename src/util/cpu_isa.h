@@ -56,6 +56,8 @@ const char* isa_name();
   _Pragma("clang attribute push(__attribute__((target(\"avx2,fma,f16c,bmi,bmi2,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni\"))), apply_to = function)")
 #define TSR_AVX512_VBMI_BEGIN                                                                                \
   _Pragma("clang attribute push(__attribute__((target(\"avx2,fma,f16c,bmi,bmi2,avx512f,avx512bw,avx512dq,avx512vl,avx512vbmi\"))), apply_to = function)")
+#define TSR_AVX512_BF16_BEGIN                                                                                \
+  _Pragma("clang attribute push(__attribute__((target(\"avx2,fma,f16c,bmi,bmi2,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16\"))), apply_to = function)")
 #define TSR_AVX512_END _Pragma("clang attribute pop")
 #else
 // GCC: loops the compiler vectorises inside a region use 512-bit vectors (its generic tuning prefers 256).
@@ -70,5 +72,9 @@ const char* isa_name();
   _Pragma("GCC push_options")  \
   _Pragma(                     \
       "GCC target(\"avx2,fma,f16c,bmi,bmi2,avx512f,avx512bw,avx512dq,avx512vl,avx512vbmi,prefer-vector-width=512\")")
+#define TSR_AVX512_BF16_BEGIN \
+  _Pragma("GCC push_options")  \
+  _Pragma(                     \
+      "GCC target(\"avx2,fma,f16c,bmi,bmi2,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,prefer-vector-width=512\")")
 #define TSR_AVX512_END _Pragma("GCC pop_options")
 #endif

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # --precision and --accuracy-budget through the command line.
 #  - Where the CPU has the BF16 dot products: a bf16 compile of the e2e models (convolutions: squeezenet; matmuls:
-#    bert_tiny, mlp) reports every output's error against fp32, and that report is what an independent comparison of
+#    bert_tiny, mlp), on oneDNN and on native alone, reports every output's error against fp32, and that report is what an independent comparison of
 #    the bf16 artifact's outputs with native fp32 outputs on the same inputs (--input-dir) finds; cosine >= 0.999;
 #    partition --json carries the figures; bench of the ONNX model prints them; a budget the error exceeds fails the
 #    compile with exit 2 naming the output; an fp32 artifact run with --precision bf16 is refused.
@@ -111,23 +111,35 @@ print("ok")
 PY
 }
 
-for m in squeezenet bert_tiny mlp; do
-  in="$work/inputs/$m/test_data_set_0"
-  if ! "$tessera" compile "$work/$m.onnx" -o "$work/$m.bf16.tsr" --precision bf16 --backends dnnl,native --placement priority \
-      --input-dir "$in" >"$work/compile.txt" 2>&1; then
-    fail "$m: compile --precision bf16: $(tail -2 "$work/compile.txt")"
-    continue
-  fi
-  grep -q "^accuracy: bf16 against fp32 ($in inputs): " "$work/compile.txt" && pass || fail "$m: compile printed no accuracy line: $(cat "$work/compile.txt")"
-  "$tessera" partition "$work/$m.onnx" --precision bf16 --backends dnnl,native --placement priority --input-dir "$in" --json \
-    >"$work/$m.report.json" 2>"$work/err.txt" || fail "$m: partition --json: $(cat "$work/err.txt")"
-  rm -rf "$work/out16" "$work/out32"
-  "$tessera" run "$work/$m.bf16.tsr" --input-dir "$in" --output-dir "$work/out16" >/dev/null 2>"$work/err.txt" ||
-    fail "$m: run bf16: $(cat "$work/err.txt")"
-  "$tessera" run "$work/$m.onnx" --backends native --input-dir "$in" --output-dir "$work/out32" >/dev/null 2>"$work/err.txt" ||
-    fail "$m: run fp32: $(cat "$work/err.txt")"
-  verdict=$(compare "$work/$m.report.json" "$work/out16" "$work/out32")
-  [[ $verdict == ok ]] && pass || fail "$m: $verdict"
+# Each model on oneDNN (every node it takes), then on native alone (its bf16 GEMM: the report's error is not 0).
+for placement in "dnnl,native --placement priority" "native"; do
+  read -r -a where <<<"--backends $placement"
+  for m in squeezenet bert_tiny mlp; do
+    in="$work/inputs/$m/test_data_set_0"
+    if ! "$tessera" compile "$work/$m.onnx" -o "$work/$m.bf16.tsr" --precision bf16 "${where[@]}" \
+        --input-dir "$in" >"$work/compile.txt" 2>&1; then
+      fail "$m ($placement): compile --precision bf16: $(tail -2 "$work/compile.txt")"
+      continue
+    fi
+    grep -q "^accuracy: bf16 against fp32 ($in inputs): " "$work/compile.txt" && pass ||
+      fail "$m ($placement): compile printed no accuracy line: $(cat "$work/compile.txt")"
+    "$tessera" partition "$work/$m.onnx" --precision bf16 "${where[@]}" --input-dir "$in" --json \
+      >"$work/$m.report.json" 2>"$work/err.txt" || fail "$m ($placement): partition --json: $(cat "$work/err.txt")"
+    rm -rf "$work/out16" "$work/out32" "$work/out16_onnx"
+    "$tessera" run "$work/$m.bf16.tsr" --input-dir "$in" --output-dir "$work/out16" >/dev/null 2>"$work/err.txt" ||
+      fail "$m ($placement): run bf16: $(cat "$work/err.txt")"
+    "$tessera" run "$work/$m.onnx" --backends native --input-dir "$in" --output-dir "$work/out32" >/dev/null 2>"$work/err.txt" ||
+      fail "$m ($placement): run fp32: $(cat "$work/err.txt")"
+    verdict=$(compare "$work/$m.report.json" "$work/out16" "$work/out32")
+    [[ $verdict == ok ]] && pass || fail "$m ($placement): $verdict"
+    if [[ $placement == native ]]; then  # the ONNX model run directly at bf16 computes what its artifact does
+      "$tessera" run "$work/$m.onnx" --precision bf16 "${where[@]}" --input-dir "$in" --output-dir "$work/out16_onnx" \
+        >/dev/null 2>"$work/err.txt" || fail "$m: run of the ONNX model at bf16: $(cat "$work/err.txt")"
+      for f in "$work"/out16/output_*.pb; do
+        cmp -s "$f" "$work/out16_onnx/$(basename "$f")" || fail "$m: $(basename "$f") of the ONNX model at bf16 differs"
+      done
+    fi
+  done
 done
 
 m=mlp

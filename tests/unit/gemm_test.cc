@@ -44,7 +44,19 @@ struct Case {
   Epilogue::Bias bias;
   Activation act;
   int mode;  // 0 raw, 1 packed A, 2 packed B, 3 both packed, 4 B from a source
+  // Packed operands packed as constants for bf16 products (modes 1, 2, 4: A bf16 with B raw or from a source; B
+  // bf16 with A raw); the reference then rounds A and B to bf16.
+  bool bf16 = false;
 };
+
+// x rounded to bf16 (nearest even), as a float.
+float round_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
 
 class RawSource : public BPackSource {
  public:
@@ -91,10 +103,13 @@ void run_case(const Case& cs, ThreadPool* pool, std::mt19937& rng) {
   ep.hi = 0.75f;
   ep.alpha = 0.1f;
   ep.beta = 0.4f;
+  const auto rounded = [&](float v) { return cs.bf16 ? round_bf16(v) : v; };
   for (int64_t i = 0; i < cs.m; ++i) {
     for (int64_t j = 0; j < cs.n; ++j) {
       double acc = 0;
-      for (int64_t p = 0; p < cs.k; ++p) acc += double(at_a(a, lda, cs.ta, i, p)) * at_b(b, ldb, cs.tb, p, j);
+      for (int64_t p = 0; p < cs.k; ++p) {
+        acc += double(rounded(at_a(a, lda, cs.ta, i, p))) * rounded(at_b(b, ldb, cs.tb, p, j));
+      }
       float& e = expect[static_cast<size_t>(i * ldc + j)];
       float v = cs.alpha * static_cast<float>(acc) + (cs.beta == 0.f ? 0.f : cs.beta * e);
       if (cs.bias == Epilogue::Bias::kPerRow) v += bias[static_cast<size_t>(i)];
@@ -106,11 +121,20 @@ void run_case(const Case& cs, ThreadPool* pool, std::mt19937& rng) {
   GemmA ga{a.data(), lda, cs.ta, nullptr};
   GemmB gb{b.data(), ldb, cs.tb, nullptr, nullptr};
   PackedMatrix pa, pb;
-  if (cs.mode == 1 || cs.mode == 3) {
+  if (cs.bf16) {
+    if (cs.mode == 1 || cs.mode == 4) {
+      pa = PackedMatrix::PackConstantA(a.data(), lda, cs.ta, cs.m, cs.k, /*bf16=*/true);
+      ga = GemmA{nullptr, 0, false, &pa};
+    } else {
+      pb = PackedMatrix::PackConstantB(b.data(), ldb, cs.tb, cs.k, cs.n, /*bf16=*/true);
+      gb = GemmB{nullptr, 0, false, &pb, nullptr};
+    }
+    EXPECT_TRUE((pa.empty() || pa.bf16()) && (pb.empty() || pb.bf16()));
+  } else if (cs.mode == 1 || cs.mode == 3) {
     pa = PackedMatrix::PackA(a.data(), lda, cs.ta, cs.m, cs.k);
     ga = GemmA{nullptr, 0, false, &pa};
   }
-  if (cs.mode == 2 || cs.mode == 3) {
+  if (!cs.bf16 && (cs.mode == 2 || cs.mode == 3)) {
     pb = PackedMatrix::PackB(b.data(), ldb, cs.tb, cs.k, cs.n);
     gb = GemmB{nullptr, 0, false, &pb, nullptr};
   }
@@ -171,6 +195,60 @@ TEST(Gemm, MatchesReferenceOnRandomShapes) {
     run_case(cs, it % 2 ? &pool2 : &pool1, rng);
     if (HasFatalFailure()) return;
   }
+}
+
+// bf16 products: the operands rounded to bf16 (nearest even), products summed in fp32, then alpha, beta and the
+// epilogue as in fp32; K blocks of odd length, both packed sides, B from a source.
+TEST(Gemm, Bf16PackedConstantsMultiplyRoundedOperandsWithFloatSums) {
+  if (!cpu::avx512_bf16()) GTEST_SKIP() << "this CPU (or TESSERA_ISA) has no AVX-512 BF16; checked: packing stays fp32";
+  std::mt19937 rng(7);
+  ThreadPool pool1(1), pool2(2);
+  std::uniform_int_distribution<int> small(1, 70);
+  for (int it = 0; it < 120; ++it) {
+    Case cs;
+    cs.m = small(rng);
+    cs.n = small(rng);
+    cs.k = small(rng);
+    if (it % 6 == 0) cs.k = 257 + small(rng) * 5;  // several K blocks, some of odd length
+    if (it % 11 == 0) {
+      cs.m = 150 + small(rng);
+      cs.n = 300 + small(rng) * 3;
+    }
+    cs.ta = rng() & 1;
+    cs.tb = rng() & 1;
+    const float betas[] = {0.f, 1.f, 0.25f};
+    cs.alpha = it % 3 ? 1.f : 0.5f;
+    cs.beta = betas[rng() % 3];
+    cs.pad = static_cast<int>(rng() % 3);
+    cs.bias = static_cast<Epilogue::Bias>(rng() % 3);
+    cs.act = static_cast<Activation>(rng() % 7);
+    const int modes[] = {1, 2, 4};
+    cs.mode = modes[rng() % 3];
+    cs.bf16 = true;
+    run_case(cs, it % 2 ? &pool2 : &pool1, rng);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(Gemm, Bf16PackingIsFp32WhereTheCpuLacksIt) {
+  std::vector<float> w(64 * 40, 0.3f);
+  const PackedMatrix p = PackedMatrix::PackConstantB(w.data(), 40, false, 64, 40, /*bf16=*/true);
+  EXPECT_EQ(p.bf16(), cpu::avx512_bf16());
+  const PackedMatrix q = PackedMatrix::PackConstantB(w.data(), 40, false, 64, 40);
+  EXPECT_FALSE(q.bf16());
+  if (!p.bf16()) {
+    EXPECT_EQ(p.data(), q.data());  // the one fp32 copy, shared
+    return;
+  }
+  EXPECT_NE(p.data(), q.data());  // fp32 and bf16 copies of one constant are kept apart
+  EXPECT_EQ(p.bytes() * 2, q.bytes());
+  // 1 + 2^-10 is no bf16 value: it rounds to 1, so eight products sum to 8 exactly (fp32: 8.0078125).
+  std::vector<float> a(8, 1.f + 1.f / 1024.f), b(8 * 40, 1.f), c(40, -1.f);
+  const PackedMatrix pa = PackedMatrix::PackConstantA(a.data(), 8, false, 1, 8, /*bf16=*/true);
+  GemmA ga{nullptr, 0, false, &pa};
+  GemmB gb{b.data(), 40, false, nullptr, nullptr};
+  gemm(nullptr, 1, 40, 8, 1.f, ga, gb, 0.f, c.data(), 40);
+  for (float v : c) EXPECT_EQ(v, 8.f);
 }
 
 TEST(Gemm, LargeShapesUseEveryThread) {

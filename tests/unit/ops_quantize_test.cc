@@ -394,8 +394,11 @@ Tensor extreme_int8(DType dt, Dims dims, std::mt19937& rng) {
   std::bernoulli_distribution high(0.5);
   for (int64_t i = 0; i < t.numel(); ++i) {
     const bool h = high(rng);
-    if (dt == DType::kUInt8) t.data<uint8_t>()[i] = h ? 255 : 0;
-    else t.data<int8_t>()[i] = static_cast<int8_t>(h ? 127 : -128);
+    if (dt == DType::kUInt8) {
+      t.data<uint8_t>()[i] = h ? 255 : 0;
+    } else {
+      t.data<int8_t>()[i] = static_cast<int8_t>(h ? 127 : -128);
+    }
   }
   return t;
 }

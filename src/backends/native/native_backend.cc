@@ -20,6 +20,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include "artifact/program.h"
 #include "backends/backend.h"
 #include "onnx/onnx_import.h"
 #include "ops/op_registry.h"
@@ -29,7 +30,10 @@ namespace tessera {
 
 namespace {
 
+// A native blob: a magic, then the region model. The magic says how products are computed: fp32, or bf16 (the
+// region compiled with precision=bf16 in its options; SessionOptions::bf16).
 constexpr char kMagic[8] = {'T', 'N', 'A', 'T', 'I', 'V', 'E', '1'};
+constexpr char kMagicBf16[8] = {'T', 'N', 'A', 'T', 'B', 'F', '1', '6'};
 
 void set_msg(char* msg, size_t cap, const std::string& m) {
   if (!msg || cap == 0) return;
@@ -130,7 +134,7 @@ tessera_status_t native_capability(const void* model, size_t size, const tessera
   }
 }
 
-tessera_status_t native_compile(const void* model, size_t size, const char*, tessera_buffer_t* out, char* msg,
+tessera_status_t native_compile(const void* model, size_t size, const char* options, tessera_buffer_t* out, char* msg,
                                 size_t cap) {
   try {
     // A model that does not parse fails here, ahead of time; load imports it.
@@ -145,7 +149,8 @@ tessera_status_t native_compile(const void* model, size_t size, const char*, tes
     out->size = sizeof(kMagic) + size;
     out->data = std::malloc(out->size);
     if (!out->data) return TESSERA_ERROR_OUT_OF_MEMORY;
-    std::memcpy(out->data, kMagic, sizeof(kMagic));
+    const bool bf16 = options && backend_option(options, "precision") == "bf16";
+    std::memcpy(out->data, bf16 ? kMagicBf16 : kMagic, sizeof(kMagic));
     std::memcpy(static_cast<char*>(out->data) + sizeof(kMagic), model, size);
     return TESSERA_OK;
   } catch (const std::exception& e) {
@@ -162,7 +167,8 @@ void native_free_buffer(tessera_buffer_t* b) {
 tessera_status_t native_load(const void* blob, size_t size, const tessera_named_tensor_t* constants, size_t n,
                              const tessera_load_options_t* opts, tessera_engine_t** out, char* msg, size_t cap) {
   try {
-    if (size < sizeof(kMagic) || std::memcmp(blob, kMagic, sizeof(kMagic)) != 0) {
+    const bool bf16 = size >= sizeof(kMagic) && std::memcmp(blob, kMagicBf16, sizeof(kMagic)) == 0;
+    if (size < sizeof(kMagic) || (!bf16 && std::memcmp(blob, kMagic, sizeof(kMagic)) != 0)) {
       set_msg(msg, cap, "not a native-backend blob");
       return TESSERA_ERROR_INCOMPATIBLE_BLOB;
     }
@@ -184,6 +190,7 @@ tessera_status_t native_load(const void* blob, size_t size, const tessera_named_
     SessionOptions so;
     so.num_threads = opts ? std::max(1, opts->num_threads) : 1;
     so.optimize = false;
+    so.bf16 = bf16;
     auto s = InferenceSession::Create(std::move(*g), so);
     if (!s.ok()) return from_status(s.status(), msg, cap);
     auto* e = new NativeEngine{std::move(*s)};

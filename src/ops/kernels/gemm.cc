@@ -25,8 +25,10 @@ int gemm_mr() { return gemm_isa().mr; }
 int gemm_nr() { return gemm_isa().nr; }
 int64_t gemm_kc() { return gemm_isa().kc; }
 
-PackedMatrix PackedMatrix::Make(Side side, int64_t rows, int64_t cols, int64_t padded, std::shared_ptr<float> data) {
+PackedMatrix PackedMatrix::Make(Side side, int64_t rows, int64_t cols, int64_t padded, std::shared_ptr<float> data,
+                                bool bf16) {
   PackedMatrix pm;
+  pm.bf16_ = bf16;
   pm.side_ = side;
   pm.rows_ = rows;
   pm.cols_ = cols;
@@ -36,7 +38,8 @@ PackedMatrix PackedMatrix::Make(Side side, int64_t rows, int64_t cols, int64_t p
 }
 
 size_t PackedMatrix::bytes() const {
-  return static_cast<size_t>(padded_) * static_cast<size_t>(side_ == Side::kA ? cols_ : rows_) * sizeof(float);
+  const int64_t k = side_ == Side::kA ? cols_ : rows_;
+  return static_cast<size_t>(padded_) * static_cast<size_t>(bf16_ ? (k + 1) / 2 : k) * sizeof(float);
 }
 
 namespace {
@@ -48,8 +51,9 @@ struct PackKey {
   const float* src;
   int64_t ld, rows, cols;  // the source's layout: op(src) is rows x cols
   bool trans;
+  bool bf16;
   uint64_t hash;
-  auto tie() const { return std::tie(side, src, ld, rows, cols, trans, hash); }
+  auto tie() const { return std::tie(side, src, ld, rows, cols, trans, bf16, hash); }
   bool operator<(const PackKey& o) const { return tie() < o.tie(); }
 };
 
@@ -95,7 +99,7 @@ PackedMatrix pack_shared(PackKey key, int64_t lines, int64_t len, Pack pack) {
     auto it = c.entries.find(key);
     if (it != c.entries.end()) {
       if (std::shared_ptr<float> data = it->second.second.lock()) {
-        return PackedMatrix::Make(key.side, key.rows, key.cols, it->second.first, std::move(data));
+        return PackedMatrix::Make(key.side, key.rows, key.cols, it->second.first, std::move(data), key.bf16);
       }
     }
   }
@@ -113,16 +117,23 @@ PackedMatrix pack_shared(PackKey key, int64_t lines, int64_t len, Pack pack) {
 
 }  // namespace
 
-PackedMatrix PackedMatrix::PackConstantA(const float* a, int64_t lda, bool trans, int64_t m, int64_t k) {
+namespace {
+// bf16 packing where asked for and the CPU has the dot products (gemm_isa().pack_*_bf16 set: AVX-512).
+bool bf16_packing(bool asked) { return asked && cpu::avx512_bf16() && gemm_isa().pack_a_bf16 != nullptr; }
+}  // namespace
+
+PackedMatrix PackedMatrix::PackConstantA(const float* a, int64_t lda, bool trans, int64_t m, int64_t k, bool bf16) {
   // op(A) = A is m lines of k; A^T comes from k lines of m.
-  return pack_shared(PackKey{Side::kA, a, lda, m, k, trans, 0}, trans ? k : m, trans ? m : k,
-                     [&] { return PackA(a, lda, trans, m, k); });
+  bf16 = bf16_packing(bf16);
+  return pack_shared(PackKey{Side::kA, a, lda, m, k, trans, bf16, 0}, trans ? k : m, trans ? m : k,
+                     [&] { return bf16 ? gemm_isa().pack_a_bf16(a, lda, trans, m, k) : PackA(a, lda, trans, m, k); });
 }
 
-PackedMatrix PackedMatrix::PackConstantB(const float* b, int64_t ldb, bool trans, int64_t k, int64_t n) {
+PackedMatrix PackedMatrix::PackConstantB(const float* b, int64_t ldb, bool trans, int64_t k, int64_t n, bool bf16) {
   // op(B) = B is k lines of n; B^T comes from n lines of k.
-  return pack_shared(PackKey{Side::kB, b, ldb, k, n, trans, 0}, trans ? n : k, trans ? k : n,
-                     [&] { return PackB(b, ldb, trans, k, n); });
+  bf16 = bf16_packing(bf16);
+  return pack_shared(PackKey{Side::kB, b, ldb, k, n, trans, bf16, 0}, trans ? n : k, trans ? k : n,
+                     [&] { return bf16 ? gemm_isa().pack_b_bf16(b, ldb, trans, k, n) : PackB(b, ldb, trans, k, n); });
 }
 
 PackedMatrix PackedMatrix::PackA(const float* a, int64_t lda, bool trans, int64_t m, int64_t k) {

@@ -15,6 +15,13 @@
 // Either operand can instead be packed once ahead of time (PackedMatrix, used
 // for constant weights), and B can come from a BPackSource that writes packed
 // panels directly (Conv's im2col packs straight into the panel layout).
+//
+// bf16 products: a constant packed with bf16 = true (where the CPU has AVX-512
+// BF16; elsewhere it is packed in fp32 and nothing changes) holds its values
+// rounded to bf16 (nearest even), consecutive k in pairs, one pair per 32-bit
+// slot. A GEMM with such an operand rounds the other one to bf16 too as it
+// packs its blocks, and multiplies pairs with vdpbf16ps into fp32 sums; alpha,
+// beta and the epilogue are applied in fp32 as always.
 #pragma once
 
 #include <cstddef>
@@ -72,21 +79,25 @@ class PackedMatrix {
   static PackedMatrix PackB(const float* b, int64_t ldb, bool trans, int64_t k, int64_t n);
   // The same for a model's constant (weights), shared: every kernel that packs the same values the same way (the
   // plans one session builds for its input shapes) gets one copy, which lives while one of them holds it.
-  static PackedMatrix PackConstantA(const float* a, int64_t lda, bool trans, int64_t m, int64_t k);
-  static PackedMatrix PackConstantB(const float* b, int64_t ldb, bool trans, int64_t k, int64_t n);
+  // bf16: packed for bf16 products where the CPU can (see above).
+  static PackedMatrix PackConstantA(const float* a, int64_t lda, bool trans, int64_t m, int64_t k, bool bf16 = false);
+  static PackedMatrix PackConstantB(const float* b, int64_t ldb, bool trans, int64_t k, int64_t n, bool bf16 = false);
 
   bool empty() const { return data_ == nullptr; }
   Side side() const { return side_; }
   int64_t rows() const { return rows_; }  // M for A, K for B
   int64_t cols() const { return cols_; }  // K for A, N for B
   int64_t padded() const { return padded_; }  // M or N rounded up to whole panels
+  bool bf16() const { return bf16_; }         // bf16 pairs, not floats
   const float* data() const { return data_.get(); }
   const std::shared_ptr<float>& shared_data() const { return data_; }
   size_t bytes() const;
   // For the packers of each instruction set (gemm_impl.inc).
-  static PackedMatrix Make(Side side, int64_t rows, int64_t cols, int64_t padded, std::shared_ptr<float> data);
+  static PackedMatrix Make(Side side, int64_t rows, int64_t cols, int64_t padded, std::shared_ptr<float> data,
+                           bool bf16 = false);
 
  private:
+  bool bf16_ = false;
   Side side_ = Side::kA;
   int64_t rows_ = 0;
   int64_t cols_ = 0;
