@@ -168,62 +168,49 @@ TEST(Gemm, InstructionSetFollowsTheCpuOrTheSwitch) {
   EXPECT_EQ(cpu::avx512(), want == "avx512");
 }
 
+// A random case: small shapes, every `long_k`-th with K over several blocks (odd lengths too), every 17th large;
+// random transposes, alpha, beta, padding, bias and activation, and one of `modes`.
+Case random_case(std::mt19937& rng, int it, int long_k, const std::vector<int>& modes) {
+  std::uniform_int_distribution<int> small(1, 70);
+  Case cs;
+  cs.m = small(rng);
+  cs.n = small(rng);
+  cs.k = small(rng);
+  if (it % long_k == 0) cs.k = 257 + small(rng) * 5;
+  if (it % 17 == 0) {
+    cs.m = 150 + small(rng);
+    cs.n = 300 + small(rng) * 3;
+  }
+  cs.ta = rng() & 1;
+  cs.tb = rng() & 1;
+  const float alphas[] = {1.f, 0.5f, -2.f};
+  const float betas[] = {0.f, 1.f, 0.25f};
+  cs.alpha = alphas[rng() % 3];
+  cs.beta = betas[rng() % 3];
+  cs.pad = rng() % 2 ? 0 : static_cast<int>(rng() % 5);
+  cs.bias = static_cast<Epilogue::Bias>(rng() % 3);
+  cs.act = static_cast<Activation>(rng() % 7);
+  cs.mode = modes[rng() % modes.size()];
+  return cs;
+}
+
 TEST(Gemm, MatchesReferenceOnRandomShapes) {
   std::mt19937 rng(42);
   ThreadPool pool1(1), pool2(2);
-  std::uniform_int_distribution<int> small(1, 70);
   for (int it = 0; it < 300; ++it) {
-    Case cs;
-    cs.m = small(rng);
-    cs.n = small(rng);
-    cs.k = small(rng);
-    if (it % 10 == 0) cs.k = 300 + small(rng) * 5;  // several K blocks
-    if (it % 17 == 0) {
-      cs.m = 150 + small(rng);
-      cs.n = 300 + small(rng) * 3;
-    }
-    cs.ta = rng() & 1;
-    cs.tb = rng() & 1;
-    const float alphas[] = {1.f, 0.5f, -2.f};
-    const float betas[] = {0.f, 1.f, 0.25f};
-    cs.alpha = alphas[rng() % 3];
-    cs.beta = betas[rng() % 3];
-    cs.pad = rng() % 2 ? 0 : static_cast<int>(rng() % 5);
-    cs.bias = static_cast<Epilogue::Bias>(rng() % 3);
-    cs.act = static_cast<Activation>(rng() % 7);
-    cs.mode = static_cast<int>(rng() % 5);
-    run_case(cs, it % 2 ? &pool2 : &pool1, rng);
+    run_case(random_case(rng, it, 10, {0, 1, 2, 3, 4}), it % 2 ? &pool2 : &pool1, rng);
     if (HasFatalFailure()) return;
   }
 }
 
 // bf16 products: the operands rounded to bf16 (nearest even), products summed in fp32, then alpha, beta and the
-// epilogue as in fp32; K blocks of odd length, both packed sides, B from a source.
+// epilogue as in fp32; K blocks of odd length, either side packed, B from a source.
 TEST(Gemm, Bf16PackedConstantsMultiplyRoundedOperandsWithFloatSums) {
   if (!cpu::avx512_bf16()) GTEST_SKIP() << "this CPU (or TESSERA_ISA) has no AVX-512 BF16; checked: packing stays fp32";
   std::mt19937 rng(7);
   ThreadPool pool1(1), pool2(2);
-  std::uniform_int_distribution<int> small(1, 70);
   for (int it = 0; it < 120; ++it) {
-    Case cs;
-    cs.m = small(rng);
-    cs.n = small(rng);
-    cs.k = small(rng);
-    if (it % 6 == 0) cs.k = 257 + small(rng) * 5;  // several K blocks, some of odd length
-    if (it % 11 == 0) {
-      cs.m = 150 + small(rng);
-      cs.n = 300 + small(rng) * 3;
-    }
-    cs.ta = rng() & 1;
-    cs.tb = rng() & 1;
-    const float betas[] = {0.f, 1.f, 0.25f};
-    cs.alpha = it % 3 ? 1.f : 0.5f;
-    cs.beta = betas[rng() % 3];
-    cs.pad = static_cast<int>(rng() % 3);
-    cs.bias = static_cast<Epilogue::Bias>(rng() % 3);
-    cs.act = static_cast<Activation>(rng() % 7);
-    const int modes[] = {1, 2, 4};
-    cs.mode = modes[rng() % 3];
+    Case cs = random_case(rng, it, 6, {1, 2, 4});
     cs.bf16 = true;
     run_case(cs, it % 2 ? &pool2 : &pool1, rng);
     if (HasFatalFailure()) return;
