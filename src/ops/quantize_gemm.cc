@@ -174,13 +174,29 @@ QPackedA QPackedA::Pack(Int8Ref a, int64_t lda, int64_t m, int64_t k, ZeroPoints
     const int32_t z = za.at(i);
     const int64_t row = i * lda;
     if (l == Layout::kQuads) {
+      // A_s = A - 128 for uint8 A flips the top bit of each byte; int8 A is stored as it is. Each group of 4 k is one
+      // 32-bit word of the row, moved whole; the sum is taken over the stored (signed) bytes.
       const int32_t ca = signed_offset(a.is_signed);
-      uint32_t sum = 0;
-      for (int64_t kk = 0; kk < k; ++kk) {
-        const int32_t v = a.at(row + kk) - ca;
-        base[(kk / 4) * kQMR * 4 + r * 4 + (kk & 3)] = static_cast<uint8_t>(static_cast<int8_t>(v));
-        sum += static_cast<uint32_t>(v);
+      const uint32_t flip = a.is_signed ? 0u : 0x80808080u;
+      const auto* src = static_cast<const uint8_t*>(a.data) + row;
+      const int64_t whole = k / 4;
+      for (int64_t q = 0; q < whole; ++q) {
+        uint32_t w;
+        std::memcpy(&w, src + 4 * q, 4);
+        w ^= flip;
+        std::memcpy(base + q * kQMR * 4 + r * 4, &w, 4);
       }
+      for (int64_t kk = 4 * whole; kk < k; ++kk) {  // the last group, padded with zeros
+        base[whole * kQMR * 4 + r * 4 + (kk & 3)] = static_cast<uint8_t>(static_cast<int8_t>(a.at(row + kk) - ca));
+      }
+      // sum_k A_s = sum_k A - K * ca, in wrapping int32.
+      uint32_t sum = 0;
+      if (a.is_signed) {
+        for (int64_t kk = 0; kk < k; ++kk) sum += static_cast<uint32_t>(static_cast<int8_t>(src[kk]));
+      } else {
+        for (int64_t kk = 0; kk < k; ++kk) sum += src[kk];
+      }
+      sum -= static_cast<uint32_t>(k) * static_cast<uint32_t>(ca);
       store_i32(base + kg * kQMR * 4, r, static_cast<int32_t>(sum));
       store_i32(base + kg * kQMR * 4, kQMR + r, ca - z);
     } else {
