@@ -72,12 +72,163 @@ void add_scalar(std::vector<onnx::NodeProto>* out, const std::string& value_name
 std::string in(const onnx::NodeProto& n, int i) { return i < n.input_size() ? n.input(i) : ""; }
 std::string out_of(const onnx::NodeProto& n, int i) { return i < n.output_size() ? n.output(i) : ""; }
 
+// DequantizeLinear(x, scale[, zero_point]) -> y; axis < 0: the op's default.
+void add_dequantize(std::vector<onnx::NodeProto>* out, const std::string& x, const std::string& scale,
+                    const std::string& zp, const std::string& y, const std::string& name, int64_t axis = -1) {
+  std::vector<std::string> inputs = {x, scale};
+  if (!zp.empty()) inputs.push_back(zp);
+  onnx::NodeProto& d = add(out, "DequantizeLinear", inputs, {y}, name);
+  if (axis >= 0) set_attr(d, "axis", axis);
+}
+
+// QuantizeLinear(x, scale, zero_point) -> y.
+void add_quantize(std::vector<onnx::NodeProto>* out, const std::string& x, const std::string& scale,
+                  const std::string& zp, const std::string& y, const std::string& name) {
+  add(out, "QuantizeLinear", {x, scale, zp}, {y}, name);
+}
+
+// Copies the attributes of `from` named in `names` onto `to`.
+void copy_attrs(const onnx::NodeProto& from, onnx::NodeProto& to, std::initializer_list<const char*> names) {
+  for (const auto& a : from.attribute()) {
+    for (const char* nm : names) {
+      if (a.name() == nm) *to.add_attribute() = a;
+    }
+  }
+}
+
+// The QLinear* ops of ONNX Runtime's QOperator format are defined as their float op between a dequantization of
+// each input and a quantization of the output: they are lowered to exactly that (QDQ recognition then turns
+// unary ones into exact tables). Their output zero point gives the output type, so it must be present.
+Expected<bool> lower_qlinear(const onnx::NodeProto& n, const std::string& base, std::vector<onnx::NodeProto>* out) {
+  const std::string& op = n.op_type();
+  auto need = [&](int i, const char* what) -> Status {
+    if (in(n, i).empty()) return InvalidModel(describe(n) + ": " + what + " (input " + std::to_string(i) + ") is missing");
+    return Status::Ok();
+  };
+  if (op == "QLinearAdd" || op == "QLinearMul") {
+    TSR_RETURN_IF_ERROR(need(7, "C_zero_point"));
+    add_dequantize(out, in(n, 0), in(n, 1), in(n, 2), base + "a", base + "dequantize_a");
+    add_dequantize(out, in(n, 3), in(n, 4), in(n, 5), base + "b", base + "dequantize_b");
+    add(out, op == "QLinearAdd" ? "Add" : "Mul", {base + "a", base + "b"}, {base + "c"}, base + "op");
+    add_quantize(out, base + "c", in(n, 6), in(n, 7), out_of(n, 0), base + "quantize");
+    return true;
+  }
+  if (op == "QLinearSigmoid" || op == "QLinearLeakyRelu" || op == "QLinearGlobalAveragePool" ||
+      op == "QLinearAveragePool" || op == "QLinearSoftmax") {
+    TSR_RETURN_IF_ERROR(need(4, "y_zero_point"));
+    if (attr_int(n, "channels_last", 0) != 0) {
+      return Unsupported(describe(n) + ": channels_last=1 (channels-last pooling) is not supported");
+    }
+    add_dequantize(out, in(n, 0), in(n, 1), in(n, 2), base + "x", base + "dequantize");
+    std::string y = base + "y";
+    if (op == "QLinearSigmoid") {
+      add(out, "Sigmoid", {base + "x"}, {y}, base + "sigmoid");
+    } else if (op == "QLinearLeakyRelu") {
+      set_attr(add(out, "LeakyRelu", {base + "x"}, {y}, base + "leaky_relu"), "alpha", attr_float(n, "alpha", 0.01f));
+    } else if (op == "QLinearGlobalAveragePool") {
+      add(out, "GlobalAveragePool", {base + "x"}, {y}, base + "pool");
+    } else if (op == "QLinearAveragePool") {
+      onnx::NodeProto& p = add(out, "AveragePool", {base + "x"}, {y}, base + "pool");
+      copy_attrs(n, p, {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"});
+    } else {
+      // `opset` is the Softmax the op stands for: before 13, the input is coerced to 2-D at `axis`; from 13 the
+      // softmax runs along `axis` alone. The coercion is spelt out (Flatten, a softmax of rows, Reshape back).
+      const int64_t axis = attr_int(n, "axis", -1);
+      if (attr_int(n, "opset", 13) >= 13) {
+        set_attr(add(out, "Softmax", {base + "x"}, {y}, base + "softmax"), "axis", axis);
+      } else {
+        add(out, "Shape", {base + "x"}, {base + "shape"}, base + "shape_of");
+        set_attr(add(out, "Flatten", {base + "x"}, {base + "rows"}, base + "flatten"), "axis", axis);
+        set_attr(add(out, "Softmax", {base + "rows"}, {base + "soft_rows"}, base + "softmax"), "axis", int64_t{1});
+        add(out, "Reshape", {base + "soft_rows", base + "shape"}, {y}, base + "reshape");
+      }
+    }
+    add_quantize(out, y, in(n, 3), in(n, 4), out_of(n, 0), base + "quantize");
+    return true;
+  }
+  if (op == "QLinearConcat") {
+    // Y_scale, Y_zero_point, then (X, X_scale, X_zero_point) per input.
+    TSR_RETURN_IF_ERROR(need(1, "Y_zero_point"));
+    if (n.input_size() < 5 || (n.input_size() - 2) % 3 != 0) {
+      return InvalidModel(describe(n) + ": expects Y_scale, Y_zero_point and (X, scale, zero point) triples, got " +
+                          std::to_string(n.input_size()) + " inputs");
+    }
+    std::vector<std::string> parts;
+    for (int i = 2; i + 2 < n.input_size(); i += 3) {
+      parts.push_back(base + "x" + std::to_string(parts.size()));
+      add_dequantize(out, in(n, i), in(n, i + 1), in(n, i + 2), parts.back(), parts.back() + "_dequantize");
+    }
+    set_attr(add(out, "Concat", parts, {base + "y"}, base + "concat"), "axis", attr_int(n, "axis", 0));
+    add_quantize(out, base + "y", in(n, 0), in(n, 1), out_of(n, 0), base + "quantize");
+    return true;
+  }
+  if (op == "QGemm") {
+    // A, a_scale, a_zp, B, b_scale, b_zp, C (int32), y_scale, y_zp; a float Y without y_scale.
+    // B's scale may be per output column: along B's axis 0 when transposed, else axis 1 (DequantizeLinear's default).
+    const bool trans_b = attr_int(n, "transB", 0) != 0;
+    add_dequantize(out, in(n, 0), in(n, 1), in(n, 2), base + "a", base + "dequantize_a");
+    add_dequantize(out, in(n, 3), in(n, 4), in(n, 5), base + "b", base + "dequantize_b", trans_b ? 0 : -1);
+    std::vector<std::string> gemm_in = {base + "a", base + "b"};
+    if (!in(n, 6).empty()) {
+      // C is quantized at alpha * a_scale * b_scale: ONNX Runtime adds it to the integer product before scaling.
+      add(out, "Mul", {in(n, 1), in(n, 4)}, {base + "ab_scale"}, base + "ab_scale_mul");
+      std::string c_scale = base + "ab_scale";
+      if (const float alpha = attr_float(n, "alpha", 1.f); alpha != 1.f) {
+        add_scalar(out, base + "alpha", alpha, base + "alpha_const");
+        add(out, "Mul", {c_scale, base + "alpha"}, {base + "c_scale"}, base + "c_scale_mul");
+        c_scale = base + "c_scale";
+      }
+      add_dequantize(out, in(n, 6), c_scale, "", base + "c", base + "dequantize_c", 0);
+      gemm_in.push_back(base + "c");
+    }
+    const bool quantized = !in(n, 7).empty();
+    if (quantized) TSR_RETURN_IF_ERROR(need(8, "y_zero_point"));
+    onnx::NodeProto& g = add(out, "Gemm", gemm_in, {quantized ? base + "y" : out_of(n, 0)}, base + "gemm");
+    copy_attrs(n, g, {"alpha", "transA", "transB"});
+    if (quantized) add_quantize(out, base + "y", in(n, 7), in(n, 8), out_of(n, 0), base + "quantize");
+    return true;
+  }
+  if (op == "DynamicQuantizeMatMul" || op == "MatMulIntegerToFloat") {
+    // DynamicQuantizeMatMul(A float, B, b_scale, b_zp?, bias?) quantizes A as DynamicQuantizeLinear does;
+    // MatMulIntegerToFloat(A, B, a_scale, b_scale, a_zp?, b_zp?, bias?) takes A quantized. Either way
+    // (A - a_zp)(B - b_zp) in int32, cast, times a_scale * b_scale, plus the bias: ONNX Runtime's quantize_dynamic
+    // pattern, which engines recognise.
+    const bool dynamic = op == "DynamicQuantizeMatMul";
+    std::string a = in(n, 0), a_scale, a_zp;
+    const std::string b_scale = dynamic ? in(n, 2) : in(n, 3);
+    const std::string b_zp = dynamic ? in(n, 3) : in(n, 5);
+    const std::string bias = dynamic ? in(n, 4) : in(n, 6);
+    if (dynamic) {
+      add(out, "DynamicQuantizeLinear", {a}, {base + "a_q", base + "a_scale", base + "a_zp"}, base + "quantize_a");
+      a = base + "a_q";
+      a_scale = base + "a_scale";
+      a_zp = base + "a_zp";
+    } else {
+      a_scale = in(n, 2);
+      a_zp = in(n, 4);
+    }
+    std::vector<std::string> mm_in = {a, in(n, 1), a_zp, b_zp};
+    while (!mm_in.empty() && mm_in.back().empty()) mm_in.pop_back();
+    add(out, "MatMulInteger", mm_in, {base + "acc"}, base + "matmul");
+    set_attr(add(out, "Cast", {base + "acc"}, {base + "acc_f"}, base + "cast"), "to",
+             int64_t{onnx::TensorProto::FLOAT});
+    add(out, "Mul", {a_scale, b_scale}, {base + "scale"}, base + "scales_mul");
+    add(out, "Mul", {base + "acc_f", base + "scale"}, {bias.empty() ? out_of(n, 0) : base + "scaled"},
+        base + "scale_mul");
+    if (!bias.empty()) add(out, "Add", {base + "scaled", bias}, {out_of(n, 0)}, base + "bias_add");
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Expected<bool> lower_contrib_op(const onnx::NodeProto& n, std::vector<onnx::NodeProto>* out) {
   if (n.domain() != "com.microsoft") return false;
   const std::string& op = n.op_type();
-  const std::string base = (n.name().empty() ? op : n.name()) + "/";
+  // Names of the values a lowering adds: under the node's first output, which is unique in the graph (node names
+  // need not be, nor be present).
+  const std::string base = (n.output_size() > 0 && !n.output(0).empty() ? n.output(0) : n.name()) + "/" + op + "/";
   if (op == "FastGelu" || op == "BiasGelu") {
     std::string x = in(n, 0);
     if (!in(n, 1).empty()) {
@@ -108,6 +259,9 @@ Expected<bool> lower_contrib_op(const onnx::NodeProto& n, std::vector<onnx::Node
     set_attr(ln, "axis", int64_t{-1});
     set_attr(ln, "epsilon", attr_float(n, "epsilon", 1e-12f));
     return true;
+  }
+  if (op.rfind("QLinear", 0) == 0 || op == "QGemm" || op == "DynamicQuantizeMatMul" || op == "MatMulIntegerToFloat") {
+    return lower_qlinear(n, base, out);
   }
   if (op == "FusedMatMul") {
     if (attr_int(n, "transBatchA", 0) != 0 || attr_int(n, "transBatchB", 0) != 0) {

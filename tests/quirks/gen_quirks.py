@@ -166,6 +166,87 @@ def ms_fused_matmul():
             [("a", rand([2, 3, 5, 4], 47)), ("b", rand([2, 3, 6, 4], 48)), ("at", rand([2, 3, 4, 5], 49))])
 
 
+def qrand(shape, seed, dtype=np.uint8):
+    info = np.iinfo(dtype)
+    return np.random.RandomState(seed).randint(info.min, info.max + 1, size=shape).astype(dtype)
+
+
+def qparams(prefix, scale, zp, dtype=np.uint8):
+    """A scale and zero point initializer pair, named PREFIX_scale / PREFIX_zp."""
+    return [const(prefix + "_scale", np.array(scale, np.float32)), const(prefix + "_zp", np.array(zp, dtype))]
+
+
+@case
+def ms_qlinear_elementwise():
+    """ONNX Runtime's QOperator format: com.microsoft QLinearAdd / QLinearMul (broadcast too), QLinearSigmoid and
+    QLinearLeakyRelu, uint8 and int8."""
+    q = lambda p: [p + "_scale", p + "_zp"]
+    nodes = [helper.make_node("QLinearAdd", ["a"] + q("a") + ["b"] + q("b") + q("c"), ["add"], domain="com.microsoft"),
+             helper.make_node("QLinearMul", ["a"] + q("a") + ["row"] + q("b") + q("c"), ["mul"], domain="com.microsoft"),
+             helper.make_node("QLinearSigmoid", ["a"] + q("a") + q("s"), ["sig"], domain="com.microsoft"),
+             helper.make_node("QLinearLeakyRelu", ["i"] + q("i") + q("l"), ["leaky"], domain="com.microsoft",
+                              alpha=0.1),
+             helper.make_node("QLinearAdd", ["i"] + q("i") + ["i"] + q("i") + q("l"), ["add8"], domain="com.microsoft")]
+    inits = (qparams("a", 0.05, 120) + qparams("b", 0.03, 90) + qparams("c", 0.07, 110) + qparams("s", 1 / 255, 0) +
+             qparams("i", 0.02, -5, np.int8) + qparams("l", 0.015, 10, np.int8))
+    return (model(nodes, [vi("a", TensorProto.UINT8, [2, 3, 8]), vi("b", TensorProto.UINT8, [2, 3, 8]),
+                          vi("row", TensorProto.UINT8, [8]), vi("i", TensorProto.INT8, [4, 16])],
+                  [vi("add", TensorProto.UINT8, None), vi("mul", TensorProto.UINT8, None),
+                   vi("sig", TensorProto.UINT8, None), vi("leaky", TensorProto.INT8, None),
+                   vi("add8", TensorProto.INT8, None)], 13, inits=inits, opsets=MS),
+            [("a", qrand([2, 3, 8], 50)), ("b", qrand([2, 3, 8], 51)), ("row", qrand([8], 52)),
+             ("i", qrand([4, 16], 53, np.int8))])
+
+
+@case
+def ms_qlinear_pool_concat_softmax():
+    """QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat and QLinearSoftmax (as Softmax-13 and as
+    Softmax-11, which coerces its input to 2-D at the axis)."""
+    q = lambda p: [p + "_scale", p + "_zp"]
+    nodes = [helper.make_node("QLinearGlobalAveragePool", ["x"] + q("x") + q("g"), ["gap"], domain="com.microsoft",
+                              channels_last=0),
+             helper.make_node("QLinearAveragePool", ["x"] + q("x") + q("g"), ["pool"], domain="com.microsoft",
+                              kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=0),
+             helper.make_node("QLinearConcat", q("g") + ["x"] + q("x") + ["y"] + q("y"), ["cat"],
+                              domain="com.microsoft", axis=1),
+             helper.make_node("QLinearSoftmax", ["x"] + q("x") + q("s"), ["soft13"], domain="com.microsoft",
+                              axis=-1, opset=13),
+             helper.make_node("QLinearSoftmax", ["x"] + q("x") + q("s"), ["soft11"], domain="com.microsoft",
+                              axis=2, opset=11)]
+    inits = qparams("x", 0.04, 100) + qparams("y", 0.06, 128) + qparams("g", 0.05, 120) + qparams("s", 1 / 256, 0)
+    return (model(nodes, [vi("x", TensorProto.UINT8, [1, 4, 7, 9]), vi("y", TensorProto.UINT8, [1, 2, 7, 9])],
+                  [vi("gap", TensorProto.UINT8, None), vi("pool", TensorProto.UINT8, None),
+                   vi("cat", TensorProto.UINT8, None), vi("soft13", TensorProto.UINT8, None),
+                   vi("soft11", TensorProto.UINT8, None)], 13, inits=inits, opsets=MS),
+            [("x", qrand([1, 4, 7, 9], 54)), ("y", qrand([1, 2, 7, 9], 55))])
+
+
+@case
+def ms_qgemm_and_dynamic_matmul():
+    """QGemm (int8 weights per output channel, int32 bias, quantized and float outputs), DynamicQuantizeMatMul and
+    MatMulIntegerToFloat, as ONNX Runtime's quantizers and optimizer write them."""
+    q = lambda p: [p + "_scale", p + "_zp"]
+    w = qrand([6, 10], 56, np.int8)  # [N, K], transB = 1
+    nodes = [helper.make_node("QGemm", ["a"] + q("a") + ["w", "w_scale", "w_zp", "bias"] + q("y"), ["gemm_q"],
+                              domain="com.microsoft", transB=1),
+             helper.make_node("QGemm", ["a"] + q("a") + ["w", "w_scale", "w_zp", "bias"], ["gemm_f"],
+                              domain="com.microsoft", transB=1, alpha=0.5),
+             helper.make_node("DynamicQuantizeMatMul", ["f", "wm", "wm_scale", "wm_zp", "fbias"], ["dqmm"],
+                              domain="com.microsoft"),
+             helper.make_node("MatMulIntegerToFloat", ["a", "wm", "a_scale", "wm_scale", "a_zp", "wm_zp"], ["mmf"],
+                              domain="com.microsoft")]
+    inits = (qparams("a", 0.05, 120) + qparams("y", 0.1, 100) +
+             [const("w", w), const("w_scale", rand([6], 57, 0.005, 0.02)), const("w_zp", np.zeros([6], np.int8)),
+              const("bias", np.random.RandomState(58).randint(-2000, 2000, size=[6]).astype(np.int32)),
+              const("wm", qrand([10, 5], 59, np.int8)), const("wm_scale", np.array(0.01, np.float32)),
+              const("wm_zp", np.array(0, np.int8)), const("fbias", rand([5], 60))])
+    return (model(nodes, [vi("a", TensorProto.UINT8, [3, 10]), vi("f", TensorProto.FLOAT, [2, 3, 10])],
+                  [vi("gemm_q", TensorProto.UINT8, None), vi("gemm_f", TensorProto.FLOAT, None),
+                   vi("dqmm", TensorProto.FLOAT, None), vi("mmf", TensorProto.FLOAT, None)], 13, inits=inits,
+                  opsets=MS),
+            [("a", qrand([3, 10], 61)), ("f", rand([2, 3, 10], 62, -2, 2))])
+
+
 # ---- opset 18 ---------------------------------------------------------------------------------------------------
 
 @case
