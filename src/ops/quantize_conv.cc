@@ -61,8 +61,7 @@ bool is_pointwise_geometry(const Geometry& g) {
 // phases of phase_width entries: phase p holds padded columns p, p + sw,
 // p + 2 sw, ... (input column i * sw + p - pw), enc(value) for input and
 // `pad` elsewhere. A window with column stride sw then reads each tap from
-// one contiguous run of a phase. kStride is sw where the caller fixes it
-// (1, 2), 0 otherwise, so the common loops compile for it.
+// one contiguous run of a phase. kStride: as with_stride gives it.
 template <int kStride, class E, class T, class Enc>
 void write_phases(const T* s, int64_t iw, int64_t pw, int64_t stride, int64_t phase_width, E pad, Enc enc, E* dst) {
   const int64_t sw = kStride > 0 ? kStride : stride;
@@ -78,15 +77,16 @@ void write_phases(const T* s, int64_t iw, int64_t pw, int64_t stride, int64_t ph
   }
 }
 
-// write_phases with the stride fixed at compile time where it is 1 or 2.
-template <class E, class T, class Enc>
-void write_phases_any(const T* s, int64_t iw, int64_t pw, int64_t sw, int64_t phase_width, E pad, Enc enc, E* dst) {
+// fn(std::integral_constant<int, K>) with K = sw where it is 1 or 2, else 0: the kStride of the loops above and
+// below, fixed at compile time for the common strides.
+template <class Fn>
+void with_stride(int64_t sw, Fn&& fn) {
   if (sw == 1) {
-    write_phases<1>(s, iw, pw, sw, phase_width, pad, enc, dst);
+    fn(std::integral_constant<int, 1>{});
   } else if (sw == 2) {
-    write_phases<2>(s, iw, pw, sw, phase_width, pad, enc, dst);
+    fn(std::integral_constant<int, 2>{});
   } else {
-    write_phases<0>(s, iw, pw, sw, phase_width, pad, enc, dst);
+    fn(std::integral_constant<int, 0>{});
   }
 }
 
@@ -142,11 +142,14 @@ class QIm2col final : public qgemm::QBSource {
       for (int64_t y = 0; y < ih_; ++y) {
         E* d = dst + (ph + y) * row_len_;
         const int64_t src = c * isz_ + y * iw_;
-        if (x.is_signed) {
-          write_phases_any(static_cast<const int8_t*>(x.data) + src, iw_, pw, sw_, phase_width_, pad_, enc, d);
-        } else {
-          write_phases_any(static_cast<const uint8_t*>(x.data) + src, iw_, pw, sw_, phase_width_, pad_, enc, d);
-        }
+        with_stride(sw_, [&](auto stride) {
+          constexpr int kStride = decltype(stride)::value;
+          if (x.is_signed) {
+            write_phases<kStride>(static_cast<const int8_t*>(x.data) + src, iw_, pw, sw_, phase_width_, pad_, enc, d);
+          } else {
+            write_phases<kStride>(static_cast<const uint8_t*>(x.data) + src, iw_, pw, sw_, phase_width_, pad_, enc, d);
+          }
+        });
       }
       std::fill(dst + (ph + ih_) * row_len_, dst + plane, pad_);
     }
@@ -303,7 +306,7 @@ void depthwise_plane(Int8Ref x, Int8Ref w, int32_t xz, int32_t wz, const Geometr
     const auto wk = static_cast<uint32_t>(static_cast<uint16_t>(static_cast<int16_t>(w.at(i) - wz)));
     taps[i] = {_mm256_set1_epi32(static_cast<int32_t>(wk)), _mm256_set1_epi32(static_cast<int32_t>(wk << 16))};
   }
-  auto run = [&](auto stride) {
+  with_stride(sw, [&](auto stride) {
     constexpr int kStride = decltype(stride)::value;
     const auto enc = [xz](auto v) { return static_cast<int16_t>(static_cast<int32_t>(v) - xz); };
     for (int64_t r = 0; r < ih; ++r) {
@@ -316,14 +319,7 @@ void depthwise_plane(Int8Ref x, Int8Ref w, int32_t xz, int32_t wz, const Geometr
       }
     }
     depthwise_rows<kStride>(padded.data(), phase_width, taps, g, y);
-  };
-  if (sw == 1) {
-    run(std::integral_constant<int, 1>{});
-  } else if (sw == 2) {
-    run(std::integral_constant<int, 2>{});
-  } else {
-    run(std::integral_constant<int, 0>{});
-  }
+  });
 }
 
 // ---- Kernel -----------------------------------------------------------------------
