@@ -3,7 +3,8 @@
 // other processes on a shared machine) and with 2 threads (wall). Not built
 // by CMake; after building build-<dir>/libtessera_core.a:
 //   g++ -std=c++20 -O3 -march=native -DONNX_ML=1 -DONNX_NAMESPACE=onnx -Isrc bench/conv_bench.cc
-//       build-conv/libtessera_core.a -lonnx -lonnx_proto -lprotobuf -lpthread -o /tmp/conv_bench
+//       -Wl,--start-group build/libtessera_*.a -Wl,--end-group -lonnx -lonnx_proto -lprotobuf -lpthread
+//       -o /tmp/conv_bench
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,6 +24,7 @@ namespace {
 struct Layer {
   const char* name;
   int64_t n, c, h, w, m, k, stride, pad, group;
+  int64_t wide = 0;  // width when it differs from h
 };
 
 double thread_cpu_seconds() {
@@ -57,6 +59,14 @@ int main(int argc, char** argv) {
       {"mobilenet dw 3x3/2 96 @112", 1, 96, 112, 112, 96, 3, 2, 1, 96},
       {"mobilenet dw 3x3 144 @56", 1, 144, 56, 56, 144, 3, 1, 1, 144},
       {"mobilenet 1x1 144->24 @56", 1, 144, 56, 56, 24, 1, 1, 0, 1},
+      {"crnn 3x3 3->32 @48x1320", 1, 3, 48, 48, 32, 3, 1, 1, 1, 1320},
+      {"crnn 3x3 32->64 @24x660", 1, 32, 24, 24, 64, 3, 1, 1, 1, 660},
+      {"crnn 3x3 128->128 @12x330", 1, 128, 12, 12, 128, 3, 1, 1, 1, 330},
+      {"crnn 3x3 128->256 @6x330", 1, 128, 6, 6, 256, 3, 1, 1, 1, 330},
+      {"crnn 3x3 128->128 @12x20", 1, 128, 12, 12, 128, 3, 1, 1, 1, 20},
+      {"detector 3x3/2 16->32 @320", 1, 16, 320, 320, 32, 3, 2, 1, 1},
+      {"detector 3x3 64->64 @80", 1, 64, 80, 80, 64, 3, 1, 1, 1},
+      {"detector 3x3/2 64->128 @80", 1, 64, 80, 80, 128, 3, 2, 1, 1},
   };
   ThreadPool p1(1), p2(2);
   std::mt19937 rng(1);
@@ -64,8 +74,9 @@ int main(int argc, char** argv) {
   std::printf("%-30s %9s %9s %9s %9s\n", "layer", "GFLOP", "1t wall", "1t cpu", "2t wall");
   for (const Layer& l : layers) {
     if (!filter.empty() && std::string(l.name).find(filter) == std::string::npos) continue;
-    const int64_t oh = (l.h + 2 * l.pad - l.k) / l.stride + 1, ow = (l.w + 2 * l.pad - l.k) / l.stride + 1;
-    Tensor x(DType::kFloat32, {l.n, l.c, l.h, l.w}), w(DType::kFloat32, {l.m, l.c / l.group, l.k, l.k}),
+    const int64_t wide = l.wide ? l.wide : l.w;
+    const int64_t oh = (l.h + 2 * l.pad - l.k) / l.stride + 1, ow = (wide + 2 * l.pad - l.k) / l.stride + 1;
+    Tensor x(DType::kFloat32, {l.n, l.c, l.h, wide}), w(DType::kFloat32, {l.m, l.c / l.group, l.k, l.k}),
         b(DType::kFloat32, {l.m}), y(DType::kFloat32, {l.n, l.m, oh, ow});
     for (Tensor* t : {&x, &w, &b}) {
       for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = dist(rng);

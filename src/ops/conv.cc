@@ -3,10 +3,12 @@
 // (Conv + activation, optional summand Z) which graph fusion produces.
 //
 // float32 Conv lowers each (image, group) to one GEMM: the weights, packed
-// once at kernel creation when constant, times the im2col matrix, which
-// Im2colSource writes straight into the GEMM's packed panels (a pointwise
-// convolution uses the input planes as-is). Bias and activation run in the
-// GEMM epilogue. Depthwise convolutions take a direct path.
+// once at kernel creation when constant, times the im2col matrix. 1-D and 2-D
+// convolutions read it in place from a padded copy of the input, band by band
+// (conv_by_rows); 3-D ones have Im2colSource write it straight into the GEMM's
+// packed panels; a pointwise convolution uses the input planes as-is. Bias
+// and activation run in the GEMM epilogue. Depthwise convolutions take a
+// direct path.
 // ConvTranspose is GEMM (W^T X) followed by col2im.
 // float16/bfloat16/float64 convert through float32.
 #include <algorithm>
@@ -140,22 +142,28 @@ class ConvKernel final : public Kernel {
     }
 
     const bool pointwise = is_pointwise(g);
+    const bool by_rows = !pointwise && kdim > 0 && rows_conv_applies(g, s.cg);
     auto one = [&](int64_t t, Parallel* p) {
       const int64_t n = t / s.group, gi = t % s.group;
       const float* xg = x + (n * s.c + gi * s.cg) * isz;
       GemmA ga{w + gi * s.mg * kdim, kdim, false, nullptr};
       // A 1x1 output is a matrix-vector product, cheaper on the raw weights.
       if (use_packed && !(pointwise && osz == 1)) ga = GemmA{nullptr, 0, false, &packed_[static_cast<size_t>(gi)]};
-      Im2colSource src(xg, s.cg, g);
-      GemmB gb{nullptr, 0, false, nullptr, &src};
-      if (pointwise) gb = GemmB{xg, isz, false, nullptr, nullptr};
       Epilogue ep = act_;
       if (bias) {
         ep.bias_kind = Epilogue::Bias::kPerRow;
         ep.bias = bias + gi * s.mg;
       }
-      kernels::gemm(p, s.mg, osz, kdim, 1.f, ga, gb, accumulate ? 1.f : 0.f, y + (n * s.m + gi * s.mg) * osz, osz,
-                    ep);
+      float* yg = y + (n * s.m + gi * s.mg) * osz;
+      const float beta = accumulate ? 1.f : 0.f;
+      if (by_rows) {
+        conv_by_rows(p, s.mg, ga, xg, s.cg, g, beta, yg, ep);
+        return;
+      }
+      Im2colSource src(xg, s.cg, g);
+      GemmB gb{nullptr, 0, false, nullptr, &src};
+      if (pointwise) gb = GemmB{xg, isz, false, nullptr, nullptr};
+      kernels::gemm(p, s.mg, osz, kdim, 1.f, ga, gb, beta, yg, osz, ep);
     };
     const double flops = 2.0 * static_cast<double>(s.mg * osz) * static_cast<double>(kdim);
     if (tasks > 1 && flops < kSmallGemmFlops) {

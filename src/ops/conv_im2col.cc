@@ -4,6 +4,8 @@
 #include <cstring>
 #include <vector>
 
+#include <unistd.h>
+
 #include "util/cpu_isa.h"
 
 namespace tessera {
@@ -116,6 +118,23 @@ inline void im2col_segment(const float* xr, int64_t off, int64_t sw, int64_t iw,
 #include "ops/conv_im2col_segments.inc"
 
 }  // namespace
+
+// split_row (below) at stride 2: 32 padded columns at a time, split into the even and odd ones.
+void split_row_stride2(const float* xr, int64_t iw, int64_t pw, bool even, bool odd, int64_t wq, float* d0, float* d1) {
+  const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  for (int64_t w = 0; w < wq; w += 16) {
+    const int64_t base = 2 * w - pw;  // input column of padded column 2w
+    const int64_t lo = std::clamp<int64_t>(-base, 0, 32), hi = std::clamp<int64_t>(iw - base, lo, 32);
+    const uint64_t bits = ((uint64_t{1} << hi) - 1u) & ~((uint64_t{1} << lo) - 1u);  // input columns [lo, hi)
+    const __m512 a = _mm512_maskz_loadu_ps(static_cast<__mmask16>(bits & 0xFFFF), xr + base);
+    const __m512 b = _mm512_maskz_loadu_ps(static_cast<__mmask16>((bits >> 16) & 0xFFFF), xr + base + 16);
+    const auto store = static_cast<__mmask16>(wq - w >= 16 ? 0xFFFFu : (1u << (wq - w)) - 1u);
+    if (even) _mm512_mask_storeu_ps(d0 + w, store, _mm512_permutex2var_ps(a, ev, b));
+    if (odd) _mm512_mask_storeu_ps(d1 + w, store, _mm512_permutex2var_ps(a, od, b));
+  }
+}
+
 }  // namespace avx512
 TSR_AVX512_END
 
@@ -739,6 +758,171 @@ void depthwise_conv2d(const float* x, const float* w, const float* bias, int64_t
 }
 
 // ---- col2im -------------------------------------------------------------------
+
+// ---- convolution by rows read in place ---------------------------------------
+
+namespace {
+
+// A band's copy may not exceed this many floats (the copy is kept per thread); a convolution whose one output row
+// needs more takes im2col (whose blocks are small).
+constexpr int64_t kMaxPaddedFloats = int64_t{16} << 20;
+
+// Where the copy of a band of output rows [oh0, oh0 + rows) goes. Along each axis the padded input is read at
+// positions o * s + t * d (output o, tap t, stride s, dilation d) = (o + q) * s + r for q = t * d / s,
+// r = t * d % s: the copy keeps, per phase r that some tap reads, the positions r, r + s, r + 2s, .. side by side,
+// so consecutive outputs read consecutive floats. Per channel: one block of hq x wq floats per (row phase, column
+// phase) pair.
+struct PaddedLayout {
+  Plane2d p;
+  std::vector<int64_t> phases_h, phases_w;  // the phases some tap reads, ascending
+  int64_t wq = 0;                           // columns of a phase block
+  int64_t halo = 0;                         // phase rows a band reads past its output rows (the largest q)
+
+  explicit PaddedLayout(const Geometry& g) : p(plane2d(g)) {
+    auto phases = [](int64_t taps, int64_t d, int64_t s) {
+      std::vector<int64_t> r;
+      for (int64_t t = 0; t < taps; ++t) r.push_back(t * d % s);
+      std::sort(r.begin(), r.end());
+      r.erase(std::unique(r.begin(), r.end()), r.end());
+      return r;
+    };
+    phases_h = phases(p.kh, p.dh, p.sh);
+    phases_w = phases(p.kw, p.dw, p.sw);
+    // Padded columns read: 0 .. (ow - 1) * sw + (kw - 1) * dw.
+    wq = ((p.ow - 1) * p.sw + (p.kw - 1) * p.dw) / p.sw + 1;
+    halo = (p.kh - 1) * p.dh / p.sh;
+  }
+  int64_t phases() const { return static_cast<int64_t>(phases_h.size() * phases_w.size()); }
+  // Floats per channel of a band of `rows` output rows.
+  int64_t channel(int64_t rows) const { return phases() * (rows + halo) * wq; }
+  static int64_t slot(const std::vector<int64_t>& phases, int64_t r) {
+    return std::lower_bound(phases.begin(), phases.end(), r) - phases.begin();
+  }
+};
+
+thread_local std::vector<float> t_padded;
+
+// One input row `xr` (iw floats) as the column phases of its padded copy: phase b (column offset phases[b]) at
+// dst + b * phase_stride, wq columns, column w' = xr[w' * sw + phases[b] - pw] or 0 in the padding.
+void split_row(const float* xr, int64_t iw, int64_t pw, int64_t sw, const std::vector<int64_t>& phases, int64_t wq,
+               float* dst, int64_t phase_stride) {
+  if (sw == 2 && cpu::avx512()) {
+    const bool even = phases.front() == 0, odd = phases.back() == 1;
+    avx512::split_row_stride2(xr, iw, pw, even, odd, wq, dst, dst + (even && odd ? phase_stride : 0));
+    return;
+  }
+  for (size_t b = 0; b < phases.size(); ++b) {
+    float* d = dst + static_cast<int64_t>(b) * phase_stride;
+    int64_t lo = 0, hi = 0;  // columns w' whose input column lies in [0, iw)
+    valid_range(phases[b] - pw, sw, iw, wq, &lo, &hi);
+    const float* xs = xr + phases[b] - pw;
+    std::fill(d, d + lo, 0.f);
+    if (sw == 1) {
+      std::memcpy(d + lo, xs + lo, sizeof(float) * static_cast<size_t>(hi - lo));
+    } else {
+      for (int64_t w = lo; w < hi; ++w) d[w] = xs[w * sw];
+    }
+    std::fill(d + hi, d + wq, 0.f);
+  }
+}
+
+// The copy of output rows [oh0, oh0 + rows) of one image/group (in this thread's storage) and the GEMM operand
+// that reads it in place: row k = (c, kh, kw) of the im2col matrix at offsets[k], its columns the band's output
+// positions row by row, with wq - ow columns past each row's end that are computed and dropped.
+class PaddedBand {
+ public:
+  PaddedBand(const PaddedLayout& l, const float* x, int64_t channels, int64_t oh0, int64_t rows) {
+    const Plane2d& p = l.p;
+    const int64_t hq = rows + l.halo, block = hq * l.wq, channel = l.channel(rows);
+    const auto nw = static_cast<int64_t>(l.phases_w.size());
+    // Reads run up to gemm_nr() - 1 floats past the last column (GemmB::offsets): zeros.
+    const int64_t total = channels * channel + kernels::gemm_nr();
+    std::vector<float>& buf = t_padded;
+    if (static_cast<int64_t>(buf.size()) < total) buf.resize(static_cast<size_t>(total));
+    float* out = buf.data();
+    std::fill(out + channels * channel, out + total, 0.f);
+    for (int64_t c = 0; c < channels; ++c) {
+      for (size_t a = 0; a < l.phases_h.size(); ++a) {
+        float* dst = out + c * channel + static_cast<int64_t>(a) * nw * block;
+        for (int64_t h = 0; h < hq; ++h) {
+          const int64_t ih = (oh0 + h) * p.sh + l.phases_h[a] - p.ph;
+          if (ih < 0 || ih >= p.ih) {
+            for (int64_t b = 0; b < nw; ++b) std::fill_n(dst + b * block + h * l.wq, l.wq, 0.f);
+          } else {
+            split_row(x + (c * p.ih + ih) * p.iw, p.iw, p.pw, p.sw, l.phases_w, l.wq, dst + h * l.wq, block);
+          }
+        }
+      }
+    }
+    offsets_.reserve(static_cast<size_t>(channels * p.kh * p.kw));
+    for (int64_t c = 0; c < channels; ++c) {
+      for (int64_t i = 0; i < p.kh; ++i) {
+        const int64_t th = i * p.dh;
+        for (int64_t j = 0; j < p.kw; ++j) {
+          const int64_t tw = j * p.dw;
+          const int64_t phase =
+              PaddedLayout::slot(l.phases_h, th % p.sh) * nw + PaddedLayout::slot(l.phases_w, tw % p.sw);
+          offsets_.push_back(c * channel + phase * block + (th / p.sh) * l.wq + tw / p.sw);
+        }
+      }
+    }
+    operand_.data = out;
+    operand_.offsets = offsets_.data();
+    operand_.span = l.wq;
+    operand_.valid = p.ow;
+    columns_ = (rows - 1) * l.wq + p.ow;
+  }
+  const kernels::GemmB& operand() const { return operand_; }
+  int64_t columns() const { return columns_; }
+
+ private:
+  std::vector<int64_t> offsets_;
+  kernels::GemmB operand_;
+  int64_t columns_ = 0;
+};
+
+// Floats of copy a band should stay within so that the GEMM finds it in the L2 cache it was written to.
+int64_t band_floats() {
+  static const int64_t floats = [] {
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return static_cast<int64_t>(l2 > 0 ? l2 : 1 << 20) / 2 / static_cast<int64_t>(sizeof(float));
+  }();
+  return floats;
+}
+
+}  // namespace
+
+bool rows_conv_applies(const Geometry& g, int64_t channels) {
+  if (g.in.empty() || g.in.size() > 2) return false;
+  return channels * PaddedLayout(g).channel(1) + kernels::gemm_nr() <= kMaxPaddedFloats;
+}
+
+void conv_by_rows(Parallel* pool, int64_t m, const kernels::GemmA& a, const float* x, int64_t channels,
+                  const Geometry& g, float beta, float* y, const kernels::Epilogue& ep) {
+  const PaddedLayout l(g);
+  const int64_t oh = l.p.oh, ow = l.p.ow, osz = oh * ow, k = channels * l.p.kh * l.p.kw;
+  // Bands of output rows whose copies fit in half the L2 cache; with several, each thread takes whole bands (its
+  // copy stays in its own cache), as many per thread.
+  const int64_t per_row = channels * l.phases() * l.wq;
+  const int64_t fit = std::clamp<int64_t>(band_floats() / std::max<int64_t>(per_row, 1) - l.halo, 1, oh);
+  int64_t bands = (oh + fit - 1) / fit;
+  const int threads = pool && !pool->in_parallel_region() ? pool->num_threads() : 1;
+  if (bands > 1 && threads > 1) bands = std::min(oh, (bands + threads - 1) / threads * threads);
+  const int64_t rows = (oh + bands - 1) / bands;
+  auto band = [&](int64_t oh0, Parallel* p) {
+    const int64_t r = std::min(rows, oh - oh0);
+    PaddedBand in(l, x, channels, oh0, r);
+    kernels::gemm(p, m, in.columns(), k, 1.f, a, in.operand(), beta, y + oh0 * ow, osz, ep);
+  };
+  if (bands == 1) {
+    band(0, pool);
+    return;
+  }
+  const int64_t n = (oh + rows - 1) / rows;
+  pool->parallel_for(n, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) band(b * rows, nullptr);
+  });
+}
 
 void col2im(const float* col, int64_t mult, const Geometry& g, float* y) {
   const size_t r = g.in.size();

@@ -15,6 +15,7 @@
 
 #include "ops/conv_util.h"
 #include "ops/kernels/gemm.h"
+#include "util/parallel.h"
 
 namespace tessera {
 
@@ -29,6 +30,22 @@ class Im2colSource final : public kernels::BPackSource {
   int64_t channels_;
   const Geometry& g_;
 };
+
+// A 1-D or 2-D convolution without im2col: per band of output rows, the
+// input rows it reads are copied once with their padding (and, at strides
+// above 1, split into stride phases along each axis, so that the inputs of
+// consecutive output columns sit side by side), and the GEMM reads the copy in
+// place (GemmB::offsets): row k = (c, kh, kw) of the im2col matrix is the copy
+// at an offset, its columns the output positions, row by row, with a few
+// columns past each output row's end that are computed and dropped. The copy
+// costs about the input's size, where im2col's costs the kernel's size times
+// the output's. Bands are sized to stay in the L2 cache; with several, each
+// thread of `pool` takes whole bands.
+bool rows_conv_applies(const Geometry& g, int64_t channels);
+// y[m, output positions] (row stride: the output size) = a * im2col(x), with beta and the epilogue as in
+// kernels::gemm; x: `channels` input planes.
+void conv_by_rows(Parallel* pool, int64_t m, const kernels::GemmA& a, const float* x, int64_t channels,
+                  const Geometry& g, float beta, float* y, const kernels::Epilogue& ep);
 
 // True when the convolution is a plain GEMM on the input planes (every kernel
 // extent 1, stride 1, no padding).

@@ -32,12 +32,13 @@ Tensor random_tensor(Dims d, std::mt19937& rng) {
 // Runs a node like run_node_once, but lets the test choose whether inputs
 // are seen as constants when the kernel is created.
 Expected<std::vector<Tensor>> run_node(const Node& node, const std::vector<Tensor>& inputs, bool consts,
-                                       ThreadPool* pool) {
+                                       ThreadPool* pool, bool bf16 = false) {
   const OpSchema* schema = OpRegistry::instance().find(node.domain, node.op_type);
   if (!schema) return Unsupported("no schema");
   std::vector<ValueInfo> out_info;
   TSR_ASSIGN_OR_RETURN(out_info, infer_node_concrete(node, 13, inputs));
   KernelInit init{node, 13, {}, {}};
+  init.bf16 = bf16;
   init.in_info.resize(inputs.size());
   init.const_inputs.resize(inputs.size(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -231,6 +232,53 @@ TEST(Conv, LargeChannelCountsUseSeveralKBlocks) {
     auto res = run_node(conv_node(p, true), {x, w, b}, consts, &pool);
     ASSERT_TRUE(res.ok()) << res.status().message();
     expect_close(res->at(0), ref_conv(p, out, x, w, &b), "large");
+  }
+}
+
+// Inputs whose copy spans several L2-sized bands of output rows (conv_by_rows), which the two threads share out:
+// strides, dilations, uneven pads, several K blocks, a summand, and runtime as well as constant weights.
+TEST(Conv, BandsOfOutputRowsMatchReference) {
+  std::mt19937 rng(21);
+  ThreadPool pool(2), one(1);
+  const ConvParams cases[] = {
+      {2, 1, 1, 64, 9, {40, 200}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, "NOTSET"},
+      {2, 1, 1, 48, 11, {61, 131}, {3, 3}, {2, 2}, {1, 1}, {1, 0}, {0, 2}, "NOTSET"},
+      {2, 2, 1, 40, 17, {33, 150}, {3, 5}, {1, 3}, {2, 1}, {2, 0}, {1, 3}, "NOTSET"},
+      {2, 1, 1, 32, 8, {70, 90}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, "NOTSET"},
+      {1, 1, 1, 96, 13, {5000}, {4}, {3}, {2}, {3}, {1}, "NOTSET"},
+  };
+  int i = 0;
+  for (ConvParams p : cases) {
+    Dims out;
+    conv_out(p, &out);
+    Dims xd = {p.n, p.cg}, wd = {p.mg, p.cg}, yd = {p.n, p.mg};
+    xd.insert(xd.end(), p.in.begin(), p.in.end());
+    wd.insert(wd.end(), p.k.begin(), p.k.end());
+    yd.insert(yd.end(), out.begin(), out.end());
+    Tensor x = random_tensor(xd, rng), w = random_tensor(wd, rng), b = random_tensor({p.mg}, rng),
+           z = random_tensor(yd, rng);
+    std::vector<float> want = ref_conv(p, out, x, w, &b);
+    for (size_t j = 0; j < want.size(); ++j) want[j] = std::max(want[j] + z.data<float>()[j], 0.f);
+    Node node = conv_node(p, true, "FusedConv");
+    node.inputs.push_back("z");
+    node.attrs["activation"] = str_attr("Relu");
+    for (bool consts : {false, true}) {
+      auto res = run_node(node, {x, w, b, z}, consts, ++i % 2 ? &pool : &one);
+      ASSERT_TRUE(res.ok()) << res.status().message();
+      expect_close(res->at(0), want, describe(p) + (consts ? " constant weights" : " runtime weights"));
+    }
+    // bf16 products (where the CPU has them) read the same rows, packed for the bf16 kernels: each operand
+    // rounded to 8 significant bits, so an output is off by at most 2^-8 of the sum of |x| |w| it adds up.
+    auto res = run_node(node, {x, w, b, z}, true, &pool, /*bf16=*/true);
+    ASSERT_TRUE(res.ok()) << res.status().message();
+    Tensor xa = x.clone(), wa = w.clone();
+    for (Tensor* t : {&xa, &wa}) {
+      for (int64_t j = 0; j < t->numel(); ++j) t->data<float>()[j] = std::abs(t->data<float>()[j]);
+    }
+    const std::vector<float> mags = ref_conv(p, out, xa, wa, nullptr);
+    for (size_t j = 0; j < want.size(); ++j) {
+      ASSERT_NEAR(res->at(0).data<float>()[j], want[j], 1e-4f + mags[j] / 256.f) << describe(p) << " bf16";
+    }
   }
 }
 

@@ -129,6 +129,14 @@ struct GemmB {
   bool trans = false;
   const PackedMatrix* packed = nullptr;
   const BPackSource* source = nullptr;
+  // B read in place by rows (with data set; ld and trans unused): op(B)[k][j] = data[offsets[k] + j]. The columns
+  // j come in rows of `span`, of which the first `valid` are results: column j = r * span + q is stored in C at
+  // column r * valid + q when q < valid, and not at all otherwise (n counts every column, those not stored too, up
+  // to the last one stored). Reads may run up to gemm_nr() - 1 floats past data[offsets[k] + n - 1]. A per-column
+  // bias is not supported with it. A convolution reads its padded input so (conv_im2col.h: conv_by_rows).
+  const int64_t* offsets = nullptr;
+  int64_t span = 0;
+  int64_t valid = 0;
 };
 
 // The general entry point. `pool` may be null (single-threaded); inside a
