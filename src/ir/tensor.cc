@@ -37,17 +37,27 @@ class BlockCache {
     return bytes > std::numeric_limits<size_t>::max() - step ? bytes : (bytes + step - 1) / step * step;
   }
 
-  void* take(size_t bytes, size_t alignment) {
+  // A cached block for *bytes (a class size) aligned to *alignment: the smallest of at least that size and at most
+  // twice it, aligned at least as asked (a block already touched is worth more than the memory it wastes for a
+  // while: a new one page-faults). *bytes and *alignment become the block's own, to give it back with.
+  void* take(size_t* bytes_io, size_t* alignment_io) {
+    const size_t bytes = *bytes_io, alignment = *alignment_io;
     std::lock_guard<std::mutex> lock(mu_);
+    auto best = blocks_.end();
     for (auto it = blocks_.begin(); it != blocks_.end(); ++it) {
-      if (it->bytes == bytes && it->alignment == alignment) {
-        void* p = it->p;
-        cached_ -= bytes;
-        blocks_.erase(it);
-        return p;
+      if (it->bytes >= bytes && it->bytes / 2 <= bytes && it->alignment % alignment == 0 &&
+          (best == blocks_.end() || it->bytes < best->bytes)) {
+        best = it;
+        if (it->bytes == bytes) break;
       }
     }
-    return nullptr;
+    if (best == blocks_.end()) return nullptr;
+    void* p = best->p;
+    *bytes_io = best->bytes;
+    *alignment_io = best->alignment;
+    cached_ -= best->bytes;
+    blocks_.erase(best);
+    return p;
   }
 
   void give(void* p, size_t bytes, size_t alignment) {
@@ -88,13 +98,13 @@ std::shared_ptr<void> aligned_alloc_shared(size_t bytes, size_t alignment, bool 
   size_t rounded = (bytes + alignment - 1) / alignment * alignment;
   if (rounded == 0) rounded = alignment;
   const bool large = rounded >= BlockCache::kMinBytes;
-  const size_t block = large ? BlockCache::class_bytes(rounded) : rounded;
+  size_t block = large ? BlockCache::class_bytes(rounded) : rounded;
   // Blocks of several huge pages start on one and ask for them (transparent huge pages, where the kernel gives
   // them on request): a first touch page-faults once per 2 MiB rather than once per 4 KiB. On a virtual machine here
   // that made the first touch of 256 MiB 24-38 ms instead of 1.4 s, and a new plan's first run pays exactly that.
   const bool huge = block >= 2 * kHugePage;
   if (huge) alignment = std::max(alignment, kHugePage);
-  void* p = large ? block_cache().take(block, alignment) : nullptr;
+  void* p = large ? block_cache().take(&block, &alignment) : nullptr;
   if (!p) {
     p = std::aligned_alloc(alignment, block);
     if (p && huge) (void)::madvise(p, block / kHugePage * kHugePage, MADV_HUGEPAGE);  // advice: failure is harmless

@@ -117,6 +117,13 @@ bool static_dims(const Scope& g, const std::string& v, Dims* d) {
   return true;
 }
 
+// The rank of `v`, or -1 when unknown.
+int rank_of(const Scope& g, const std::string& v) {
+  if (const Tensor* c = g.constant(v)) return c->rank();
+  const ValueInfo* vi = g.info(v);
+  return vi && vi->shape.rank_known ? vi->shape.rank() : -1;
+}
+
 // A constant float32 scalar (any rank, one element).
 bool const_scalar(const Scope& g, const std::string& v, float* out) {
   const Tensor* c = v.empty() ? nullptr : g.constant(v);
@@ -207,8 +214,8 @@ void set_conv_activation(Node& f, const std::string& act, const std::vector<floa
 
 // What follows a producer's output `y` into its epilogue: an Add of
 // `y` with another float32 value that `accept_addend` takes (a residual, a
-// bias), whose result keeps y's shape, then an activation; each through a
-// single consumer. `group` lists the absorbed nodes in order.
+// bias: only one with which the sum keeps y's shape), then an activation;
+// each through a single consumer. `group` lists the absorbed nodes in order.
 struct Epilogue {
   std::string addend, out, act;
   std::vector<float> params;
@@ -220,15 +227,12 @@ Epilogue follow_epilogue(const Graph& g, const Scope& sc, const Uses& uses, cons
                          Accept accept_addend) {
   Epilogue e;
   e.out = y;
-  Dims yd;
-  static_dims(sc, y, &yd);
   int c = uses.sole_consumer(e.out);
   if (c >= 0 && !rw.taken[static_cast<size_t>(c)]) {
     const Node& add = g.nodes[static_cast<size_t>(c)];
     if (add.op_type == "Add" && plain_f32_node(sc, add) && add.num_inputs() == 2 && add.inputs[0] != add.inputs[1]) {
       const std::string& other = add.inputs[0] == e.out ? add.inputs[1] : add.inputs[0];
-      Dims od;
-      if (is_f32(sc, other) && accept_addend(other) && static_dims(sc, add.outputs[0], &od) && od == yd) {
+      if (is_f32(sc, other) && accept_addend(other)) {
         e.addend = other;
         e.out = add.outputs[0];
         e.group.push_back(c);
@@ -253,12 +257,13 @@ int fuse_conv(Graph& g, const Scope* outer, NativeFusionStats* st) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& conv = g.nodes[i];
     if (rw.taken[i] || conv.op_type != "Conv" || !plain_f32_node(sc, conv)) continue;
+    // Residual: Z is added before the activation, as FusedConv's kernel does; only where both shapes are known and
+    // equal (a shape-generic plan, whose shapes are symbolic, fuses the activation alone).
     Dims ydims;
-    if (!static_dims(sc, conv.outputs[0], &ydims)) continue;
-    // Residual: Z is added before the activation, as FusedConv's kernel does.
+    const bool known = static_dims(sc, conv.outputs[0], &ydims);
     Epilogue ep = follow_epilogue(g, sc, uses, rw, conv.outputs[0], [&](const std::string& other) {
       Dims zd;
-      return static_dims(sc, other, &zd) && zd == ydims;
+      return known && static_dims(sc, other, &zd) && zd == ydims;
     });
     const std::string& z = ep.addend;
     const std::string& out = ep.out;
@@ -289,15 +294,18 @@ int fuse_conv(Graph& g, const Scope* outer, NativeFusionStats* st) {
 bool fuse_matmul_at(Graph& g, const Scope& sc, const Uses& uses, Rewrite& rw, size_t i) {
   const Node& mm = g.nodes[i];
   const Tensor* b = mm.num_inputs() == 2 ? sc.constant(mm.inputs[1]) : nullptr;
-  Dims ad, yd;
+  // Ranks, not sizes: a shape-generic plan's dims are symbolic.
+  const int yrank = rank_of(sc, mm.outputs[0]);
   if (!b || b->dtype() != DType::kFloat32 || b->rank() != 2 || !is_f32(sc, mm.inputs[0]) ||
-      !static_dims(sc, mm.inputs[0], &ad) || ad.size() < 2 || !static_dims(sc, mm.outputs[0], &yd)) {
+      rank_of(sc, mm.inputs[0]) < 2 || yrank < 2) {
     return false;
   }
+  // y is [.., N]: a bias of N values in its last dim, of y's rank at most, broadcasts without changing y's shape.
   const int64_t n = b->dim(1);
   Epilogue ep = follow_epilogue(g, sc, uses, rw, mm.outputs[0], [&](const std::string& other) {
     Dims bd;
-    return static_dims(sc, other, &bd) && !bd.empty() && bd.back() == n && numel(bd) == n && bd.size() <= yd.size();
+    return static_dims(sc, other, &bd) && !bd.empty() && bd.back() == n && numel(bd) == n &&
+           static_cast<int>(bd.size()) <= yrank;
   });
   const std::string& bias = ep.addend;
   const std::string& out = ep.out;

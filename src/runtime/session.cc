@@ -10,6 +10,7 @@
 
 #include "artifact/artifact.h"
 #include "backends/backend.h"
+#include "passes/native_fusion.h"
 #include "runtime/execution_plan.h"
 
 namespace tessera {
@@ -146,10 +147,13 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique
     auto plan = s->plan_for(dims);
     if (!plan.ok()) return plan.status();
   } else if (s->opts_.plan_in_background) {
-    // One plan for every shape: each step's shapes inferred and its tensors allocated as it runs, nothing fused. New
+    // One plan for every shape: each step's shapes inferred and its tensors allocated as it runs, fused where no
+    // size needs to be known (Conv/MatMul with their activations and biases; elementwise chains need sizes). New
     // shapes run on it while their own plans are built. A model it cannot serve plans each shape in the run's path.
-    PlanOptions po{s->optimize_, /*fuse=*/false, s->opts_.max_memory, /*shapes_at_run_time=*/true, s->bf16_};
-    auto generic = ExecutionPlan::Build(s->graph_, s->pool_.get(), s->engines_.get(), po);
+    PlanOptions po{s->optimize_, s->opts_.fuse, s->opts_.max_memory, /*shapes_at_run_time=*/true, s->bf16_};
+    Graph g = s->graph_;
+    if (po.fuse && !native_fusion_disabled_by_env() && !fuse_for_native(g).ok()) g = s->graph_;
+    auto generic = ExecutionPlan::Build(std::move(g), s->pool_.get(), s->engines_.get(), po);
     if (generic.ok()) s->generic_ = std::move(*generic);
   }
   return s;

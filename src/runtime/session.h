@@ -54,9 +54,10 @@ struct SessionOptions {
   // ErrorCode::kInvalidInput naming the need and the limit. 0: no limit.
   size_t max_memory = 0;
   // A model with symbolic input dims: a run at an input shape that has no plan yet runs at once on the session's
-  // shape-generic plan (each step's shapes inferred and tensors allocated as it runs, nothing fused); a shape seen a
-  // second time gets its own plan from a background thread, which later runs at that shape use. false: the run
-  // builds the plan for its shape and waits for it (runs of other shapes go on meanwhile either way).
+  // shape-generic plan (each step's shapes inferred and tensors allocated as it runs; fused only where no size
+  // needs to be known); a shape seen a second time gets its own plan from a background thread, which later runs at
+  // that shape use. false: the run builds the plan for its shape and waits for it (runs of other shapes go on
+  // meanwhile either way).
   bool plan_in_background = true;
   // Per input name, one range per dim: the sizes the model was compiled for. A run with a size outside its range
   // fails with ErrorCode::kInvalidInput naming the input, the dim and the range. Inputs not named here take any

@@ -262,7 +262,8 @@ int bench_shape_stream(const Args& a, Session& s, double load_ms) {
       made->push_back(Value::Create(ins[i].dtype, r.dims[i]));
       if (ins[i].dtype == TESSERA_DTYPE_FLOAT32) {  // uniform in [-1, 1); other dtypes stay 0 (valid ids and masks)
         float* p = made->back().Data<float>();
-        for (size_t k = 0; k < made->back().SizeBytes() / sizeof(float); ++k) {
+        const size_t count = made->back().SizeBytes() / sizeof(float);
+        for (size_t k = 0; k < count; ++k) {
           state = state * 1664525u + 1013904223u;
           p[k] = static_cast<float>(state >> 8) / static_cast<float>(1u << 23) - 1.f;
         }
