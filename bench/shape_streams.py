@@ -3,6 +3,7 @@
 
   /usr/bin/python3 bench/shape_streams.py [--build BUILD] [--work DIR] [--threads N]
                                           [--streams crnn,detector,bert] [--sample K] [--requests-scale F]
+                                          [--no-background-buckets]
 
 For each stream (models from bench/stream_models.py; BERT-base from tests/e2e/gen_models.py with symbolic dims):
   crnn      CRNN-style recogniser, x [1,3,48,W], 1000 requests, W uniform in 32..2048
@@ -82,6 +83,8 @@ def main():
     ap.add_argument("--streams", default="crnn,detector")
     ap.add_argument("--sample", type=int, default=8)
     ap.add_argument("--requests-scale", type=float, default=1.0)
+    ap.add_argument("--no-background-buckets", action="store_true",
+                    help="replay the stream without engines compiled in the background for shapes seen twice")
     a = ap.parse_args()
     tessera = os.path.join(a.build, "bin", "tessera")
     work = a.work or os.path.join(a.build, "shape-streams")
@@ -107,7 +110,9 @@ def main():
         ranged = os.path.join(work, name + ".ranged.tsr")
         run([tessera, "compile", model, "-o", ranged] + [a for r in range_specs for a in ("--shape", r)] + threads)
         p = subprocess.run(["/usr/bin/time", "-f", "maxrss_kb=%M", tessera, "bench", ranged, "--shapes-from",
-                            stream_file, "--json"] + threads, capture_output=True, text=True)
+                            stream_file, "--json"] + threads +
+                           (["--no-background-buckets"] if a.no_background_buckets else []),
+                           capture_output=True, text=True)
         if p.returncode != 0:
             sys.exit("shape_streams: bench --shapes-from failed: " + p.stderr[-800:])
         j = json.loads(p.stdout.strip().splitlines()[-1])

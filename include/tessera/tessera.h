@@ -54,7 +54,7 @@ extern "C" {
 #endif
 
 #define TESSERA_API_VERSION_MAJOR 0
-#define TESSERA_API_VERSION_MINOR 5
+#define TESSERA_API_VERSION_MINOR 6
 
 #if defined(__GNUC__)
 #define TESSERA_API __attribute__((visibility("default")))
@@ -145,12 +145,19 @@ TESSERA_API tessera_error_t* tessera_session_options_set_max_memory(tessera_sess
 TESSERA_API tessera_error_t* tessera_session_options_set_plan_in_background(tessera_session_options_t* opts,
                                                                              int on);
 /* Since 0.4. A model compiled with engines whose input dims are symbolic or
- * ranges: whether a shape with no bucket of its own, seen a second time, is
- * compiled as a bucket with engines for its exact dims by the background
- * thread (1, the default: runs meanwhile go on what is ready, and the bucket
- * is kept in the engine cache on disk, "engines" beside the tune cache, so the
- * next process finds it), or gets a native plan (0). Needs plan_in_background. */
+ * ranges: whether a shape with no bucket of its own may be compiled as a
+ * bucket with engines for its exact dims by the background thread (1, the
+ * default: runs meanwhile go on what is ready, and the bucket is kept in the
+ * engine cache on disk, "engines" beside the tune cache, so the next process
+ * finds it), or only gets a native plan (0). Needs plan_in_background. Since
+ * 0.6 a shape is compiled once its runs have taken as long as a compile (see
+ * tessera_session_options_set_bucket_payback_ms); before, when seen twice. */
 TESSERA_API tessera_error_t* tessera_session_options_set_background_buckets(tessera_session_options_t* opts, int on);
+/* Since 0.6. With background buckets: the time in ms a shape's runs must have
+ * taken without a bucket before one is compiled for it. < 0 (the default): the
+ * mean wall time of the session's bucket compiles so far (1000 before the
+ * first); 0: after its first run. */
+TESSERA_API tessera_error_t* tessera_session_options_set_bucket_payback_ms(tessera_session_options_t* opts, double ms);
 /* Since 0.2. "NAME=D0,D1,..", as --shape (checked when the model is loaded).
  * Since 0.3 a dim may be a range MIN..MAX, and specs of one input span every
  * size they give (before, a later one replaced an earlier); the session then

@@ -151,9 +151,14 @@ class SessionOptions : public detail::Handle<tessera_session_options_t, tessera_
   SessionOptions& MaxMemory(uint64_t bytes) { return apply(tessera_session_options_set_max_memory(p_, bytes)); }
   // New input shapes run at once on the shape-generic plan, their own plans built in the background (default on).
   SessionOptions& PlanInBackground(bool on) { return apply(tessera_session_options_set_plan_in_background(p_, on)); }
-  // Shapes seen twice get a bucket with engines compiled in the background, cached on disk (default on).
+  // Shapes whose runs have repaid a compile get a bucket with engines compiled in the background, cached on disk
+  // (default on).
   SessionOptions& BackgroundBuckets(bool on) {
     return apply(tessera_session_options_set_background_buckets(p_, on));
+  }
+  // The time a shape's runs must take before its bucket is compiled (< 0: as long as a compile; 0: at once).
+  SessionOptions& BucketPaybackMs(double ms) {
+    return apply(tessera_session_options_set_bucket_payback_ms(p_, ms));
   }
   // "NAME=D0,D1,..", as --shape.
   SessionOptions& AddShape(const std::string& spec) {

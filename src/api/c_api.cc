@@ -183,6 +183,7 @@ struct tessera_env {
 struct tessera_session_options {
   api::CompileOptions compile;
   bool plan_in_background = true;
+  double bucket_payback_ms = -1;
   tessera_progress_fn progress = nullptr;
   void* progress_user = nullptr;
 };
@@ -274,6 +275,7 @@ tessera_error_t* create_session(const char* fn, tessera_env_t* env, api::ModelSo
   so.num_threads = o.threads;
   so.max_memory = o.max_memory;
   so.plan_in_background = opts ? opts->plan_in_background : true;
+  so.bucket_payback_ms = opts ? opts->bucket_payback_ms : -1;
   PartitionReport report;
   const std::string label = src.name();
   auto s = api::open_session(src, o, so, &report);
@@ -442,6 +444,13 @@ tessera_error_t* tessera_session_options_set_plan_in_background(tessera_session_
 tessera_error_t* tessera_session_options_set_background_buckets(tessera_session_options_t* opts, int on) {
   return set_option(__func__, opts, [&](const char*) -> tessera_error_t* {
     opts->compile.background_buckets = on != 0;
+    return nullptr;
+  });
+}
+
+tessera_error_t* tessera_session_options_set_bucket_payback_ms(tessera_session_options_t* opts, double ms) {
+  return set_option(__func__, opts, [&](const char*) -> tessera_error_t* {
+    opts->bucket_payback_ms = ms;
     return nullptr;
   });
 }

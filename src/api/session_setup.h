@@ -40,9 +40,10 @@ struct CompileOptions {
   Precision precision = Precision::kFp32;
   AccuracyBudget accuracy_budget;  // --accuracy-budget: a compile past it fails, naming the output
   std::string accuracy_inputs;     // --input-dir of compile/bench: input_<i>.pb for that check; "": random inputs
-  // Sessions from open_session: a shape the program has no bucket for, seen a second time, is compiled as a bucket
-  // of its own in the background (SessionOptions::compile_bucket) and kept in the engine cache on disk
-  // (engine_cache_dir). false: such shapes get native plans.
+  // Sessions from open_session: a shape the program has no bucket for, once its runs have repaid a compile
+  // (SessionOptions::bucket_payback_ms), is compiled as a bucket of its own in the background
+  // (SessionOptions::compile_bucket) and kept in the engine cache on disk (engine_cache_dir). false: such shapes
+  // get native plans only.
   bool background_buckets = true;
   // Progress while compiling (done, total, what); total 0 when unknown.
   std::function<void(int, int, const std::string&)> progress;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 #include <tuple>
 
@@ -195,9 +196,11 @@ Status InferenceSession::check_inputs(const std::vector<Tensor>& inputs) const {
 }
 
 Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const std::vector<Dims>& dims,
-                                                                         bool for_run) const {
+                                                                         bool for_run, bool* bucket) const {
+  if (bucket) *bucket = false;
   if (auto b = buckets_.find(dims); b != buckets_.end()) {
     if (for_run) runs_bucket_.fetch_add(1, std::memory_order_relaxed);
+    if (bucket) *bucket = true;
     return b->second;
   }
   std::shared_ptr<PlanSlot> slot;
@@ -208,6 +211,7 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const 
     if (it != plans_.end() && it->second->built) {
       it->second->last_used = ++plan_clock_;
       if (for_run && it->second->bucket) runs_bucket_.fetch_add(1, std::memory_order_relaxed);
+      if (bucket) *bucket = it->second->bucket;
       return it->second->plan.get();
     }
     if (for_run && generic_) {
@@ -218,7 +222,7 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const 
         it->second->last_used = ++plan_clock_;
       } else if (!seen_once(dims)) {
         // First sight: remembered, and looked for in the engine cache.
-        if (opts_.compile_bucket) queue_background_plan(dims, /*probe=*/true);
+        if (opts_.compile_bucket) queue_background_plan(dims, BgTask::kProbe);
       } else if (queue_background_plan(dims)) {
         auto e = std::make_shared<PlanSlot>();
         e->plan = e->promise.get_future().share();
@@ -243,16 +247,11 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const 
 }
 
 void InferenceSession::finish_plan(const std::shared_ptr<PlanSlot>& slot, const std::vector<Dims>& dims,
-                                   bool rethrow, bool background) const {
+                                   bool rethrow) const {
   Expected<std::shared_ptr<const ExecutionPlan>> built = InternalError("planning stopped");
-  bool bucket = false;
+  const bool bucket = false;
   try {
-    if (background && opts_.compile_bucket) {
-      built = compile_bucket(dims, /*cached_only=*/false);
-      bucket = built.ok();
-      (bucket ? buckets_compiled_ : bucket_compile_failures_).fetch_add(1, std::memory_order_relaxed);
-    }
-    if (!bucket) built = plan_graph(graph_, dims);
+    built = plan_graph(graph_, dims);
   } catch (...) {  // out of memory while planning: the runs waiting for this plan get it too
     slot->promise.set_exception(std::current_exception());
     std::lock_guard<std::mutex> lock(plans_mu_);
@@ -277,6 +276,67 @@ void InferenceSession::fulfil_locked(PlanSlot& slot, const std::shared_ptr<const
   slot.bucket = bucket;
   slot.bytes = plan->stats().arena_bytes;
   evict_plans_locked();
+}
+
+void InferenceSession::note_run_without_bucket(const std::vector<Dims>& dims, double ms) const {
+  {
+    std::lock_guard<std::mutex> lock(spent_mu_);
+    if (bucket_asked_.count(dims)) return;
+    auto it = spent_ms_.find(dims);
+    if (it == spent_ms_.end()) {
+      if (spent_ms_.size() >= kMaxSeen) {  // forget the shape that has cost least
+        spent_ms_.erase(std::min_element(spent_ms_.begin(), spent_ms_.end(),
+                                         [](const auto& a, const auto& b) { return a.second < b.second; }));
+      }
+      it = spent_ms_.emplace(dims, 0.0).first;
+    }
+    it->second += ms;
+    const double payback = opts_.bucket_payback_ms >= 0 ? opts_.bucket_payback_ms
+                           : bucket_compiles_timed_ > 0 ? bucket_compile_ms_ / bucket_compiles_timed_
+                                                        : 1000.0;
+    if (it->second < payback) return;
+    bucket_asked_.insert(dims);
+    spent_ms_.erase(it);
+  }
+  if (!queue_background_plan(dims, BgTask::kBucket)) {
+    std::lock_guard<std::mutex> lock(spent_mu_);
+    bucket_asked_.erase(dims);  // the queue is full: asked again after a later run
+  }
+}
+
+void InferenceSession::build_bucket(const std::vector<Dims>& dims) const {
+  {
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    if (auto it = plans_.find(dims); it != plans_.end() && it->second->built && it->second->bucket) return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  Expected<std::shared_ptr<const ExecutionPlan>> plan = InternalError("not compiled");
+  try {
+    plan = compile_bucket(dims, /*cached_only=*/false);
+  } catch (const std::bad_alloc&) {
+    plan = RuntimeError("out of memory compiling a bucket");
+  }
+  {
+    std::lock_guard<std::mutex> lock(spent_mu_);
+    bucket_compile_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    ++bucket_compiles_timed_;
+    bucket_asked_.erase(dims);  // evicted later, the shape may earn one again (the engine cache keeps this one)
+  }
+  if (!plan.ok()) {  // the shape keeps its native plan
+    bucket_compile_failures_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  buckets_compiled_.fetch_add(1, std::memory_order_relaxed);
+  // In place of the shape's plan: runs that start later take the bucket, runs in flight finish on what they have.
+  auto slot = std::make_shared<PlanSlot>();
+  slot->plan = slot->promise.get_future().share();
+  slot->promise.set_value(*plan);
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  std::shared_ptr<PlanSlot>& cur = plans_[dims];
+  if (cur && !cur->built) return;  // a run is building the shape's plan (it was evicted): the next ask compiles
+  slot->last_used = cur ? cur->last_used : ++plan_clock_;
+  cur = slot;
+  fulfil_locked(*slot, *plan, /*bucket=*/true);
 }
 
 void InferenceSession::probe_cached_bucket(const std::vector<Dims>& dims) const {
@@ -336,10 +396,10 @@ bool InferenceSession::seen_once(const std::vector<Dims>& dims) const {
   return false;
 }
 
-bool InferenceSession::queue_background_plan(const std::vector<Dims>& dims, bool probe) const {
+bool InferenceSession::queue_background_plan(const std::vector<Dims>& dims, BgTask task) const {
   std::lock_guard<std::mutex> lock(bg_mu_);
   if (bg_stop_ || bg_queue_.size() >= kMaxPlans) return false;  // a burst of new shapes: they run generic
-  bg_queue_.emplace_back(dims, probe);
+  bg_queue_.emplace_back(dims, task);
   if (!bg_thread_.joinable()) bg_thread_ = std::thread([this] { background_planner(); });
   bg_cv_.notify_all();
   return true;
@@ -351,24 +411,26 @@ void InferenceSession::background_planner() const {
   if (opts_.compile_bucket) (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);
   for (;;) {
     std::vector<Dims> dims;
-    bool probe = false;
+    BgTask task = BgTask::kPlan;
     {
       std::unique_lock<std::mutex> lock(bg_mu_);
       bg_cv_.wait(lock, [&] { return bg_stop_ || !bg_queue_.empty(); });
       if (bg_stop_) return;
-      std::tie(dims, probe) = std::move(bg_queue_.front());
+      std::tie(dims, task) = std::move(bg_queue_.front());
       bg_queue_.pop_front();
       ++bg_busy_;
     }
-    if (probe) {
+    if (task == BgTask::kProbe) {
       probe_cached_bucket(dims);
+    } else if (task == BgTask::kBucket) {
+      build_bucket(dims);
     } else {
       std::shared_ptr<PlanSlot> slot;
       {
         std::lock_guard<std::mutex> lock(plans_mu_);
         if (auto it = plans_.find(dims); it != plans_.end() && !it->second->built) slot = it->second;
       }
-      if (slot) finish_plan(slot, dims, /*rethrow=*/false, /*background=*/true);
+      if (slot) finish_plan(slot, dims, /*rethrow=*/false);
     }
     {
       std::lock_guard<std::mutex> lock(bg_mu_);
@@ -448,8 +510,13 @@ Expected<std::vector<Tensor>> InferenceSession::run(const std::vector<Tensor>& i
   dims.reserve(inputs.size());
   for (const auto& t : inputs) dims.push_back(t.dims());
   std::shared_ptr<const ExecutionPlan> plan;
-  TSR_ASSIGN_OR_RETURN(plan, plan_for(dims, /*for_run=*/true));
-  return plan->run(inputs, ro);
+  bool bucket = false;
+  TSR_ASSIGN_OR_RETURN(plan, plan_for(dims, /*for_run=*/true, &bucket));
+  if (!opts_.compile_bucket || bucket) return plan->run(inputs, ro);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto out = plan->run(inputs, ro);
+  if (out.ok()) note_run_without_bucket(dims, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  return out;
 }
 
 Expected<std::vector<Tensor>> InferenceSession::run(const std::map<std::string, Tensor>& inputs) const {

@@ -63,13 +63,18 @@ struct SessionOptions {
   // fails with ErrorCode::kInvalidInput naming the input, the dim and the range. Inputs not named here take any
   // size their shape allows.
   std::map<std::string, std::vector<DimRange>> input_ranges;
-  // Engines for shapes the program has no bucket for: given one, the background planner builds a shape seen a
-  // second time as a bucket (the model compiled for those exact dims, engines included) rather than as a native
-  // plan. api::open_session gives one that also keeps what it compiles in the engine cache on disk: a shape seen
-  // the first time is looked up there (`cached_only`: an error when it is not cached, nothing compiled), so a
-  // process finds what an earlier one compiled. The runs meanwhile go on what is ready; a compile that fails leaves
-  // that shape a native plan. Called on the planner's thread only.
+  // Engines for shapes the program has no bucket for: given one, the background planner compiles a bucket (the
+  // model compiled for those exact dims, engines included) for a shape whose runs without one have taken
+  // `bucket_payback_ms` in all, so that a compile is spent only on a shape that has shown it repeats enough to repay
+  // it (its native plan serves it meanwhile). api::open_session gives one that also keeps what it compiles in the
+  // engine cache on disk: a shape seen the first time is looked up there (`cached_only`: an error when it is not
+  // cached, nothing compiled), so a process finds what an earlier one compiled. The runs meanwhile go on what is
+  // ready; a compile that fails leaves that shape its native plan. Called on the planner's thread only.
   std::function<Expected<Program>(const std::vector<Dims>& dims, bool cached_only)> compile_bucket;
+  // The time a shape's runs must take without a bucket before one is compiled for it. < 0: the mean wall time of
+  // this session's bucket compiles so far (1 s before the first): a compile is worth its cost once the shape has
+  // cost as much. 0: at the first run.
+  double bucket_payback_ms = -1;
   // Native Conv, ConvTranspose, MatMul and Gemm with constant weights multiply in bf16 (fp32 sums) where the CPU has
   // AVX-512 BF16 (PlanOptions::bf16): --precision bf16. A Program compiled at bf16 sets it whatever this says.
   bool bf16 = false;
@@ -178,8 +183,9 @@ class InferenceSession {
   InferenceSession() = default;
   Status check_inputs(const std::vector<Tensor>& inputs) const;
   // The plan for `dims`. For a run (`for_run`), the generic plan while that one is built in the background, and the
-  // run counted in runs_waited() when it builds or waits.
-  Expected<std::shared_ptr<const ExecutionPlan>> plan_for(const std::vector<Dims>& dims, bool for_run = false) const;
+  // run counted in runs_waited() when it builds or waits. *bucket (when given): whether the plan is a bucket's.
+  Expected<std::shared_ptr<const ExecutionPlan>> plan_for(const std::vector<Dims>& dims, bool for_run = false,
+                                                          bool* bucket = nullptr) const;
   // A plan of `g` (the glue graph, or a bucket's) with its inputs pinned to `dims`, its Region nodes run by `engines`
   // (null: the session's).
   Expected<std::shared_ptr<const ExecutionPlan>> plan_graph(Graph g, const std::vector<Dims>& dims,
@@ -190,17 +196,20 @@ class InferenceSession {
   // A shape seen the first time: its bucket from the engine cache, when there is one (on the planner's thread).
   void probe_cached_bucket(const std::vector<Dims>& dims) const;
   struct PlanSlot;
-  // Builds `slot`'s plan and fulfils it (rethrowing an exception from building when `rethrow`). From the background
-  // (`background`), a bucket with engines when the session can compile one.
-  void finish_plan(const std::shared_ptr<PlanSlot>& slot, const std::vector<Dims>& dims, bool rethrow,
-                   bool background = false) const;
+  // Builds `slot`'s plan and fulfils it (rethrowing an exception from building when `rethrow`).
+  void finish_plan(const std::shared_ptr<PlanSlot>& slot, const std::vector<Dims>& dims, bool rethrow) const;
   void evict_plans_locked() const;
-  // false when the queue is full. `probe`: only look for a cached bucket (probe_cached_bucket).
-  bool queue_background_plan(const std::vector<Dims>& dims, bool probe = false) const;
+  // false when the queue is full. kProbe: only look for a cached bucket (probe_cached_bucket); kBucket: compile one.
+  enum class BgTask : uint8_t { kProbe, kPlan, kBucket };
+  bool queue_background_plan(const std::vector<Dims>& dims, BgTask task = BgTask::kPlan) const;
   // Under plans_mu_: `slot` holds `plan` now.
   void fulfil_locked(PlanSlot& slot, const std::shared_ptr<const ExecutionPlan>& plan, bool bucket) const;
   // Under plans_mu_: true when `dims` was seen once before (and forgets it), else remembers it.
   bool seen_once(const std::vector<Dims>& dims) const;
+  // After a run at `dims` that took `ms` without a bucket: queues a bucket compile once the shape has paid for one.
+  void note_run_without_bucket(const std::vector<Dims>& dims, double ms) const;
+  // Compiles a bucket for `dims` (the planner's thread) and puts it in the plan cache in place of its plan.
+  void build_bucket(const std::vector<Dims>& dims) const;
   void background_planner() const;
 
   static Expected<std::unique_ptr<InferenceSession>> Finish(std::unique_ptr<InferenceSession> s, Graph graph,
@@ -242,7 +251,14 @@ class InferenceSession {
   // The background planner: one thread, started by the first plan queued, joined by the destructor.
   mutable std::mutex bg_mu_;
   mutable std::condition_variable bg_cv_;
-  mutable std::deque<std::pair<std::vector<Dims>, bool>> bg_queue_;  // dims, and whether only to probe the cache
+  // Time each shape has run without a bucket (at most kMaxSeen shapes, the least spent dropped first), the shapes
+  // queued for a bucket or given one, and the bucket compiles' wall time (SessionOptions::bucket_payback_ms).
+  mutable std::mutex spent_mu_;
+  mutable std::map<std::vector<Dims>, double> spent_ms_;
+  mutable std::set<std::vector<Dims>> bucket_asked_;
+  mutable double bucket_compile_ms_ = 0;
+  mutable int bucket_compiles_timed_ = 0;
+  mutable std::deque<std::pair<std::vector<Dims>, BgTask>> bg_queue_;
   mutable int bg_busy_ = 0;
   mutable bool bg_stop_ = false;
   mutable std::thread bg_thread_;

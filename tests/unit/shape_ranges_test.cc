@@ -222,7 +222,9 @@ TEST(ShapeBuckets, BucketDimsRunOnTheirEnginesAndOtherWidthsOnTheGlueGraph) {
 // A width with no bucket runs on native at once; seen a second time, it is compiled as a bucket in the background,
 // and later runs at that width use its engines. The bucket is kept in the engine cache: a new session (the next
 // process) reads it back rather than compiling, and a damaged entry is recompiled with a warning.
-TEST(ShapeBuckets, AShapeSeenTwiceGetsEnginesFromTheBackgroundAndTheCacheKeepsThem) {
+// A shape gets a bucket compiled once its runs have taken SessionOptions::bucket_payback_ms (0 here: at once;
+// by default, as long as a bucket compile takes).
+TEST(ShapeBuckets, AShapeThatRepaysACompileGetsEnginesFromTheBackgroundAndTheCacheKeepsThem) {
   if (!find_backend("dnnl").ok()) GTEST_SKIP() << "the dnnl plugin is not built";
   auto bytes = export_onnx_bytes(line_conv_graph());
   ASSERT_TRUE(bytes.ok()) << bytes.status().message();
@@ -248,20 +250,22 @@ TEST(ShapeBuckets, AShapeSeenTwiceGetsEnginesFromTheBackgroundAndTheCacheKeepsTh
     for (const auto& e : std::filesystem::directory_iterator(dir / "engines", ec)) out.push_back(e.path());
     return out;
   };
+  SessionOptions so;
+  so.bucket_payback_ms = 0;
   auto open = [&] {
-    auto s = api::open_session(model, o, SessionOptions{});
+    auto s = api::open_session(model, o, so);
     EXPECT_TRUE(s.ok()) << s.status().message();
     return s.ok() ? std::move(*s) : nullptr;
   };
   {
     auto s = open();
     ASSERT_TRUE(s);
-    EXPECT_EQ(run_widths(*s, {40, 40}), 0);  // first sight, then queued: both on native meanwhile
+    EXPECT_EQ(run_widths(*s, {40}), 0);  // on native; a bucket queued after it
     s->wait_for_background_plans();
     EXPECT_EQ(s->buckets_compiled(), 1u);
     EXPECT_EQ(s->buckets_from_cache(), 0u);
     EXPECT_EQ(s->bucket_compile_failures(), 0u);
-    EXPECT_EQ(run_widths(*s, {40, 12, 40}), 2);  // 40 on its bucket's engines now; 12 (seen once) on native
+    EXPECT_EQ(run_widths(*s, {40, 40}), 2);  // on its bucket's engines now
     EXPECT_EQ(s->runs_bucket(), 2u);
   }
   ASSERT_EQ(entries().size(), 1u);
@@ -292,10 +296,7 @@ TEST(ShapeBuckets, AShapeSeenTwiceGetsEnginesFromTheBackgroundAndTheCacheKeepsTh
     auto s = open();
     ASSERT_TRUE(s);
     EXPECT_EQ(run_widths(*s, {40}), 0);
-    s->wait_for_background_plans();  // the probe found the damage
-    EXPECT_EQ(s->buckets_compiled(), 0u);
-    EXPECT_EQ(run_widths(*s, {40}), 0);
-    s->wait_for_background_plans();
+    s->wait_for_background_plans();  // the probe found the damage; the compile asked after the run made it anew
     EXPECT_EQ(s->buckets_compiled(), 1u);
     EXPECT_EQ(s->buckets_from_cache(), 0u);
     EXPECT_EQ(run_widths(*s, {40}), 1);
@@ -305,7 +306,19 @@ TEST(ShapeBuckets, AShapeSeenTwiceGetsEnginesFromTheBackgroundAndTheCacheKeepsTh
   EXPECT_NE(warnings[0].find("recompiling"), std::string::npos) << warnings[0];
   ASSERT_EQ(entries().size(), 1u);
   EXPECT_TRUE(read_artifact(entries()[0].string()).ok());  // rewritten whole
+  // A shape that has not repaid a compile gets a native plan when seen twice, and no bucket.
+  so.bucket_payback_ms = 1e9;
+  {
+    auto s = open();
+    ASSERT_TRUE(s);
+    EXPECT_EQ(run_widths(*s, {24, 24}), 0);
+    s->wait_for_background_plans();
+    EXPECT_EQ(s->buckets_compiled(), 0u);
+    EXPECT_EQ(run_widths(*s, {24}), 0);
+    EXPECT_EQ(s->plans_built(), 1u);
+  }
   // Without background buckets, a shape seen twice gets a native plan.
+  so.bucket_payback_ms = 0;
   o.background_buckets = false;
   {
     auto s = open();
