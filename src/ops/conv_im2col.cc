@@ -72,13 +72,18 @@ struct Im2colScratch {
 };
 thread_local Im2colScratch t_im2col;
 
-// Copies `count` (<= im2col_segment_width) elements xr[off + e*sw], zero where off + e*sw falls
-// outside [0, iw) or the row is padding (xr null), to d[0, count).
+// Copies `count` elements xr[off + e*sw], zero where off + e*sw falls outside [0, iw) or the row is
+// padding (xr null), to d[0, count). (im2col copies at most im2col_segment_width at a time, the padded
+// copy of conv_by_rows whole rows.)
 inline void im2col_segment(const float* xr, int64_t off, int64_t sw, int64_t iw, int64_t count, float* d) {
   int64_t lo = 0, hi = 0;
   if (xr) valid_range(off, sw, iw, count, &lo, &hi);
   for (int64_t e = 0; e < lo; ++e) d[e] = 0.f;
-  for (int64_t e = lo; e < hi; ++e) d[e] = xr[off + e * sw];
+  if (sw == 1 && hi > lo) {
+    std::memcpy(d + lo, xr + off + lo, sizeof(float) * static_cast<size_t>(hi - lo));
+  } else {
+    for (int64_t e = lo; e < hi; ++e) d[e] = xr[off + e * sw];
+  }
   for (int64_t e = hi; e < count; ++e) d[e] = 0.f;
 }
 
@@ -812,17 +817,7 @@ void split_row(const float* xr, int64_t iw, int64_t pw, int64_t sw, const std::v
     return;
   }
   for (size_t b = 0; b < phases.size(); ++b) {
-    float* d = dst + static_cast<int64_t>(b) * phase_stride;
-    int64_t lo = 0, hi = 0;  // columns w' whose input column lies in [0, iw)
-    valid_range(phases[b] - pw, sw, iw, wq, &lo, &hi);
-    const float* xs = xr + phases[b] - pw;
-    std::fill(d, d + lo, 0.f);
-    if (sw == 1) {
-      std::memcpy(d + lo, xs + lo, sizeof(float) * static_cast<size_t>(hi - lo));
-    } else {
-      for (int64_t w = lo; w < hi; ++w) d[w] = xs[w * sw];
-    }
-    std::fill(d + hi, d + wq, 0.f);
+    im2col_segment(xr, phases[b] - pw, sw, iw, wq, dst + static_cast<int64_t>(b) * phase_stride);
   }
 }
 

@@ -249,7 +249,6 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const 
 void InferenceSession::finish_plan(const std::shared_ptr<PlanSlot>& slot, const std::vector<Dims>& dims,
                                    bool rethrow) const {
   Expected<std::shared_ptr<const ExecutionPlan>> built = InternalError("planning stopped");
-  const bool bucket = false;
   try {
     built = plan_graph(graph_, dims);
   } catch (...) {  // out of memory while planning: the runs waiting for this plan get it too
@@ -265,7 +264,7 @@ void InferenceSession::finish_plan(const std::shared_ptr<PlanSlot>& slot, const 
   if (!built.ok()) {
     if (it != plans_.end() && it->second == slot) plans_.erase(it);  // the next run tries again
   } else {
-    fulfil_locked(*slot, *built, bucket);
+    fulfil_locked(*slot, *built, /*bucket=*/false);
   }
 }
 
