@@ -25,6 +25,7 @@ struct Layer {
   const char* name;
   int64_t n, c, h, w, m, k, stride, pad, group;
   int64_t wide = 0;  // width when it differs from h
+  int64_t kwide = 0;  // kernel width when it differs from k
 };
 
 double thread_cpu_seconds() {
@@ -66,6 +67,16 @@ int main(int argc, char** argv) {
       {"crnn 3x3 128->128 @12x330", 1, 128, 12, 12, 128, 3, 1, 1, 1, 330},
       {"crnn 3x3 128->256 @6x330", 1, 128, 6, 6, 256, 3, 1, 1, 1, 330},
       {"crnn 3x3 128->128 @12x20", 1, 128, 12, 12, 128, 3, 1, 1, 1, 20},
+      {"crnn 3x1 256->256 @3x330", 1, 256, 3, 3, 256, 3, 1, 0, 1, 330, 1},
+      {"crnn 3x3 3->32 @48x200", 1, 3, 48, 48, 32, 3, 1, 1, 1, 200},
+      {"crnn 3x3 32->64 @24x100", 1, 32, 24, 24, 64, 3, 1, 1, 1, 100},
+      {"crnn 3x3 64->128 @12x50", 1, 64, 12, 12, 128, 3, 1, 1, 1, 50},
+      {"crnn 3x3 128->128 @12x50", 1, 128, 12, 12, 128, 3, 1, 1, 1, 50},
+      {"crnn 3x3 128->256 @6x50", 1, 128, 6, 6, 256, 3, 1, 1, 1, 50},
+      {"crnn 3x1 256->256 @3x50", 1, 256, 3, 3, 256, 3, 1, 0, 1, 50, 1},
+      {"crnn 3x3 128->128 @12x16", 1, 128, 12, 12, 128, 3, 1, 1, 1, 16},
+      {"crnn 3x3 128->256 @6x16", 1, 128, 6, 6, 256, 3, 1, 1, 1, 16},
+      {"crnn 3x3 32->64 @24x32", 1, 32, 24, 24, 64, 3, 1, 1, 1, 32},
       {"detector 3x3/2 16->32 @320", 1, 16, 320, 320, 32, 3, 2, 1, 1},
       {"detector 3x3 64->64 @80", 1, 64, 80, 80, 64, 3, 1, 1, 1},
       {"detector 3x3/2 64->128 @80", 1, 64, 80, 80, 128, 3, 2, 1, 1},
@@ -77,8 +88,9 @@ int main(int argc, char** argv) {
   for (const Layer& l : layers) {
     if (!filter.empty() && std::string(l.name).find(filter) == std::string::npos) continue;
     const int64_t wide = l.wide ? l.wide : l.w;
-    const int64_t oh = (l.h + 2 * l.pad - l.k) / l.stride + 1, ow = (wide + 2 * l.pad - l.k) / l.stride + 1;
-    Tensor x(DType::kFloat32, {l.n, l.c, l.h, wide}), w(DType::kFloat32, {l.m, l.c / l.group, l.k, l.k}),
+    const int64_t kw = l.kwide ? l.kwide : l.k;
+    const int64_t oh = (l.h + 2 * l.pad - l.k) / l.stride + 1, ow = (wide + 2 * l.pad - kw) / l.stride + 1;
+    Tensor x(DType::kFloat32, {l.n, l.c, l.h, wide}), w(DType::kFloat32, {l.m, l.c / l.group, l.k, kw}),
         b(DType::kFloat32, {l.m}), y(DType::kFloat32, {l.n, l.m, oh, ow});
     for (Tensor* t : {&x, &w, &b}) {
       for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = dist(rng);
@@ -88,7 +100,7 @@ int main(int argc, char** argv) {
     node.op_type = "Conv";
     node.inputs = {"x", "w", "b"};
     node.outputs = {"y"};
-    node.attrs["kernel_shape"] = ints({l.k, l.k});
+    node.attrs["kernel_shape"] = ints({l.k, kw});
     node.attrs["strides"] = ints({l.stride, l.stride});
     node.attrs["pads"] = ints({l.pad, l.pad, l.pad, l.pad});
     Attribute g;
@@ -102,7 +114,7 @@ int main(int argc, char** argv) {
       std::printf("%s: %s\n", l.name, kernel.status().message().c_str());
       return 1;
     }
-    const double flops = 2.0 * static_cast<double>(l.n * l.m * oh * ow) * static_cast<double>(l.c / l.group * l.k * l.k);
+    const double flops = 2.0 * static_cast<double>(l.n * l.m * oh * ow) * static_cast<double>(l.c / l.group * l.k * kw);
     auto measure = [&](ThreadPool* pool, bool cpu) {
       KernelContext ctx(node, {&x, &w, &b}, {&y}, pool, nullptr);
       (void)kernel.value()->run(ctx);

@@ -26,8 +26,11 @@ namespace {
 // first.
 class BlockCache {
  public:
-  static constexpr size_t kMinBytes = 256 * 1024;
+  // From 64 KiB: glibc serves smaller blocks from its heap, but trims the heap's top and maps larger ones afresh, so
+  // tensors of a few hundred KiB (a small input's activations) page-faulted on every run of a shape-generic plan.
+  static constexpr size_t kMinBytes = 64 * 1024;
   static constexpr size_t kMaxCachedBytes = 256ull << 20;
+  static constexpr size_t kMaxBlocks = 512;  // bounds take()'s scan
 
   // The size of the class holding `bytes` (>= kMinBytes).
   static size_t class_bytes(size_t bytes) {
@@ -68,7 +71,7 @@ class BlockCache {
     }
     blocks_.push_back({p, bytes, alignment});
     cached_ += bytes;
-    while (cached_ > kMaxCachedBytes) {
+    while (cached_ > kMaxCachedBytes || blocks_.size() > kMaxBlocks) {
       std::free(blocks_.front().p);
       cached_ -= blocks_.front().bytes;
       blocks_.pop_front();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include <unistd.h>
@@ -891,37 +892,73 @@ bool rows_conv_applies(const Geometry& g, int64_t channels) {
   if (g.in.empty() || g.in.size() > 2) return false;
   const PaddedLayout l(g);
   // The columns computed and dropped past each output row (wq - ow of every wq) must stay few: at 7x7 (2 of 9)
-  // im2col is faster, at 14x14 (2 of 16) as fast, from 20 columns on (2 of 22) slower.
-  return (l.wq - l.p.ow) * 8 < l.wq && channels * l.channel(1) + kernels::gemm_nr() <= kMaxPaddedFloats;
+  // im2col is faster, at 14x14 (2 of 16) as fast, at 12x16 (2 of 18) 10-20 % faster, from 20 columns on (2 of 22)
+  // slower.
+  return (l.wq - l.p.ow) * 10 < l.wq && channels * l.channel(1) + kernels::gemm_nr() <= kMaxPaddedFloats;
 }
+
+namespace {
+
+// How conv_by_rows shares its work: `bands` bands of `rows` output rows (the last one may be shorter), each cut into
+// `slices` slices of output channels; item t is band t / slices, slice t % slices.
+struct RowsSplit {
+  int64_t bands = 1, rows = 1, slices = 1;
+};
+
+// Bands whose copies fit the L2 cache (`fit` output rows at most); with several threads, as many per thread (each
+// copies and reads only its own band). With fewer output rows than threads (a 3x1 kernel over 3 rows leaves one),
+// every band is cut by output channels instead, each slice's thread copying the band for itself: one row of 330
+// columns, 256x768 weights, two threads: 250 -> 350 GFLOP/s against one GEMM split between them (which read one
+// thread's copy). Slices where bands would do were slower (6x96 output rows: 5 %).
+RowsSplit split_rows(int64_t oh, int64_t fit, int64_t m, int threads) {
+  const int64_t mr = kernels::gemm_mr();
+  auto make = [&](int64_t bands, int64_t slices) {
+    const int64_t rows = (oh + bands - 1) / bands;
+    return RowsSplit{(oh + rows - 1) / rows, rows, slices};
+  };
+  const int64_t bands = (oh + fit - 1) / fit;
+  if (threads <= 1) return make(bands, 1);
+  if (oh >= threads) return make(std::min(oh, (bands + threads - 1) / threads * threads), 1);
+  return make(bands, std::clamp<int64_t>((m + mr - 1) / mr, 1, threads));
+}
+
+}  // namespace
 
 void conv_by_rows(Parallel* pool, int64_t m, const kernels::GemmA& a, const float* x, int64_t channels,
                   const Geometry& g, float beta, float* y, const kernels::Epilogue& ep) {
   const PaddedLayout l(g);
   const int64_t oh = l.p.oh, ow = l.p.ow, osz = oh * ow, k = channels * l.p.kh * l.p.kw;
-  // Bands of output rows whose copies fit in half the L2 cache. Each thread takes whole bands, as many per thread
-  // (its copy stays in its own cache, and it reads no other thread's); a GEMM split between threads scaled worse
-  // (3x3 128->128 at 28x28, two threads: 230 against 275 GFLOP/s with im2col). With fewer rows than threads, one
-  // band's GEMM is split.
+  // Bands of output rows whose copies fit in half the L2 cache; a thread's copy stays in its own cache (a GEMM
+  // split between threads that read one copy scaled worse: 3x3 128->128 at 28x28, two threads, 230 against 275
+  // GFLOP/s with im2col). See split_rows.
   const int64_t per_row = channels * l.phases() * l.wq;
   const int64_t fit = std::clamp<int64_t>(band_floats() / std::max<int64_t>(per_row, 1) - l.halo, 1, oh);
-  int64_t bands = (oh + fit - 1) / fit;
   const int threads = pool && !pool->in_parallel_region() ? pool->num_threads() : 1;
-  if (threads > 1 && oh >= threads) bands = std::min(oh, (bands + threads - 1) / threads * threads);
-  const int64_t rows = (oh + bands - 1) / bands;
-  auto band = [&](int64_t oh0, Parallel* p) {
-    const int64_t r = std::min(rows, oh - oh0);
-    PaddedBand in(l, x, channels, oh0, r);
-    kernels::gemm(p, m, in.columns(), k, 1.f, a, in.operand(), beta, y + oh0 * ow, osz, ep);
+  const RowsSplit s = split_rows(oh, fit, m, threads);
+  const int64_t mr = kernels::gemm_mr(), panels = (m + mr - 1) / mr;
+  auto items = [&](int64_t t0, int64_t t1, Parallel* p) {
+    std::optional<PaddedBand> in;
+    int64_t copied = -1;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t band = t / s.slices, slice = t % s.slices, oh0 = band * s.rows;
+      if (band != copied) {
+        in.reset();
+        in.emplace(l, x, channels, oh0, std::min(s.rows, oh - oh0));
+        copied = band;
+      }
+      const int64_t r0 = slice * panels / s.slices * mr, r1 = std::min(m, (slice + 1) * panels / s.slices * mr);
+      kernels::Epilogue e = ep;
+      if (e.bias_kind == kernels::Epilogue::Bias::kPerRow) e.bias += r0;
+      kernels::gemm(p, r1 - r0, in->columns(), k, 1.f, kernels::rows_of(a, r0), in->operand(), beta,
+                    y + r0 * osz + oh0 * ow, osz, e);
+    }
   };
-  if (bands == 1) {
-    band(0, pool);
+  const int64_t n = s.bands * s.slices;
+  if (n == 1) {
+    items(0, 1, pool);
     return;
   }
-  const int64_t n = (oh + rows - 1) / rows;
-  pool->parallel_for(n, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) band(b * rows, nullptr);
-  });
+  pool->parallel_for(n, 1, [&](int64_t t0, int64_t t1) { items(t0, t1, nullptr); });
 }
 
 void col2im(const float* col, int64_t mult, const Geometry& g, float* y) {

@@ -149,6 +149,16 @@ void gemm(Parallel* pool, int64_t m, int64_t n, int64_t k, float alpha, const Ge
   gemm_isa().gemm(pool, m, n, k, alpha, a, b, beta, c, ldc, ep);
 }
 
+GemmA rows_of(const GemmA& a, int64_t r0) {
+  GemmA r = a;
+  if (a.packed) {
+    r.row0 += r0;
+  } else {
+    r.data += a.trans ? r0 : r0 * a.ld;
+  }
+  return r;
+}
+
 void sgemm(Parallel* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
            const Epilogue& ep) {

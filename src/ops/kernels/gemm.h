@@ -122,7 +122,11 @@ struct GemmA {
   int64_t ld = 0;
   bool trans = false;
   const PackedMatrix* packed = nullptr;
+  int64_t row0 = 0;  // with packed: op(A) starts at this row of it (a multiple of gemm_mr(); rows_of)
 };
+
+// Rows [r0, r0 + m) of op(A) as an operand of their own; r0 a multiple of gemm_mr() when `a` is packed.
+GemmA rows_of(const GemmA& a, int64_t r0);
 struct GemmB {
   const float* data = nullptr;
   int64_t ld = 0;
