@@ -152,7 +152,14 @@ std::vector<Dim> conv_output_dims(const Shape& x, const SpatialAttrs& a) {
   for (int i = 0; i < a.rank; ++i) {
     const Dim& d = x[i + 2];
     const AxisGeometry ax = conv_axis(d.known() ? d.value : -1, a, i);
-    out.push_back(ax.out >= 0 ? Dim(ax.out) : Dim());
+    // A symbolic size comes out unchanged where a unit stride and padding of (extent - 1) keep it: the output then
+    // keeps the input's symbol, so values of equal shape stay recognisably equal (native fusion joins them).
+    const auto u = static_cast<size_t>(i);
+    const bool same = !d.known() && !d.symbol.empty() && a.strides[u] == 1 && a.kernel[u] >= 1 &&
+                      (a.auto_pad == AutoPad::kSameUpper || a.auto_pad == AutoPad::kSameLower ||
+                       (a.auto_pad == AutoPad::kNotSet &&
+                        a.pads[u] + a.pads[u + static_cast<size_t>(a.rank)] == (a.kernel[u] - 1) * a.dilations[u]));
+    out.push_back(ax.out >= 0 ? Dim(ax.out) : same ? d : Dim());
   }
   return out;
 }

@@ -117,6 +117,25 @@ bool static_dims(const Scope& g, const std::string& v, Dims* d) {
   return true;
 }
 
+// The shape of `v` when its rank is known and every dim is a size or a named symbol: two such shapes whose dims
+// compare equal (Dim::operator==) are equal at run time whatever the symbols' sizes, so an elementwise chain is
+// fused in a plan for shapes known only at run time too (the shape-generic plan).
+bool named_shape(const Scope& g, const std::string& v, Shape* s) {
+  if (const Tensor* c = g.constant(v)) {
+    *s = Shape::FromDims(c->dims());
+    return true;
+  }
+  const ValueInfo* vi = g.info(v);
+  if (!vi || !vi->shape.rank_known) return false;
+  for (const Dim& d : vi->shape.dims) {
+    if (!d.known() && d.symbol.empty()) return false;
+  }
+  *s = vi->shape;
+  return true;
+}
+
+bool same_shape(const Shape& a, const Shape& b) { return a.rank() == b.rank() && a.dims == b.dims; }
+
 // The rank of `v`, or -1 when unknown.
 int rank_of(const Scope& g, const std::string& v) {
   if (const Tensor* c = g.constant(v)) return c->rank();
@@ -257,13 +276,13 @@ int fuse_conv(Graph& g, const Scope* outer, NativeFusionStats* st) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& conv = g.nodes[i];
     if (rw.taken[i] || conv.op_type != "Conv" || !plain_f32_node(sc, conv)) continue;
-    // Residual: Z is added before the activation, as FusedConv's kernel does; only where both shapes are known and
-    // equal (a shape-generic plan, whose shapes are symbolic, fuses the activation alone).
-    Dims ydims;
-    const bool known = static_dims(sc, conv.outputs[0], &ydims);
+    // Residual: Z is added before the activation, as FusedConv's kernel does; only where both shapes are equal at
+    // every size their symbols take (named_shape).
+    Shape ydims;
+    const bool known = named_shape(sc, conv.outputs[0], &ydims);
     Epilogue ep = follow_epilogue(g, sc, uses, rw, conv.outputs[0], [&](const std::string& other) {
-      Dims zd;
-      return known && static_dims(sc, other, &zd) && zd == ydims;
+      Shape zd;
+      return known && named_shape(sc, other, &zd) && same_shape(zd, ydims);
     });
     const std::string& z = ep.addend;
     const std::string& out = ep.out;
@@ -408,11 +427,23 @@ EwOp classify(const Scope& g, const Node& n) {
   return e;
 }
 
-// A side operand of a chain whose value has dims `out`.
-bool valid_side(const Scope& g, const std::string& v, const Dims& out) {
-  Dims d;
-  int64_t inner = 0;
-  return is_f32(g, v) && static_dims(g, v, &d) && block_broadcast(d, out, &inner);
+// A side operand of a chain whose value has shape `out`: it meets block_broadcast at every size the symbols take.
+// Its dims from the first to the last that is not a known 1 equal out's (so they match at run time, 1 or not), and
+// the others are 1.
+bool valid_side(const Scope& g, const std::string& v, const Shape& out) {
+  Shape d;
+  if (!is_f32(g, v) || !named_shape(g, v, &d) || d.rank() > out.rank()) return false;
+  const int off = out.rank() - d.rank();
+  int first = -1, last = -1;
+  for (int i = 0; i < d.rank(); ++i) {
+    if (d[i].known() && d[i].value == 1) continue;
+    if (first < 0) first = i;
+    last = i;
+  }
+  for (int i = first; first >= 0 && i <= last; ++i) {
+    if (d[i] != out[off + i]) return false;
+  }
+  return true;
 }
 
 struct Chain {
@@ -450,12 +481,12 @@ int fuse_elementwise(Graph& g, const Scope* outer, NativeFusionStats* st) {
                       head.attr_int("to", -1) == static_cast<int64_t>(DType::kFloat32) &&
                       value_dtype(sc, head.inputs[0]) == DType::kInt32;
     const EwOp he = cast ? EwOp{true, false} : classify(sc, head);
-    Dims out;
-    if (!he.ok || !static_dims(sc, head.outputs[0], &out)) continue;
+    Shape out;
+    if (!he.ok || !named_shape(sc, head.outputs[0], &out)) continue;
     // The head's operand with the output's shape starts the chain.
     Chain ch;
-    Dims d0, d1;
-    const bool full0 = static_dims(sc, head.inputs[0], &d0) && d0 == out;
+    Shape d0, d1;
+    const bool full0 = named_shape(sc, head.inputs[0], &d0) && same_shape(d0, out);
     if (!he.binary) {
       if (!full0) continue;
       ch.inputs = {head.inputs[0]};
@@ -463,7 +494,7 @@ int fuse_elementwise(Graph& g, const Scope* outer, NativeFusionStats* st) {
     } else if (full0 && valid_side(sc, head.inputs[1], out)) {
       ch.inputs = {head.inputs[0]};
       ch.add(head.op_type, ch.side_index(head.inputs[1]), false, he);
-    } else if (static_dims(sc, head.inputs[1], &d1) && d1 == out && valid_side(sc, head.inputs[0], out)) {
+    } else if (named_shape(sc, head.inputs[1], &d1) && same_shape(d1, out) && valid_side(sc, head.inputs[0], out)) {
       ch.inputs = {head.inputs[1]};
       ch.add(head.op_type, ch.side_index(head.inputs[0]), true, he);
     } else {
@@ -476,8 +507,8 @@ int fuse_elementwise(Graph& g, const Scope* outer, NativeFusionStats* st) {
       if (c < 0 || rw.taken[static_cast<size_t>(c)]) break;
       const Node& n = g.nodes[static_cast<size_t>(c)];
       const EwOp e = classify(sc, n);
-      Dims nd;
-      if (!e.ok || !static_dims(sc, n.outputs[0], &nd) || nd != out) break;
+      Shape nd;
+      if (!e.ok || !named_shape(sc, n.outputs[0], &nd) || !same_shape(nd, out)) break;
       if (!e.binary) {
         if (n.inputs[0] != v) break;  // Pow's exponent, or Clip's bound
         ch.add(n.op_type, -1, false, e);

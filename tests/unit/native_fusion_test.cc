@@ -9,10 +9,12 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ir/graph.h"
 #include "passes/native_fusion.h"
+#include "passes/shape_inference.h"
 #include "runtime/session.h"
 
 namespace tessera {
@@ -296,6 +298,99 @@ TEST(NativeFusion, LongChainOfEveryInstructionMatchesUnfusedKernels) {
   Runs r = compare(b.g, 10);
   EXPECT_EQ(r.unfused_steps, 24);
   EXPECT_EQ(r.fused_steps, 1);
+}
+
+// With symbolic dims (the shape-generic plan's graph) a chain fuses where the shapes are equal whatever sizes the
+// symbols take: side operands whose dims are a known 1 or the output's own symbol, in one run. A side operand with
+// another symbol, or a known 1 between dims of the output's, may not broadcast as one block at run time: not fused.
+TEST(NativeFusion, SymbolicShapesFuseWhereEqualAtEverySize) {
+  std::mt19937 rng(8);
+  GraphBuilder b;
+  auto sym = [&](const std::string& name, std::vector<Dim> dims) {
+    b.g.inputs.push_back(name);
+    b.g.values[name] = ValueInfo{DType::kFloat32, Shape(std::move(dims))};
+  };
+  sym("d", {Dim::Symbol("N"), Dim::Symbol("S"), 40});
+  sym("s", {Dim::Symbol("N"), Dim::Symbol("S"), 1});
+  sym("t", {Dim::Symbol("S"), 40});
+  sym("u", {Dim::Symbol("M"), 40});
+  sym("v", {Dim::Symbol("N"), 1, 40});
+  b.constant("gamma", random_tensor(DType::kFloat32, {40}, rng));
+  b.node("Div", {"d", "s"}, {"n"});
+  b.node("Mul", {"n", "gamma"}, {"m"});
+  b.node("Add", {"m", "t"}, {"a"});
+  b.node("Relu", {"a"}, {"r"});
+  b.node("Add", {"r", "u"}, {"y"});  // M may differ from S: not fused
+  b.node("Sub", {"d", "s"}, {"c"});
+  b.node("Mul", {"c", "v"}, {"z"});  // [N, 1, 40] on [N, S, 40]: N and 40 apart, not one block
+  b.output("y").output("z");
+  Graph g = b.g;
+  ASSERT_TRUE(infer_shapes(g).ok());
+  ASSERT_TRUE(fuse_for_native(g).ok());
+  int fused = 0, plain = 0;
+  for (const Node& n : g.nodes) (n.op_type == "FusedElementwise" ? fused : plain)++;
+  EXPECT_EQ(fused, 1);  // Div, Mul, Add, Relu
+  EXPECT_EQ(plain, 3);  // Add u, Sub, Mul v
+
+  // The generic plan runs the fused chain at sizes where the symbols differ and where they are 1.
+  SessionOptions on, off;
+  on.num_threads = off.num_threads = 2;
+  off.fuse = false;
+  auto a = InferenceSession::Create(b.g, on);
+  auto c = InferenceSession::Create(b.g, off);
+  ASSERT_TRUE(a.ok() && c.ok());
+  for (auto [n, s, m] : {std::tuple<int64_t, int64_t, int64_t>{2, 3, 3}, {1, 5, 1}, {3, 1, 1}, {1, 1, 1}}) {
+    std::vector<Tensor> ins = {random_tensor(DType::kFloat32, {n, s, 40}, rng), random_tensor(DType::kFloat32, {n, s, 1}, rng, 0.5f, 2.f),
+                               random_tensor(DType::kFloat32, {s, 40}, rng), random_tensor(DType::kFloat32, {m, 40}, rng),
+                               random_tensor(DType::kFloat32, {n, 1, 40}, rng)};
+    auto x = (*a)->run(ins);
+    auto y = (*c)->run(ins);
+    ASSERT_TRUE(x.ok()) << x.status().message();
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    for (size_t o = 0; o < 2; ++o) {
+      ASSERT_EQ((*x)[o].dims(), (*y)[o].dims());
+      for (int64_t i = 0; i < (*x)[o].numel(); ++i) {
+        ASSERT_NEAR((*x)[o].data<float>()[i], (*y)[o].data<float>()[i], 1e-5f * std::max(1.f, std::fabs((*y)[o].data<float>()[i])))
+            << n << "x" << s << " output " << o << " [" << i << "]";
+      }
+    }
+  }
+  EXPECT_GT((*a)->runs_generic(), 0u);
+}
+
+// A residual Add of the same symbolic shape joins a Conv in the shape-generic plan too, and runs at several sizes.
+TEST(NativeFusion, SymbolicResidualAddJoinsTheConv) {
+  GraphBuilder b;
+  b.g.inputs.push_back("x");
+  b.g.values["x"] = ValueInfo{DType::kFloat32, Shape({1, 4, Dim::Symbol("H"), Dim::Symbol("W")})};
+  add_conv(b, "x", "c", 4, 3);
+  b.node("Add", {"c", "x"}, {"a"});
+  b.node("Relu", {"a"}, {"y"});
+  b.output("y");
+  Graph g = b.g;
+  ASSERT_TRUE(infer_shapes(g).ok());
+  ASSERT_TRUE(fuse_for_native(g).ok());
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.nodes[0].op_type, "FusedConv");
+  EXPECT_EQ(g.nodes[0].inputs.size(), 4u);  // x, w, b, the summand
+  SessionOptions on, off;
+  off.fuse = false;
+  auto f = InferenceSession::Create(b.g, on);
+  auto p = InferenceSession::Create(b.g, off);
+  ASSERT_TRUE(f.ok() && p.ok());
+  std::mt19937 rng(4);
+  for (auto [h, w] : {std::pair<int64_t, int64_t>{5, 7}, {9, 3}, {1, 1}}) {
+    std::vector<Tensor> ins = {random_tensor(DType::kFloat32, {1, 4, h, w}, rng)};
+    auto x = (*f)->run(ins);
+    auto y = (*p)->run(ins);
+    ASSERT_TRUE(x.ok()) << x.status().message();
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    ASSERT_EQ((*x)[0].dims(), (*y)[0].dims());
+    for (int64_t i = 0; i < (*x)[0].numel(); ++i) {
+      ASSERT_NEAR((*x)[0].data<float>()[i], (*y)[0].data<float>()[i], 1e-5f) << h << "x" << w << " [" << i << "]";
+    }
+  }
+  EXPECT_GT((*f)->runs_generic(), 0u);
 }
 
 TEST(NativeFusion, IntermediateWithTwoConsumersIsNotFused) {
