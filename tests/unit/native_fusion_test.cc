@@ -300,6 +300,27 @@ TEST(NativeFusion, LongChainOfEveryInstructionMatchesUnfusedKernels) {
   EXPECT_EQ(r.fused_steps, 1);
 }
 
+// Runs `fused` and `plain` on the same float inputs: every output has the same dims and agrees within 1e-5 (relative:
+// scaled by the larger of 1 and the value; else absolute).
+void expect_same_outputs(InferenceSession& fused, InferenceSession& plain, const std::vector<Tensor>& ins,
+                         const std::string& what, bool relative) {
+  auto x = fused.run(ins);
+  auto y = plain.run(ins);
+  ASSERT_TRUE(x.ok()) << what << ": " << x.status().message();
+  ASSERT_TRUE(y.ok()) << what << ": " << y.status().message();
+  ASSERT_EQ(x->size(), y->size()) << what;
+  for (size_t o = 0; o < x->size(); ++o) {
+    const Tensor& p = (*x)[o];
+    const Tensor& q = (*y)[o];
+    ASSERT_EQ(p.dims(), q.dims()) << what;
+    for (int64_t i = 0; i < p.numel(); ++i) {
+      const float want = q.data<float>()[i];
+      ASSERT_NEAR(p.data<float>()[i], want, 1e-5f * (relative ? std::max(1.f, std::fabs(want)) : 1.f))
+          << what << " output " << o << " [" << i << "]";
+    }
+  }
+}
+
 // With symbolic dims (the shape-generic plan's graph) a chain fuses where the shapes are equal whatever sizes the
 // symbols take: side operands whose dims are a known 1 or the output's own symbol, in one run. A side operand with
 // another symbol, or a known 1 between dims of the output's, may not broadcast as one block at run time: not fused.
@@ -343,17 +364,7 @@ TEST(NativeFusion, SymbolicShapesFuseWhereEqualAtEverySize) {
     std::vector<Tensor> ins = {random_tensor(DType::kFloat32, {n, s, 40}, rng), random_tensor(DType::kFloat32, {n, s, 1}, rng, 0.5f, 2.f),
                                random_tensor(DType::kFloat32, {s, 40}, rng), random_tensor(DType::kFloat32, {m, 40}, rng),
                                random_tensor(DType::kFloat32, {n, 1, 40}, rng)};
-    auto x = (*a)->run(ins);
-    auto y = (*c)->run(ins);
-    ASSERT_TRUE(x.ok()) << x.status().message();
-    ASSERT_TRUE(y.ok()) << y.status().message();
-    for (size_t o = 0; o < 2; ++o) {
-      ASSERT_EQ((*x)[o].dims(), (*y)[o].dims());
-      for (int64_t i = 0; i < (*x)[o].numel(); ++i) {
-        ASSERT_NEAR((*x)[o].data<float>()[i], (*y)[o].data<float>()[i], 1e-5f * std::max(1.f, std::fabs((*y)[o].data<float>()[i])))
-            << n << "x" << s << " output " << o << " [" << i << "]";
-      }
-    }
+    expect_same_outputs(**a, **c, ins, std::to_string(n) + "x" + std::to_string(s), true);
   }
   EXPECT_GT((*a)->runs_generic(), 0u);
 }
@@ -381,14 +392,7 @@ TEST(NativeFusion, SymbolicResidualAddJoinsTheConv) {
   std::mt19937 rng(4);
   for (auto [h, w] : {std::pair<int64_t, int64_t>{5, 7}, {9, 3}, {1, 1}}) {
     std::vector<Tensor> ins = {random_tensor(DType::kFloat32, {1, 4, h, w}, rng)};
-    auto x = (*f)->run(ins);
-    auto y = (*p)->run(ins);
-    ASSERT_TRUE(x.ok()) << x.status().message();
-    ASSERT_TRUE(y.ok()) << y.status().message();
-    ASSERT_EQ((*x)[0].dims(), (*y)[0].dims());
-    for (int64_t i = 0; i < (*x)[0].numel(); ++i) {
-      ASSERT_NEAR((*x)[0].data<float>()[i], (*y)[0].data<float>()[i], 1e-5f) << h << "x" << w << " [" << i << "]";
-    }
+    expect_same_outputs(**f, **p, ins, std::to_string(h) + "x" + std::to_string(w), false);
   }
   EXPECT_GT((*f)->runs_generic(), 0u);
 }
