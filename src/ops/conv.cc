@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
 
 #include "ops/conv_im2col.h"
 #include "ops/conv_util.h"
@@ -149,6 +150,9 @@ class ConvKernel final : public Kernel {
       GemmA ga{w + gi * s.mg * kdim, kdim, false, nullptr};
       // A 1x1 output is a matrix-vector product, cheaper on the raw weights.
       if (use_packed && !(pointwise && osz == 1)) ga = GemmA{nullptr, 0, false, &packed_[static_cast<size_t>(gi)]};
+      if (by_rows && use_packed && use_wide(s.mg, kdim, packed_[static_cast<size_t>(gi)])) {
+        ga = GemmA{nullptr, 0, false, &wide_for(w, s, kdim)[static_cast<size_t>(gi)]};
+      }
       Epilogue ep = act_;
       if (bias) {
         ep.bias_kind = Epilogue::Bias::kPerRow;
@@ -175,9 +179,28 @@ class ConvKernel final : public Kernel {
     }
   }
 
+  // Whether a convolution by rows takes W packed wide (gemm.h: PackConstantAWide): fp32 products on an instruction
+  // set that has the wide kernel, enough K to amortise its transposed store (a 3x3 over 8 channels), and panels of
+  // output channels that waste at most 1/8 of their rows.
+  static bool use_wide(int64_t mg, int64_t kdim, const PackedMatrix& packed) {
+    const int64_t rows = kernels::gemm_wide_rows();
+    return rows > 0 && !packed.bf16() && kdim >= 72 && (mg + rows - 1) / rows * rows * 8 <= mg * 9;
+  }
+  // W packed wide, per group: packed at the first run that asks (W is the constant packed_ was made from).
+  const std::vector<PackedMatrix>& wide_for(const float* w, const ConvSetup& s, int64_t kdim) const {
+    std::call_once(wide_once_, [&] {
+      for (int64_t g = 0; g < s.group; ++g) {
+        wide_.push_back(PackedMatrix::PackConstantAWide(w + g * s.mg * kdim, kdim, false, s.mg, kdim));
+      }
+    });
+    return wide_;
+  }
+
   Epilogue act_;
   std::vector<PackedMatrix> packed_;  // per group, when W is a constant float32 tensor
   Dims packed_dims_;
+  mutable std::once_flag wide_once_;
+  mutable std::vector<PackedMatrix> wide_;
 };
 
 // ---- ConvTranspose ------------------------------------------------------------

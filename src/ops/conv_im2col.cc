@@ -910,8 +910,7 @@ struct RowsSplit {
 // every band is cut by output channels instead, each slice's thread copying the band for itself: one row of 330
 // columns, 256x768 weights, two threads: 250 -> 350 GFLOP/s against one GEMM split between them (which read one
 // thread's copy). Slices where bands would do were slower (6x96 output rows: 5 %).
-RowsSplit split_rows(int64_t oh, int64_t fit, int64_t m, int threads) {
-  const int64_t mr = kernels::gemm_mr();
+RowsSplit split_rows(int64_t oh, int64_t fit, int64_t m, int64_t mr, int threads) {
   auto make = [&](int64_t bands, int64_t slices) {
     const int64_t rows = (oh + bands - 1) / bands;
     return RowsSplit{(oh + rows - 1) / rows, rows, slices};
@@ -934,8 +933,8 @@ void conv_by_rows(Parallel* pool, int64_t m, const kernels::GemmA& a, const floa
   const int64_t per_row = channels * l.phases() * l.wq;
   const int64_t fit = std::clamp<int64_t>(band_floats() / std::max<int64_t>(per_row, 1) - l.halo, 1, oh);
   const int threads = pool && !pool->in_parallel_region() ? pool->num_threads() : 1;
-  const RowsSplit s = split_rows(oh, fit, m, threads);
-  const int64_t mr = kernels::gemm_mr(), panels = (m + mr - 1) / mr;
+  const int64_t mr = kernels::panel_rows(a), panels = (m + mr - 1) / mr;
+  const RowsSplit s = split_rows(oh, fit, m, mr, threads);
   auto items = [&](int64_t t0, int64_t t1, Parallel* p) {
     std::optional<PaddedBand> in;
     int64_t copied = -1;

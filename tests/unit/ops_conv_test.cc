@@ -250,6 +250,14 @@ TEST(Conv, BandsOfOutputRowsMatchReference) {
       {2, 1, 1, 24, 40, {12, 50}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, "NOTSET"},
       // One output row: two threads take slices of the output channels, not bands (rows of 32, 2 dropped).
       {2, 1, 1, 16, 40, {3, 30}, {3, 3}, {1, 1}, {1, 1}, {0, 1}, {0, 1}, "NOTSET"},
+      // Output channels in whole panels of 32 and K >= 72: constant weights go to the wide kernel (tiles of 14
+      // columns straddle rows of 72, 41 and 52 columns), with strides, dilations, a Sigmoid, a partial last panel
+      // (260 = 8 x 32 + 4) and one output row cut into slices of whole panels.
+      {2, 1, 1, 16, 64, {20, 70}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, "NOTSET"},
+      {2, 1, 1, 24, 32, {41, 77}, {3, 3}, {2, 2}, {2, 1}, {1, 0}, {0, 2}, "NOTSET"},
+      {2, 1, 1, 8, 64, {12, 50}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, "NOTSET"},
+      {2, 1, 1, 8, 260, {6, 40}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, "NOTSET"},
+      {2, 1, 1, 32, 96, {3, 40}, {3, 3}, {1, 1}, {1, 1}, {0, 1}, {0, 1}, "NOTSET"},
   };
   int i = 0;
   for (ConvParams p : cases) {

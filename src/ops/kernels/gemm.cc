@@ -24,11 +24,13 @@ const char* gemm_isa_name() { return gemm_isa().name; }
 int gemm_mr() { return gemm_isa().mr; }
 int gemm_nr() { return gemm_isa().nr; }
 int64_t gemm_kc() { return gemm_isa().kc; }
+int gemm_wide_rows() { return gemm_isa().wide_rows; }
 
 PackedMatrix PackedMatrix::Make(Side side, int64_t rows, int64_t cols, int64_t padded, std::shared_ptr<float> data,
-                                bool bf16) {
+                                bool bf16, bool wide) {
   PackedMatrix pm;
   pm.bf16_ = bf16;
+  pm.wide_ = wide;
   pm.side_ = side;
   pm.rows_ = rows;
   pm.cols_ = cols;
@@ -52,8 +54,9 @@ struct PackKey {
   int64_t ld, rows, cols;  // the source's layout: op(src) is rows x cols
   bool trans;
   bool bf16;
+  bool wide;
   uint64_t hash;
-  auto tie() const { return std::tie(side, src, ld, rows, cols, trans, bf16, hash); }
+  auto tie() const { return std::tie(side, src, ld, rows, cols, trans, bf16, wide, hash); }
   bool operator<(const PackKey& o) const { return tie() < o.tie(); }
 };
 
@@ -99,7 +102,7 @@ PackedMatrix pack_shared(PackKey key, int64_t lines, int64_t len, Pack pack) {
     auto it = c.entries.find(key);
     if (it != c.entries.end()) {
       if (std::shared_ptr<float> data = it->second.second.lock()) {
-        return PackedMatrix::Make(key.side, key.rows, key.cols, it->second.first, std::move(data), key.bf16);
+        return PackedMatrix::Make(key.side, key.rows, key.cols, it->second.first, std::move(data), key.bf16, key.wide);
       }
     }
   }
@@ -125,15 +128,21 @@ bool bf16_packing(bool asked) { return asked && cpu::avx512_bf16() && gemm_isa()
 PackedMatrix PackedMatrix::PackConstantA(const float* a, int64_t lda, bool trans, int64_t m, int64_t k, bool bf16) {
   // op(A) = A is m lines of k; A^T comes from k lines of m.
   bf16 = bf16_packing(bf16);
-  return pack_shared(PackKey{Side::kA, a, lda, m, k, trans, bf16, 0}, trans ? k : m, trans ? m : k,
+  return pack_shared(PackKey{Side::kA, a, lda, m, k, trans, bf16, false, 0}, trans ? k : m, trans ? m : k,
                      [&] { return bf16 ? gemm_isa().pack_a_bf16(a, lda, trans, m, k) : PackA(a, lda, trans, m, k); });
 }
 
 PackedMatrix PackedMatrix::PackConstantB(const float* b, int64_t ldb, bool trans, int64_t k, int64_t n, bool bf16) {
   // op(B) = B is k lines of n; B^T comes from n lines of k.
   bf16 = bf16_packing(bf16);
-  return pack_shared(PackKey{Side::kB, b, ldb, k, n, trans, bf16, 0}, trans ? n : k, trans ? k : n,
+  return pack_shared(PackKey{Side::kB, b, ldb, k, n, trans, bf16, false, 0}, trans ? n : k, trans ? k : n,
                      [&] { return bf16 ? gemm_isa().pack_b_bf16(b, ldb, trans, k, n) : PackB(b, ldb, trans, k, n); });
+}
+
+PackedMatrix PackedMatrix::PackConstantAWide(const float* a, int64_t lda, bool trans, int64_t m, int64_t k) {
+  if (gemm_isa().pack_a_wide == nullptr) return {};
+  return pack_shared(PackKey{Side::kA, a, lda, m, k, trans, false, true, 0}, trans ? k : m, trans ? m : k,
+                     [&] { return gemm_isa().pack_a_wide(a, lda, trans, m, k); });
 }
 
 PackedMatrix PackedMatrix::PackA(const float* a, int64_t lda, bool trans, int64_t m, int64_t k) {
@@ -158,6 +167,8 @@ GemmA rows_of(const GemmA& a, int64_t r0) {
   }
   return r;
 }
+
+int64_t panel_rows(const GemmA& a) { return a.packed && a.packed->wide() ? gemm_wide_rows() : gemm_mr(); }
 
 void sgemm(Parallel* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
            const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,

@@ -65,6 +65,8 @@ const char* gemm_isa_name();
 int gemm_mr();
 int gemm_nr();
 int64_t gemm_kc();
+// Rows per panel of an A packed wide (PackConstantAWide), or 0 where this instruction set has no wide kernel.
+int gemm_wide_rows();
 
 // An operand packed once in the micro-kernel's panel layout. Immutable after
 // creation; copies share storage.
@@ -82,6 +84,11 @@ class PackedMatrix {
   // bf16: packed for bf16 products where the CPU can (see above).
   static PackedMatrix PackConstantA(const float* a, int64_t lda, bool trans, int64_t m, int64_t k, bool bf16 = false);
   static PackedMatrix PackConstantB(const float* b, int64_t ldb, bool trans, int64_t k, int64_t n, bool bf16 = false);
+  // A constant A packed wide, for products with a B read in place (GemmB::offsets: convolutions by rows): panels of
+  // gemm_wide_rows() rows, K whole, so that the kernel keeps output channels in its vectors and broadcasts B's
+  // values, which it reads without splitting a cache line, and sums all of K before it stores. Empty where
+  // gemm_wide_rows() is 0. Shared like PackConstantA.
+  static PackedMatrix PackConstantAWide(const float* a, int64_t lda, bool trans, int64_t m, int64_t k);
 
   bool empty() const { return data_ == nullptr; }
   Side side() const { return side_; }
@@ -89,15 +96,17 @@ class PackedMatrix {
   int64_t cols() const { return cols_; }  // K for A, N for B
   int64_t padded() const { return padded_; }  // M or N rounded up to whole panels
   bool bf16() const { return bf16_; }         // bf16 pairs, not floats
+  bool wide() const { return wide_; }         // A packed wide (PackConstantAWide)
   const float* data() const { return data_.get(); }
   const std::shared_ptr<float>& shared_data() const { return data_; }
   size_t bytes() const;
   // For the packers of each instruction set (gemm_impl.inc).
   static PackedMatrix Make(Side side, int64_t rows, int64_t cols, int64_t padded, std::shared_ptr<float> data,
-                           bool bf16 = false);
+                           bool bf16 = false, bool wide = false);
 
  private:
   bool bf16_ = false;
+  bool wide_ = false;
   Side side_ = Side::kA;
   int64_t rows_ = 0;
   int64_t cols_ = 0;
@@ -122,11 +131,13 @@ struct GemmA {
   int64_t ld = 0;
   bool trans = false;
   const PackedMatrix* packed = nullptr;
-  int64_t row0 = 0;  // with packed: op(A) starts at this row of it (a multiple of gemm_mr(); rows_of)
+  int64_t row0 = 0;  // with packed: op(A) starts at this row of it (a multiple of panel_rows; rows_of)
 };
 
-// Rows [r0, r0 + m) of op(A) as an operand of their own; r0 a multiple of gemm_mr() when `a` is packed.
+// Rows [r0, r0 + m) of op(A) as an operand of their own; r0 a multiple of panel_rows(a) when `a` is packed.
 GemmA rows_of(const GemmA& a, int64_t r0);
+// The rows of one panel of a packed A: gemm_mr(), or gemm_wide_rows() for one packed wide.
+int64_t panel_rows(const GemmA& a);
 struct GemmB {
   const float* data = nullptr;
   int64_t ld = 0;
@@ -137,7 +148,8 @@ struct GemmB {
   // j come in rows of `span`, of which the first `valid` are results: column j = r * span + q is stored in C at
   // column r * valid + q when q < valid, and not at all otherwise (n counts every column, those not stored too, up
   // to the last one stored). Reads may run up to gemm_nr() - 1 floats past data[offsets[k] + n - 1]. A per-column
-  // bias is not supported with it. A convolution reads its padded input so (conv_im2col.h: conv_by_rows).
+  // bias is not supported with it. An A packed wide needs a B read so. A convolution reads its padded input so
+  // (conv_im2col.h: conv_by_rows).
   const int64_t* offsets = nullptr;
   int64_t span = 0;
   int64_t valid = 0;

@@ -21,6 +21,9 @@ struct GemmIsa {
   // The bf16 packers (gemm.h); null where the set has no bf16 products (AVX2).
   PackedMatrix (*pack_a_bf16)(const float* a, int64_t lda, bool trans, int64_t m, int64_t k);
   PackedMatrix (*pack_b_bf16)(const float* b, int64_t ldb, bool trans, int64_t k, int64_t n);
+  // The wide packer (gemm.h: PackConstantAWide) and its panels' rows; null and 0 where the set has none (AVX2).
+  PackedMatrix (*pack_a_wide)(const float* a, int64_t lda, bool trans, int64_t m, int64_t k);
+  int wide_rows;
   void (*gemm)(Parallel* pool, int64_t m, int64_t n, int64_t k, float alpha, const GemmA& a, const GemmB& b,
                float beta, float* c, int64_t ldc, const Epilogue& ep);
   void (*apply_activation)(const Epilogue& ep, float* x, int64_t n);
