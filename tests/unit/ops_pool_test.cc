@@ -231,6 +231,30 @@ TEST(Pool, WideRowsMatchNaiveReference) {
   }
 }
 
+TEST(Pool, MaxPoolsWhoseWindowsTileThePlaneMatchNaiveReference) {
+  // Windows of kh x 1 or kh x 2 with equal strides and no padding (a CRNN's 2x2 and 2x1 pools) take their own
+  // path: rows and columns left over past the last window, outputs that end inside a vector.
+  std::mt19937 rng(17);
+  ThreadPool pool(2);
+  for (int64_t kh : {1, 2, 3}) {
+    for (int64_t kw : {1, 2}) {
+      for (int64_t w : {2, 17, 33, 70, 129}) {
+        PoolCase c{"MaxPool", 2, {7, w}, {kh, kw}, {kh, kw}, {1, 1}, {0, 0}, {0, 0}};
+        Dims out = pool_out(c);
+        Tensor x = random_tensor({1, 3, 7, w}, rng);
+        auto res = run_node_once(pool_node(c, false), 13, {x}, &pool);
+        ASSERT_TRUE(res.ok()) << res.status().message();
+        std::vector<float> want(static_cast<size_t>(3 * numel(out)));
+        ref_pool(c, out, 3, x, &want, nullptr);
+        ASSERT_EQ(res->at(0).numel(), static_cast<int64_t>(want.size()));
+        for (size_t i = 0; i < want.size(); ++i) {
+          ASSERT_EQ(res->at(0).data<float>()[i], want[i]) << "k " << kh << "x" << kw << " w" << w << " at " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(Pool, GlobalPoolsReduceEverySpatialAxis) {
   std::mt19937 rng(2);
   Tensor x = random_tensor({2, 3, 4, 5}, rng);
