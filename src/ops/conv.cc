@@ -180,11 +180,12 @@ class ConvKernel final : public Kernel {
   }
 
   // Whether a convolution by rows takes W packed wide (gemm.h: PackConstantAWide): fp32 products on an instruction
-  // set that has the wide kernel, enough K to amortise its transposed store (a 3x3 over 8 channels), and panels of
-  // output channels that waste at most 1/8 of their rows.
+  // set that has the wide kernel, enough K to amortise its transposed store (from a 3x3 over 3 channels: as fast
+  // as the row kernel at 48x1320, faster at 48x200), and panels of output channels that waste at most 1/8 of their
+  // rows.
   static bool use_wide(int64_t mg, int64_t kdim, const PackedMatrix& packed) {
     const int64_t rows = kernels::gemm_wide_rows();
-    return rows > 0 && !packed.bf16() && kdim >= 72 && (mg + rows - 1) / rows * rows * 8 <= mg * 9;
+    return rows > 0 && !packed.bf16() && kdim >= 27 && (mg + rows - 1) / rows * rows * 8 <= mg * 9;
   }
   // W packed wide, per group: packed at the first run that asks (W is the constant packed_ was made from).
   const std::vector<PackedMatrix>& wide_for(const float* w, const ConvSetup& s, int64_t kdim) const {
