@@ -1,6 +1,7 @@
 #include "ir/tensor.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -22,14 +23,16 @@ namespace {
 // threshold sits just under its size (a 4 MiB output cost 2.7 ms per run that
 // way, 0.3 ms reused). Sizes are rounded up to one of 8 classes per power of
 // two (at most 12.5 % more), so tensors whose shapes change a little from one
-// run to the next still find a block. Bounded in bytes; the oldest blocks go
-// first.
+// run to the next still find a block. Bounded in bytes (the most the
+// process's blocks have held at once, at least 256 MiB, at most half the
+// machine's memory: what a run at its largest shape needs comes back to it at
+// the next); the oldest blocks go first.
 class BlockCache {
  public:
   // From 64 KiB: glibc serves smaller blocks from its heap, but trims the heap's top and maps larger ones afresh, so
   // tensors of a few hundred KiB (a small input's activations) page-faulted on every run of a shape-generic plan.
   static constexpr size_t kMinBytes = 64 * 1024;
-  static constexpr size_t kMaxCachedBytes = 256ull << 20;
+  static constexpr size_t kMinBoundBytes = 256ull << 20;
   static constexpr size_t kMaxBlocks = 512;  // bounds take()'s scan
 
   // The size of the class holding `bytes` (>= kMinBytes).
@@ -59,19 +62,27 @@ class BlockCache {
     *bytes_io = best->bytes;
     *alignment_io = best->alignment;
     cached_ -= best->bytes;
+    lent(best->bytes);
     blocks_.erase(best);
     return p;
   }
 
+  // A block allocated afresh (not from the cache), now in use.
+  void made(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    lent(bytes);
+  }
+
   void give(void* p, size_t bytes, size_t alignment) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (bytes > kMaxCachedBytes) {
+    in_use_ -= bytes;
+    if (bytes > bound_) {
       std::free(p);
       return;
     }
     blocks_.push_back({p, bytes, alignment});
     cached_ += bytes;
-    while (cached_ > kMaxCachedBytes || blocks_.size() > kMaxBlocks) {
+    while (cached_ > bound_ || blocks_.size() > kMaxBlocks) {
       std::free(blocks_.front().p);
       cached_ -= blocks_.front().bytes;
       blocks_.pop_front();
@@ -83,9 +94,23 @@ class BlockCache {
     void* p;
     size_t bytes, alignment;
   };
+  // Counts a block handed out; the bound follows the most ever in use. (A run of BERT-base at 8x506 holds several
+  // attention tensors of 98 MB: with the cache bound at 256 MiB, every run of the shape-generic plan mapped and
+  // page-faulted them afresh, a quarter of its time.)
+  void lent(size_t bytes) {
+    in_use_ += bytes;
+    static const size_t most = [] {
+      const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+      return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 2 : kMinBoundBytes;
+    }();
+    bound_ = std::max(bound_, std::min(in_use_, std::max(most, kMinBoundBytes)));
+  }
+
   std::mutex mu_;
   std::deque<Block> blocks_;
   size_t cached_ = 0;
+  size_t in_use_ = 0;  // bytes of blocks handed out and not given back
+  size_t bound_ = kMinBoundBytes;
 };
 
 constexpr size_t kHugePage = size_t{2} << 20;
@@ -111,6 +136,7 @@ std::shared_ptr<void> aligned_alloc_shared(size_t bytes, size_t alignment, bool 
   if (!p) {
     p = std::aligned_alloc(alignment, block);
     if (p && huge) (void)::madvise(p, block / kHugePage * kHugePage, MADV_HUGEPAGE);  // advice: failure is harmless
+    if (p && large) block_cache().made(block);
   }
   if (!p) throw std::bad_alloc();
   if (zero) std::memset(p, 0, rounded);
