@@ -152,6 +152,22 @@ Node pool_node(const PoolCase& c, bool indices) {
   return node;
 }
 
+// Runs the 2-D pool `c` on one image of `planes` channels of random values and compares every output with the naive
+// reference within `tol` (0: exactly); `what` names the case in failures.
+void expect_pool_matches_reference(PoolCase c, int64_t planes, float tol, std::mt19937& rng, ThreadPool* pool,
+                                   const std::string& what) {
+  const Dims out = pool_out(c);
+  Tensor x = random_tensor({1, planes, c.in[0], c.in[1]}, rng);
+  auto res = run_node_once(pool_node(c, false), 13, {x}, pool);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  std::vector<float> want(static_cast<size_t>(planes * numel(out)));
+  ref_pool(c, out, planes, x, &want, nullptr);
+  ASSERT_EQ(res->at(0).numel(), static_cast<int64_t>(want.size()));
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(res->at(0).data<float>()[i], want[i], tol) << what << " at " << i;
+  }
+}
+
 TEST(Pool, WindowedPoolsMatchNaiveReference) {
   std::mt19937 rng(11);
   ThreadPool pool(2);
@@ -213,17 +229,9 @@ TEST(Pool, WideRowsMatchNaiveReference) {
             PoolCase c{op, 2, {5, w}, {k, k}, {s, s}, {1, 1}, {pad, pad}, {pad, pad % 2}};
             c.include_pad = w % 2 == 1;
             c.ceil = std::string(op) != "LpPool" && k == 3;
-            Dims out = pool_out(c);
-            Tensor x = random_tensor({1, 2, 5, w}, rng);
-            auto res = run_node_once(pool_node(c, false), 13, {x}, &pool);
-            ASSERT_TRUE(res.ok()) << res.status().message();
-            std::vector<float> want(static_cast<size_t>(2 * numel(out)));
-            ref_pool(c, out, 2, x, &want, nullptr);
-            ASSERT_EQ(res->at(0).numel(), static_cast<int64_t>(want.size()));
-            for (size_t i = 0; i < want.size(); ++i) {
-              ASSERT_NEAR(res->at(0).data<float>()[i], want[i], 1e-5f)
-                  << op << " k" << k << " s" << s << " w" << w << " pad" << pad << " at " << i;
-            }
+            expect_pool_matches_reference(c, 2, 1e-5f, rng, &pool,
+                                          std::string(op) + " k" + std::to_string(k) + " s" + std::to_string(s) + " w" +
+                                              std::to_string(w) + " pad" + std::to_string(pad));
           }
         }
       }
@@ -240,16 +248,8 @@ TEST(Pool, MaxPoolsWhoseWindowsTileThePlaneMatchNaiveReference) {
     for (int64_t kw : {1, 2}) {
       for (int64_t w : {2, 17, 33, 70, 129}) {
         PoolCase c{"MaxPool", 2, {7, w}, {kh, kw}, {kh, kw}, {1, 1}, {0, 0}, {0, 0}};
-        Dims out = pool_out(c);
-        Tensor x = random_tensor({1, 3, 7, w}, rng);
-        auto res = run_node_once(pool_node(c, false), 13, {x}, &pool);
-        ASSERT_TRUE(res.ok()) << res.status().message();
-        std::vector<float> want(static_cast<size_t>(3 * numel(out)));
-        ref_pool(c, out, 3, x, &want, nullptr);
-        ASSERT_EQ(res->at(0).numel(), static_cast<int64_t>(want.size()));
-        for (size_t i = 0; i < want.size(); ++i) {
-          ASSERT_EQ(res->at(0).data<float>()[i], want[i]) << "k " << kh << "x" << kw << " w" << w << " at " << i;
-        }
+        expect_pool_matches_reference(c, 3, 0.f, rng, &pool,
+                                      "k " + std::to_string(kh) + "x" + std::to_string(kw) + " w" + std::to_string(w));
       }
     }
   }
