@@ -73,10 +73,21 @@ class ConvKernel final : public Kernel {
       // Depthwise weights (one input channel per group) are used directly.
       const int64_t mg = w->dim(0) / group;
       const int64_t kk = w->numel() / w->dim(0);
+      k->packed_dims_ = w->dims();
+      k->bf16_ = init.bf16;
+      // A float input of known dims that runs by rows on the wide kernel needs W packed wide only: now, not at its
+      // first run (the layout the row kernel and im2col read stays unmade; resnet50 native: 45 MB).
+      const ValueInfo* xi = init.in_info.empty() ? nullptr : &init.in_info[0];
+      if (xi && xi->dtype == DType::kFloat32 && xi->shape.rank_known && xi->shape.fully_known()) {
+        Expected<ConvSetup> cs = conv_setup(node, xi->shape.concrete(), w->dims());
+        if (cs.ok() && !is_pointwise(cs->g) && rows_conv_applies(cs->g, cs->cg) && k->use_wide(mg, kk)) {
+          (void)k->wide_for(w->data<float>(), *cs, kk);
+          return std::unique_ptr<Kernel>(std::move(k));
+        }
+      }
       for (int64_t g = 0; g < group; ++g) {
         k->packed_.push_back(PackedMatrix::PackConstantA(w->data<float>() + g * mg * kk, kk, false, mg, kk, init.bf16));
       }
-      k->packed_dims_ = w->dims();
     }
     return std::unique_ptr<Kernel>(std::move(k));
   }
@@ -148,9 +159,11 @@ class ConvKernel final : public Kernel {
       const int64_t n = t / s.group, gi = t % s.group;
       const float* xg = x + (n * s.c + gi * s.cg) * isz;
       GemmA ga{w + gi * s.mg * kdim, kdim, false, nullptr};
-      // A 1x1 output is a matrix-vector product, cheaper on the raw weights.
-      if (use_packed && !(pointwise && osz == 1)) ga = GemmA{nullptr, 0, false, &packed_[static_cast<size_t>(gi)]};
-      if (by_rows && use_packed && use_wide(s.mg, kdim, packed_[static_cast<size_t>(gi)])) {
+      // A 1x1 output is a matrix-vector product, cheaper on the raw weights. (W packed wide only: see Create.)
+      if (use_packed && !(pointwise && osz == 1) && !packed_.empty()) {
+        ga = GemmA{nullptr, 0, false, &packed_[static_cast<size_t>(gi)]};
+      }
+      if (by_rows && use_packed && use_wide(s.mg, kdim)) {
         ga = GemmA{nullptr, 0, false, &wide_for(w, s, kdim)[static_cast<size_t>(gi)]};
       }
       Epilogue ep = act_;
@@ -183,9 +196,9 @@ class ConvKernel final : public Kernel {
   // set that has the wide kernel, enough K to amortise its transposed store (from a 3x3 over 3 channels: as fast
   // as the row kernel at 48x1320, faster at 48x200), and panels of output channels that waste at most 1/8 of their
   // rows.
-  static bool use_wide(int64_t mg, int64_t kdim, const PackedMatrix& packed) {
+  bool use_wide(int64_t mg, int64_t kdim) const {
     const int64_t rows = kernels::gemm_wide_rows();
-    return rows > 0 && !packed.bf16() && kdim >= 27 && (mg + rows - 1) / rows * rows * 8 <= mg * 9;
+    return rows > 0 && !bf16_ && kdim >= 27 && (mg + rows - 1) / rows * rows * 8 <= mg * 9;
   }
   // W packed wide, per group: packed at the first run that asks (W is the constant packed_ was made from).
   const std::vector<PackedMatrix>& wide_for(const float* w, const ConvSetup& s, int64_t kdim) const {
@@ -198,8 +211,9 @@ class ConvKernel final : public Kernel {
   }
 
   Epilogue act_;
-  std::vector<PackedMatrix> packed_;  // per group, when W is a constant float32 tensor
-  Dims packed_dims_;
+  std::vector<PackedMatrix> packed_;  // per group, when W is a constant float32 tensor (unless packed wide only)
+  Dims packed_dims_;                  // W's dims when packed, either way
+  bool bf16_ = false;                 // products in bf16 (packed_ holds bf16 pairs where the CPU has them)
   mutable std::once_flag wide_once_;
   mutable std::vector<PackedMatrix> wide_;
 };
