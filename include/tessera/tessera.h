@@ -154,9 +154,10 @@ TESSERA_API tessera_error_t* tessera_session_options_set_plan_in_background(tess
  * tessera_session_options_set_bucket_payback_ms); before, when seen twice. */
 TESSERA_API tessera_error_t* tessera_session_options_set_background_buckets(tessera_session_options_t* opts, int on);
 /* Since 0.6. With background buckets: the time in ms a shape's runs must have
- * taken without a bucket before one is compiled for it. < 0 (the default): the
- * mean wall time of the session's bucket compiles so far (1000 before the
- * first); 0: after its first run. */
+ * taken without a bucket before one is compiled for it, over two runs at least
+ * (a compile serves only the runs after it). < 0 (the default): the mean wall
+ * time of the session's bucket compiles so far (1000 before the first); 0:
+ * after its first run. */
 TESSERA_API tessera_error_t* tessera_session_options_set_bucket_payback_ms(tessera_session_options_t* opts, double ms);
 /* Since 0.2. "NAME=D0,D1,..", as --shape (checked when the model is loaded).
  * Since 0.3 a dim may be a range MIN..MAX, and specs of one input span every

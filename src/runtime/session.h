@@ -71,9 +71,9 @@ struct SessionOptions {
   // cached, nothing compiled), so a process finds what an earlier one compiled. The runs meanwhile go on what is
   // ready; a compile that fails leaves that shape its native plan. Called on the planner's thread only.
   std::function<Expected<Program>(const std::vector<Dims>& dims, bool cached_only)> compile_bucket;
-  // The time a shape's runs must take without a bucket before one is compiled for it. < 0: the mean wall time of
-  // this session's bucket compiles so far (1 s before the first): a compile is worth its cost once the shape has
-  // cost as much. 0: at the first run.
+  // The time a shape's runs must take without a bucket before one is compiled for it, over two runs at least (a
+  // compile serves only the runs after it). < 0: the mean wall time of this session's bucket compiles so far (1 s
+  // before the first): a compile is worth its cost once the shape has cost as much. 0: at the first run.
   double bucket_payback_ms = -1;
   // Native Conv, ConvTranspose, MatMul and Gemm with constant weights multiply in bf16 (fp32 sums) where the CPU has
   // AVX-512 BF16 (PlanOptions::bf16): --precision bf16. A Program compiled at bf16 sets it whatever this says.
@@ -254,7 +254,11 @@ class InferenceSession {
   // Time each shape has run without a bucket (at most kMaxSeen shapes, the least spent dropped first), the shapes
   // queued for a bucket or given one, and the bucket compiles' wall time (SessionOptions::bucket_payback_ms).
   mutable std::mutex spent_mu_;
-  mutable std::map<std::vector<Dims>, double> spent_ms_;
+  struct Spent {
+    double ms = 0;
+    int runs = 0;
+  };
+  mutable std::map<std::vector<Dims>, Spent> spent_ms_;
   mutable std::set<std::vector<Dims>> bucket_asked_;
   mutable double bucket_compile_ms_ = 0;
   mutable int bucket_compiles_timed_ = 0;

@@ -223,7 +223,7 @@ TEST(ShapeBuckets, BucketDimsRunOnTheirEnginesAndOtherWidthsOnTheGlueGraph) {
 // and later runs at that width use its engines. The bucket is kept in the engine cache: a new session (the next
 // process) reads it back rather than compiling, and a damaged entry is recompiled with a warning.
 // A shape gets a bucket compiled once its runs have taken SessionOptions::bucket_payback_ms (0 here: at once;
-// by default, as long as a bucket compile takes).
+// by default, as long as a bucket compile takes) over two runs at least.
 TEST(ShapeBuckets, AShapeThatRepaysACompileGetsEnginesFromTheBackgroundAndTheCacheKeepsThem) {
   if (!find_backend("dnnl").ok()) GTEST_SKIP() << "the dnnl plugin is not built";
   auto bytes = export_onnx_bytes(line_conv_graph());
@@ -306,6 +306,19 @@ TEST(ShapeBuckets, AShapeThatRepaysACompileGetsEnginesFromTheBackgroundAndTheCac
   EXPECT_NE(warnings[0].find("recompiling"), std::string::npos) << warnings[0];
   ASSERT_EQ(entries().size(), 1u);
   EXPECT_TRUE(read_artifact(entries()[0].string()).ok());  // rewritten whole
+  {
+    // A positive payback also needs the shape back: one run, however long, asks for no compile; the second does.
+    so.bucket_payback_ms = 1e-6;
+    auto s = open();
+    ASSERT_TRUE(s);
+    EXPECT_EQ(run_widths(*s, {56}), 0);
+    s->wait_for_background_plans();
+    EXPECT_EQ(s->buckets_compiled(), 0u);
+    EXPECT_EQ(run_widths(*s, {56}), 0);
+    s->wait_for_background_plans();
+    EXPECT_EQ(s->buckets_compiled(), 1u);
+    EXPECT_EQ(run_widths(*s, {56}), 1);
+  }
   // A shape seen twice gets a native plan, and no bucket: one that has not repaid a compile (width 24, not cached),
   // and any without background buckets (40, cached).
   for (const bool buckets : {true, false}) {
