@@ -76,9 +76,9 @@ class ConvKernel final : public Kernel {
       k->packed_dims_ = w->dims();
       k->bf16_ = init.bf16;
       // A float input of known dims that runs by rows on the wide kernel needs W packed wide only: now, not at its
-      // first run (the layout the row kernel and im2col read stays unmade; resnet50 native: 45 MB).
+      // first run (the layout the row kernel and im2col read stays unmade; native resnet50 max RSS 331 -> 317 MB).
       const ValueInfo* xi = init.in_info.empty() ? nullptr : &init.in_info[0];
-      if (xi && xi->dtype == DType::kFloat32 && xi->shape.rank_known && xi->shape.fully_known()) {
+      if (xi && xi->dtype == DType::kFloat32 && xi->shape.fully_known()) {
         Expected<ConvSetup> cs = conv_setup(node, xi->shape.concrete(), w->dims());
         if (cs.ok() && !is_pointwise(cs->g) && rows_conv_applies(cs->g, cs->cg) && k->use_wide(mg, kk)) {
           (void)k->wide_for(w->data<float>(), *cs, kk);
