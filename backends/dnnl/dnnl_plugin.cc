@@ -390,6 +390,12 @@ const tessera_backend_t kTable = {
     .color = "#9ecae1",
     .estimate_region = estimate_region,
     .run_profiled = run_profiled,
+    .memory = TESSERA_MEMORY_HOST,
+    .device_id = 0,
+    .device_alloc = nullptr,
+    .device_free = nullptr,
+    .copy = nullptr,
+    .synchronize = nullptr,
 };
 
 }  // namespace

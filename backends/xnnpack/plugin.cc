@@ -203,6 +203,12 @@ const tessera_backend_t kTable = {
     // profiling (xnn_get_runtime_profiling_info came later), and a subgraph
     // runtime runs its operators in one xnn_invoke_runtime call.
     .run_profiled = nullptr,
+    .memory = TESSERA_MEMORY_HOST,
+    .device_id = 0,
+    .device_alloc = nullptr,
+    .device_free = nullptr,
+    .copy = nullptr,
+    .synchronize = nullptr,
 };
 
 }  // namespace

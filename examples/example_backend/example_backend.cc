@@ -857,6 +857,14 @@ const tessera_backend_t kTable = {
     .color = "#fdd0a2",                     // optional: colour of its regions in pictures
     .estimate_region = nullptr,             // optional: an estimate on the host's measured machine
     .run_profiled = example_run_profiled,   // optional: per-node profile of a run
+    // Minor revision 3: where run()'s tensors live. Host memory here; a backend on an accelerator says
+    // TESSERA_MEMORY_DEVICE and gives the four device-memory functions (docs/backends.md, "Device memory").
+    .memory = TESSERA_MEMORY_HOST,
+    .device_id = 0,
+    .device_alloc = nullptr,
+    .device_free = nullptr,
+    .copy = nullptr,
+    .synchronize = nullptr,
 };
 
 }  // namespace

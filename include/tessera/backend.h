@@ -1,4 +1,4 @@
-/* Tessera backend ABI, version 1 (minor revision 1).
+/* Tessera backend ABI, version 1 (minor revision 3).
  *
  * A backend is a shared library that exports one C symbol,
  *
@@ -50,7 +50,10 @@
  * scale of the machine it runs on (estimate_region), and a per-node profile of
  * a run (run_profiled). Minor revision 2 adds tessera_load_options_t's
  * max_memory: the session's memory limit, which an engine's own buffers keep
- * within.
+ * within. Minor revision 3 lets a backend's tensors live on a device
+ * (memory, device_id) and gives the host what it needs to keep them there:
+ * device buffers, copies between host and device, and a synchronize (see
+ * "Device memory" below).
  */
 #ifndef TESSERA_BACKEND_H_
 #define TESSERA_BACKEND_H_
@@ -66,7 +69,7 @@ extern "C" {
 
 #define TESSERA_BACKEND_ABI_VERSION 1u
 /* The minor revision this header describes (members gated by struct_size). */
-#define TESSERA_BACKEND_ABI_MINOR 2u
+#define TESSERA_BACKEND_ABI_MINOR 3u
 
 /* Name of the symbol every backend library exports. */
 #define TESSERA_BACKEND_QUERY_SYMBOL "tessera_backend_query"
@@ -192,6 +195,34 @@ enum {
   TESSERA_THREADING_OPENMP = 3
 };
 
+/* Where a backend's run() reads its inputs and writes its outputs
+ * (tessera_backend_t.memory, minor revision 3).
+ *
+ * Device memory. A backend with TESSERA_MEMORY_DEVICE receives DEVICE
+ * pointers in run()'s tensor descriptors (inputs and outputs alike); the
+ * constants given to load() stay host memory (the engine uploads what it
+ * needs once, at load). The host allocates device buffers with device_alloc,
+ * moves values across the boundary with copy, and keeps a value that passes
+ * from one region of a device to another region of the same backend and
+ * device on the device, with no copy. Ordering: run() and copy() enqueue their
+ * work on a stream of the CALLING THREAD's own (one stream per host thread,
+ * so concurrent runs on different threads never wait for each other) and may
+ * return before it is done; work enqueued by one thread runs in the order it
+ * was enqueued. synchronize() returns when everything the calling thread
+ * enqueued has finished; the host calls it before it reads what a copy to the
+ * host wrote, and before it reuses a buffer that enqueued work reads. */
+enum {
+  TESSERA_MEMORY_HOST = 0,  /* ordinary host memory (every backend before minor revision 3) */
+  TESSERA_MEMORY_DEVICE = 1 /* memory of device `device_id`, reached through device_alloc/copy */
+};
+
+/* Directions of tessera_backend_t.copy. */
+enum {
+  TESSERA_COPY_HOST_TO_DEVICE = 1,
+  TESSERA_COPY_DEVICE_TO_HOST = 2,
+  TESSERA_COPY_DEVICE_TO_DEVICE = 3
+};
+
 /* Flags in tessera_backend_t.flags. */
 enum {
   /* run() may be called on one engine from several threads at once. Without
@@ -307,6 +338,27 @@ typedef struct tessera_backend {
   tessera_status_t (*run_profiled)(tessera_engine_t* engine, const tessera_tensor_t* inputs, size_t num_inputs,
                                    tessera_tensor_t* outputs, size_t num_outputs, const tessera_profile_sink_t* sink,
                                    char* msg, size_t msg_cap);
+
+  /* --- version 1, minor revision 3: read only when struct_size covers them --- */
+
+  /* TESSERA_MEMORY_*: where run()'s tensors live. HOST (0) for a host
+   * backend; with DEVICE, the four functions below are required. */
+  int32_t memory;
+  /* The device's index among the backend's devices (DEVICE only). */
+  int32_t device_id;
+  /* Allocates `bytes` (> 0) of device memory, aligned to at least 256 bytes.
+   * Fails with TESSERA_ERROR_OUT_OF_MEMORY naming the size. Thread-safe. */
+  tessera_status_t (*device_alloc)(size_t bytes, void** out_ptr, char* msg, size_t msg_cap);
+  /* Frees what device_alloc returned, after waiting for the work that reads
+   * or writes it. NULL is a no-op. Thread-safe. */
+  void (*device_free)(void* ptr);
+  /* Enqueues a copy of `bytes` bytes in `direction` (TESSERA_COPY_*) on the
+   * calling thread's stream (see "Device memory"). Host memory stays valid
+   * and unchanged until synchronize() returns. Thread-safe. */
+  tessera_status_t (*copy)(void* dst, const void* src, size_t bytes, int32_t direction, char* msg, size_t msg_cap);
+  /* Waits for everything the calling thread enqueued (run, copy); reports an
+   * error of that work. Thread-safe. */
+  tessera_status_t (*synchronize)(char* msg, size_t msg_cap);
 } tessera_backend_t;
 
 /* The size of a version-1.0 table (members up to estimate_cost): the least

@@ -106,26 +106,75 @@ Engine::~Engine() {
   if (handle_ && backend_) backend_->table()->destroy(handle_);
 }
 
-Status Engine::run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) const {
-  std::vector<tessera_tensor_t> in(inputs.size()), out(outputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) in[i] = tensor_descriptor(*inputs[i]);
-  for (size_t i = 0; i < outputs.size(); ++i) out[i] = tensor_descriptor(*outputs[i]);
+Status Engine::call_run(const tessera_tensor_t* in, size_t num_in, tessera_tensor_t* out, size_t num_out) const {
   char msg[kMsgCap] = {0};
   tessera_status_t s;
   if (run_mu_) {
     std::lock_guard<std::mutex> lock(*run_mu_);
-    s = backend_->table()->run(handle_, in.data(), in.size(), out.data(), out.size(), msg, kMsgCap);
+    s = backend_->table()->run(handle_, in, num_in, out, num_out, msg, kMsgCap);
   } else {
-    s = backend_->table()->run(handle_, in.data(), in.size(), out.data(), out.size(), msg, kMsgCap);
+    s = backend_->table()->run(handle_, in, num_in, out, num_out, msg, kMsgCap);
   }
   msg[kMsgCap - 1] = 0;
   if (s != TESSERA_OK) return backend_status(backend_->name(), ("run of " + region_ + ":").c_str(), s, msg);
   return Status::Ok();
 }
 
+Status Engine::run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) const {
+  if (backend_->on_device()) return run_staged(inputs, outputs);
+  std::vector<tessera_tensor_t> in(inputs.size()), out(outputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) in[i] = tensor_descriptor(*inputs[i]);
+  for (size_t i = 0; i < outputs.size(); ++i) out[i] = tensor_descriptor(*outputs[i]);
+  return call_run(in.data(), in.size(), out.data(), out.size());
+}
+
+Status Engine::run_on_device(const std::vector<tessera_tensor_t>& inputs,
+                             std::vector<tessera_tensor_t>& outputs) const {
+  return call_run(inputs.data(), inputs.size(), outputs.data(), outputs.size());
+}
+
+// Host tensors through a device engine: every input copied in, the run, every output copied back, then one wait.
+// The staging buffers are the engine's, kept for the next run of the same sizes; one such run at a time.
+Status Engine::run_staged(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) const {
+  std::lock_guard<std::mutex> lock(stage_mu_);
+  const size_t n = inputs.size() + outputs.size();
+  stage_.resize(n);
+  stage_bytes_.resize(n, 0);
+  std::vector<tessera_tensor_t> in(inputs.size()), out(outputs.size());
+  for (size_t k = 0; k < n; ++k) {
+    const Tensor& t = k < inputs.size() ? *inputs[k] : *outputs[k - inputs.size()];
+    tessera_tensor_t& d = k < inputs.size() ? in[k] : out[k - inputs.size()];
+    d = tensor_descriptor(t);
+    if (t.nbytes() == 0) {
+      d.data = nullptr;
+      continue;
+    }
+    if (stage_bytes_[k] < t.nbytes()) {
+      stage_[k].reset();
+      auto buf = backend_->device_alloc(t.nbytes());
+      if (!buf.ok()) return buf.status();
+      stage_[k] = std::move(buf).value();
+      stage_bytes_[k] = t.nbytes();
+    }
+    d.data = stage_[k].get();
+    if (k < inputs.size()) {
+      Status st = backend_->copy(d.data, t.raw(), t.nbytes(), TESSERA_COPY_HOST_TO_DEVICE);
+      if (!st.ok()) return st;
+    }
+  }
+  Status st = call_run(in.data(), in.size(), out.data(), out.size());
+  for (size_t i = 0; st.ok() && i < outputs.size(); ++i) {
+    if (outputs[i]->nbytes() == 0) continue;
+    st = backend_->copy(const_cast<void*>(outputs[i]->raw()), out[i].data, outputs[i]->nbytes(),
+                        TESSERA_COPY_DEVICE_TO_HOST);
+  }
+  Status done = backend_->synchronize();  // always: no enqueued work may outlive the host buffers it reads
+  return st.ok() ? done : st;
+}
+
 Status Engine::run_profiled(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
                             std::vector<ProfileStep>* steps) const {
-  if (!backend_->run_profiled_ || !steps) return run(inputs, outputs);
+  if (!backend_->run_profiled_ || !steps || backend_->on_device()) return run(inputs, outputs);
   std::vector<tessera_tensor_t> in(inputs.size()), out(outputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) in[i] = tensor_descriptor(*inputs[i]);
   for (size_t i = 0; i < outputs.size(); ++i) out[i] = tensor_descriptor(*outputs[i]);
@@ -186,6 +235,18 @@ Expected<std::shared_ptr<Backend>> Backend::FromTable(const tessera_backend_t* t
   if (covers(t->struct_size, TSR_MEMBER_END(color)) && t->color) b->color_ = t->color;
   if (covers(t->struct_size, TSR_MEMBER_END(estimate_region))) b->estimate_region_ = t->estimate_region;
   if (covers(t->struct_size, TSR_MEMBER_END(run_profiled))) b->run_profiled_ = t->run_profiled;
+  // Minor revision 3: device memory.
+  if (covers(t->struct_size, TSR_MEMBER_END(synchronize)) && t->memory == TESSERA_MEMORY_DEVICE) {
+    if (!t->device_alloc || !t->device_free || !t->copy || !t->synchronize) {
+      return InvalidModel(where + ": backend '" + b->name_ +
+                          "' keeps its tensors on a device but leaves a device-memory function NULL");
+    }
+    b->on_device_ = true;
+    b->device_id_ = t->device_id;
+  } else if (covers(t->struct_size, TSR_MEMBER_END(memory)) && t->memory != TESSERA_MEMORY_HOST) {
+    return InvalidModel(where + ": backend '" + b->name_ + "' declares an unknown memory kind " +
+                        std::to_string(t->memory));
+  }
   return b;
 }
 
@@ -295,6 +356,39 @@ Expected<double> Backend::estimate_cost(std::string_view model, const tessera_ma
   msg[kMsgCap - 1] = 0;
   if (s != TESSERA_OK) return backend_status(name_, "estimate_cost:", s, msg);
   return us;
+}
+
+Expected<std::shared_ptr<void>> Backend::device_alloc(size_t bytes) const {
+  if (!on_device_) return InternalError("backend '" + name_ + "' has no device memory");
+  void* p = nullptr;
+  char msg[kMsgCap] = {0};
+  tessera_status_t s = table_->device_alloc(bytes, &p, msg, kMsgCap);
+  msg[kMsgCap - 1] = 0;
+  if (s != TESSERA_OK || !p) {
+    if (s == TESSERA_OK) return InternalError("backend '" + name_ + "': device_alloc returned no buffer");
+    return backend_status(name_, ("device_alloc of " + std::to_string(bytes) + " bytes:").c_str(), s, msg);
+  }
+  auto self = shared_from_this();  // the table (and its library) must outlive the buffer
+  return std::shared_ptr<void>(p, [self](void* q) { self->table_->device_free(q); });
+}
+
+Status Backend::copy(void* dst, const void* src, size_t bytes, int32_t direction) const {
+  if (!on_device_) return InternalError("backend '" + name_ + "' has no device memory");
+  if (bytes == 0) return Status::Ok();
+  char msg[kMsgCap] = {0};
+  tessera_status_t s = table_->copy(dst, src, bytes, direction, msg, kMsgCap);
+  msg[kMsgCap - 1] = 0;
+  if (s != TESSERA_OK) return backend_status(name_, "copy:", s, msg);
+  return Status::Ok();
+}
+
+Status Backend::synchronize() const {
+  if (!on_device_) return Status::Ok();
+  char msg[kMsgCap] = {0};
+  tessera_status_t s = table_->synchronize(msg, kMsgCap);
+  msg[kMsgCap - 1] = 0;
+  if (s != TESSERA_OK) return backend_status(name_, "synchronize:", s, msg);
+  return Status::Ok();
 }
 
 // ---- threads -----------------------------------------------------------

@@ -66,14 +66,29 @@ class Engine {
   const Backend& backend() const { return *backend_; }
   const std::string& region() const { return region_; }
 
+  // A device backend's engine (Backend::on_device) reads and writes device
+  // memory. run() above takes host tensors for it too: it stages them through
+  // device buffers of its own (one run of the engine at a time) and waits for
+  // the results. run_on_device() is the plain call, for a caller that keeps
+  // the values on the device (the execution plan): the descriptors hold device
+  // pointers, the work is only enqueued on the calling thread's stream, and
+  // the caller synchronizes (Backend::synchronize) before it reads a result.
+  Status run_on_device(const std::vector<tessera_tensor_t>& inputs, std::vector<tessera_tensor_t>& outputs) const;
+
  private:
   friend class Backend;
   Engine() = default;
+  Status run_staged(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) const;
+  Status call_run(const tessera_tensor_t* in, size_t num_in, tessera_tensor_t* out, size_t num_out) const;
   std::shared_ptr<const Backend> backend_;
   tessera_engine_t* handle_ = nullptr;
   std::string region_;
   std::vector<Tensor> constants_;  // kept alive: the engine may point into them
   std::unique_ptr<std::mutex> run_mu_;  // set when the backend lacks CONCURRENT_RUN
+  // run() of a device engine: device buffers its host tensors pass through.
+  mutable std::mutex stage_mu_;
+  mutable std::vector<std::shared_ptr<void>> stage_;
+  mutable std::vector<size_t> stage_bytes_;
 };
 
 using EngineTable = std::vector<std::shared_ptr<const Engine>>;
@@ -100,6 +115,17 @@ class Backend : public std::enable_shared_from_this<Backend> {
   const std::string& color() const { return color_; }
   bool gives_profile() const { return run_profiled_ != nullptr; }
 
+  // Minor revision 3: a backend whose tensors live on a device (absent in an
+  // older table: host). The buffers and copies below fail on a host backend.
+  bool on_device() const { return on_device_; }
+  int device_id() const { return device_id_; }
+  // A device buffer of `bytes` (> 0), freed when the last reference goes.
+  Expected<std::shared_ptr<void>> device_alloc(size_t bytes) const;
+  // Enqueues a copy on the calling thread's stream (TESSERA_COPY_*).
+  Status copy(void* dst, const void* src, size_t bytes, int32_t direction) const;
+  // Waits for everything the calling thread enqueued on this backend.
+  Status synchronize() const;
+
   // Verdicts for the `num_nodes` nodes of the serialized model. A backend
   // error becomes a refusal of every node with the message as reason.
   Capability capability(std::string_view model, int num_nodes) const;
@@ -122,6 +148,8 @@ class Backend : public std::enable_shared_from_this<Backend> {
   Threading threading_ = Threading::kUnknown;
   decltype(tessera_backend_t::estimate_region) estimate_region_ = nullptr;
   decltype(tessera_backend_t::run_profiled) run_profiled_ = nullptr;
+  bool on_device_ = false;
+  int device_id_ = 0;
 };
 
 // Directories searched for plugins, in order.

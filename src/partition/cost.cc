@@ -268,6 +268,9 @@ double crossing_us(double bytes, const Backend* from, const Backend* to, const M
   const bool same = (from == nullptr && to == nullptr) || (from && to && from->name() == to->name());
   const bool host_both = (!from || from->is_native()) && (!to || to->is_native());
   if (same || host_both) return 0;
+  // A device backend prices the copies across its boundary in its own estimate (it knows its link), and a
+  // measured region's time includes them (Engine::run stages host tensors): only the hand-over is left.
+  if ((from && from->on_device()) || (to && to->on_device())) return 1.0;
   // A reorder or copy on one side: engines keep their own layouts (blocked,
   // NHWC) and convert at their boundary, at about a third of the streaming
   // bandwidth (strided reads, one thread per side).

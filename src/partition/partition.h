@@ -104,6 +104,9 @@ struct RegionInfo {
   std::map<std::string, int> op_histogram;    // op type -> count
   std::vector<std::string> inputs, outputs;   // boundary values
   size_t blob_bytes = 0;
+  // A device backend's region: bytes copied between host and device per run (its inputs made anywhere but on
+  // its device, its outputs read anywhere else or returned); values passing between regions of one device stay.
+  double crossing_bytes = 0;
   std::vector<CostOption> considered;  // cheapest first; the winner is `backend`
   std::string decision;                // why the winner won
 };

@@ -25,6 +25,7 @@
 #include <set>
 
 #include "ops/region_attrs.h"
+#include "partition/cost.h"
 #include "partition/partitioner_impl.h"
 
 namespace tessera {
@@ -206,6 +207,7 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const Scope* o
   Graph glue = g;
   glue.nodes.clear();
   std::vector<int> region_of_node(n, -1);
+  const size_t first_info = report_->regions.size();
   for (const Region& r : regions) {
     const Backend& be = *opts_.backends[static_cast<size_t>(r.backend)];
     RegionInfo info;
@@ -271,6 +273,38 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const Scope* o
     program_->engines.push_back(std::move(spec));
     glue.nodes.push_back(std::move(rn));
     report_->regions.push_back(std::move(info));
+  }
+
+  // What device regions move across per run (as the runtime keeps values on a device: execution_plan.h).
+  {
+    std::map<std::string, int> producer;
+    std::map<std::string, std::vector<int>> readers;
+    for (size_t i = 0; i < n; ++i) {
+      for (const auto& o : g.nodes[i].outputs) {
+        if (!o.empty()) producer[o] = static_cast<int>(i);
+      }
+      for (const auto& v : g.nodes[i].inputs) {
+        if (!v.empty()) readers[v].push_back(static_cast<int>(i));
+      }
+    }
+    const std::set<std::string> returned(g.outputs.begin(), g.outputs.end());
+    for (size_t k = 0; k < regions.size(); ++k) {
+      const Backend& be = *opts_.backends[static_cast<size_t>(regions[k].backend)];
+      RegionInfo& info = report_->regions[first_info + k];
+      if (!be.on_device()) continue;
+      auto on_same = [&](int node) {
+        return opts_.backends[static_cast<size_t>(pl.backend_of[static_cast<size_t>(node)])]->name() == be.name();
+      };
+      for (const auto& v : info.inputs) {
+        auto it = producer.find(v);
+        if (it == producer.end() || !on_same(it->second)) info.crossing_bytes += value_bytes(g, v);
+      }
+      for (const auto& v : info.outputs) {
+        bool host = returned.count(v) > 0;
+        for (int c : readers[v]) host = host || !on_same(c);
+        if (host) info.crossing_bytes += value_bytes(g, v);
+      }
+    }
   }
 
   if (is_main) {

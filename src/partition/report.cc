@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "partition/partition.h"
+#include "util/human_bytes.h"
 
 namespace tessera {
 
@@ -85,7 +86,9 @@ void region_text(std::ostringstream& os, const RegionInfo& reg, const char* inde
   if (reg.graph != "main") os << "  in " << reg.graph;
   if (reg.engine >= 0) os << "  engine " << reg.engine << " (" << reg.blob_bytes << " B)";
   os << "  ops " << histogram_str(reg.op_histogram) << "  in " << list_str(reg.inputs, 6) << "  out "
-     << list_str(reg.outputs, 6) << "\n";
+     << list_str(reg.outputs, 6);
+  if (reg.crossing_bytes > 0) os << "  crosses " << human_bytes(static_cast<size_t>(reg.crossing_bytes)) << " host<->device per run";
+  os << "\n";
   if (!reg.considered.empty()) {
     os << indent << "  considered";
     for (const auto& o : reg.considered) {
@@ -107,6 +110,7 @@ nlohmann::json region_json(const RegionInfo& reg) {
   o["inputs"] = reg.inputs;
   o["outputs"] = reg.outputs;
   o["blob_bytes"] = reg.blob_bytes;
+  o["crossing_bytes"] = reg.crossing_bytes;
   o["considered"] = nlohmann::json::array();
   for (const auto& c : reg.considered) {
     o["considered"].push_back({{"backend", c.backend}, {"us", c.us}, {"measured", c.measured}});
@@ -133,6 +137,9 @@ std::string report_text(const PartitionReport& r) {
   if (r.measured + r.cache_hits > 0) {
     os << "  measured " << r.measured << " now, " << r.cache_hits << " from the tune cache";
   }
+  double crossing = 0;
+  for (const auto& reg : r.regions) crossing += reg.crossing_bytes;
+  if (crossing > 0) os << "  host<->device " << human_bytes(static_cast<size_t>(crossing)) << " per run";
   os << "\n";
   if (!r.sets.empty()) {
     os << "backend sets";
@@ -203,6 +210,9 @@ std::string report_json(const PartitionReport& r) {
   j["num_nodes"] = r.num_nodes;
   j["placement"] = r.policy.empty() ? "priority" : r.policy;
   j["estimated_us"] = r.estimated_us;
+  double crossing = 0;
+  for (const auto& reg : r.regions) crossing += reg.crossing_bytes;
+  j["crossing_bytes"] = crossing;
   j["measured"] = r.measured;
   j["cache_hits"] = r.cache_hits;
   j["backend_sets"] = nlohmann::json::array();

@@ -75,6 +75,7 @@ Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPoo
       if (!opts.shapes_at_run_time && vi->shape.fully_known() && vi->dtype != DType::kUndefined) {
         s.dims = vi->shape.concrete();
         s.kind = Slot::Kind::kArena;
+        s.static_shape = true;
       }
     }
     int idx = static_cast<int>(plan->slots_.size());
@@ -100,6 +101,7 @@ Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPoo
 
   // Steps, with the last use of every slot for liveness.
   std::vector<int> first_def, last_use;
+  std::vector<char> captured;  // read by a nested graph: must stay on the host
   auto touch = [&](int slot, int step, bool def) {
     if (static_cast<size_t>(slot) >= first_def.size()) {
       first_def.resize(static_cast<size_t>(slot) + 1, -1);
@@ -132,7 +134,10 @@ Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPoo
     }
     for (const auto& c : captures) {
       auto it = plan->slot_of_.find(c);
-      if (it != plan->slot_of_.end()) touch(it->second, step_idx, false);
+      if (it == plan->slot_of_.end()) continue;
+      touch(it->second, step_idx, false);
+      if (captured.size() <= static_cast<size_t>(it->second)) captured.resize(static_cast<size_t>(it->second) + 1, 0);
+      captured[static_cast<size_t>(it->second)] = 1;
     }
     for (const auto& out : n.outputs) {
       if (out.empty()) {
@@ -183,6 +188,8 @@ Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPoo
     plan->steps_[static_cast<size_t>(last_use[s])].release.push_back(static_cast<int>(s));
   }
 
+  if (engines) plan->plan_device(first_def, last_use, captured);
+
   // Memory plan over arena slots.
   std::vector<BufferRequest> reqs;
   std::vector<int> req_slot;
@@ -219,6 +226,125 @@ Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPoo
   }
   if (nested) plan->bodies_ = std::make_unique<BodyPlanCache>(pool, engines, opts);
   return plan;
+}
+
+void ExecutionPlan::plan_device(const std::vector<int>& first_def, const std::vector<int>& last_use,
+                                const std::vector<char>& captured) {
+  auto known_bytes = [&](int s, size_t* bytes) {
+    const Slot& slot = slots_[static_cast<size_t>(s)];
+    const bool known = slot.kind == Slot::Kind::kArena || slot.kind == Slot::Kind::kOutput ||
+                       (slot.kind == Slot::Kind::kInput && slot.static_shape);
+    if (known) *bytes = static_cast<size_t>(numel(slot.dims)) * dtype_size(slot.dtype);
+    return known;
+  };
+  // 1. Device steps: regions of the first device backend met whose boundary sizes the plan knows.
+  for (Step& st : steps_) {
+    if (!is_region_node(*st.node)) continue;
+    const int64_t idx = st.node->attr_int("engine", -1);
+    if (idx < 0 || idx >= static_cast<int64_t>(engines_->size())) continue;
+    const Engine* e = (*engines_)[static_cast<size_t>(idx)].get();
+    if (!e || !e->backend().on_device()) continue;
+    if (device_backend_ && device_backend_ != &e->backend()) continue;  // another device: staged by its engine
+    bool sized = true;
+    size_t bytes = 0;
+    for (int s : st.in) sized = sized && s >= 0 && known_bytes(s, &bytes);
+    for (int s : st.out) sized = sized && s >= 0 && known_bytes(s, &bytes);
+    if (!sized) continue;
+    st.device = e;
+    device_backend_ = &e->backend();
+  }
+  if (!device_backend_) return;
+  // 2. Values that stay on the device: produced by a device step, read only by device steps (and by one at least),
+  // neither a graph output nor read by a nested graph.
+  const size_t n = slots_.size();
+  std::vector<int> device_uses(n, 0), host_uses(n, 0);
+  std::vector<char> device_made(n, 0);
+  for (const Step& st : steps_) {
+    for (int s : st.in) {
+      if (s >= 0) (st.device ? device_uses : host_uses)[static_cast<size_t>(s)]++;
+    }
+    for (int s : st.out) {
+      if (s >= 0 && st.device) device_made[static_cast<size_t>(s)] = 1;
+    }
+  }
+  std::vector<BufferRequest> reqs;
+  std::vector<size_t*> where;  // the offset each request's answer goes to
+  for (size_t s = 0; s < n; ++s) {
+    Slot& slot = slots_[s];
+    const bool stays = slot.kind == Slot::Kind::kArena && device_made[s] && device_uses[s] > 0 && host_uses[s] == 0 &&
+                       !(s < captured.size() && captured[s]);
+    if (!stays) continue;
+    slot.kind = Slot::Kind::kDevice;
+    reqs.push_back({static_cast<size_t>(numel(slot.dims)) * dtype_size(slot.dtype), first_def[s], last_use[s]});
+    where.push_back(&slot.offset);
+  }
+  // 3. Staging buffers for the values that cross, live for their step alone.
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    Step& st = steps_[i];
+    if (!st.device) continue;
+    ++stats_.num_device_steps;
+    auto stage = [&](const std::vector<int>& slots, std::vector<size_t>* offsets) {
+      offsets->assign(slots.size(), kNoStage);
+      for (size_t k = 0; k < slots.size(); ++k) {
+        const Slot& slot = slots_[static_cast<size_t>(slots[k])];
+        if (slot.kind == Slot::Kind::kDevice) continue;
+        const size_t bytes = static_cast<size_t>(numel(slot.dims)) * dtype_size(slot.dtype);
+        stats_.device_crossing_bytes += bytes;
+        reqs.push_back({bytes, static_cast<int>(i), static_cast<int>(i)});
+        offsets->at(k) = 0;
+        where.push_back(&offsets->at(k));
+      }
+    };
+    stage(st.in, &st.in_stage);
+    stage(st.out, &st.out_stage);
+  }
+  // The same planner as the host arena's, at the alignment device_alloc promises.
+  MemoryPlan mp = plan_memory(reqs, 256);
+  for (size_t r = 0; r < reqs.size(); ++r) *where[r] = mp.offsets[r];
+  stats_.device_arena_bytes = mp.arena_bytes;
+}
+
+Expected<std::shared_ptr<void>> ExecutionPlan::acquire_device_arena() const {
+  {
+    std::lock_guard<std::mutex> lock(arena_mu_);
+    if (!free_device_arenas_.empty()) {
+      auto a = std::move(free_device_arenas_.back());
+      free_device_arenas_.pop_back();
+      return a;
+    }
+  }
+  return device_backend_->device_alloc(std::max<size_t>(stats_.device_arena_bytes, 256));
+}
+
+Status ExecutionPlan::run_device_step(const Step& st, const std::vector<const Tensor*>& in,
+                                      const std::vector<Tensor*>& out, char* device_base) const {
+  const Backend& be = st.device->backend();
+  std::vector<tessera_tensor_t> din(in.size()), dout(out.size());
+  bool crossed = false;
+  for (size_t i = 0; i < in.size(); ++i) {
+    din[i] = tensor_descriptor(*in[i]);
+    if (st.in_stage[i] == kNoStage) continue;  // kept on the device
+    din[i].data = device_base + st.in_stage[i];
+    Status s = be.copy(din[i].data, in[i]->raw(), in[i]->nbytes(), TESSERA_COPY_HOST_TO_DEVICE);
+    if (!s.ok()) return s;
+    crossed = true;
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    dout[i] = tensor_descriptor(*out[i]);
+    if (st.out_stage[i] != kNoStage) dout[i].data = device_base + st.out_stage[i];
+  }
+  Status status = st.device->run_on_device(din, dout);
+  for (size_t i = 0; status.ok() && i < out.size(); ++i) {
+    if (st.out_stage[i] == kNoStage) continue;
+    status = be.copy(const_cast<void*>(out[i]->raw()), dout[i].data, out[i]->nbytes(), TESSERA_COPY_DEVICE_TO_HOST);
+    crossed = true;
+  }
+  // A crossing waits: host buffers must not change (inputs) or be read (outputs) before the copies are done.
+  if (crossed) {
+    Status done = be.synchronize();
+    if (status.ok()) status = done;
+  }
+  return status;
 }
 
 std::shared_ptr<void> ExecutionPlan::acquire_arena() const {
@@ -277,12 +403,23 @@ Expected<std::vector<Tensor>> ExecutionPlan::run_guarded(const std::vector<Tenso
   std::vector<Tensor>& t = frame.tensors();
   std::shared_ptr<void> arena = acquire_arena();
   char* base = static_cast<char*>(arena.get());
+  std::shared_ptr<void> device_arena;
+  if (device_backend_) {
+    auto a = acquire_device_arena();
+    if (!a.ok()) {
+      release_arena(std::move(arena));
+      return a.status();
+    }
+    device_arena = std::move(a).value();
+  }
+  char* device_base = static_cast<char*>(device_arena.get());
   for (size_t s = 0; s < slots_.size(); ++s) {
     const Slot& slot = slots_[s];
     switch (slot.kind) {
       case Slot::Kind::kConstant: t[s] = slot.constant; break;
       case Slot::Kind::kInput: t[s] = inputs[static_cast<size_t>(slot.input_index)]; break;
       case Slot::Kind::kArena: t[s] = Tensor::View(slot.dtype, slot.dims, base + slot.offset); break;
+      case Slot::Kind::kDevice: t[s] = Tensor::View(slot.dtype, slot.dims, device_base + slot.offset); break;
       case Slot::Kind::kOutput: break;  // allocated by its producing step
       case Slot::Kind::kDynamic: break;
     }
@@ -367,7 +504,20 @@ Expected<std::vector<Tensor>> ExecutionPlan::run_guarded(const std::vector<Tenso
     }
     if (!status.ok()) break;
     KernelContext ctx(*st.node, in_ptrs, out_ptrs, pool_, st.has_subgraphs ? &runner : nullptr, &budget);
-    if (!profile) {
+    if (st.device) {
+      auto t0 = std::chrono::steady_clock::now();
+      status = run_device_step(st, in_ptrs, out_ptrs, device_base);
+      if (profile) {
+        RunProfile::Entry e;
+        e.node = st.node->name;
+        e.op_type = st.node->op_type;
+        e.engine = static_cast<int>(st.node->attr_int("engine", -1));
+        auto t1 = std::chrono::steady_clock::now();
+        e.start_us = std::chrono::duration<double, std::micro>(t0 - profile->started).count();
+        e.us = std::chrono::duration<double, std::micro>(t1 - t0).count();
+        profile->entries.push_back(std::move(e));
+      }
+    } else if (!profile) {
       status = st.kernel->run(ctx);
     } else {
       RunProfile::Entry e;
@@ -389,6 +539,13 @@ Expected<std::vector<Tensor>> ExecutionPlan::run_guarded(const std::vector<Tenso
     }
   }
   release_arena(std::move(arena));
+  if (device_arena) {
+    // Work a failed or cancelled run left enqueued must finish before another run takes the arena.
+    Status done = device_backend_->synchronize();
+    if (status.ok()) status = done;
+    std::lock_guard<std::mutex> lock(arena_mu_);
+    free_device_arenas_.push_back(std::move(device_arena));
+  }
   if (!status.ok()) return status;
   std::vector<Tensor> outs;
   outs.reserve(output_slots_.size());

@@ -4,6 +4,14 @@
 // known while running (data-dependent shapes, control flow) are allocated per
 // run. Graph outputs never live in the arena, so they are handed to the
 // caller without a copy.
+//
+// Device engines (a Region whose backend keeps its tensors on a device): the
+// plan keeps a value that passes from one such region to another region of
+// the same backend on the device, and moves the rest across through staging
+// buffers, copied in before the region runs and back after it. Both live in a
+// second arena, in device memory, laid out by the same memory planner. A
+// region whose boundary shapes are only known while running goes through
+// Engine::run, which stages through buffers of the engine's own.
 #pragma once
 
 #include <memory>
@@ -35,12 +43,13 @@ class ExecutionPlan {
 
  private:
   struct Slot {
-    enum class Kind { kConstant, kInput, kArena, kOutput, kDynamic };
+    enum class Kind { kConstant, kInput, kArena, kOutput, kDynamic, kDevice };  // kDevice: in the device arena
     Kind kind = Kind::kDynamic;
     std::string name;
     DType dtype = DType::kUndefined;
     Dims dims;
-    size_t offset = 0;
+    size_t offset = 0;          // in the arena (kArena), or the device arena (kDevice)
+    bool static_shape = false;  // dims known when the plan is built
     int input_index = -1;
     Tensor constant;
   };
@@ -53,12 +62,23 @@ class ExecutionPlan {
     bool shapes_first = false;  // a shape-generic plan's step: try inference from shapes and constants alone first
     bool has_subgraphs = false;
     std::vector<int> release;  // run-time tensors whose last use is this step: freed after it
+    // A device engine's step: its engine, and per input / output the offset of its staging buffer in the device
+    // arena, or kNoStage for a value that already lives there.
+    const Engine* device = nullptr;
+    std::vector<size_t> in_stage, out_stage;
   };
+  static constexpr size_t kNoStage = ~size_t{0};
   class Frame;
 
   Expected<std::vector<Tensor>> run_guarded(const std::vector<Tensor>& inputs, const RunOptions& ro) const;
   std::shared_ptr<void> acquire_arena() const;
   void release_arena(std::shared_ptr<void> a) const;
+  // Chooses the device steps and lays out the device arena (before the host arena: kDevice slots leave it).
+  void plan_device(const std::vector<int>& first_def, const std::vector<int>& last_use,
+                   const std::vector<char>& captured);
+  Expected<std::shared_ptr<void>> acquire_device_arena() const;
+  Status run_device_step(const Step& st, const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out,
+                         char* device_base) const;
 
   Graph graph_;
   ThreadPool* pool_ = nullptr;
@@ -73,6 +93,8 @@ class ExecutionPlan {
   std::unique_ptr<BodyPlanCache> bodies_;  // when some node has a nested graph
   mutable std::mutex arena_mu_;
   mutable std::vector<std::shared_ptr<void>> free_arenas_;
+  const Backend* device_backend_ = nullptr;  // whose memory the device arena is (one device backend per plan)
+  mutable std::vector<std::shared_ptr<void>> free_device_arenas_;  // under arena_mu_
 };
 
 }  // namespace tessera

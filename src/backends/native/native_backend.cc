@@ -252,6 +252,12 @@ const tessera_backend_t kNativeTable = {
     "#d9d9d9",
     nullptr,
     nullptr,
+    TESSERA_MEMORY_HOST,  // minor revision 3: host memory, no device functions
+    0,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
 };
 
 }  // namespace
