@@ -31,9 +31,7 @@ int grid_for(int64_t n, int threads = kThreads) {
 
 int rows_grid(int64_t rows) { return static_cast<int>(rows < kMaxBlocks ? rows : kMaxBlocks); }
 
-__device__ __forceinline__ int64_t global_tid() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
+__device__ __forceinline__ int64_t global_tid() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ int64_t grid_threads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 // ---- small float helpers ------------------------------------------------
@@ -56,51 +54,76 @@ __device__ __forceinline__ float hard_sigmoid(float v, float alpha, float beta) 
 }
 
 // log(1 + exp(v)) without overflow: max(v, 0) + log1p(exp(-|v|)).
-__device__ __forceinline__ float softplus(float v) {
-  return (v > 0.0f ? v : 0.0f) + log1pf(expf(-fabsf(v)));
-}
+__device__ __forceinline__ float softplus(float v) { return (v > 0.0f ? v : 0.0f) + log1pf(expf(-fabsf(v))); }
 
 __device__ __forceinline__ float sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
 
 __device__ float apply_unary(int32_t code, float v, float alpha, float beta) {
   switch (code) {
-    case kRelu: return v < 0.0f ? 0.0f : v;  // NaN passes through
-    case kSigmoid: return sigmoid(v);
-    case kTanh: return tanhf(v);
-    case kExp: return expf(v);
-    case kLog: return logf(v);
-    case kSqrt: return sqrtf(v);
-    case kNeg: return -v;
-    case kAbs: return fabsf(v);
-    case kErf: return erff(v);
+    case kRelu:
+      return v < 0.0f ? 0.0f : v;  // NaN passes through
+    case kSigmoid:
+      return sigmoid(v);
+    case kTanh:
+      return tanhf(v);
+    case kExp:
+      return expf(v);
+    case kLog:
+      return logf(v);
+    case kSqrt:
+      return sqrtf(v);
+    case kNeg:
+      return -v;
+    case kAbs:
+      return fabsf(v);
+    case kErf:
+      return erff(v);
     // 0.5 v (1 + erf(v / sqrt 2)) = 0.5 v erfc(-v / sqrt 2): no cancellation for negative v.
-    case kGeluErf: return 0.5f * v * erfcf(-v * 0.70710678118654752f);
+    case kGeluErf:
+      return 0.5f * v * erfcf(-v * 0.70710678118654752f);
     // 0.5 v (1 + tanh(y)) = v * sigmoid(2 y): no cancellation for negative v.
     case kGeluTanh: {
       float y = 0.7978845608028654f * (v + 0.044715f * v * v * v);
       return v / (1.0f + expf(-2.0f * y));
     }
-    case kLeakyRelu: return v < 0.0f ? alpha * v : v;
+    case kLeakyRelu:
+      return v < 0.0f ? alpha * v : v;
     case kClip: {  // NaN passes through; min wins over max when min > max is not a concern here (ONNX leaves it)
       float r = v < alpha ? alpha : v;
       return r > beta ? beta : r;
     }
-    case kHardSigmoid: return hard_sigmoid(v, alpha, beta);
-    case kHardSwish: return v * hard_sigmoid(v, 1.0f / 6.0f, 0.5f);
-    case kSoftplus: return softplus(v);
-    case kReciprocal: return 1.0f / v;
-    case kFloor: return floorf(v);
-    case kCeil: return ceilf(v);
-    case kSin: return sinf(v);
-    case kCos: return cosf(v);
-    case kElu: return v < 0.0f ? alpha * expm1f(v) : v;
-    case kSelu: return beta * (v <= 0.0f ? alpha * expm1f(v) : v);
-    case kSign: return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : (v == 0.0f ? 0.0f : v));  // Sign(0) = 0, NaN -> NaN
-    case kRound: return rintf(v);  // half to even (default rounding mode)
-    case kSoftsign: return v / (1.0f + fabsf(v));
-    case kMish: return v * tanhf(softplus(v));
-    case kAffine: return affine_unfused(v, alpha, beta);
-    default: return v;
+    case kHardSigmoid:
+      return hard_sigmoid(v, alpha, beta);
+    case kHardSwish:
+      return v * hard_sigmoid(v, 1.0f / 6.0f, 0.5f);
+    case kSoftplus:
+      return softplus(v);
+    case kReciprocal:
+      return 1.0f / v;
+    case kFloor:
+      return floorf(v);
+    case kCeil:
+      return ceilf(v);
+    case kSin:
+      return sinf(v);
+    case kCos:
+      return cosf(v);
+    case kElu:
+      return v < 0.0f ? alpha * expm1f(v) : v;
+    case kSelu:
+      return beta * (v <= 0.0f ? alpha * expm1f(v) : v);
+    case kSign:
+      return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : (v == 0.0f ? 0.0f : v));  // Sign(0) = 0, NaN -> NaN
+    case kRound:
+      return rintf(v);  // half to even (default rounding mode)
+    case kSoftsign:
+      return v / (1.0f + fabsf(v));
+    case kMish:
+      return v * tanhf(softplus(v));
+    case kAffine:
+      return affine_unfused(v, alpha, beta);
+    default:
+      return v;
   }
 }
 
@@ -108,14 +131,22 @@ __device__ float apply_binary(int32_t code, float v, float x, bool swap) {
   if (code == kPRelu) return v < 0.0f ? v * x : v;
   const float a = swap ? x : v, b = swap ? v : x;
   switch (code) {
-    case kAdd: return a + b;
-    case kSub: return a - b;
-    case kMul: return a * b;
-    case kDiv: return a / b;
-    case kPow: return powf(a, b);
-    case kMax: return max_nan(a, b);
-    case kMin: return min_nan(a, b);
-    default: return v;
+    case kAdd:
+      return a + b;
+    case kSub:
+      return a - b;
+    case kMul:
+      return a * b;
+    case kDiv:
+      return a / b;
+    case kPow:
+      return powf(a, b);
+    case kMax:
+      return max_nan(a, b);
+    case kMin:
+      return min_nan(a, b);
+    default:
+      return v;
   }
 }
 
@@ -194,8 +225,8 @@ __global__ void __launch_bounds__(kThreads) chain_kernel(const ChainArgs a, floa
 // ---- data movement --------------------------------------------------------
 
 template <class T>
-__global__ void __launch_bounds__(kThreads) strided_copy_kernel(const StridedCopy c, int64_t n, const T* __restrict__ src,
-                                                                T* __restrict__ dst) {
+__global__ void __launch_bounds__(kThreads)
+    strided_copy_kernel(const StridedCopy c, int64_t n, const T* __restrict__ src, T* __restrict__ dst) {
   const int rank = c.rank;
   for (int64_t i = global_tid(); i < n; i += grid_threads()) {
     int64_t rem = i;
@@ -226,9 +257,9 @@ bool is_contiguous(int rank, const int64_t* dims, const int64_t* strides) {
 }
 
 template <class T>
-__global__ void __launch_bounds__(kThreads) gather_kernel(const T* __restrict__ data, const int64_t* __restrict__ indices,
-                                                          T* __restrict__ out, int64_t outer, int64_t axis_len,
-                                                          int64_t inner, int64_t num_indices, int32_t* bad_index) {
+__global__ void __launch_bounds__(kThreads)
+    gather_kernel(const T* __restrict__ data, const int64_t* __restrict__ indices, T* __restrict__ out, int64_t outer,
+                  int64_t axis_len, int64_t inner, int64_t num_indices, int32_t* bad_index) {
   const int64_t n = outer * num_indices * inner;
   for (int64_t e = global_tid(); e < n; e += grid_threads()) {
     const int64_t i = e % inner;
@@ -291,8 +322,8 @@ __device__ float block_reduce(float v, Op op, float identity, float* sh) {
 
 // ---- softmax ------------------------------------------------------------------
 
-__global__ void __launch_bounds__(kThreads) softmax_rows_kernel(const float* __restrict__ x, float* __restrict__ y,
-                                                                int64_t rows, int64_t len, bool log) {
+__global__ void __launch_bounds__(kThreads)
+    softmax_rows_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t len, bool log) {
   __shared__ float sh[33];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* xr = x + r * len;
@@ -312,9 +343,9 @@ __global__ void __launch_bounds__(kThreads) softmax_rows_kernel(const float* __r
   }
 }
 
-__global__ void __launch_bounds__(kThreads) softmax_strided_kernel(const float* __restrict__ x, float* __restrict__ y,
-                                                                   int64_t outer, int64_t len, int64_t inner,
-                                                                   bool log) {
+__global__ void __launch_bounds__(kThreads)
+    softmax_strided_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t outer, int64_t len,
+                           int64_t inner, bool log) {
   const int64_t n = outer * inner;
   for (int64_t t = global_tid(); t < n; t += grid_threads()) {
     const int64_t o = t / inner, i = t % inner;
@@ -335,9 +366,9 @@ __global__ void __launch_bounds__(kThreads) softmax_strided_kernel(const float* 
 
 // ---- layer normalization ------------------------------------------------------
 
-__global__ void __launch_bounds__(kThreads) layernorm_kernel(const float* __restrict__ x, const float* __restrict__ gamma,
-                                                             const float* __restrict__ beta, float* __restrict__ y,
-                                                             int64_t rows, int64_t cols, float eps) {
+__global__ void __launch_bounds__(kThreads)
+    layernorm_kernel(const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,
+                     float* __restrict__ y, int64_t rows, int64_t cols, float eps) {
   __shared__ float sh[33];
   const float inv_cols = 1.0f / static_cast<float>(cols);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -394,8 +425,8 @@ __device__ float reduce_line(const float* p, int64_t len, int64_t step, int32_t 
   }
 }
 
-__global__ void __launch_bounds__(kThreads) reduce_rows_kernel(const float* __restrict__ x, float* __restrict__ y,
-                                                               int64_t rows, int64_t len, int32_t code) {
+__global__ void __launch_bounds__(kThreads)
+    reduce_rows_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t len, int32_t code) {
   __shared__ float sh[33];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* xr = x + r * len;
@@ -426,9 +457,9 @@ __global__ void __launch_bounds__(kThreads) reduce_rows_kernel(const float* __re
   }
 }
 
-__global__ void __launch_bounds__(kThreads) reduce_strided_kernel(const float* __restrict__ x, float* __restrict__ y,
-                                                                  int64_t outer, int64_t len, int64_t inner,
-                                                                  int32_t code) {
+__global__ void __launch_bounds__(kThreads)
+    reduce_strided_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t outer, int64_t len, int64_t inner,
+                          int32_t code) {
   const int64_t n = outer * inner;
   for (int64_t t = global_tid(); t < n; t += grid_threads()) {
     const int64_t o = t / inner, i = t % inner;
@@ -445,8 +476,8 @@ __global__ void __launch_bounds__(kThreads) reduce_strided_kernel(const float* _
 // Runtime and the reference). Pool2d carries no bottom/right pads, so this
 // assumes symmetric pads (pad_bottom == pad_top, pad_right == pad_left),
 // which the plugin guarantees before it calls launch_pool2d.
-__global__ void __launch_bounds__(kThreads) pool2d_kernel(const Pool2d p, const float* __restrict__ x,
-                                                          float* __restrict__ y, int64_t n) {
+__global__ void __launch_bounds__(kThreads)
+    pool2d_kernel(const Pool2d p, const float* __restrict__ x, float* __restrict__ y, int64_t n) {
   for (int64_t e = global_tid(); e < n; e += grid_threads()) {
     const int64_t ow = e % p.ow;
     int64_t t = e / p.ow;
@@ -501,10 +532,14 @@ __device__ double resize_coord(int64_t o, double scale, int64_t in, int32_t coor
   const double in_len = static_cast<double>(in);
   const double out_len = scale * in_len;
   switch (coord) {
-    case kCoordAsymmetric: return xr / scale;
-    case kCoordAlignCorners: return out_len == 1.0 ? 0.0 : xr * (in_len - 1.0) / (out_len - 1.0);
-    case kCoordPytorchHalfPixel: return out_len > 1.0 ? (xr + 0.5) / scale - 0.5 : 0.0;
-    default: return (xr + 0.5) / scale - 0.5;  // kCoordHalfPixel
+    case kCoordAsymmetric:
+      return xr / scale;
+    case kCoordAlignCorners:
+      return out_len == 1.0 ? 0.0 : xr * (in_len - 1.0) / (out_len - 1.0);
+    case kCoordPytorchHalfPixel:
+      return out_len > 1.0 ? (xr + 0.5) / scale - 0.5 : 0.0;
+    default:
+      return (xr + 0.5) / scale - 0.5;  // kCoordHalfPixel
   }
 }
 
@@ -516,17 +551,24 @@ __device__ int64_t nearest_index(double x, int64_t in, int32_t mode) {
   int64_t n = static_cast<int64_t>(fl);
   if (ratio != 0.0) {
     switch (mode) {
-      case kNearestRoundPreferCeil: n = ratio < 0.5 ? n : n + 1; break;
-      case kNearestFloor: break;
-      case kNearestCeil: n = n + 1; break;
-      default: n = ratio <= 0.5 ? n : n + 1; break;  // kNearestRoundPreferFloor
+      case kNearestRoundPreferCeil:
+        n = ratio < 0.5 ? n : n + 1;
+        break;
+      case kNearestFloor:
+        break;
+      case kNearestCeil:
+        n = n + 1;
+        break;
+      default:
+        n = ratio <= 0.5 ? n : n + 1;
+        break;  // kNearestRoundPreferFloor
     }
   }
   return clamp_index(n, in);
 }
 
-__global__ void __launch_bounds__(kThreads) resize2d_kernel(const Resize2d r, const float* __restrict__ x,
-                                                            float* __restrict__ y, int64_t n) {
+__global__ void __launch_bounds__(kThreads)
+    resize2d_kernel(const Resize2d r, const float* __restrict__ x, float* __restrict__ y, int64_t n) {
   const double sh = static_cast<double>(r.scale_h), sw = static_cast<double>(r.scale_w);
   for (int64_t e = global_tid(); e < n; e += grid_threads()) {
     const int64_t ow = e % r.ow;
@@ -545,8 +587,10 @@ __global__ void __launch_bounds__(kThreads) resize2d_kernel(const Resize2d r, co
       // the same as clamping x to [0, in - 1] first.
       const double fh = floor(yh), fw = floor(xw);
       const float rh = static_cast<float>(yh - fh), rw = static_cast<float>(xw - fw);
-      const int64_t h0 = clamp_index(static_cast<int64_t>(fh), r.h), h1 = clamp_index(static_cast<int64_t>(fh) + 1, r.h);
-      const int64_t w0 = clamp_index(static_cast<int64_t>(fw), r.w), w1 = clamp_index(static_cast<int64_t>(fw) + 1, r.w);
+      const int64_t h0 = clamp_index(static_cast<int64_t>(fh), r.h),
+                    h1 = clamp_index(static_cast<int64_t>(fh) + 1, r.h);
+      const int64_t w0 = clamp_index(static_cast<int64_t>(fw), r.w),
+                    w1 = clamp_index(static_cast<int64_t>(fw) + 1, r.w);
       const float a = xp[h0 * r.w + w0], b = xp[h0 * r.w + w1];
       const float c = xp[h1 * r.w + w0], d = xp[h1 * r.w + w1];
       const float top = (1.0f - rw) * a + rw * b;
@@ -626,20 +670,20 @@ cudaError_t launch_strided_copy(const StridedCopy& c, const void* src, void* dst
   const int g = grid_for(n);
   switch (es) {
     case 1:
-      strided_copy_kernel<uint8_t><<<g, kThreads, 0, stream>>>(c, n, static_cast<const uint8_t*>(src),
-                                                              static_cast<uint8_t*>(dst));
+      strided_copy_kernel<uint8_t>
+          <<<g, kThreads, 0, stream>>>(c, n, static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst));
       break;
     case 2:
-      strided_copy_kernel<uint16_t><<<g, kThreads, 0, stream>>>(c, n, static_cast<const uint16_t*>(src),
-                                                               static_cast<uint16_t*>(dst));
+      strided_copy_kernel<uint16_t>
+          <<<g, kThreads, 0, stream>>>(c, n, static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst));
       break;
     case 4:
-      strided_copy_kernel<uint32_t><<<g, kThreads, 0, stream>>>(c, n, static_cast<const uint32_t*>(src),
-                                                               static_cast<uint32_t*>(dst));
+      strided_copy_kernel<uint32_t>
+          <<<g, kThreads, 0, stream>>>(c, n, static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst));
       break;
     default:
-      strided_copy_kernel<uint64_t><<<g, kThreads, 0, stream>>>(c, n, static_cast<const uint64_t*>(src),
-                                                               static_cast<uint64_t*>(dst));
+      strided_copy_kernel<uint64_t>
+          <<<g, kThreads, 0, stream>>>(c, n, static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst));
       break;
   }
   return cudaGetLastError();
@@ -654,25 +698,26 @@ cudaError_t launch_gather(const void* data, const int64_t* indices, void* out, i
   switch (elem_size) {
     case 1:
       gather_kernel<uint8_t><<<g, kThreads, 0, stream>>>(static_cast<const uint8_t*>(data), indices,
-                                                        static_cast<uint8_t*>(out), outer, axis_len, inner,
-                                                        num_indices, bad_index);
+                                                         static_cast<uint8_t*>(out), outer, axis_len, inner,
+                                                         num_indices, bad_index);
       break;
     case 2:
       gather_kernel<uint16_t><<<g, kThreads, 0, stream>>>(static_cast<const uint16_t*>(data), indices,
-                                                         static_cast<uint16_t*>(out), outer, axis_len, inner,
-                                                         num_indices, bad_index);
+                                                          static_cast<uint16_t*>(out), outer, axis_len, inner,
+                                                          num_indices, bad_index);
       break;
     case 4:
       gather_kernel<uint32_t><<<g, kThreads, 0, stream>>>(static_cast<const uint32_t*>(data), indices,
-                                                         static_cast<uint32_t*>(out), outer, axis_len, inner,
-                                                         num_indices, bad_index);
+                                                          static_cast<uint32_t*>(out), outer, axis_len, inner,
+                                                          num_indices, bad_index);
       break;
     case 8:
       gather_kernel<uint64_t><<<g, kThreads, 0, stream>>>(static_cast<const uint64_t*>(data), indices,
-                                                         static_cast<uint64_t*>(out), outer, axis_len, inner,
-                                                         num_indices, bad_index);
+                                                          static_cast<uint64_t*>(out), outer, axis_len, inner,
+                                                          num_indices, bad_index);
       break;
-    default: return cudaErrorInvalidValue;
+    default:
+      return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }

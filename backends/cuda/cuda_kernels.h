@@ -26,22 +26,43 @@ constexpr int kMaxChainOps = 16;
 
 enum ChainCode : int32_t {
   // binary: v = v (op) x, or x (op) v when ChainOp::swap is set; x = operand value
-  kAdd = 0, kSub, kMul, kDiv, kPow, kMax, kMin,
-  kPRelu,          // v < 0 ? v * x : v (swap ignored)
+  kAdd = 0,
+  kSub,
+  kMul,
+  kDiv,
+  kPow,
+  kMax,
+  kMin,
+  kPRelu,  // v < 0 ? v * x : v (swap ignored)
   // unary (ChainOp::operand is -1)
-  kRelu = 32, kSigmoid, kTanh, kExp, kLog, kSqrt, kNeg, kAbs, kErf,
-  kGeluErf,        // 0.5 v (1 + erf(v / sqrt 2))
-  kGeluTanh,       // 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3)))
-  kLeakyRelu,      // alpha
-  kClip,           // min alpha, max beta
-  kHardSigmoid,    // max(0, min(1, alpha v + beta))
-  kHardSwish,      // v * max(0, min(1, v / 6 + 1 / 2))
-  kSoftplus, kReciprocal, kFloor, kCeil, kSin, kCos,
-  kElu,            // alpha
-  kSelu,           // alpha, beta = gamma
-  kSign, kRound,   // Round: half to even
-  kSoftsign, kMish,
-  kAffine,         // alpha v + beta
+  kRelu = 32,
+  kSigmoid,
+  kTanh,
+  kExp,
+  kLog,
+  kSqrt,
+  kNeg,
+  kAbs,
+  kErf,
+  kGeluErf,      // 0.5 v (1 + erf(v / sqrt 2))
+  kGeluTanh,     // 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3)))
+  kLeakyRelu,    // alpha
+  kClip,         // min alpha, max beta
+  kHardSigmoid,  // max(0, min(1, alpha v + beta))
+  kHardSwish,    // v * max(0, min(1, v / 6 + 1 / 2))
+  kSoftplus,
+  kReciprocal,
+  kFloor,
+  kCeil,
+  kSin,
+  kCos,
+  kElu,   // alpha
+  kSelu,  // alpha, beta = gamma
+  kSign,
+  kRound,  // Round: half to even
+  kSoftsign,
+  kMish,
+  kAffine,  // alpha v + beta
 };
 
 struct ChainOp {
@@ -52,12 +73,12 @@ struct ChainOp {
 };
 
 struct Chain {
-  int32_t rank = 0;                       // of the output, <= kMaxRank (0 = scalar)
-  int64_t dims[kMaxRank] = {};            // output dims
-  int32_t num_operands = 0;               // >= 1; operand 0 starts the chain
+  int32_t rank = 0;             // of the output, <= kMaxRank (0 = scalar)
+  int64_t dims[kMaxRank] = {};  // output dims
+  int32_t num_operands = 0;     // >= 1; operand 0 starts the chain
   const float* operands[kMaxOperands] = {};
   int64_t strides[kMaxOperands][kMaxRank] = {};  // element strides per output axis (0 = broadcast)
-  int32_t num_ops = 0;                    // <= kMaxChainOps; 0 = a (broadcasting) copy of operand 0
+  int32_t num_ops = 0;                           // <= kMaxChainOps; 0 = a (broadcasting) copy of operand 0
   ChainOp ops[kMaxChainOps];
 };
 

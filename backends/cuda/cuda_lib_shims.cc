@@ -8,217 +8,327 @@
 extern "C" {
 
 cublasStatus_t CUBLASWINAPI cublasLtCreate(cublasLtHandle_t* lightHandle) {
-  static const auto f = reinterpret_cast<decltype(&cublasLtCreate)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtCreate"));
+  static const auto f = reinterpret_cast<decltype(&cublasLtCreate)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtCreate"));
   return f ? f(lightHandle) : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtDestroy(cublasLtHandle_t lightHandle) {
-  static const auto f = reinterpret_cast<decltype(&cublasLtDestroy)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtDestroy"));
+  static const auto f = reinterpret_cast<decltype(&cublasLtDestroy)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtDestroy"));
   return f ? f(lightHandle) : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
 const char* CUBLASWINAPI cublasLtGetStatusName(cublasStatus_t status) {
-  static const auto f = reinterpret_cast<decltype(&cublasLtGetStatusName)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtGetStatusName"));
+  static const auto f = reinterpret_cast<decltype(&cublasLtGetStatusName)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtGetStatusName"));
   return f ? f(status) : "(library not loaded)";
 }
 
 const char* CUBLASWINAPI cublasLtGetStatusString(cublasStatus_t status) {
-  static const auto f = reinterpret_cast<decltype(&cublasLtGetStatusString)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtGetStatusString"));
+  static const auto f = reinterpret_cast<decltype(&cublasLtGetStatusString)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtGetStatusString"));
   return f ? f(status) : "(library not loaded)";
 }
 
 size_t CUBLASWINAPI cublasLtGetVersion(void) {
-  static const auto f = reinterpret_cast<decltype(&cublasLtGetVersion)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtGetVersion"));
+  static const auto f = reinterpret_cast<decltype(&cublasLtGetVersion)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtGetVersion"));
   return f ? f() : 0;
 }
 
-cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc, const void* alpha, const void* A, cublasLtMatrixLayout_t Adesc, const void* B, cublasLtMatrixLayout_t Bdesc, const void* beta, const void* C, cublasLtMatrixLayout_t Cdesc, void* D, cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspaceSizeInBytes, cudaStream_t stream) {
-  static const auto f = reinterpret_cast<decltype(&cublasLtMatmul)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatmul"));
-  return f ? f(lightHandle, computeDesc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo, workspace, workspaceSizeInBytes, stream) : CUBLAS_STATUS_NOT_INITIALIZED;
+cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
+                                           const void* alpha, const void* A, cublasLtMatrixLayout_t Adesc,
+                                           const void* B, cublasLtMatrixLayout_t Bdesc, const void* beta, const void* C,
+                                           cublasLtMatrixLayout_t Cdesc, void* D, cublasLtMatrixLayout_t Ddesc,
+                                           const cublasLtMatmulAlgo_t* algo, void* workspace,
+                                           size_t workspaceSizeInBytes, cudaStream_t stream) {
+  static const auto f = reinterpret_cast<decltype(&cublasLtMatmul)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatmul"));
+  return f ? f(lightHandle, computeDesc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo, workspace,
+               workspaceSizeInBytes, stream)
+           : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
-cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc, cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc, cublasLtMatmulPreference_t preference, int requestedAlgoCount, cublasLtMatmulHeuristicResult_t heuristicResultsArray[], int* returnAlgoCount) {
-  static const auto f = reinterpret_cast<decltype(&cublasLtMatmulAlgoGetHeuristic)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatmulAlgoGetHeuristic"));
-  return f ? f(lightHandle, operationDesc, Adesc, Bdesc, Cdesc, Ddesc, preference, requestedAlgoCount, heuristicResultsArray, returnAlgoCount) : CUBLAS_STATUS_NOT_INITIALIZED;
+cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
+    cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc, cublasLtMatrixLayout_t Adesc,
+    cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
+    cublasLtMatmulPreference_t preference, int requestedAlgoCount,
+    cublasLtMatmulHeuristicResult_t heuristicResultsArray[], int* returnAlgoCount) {
+  static const auto f = reinterpret_cast<decltype(&cublasLtMatmulAlgoGetHeuristic)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatmulAlgoGetHeuristic"));
+  return f ? f(lightHandle, operationDesc, Adesc, Bdesc, Cdesc, Ddesc, preference, requestedAlgoCount,
+               heuristicResultsArray, returnAlgoCount)
+           : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
-cublasStatus_t CUBLASWINAPI cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* matmulDesc, cublasComputeType_t computeType, cudaDataType_t scaleType) {
-  static const auto f = reinterpret_cast<decltype(&cublasLtMatmulDescCreate)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatmulDescCreate"));
+cublasStatus_t CUBLASWINAPI cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* matmulDesc, cublasComputeType_t computeType,
+                                                     cudaDataType_t scaleType) {
+  static const auto f = reinterpret_cast<decltype(&cublasLtMatmulDescCreate)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatmulDescCreate"));
   return f ? f(matmulDesc, computeType, scaleType) : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc) {
-  static const auto f = reinterpret_cast<decltype(&cublasLtMatmulDescDestroy)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatmulDescDestroy"));
+  static const auto f = reinterpret_cast<decltype(&cublasLtMatmulDescDestroy)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatmulDescDestroy"));
   return f ? f(matmulDesc) : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
-cublasStatus_t CUBLASWINAPI cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc, cublasLtMatmulDescAttributes_t attr, const void* buf, size_t sizeInBytes) {
-  static const auto f = reinterpret_cast<decltype(&cublasLtMatmulDescSetAttribute)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatmulDescSetAttribute"));
+cublasStatus_t CUBLASWINAPI cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc,
+                                                           cublasLtMatmulDescAttributes_t attr, const void* buf,
+                                                           size_t sizeInBytes) {
+  static const auto f = reinterpret_cast<decltype(&cublasLtMatmulDescSetAttribute)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatmulDescSetAttribute"));
   return f ? f(matmulDesc, attr, buf, sizeInBytes) : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
-  static const auto f = reinterpret_cast<decltype(&cublasLtMatmulPreferenceCreate)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatmulPreferenceCreate"));
+  static const auto f = reinterpret_cast<decltype(&cublasLtMatmulPreferenceCreate)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatmulPreferenceCreate"));
   return f ? f(pref) : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
-  static const auto f = reinterpret_cast<decltype(&cublasLtMatmulPreferenceDestroy)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatmulPreferenceDestroy"));
+  static const auto f = reinterpret_cast<decltype(&cublasLtMatmulPreferenceDestroy)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatmulPreferenceDestroy"));
   return f ? f(pref) : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
-cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, const void* buf, size_t sizeInBytes) {
-  static const auto f = reinterpret_cast<decltype(&cublasLtMatmulPreferenceSetAttribute)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatmulPreferenceSetAttribute"));
+cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
+                                                                 cublasLtMatmulPreferenceAttributes_t attr,
+                                                                 const void* buf, size_t sizeInBytes) {
+  static const auto f = reinterpret_cast<decltype(&cublasLtMatmulPreferenceSetAttribute)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatmulPreferenceSetAttribute"));
   return f ? f(pref, attr, buf, sizeInBytes) : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
-cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* matLayout, cudaDataType type, uint64_t rows, uint64_t cols, int64_t ld) {
-  static const auto f = reinterpret_cast<decltype(&cublasLtMatrixLayoutCreate)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatrixLayoutCreate"));
+cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* matLayout, cudaDataType type,
+                                                       uint64_t rows, uint64_t cols, int64_t ld) {
+  static const auto f = reinterpret_cast<decltype(&cublasLtMatrixLayoutCreate)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatrixLayoutCreate"));
   return f ? f(matLayout, type, rows, cols, ld) : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
 cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout) {
-  static const auto f = reinterpret_cast<decltype(&cublasLtMatrixLayoutDestroy)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatrixLayoutDestroy"));
+  static const auto f = reinterpret_cast<decltype(&cublasLtMatrixLayoutDestroy)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatrixLayoutDestroy"));
   return f ? f(matLayout) : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
-cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t matLayout, cublasLtMatrixLayoutAttribute_t attr, const void* buf, size_t sizeInBytes) {
-  static const auto f = reinterpret_cast<decltype(&cublasLtMatrixLayoutSetAttribute)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatrixLayoutSetAttribute"));
+cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t matLayout,
+                                                             cublasLtMatrixLayoutAttribute_t attr, const void* buf,
+                                                             size_t sizeInBytes) {
+  static const auto f = reinterpret_cast<decltype(&cublasLtMatrixLayoutSetAttribute)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCublasLt, "cublasLtMatrixLayoutSetAttribute"));
   return f ? f(matLayout, attr, buf, sizeInBytes) : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
-cudnnStatus_t CUDNNWINAPI cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alpha, const cudnnFilterDescriptor_t wDesc, const void *w, const cudnnTensorDescriptor_t dyDesc, const void *dy, const cudnnConvolutionDescriptor_t convDesc, cudnnConvolutionBwdDataAlgo_t algo, void *workSpace, size_t workSpaceSizeInBytes, const void *beta, const cudnnTensorDescriptor_t dxDesc, void *dx) {
-  static const auto f = reinterpret_cast<decltype(&cudnnConvolutionBackwardData)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnConvolutionBackwardData"));
-  return f ? f(handle, alpha, wDesc, w, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes, beta, dxDesc, dx) : CUDNN_STATUS_NOT_INITIALIZED;
+cudnnStatus_t CUDNNWINAPI cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alpha,
+                                                       const cudnnFilterDescriptor_t wDesc, const void* w,
+                                                       const cudnnTensorDescriptor_t dyDesc, const void* dy,
+                                                       const cudnnConvolutionDescriptor_t convDesc,
+                                                       cudnnConvolutionBwdDataAlgo_t algo, void* workSpace,
+                                                       size_t workSpaceSizeInBytes, const void* beta,
+                                                       const cudnnTensorDescriptor_t dxDesc, void* dx) {
+  static const auto f = reinterpret_cast<decltype(&cudnnConvolutionBackwardData)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnConvolutionBackwardData"));
+  return f ? f(handle, alpha, wDesc, w, dyDesc, dy, convDesc, algo, workSpace, workSpaceSizeInBytes, beta, dxDesc, dx)
+           : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
-cudnnStatus_t CUDNNWINAPI cudnnConvolutionBiasActivationForward(cudnnHandle_t handle, const void *alpha1, const cudnnTensorDescriptor_t xDesc, const void *x, const cudnnFilterDescriptor_t wDesc, const void *w, const cudnnConvolutionDescriptor_t convDesc, cudnnConvolutionFwdAlgo_t algo, void *workSpace, size_t workSpaceSizeInBytes, const void *alpha2, const cudnnTensorDescriptor_t zDesc, const void *z, const cudnnTensorDescriptor_t biasDesc, const void *bias, const cudnnActivationDescriptor_t activationDesc, const cudnnTensorDescriptor_t yDesc, void *y) {
-  static const auto f = reinterpret_cast<decltype(&cudnnConvolutionBiasActivationForward)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnConvolutionBiasActivationForward"));
-  return f ? f(handle, alpha1, xDesc, x, wDesc, w, convDesc, algo, workSpace, workSpaceSizeInBytes, alpha2, zDesc, z, biasDesc, bias, activationDesc, yDesc, y) : CUDNN_STATUS_NOT_INITIALIZED;
+cudnnStatus_t CUDNNWINAPI cudnnConvolutionBiasActivationForward(
+    cudnnHandle_t handle, const void* alpha1, const cudnnTensorDescriptor_t xDesc, const void* x,
+    const cudnnFilterDescriptor_t wDesc, const void* w, const cudnnConvolutionDescriptor_t convDesc,
+    cudnnConvolutionFwdAlgo_t algo, void* workSpace, size_t workSpaceSizeInBytes, const void* alpha2,
+    const cudnnTensorDescriptor_t zDesc, const void* z, const cudnnTensorDescriptor_t biasDesc, const void* bias,
+    const cudnnActivationDescriptor_t activationDesc, const cudnnTensorDescriptor_t yDesc, void* y) {
+  static const auto f = reinterpret_cast<decltype(&cudnnConvolutionBiasActivationForward)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnConvolutionBiasActivationForward"));
+  return f ? f(handle, alpha1, xDesc, x, wDesc, w, convDesc, algo, workSpace, workSpaceSizeInBytes, alpha2, zDesc, z,
+               biasDesc, bias, activationDesc, yDesc, y)
+           : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
-cudnnStatus_t CUDNNWINAPI cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha, const cudnnTensorDescriptor_t xDesc, const void *x, const cudnnFilterDescriptor_t wDesc, const void *w, const cudnnConvolutionDescriptor_t convDesc, cudnnConvolutionFwdAlgo_t algo, void *workSpace, size_t workSpaceSizeInBytes, const void *beta, const cudnnTensorDescriptor_t yDesc, void *y) {
-  static const auto f = reinterpret_cast<decltype(&cudnnConvolutionForward)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnConvolutionForward"));
-  return f ? f(handle, alpha, xDesc, x, wDesc, w, convDesc, algo, workSpace, workSpaceSizeInBytes, beta, yDesc, y) : CUDNN_STATUS_NOT_INITIALIZED;
+cudnnStatus_t CUDNNWINAPI cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha,
+                                                  const cudnnTensorDescriptor_t xDesc, const void* x,
+                                                  const cudnnFilterDescriptor_t wDesc, const void* w,
+                                                  const cudnnConvolutionDescriptor_t convDesc,
+                                                  cudnnConvolutionFwdAlgo_t algo, void* workSpace,
+                                                  size_t workSpaceSizeInBytes, const void* beta,
+                                                  const cudnnTensorDescriptor_t yDesc, void* y) {
+  static const auto f = reinterpret_cast<decltype(&cudnnConvolutionForward)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnConvolutionForward"));
+  return f ? f(handle, alpha, xDesc, x, wDesc, w, convDesc, algo, workSpace, workSpaceSizeInBytes, beta, yDesc, y)
+           : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
-cudnnStatus_t CUDNNWINAPI cudnnCreate(cudnnHandle_t *handle) {
-  static const auto f = reinterpret_cast<decltype(&cudnnCreate)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnCreate"));
+cudnnStatus_t CUDNNWINAPI cudnnCreate(cudnnHandle_t* handle) {
+  static const auto f = reinterpret_cast<decltype(&cudnnCreate)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnCreate"));
   return f ? f(handle) : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
-cudnnStatus_t CUDNNWINAPI cudnnCreateActivationDescriptor(cudnnActivationDescriptor_t *activationDesc) {
-  static const auto f = reinterpret_cast<decltype(&cudnnCreateActivationDescriptor)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnCreateActivationDescriptor"));
+cudnnStatus_t CUDNNWINAPI cudnnCreateActivationDescriptor(cudnnActivationDescriptor_t* activationDesc) {
+  static const auto f = reinterpret_cast<decltype(&cudnnCreateActivationDescriptor)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnCreateActivationDescriptor"));
   return f ? f(activationDesc) : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
-cudnnStatus_t CUDNNWINAPI cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t *convDesc) {
-  static const auto f = reinterpret_cast<decltype(&cudnnCreateConvolutionDescriptor)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnCreateConvolutionDescriptor"));
+cudnnStatus_t CUDNNWINAPI cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t* convDesc) {
+  static const auto f = reinterpret_cast<decltype(&cudnnCreateConvolutionDescriptor)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnCreateConvolutionDescriptor"));
   return f ? f(convDesc) : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
-cudnnStatus_t CUDNNWINAPI cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t *filterDesc) {
-  static const auto f = reinterpret_cast<decltype(&cudnnCreateFilterDescriptor)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnCreateFilterDescriptor"));
+cudnnStatus_t CUDNNWINAPI cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t* filterDesc) {
+  static const auto f = reinterpret_cast<decltype(&cudnnCreateFilterDescriptor)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnCreateFilterDescriptor"));
   return f ? f(filterDesc) : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
-cudnnStatus_t CUDNNWINAPI cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t *tensorDesc) {
-  static const auto f = reinterpret_cast<decltype(&cudnnCreateTensorDescriptor)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnCreateTensorDescriptor"));
+cudnnStatus_t CUDNNWINAPI cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t* tensorDesc) {
+  static const auto f = reinterpret_cast<decltype(&cudnnCreateTensorDescriptor)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnCreateTensorDescriptor"));
   return f ? f(tensorDesc) : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnDestroy(cudnnHandle_t handle) {
-  static const auto f = reinterpret_cast<decltype(&cudnnDestroy)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnDestroy"));
+  static const auto f = reinterpret_cast<decltype(&cudnnDestroy)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnDestroy"));
   return f ? f(handle) : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnDestroyActivationDescriptor(cudnnActivationDescriptor_t activationDesc) {
-  static const auto f = reinterpret_cast<decltype(&cudnnDestroyActivationDescriptor)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnDestroyActivationDescriptor"));
+  static const auto f = reinterpret_cast<decltype(&cudnnDestroyActivationDescriptor)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnDestroyActivationDescriptor"));
   return f ? f(activationDesc) : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t convDesc) {
-  static const auto f = reinterpret_cast<decltype(&cudnnDestroyConvolutionDescriptor)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnDestroyConvolutionDescriptor"));
+  static const auto f = reinterpret_cast<decltype(&cudnnDestroyConvolutionDescriptor)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnDestroyConvolutionDescriptor"));
   return f ? f(convDesc) : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t filterDesc) {
-  static const auto f = reinterpret_cast<decltype(&cudnnDestroyFilterDescriptor)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnDestroyFilterDescriptor"));
+  static const auto f = reinterpret_cast<decltype(&cudnnDestroyFilterDescriptor)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnDestroyFilterDescriptor"));
   return f ? f(filterDesc) : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t tensorDesc) {
-  static const auto f = reinterpret_cast<decltype(&cudnnDestroyTensorDescriptor)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnDestroyTensorDescriptor"));
+  static const auto f = reinterpret_cast<decltype(&cudnnDestroyTensorDescriptor)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnDestroyTensorDescriptor"));
   return f ? f(tensorDesc) : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
-cudnnStatus_t CUDNNWINAPI cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t inputTensorDesc, const cudnnFilterDescriptor_t filterDesc, int *n, int *c, int *h, int *w) {
-  static const auto f = reinterpret_cast<decltype(&cudnnGetConvolution2dForwardOutputDim)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnGetConvolution2dForwardOutputDim"));
+cudnnStatus_t CUDNNWINAPI cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutionDescriptor_t convDesc,
+                                                                const cudnnTensorDescriptor_t inputTensorDesc,
+                                                                const cudnnFilterDescriptor_t filterDesc, int* n,
+                                                                int* c, int* h, int* w) {
+  static const auto f = reinterpret_cast<decltype(&cudnnGetConvolution2dForwardOutputDim)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnGetConvolution2dForwardOutputDim"));
   return f ? f(convDesc, inputTensorDesc, filterDesc, n, c, h, w) : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
-cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t handle, const cudnnFilterDescriptor_t filterDesc, const cudnnTensorDescriptor_t diffDesc, const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t gradDesc, const int requestedAlgoCount, int *returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t *perfResults) {
-  static const auto f = reinterpret_cast<decltype(&cudnnGetConvolutionBackwardDataAlgorithm_v7)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnGetConvolutionBackwardDataAlgorithm_v7"));
-  return f ? f(handle, filterDesc, diffDesc, convDesc, gradDesc, requestedAlgoCount, returnedAlgoCount, perfResults) : CUDNN_STATUS_NOT_INITIALIZED;
+cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardDataAlgorithm_v7(
+    cudnnHandle_t handle, const cudnnFilterDescriptor_t filterDesc, const cudnnTensorDescriptor_t diffDesc,
+    const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t gradDesc, const int requestedAlgoCount,
+    int* returnedAlgoCount, cudnnConvolutionBwdDataAlgoPerf_t* perfResults) {
+  static const auto f = reinterpret_cast<decltype(&cudnnGetConvolutionBackwardDataAlgorithm_v7)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnGetConvolutionBackwardDataAlgorithm_v7"));
+  return f ? f(handle, filterDesc, diffDesc, convDesc, gradDesc, requestedAlgoCount, returnedAlgoCount, perfResults)
+           : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
-cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc, const cudnnTensorDescriptor_t dyDesc, const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t dxDesc, cudnnConvolutionBwdDataAlgo_t algo, size_t *sizeInBytes) {
-  static const auto f = reinterpret_cast<decltype(&cudnnGetConvolutionBackwardDataWorkspaceSize)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnGetConvolutionBackwardDataWorkspaceSize"));
+cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionBackwardDataWorkspaceSize(
+    cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc, const cudnnTensorDescriptor_t dyDesc,
+    const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t dxDesc,
+    cudnnConvolutionBwdDataAlgo_t algo, size_t* sizeInBytes) {
+  static const auto f = reinterpret_cast<decltype(&cudnnGetConvolutionBackwardDataWorkspaceSize)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnGetConvolutionBackwardDataWorkspaceSize"));
   return f ? f(handle, wDesc, dyDesc, convDesc, dxDesc, algo, sizeInBytes) : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
-cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc, const cudnnFilterDescriptor_t filterDesc, const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t destDesc, const int requestedAlgoCount, int *returnedAlgoCount, cudnnConvolutionFwdAlgoPerf_t *perfResults) {
-  static const auto f = reinterpret_cast<decltype(&cudnnGetConvolutionForwardAlgorithm_v7)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnGetConvolutionForwardAlgorithm_v7"));
-  return f ? f(handle, srcDesc, filterDesc, convDesc, destDesc, requestedAlgoCount, returnedAlgoCount, perfResults) : CUDNN_STATUS_NOT_INITIALIZED;
+cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionForwardAlgorithm_v7(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t srcDesc, const cudnnFilterDescriptor_t filterDesc,
+    const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t destDesc, const int requestedAlgoCount,
+    int* returnedAlgoCount, cudnnConvolutionFwdAlgoPerf_t* perfResults) {
+  static const auto f = reinterpret_cast<decltype(&cudnnGetConvolutionForwardAlgorithm_v7)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnGetConvolutionForwardAlgorithm_v7"));
+  return f ? f(handle, srcDesc, filterDesc, convDesc, destDesc, requestedAlgoCount, returnedAlgoCount, perfResults)
+           : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
-cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const cudnnFilterDescriptor_t wDesc, const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t yDesc, cudnnConvolutionFwdAlgo_t algo, size_t *sizeInBytes) {
-  static const auto f = reinterpret_cast<decltype(&cudnnGetConvolutionForwardWorkspaceSize)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnGetConvolutionForwardWorkspaceSize"));
+cudnnStatus_t CUDNNWINAPI cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle,
+                                                                  const cudnnTensorDescriptor_t xDesc,
+                                                                  const cudnnFilterDescriptor_t wDesc,
+                                                                  const cudnnConvolutionDescriptor_t convDesc,
+                                                                  const cudnnTensorDescriptor_t yDesc,
+                                                                  cudnnConvolutionFwdAlgo_t algo, size_t* sizeInBytes) {
+  static const auto f = reinterpret_cast<decltype(&cudnnGetConvolutionForwardWorkspaceSize)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnGetConvolutionForwardWorkspaceSize"));
   return f ? f(handle, xDesc, wDesc, convDesc, yDesc, algo, sizeInBytes) : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
-const char * CUDNNWINAPI cudnnGetErrorString(cudnnStatus_t status) {
-  static const auto f = reinterpret_cast<decltype(&cudnnGetErrorString)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnGetErrorString"));
+const char* CUDNNWINAPI cudnnGetErrorString(cudnnStatus_t status) {
+  static const auto f = reinterpret_cast<decltype(&cudnnGetErrorString)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnGetErrorString"));
   return f ? f(status) : "(library not loaded)";
 }
 
 size_t CUDNNWINAPI cudnnGetVersion(void) {
-  static const auto f = reinterpret_cast<decltype(&cudnnGetVersion)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnGetVersion"));
+  static const auto f = reinterpret_cast<decltype(&cudnnGetVersion)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnGetVersion"));
   return f ? f() : 0;
 }
 
-cudnnStatus_t CUDNNWINAPI cudnnSetActivationDescriptor(cudnnActivationDescriptor_t activationDesc, cudnnActivationMode_t mode, cudnnNanPropagation_t reluNanOpt, double coef) {
-  static const auto f = reinterpret_cast<decltype(&cudnnSetActivationDescriptor)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnSetActivationDescriptor"));
+cudnnStatus_t CUDNNWINAPI cudnnSetActivationDescriptor(cudnnActivationDescriptor_t activationDesc,
+                                                       cudnnActivationMode_t mode, cudnnNanPropagation_t reluNanOpt,
+                                                       double coef) {
+  static const auto f = reinterpret_cast<decltype(&cudnnSetActivationDescriptor)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnSetActivationDescriptor"));
   return f ? f(activationDesc, mode, reluNanOpt, coef) : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
-cudnnStatus_t CUDNNWINAPI cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t convDesc, int pad_h, int pad_w, int u, int v, int dilation_h, int dilation_w, cudnnConvolutionMode_t mode, cudnnDataType_t computeType) {
-  static const auto f = reinterpret_cast<decltype(&cudnnSetConvolution2dDescriptor)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnSetConvolution2dDescriptor"));
+cudnnStatus_t CUDNNWINAPI cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t convDesc, int pad_h, int pad_w,
+                                                          int u, int v, int dilation_h, int dilation_w,
+                                                          cudnnConvolutionMode_t mode, cudnnDataType_t computeType) {
+  static const auto f = reinterpret_cast<decltype(&cudnnSetConvolution2dDescriptor)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnSetConvolution2dDescriptor"));
   return f ? f(convDesc, pad_h, pad_w, u, v, dilation_h, dilation_w, mode, computeType) : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t convDesc, int groupCount) {
-  static const auto f = reinterpret_cast<decltype(&cudnnSetConvolutionGroupCount)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnSetConvolutionGroupCount"));
+  static const auto f = reinterpret_cast<decltype(&cudnnSetConvolutionGroupCount)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnSetConvolutionGroupCount"));
   return f ? f(convDesc, groupCount) : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t convDesc, cudnnMathType_t mathType) {
-  static const auto f = reinterpret_cast<decltype(&cudnnSetConvolutionMathType)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnSetConvolutionMathType"));
+  static const auto f = reinterpret_cast<decltype(&cudnnSetConvolutionMathType)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnSetConvolutionMathType"));
   return f ? f(convDesc, mathType) : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
-cudnnStatus_t CUDNNWINAPI cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t filterDesc, cudnnDataType_t dataType, cudnnTensorFormat_t format, int k, int c, int h, int w) {
-  static const auto f = reinterpret_cast<decltype(&cudnnSetFilter4dDescriptor)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnSetFilter4dDescriptor"));
+cudnnStatus_t CUDNNWINAPI cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t filterDesc, cudnnDataType_t dataType,
+                                                     cudnnTensorFormat_t format, int k, int c, int h, int w) {
+  static const auto f = reinterpret_cast<decltype(&cudnnSetFilter4dDescriptor)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnSetFilter4dDescriptor"));
   return f ? f(filterDesc, dataType, format, k, c, h, w) : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
 cudnnStatus_t CUDNNWINAPI cudnnSetStream(cudnnHandle_t handle, cudaStream_t streamId) {
-  static const auto f = reinterpret_cast<decltype(&cudnnSetStream)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnSetStream"));
+  static const auto f = reinterpret_cast<decltype(&cudnnSetStream)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnSetStream"));
   return f ? f(handle, streamId) : CUDNN_STATUS_NOT_INITIALIZED;
 }
 
-cudnnStatus_t CUDNNWINAPI cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t tensorDesc, cudnnTensorFormat_t format, cudnnDataType_t dataType, int n, int c, int h, int w) {
-  static const auto f = reinterpret_cast<decltype(&cudnnSetTensor4dDescriptor)>(tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnSetTensor4dDescriptor"));
+cudnnStatus_t CUDNNWINAPI cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t tensorDesc, cudnnTensorFormat_t format,
+                                                     cudnnDataType_t dataType, int n, int c, int h, int w) {
+  static const auto f = reinterpret_cast<decltype(&cudnnSetTensor4dDescriptor)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnSetTensor4dDescriptor"));
   return f ? f(tensorDesc, format, dataType, n, c, h, w) : CUDNN_STATUS_NOT_INITIALIZED;
 }
 

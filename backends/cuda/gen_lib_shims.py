@@ -12,6 +12,7 @@ reference until then: the plugin links with --no-undefined).
 """
 import os
 import re
+import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -87,7 +88,9 @@ def main():
         out.append("}")
         out.append("")
     out.append('}  // extern "C"')
-    open(os.path.join(HERE, "cuda_lib_shims.cc"), "w").write("\n".join(out) + "\n")
+    path = os.path.join(HERE, "cuda_lib_shims.cc")
+    open(path, "w").write("\n".join(out) + "\n")
+    subprocess.run(["clang-format", "-i", path], check=False)  # the repository's .clang-format
     print(f"{len(names)} functions")
 
 

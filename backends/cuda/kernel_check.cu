@@ -31,13 +31,13 @@ std::mt19937 g_rng(12345);
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 const float kInf = std::numeric_limits<float>::infinity();
 
-#define CK(call)                                                                                \
-  do {                                                                                          \
-    cudaError_t e_ = (call);                                                                    \
-    if (e_ != cudaSuccess) {                                                                    \
+#define CK(call)                                                                                           \
+  do {                                                                                                     \
+    cudaError_t e_ = (call);                                                                               \
+    if (e_ != cudaSuccess) {                                                                               \
       std::printf("FAIL cuda error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, __LINE__, #call); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
+      std::exit(1);                                                                                        \
+    }                                                                                                      \
   } while (0)
 
 std::vector<float> rand_vec(size_t n, float lo, float hi) {
@@ -110,18 +110,30 @@ void compare(const std::string& name, const std::vector<float>& got, const std::
 
 double ref_unary(int code, double v, double alpha, double beta) {
   switch (code) {
-    case kRelu: return v < 0 ? 0.0 : v;
-    case kSigmoid: return 1.0 / (1.0 + std::exp(-v));
-    case kTanh: return std::tanh(v);
-    case kExp: return std::exp(v);
-    case kLog: return std::log(v);
-    case kSqrt: return std::sqrt(v);
-    case kNeg: return -v;
-    case kAbs: return std::fabs(v);
-    case kErf: return std::erf(v);
-    case kGeluErf: return 0.5 * v * std::erfc(-v / std::sqrt(2.0));
-    case kGeluTanh: return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
-    case kLeakyRelu: return v < 0 ? alpha * v : v;
+    case kRelu:
+      return v < 0 ? 0.0 : v;
+    case kSigmoid:
+      return 1.0 / (1.0 + std::exp(-v));
+    case kTanh:
+      return std::tanh(v);
+    case kExp:
+      return std::exp(v);
+    case kLog:
+      return std::log(v);
+    case kSqrt:
+      return std::sqrt(v);
+    case kNeg:
+      return -v;
+    case kAbs:
+      return std::fabs(v);
+    case kErf:
+      return std::erf(v);
+    case kGeluErf:
+      return 0.5 * v * std::erfc(-v / std::sqrt(2.0));
+    case kGeluTanh:
+      return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+    case kLeakyRelu:
+      return v < 0 ? alpha * v : v;
     case kClip: {
       double r = v < alpha ? alpha : v;
       return r > beta ? beta : r;
@@ -137,19 +149,32 @@ double ref_unary(int code, double v, double alpha, double beta) {
       r = r < 0 ? 0 : r;
       return v * r;
     }
-    case kSoftplus: return std::log1p(std::exp(v));
-    case kReciprocal: return 1.0 / v;
-    case kFloor: return std::floor(v);
-    case kCeil: return std::ceil(v);
-    case kSin: return std::sin(v);
-    case kCos: return std::cos(v);
-    case kElu: return v < 0 ? alpha * std::expm1(v) : v;
-    case kSelu: return v <= 0 ? beta * alpha * std::expm1(v) : beta * v;
-    case kSign: return std::isnan(v) ? v : (v > 0 ? 1.0 : (v < 0 ? -1.0 : 0.0));
-    case kRound: return std::nearbyint(v);
-    case kSoftsign: return v / (1.0 + std::fabs(v));
-    case kMish: return v * std::tanh(std::log1p(std::exp(v)));
-    case kAffine: return alpha * v + beta;
+    case kSoftplus:
+      return std::log1p(std::exp(v));
+    case kReciprocal:
+      return 1.0 / v;
+    case kFloor:
+      return std::floor(v);
+    case kCeil:
+      return std::ceil(v);
+    case kSin:
+      return std::sin(v);
+    case kCos:
+      return std::cos(v);
+    case kElu:
+      return v < 0 ? alpha * std::expm1(v) : v;
+    case kSelu:
+      return v <= 0 ? beta * alpha * std::expm1(v) : beta * v;
+    case kSign:
+      return std::isnan(v) ? v : (v > 0 ? 1.0 : (v < 0 ? -1.0 : 0.0));
+    case kRound:
+      return std::nearbyint(v);
+    case kSoftsign:
+      return v / (1.0 + std::fabs(v));
+    case kMish:
+      return v * std::tanh(std::log1p(std::exp(v)));
+    case kAffine:
+      return alpha * v + beta;
   }
   return v;
 }
@@ -158,13 +183,20 @@ double ref_binary(int code, double v, double x, bool swap) {
   if (code == kPRelu) return v < 0 ? v * x : v;
   const double a = swap ? x : v, b = swap ? v : x;
   switch (code) {
-    case kAdd: return a + b;
-    case kSub: return a - b;
-    case kMul: return a * b;
-    case kDiv: return a / b;
-    case kPow: return std::pow(a, b);
-    case kMax: return (a > b || std::isnan(a)) ? a : b;
-    case kMin: return (a < b || std::isnan(a)) ? a : b;
+    case kAdd:
+      return a + b;
+    case kSub:
+      return a - b;
+    case kMul:
+      return a * b;
+    case kDiv:
+      return a / b;
+    case kPow:
+      return std::pow(a, b);
+    case kMax:
+      return (a > b || std::isnan(a)) ? a : b;
+    case kMin:
+      return (a < b || std::isnan(a)) ? a : b;
   }
   return v;
 }
@@ -216,8 +248,8 @@ void contiguous_strides(int rank, const int64_t* dims, int64_t* strides) {
 // Specials first, then uniform values.
 std::vector<float> chain_input(size_t n, float lo, float hi) {
   std::vector<float> v = rand_vec(n, lo, hi);
-  const float specials[] = {0.0f, -0.0f, 0.5f, 1.5f, 2.5f, -2.5f, -0.5f, 1.0f, -1.0f, kNaN, kInf, -kInf,
-                            100.0f, -100.0f, 20.0f, -20.0f, 3.0f, -3.0f, 1e-4f, -1e-4f};
+  const float specials[] = {0.0f, -0.0f, 0.5f,   1.5f,    2.5f,  -2.5f,  -0.5f, 1.0f,  -1.0f, kNaN,
+                            kInf, -kInf, 100.0f, -100.0f, 20.0f, -20.0f, 3.0f,  -3.0f, 1e-4f, -1e-4f};
   for (size_t i = 0; i < sizeof(specials) / sizeof(specials[0]) && i < n; ++i) v[i] = specials[i];
   return v;
 }
@@ -272,16 +304,78 @@ void run_chain_check(const std::string& name, Chain c, const std::vector<HostOpe
 
 const char* code_name(int code) {
   switch (code) {
-    case kAdd: return "Add"; case kSub: return "Sub"; case kMul: return "Mul"; case kDiv: return "Div";
-    case kPow: return "Pow"; case kMax: return "Max"; case kMin: return "Min"; case kPRelu: return "PRelu";
-    case kRelu: return "Relu"; case kSigmoid: return "Sigmoid"; case kTanh: return "Tanh"; case kExp: return "Exp";
-    case kLog: return "Log"; case kSqrt: return "Sqrt"; case kNeg: return "Neg"; case kAbs: return "Abs";
-    case kErf: return "Erf"; case kGeluErf: return "GeluErf"; case kGeluTanh: return "GeluTanh";
-    case kLeakyRelu: return "LeakyRelu"; case kClip: return "Clip"; case kHardSigmoid: return "HardSigmoid";
-    case kHardSwish: return "HardSwish"; case kSoftplus: return "Softplus"; case kReciprocal: return "Reciprocal";
-    case kFloor: return "Floor"; case kCeil: return "Ceil"; case kSin: return "Sin"; case kCos: return "Cos";
-    case kElu: return "Elu"; case kSelu: return "Selu"; case kSign: return "Sign"; case kRound: return "Round";
-    case kSoftsign: return "Softsign"; case kMish: return "Mish"; case kAffine: return "Affine";
+    case kAdd:
+      return "Add";
+    case kSub:
+      return "Sub";
+    case kMul:
+      return "Mul";
+    case kDiv:
+      return "Div";
+    case kPow:
+      return "Pow";
+    case kMax:
+      return "Max";
+    case kMin:
+      return "Min";
+    case kPRelu:
+      return "PRelu";
+    case kRelu:
+      return "Relu";
+    case kSigmoid:
+      return "Sigmoid";
+    case kTanh:
+      return "Tanh";
+    case kExp:
+      return "Exp";
+    case kLog:
+      return "Log";
+    case kSqrt:
+      return "Sqrt";
+    case kNeg:
+      return "Neg";
+    case kAbs:
+      return "Abs";
+    case kErf:
+      return "Erf";
+    case kGeluErf:
+      return "GeluErf";
+    case kGeluTanh:
+      return "GeluTanh";
+    case kLeakyRelu:
+      return "LeakyRelu";
+    case kClip:
+      return "Clip";
+    case kHardSigmoid:
+      return "HardSigmoid";
+    case kHardSwish:
+      return "HardSwish";
+    case kSoftplus:
+      return "Softplus";
+    case kReciprocal:
+      return "Reciprocal";
+    case kFloor:
+      return "Floor";
+    case kCeil:
+      return "Ceil";
+    case kSin:
+      return "Sin";
+    case kCos:
+      return "Cos";
+    case kElu:
+      return "Elu";
+    case kSelu:
+      return "Selu";
+    case kSign:
+      return "Sign";
+    case kRound:
+      return "Round";
+    case kSoftsign:
+      return "Softsign";
+    case kMish:
+      return "Mish";
+    case kAffine:
+      return "Affine";
   }
   return "?";
 }
@@ -290,9 +384,10 @@ void check_chains() {
   // Every unary code on a 1-D input with specials.
   {
     std::vector<float> x = chain_input(1000, -6.0f, 6.0f);
-    const int unary[] = {kRelu, kSigmoid, kTanh, kExp, kLog, kSqrt, kNeg, kAbs, kErf, kGeluErf, kGeluTanh,
-                         kLeakyRelu, kClip, kHardSigmoid, kHardSwish, kSoftplus, kReciprocal, kFloor, kCeil,
-                         kSin, kCos, kElu, kSelu, kSign, kRound, kSoftsign, kMish, kAffine};
+    const int unary[] = {kRelu,      kSigmoid,  kTanh,       kExp,      kLog,       kSqrt, kNeg,
+                         kAbs,       kErf,      kGeluErf,    kGeluTanh, kLeakyRelu, kClip, kHardSigmoid,
+                         kHardSwish, kSoftplus, kReciprocal, kFloor,    kCeil,      kSin,  kCos,
+                         kElu,       kSelu,     kSign,       kRound,    kSoftsign,  kMish, kAffine};
     for (int code : unary) {
       Chain c;
       c.rank = 1;
@@ -330,8 +425,7 @@ void check_chains() {
         c.num_ops = 1;
         c.ops[0] = binary_op(code, 1, swap != 0);
         const std::vector<float>* lhs = code == kPow && !swap ? &pos : &a;
-        run_chain_check(std::string("chain_binary_") + code_name(code) + (swap ? "_swap" : ""), c,
-                        {{lhs, 0}, {&b, 0}});
+        run_chain_check(std::string("chain_binary_") + code_name(code) + (swap ? "_swap" : ""), c, {{lhs, 0}, {&b, 0}});
       }
     }
   }
@@ -359,11 +453,11 @@ void check_chains() {
     c.num_ops = 9;
     c.ops[0] = binary_op(kMul, 1);
     c.ops[1] = unary_op(kTanh);
-    c.ops[2] = binary_op(kSub, 2, true);   // 0.25 - v
+    c.ops[2] = binary_op(kSub, 2, true);  // 0.25 - v
     c.ops[3] = binary_op(kAdd, 3);
     c.ops[4] = binary_op(kMax, 4);
     c.ops[5] = unary_op(kGeluErf);
-    c.ops[6] = binary_op(kDiv, 1, true);   // x1 / v
+    c.ops[6] = binary_op(kDiv, 1, true);  // x1 / v
     c.ops[7] = unary_op(kClip, -3.0f, 3.0f);
     c.ops[8] = binary_op(kPRelu, 5);
     run_chain_check("chain_long_4d_broadcast", c, {{&x0, 0}, {&x1, 0}, {&x2, 0}, {&x3, 0}, {&x4, 4}, {&x5, 0}});
@@ -642,9 +736,11 @@ void check_gathers() {
 // ---- softmax / layernorm / reduce ------------------------------------------------
 
 void check_softmax() {
-  struct Case { int64_t outer, len, inner; };
-  const Case cases[] = {{7, 1000, 1}, {3, 1, 1}, {5, 33, 1}, {2, 3000, 1}, {4, 17, 6}, {3, 1, 5}, {2, 300, 37},
-                        {1, 257, 1}};
+  struct Case {
+    int64_t outer, len, inner;
+  };
+  const Case cases[] = {{7, 1000, 1}, {3, 1, 1}, {5, 33, 1},   {2, 3000, 1},
+                        {4, 17, 6},   {3, 1, 5}, {2, 300, 37}, {1, 257, 1}};
   for (const Case& cs : cases) {
     for (int lg = 0; lg < 2; ++lg) {
       const size_t n = static_cast<size_t>(cs.outer * cs.len * cs.inner);
@@ -666,8 +762,7 @@ void check_softmax() {
       CK(launch_softmax(dx, dy, cs.outer, cs.len, cs.inner, lg != 0, 0));
       char name[128];
       std::snprintf(name, sizeof(name), "%s_%lldx%lldx%lld", lg ? "logsoftmax" : "softmax",
-                    static_cast<long long>(cs.outer), static_cast<long long>(cs.len),
-                    static_cast<long long>(cs.inner));
+                    static_cast<long long>(cs.outer), static_cast<long long>(cs.len), static_cast<long long>(cs.inner));
       compare(name, from_dev(dy, n), want, 1e-5, 1e-6);
       CK(cudaFree(dx));
       CK(cudaFree(dy));
@@ -677,9 +772,13 @@ void check_softmax() {
 }
 
 void check_layernorm() {
-  struct Case { int64_t rows, cols; bool affine; float eps; };
-  const Case cases[] = {{5, 768, true, 1e-5f}, {3, 1, true, 1e-5f}, {7, 1000, false, 1e-6f}, {4, 33, true, 1e-3f},
-                        {2, 4096, false, 1e-5f}, {300, 64, true, 1e-5f}};
+  struct Case {
+    int64_t rows, cols;
+    bool affine;
+    float eps;
+  };
+  const Case cases[] = {{5, 768, true, 1e-5f}, {3, 1, true, 1e-5f},     {7, 1000, false, 1e-6f},
+                        {4, 33, true, 1e-3f},  {2, 4096, false, 1e-5f}, {300, 64, true, 1e-5f}};
   for (const Case& cs : cases) {
     const size_t n = static_cast<size_t>(cs.rows * cs.cols);
     std::vector<float> x = rand_vec(n, -2.0f, 4.0f);  // a non-zero mean
@@ -720,9 +819,11 @@ void check_layernorm() {
 }
 
 void check_reduce() {
-  struct Case { int64_t outer, len, inner; };
-  const Case cases[] = {{6, 1000, 1}, {4, 50, 7}, {3, 1, 1}, {2, 0, 3}, {3, 0, 1}, {1, 5000, 1}, {5, 3, 130},
-                        {1000, 17, 1}};
+  struct Case {
+    int64_t outer, len, inner;
+  };
+  const Case cases[] = {{6, 1000, 1}, {4, 50, 7},   {3, 1, 1},   {2, 0, 3},
+                        {3, 0, 1},    {1, 5000, 1}, {5, 3, 130}, {1000, 17, 1}};
   const char* names[] = {"sum", "mean", "max", "min", "sumsquare", "l2"};
   for (const Case& cs : cases) {
     for (int code = kReduceSum; code <= kReduceL2; ++code) {
@@ -740,12 +841,24 @@ void check_reduce() {
           }
           double w = 0, sc = 0;
           switch (code) {
-            case kReduceSum: w = s, sc = sa; break;
-            case kReduceMean: w = cs.len ? s / cs.len : NAN, sc = cs.len ? sa / cs.len : 0; break;
-            case kReduceMax: w = mx; break;
-            case kReduceMin: w = mn; break;
-            case kReduceSumSquare: w = sq, sc = sq; break;
-            case kReduceL2: w = std::sqrt(sq), sc = w; break;
+            case kReduceSum:
+              w = s, sc = sa;
+              break;
+            case kReduceMean:
+              w = cs.len ? s / cs.len : NAN, sc = cs.len ? sa / cs.len : 0;
+              break;
+            case kReduceMax:
+              w = mx;
+              break;
+            case kReduceMin:
+              w = mn;
+              break;
+            case kReduceSumSquare:
+              w = sq, sc = sq;
+              break;
+            case kReduceL2:
+              w = std::sqrt(sq), sc = w;
+              break;
           }
           want[static_cast<size_t>(o * cs.inner + i)] = w;
           scale[static_cast<size_t>(o * cs.inner + i)] = std::max(sc, std::fabs(w));
@@ -774,8 +887,10 @@ void check_reduce() {
           double r = code == kReduceMax ? -INFINITY : INFINITY;
           for (int64_t j = 0; j < len; ++j) {
             const double v = x[static_cast<size_t>((o * len + j) * inner + i)];
-            if (std::isnan(v) || std::isnan(r)) r = NAN;
-            else r = code == kReduceMax ? std::max(r, v) : std::min(r, v);
+            if (std::isnan(v) || std::isnan(r))
+              r = NAN;
+            else
+              r = code == kReduceMax ? std::max(r, v) : std::min(r, v);
           }
           want[static_cast<size_t>(o * inner + i)] = r;
         }
@@ -783,8 +898,8 @@ void check_reduce() {
       float* dy;
       CK(cudaMalloc(&dy, want.size() * sizeof(float)));
       CK(launch_reduce(dx, dy, outer, len, inner, code, 0));
-      compare(std::string("reduce_") + names[code] + "_nan_inner" + std::to_string(inner),
-              from_dev(dy, want.size()), want);
+      compare(std::string("reduce_") + names[code] + "_nan_inner" + std::to_string(inner), from_dev(dy, want.size()),
+              want);
       CK(cudaFree(dx));
       CK(cudaFree(dy));
     }
@@ -801,16 +916,20 @@ int64_t pool_out(int64_t in, int k, int s, int pad, int dil, bool ceil_mode) {
 }
 
 void check_pools() {
-  struct Case { int64_t n, c, h, w; int kh, kw, sh, sw, ph, pw, dh, dw; bool ceil_mode; };
+  struct Case {
+    int64_t n, c, h, w;
+    int kh, kw, sh, sw, ph, pw, dh, dw;
+    bool ceil_mode;
+  };
   const Case cases[] = {
-      {2, 3, 7, 7, 3, 3, 2, 2, 1, 1, 1, 1, true},     // ceil mode with padding
-      {1, 2, 8, 9, 2, 2, 2, 2, 0, 0, 1, 1, false},    // plain 2x2
-      {1, 2, 10, 11, 3, 2, 3, 2, 1, 1, 1, 1, true},   // uneven, ceil
-      {2, 2, 9, 9, 3, 3, 1, 1, 2, 2, 2, 2, false},    // dilation 2, pad 2
-      {1, 1, 6, 5, 2, 2, 1, 1, 1, 1, 1, 1, true},     // stride 1, pad 1
-      {1, 3, 5, 5, 5, 5, 1, 1, 2, 2, 1, 1, false},    // global-ish with pads
-      {1, 1, 4, 4, 3, 3, 1, 1, 2, 2, 1, 1, false},    // pad 2: corner windows hold one real row/column
-      {1, 1, 7, 6, 3, 3, 2, 3, 1, 1, 2, 1, true},     // dilation with ceil
+      {2, 3, 7, 7, 3, 3, 2, 2, 1, 1, 1, 1, true},    // ceil mode with padding
+      {1, 2, 8, 9, 2, 2, 2, 2, 0, 0, 1, 1, false},   // plain 2x2
+      {1, 2, 10, 11, 3, 2, 3, 2, 1, 1, 1, 1, true},  // uneven, ceil
+      {2, 2, 9, 9, 3, 3, 1, 1, 2, 2, 2, 2, false},   // dilation 2, pad 2
+      {1, 1, 6, 5, 2, 2, 1, 1, 1, 1, 1, 1, true},    // stride 1, pad 1
+      {1, 3, 5, 5, 5, 5, 1, 1, 2, 2, 1, 1, false},   // global-ish with pads
+      {1, 1, 4, 4, 3, 3, 1, 1, 2, 2, 1, 1, false},   // pad 2: corner windows hold one real row/column
+      {1, 1, 7, 6, 3, 3, 2, 3, 1, 1, 2, 1, true},    // dilation with ceil
   };
   const char* names[] = {"max", "avg_include_pad", "avg_exclude_pad"};
   int ci = 0;
@@ -847,17 +966,19 @@ void check_pools() {
                 sum += v;
               }
             double r;
-            if (code == kPoolMax) r = mx;
-            else if (real == 0) r = 0;
-            else r = sum / static_cast<double>(code == kPoolAvgIncludePad ? padded : real);
+            if (code == kPoolMax)
+              r = mx;
+            else if (real == 0)
+              r = 0;
+            else
+              r = sum / static_cast<double>(code == kPoolAvgIncludePad ? padded : real);
             want[static_cast<size_t>((pl * p.oh + oh) * p.ow + ow)] = r;
           }
       float* dx = to_dev(x);
       float* dy;
       CK(cudaMalloc(&dy, nout * sizeof(float)));
       CK(launch_pool2d(p, dx, dy, 0));
-      compare(std::string("pool_") + names[code] + "_case" + std::to_string(ci), from_dev(dy, nout), want, 1e-5,
-              1e-5);
+      compare(std::string("pool_") + names[code] + "_case" + std::to_string(ci), from_dev(dy, nout), want, 1e-5, 1e-5);
       CK(cudaFree(dx));
       CK(cudaFree(dy));
     }
@@ -871,10 +992,14 @@ void check_pools() {
 double ref_coord(int64_t o, double scale, int64_t in, int coord) {
   const double xr = static_cast<double>(o), in_len = static_cast<double>(in), out_len = scale * in_len;
   switch (coord) {
-    case kCoordHalfPixel: return (xr + 0.5) / scale - 0.5;
-    case kCoordPytorchHalfPixel: return out_len > 1 ? (xr + 0.5) / scale - 0.5 : 0.0;
-    case kCoordAlignCorners: return out_len == 1 ? 0.0 : xr * (in_len - 1) / (out_len - 1);
-    case kCoordAsymmetric: return xr / scale;
+    case kCoordHalfPixel:
+      return (xr + 0.5) / scale - 0.5;
+    case kCoordPytorchHalfPixel:
+      return out_len > 1 ? (xr + 0.5) / scale - 0.5 : 0.0;
+    case kCoordAlignCorners:
+      return out_len == 1 ? 0.0 : xr * (in_len - 1) / (out_len - 1);
+    case kCoordAsymmetric:
+      return xr / scale;
   }
   return 0;
 }
@@ -885,23 +1010,36 @@ int64_t ref_nearest(double x, int64_t in, int mode) {
   // Written from the ONNX reference's definitions rather than the kernel's floor/ratio form.
   double r;
   switch (mode) {
-    case kNearestRoundPreferFloor: r = (x == std::floor(x) + 0.5) ? std::floor(x) : std::round(x); break;
-    case kNearestRoundPreferCeil: r = (x == std::floor(x) + 0.5) ? std::ceil(x) : std::round(x); break;
-    case kNearestFloor: r = std::floor(x); break;
-    default: r = std::ceil(x); break;
+    case kNearestRoundPreferFloor:
+      r = (x == std::floor(x) + 0.5) ? std::floor(x) : std::round(x);
+      break;
+    case kNearestRoundPreferCeil:
+      r = (x == std::floor(x) + 0.5) ? std::ceil(x) : std::round(x);
+      break;
+    case kNearestFloor:
+      r = std::floor(x);
+      break;
+    default:
+      r = std::ceil(x);
+      break;
   }
   return ref_clamp(static_cast<int64_t>(r), in);
 }
 
 void check_resizes() {
-  struct Case { int64_t n, c, h, w; float sh, sw; bool sizes; int64_t oh, ow; };
+  struct Case {
+    int64_t n, c, h, w;
+    float sh, sw;
+    bool sizes;
+    int64_t oh, ow;
+  };
   std::vector<Case> cases = {
-      {1, 2, 4, 5, 2.0f, 2.0f, false, 0, 0},       // upsample x2
-      {2, 1, 5, 3, 1.5f, 2.5f, false, 0, 0},       // fractional scales, floored sizes (7, 7)
-      {1, 2, 8, 9, 0.5f, 0.6f, false, 0, 0},       // downsample
-      {1, 1, 4, 6, 0.25f, 1.0f, false, 0, 0},      // output height 1
-      {1, 3, 5, 7, 0, 0, true, 9, 4},              // sizes given: scale = out / in
-      {1, 1, 1, 3, 3.0f, 1.0f, false, 0, 0},       // input height 1
+      {1, 2, 4, 5, 2.0f, 2.0f, false, 0, 0},   // upsample x2
+      {2, 1, 5, 3, 1.5f, 2.5f, false, 0, 0},   // fractional scales, floored sizes (7, 7)
+      {1, 2, 8, 9, 0.5f, 0.6f, false, 0, 0},   // downsample
+      {1, 1, 4, 6, 0.25f, 1.0f, false, 0, 0},  // output height 1
+      {1, 3, 5, 7, 0, 0, true, 9, 4},          // sizes given: scale = out / in
+      {1, 1, 1, 3, 3.0f, 1.0f, false, 0, 0},   // input height 1
   };
   const char* coord_names[] = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"};
   const char* nearest_names[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};

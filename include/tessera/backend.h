@@ -217,11 +217,7 @@ enum {
 };
 
 /* Directions of tessera_backend_t.copy. */
-enum {
-  TESSERA_COPY_HOST_TO_DEVICE = 1,
-  TESSERA_COPY_DEVICE_TO_HOST = 2,
-  TESSERA_COPY_DEVICE_TO_DEVICE = 3
-};
+enum { TESSERA_COPY_HOST_TO_DEVICE = 1, TESSERA_COPY_DEVICE_TO_HOST = 2, TESSERA_COPY_DEVICE_TO_DEVICE = 3 };
 
 /* Flags in tessera_backend_t.flags. */
 enum {

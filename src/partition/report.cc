@@ -87,7 +87,8 @@ void region_text(std::ostringstream& os, const RegionInfo& reg, const char* inde
   if (reg.engine >= 0) os << "  engine " << reg.engine << " (" << reg.blob_bytes << " B)";
   os << "  ops " << histogram_str(reg.op_histogram) << "  in " << list_str(reg.inputs, 6) << "  out "
      << list_str(reg.outputs, 6);
-  if (reg.crossing_bytes > 0) os << "  crosses " << human_bytes(static_cast<size_t>(reg.crossing_bytes)) << " host<->device per run";
+  if (reg.crossing_bytes > 0)
+    os << "  crosses " << human_bytes(static_cast<size_t>(reg.crossing_bytes)) << " host<->device per run";
   os << "\n";
   if (!reg.considered.empty()) {
     os << indent << "  considered";

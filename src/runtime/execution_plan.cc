@@ -419,7 +419,9 @@ Expected<std::vector<Tensor>> ExecutionPlan::run_guarded(const std::vector<Tenso
       case Slot::Kind::kConstant: t[s] = slot.constant; break;
       case Slot::Kind::kInput: t[s] = inputs[static_cast<size_t>(slot.input_index)]; break;
       case Slot::Kind::kArena: t[s] = Tensor::View(slot.dtype, slot.dims, base + slot.offset); break;
-      case Slot::Kind::kDevice: t[s] = Tensor::View(slot.dtype, slot.dims, device_base + slot.offset); break;
+      case Slot::Kind::kDevice:
+        t[s] = Tensor::View(slot.dtype, slot.dims, device_base + slot.offset);
+        break;
       case Slot::Kind::kOutput: break;  // allocated by its producing step
       case Slot::Kind::kDynamic: break;
     }

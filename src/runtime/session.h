@@ -92,7 +92,7 @@ struct RunStats {
   size_t naive_bytes = 0;      // bytes without buffer reuse
   int num_steps = 0;
   int num_dynamic_steps = 0;   // nodes whose shapes were only known at run time
-  size_t device_arena_bytes = 0;    // device memory of one run: values kept there and staging buffers
+  size_t device_arena_bytes = 0;     // device memory of one run: values kept there and staging buffers
   size_t device_crossing_bytes = 0;  // bytes copied between host and device per run
   int num_device_steps = 0;          // regions of a device engine that run with the plan's device arena
 };

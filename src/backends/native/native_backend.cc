@@ -247,8 +247,8 @@ const tessera_backend_t kNativeTable = {
     native_load,
     native_run,
     native_destroy,
-    nullptr,                  // estimate_cost: the host prices native itself (partition/cost.h)
-    TESSERA_THREADING_POOL,   // the session's thread pool, whose workers sleep when idle
+    nullptr,                 // estimate_cost: the host prices native itself (partition/cost.h)
+    TESSERA_THREADING_POOL,  // the session's thread pool, whose workers sleep when idle
     "#d9d9d9",
     nullptr,
     nullptr,
