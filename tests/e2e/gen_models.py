@@ -12,7 +12,10 @@ Usage (needs onnx + numpy: Debian's /usr/bin/python3):
     gen_models.py --inputs OUT_DIR [--models ...]                  writes OUT_DIR/<name>/test_data_set_0/input_<i>.pb
     gen_models.py --list                                           lists the models
 Options: --check runs onnx.checker (full check with shape inference) on every model it writes;
-         --symbolic-dims gives BERT inputs the symbolic dims [batch, sequence] instead of [1, 128].
+         --symbolic-dims gives BERT inputs the symbolic dims [batch, sequence] instead of [1, 128];
+         --batch N gives the image models (resnet50, mobilenet_v2, squeezenet) input [N,3,224,224] and output
+         [N,1000], written as <name>_bN.onnx (inputs: <name>_bN/..., image 0 is the batch-1 input); the weights
+         are the same. The default, 1, writes exactly the models and inputs described above.
 
 Models (opset 13, ir_version 7 unless stated):
     resnet50       torchvision ResNet-50 v1.5, input "input" [1,3,224,224], output "output" [1,1000]
@@ -38,6 +41,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 PRODUCER = "tessera-gen_models"
 PRODUCER_VERSION = "1"
+IMAGE_MODELS = ["resnet50", "mobilenet_v2", "squeezenet"]
+BATCH = 1  # image models' batch (--batch)
 TEST_MODELS = ["resnet50", "mobilenet_v2", "squeezenet", "bert_tiny", "bert_tiny_ln", "mlp"]
 
 
@@ -144,7 +149,7 @@ def classifier_head(b, x, cin, ncls=1000, name="fc"):
 
 
 def image_input(b):
-    return b.add_input("input", TensorProto.FLOAT, [1, 3, 224, 224])
+    return b.add_input("input", TensorProto.FLOAT, [BATCH, 3, 224, 224])
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -176,7 +181,7 @@ def build_resnet50():
             x = b.node("Relu", [b.node("Add", [y, identity])])
             inplanes = planes * 4
     x = classifier_head(b, x, 2048)
-    b.add_output(x, "output", TensorProto.FLOAT, [1, 1000])
+    b.add_output(x, "output", TensorProto.FLOAT, [BATCH, 1000])
     return b.model()
 
 
@@ -220,7 +225,7 @@ def build_mobilenet_v2():
             idx += 1
     x = conv_bn(x, "features.18", cin, 1280, 1)
     x = classifier_head(b, x, 1280, name="classifier.1")
-    b.add_output(x, "output", TensorProto.FLOAT, [1, 1000])
+    b.add_output(x, "output", TensorProto.FLOAT, [BATCH, 1000])
     return b.model()
 
 
@@ -260,7 +265,7 @@ def build_squeezenet():
     x = relu_conv(x, "classifier.1", 512, 1000, 1)
     x = b.node("GlobalAveragePool", [x])
     x = b.node("Flatten", [x], axis=1)
-    b.add_output(x, "output", TensorProto.FLOAT, [1, 1000])
+    b.add_output(x, "output", TensorProto.FLOAT, [BATCH, 1000])
     return b.model()
 
 
@@ -393,7 +398,7 @@ ALIASES = {"squeezenet1.1": "squeezenet", "squeezenet1_1": "squeezenet"}
 
 def _image_inputs(seed):
     rs = np.random.RandomState(seed)
-    return [("input", rs.standard_normal(size=(1, 3, 224, 224)).astype(np.float32))]
+    return [("input", rs.standard_normal(size=(BATCH, 3, 224, 224)).astype(np.float32))]
 
 
 def _bert_inputs(name):
@@ -445,6 +450,8 @@ def main(argv):
     ap.add_argument("--check", action="store_true", help="run the ONNX checker (with shape inference) on each model")
     ap.add_argument("--symbolic-dims", action="store_true", help="BERT inputs get symbolic [batch, sequence] dims")
     ap.add_argument("--list", action="store_true", help="list the models and exit")
+    ap.add_argument("--batch", type=int, default=1,
+                    help="batch of the image models (%s), written as NAME_bN (default 1)" % ",".join(IMAGE_MODELS))
     args = ap.parse_args(argv)
     if args.list:
         print("\n".join(MODELS))
@@ -455,10 +462,17 @@ def main(argv):
     for n in names:
         if n not in MODELS:
             ap.error("unknown model '%s' (known: %s)" % (n, ", ".join(MODELS)))
+        if args.batch != 1 and n not in IMAGE_MODELS:
+            ap.error("--batch applies to the image models only (%s), not '%s'" % (", ".join(IMAGE_MODELS), n))
+    if args.batch < 1:
+        ap.error("--batch must be >= 1")
+    global BATCH
+    BATCH = args.batch
+    suffix = "" if BATCH == 1 else "_b%d" % BATCH
     os.makedirs(args.out_dir, exist_ok=True)
     for n in names:
         if args.inputs:
-            d = os.path.join(args.out_dir, n, "test_data_set_0")
+            d = os.path.join(args.out_dir, n + suffix, "test_data_set_0")
             os.makedirs(d, exist_ok=True)
             for i, (iname, arr) in enumerate(model_inputs(n)):
                 _atomic_write(os.path.join(d, "input_%d.pb" % i),
@@ -467,7 +481,7 @@ def main(argv):
         m = build_model(n, symbolic_dims=args.symbolic_dims)
         if args.check:
             onnx.checker.check_model(m, full_check=True)
-        _atomic_write(os.path.join(args.out_dir, n + ".onnx"), m.SerializeToString())
+        _atomic_write(os.path.join(args.out_dir, n + suffix + ".onnx"), m.SerializeToString())
     return 0
 
 
