@@ -12,13 +12,14 @@
 #   kernels    .devcarry/bin/kernel_check                               -> $OUT/kernels.txt
 #   fixture    a tiny artifact with a cuda engine                       -> $OUT/cuda_engine.{onnx,tsr}
 #   nodes      the ONNX node cases the plugin claims, under tessera check -> $OUT/node_cases.txt
-#   e2e        resnet50, bert_base_ln, resnet50_mixed, resnet50_b32 (not with --quick), mobilenet_v2: accuracy
+#   e2e        resnet50, bert_base_ln, resnet50_mixed, squeezenet_mixed, resnet50_b32 (not with --quick), mobilenet_v2: accuracy
 #              against onnxruntime, compile cost, Tessera's and PyTorch eager's times
 #                                                                       -> $OUT/results.json, $OUT/partition.txt
 #   report     $OUT/report.md (also printed); the whole log is $OUT/log.txt
 # $OUT defaults to /tmp/tessera_devcheck_out; the scratch folder is $DEVCHECK_WORK (default /tmp/tessera_devcheck).
 # For testing the script elsewhere: DEVCHECK_BACKEND (default cuda) names the plugin under test, DEVCHECK_MODELS
-# replaces the model list, PYTHON the Python interpreter.
+# replaces the model list, DEVCHECK_NODE_BUDGET the node cases' seconds, DEVCHECK_E2E_RESERVE the seconds they leave
+# to the models (default 150), PYTHON the Python interpreter.
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 2
@@ -37,12 +38,14 @@ if [ -z "$BUDGET" ]; then
   if [ "$QUICK" = 1 ]; then BUDGET=360; else BUDGET=420; fi
 fi
 if [ "$QUICK" = 1 ]; then
-  RUNS=20; WARMUP=5; NODE_BUDGET=75; MODELS=resnet50,bert_base_ln,resnet50_mixed,mobilenet_v2
+  RUNS=20; WARMUP=5; NODE_BUDGET=75; MODELS=resnet50,bert_base_ln,resnet50_mixed,squeezenet_mixed,mobilenet_v2
 else
-  RUNS=50; WARMUP=10; NODE_BUDGET=100; MODELS=resnet50,bert_base_ln,resnet50_mixed,resnet50_b32,mobilenet_v2
+  RUNS=50; WARMUP=10; NODE_BUDGET=100; MODELS=resnet50,bert_base_ln,resnet50_mixed,squeezenet_mixed,resnet50_b32,mobilenet_v2
 fi
 
 [ -n "${DEVCHECK_MODELS:-}" ] && MODELS=$DEVCHECK_MODELS
+[ -n "${DEVCHECK_NODE_BUDGET:-}" ] && NODE_BUDGET=$DEVCHECK_NODE_BUDGET
+E2E_RESERVE=${DEVCHECK_E2E_RESERVE:-150}  # seconds the node cases leave to the models
 B=${DEVCHECK_BACKEND:-cuda}
 OUT=${OUT:-/tmp/tessera_devcheck_out}
 WORK=${DEVCHECK_WORK:-/tmp/tessera_devcheck}
@@ -257,9 +260,11 @@ grep '^fixture:' "$WORK/fixture.log" | tail -1 > "$WORK/fixture_summary.txt"
 # ---------------------------------------------------------------------------------------------------------------------
 phase nodes
 nb=$NODE_BUDGET
-[ "$(left)" -lt $(( nb + 150 )) ] && nb=$(( $(left) - 150 ))
+[ "$(left)" -lt $(( nb + E2E_RESERVE )) ] && nb=$(( $(left) - E2E_RESERVE ))
 if [ "$nb" -gt 20 ]; then
-  timeout $(( nb + 60 )) "$PY" scripts/device/node_cases.py --tessera "$TESSERA" --backend "$B" --jobs 16 \
+  cases_arg=()
+  [ -d .devcarry/node ] && cases_arg=(--cases "$PWD/.devcarry/node")
+  timeout $(( nb + 60 )) "$PY" scripts/device/node_cases.py --tessera "$TESSERA" --backend "$B" --jobs 16 "${cases_arg[@]}" \
     --timeout 60 --budget "$nb" --out "$OUT/node_cases.txt" --summary "$WORK/node_summary.json" ||
     echo "node_cases.py failed (rc $?)"
 else

@@ -37,14 +37,16 @@ from common import PY, Deadline, compare, last_line, log, parse_json_line, read_
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 GEN = os.path.join(REPO, "tests", "e2e", "gen_models.py")
-ALL_MODELS = ["resnet50", "bert_base_ln", "resnet50_mixed", "mobilenet_v2", "resnet50_b32"]
+ALL_MODELS = ["resnet50", "bert_base_ln", "resnet50_mixed", "squeezenet_mixed", "mobilenet_v2", "resnet50_b32"]
 BATCH = {"resnet50_b32": 32}
-NAIVE = {"resnet50_mixed", "bert_base_ln"}
+NAIVE = {"resnet50_mixed", "squeezenet_mixed", "bert_base_ln"}
+# A mixed model: its base model with every third Relu through an op the plugin refuses.
+MIXED = {"resnet50_mixed": "resnet50", "squeezenet_mixed": "squeezenet"}
 MIXED_OP = "ThresholdedRelu"
 
 
-def make_mixed(src, dst, every=3):
-    """resnet50 with every `every`-th Relu (1st, 4th, ...) as ThresholdedRelu(alpha=0): relu, through another op."""
+def make_mixed(src, dst, name, every=3):
+    """A model with every `every`-th Relu (1st, 4th, ...) as ThresholdedRelu(alpha=0): relu, through another op."""
     import onnx
     from onnx import helper
     m = onnx.load(src)
@@ -55,7 +57,7 @@ def make_mixed(src, dst, every=3):
             node.op_type = MIXED_OP
             node.attribute.append(helper.make_attribute("alpha", 0.0))
             n += 1
-    m.graph.name = "resnet50_mixed"
+    m.graph.name = name
     onnx.checker.check_model(m)
     with open(dst, "wb") as f:
         f.write(m.SerializeToString())
@@ -88,7 +90,7 @@ class E2E:
         d = os.path.join(self.work, "models")
         os.makedirs(d, exist_ok=True)
         base = sorted({m for m in models if m in ("resnet50", "mobilenet_v2", "bert_base_ln")} |
-                      ({"resnet50"} if "resnet50_mixed" in models else set()))
+                      {MIXED[m] for m in models if m in MIXED})
         ok = set()
         if base:
             for extra in ([], ["--inputs"]):
@@ -110,11 +112,13 @@ class E2E:
                     good = False
             if good:
                 ok.add("resnet50_b32")
-        if "resnet50_mixed" in models and "resnet50" in ok:
-            n, total = make_mixed(os.path.join(d, "resnet50.onnx"), os.path.join(d, "resnet50_mixed.onnx"))
-            shutil.copytree(os.path.join(d, "resnet50"), os.path.join(d, "resnet50_mixed"), dirs_exist_ok=True)
-            self.res["notes"].append("resnet50_mixed: %d of %d Relu replaced by %s(alpha=0)" % (n, total, MIXED_OP))
-            ok.add("resnet50_mixed")
+        for mixed, src in MIXED.items():
+            if mixed not in models or src not in ok:
+                continue
+            n, total = make_mixed(os.path.join(d, src + ".onnx"), os.path.join(d, mixed + ".onnx"), mixed)
+            shutil.copytree(os.path.join(d, src), os.path.join(d, mixed), dirs_exist_ok=True)
+            self.res["notes"].append("%s: %d of %d Relu replaced by %s(alpha=0)" % (mixed, n, total, MIXED_OP))
+            ok.add(mixed)
         self.res["phases"]["generate_s"] = round(time.time() - t, 1)
         log("generated %s in %.1f s" % (", ".join(sorted(ok)), time.time() - t))
         return d, ok
@@ -235,8 +239,8 @@ class E2E:
         B = self.a.backend
         base = ["--backends", B + ",native"]
         extra = []
-        if name == "resnet50_mixed":
-            extra = self.mixed_guard(model)
+        if name in MIXED:
+            extra = self.mixed_guard(name, model)
         self.variant(name, "default", model, base + extra, in_dir, ref_dir, nout)
         mres["partition"] = self.partition(name, model, base + extra, "default")
         self.variant(name, "priority", model, base + ["--placement", "priority"] + extra, in_dir, ref_dir, nout)
@@ -249,14 +253,14 @@ class E2E:
         mres["seconds"] = round(time.time() - t, 1)
         self.save()
 
-    def mixed_guard(self, model):
+    def mixed_guard(self, name, model):
         """The mixed model must keep its ThresholdedRelu nodes off the backend; if the backend claims them, pin them
         to native with --place (and say so)."""
         from common import parse_json_doc
         rc, out, _ = self.tessera("partition", model, "--backends", self.a.backend + ",native", "--placement",
                                   "priority", "--min-region-nodes", "1", "--no-tune", "--json", timeout=120)
         rep = parse_json_doc(out) if rc == 0 else None
-        mres = self.res["models"]["resnet50_mixed"]
+        mres = self.res["models"][name]
         if rep is None:
             mres["notes"].append("could not read the placement of %s (rc %d): %s" % (MIXED_OP, rc, last_line(out)))
             return []
