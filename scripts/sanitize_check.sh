@@ -4,7 +4,8 @@
 # report fails the run.
 #   - the tests that feed hostile bytes: the artifact reader's unit tests (truncations, flips, bad offsets), the example
 #     plugin's corrupt-blob tests, the plugin loader's, the partitioner's (random graphs, tune caches, damaged cache
-#     files), the CLI's damaged-artifact test, and the C API's misuse, cancellation and bound-output tests;
+#     files), the device-memory path's (a simulated device that checks every pointer it is given), the CLI's
+#     damaged-artifact test, and the C API's misuse, cancellation and bound-output tests;
 #   - every fuzz harness over its checked-in corpus and regressions, then FUZZ_RUNS mutations (default 300);
 #   - load, run and unload LEAK_ITERATIONS times (default 3) from .onnx and .tsr on every backend, under LeakSanitizer.
 # The long versions: scripts/fuzz.sh SECONDS and scripts/leak_check.sh.

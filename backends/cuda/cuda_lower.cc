@@ -11,17 +11,9 @@
 
 namespace tessera_cuda {
 
-using tessera_plugin::attr_float;
-using tessera_plugin::attr_int;
-using tessera_plugin::attr_ints;
-using tessera_plugin::attr_string;
 using tessera_plugin::describe;
-using tessera_plugin::dims_str;
 using tessera_plugin::fail;
 using tessera_plugin::Failure;
-using tessera_plugin::has_attr;
-using tessera_plugin::numel;
-using tessera_plugin::ValueType;
 
 [[noreturn]] void refuse(const std::string& why) { fail(TESSERA_ERROR_UNSUPPORTED, why); }
 
@@ -182,32 +174,14 @@ int Lowering::value(const std::string& name, bool allow_int64) {
     c.dtype = t.dtype;
     id = add_const(c, t.dims, name);
   } else {
-    Value v;
-    v.name = name;
-    v.dtype = t.dtype;
-    v.dims = t.dims;
-    auto in = std::find(in_names_.begin(), in_names_.end(), name);
-    auto out = std::find(out_names_.begin(), out_names_.end(), name);
-    if (in != in_names_.end()) {
-      v.home = Home::kInput;
-      v.index = static_cast<int32_t>(in - in_names_.begin());
-    } else if (out != out_names_.end()) {
-      v.home = Home::kOutput;
-      v.index = static_cast<int32_t>(out - out_names_.begin());
-    }
-    p_.values.push_back(std::move(v));
+    p_.values.push_back(named_value(name, t));
     id = static_cast<int>(p_.values.size()) - 1;
   }
   ids_[name] = id;
   return id;
 }
 
-int Lowering::io_value(const std::string& name) {
-  auto it = ids_.find(name);
-  if (it != ids_.end()) return it->second;
-  const ValueType& t = m_.type(name);
-  if (!t.is_static()) refuse("symbolic dim in boundary value '" + name + "'");
-  if (tessera_plugin::dtype_size(t.dtype) == 0) refuse("boundary value '" + name + "' has an unknown dtype");
+Value Lowering::named_value(const std::string& name, const ValueType& t) const {
   Value v;
   v.name = name;
   v.dtype = t.dtype;
@@ -220,9 +194,18 @@ int Lowering::io_value(const std::string& name) {
   } else if (out != out_names_.end()) {
     v.home = Home::kOutput;
     v.index = static_cast<int32_t>(out - out_names_.begin());
-  } else {
-    refuse("'" + name + "' is not a boundary value");
   }
+  return v;
+}
+
+int Lowering::io_value(const std::string& name) {
+  auto it = ids_.find(name);
+  if (it != ids_.end()) return it->second;
+  const ValueType& t = m_.type(name);
+  if (!t.is_static()) refuse("symbolic dim in boundary value '" + name + "'");
+  if (tessera_plugin::dtype_size(t.dtype) == 0) refuse("boundary value '" + name + "' has an unknown dtype");
+  Value v = named_value(name, t);
+  if (v.home == Home::kTemp) refuse("'" + name + "' is not a boundary value");
   p_.values.push_back(std::move(v));
   ids_[name] = static_cast<int>(p_.values.size()) - 1;
   return ids_[name];
@@ -259,6 +242,11 @@ Step& Lowering::new_step(StepKind kind, const std::vector<int>& nodes, const cha
   if (!nodes.empty()) s.where = describe(m_.node(nodes[0]));
   p_.steps.push_back(std::move(s));
   return p_.steps.back();
+}
+
+size_t Lowering::new_step_index(StepKind kind, const std::vector<int>& nodes, const char* what) {
+  new_step(kind, nodes, what);
+  return p_.steps.size() - 1;
 }
 
 // ---- planning ------------------------------------------------------------------

@@ -25,6 +25,16 @@
 
 namespace tessera_cuda {
 
+// The plugin_util names every lowering file uses.
+using tessera_plugin::attr_float;
+using tessera_plugin::attr_int;
+using tessera_plugin::attr_ints;
+using tessera_plugin::attr_string;
+using tessera_plugin::dims_str;
+using tessera_plugin::has_attr;
+using tessera_plugin::numel;
+using tessera_plugin::ValueType;
+
 class Lowering {
  public:
   explicit Lowering(const tessera_plugin::ModelView& m) : m_(m) {}
@@ -57,12 +67,17 @@ class Lowering {
   void reset();
   int value(const std::string& name, bool allow_int64 = false);
   int io_value(const std::string& name);  // a graph input or output of any dtype
+  // A value of that name and type, at home in run()'s inputs or outputs when it is a graph input or output (else
+  // kTemp).
+  Value named_value(const std::string& name, const ValueType& t) const;
   int temp(const std::vector<int64_t>& dims, const std::string& hint);
   int add_const(DeviceConst c, const std::vector<int64_t>& dims, const std::string& key);
   const std::vector<int64_t>& dims(const std::string& name);
   std::vector<int64_t> const_ints(const std::string& name, const char* what) const;
   std::vector<float> const_floats(const std::string& name, const char* what) const;
   Step& new_step(StepKind kind, const std::vector<int>& nodes, const char* what);
+  // The same, as its index in p_.steps (for a lowering that fills the step in after more values).
+  size_t new_step_index(StepKind kind, const std::vector<int>& nodes, const char* what);
   void check_float_io(int i);
 
   // Node lowerings (cuda_lower.cc).
@@ -109,6 +124,23 @@ bool is_known_op(const std::string& op);
 
 // Refusal inside a lowering: TESSERA_ERROR_UNSUPPORTED with `why`.
 [[noreturn]] void refuse(const std::string& why);
+
+// A strided copy of `dims` elements from value `src` to value `dst` with those element strides (offsets 0);
+// refuses a rank > kMaxRank.
+CopyPiece copy_piece(int src, int dst, const std::vector<int64_t>& dims, const std::vector<int64_t>& src_strides,
+                     const std::vector<int64_t>& dst_strides);
+
+// n, c, h, w of a 2-D window step (ConvParams, Pool2d, Resize2d) from its NCHW input dims `d`, oh, ow from its
+// output dims `od`.
+template <class Window>
+void set_nchw(Window& p, const std::vector<int64_t>& d, const std::vector<int64_t>& od) {
+  p.n = d[0];
+  p.c = d[1];
+  p.h = d[2];
+  p.w = d[3];
+  p.oh = od[2];
+  p.ow = od[3];
+}
 
 // Contiguous element strides of `dims`.
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims);

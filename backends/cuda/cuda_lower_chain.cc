@@ -15,12 +15,6 @@
 
 namespace tessera_cuda {
 
-using tessera_plugin::attr_float;
-using tessera_plugin::attr_int;
-using tessera_plugin::attr_string;
-using tessera_plugin::dims_str;
-using tessera_plugin::numel;
-
 void broadcast_strides(const std::vector<int64_t>& vd, const std::vector<int64_t>& od, int64_t* out) {
   if (vd.size() > od.size()) refuse("operand " + dims_str(vd) + " does not broadcast to " + dims_str(od));
   std::vector<int64_t> vs = contiguous_strides(vd);

@@ -7,15 +7,6 @@
 
 namespace tessera_cuda {
 
-using tessera_plugin::attr_float;
-using tessera_plugin::attr_int;
-using tessera_plugin::attr_ints;
-using tessera_plugin::attr_string;
-using tessera_plugin::dims_str;
-using tessera_plugin::has_attr;
-using tessera_plugin::numel;
-using tessera_plugin::ValueType;
-
 // ---- GEMMs -----------------------------------------------------------------------
 
 void Lowering::lower_matmul(int i, const GemmFusion& f) {
@@ -151,6 +142,25 @@ void Lowering::add_bias_chain(int y, int bias, const std::vector<int>& nodes) {
 
 namespace {
 
+// n, c, h, w from the NCHW input, oh, ow from the output, kh, kw from the weights' last two dims.
+void set_shapes(ConvParams& c, const std::vector<int64_t>& xd, const std::vector<int64_t>& wd,
+                const std::vector<int64_t>& od) {
+  set_nchw(c, xd, od);
+  c.kh = wd[2];
+  c.kw = wd[3];
+}
+
+// The begin pads of `pads` ([begin_h, begin_w, ...]), strides and dilations.
+void set_window(ConvParams& c, const std::vector<int64_t>& pads, const std::vector<int64_t>& st,
+                const std::vector<int64_t>& dl) {
+  c.pad_h = pads[0];
+  c.pad_w = pads[1];
+  c.stride_h = st[0];
+  c.stride_w = st[1];
+  c.dil_h = dl[0];
+  c.dil_w = dl[1];
+}
+
 // pads [begin_h, begin_w, end_h, end_w] from auto_pad and the output size.
 std::vector<int64_t> conv_pads(const onnx::NodeProto& n, int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t kh,
                                int64_t kw, const std::vector<int64_t>& s, const std::vector<int64_t>& d) {
@@ -182,15 +192,8 @@ void Lowering::lower_conv(int i, const ConvFusion& f) {
   std::string out = f.relu >= 0 ? m_.node(f.relu).output(0) : n.output(0);
   int y = value(out);
   ConvParams c;
-  c.n = xd[0];
-  c.c = xd[1];
-  c.h = xd[2];
-  c.w = xd[3];
+  set_shapes(c, xd, wd, od);
   c.k = wd[0];
-  c.kh = wd[2];
-  c.kw = wd[3];
-  c.oh = od[2];
-  c.ow = od[3];
   c.group = attr_int(n, "group", 1);
   if (c.group < 1 || wd[1] * c.group != c.c || c.k % c.group != 0 || od[1] != c.k || od[0] != c.n) {
     refuse("Conv channels: input " + dims_str(xd) + ", weights " + dims_str(wd) + ", group " + std::to_string(c.group));
@@ -211,18 +214,9 @@ void Lowering::lower_conv(int i, const ConvFusion& f) {
     Step& s = new_step(StepKind::kStrided, nodes, "pad");
     s.fill = true;
     s.out = xp;
-    CopyPiece piece;
-    piece.src = x;
-    piece.dst = xp;
-    StridedCopy& sc = piece.copy;
-    sc.rank = 4;
-    std::vector<int64_t> ss = contiguous_strides(xd), ds = contiguous_strides(pd);
-    for (int k = 0; k < 4; ++k) {
-      sc.dims[k] = xd[k];
-      sc.src_strides[k] = ss[k];
-      sc.dst_strides[k] = ds[k];
-    }
-    sc.dst_offset = pads[0] * ds[2] + pads[1] * ds[3];
+    std::vector<int64_t> ds = contiguous_strides(pd);
+    CopyPiece piece = copy_piece(x, xp, xd, contiguous_strides(xd), ds);
+    piece.copy.dst_offset = pads[0] * ds[2] + pads[1] * ds[3];
     s.pieces.push_back(piece);
     s.bytes = 4.0 * (numel(xd) + 2 * numel(pd));
     x = xp;
@@ -230,12 +224,7 @@ void Lowering::lower_conv(int i, const ConvFusion& f) {
     c.w = pd[3];
     pads = {0, 0, 0, 0};
   }
-  c.pad_h = pads[0];
-  c.pad_w = pads[1];
-  c.stride_h = st[0];
-  c.stride_w = st[1];
-  c.dil_h = dl[0];
-  c.dil_w = dl[1];
+  set_window(c, pads, st, dl);
   if ((c.h + 2 * c.pad_h - ((c.kh - 1) * c.dil_h + 1)) / c.stride_h + 1 != c.oh ||
       (c.w + 2 * c.pad_w - ((c.kw - 1) * c.dil_w + 1)) / c.stride_w + 1 != c.ow) {
     refuse("Conv output shape " + dims_str(od) + " does not follow from its attributes");
@@ -279,16 +268,9 @@ void Lowering::lower_conv_transpose(int i) {
   if (has_attr(n, "output_shape")) refuse("output_shape not supported");
   ConvParams c;
   c.transpose = true;
-  c.n = xd[0];
-  c.c = xd[1];
-  c.h = xd[2];
-  c.w = xd[3];
+  set_shapes(c, xd, wd, od);
   c.group = attr_int(n, "group", 1);
   c.k = wd[1] * c.group;
-  c.kh = wd[2];
-  c.kw = wd[3];
-  c.oh = od[2];
-  c.ow = od[3];
   if (c.group < 1 || wd[0] != c.c || c.c % c.group != 0 || od[1] != c.k || od[0] != c.n) {
     refuse("ConvTranspose channels: input " + dims_str(xd) + ", weights " + dims_str(wd));
   }
@@ -305,12 +287,7 @@ void Lowering::lower_conv_transpose(int i) {
     int64_t slack = op[a] + pads[a] - pads[a + 2];
     if (slack < 0 || slack >= st[a]) refuse("ConvTranspose pads " + dims_str(pads) + " not supported by cuDNN");
   }
-  c.pad_h = pads[0];
-  c.pad_w = pads[1];
-  c.stride_h = st[0];
-  c.stride_w = st[1];
-  c.dil_h = dl[0];
-  c.dil_w = dl[1];
+  set_window(c, pads, st, dl);
   c.x = x;
   c.w_value = w;
   c.y = y;

@@ -4,18 +4,11 @@
 // LayerNormalization, reductions). See cuda_lower.h.
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include "cuda_lower.h"
 
 namespace tessera_cuda {
-
-using tessera_plugin::attr_float;
-using tessera_plugin::attr_int;
-using tessera_plugin::attr_ints;
-using tessera_plugin::attr_string;
-using tessera_plugin::dims_str;
-using tessera_plugin::has_attr;
-using tessera_plugin::numel;
 
 namespace {
 
@@ -31,12 +24,35 @@ int64_t prod(const std::vector<int64_t>& d, size_t from, size_t to) {
   return p;
 }
 
+// The code `table` gives `name`; refuses "<what> <name>" when it has none.
+int32_t code_of(const std::string& name, std::initializer_list<std::pair<const char*, int32_t>> table,
+                const char* what) {
+  for (const auto& [key, code] : table) {
+    if (name == key) return code;
+  }
+  refuse(std::string(what) + " " + name);
+}
+
 void set_rank(StridedCopy& c, size_t rank) {
   if (rank > static_cast<size_t>(kMaxRank)) refuse("copy of rank > 8");
   c.rank = static_cast<int32_t>(rank);
 }
 
 }  // namespace
+
+CopyPiece copy_piece(int src, int dst, const std::vector<int64_t>& dims, const std::vector<int64_t>& src_strides,
+                     const std::vector<int64_t>& dst_strides) {
+  CopyPiece p;
+  p.src = src;
+  p.dst = dst;
+  set_rank(p.copy, dims.size());
+  for (size_t k = 0; k < dims.size(); ++k) {
+    p.copy.dims[k] = dims[k];
+    p.copy.src_strides[k] = src_strides[k];
+    p.copy.dst_strides[k] = dst_strides[k];
+  }
+  return p;
+}
 
 void Lowering::lower_alias(int i) {
   const onnx::NodeProto& n = m_.node(i);
@@ -95,9 +111,7 @@ void Lowering::lower_layernorm(int i) {
   int x = value(n.input(0)), y = value(n.output(0));
   std::vector<int64_t> d = p_.values[x].dims;
   int64_t axis = norm_axis(attr_int(n, "axis", -1), d.size(), "axis");
-  Step& s0 = new_step(StepKind::kLayerNorm, {i}, "layernorm");
-  size_t at = p_.steps.size() - 1;
-  (void)s0;
+  size_t at = new_step_index(StepKind::kLayerNorm, {i}, "layernorm");
   int64_t rows = prod(d, 0, static_cast<size_t>(axis)), cols = prod(d, static_cast<size_t>(axis), d.size());
   int gamma = value(n.input(1));
   if (numel(p_.values[gamma].dims) != cols) refuse("LayerNormalization scale " + dims_str(p_.values[gamma].dims));
@@ -204,12 +218,7 @@ void Lowering::lower_pool(int i) {
   Step& s = p_.steps.back();
   s.in = x;
   s.out = y;
-  p.n = d[0];
-  p.c = d[1];
-  p.h = d[2];
-  p.w = d[3];
-  p.oh = od[2];
-  p.ow = od[3];
+  set_nchw(p, d, od);
   p.kh = static_cast<int32_t>(ks[0]);
   p.kw = static_cast<int32_t>(ks[1]);
   p.stride_h = static_cast<int32_t>(st[0]);
@@ -236,13 +245,9 @@ void Lowering::lower_resize(int i) {
   if (d.size() != 4) refuse("Resize of rank " + std::to_string(d.size()) + " (4-D only)");
   if (od[0] != d[0] || od[1] != d[1]) refuse("Resize of N or C");
   Resize2d r;
-  std::string mode = attr_string(n, "mode", "nearest");
-  if (mode == "nearest")
-    r.mode = kResizeNearest;
-  else if (mode == "linear" || mode == "bilinear")
-    r.mode = kResizeLinear;
-  else
-    refuse("Resize mode " + mode);
+  r.mode =
+      code_of(attr_string(n, "mode", "nearest"),
+              {{"nearest", kResizeNearest}, {"linear", kResizeLinear}, {"bilinear", kResizeLinear}}, "Resize mode");
   std::vector<float> scales;
   bool legacy = n.op_type() == "Upsample" || m_.opset() < 11;  // asymmetric coordinates, floor for nearest
   if (legacy) {
@@ -261,28 +266,18 @@ void Lowering::lower_resize(int i) {
     if (attr_int(n, "antialias", 0) != 0) refuse("antialias");
     if (has_attr(n, "axes")) refuse("axes attribute");
     if (attr_string(n, "keep_aspect_ratio_policy", "stretch") != "stretch") refuse("keep_aspect_ratio_policy");
-    std::string ct = attr_string(n, "coordinate_transformation_mode", "half_pixel");
-    if (ct == "half_pixel")
-      r.coord = kCoordHalfPixel;
-    else if (ct == "asymmetric")
-      r.coord = kCoordAsymmetric;
-    else if (ct == "align_corners")
-      r.coord = kCoordAlignCorners;
-    else if (ct == "pytorch_half_pixel")
-      r.coord = kCoordPytorchHalfPixel;
-    else
-      refuse("coordinate_transformation_mode " + ct);
-    std::string nm = attr_string(n, "nearest_mode", "round_prefer_floor");
-    if (nm == "round_prefer_floor")
-      r.nearest = kNearestRoundPreferFloor;
-    else if (nm == "round_prefer_ceil")
-      r.nearest = kNearestRoundPreferCeil;
-    else if (nm == "floor")
-      r.nearest = kNearestFloor;
-    else if (nm == "ceil")
-      r.nearest = kNearestCeil;
-    else
-      refuse("nearest_mode " + nm);
+    r.coord = code_of(attr_string(n, "coordinate_transformation_mode", "half_pixel"),
+                      {{"half_pixel", kCoordHalfPixel},
+                       {"asymmetric", kCoordAsymmetric},
+                       {"align_corners", kCoordAlignCorners},
+                       {"pytorch_half_pixel", kCoordPytorchHalfPixel}},
+                      "coordinate_transformation_mode");
+    r.nearest = code_of(attr_string(n, "nearest_mode", "round_prefer_floor"),
+                        {{"round_prefer_floor", kNearestRoundPreferFloor},
+                         {"round_prefer_ceil", kNearestRoundPreferCeil},
+                         {"floor", kNearestFloor},
+                         {"ceil", kNearestCeil}},
+                        "nearest_mode");
     if (n.input_size() >= 3 && !n.input(2).empty()) {
       const onnx::TensorProto* t = m_.initializer(n.input(2));
       if (!t) refuse("scales not constant");
@@ -304,12 +299,7 @@ void Lowering::lower_resize(int i) {
     r.scale_w = static_cast<float>(od[3]) / static_cast<float>(d[3]);
   }
   if (legacy && r.mode == kResizeNearest && (r.scale_h < 1.0f || r.scale_w < 1.0f)) refuse("legacy downsampling");
-  r.n = d[0];
-  r.c = d[1];
-  r.h = d[2];
-  r.w = d[3];
-  r.oh = od[2];
-  r.ow = od[3];
+  set_nchw(r, d, od);
   Step& s = new_step(StepKind::kResize, {i}, "resize");
   s.resize = r;
   s.in = x;
@@ -324,9 +314,7 @@ void Lowering::lower_concat(int i) {
   std::vector<int64_t> od = p_.values[y].dims;
   int64_t axis = norm_axis(attr_int(n, "axis", 0), od.size(), "axis");
   std::vector<int64_t> os = contiguous_strides(od);
-  Step& s0 = new_step(StepKind::kStrided, {i}, "concat");
-  size_t at = p_.steps.size() - 1;
-  (void)s0;
+  size_t at = new_step_index(StepKind::kStrided, {i}, "concat");
   std::vector<CopyPiece> pieces;
   int64_t offset = 0;
   double bytes = 0;
@@ -334,16 +322,7 @@ void Lowering::lower_concat(int i) {
     int x = value(in);
     std::vector<int64_t> d = p_.values[x].dims;
     if (d.size() != od.size()) refuse("Concat inputs of different ranks");
-    std::vector<int64_t> is = contiguous_strides(d);
-    CopyPiece p;
-    p.src = x;
-    p.dst = y;
-    set_rank(p.copy, d.size());
-    for (size_t k = 0; k < d.size(); ++k) {
-      p.copy.dims[k] = d[k];
-      p.copy.src_strides[k] = is[k];
-      p.copy.dst_strides[k] = os[k];
-    }
+    CopyPiece p = copy_piece(x, y, d, contiguous_strides(d), os);
     p.copy.dst_offset = offset * os[static_cast<size_t>(axis)];
     offset += d[static_cast<size_t>(axis)];
     bytes += 8.0 * numel(d);
@@ -365,18 +344,15 @@ void Lowering::lower_transpose(int i) {
   if (perm.size() != d.size()) refuse("perm of the wrong length");
   std::vector<int64_t> is = contiguous_strides(d), os = contiguous_strides(od);
   Step& s = new_step(StepKind::kStrided, {i}, "transpose");
-  CopyPiece p;
-  p.src = x;
-  p.dst = y;
-  set_rank(p.copy, d.size());
+  std::vector<int64_t> dims, ss, ds;
   for (size_t k = 0; k < d.size(); ++k) {
     int64_t a = norm_axis(perm[k], d.size(), "perm");
     if (od[k] != d[static_cast<size_t>(a)]) refuse("Transpose output shape");
-    p.copy.dims[k] = od[k];
-    p.copy.src_strides[k] = is[static_cast<size_t>(a)];
-    p.copy.dst_strides[k] = os[k];
+    dims.push_back(od[k]);
+    ss.push_back(is[static_cast<size_t>(a)]);
+    ds.push_back(os[k]);
   }
-  s.pieces.push_back(p);
+  s.pieces.push_back(copy_piece(x, y, dims, ss, ds));
   s.bytes = 8.0 * numel(d);
 }
 
@@ -425,16 +401,10 @@ void Lowering::lower_slice(int i) {
   }
   if (count != od) refuse("Slice output shape " + dims_str(od) + ", expected " + dims_str(count));
   Step& s = new_step(StepKind::kStrided, {i}, "slice");
-  CopyPiece p;
-  p.src = x;
-  p.dst = y;
-  set_rank(p.copy, d.size());
-  for (size_t k = 0; k < d.size(); ++k) {
-    p.copy.dims[k] = od[k];
-    p.copy.src_strides[k] = step[k] * is[k];
-    p.copy.dst_strides[k] = os[k];
-    p.copy.src_offset += begin[k] * is[k];
-  }
+  std::vector<int64_t> ss(d.size());
+  for (size_t k = 0; k < d.size(); ++k) ss[k] = step[k] * is[k];
+  CopyPiece p = copy_piece(x, y, od, ss, os);
+  for (size_t k = 0; k < d.size(); ++k) p.copy.src_offset += begin[k] * is[k];
   s.pieces.push_back(p);
   s.bytes = 8.0 * numel(od);
 }
@@ -445,25 +415,14 @@ void Lowering::lower_split(int i) {
   std::vector<int64_t> d = p_.values[x].dims;
   int64_t axis = norm_axis(attr_int(n, "axis", 0), d.size(), "axis");
   std::vector<int64_t> is = contiguous_strides(d);
-  Step& s0 = new_step(StepKind::kStrided, {i}, "split");
-  size_t at = p_.steps.size() - 1;
-  (void)s0;
+  size_t at = new_step_index(StepKind::kStrided, {i}, "split");
   std::vector<CopyPiece> pieces;
   int64_t offset = 0;
   for (const auto& out : n.output()) {
     if (out.empty()) refuse("Split with an unnamed output");
     int y = value(out);
     std::vector<int64_t> od = p_.values[y].dims;
-    std::vector<int64_t> os = contiguous_strides(od);
-    CopyPiece p;
-    p.src = x;
-    p.dst = y;
-    set_rank(p.copy, od.size());
-    for (size_t k = 0; k < od.size(); ++k) {
-      p.copy.dims[k] = od[k];
-      p.copy.src_strides[k] = is[k];
-      p.copy.dst_strides[k] = os[k];
-    }
+    CopyPiece p = copy_piece(x, y, od, is, contiguous_strides(od));
     p.copy.src_offset = offset * is[static_cast<size_t>(axis)];
     offset += od[static_cast<size_t>(axis)];
     pieces.push_back(p);
@@ -536,16 +495,7 @@ void Lowering::lower_tile(int i) {
   }
   if (dims.size() > static_cast<size_t>(kMaxRank)) refuse("Tile needs more than 8 copy axes");
   Step& s = new_step(StepKind::kStrided, {i}, "tile");
-  CopyPiece p;
-  p.src = x;
-  p.dst = y;
-  set_rank(p.copy, dims.size());
-  for (size_t k = 0; k < dims.size(); ++k) {
-    p.copy.dims[k] = dims[k];
-    p.copy.src_strides[k] = ss[k];
-    p.copy.dst_strides[k] = ds[k];
-  }
-  s.pieces.push_back(p);
+  s.pieces.push_back(copy_piece(x, y, dims, ss, ds));
   s.bytes = 4.0 * (numel(d) + numel(od));
 }
 

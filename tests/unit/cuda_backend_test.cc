@@ -57,14 +57,26 @@ const plugintest::PluginClient& client() {
   return c;
 }
 
+// A 3x3 Conv with pads 1 from x to y: weights `w` of dims `wd` (random in [-range, range], seed `seed`) and, when
+// `bias` is named, a bias of wd[0] values (seed `seed` + 1).
+Node& padded_conv3x3(Builder& b, const std::string& name, const std::string& x, const std::string& w, Dims wd,
+                     unsigned seed, float range, const std::string& bias, const std::string& y) {
+  b.constant(w, random_tensor(wd, seed, -range, range));
+  std::vector<std::string> in{x, w};
+  if (!bias.empty()) {
+    b.constant(bias, random_tensor({wd[0]}, seed + 1));
+    in.push_back(bias);
+  }
+  Node& c = b.node(name, "Conv", std::move(in), y);
+  set_ints(c, "pads", {1, 1, 1, 1});
+  return c;
+}
+
 // A Conv and a MatMul: the model the no-device checks use.
 Graph conv_matmul_model() {
   Builder b;
   b.input("x", {1, 3, 8, 8});
-  b.constant("w", random_tensor({4, 3, 3, 3}, 1, -0.5f, 0.5f));
-  b.constant("b", random_tensor({4}, 2));
-  Node& c = b.node("conv", "Conv", {"x", "w", "b"}, "y");
-  set_ints(c, "pads", {1, 1, 1, 1});
+  padded_conv3x3(b, "conv", "x", "w", {4, 3, 3, 3}, 1, 0.5f, "b", "y");
   b.node("flat", "Flatten", {"y"}, "f");
   b.constant("m", random_tensor({256, 10}, 3, -0.1f, 0.1f));
   b.node("fc", "MatMul", {"f", "m"}, "z");
@@ -222,14 +234,9 @@ TEST_F(CudaBackend, ConvolutionsWithFusionsMatchNative) {
   if (!has_device()) GTEST_SKIP() << "no CUDA device on this machine";
   Builder b;
   b.input("x", {2, 8, 12, 11});
-  b.constant("w1", random_tensor({8, 8, 3, 3}, 21, -0.3f, 0.3f));
-  b.constant("b1", random_tensor({8}, 22));
-  Node& c1 = b.node("c1", "Conv", {"x", "w1", "b1"}, "y1");
-  set_ints(c1, "pads", {1, 1, 1, 1});
-  b.node("r1", "Relu", {"y1"}, "a1");  // Conv+Relu
-  b.constant("w2", random_tensor({8, 8, 3, 3}, 23, -0.3f, 0.3f));
-  Node& c2 = b.node("c2", "Conv", {"a1", "w2"}, "y2");  // no bias
-  set_ints(c2, "pads", {1, 1, 1, 1});
+  padded_conv3x3(b, "c1", "x", "w1", {8, 8, 3, 3}, 21, 0.3f, "b1", "y1");
+  b.node("r1", "Relu", {"y1"}, "a1");                                     // Conv+Relu
+  padded_conv3x3(b, "c2", "a1", "w2", {8, 8, 3, 3}, 23, 0.3f, "", "y2");  // no bias
   b.node("res", "Add", {"y2", "x"}, "s2");
   b.node("r2", "Relu", {"s2"}, "a2");  // Conv+Add+Relu
   b.constant("w3", random_tensor({8, 1, 3, 3}, 24, -0.3f, 0.3f));

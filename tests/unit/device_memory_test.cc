@@ -22,6 +22,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/backend.h"
@@ -290,6 +291,45 @@ TEST(DeviceMemory, ValuesBetweenRegionsOfOneDeviceStayThereAndOnlyCrossingsAreCo
     EXPECT_EQ(sim().d2d_bytes, 0u);
     EXPECT_GE(sim().syncs, 2);
   }
+  std::lock_guard<std::mutex> lock(sim().mu);
+  EXPECT_TRUE(sim().violations.empty()) << sim().violations.front();
+}
+
+TEST(DeviceMemory, ConcurrentRunsEachTakeTheirOwnDeviceArena) {
+  const int64_t n = 4096;
+  Graph g = split_graph(n);
+  auto p = partition_and_compile(g, device_options(), nullptr);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  auto s = InferenceSession::Create(*p, one_thread());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto native = InferenceSession::Create(g, one_thread());
+  ASSERT_TRUE(native.ok());
+  constexpr int kThreads = 4, kRuns = 25;
+  std::vector<Tensor> inputs, wants;
+  for (int t = 0; t < kThreads; ++t) {
+    inputs.push_back(Tensor::FromVector(testutil::random_vec(static_cast<size_t>(n), 100 + t), {n}));
+    auto want = (*native)->run({inputs.back()});
+    ASSERT_TRUE(want.ok());
+    wants.push_back((*want)[0]);
+  }
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRuns && errors[t].empty(); ++r) {
+        auto got = (*s)->run({inputs[t]});
+        if (!got.ok()) {
+          errors[t] = got.status().message();
+          break;
+        }
+        if (std::memcmp((*got)[0].raw(), wants[t].raw(), wants[t].nbytes()) != 0) {
+          errors[t] = "run " + std::to_string(r) + " differs from the native result";
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_TRUE(errors[t].empty()) << "thread " << t << ": " << errors[t];
   std::lock_guard<std::mutex> lock(sim().mu);
   EXPECT_TRUE(sim().violations.empty()) << sim().violations.front();
 }
