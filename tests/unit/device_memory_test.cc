@@ -217,6 +217,17 @@ PartitionOptions device_options() {
   return o;
 }
 
+// Nothing the simulated device was handed so far was in the wrong memory.
+void expect_no_violations() {
+  std::lock_guard<std::mutex> lock(sim().mu);
+  EXPECT_TRUE(sim().violations.empty()) << sim().violations.front();
+}
+
+// split_graph(n) placed on the simulated device around the native Abs.
+Expected<Program> split_program(int64_t n, PartitionReport* rep = nullptr) {
+  return partition_and_compile(split_graph(n), device_options(), rep);
+}
+
 SessionOptions one_thread() {
   SessionOptions o;
   o.num_threads = 1;
@@ -255,7 +266,7 @@ TEST(DeviceMemory, ValuesBetweenRegionsOfOneDeviceStayThereAndOnlyCrossingsAreCo
   const int64_t n = 1000;
   Graph g = split_graph(n);
   PartitionReport rep;
-  auto p = partition_and_compile(g, device_options(), &rep);
+  auto p = split_program(n, &rep);
   ASSERT_TRUE(p.ok()) << p.status().message();
   ASSERT_EQ(p->engines.size(), 2u) << "expected two device regions around the native Abs";
   // The report counts what crosses: x in and a2 out (region A), w in and y out (region B); a1 stays.
@@ -291,14 +302,13 @@ TEST(DeviceMemory, ValuesBetweenRegionsOfOneDeviceStayThereAndOnlyCrossingsAreCo
     EXPECT_EQ(sim().d2d_bytes, 0u);
     EXPECT_GE(sim().syncs, 2);
   }
-  std::lock_guard<std::mutex> lock(sim().mu);
-  EXPECT_TRUE(sim().violations.empty()) << sim().violations.front();
+  expect_no_violations();
 }
 
 TEST(DeviceMemory, ConcurrentRunsEachTakeTheirOwnDeviceArena) {
   const int64_t n = 4096;
   Graph g = split_graph(n);
-  auto p = partition_and_compile(g, device_options(), nullptr);
+  auto p = split_program(n);
   ASSERT_TRUE(p.ok()) << p.status().message();
   auto s = InferenceSession::Create(*p, one_thread());
   ASSERT_TRUE(s.ok()) << s.status().message();
@@ -330,14 +340,12 @@ TEST(DeviceMemory, ConcurrentRunsEachTakeTheirOwnDeviceArena) {
   }
   for (auto& th : threads) th.join();
   for (int t = 0; t < kThreads; ++t) EXPECT_TRUE(errors[t].empty()) << "thread " << t << ": " << errors[t];
-  std::lock_guard<std::mutex> lock(sim().mu);
-  EXPECT_TRUE(sim().violations.empty()) << sim().violations.front();
+  expect_no_violations();
 }
 
 TEST(DeviceMemory, EngineRunWithHostTensorsStagesThroughTheDevice) {
   const int64_t n = 64;
-  Graph g = split_graph(n);
-  auto p = partition_and_compile(g, device_options(), nullptr);
+  auto p = split_program(n);
   ASSERT_TRUE(p.ok()) << p.status().message();
   ASSERT_EQ(p->engines.size(), 2u);
   ASSERT_EQ(p->engines[0].outputs, (std::vector<std::string>{"a1", "a2"}));
