@@ -128,48 +128,62 @@ Status Engine::run(const std::vector<const Tensor*>& inputs, const std::vector<T
   return call_run(in.data(), in.size(), out.data(), out.size());
 }
 
-Status Engine::run_on_device(const std::vector<tessera_tensor_t>& inputs,
-                             std::vector<tessera_tensor_t>& outputs) const {
-  return call_run(inputs.data(), inputs.size(), outputs.data(), outputs.size());
+Status Engine::run_through(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                           const std::vector<void*>& stage) const {
+  const size_t ni = inputs.size();
+  std::vector<tessera_tensor_t> in(ni), out(outputs.size());
+  // A tensor with no elements crosses nothing and its pointer is never read: NULL, as the ABI allows.
+  auto describe = [&](const Tensor& t, void* staged) {
+    tessera_tensor_t d = tensor_descriptor(t);
+    if (staged || t.nbytes() == 0) d.data = t.nbytes() == 0 ? nullptr : staged;
+    return d;
+  };
+  bool crossed = false;
+  for (size_t i = 0; i < ni; ++i) {
+    in[i] = describe(*inputs[i], stage[i]);
+    if (!stage[i] || inputs[i]->nbytes() == 0) continue;  // on the device already, or nothing to copy
+    Status s = backend_->copy(in[i].data, inputs[i]->raw(), inputs[i]->nbytes(), TESSERA_COPY_HOST_TO_DEVICE);
+    if (!s.ok()) return s;
+    crossed = true;
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) out[i] = describe(*outputs[i], stage[ni + i]);
+  Status status = call_run(in.data(), in.size(), out.data(), out.size());
+  for (size_t i = 0; status.ok() && i < outputs.size(); ++i) {
+    if (!stage[ni + i] || outputs[i]->nbytes() == 0) continue;
+    status = backend_->copy(const_cast<void*>(outputs[i]->raw()), out[i].data, outputs[i]->nbytes(),
+                            TESSERA_COPY_DEVICE_TO_HOST);
+    crossed = true;
+  }
+  // A crossing waits: host buffers must not change (inputs) or be read (outputs) before the copies are done, and
+  // staging buffers must not be reused.
+  if (crossed) {
+    Status done = backend_->synchronize();
+    if (status.ok()) status = done;
+  }
+  return status;
 }
 
-// Host tensors through a device engine: every input copied in, the run, every output copied back, then one wait.
-// The staging buffers are the engine's, kept for the next run of the same sizes; one such run at a time.
+// Host tensors through a device engine: every tensor through a staging buffer of the engine's, kept for the next
+// run of the same sizes; one such run at a time.
 Status Engine::run_staged(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) const {
   std::lock_guard<std::mutex> lock(stage_mu_);
   const size_t n = inputs.size() + outputs.size();
   stage_.resize(n);
   stage_bytes_.resize(n, 0);
-  std::vector<tessera_tensor_t> in(inputs.size()), out(outputs.size());
+  std::vector<void*> stage(n, nullptr);
   for (size_t k = 0; k < n; ++k) {
-    const Tensor& t = k < inputs.size() ? *inputs[k] : *outputs[k - inputs.size()];
-    tessera_tensor_t& d = k < inputs.size() ? in[k] : out[k - inputs.size()];
-    d = tensor_descriptor(t);
-    if (t.nbytes() == 0) {
-      d.data = nullptr;
-      continue;
-    }
-    if (stage_bytes_[k] < t.nbytes()) {
+    const size_t bytes = k < inputs.size() ? inputs[k]->nbytes() : outputs[k - inputs.size()]->nbytes();
+    if (bytes == 0) continue;
+    if (stage_bytes_[k] < bytes) {
       stage_[k].reset();
-      auto buf = backend_->device_alloc(t.nbytes());
+      auto buf = backend_->device_alloc(bytes);
       if (!buf.ok()) return buf.status();
       stage_[k] = std::move(buf).value();
-      stage_bytes_[k] = t.nbytes();
+      stage_bytes_[k] = bytes;
     }
-    d.data = stage_[k].get();
-    if (k < inputs.size()) {
-      Status st = backend_->copy(d.data, t.raw(), t.nbytes(), TESSERA_COPY_HOST_TO_DEVICE);
-      if (!st.ok()) return st;
-    }
+    stage[k] = stage_[k].get();
   }
-  Status st = call_run(in.data(), in.size(), out.data(), out.size());
-  for (size_t i = 0; st.ok() && i < outputs.size(); ++i) {
-    if (outputs[i]->nbytes() == 0) continue;
-    st = backend_->copy(const_cast<void*>(outputs[i]->raw()), out[i].data, outputs[i]->nbytes(),
-                        TESSERA_COPY_DEVICE_TO_HOST);
-  }
-  Status done = backend_->synchronize();  // always: no enqueued work may outlive the host buffers it reads
-  return st.ok() ? done : st;
+  return run_through(inputs, outputs, stage);
 }
 
 Status Engine::run_profiled(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,

@@ -68,12 +68,16 @@ class Engine {
 
   // A device backend's engine (Backend::on_device) reads and writes device
   // memory. run() above takes host tensors for it too: it stages them through
-  // device buffers of its own (one run of the engine at a time) and waits for
-  // the results. run_on_device() is the plain call, for a caller that keeps
-  // the values on the device (the execution plan): the descriptors hold device
-  // pointers, the work is only enqueued on the calling thread's stream, and
-  // the caller synchronizes (Backend::synchronize) before it reads a result.
-  Status run_on_device(const std::vector<tessera_tensor_t>& inputs, std::vector<tessera_tensor_t>& outputs) const;
+  // device buffers of its own (one run of the engine at a time). run_through()
+  // is the call for a caller that keeps some values on the device (the
+  // execution plan): `stage` holds, for each input then each output, the
+  // device buffer a host tensor passes through, or null for a tensor that
+  // already lives on the device. Host inputs are copied in, the engine runs,
+  // host outputs are copied back, and the call waits (Backend::synchronize)
+  // when anything crossed; otherwise the work is only enqueued on the calling
+  // thread's stream.
+  Status run_through(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                     const std::vector<void*>& stage) const;
 
  private:
   friend class Backend;

@@ -276,28 +276,25 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const Scope* o
   }
 
   // What device regions move across per run (as the runtime keeps values on a device: execution_plan.h).
-  {
-    std::map<std::string, int> producer;
+  const auto on_device = [&](const Region& r) { return opts_.backends[static_cast<size_t>(r.backend)]->on_device(); };
+  if (std::any_of(regions.begin(), regions.end(), on_device)) {
     std::map<std::string, std::vector<int>> readers;
     for (size_t i = 0; i < n; ++i) {
-      for (const auto& o : g.nodes[i].outputs) {
-        if (!o.empty()) producer[o] = static_cast<int>(i);
-      }
       for (const auto& v : g.nodes[i].inputs) {
         if (!v.empty()) readers[v].push_back(static_cast<int>(i));
       }
     }
     const std::set<std::string> returned(g.outputs.begin(), g.outputs.end());
     for (size_t k = 0; k < regions.size(); ++k) {
-      const Backend& be = *opts_.backends[static_cast<size_t>(regions[k].backend)];
+      if (!on_device(regions[k])) continue;
+      const std::string& name = opts_.backends[static_cast<size_t>(regions[k].backend)]->name();
       RegionInfo& info = report_->regions[first_info + k];
-      if (!be.on_device()) continue;
       auto on_same = [&](int node) {
-        return opts_.backends[static_cast<size_t>(pl.backend_of[static_cast<size_t>(node)])]->name() == be.name();
+        return opts_.backends[static_cast<size_t>(pl.backend_of[static_cast<size_t>(node)])]->name() == name;
       };
       for (const auto& v : info.inputs) {
-        auto it = producer.find(v);
-        if (it == producer.end() || !on_same(it->second)) info.crossing_bytes += value_bytes(g, v);
+        auto it = lv.producer.find(v);
+        if (it == lv.producer.end() || !on_same(it->second)) info.crossing_bytes += value_bytes(g, v);
       }
       for (const auto& v : info.outputs) {
         bool host = returned.count(v) > 0;

@@ -120,6 +120,13 @@ nlohmann::json region_json(const RegionInfo& reg) {
   return o;
 }
 
+// Bytes the regions move between host and device per run.
+double crossing_bytes(const PartitionReport& r) {
+  double bytes = 0;
+  for (const auto& reg : r.regions) bytes += reg.crossing_bytes;
+  return bytes;
+}
+
 }  // namespace
 
 std::string report_text(const PartitionReport& r) {
@@ -138,9 +145,9 @@ std::string report_text(const PartitionReport& r) {
   if (r.measured + r.cache_hits > 0) {
     os << "  measured " << r.measured << " now, " << r.cache_hits << " from the tune cache";
   }
-  double crossing = 0;
-  for (const auto& reg : r.regions) crossing += reg.crossing_bytes;
-  if (crossing > 0) os << "  host<->device " << human_bytes(static_cast<size_t>(crossing)) << " per run";
+  if (const double crossing = crossing_bytes(r); crossing > 0) {
+    os << "  host<->device " << human_bytes(static_cast<size_t>(crossing)) << " per run";
+  }
   os << "\n";
   if (!r.sets.empty()) {
     os << "backend sets";
@@ -211,9 +218,7 @@ std::string report_json(const PartitionReport& r) {
   j["num_nodes"] = r.num_nodes;
   j["placement"] = r.policy.empty() ? "priority" : r.policy;
   j["estimated_us"] = r.estimated_us;
-  double crossing = 0;
-  for (const auto& reg : r.regions) crossing += reg.crossing_bytes;
-  j["crossing_bytes"] = crossing;
+  j["crossing_bytes"] = crossing_bytes(r);
   j["measured"] = r.measured;
   j["cache_hits"] = r.cache_hits;
   j["backend_sets"] = nlohmann::json::array();

@@ -1,5 +1,6 @@
 #include "runtime/execution_plan.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <new>
@@ -199,7 +200,7 @@ Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPoo
     if (slot.kind != Slot::Kind::kArena) continue;
     int first = s < first_def.size() && first_def[s] >= 0 ? first_def[s] : 0;
     int last = s < last_use.size() && last_use[s] >= 0 ? last_use[s] : num_steps;
-    reqs.push_back({static_cast<size_t>(numel(slot.dims)) * dtype_size(slot.dtype), first, last});
+    reqs.push_back({slot.bytes(), first, last});
     req_slot.push_back(static_cast<int>(s));
   }
   MemoryPlan mp = plan_memory(reqs);
@@ -208,7 +209,7 @@ Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPoo
   // The memory limit, checked on what the plan knows now; run() adds the tensors of dynamic steps.
   size_t outputs_bytes = 0;
   for (const Slot& slot : plan->slots_) {
-    if (slot.kind == Slot::Kind::kOutput) outputs_bytes += static_cast<size_t>(numel(slot.dims)) * dtype_size(slot.dtype);
+    if (slot.kind == Slot::Kind::kOutput) outputs_bytes += slot.bytes();
   }
   plan->max_memory_ = opts.max_memory;
   plan->static_bytes_ = mp.arena_bytes + outputs_bytes;
@@ -230,12 +231,10 @@ Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPoo
 
 void ExecutionPlan::plan_device(const std::vector<int>& first_def, const std::vector<int>& last_use,
                                 const std::vector<char>& captured) {
-  auto known_bytes = [&](int s, size_t* bytes) {
+  auto sized = [&](int s) {
     const Slot& slot = slots_[static_cast<size_t>(s)];
-    const bool known = slot.kind == Slot::Kind::kArena || slot.kind == Slot::Kind::kOutput ||
-                       (slot.kind == Slot::Kind::kInput && slot.static_shape);
-    if (known) *bytes = static_cast<size_t>(numel(slot.dims)) * dtype_size(slot.dtype);
-    return known;
+    return slot.kind == Slot::Kind::kArena || slot.kind == Slot::Kind::kOutput ||
+           (slot.kind == Slot::Kind::kInput && slot.static_shape);
   };
   // 1. Device steps: regions of the first device backend met whose boundary sizes the plan knows.
   for (Step& st : steps_) {
@@ -245,11 +244,10 @@ void ExecutionPlan::plan_device(const std::vector<int>& first_def, const std::ve
     const Engine* e = (*engines_)[static_cast<size_t>(idx)].get();
     if (!e || !e->backend().on_device()) continue;
     if (device_backend_ && device_backend_ != &e->backend()) continue;  // another device: staged by its engine
-    bool sized = true;
-    size_t bytes = 0;
-    for (int s : st.in) sized = sized && s >= 0 && known_bytes(s, &bytes);
-    for (int s : st.out) sized = sized && s >= 0 && known_bytes(s, &bytes);
-    if (!sized) continue;
+    auto known = [&](const std::vector<int>& slots) {
+      return std::all_of(slots.begin(), slots.end(), [&](int s) { return s >= 0 && sized(s); });
+    };
+    if (!known(st.in) || !known(st.out)) continue;
     st.device = e;
     device_backend_ = &e->backend();
   }
@@ -275,7 +273,7 @@ void ExecutionPlan::plan_device(const std::vector<int>& first_def, const std::ve
                        !(s < captured.size() && captured[s]);
     if (!stays) continue;
     slot.kind = Slot::Kind::kDevice;
-    reqs.push_back({static_cast<size_t>(numel(slot.dims)) * dtype_size(slot.dtype), first_def[s], last_use[s]});
+    reqs.push_back({slot.bytes(), first_def[s], last_use[s]});
     where.push_back(&slot.offset);
   }
   // 3. Staging buffers for the values that cross, live for their step alone.
@@ -283,20 +281,16 @@ void ExecutionPlan::plan_device(const std::vector<int>& first_def, const std::ve
     Step& st = steps_[i];
     if (!st.device) continue;
     ++stats_.num_device_steps;
-    auto stage = [&](const std::vector<int>& slots, std::vector<size_t>* offsets) {
-      offsets->assign(slots.size(), kNoStage);
-      for (size_t k = 0; k < slots.size(); ++k) {
-        const Slot& slot = slots_[static_cast<size_t>(slots[k])];
-        if (slot.kind == Slot::Kind::kDevice) continue;
-        const size_t bytes = static_cast<size_t>(numel(slot.dims)) * dtype_size(slot.dtype);
-        stats_.device_crossing_bytes += bytes;
-        reqs.push_back({bytes, static_cast<int>(i), static_cast<int>(i)});
-        offsets->at(k) = 0;
-        where.push_back(&offsets->at(k));
-      }
-    };
-    stage(st.in, &st.in_stage);
-    stage(st.out, &st.out_stage);
+    std::vector<int> io = st.in;
+    io.insert(io.end(), st.out.begin(), st.out.end());
+    st.stage.assign(io.size(), kNoStage);
+    for (size_t k = 0; k < io.size(); ++k) {
+      const Slot& slot = slots_[static_cast<size_t>(io[k])];
+      if (slot.kind == Slot::Kind::kDevice) continue;
+      stats_.device_crossing_bytes += slot.bytes();
+      reqs.push_back({slot.bytes(), static_cast<int>(i), static_cast<int>(i)});
+      where.push_back(&st.stage[k]);
+    }
   }
   // The same planner as the host arena's, at the alignment device_alloc promises.
   MemoryPlan mp = plan_memory(reqs, 256);
@@ -314,37 +308,6 @@ Expected<std::shared_ptr<void>> ExecutionPlan::acquire_device_arena() const {
     }
   }
   return device_backend_->device_alloc(std::max<size_t>(stats_.device_arena_bytes, 256));
-}
-
-Status ExecutionPlan::run_device_step(const Step& st, const std::vector<const Tensor*>& in,
-                                      const std::vector<Tensor*>& out, char* device_base) const {
-  const Backend& be = st.device->backend();
-  std::vector<tessera_tensor_t> din(in.size()), dout(out.size());
-  bool crossed = false;
-  for (size_t i = 0; i < in.size(); ++i) {
-    din[i] = tensor_descriptor(*in[i]);
-    if (st.in_stage[i] == kNoStage) continue;  // kept on the device
-    din[i].data = device_base + st.in_stage[i];
-    Status s = be.copy(din[i].data, in[i]->raw(), in[i]->nbytes(), TESSERA_COPY_HOST_TO_DEVICE);
-    if (!s.ok()) return s;
-    crossed = true;
-  }
-  for (size_t i = 0; i < out.size(); ++i) {
-    dout[i] = tensor_descriptor(*out[i]);
-    if (st.out_stage[i] != kNoStage) dout[i].data = device_base + st.out_stage[i];
-  }
-  Status status = st.device->run_on_device(din, dout);
-  for (size_t i = 0; status.ok() && i < out.size(); ++i) {
-    if (st.out_stage[i] == kNoStage) continue;
-    status = be.copy(const_cast<void*>(out[i]->raw()), dout[i].data, out[i]->nbytes(), TESSERA_COPY_DEVICE_TO_HOST);
-    crossed = true;
-  }
-  // A crossing waits: host buffers must not change (inputs) or be read (outputs) before the copies are done.
-  if (crossed) {
-    Status done = be.synchronize();
-    if (status.ok()) status = done;
-  }
-  return status;
 }
 
 std::shared_ptr<void> ExecutionPlan::acquire_arena() const {
@@ -506,29 +469,27 @@ Expected<std::vector<Tensor>> ExecutionPlan::run_guarded(const std::vector<Tenso
     }
     if (!status.ok()) break;
     KernelContext ctx(*st.node, in_ptrs, out_ptrs, pool_, st.has_subgraphs ? &runner : nullptr, &budget);
-    if (st.device) {
-      auto t0 = std::chrono::steady_clock::now();
-      status = run_device_step(st, in_ptrs, out_ptrs, device_base);
-      if (profile) {
-        RunProfile::Entry e;
-        e.node = st.node->name;
-        e.op_type = st.node->op_type;
-        e.engine = static_cast<int>(st.node->attr_int("engine", -1));
-        auto t1 = std::chrono::steady_clock::now();
-        e.start_us = std::chrono::duration<double, std::micro>(t0 - profile->started).count();
-        e.us = std::chrono::duration<double, std::micro>(t1 - t0).count();
-        profile->entries.push_back(std::move(e));
+    // A device step passes the engine its staging buffers: a value kept on the device is already in its slot.
+    auto run_step = [&](std::vector<ProfileStep>* steps) {
+      if (!st.device) {
+        const auto* region = is_region_node(*st.node) ? static_cast<const RegionKernel*>(st.kernel.get()) : nullptr;
+        return region && steps ? region->run_profiled(ctx, steps) : st.kernel->run(ctx);  // an engine gives its steps
       }
-    } else if (!profile) {
-      status = st.kernel->run(ctx);
+      std::vector<void*> stage(st.stage.size(), nullptr);
+      for (size_t k = 0; k < stage.size(); ++k) {
+        if (st.stage[k] != kNoStage) stage[k] = device_base + st.stage[k];
+      }
+      return st.device->run_through(in_ptrs, out_ptrs, stage);
+    };
+    if (!profile) {
+      status = run_step(nullptr);
     } else {
       RunProfile::Entry e;
       e.node = st.node->name;
       e.op_type = st.node->op_type;
-      const auto* region = is_region_node(*st.node) ? static_cast<const RegionKernel*>(st.kernel.get()) : nullptr;
-      if (region) e.engine = static_cast<int>(st.node->attr_int("engine", -1));
+      if (is_region_node(*st.node)) e.engine = static_cast<int>(st.node->attr_int("engine", -1));
       auto t0 = std::chrono::steady_clock::now();
-      status = region ? region->run_profiled(ctx, &e.steps) : st.kernel->run(ctx);  // an engine gives its steps
+      status = run_step(&e.steps);
       auto t1 = std::chrono::steady_clock::now();
       e.start_us = std::chrono::duration<double, std::micro>(t0 - profile->started).count();
       e.us = std::chrono::duration<double, std::micro>(t1 - t0).count();

@@ -52,6 +52,7 @@ class ExecutionPlan {
     bool static_shape = false;  // dims known when the plan is built
     int input_index = -1;
     Tensor constant;
+    size_t bytes() const { return static_cast<size_t>(numel(dims)) * dtype_size(dtype); }  // of known dims
   };
   struct Step {
     const Node* node = nullptr;
@@ -62,10 +63,10 @@ class ExecutionPlan {
     bool shapes_first = false;  // a shape-generic plan's step: try inference from shapes and constants alone first
     bool has_subgraphs = false;
     std::vector<int> release;  // run-time tensors whose last use is this step: freed after it
-    // A device engine's step: its engine, and per input / output the offset of its staging buffer in the device
+    // A device engine's step: its engine, and per input then output the offset of its staging buffer in the device
     // arena, or kNoStage for a value that already lives there.
     const Engine* device = nullptr;
-    std::vector<size_t> in_stage, out_stage;
+    std::vector<size_t> stage;
   };
   static constexpr size_t kNoStage = ~size_t{0};
   class Frame;
@@ -77,8 +78,6 @@ class ExecutionPlan {
   void plan_device(const std::vector<int>& first_def, const std::vector<int>& last_use,
                    const std::vector<char>& captured);
   Expected<std::shared_ptr<void>> acquire_device_arena() const;
-  Status run_device_step(const Step& st, const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out,
-                         char* device_base) const;
 
   Graph graph_;
   ThreadPool* pool_ = nullptr;
