@@ -10,6 +10,7 @@
 #   startup    tessera --help, ldd of the plugin, and a probe: does the cuda backend take a MatMul+Add+Relu model?
 #              (stops here, cleanly, where it cannot, e.g. on a machine without a GPU)
 #   kernels    .devcarry/bin/kernel_check                               -> $OUT/kernels.txt
+#   units      the plugin's unit tests (CudaBackend.*), where packed      -> $OUT/units.txt
 #   fixture    a tiny artifact with a cuda engine                       -> $OUT/cuda_engine.{onnx,tsr}
 #   nodes      the ONNX node cases the plugin claims, under tessera check -> $OUT/node_cases.txt
 #   e2e        resnet50, bert_base_ln, resnet50_mixed, squeezenet_mixed, resnet50_b32 (not with --quick), mobilenet_v2: accuracy
@@ -250,6 +251,21 @@ echo "probe: the $B backend takes $on_b of the probe model's 3 nodes"
 # ---------------------------------------------------------------------------------------------------------------------
 phase kernels
 run_kernels
+
+# ---------------------------------------------------------------------------------------------------------------------
+phase units
+if [ -x .devcarry/bin/tessera_unit_tests ]; then
+  urc=0
+  LD_LIBRARY_PATH=$TLD timeout 150 .devcarry/bin/tessera_unit_tests --gtest_filter='CudaBackend.*' \
+    > "$OUT/units.txt" 2>&1 || urc=$?
+  {
+    echo "unit tests (CudaBackend.*): rc $urc, $(grep -c '^\[       OK \]' "$OUT/units.txt") ok," \
+      "$(grep -c '^\[  SKIPPED \]' "$OUT/units.txt") skipped, $(grep -c '^\[  FAILED  \] [A-Za-z]' "$OUT/units.txt") failed"
+    grep -E '^\[  FAILED  \] [A-Za-z]|Failure|error:' "$OUT/units.txt" | head -20 | sed 's/^/  /'
+  } | tee "$WORK/units_summary.txt"
+else
+  echo "unit tests: not packed" | tee "$WORK/units_summary.txt"
+fi
 
 # ---------------------------------------------------------------------------------------------------------------------
 phase fixture

@@ -30,6 +30,11 @@ mkdir -p "$D/bin" "$D/lib/tessera"
 cp "$BUILD/bin/tessera" "$D/bin/"
 cp "$PLUGIN" "$D/lib/tessera/"
 
+# The plugin's unit tests (tests/unit/cuda_backend_test.cc: they run on a device, and skip without one), stripped.
+if [ -x "$BUILD/bin/tessera_unit_tests" ]; then
+  strip -o "$D/bin/tessera_unit_tests" "$BUILD/bin/tessera_unit_tests"
+fi
+
 if [ -x "$BUILD/backends/cuda/kernel_check" ]; then
   cp "$BUILD/backends/cuda/kernel_check" "$D/bin/"
   echo "kernel_check: the build's"

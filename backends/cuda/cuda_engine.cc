@@ -59,8 +59,13 @@ struct HostData {
 }  // namespace
 
 Engine::Engine(const tessera_plugin::ModelView& m, Program p, const tessera_named_tensor_t* constants, size_t count,
-               uint64_t max_memory)
+               uint64_t max_memory, const std::vector<ConvChoice>* choices)
     : p_(std::move(p)) {
+  if (choices && choices->size() != p_.steps.size()) {
+    fail(TESSERA_ERROR_INCOMPATIBLE_BLOB, "the blob holds " + std::to_string(choices->size()) +
+                                              " step choices; the region lowers to " +
+                                              std::to_string(p_.steps.size()) + " steps");
+  }
   for (int v : p_.inputs) {
     const Value& x = p_.values[static_cast<size_t>(v)];
     in_types_.push_back(ValueType{x.dtype, true, x.dims, ""});
@@ -117,7 +122,8 @@ Engine::Engine(const tessera_plugin::ModelView& m, Program p, const tessera_name
           check_cuda(cudaMemset(b_zero.get(), 0, bytes), s.where + ": cudaMemset");
           bias = static_cast<const float*>(b_zero.get());
         }
-        conv_[t] = std::make_unique<ConvPlan>(c, w, bias, ctx, max_ws, s.where);
+        const ConvChoice* given = choices && (*choices)[t].path != ConvChoice::kNone ? &(*choices)[t] : nullptr;
+        conv_[t] = std::make_unique<ConvPlan>(c, w, bias, ctx, max_ws, given, s.where);
         dnn_workspace_ = std::max(dnn_workspace_, conv_[t]->workspace());
       }
     }
@@ -200,6 +206,14 @@ Engine::~Engine() {
   // cudaFree waits for the work that uses the memory.
   for (auto& [id, ptr] : scratch_) (void)cudaFree(ptr);
   for (void* q : consts_) (void)cudaFree(q);
+}
+
+std::vector<ConvChoice> Engine::conv_choices() const {
+  std::vector<ConvChoice> out(p_.steps.size());
+  for (size_t t = 0; t < p_.steps.size(); ++t) {
+    if (conv_[t]) out[t] = conv_[t]->choice();
+  }
+  return out;
 }
 
 void* Engine::scratch(ThreadContext& /*ctx*/) {

@@ -2,8 +2,8 @@
 //
 //   GemmPlan   cuBLASLt descriptors, layouts and the heuristic's algorithm
 //              for one GEMM step (cuda_blas.cc)
-//   ConvPlan   cuDNN descriptors and an algorithm tried once at load for one
-//              convolution step (cuda_dnn.cc)
+//   ConvPlan   one convolution step on cuDNN: graph API or legacy, chosen
+//              by timing where the engine is built (cuda_dnn.cc)
 //   Engine     constants uploaded once; per-(engine, thread) scratch for the
 //              temporaries; run() enqueues every step on the calling thread's
 //              stream and returns without waiting (cuda_engine.cc)
@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cuda_device.h"
@@ -47,32 +48,53 @@ class GemmPlan {
   Epilogue applied_ = Epilogue::kNone;
 };
 
+// How one convolution step runs (cuda_dnn.cc says what each way is): chosen
+// where the engine is built, stored in the blob, rebuilt as it is at load.
+struct ConvChoice {
+  enum Path : int32_t { kNone = -1, kGraphFused = 0, kGraph = 1, kLegacy = 2 };
+  int32_t path = kNone;
+  int64_t engine = -1;                             // graph ways: the engine's global index
+  std::vector<std::pair<int32_t, int64_t>> knobs;  // graph ways: knob type, value
+  int32_t algo = -1;                               // legacy: cudnnConvolution{Fwd,BwdData}Algo_t
+  std::string describe() const;                    // "graph fused engine 12 3=1 ...", "legacy algo 1"
+};
+
+struct ConvGraphPlan;  // a finalized cuDNN execution plan (cuda_dnn.cc)
+
 class ConvPlan {
  public:
-  // Chooses the algorithm: cuDNN's heuristics in order, each tried once on
-  // scratch buffers with the real weights (`w`, `bias`), the first that runs
-  // is kept. `max_workspace` bounds its workspace.
+  // With `given` (from a blob), builds that choice (searching again only if
+  // it no longer builds). Without, times the first candidates of each way on
+  // scratch buffers with the real weights (`w`, `bias`) and keeps the
+  // fastest. `max_workspace` bounds cuDNN's workspace.
   ConvPlan(const ConvParams& c, const float* w, const float* bias, ThreadContext& ctx, size_t max_workspace,
-           const std::string& where);
+           const ConvChoice* given, const std::string& where);
   ~ConvPlan();
   ConvPlan(const ConvPlan&) = delete;
   ConvPlan& operator=(const ConvPlan&) = delete;
   size_t workspace() const { return workspace_; }
+  const ConvChoice& choice() const { return choice_; }
   const std::string& algo_name() const { return algo_name_; }
-  // Enqueues the convolution; `ws` holds at least workspace() bytes.
+  // Enqueues the convolution and its epilogue; `ws` holds at least workspace() bytes.
   void run(ThreadContext& ctx, const float* x, const float* w, const float* bias, const float* z, float* y, void* ws,
            const std::string& where) const;
 
  private:
-  cudnnStatus_t launch(ThreadContext& ctx, const float* x, const float* w, const float* bias, const float* z, float* y,
-                       void* ws) const;
+  void make_legacy_descriptors(const std::string& where);
+  size_t legacy_workspace(int algo) const;
+  void adopt(const ConvChoice& choice, ThreadContext& ctx, size_t max_workspace, const std::string& where);
+  void search(const float* w, const float* bias, ThreadContext& ctx, size_t max_workspace, const std::string& where);
+  void enqueue(const ConvChoice& choice, ConvGraphPlan* g, size_t ws_size, ThreadContext& ctx, const float* x,
+               const float* w, const float* bias, const float* z, float* y, void* ws, const std::string& where) const;
   void destroy();
   ConvParams c_;
+  ConvChoice choice_;
+  std::unique_ptr<ConvGraphPlan> graph_;  // graph ways
+  Chain epilogue_;                        // graph way of a step with ReLU: y = relu(y + bias [+ z])
   cudnnTensorDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr, bias_desc_ = nullptr;
   cudnnFilterDescriptor_t w_desc_ = nullptr;
   cudnnConvolutionDescriptor_t conv_desc_ = nullptr;
   cudnnActivationDescriptor_t act_desc_ = nullptr;
-  int fwd_algo_ = 0;  // cudnnConvolutionFwdAlgo_t or cudnnConvolutionBwdDataAlgo_t
   size_t workspace_ = 0;
   std::string algo_name_;
 };
@@ -83,8 +105,10 @@ class Engine {
   // own initializers), prepares every GEMM and convolution. Fails with
   // TESSERA_ERROR_OUT_OF_MEMORY when the engine would need more than
   // `max_memory` bytes (0: no limit).
+  // `choices` (from a blob; null to choose) holds one ConvChoice per step,
+  // kNone for steps that are not convolutions.
   Engine(const tessera_plugin::ModelView& m, Program p, const tessera_named_tensor_t* constants, size_t count,
-         uint64_t max_memory);
+         uint64_t max_memory, const std::vector<ConvChoice>* choices);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -93,6 +117,8 @@ class Engine {
   // for each step and reports it.
   void run(const tessera_tensor_t* inputs, size_t num_inputs, tessera_tensor_t* outputs, size_t num_outputs,
            const tessera_profile_sink_t* sink);
+  // One per step, as the constructor takes them.
+  std::vector<ConvChoice> conv_choices() const;
 
  private:
   void upload(const tessera_plugin::ModelView& m, const tessera_named_tensor_t* constants, size_t count);

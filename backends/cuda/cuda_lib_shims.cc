@@ -124,6 +124,52 @@ cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayou
   return f ? f(matLayout, attr, buf, sizeInBytes) : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
+cudnnStatus_t CUDNNWINAPI cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t descriptorType,
+                                                       cudnnBackendDescriptor_t* descriptor) {
+  static const auto f = reinterpret_cast<decltype(&cudnnBackendCreateDescriptor)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnBackendCreateDescriptor"));
+  return f ? f(descriptorType, descriptor) : CUDNN_STATUS_NOT_INITIALIZED;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t descriptor) {
+  static const auto f = reinterpret_cast<decltype(&cudnnBackendDestroyDescriptor)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnBackendDestroyDescriptor"));
+  return f ? f(descriptor) : CUDNN_STATUS_NOT_INITIALIZED;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan,
+                                              cudnnBackendDescriptor_t variantPack) {
+  static const auto f = reinterpret_cast<decltype(&cudnnBackendExecute)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnBackendExecute"));
+  return f ? f(handle, executionPlan, variantPack) : CUDNN_STATUS_NOT_INITIALIZED;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor) {
+  static const auto f = reinterpret_cast<decltype(&cudnnBackendFinalize)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnBackendFinalize"));
+  return f ? f(descriptor) : CUDNN_STATUS_NOT_INITIALIZED;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnBackendGetAttribute(cudnnBackendDescriptor_t const descriptor,
+                                                   cudnnBackendAttributeName_t attributeName,
+                                                   cudnnBackendAttributeType_t attributeType,
+                                                   int64_t requestedElementCount, int64_t* elementCount,
+                                                   void* arrayOfElements) {
+  static const auto f = reinterpret_cast<decltype(&cudnnBackendGetAttribute)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnBackendGetAttribute"));
+  return f ? f(descriptor, attributeName, attributeType, requestedElementCount, elementCount, arrayOfElements)
+           : CUDNN_STATUS_NOT_INITIALIZED;
+}
+
+cudnnStatus_t CUDNNWINAPI cudnnBackendSetAttribute(cudnnBackendDescriptor_t descriptor,
+                                                   cudnnBackendAttributeName_t attributeName,
+                                                   cudnnBackendAttributeType_t attributeType, int64_t elementCount,
+                                                   const void* arrayOfElements) {
+  static const auto f = reinterpret_cast<decltype(&cudnnBackendSetAttribute)>(
+      tessera_cuda::library_symbol(tessera_cuda::CudaLibrary::kCudnn, "cudnnBackendSetAttribute"));
+  return f ? f(descriptor, attributeName, attributeType, elementCount, arrayOfElements) : CUDNN_STATUS_NOT_INITIALIZED;
+}
+
 cudnnStatus_t CUDNNWINAPI cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alpha,
                                                        const cudnnFilterDescriptor_t wDesc, const void* w,
                                                        const cudnnTensorDescriptor_t dyDesc, const void* dy,

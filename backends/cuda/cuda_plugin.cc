@@ -10,8 +10,10 @@
 //                that anything cuBLASLt or cuDNN refuses fails here, where the
 //                host can still place the region elsewhere; the blob is the
 //                region model without its large initializers, tagged with the
-//                GPU architecture and the library versions
-//   load         validate the blob, re-lower, upload constants, plans
+//                GPU architecture and the library versions, and the way each
+//                convolution runs (chosen by timing in that trial load)
+//   load         validate the blob, re-lower, upload constants, rebuild the
+//                plans as the blob says (no search, no timing)
 //   run          enqueue on the calling thread's stream, return (no wait)
 //   device_*     memory, copies and synchronize for the host
 //
@@ -42,7 +44,8 @@ struct tessera_engine {
 namespace {
 
 constexpr char kMagic[8] = {'T', 'S', 'R', 'C', 'U', 'D', 'A', '1'};
-constexpr uint32_t kBlobVersion = 1;
+// 2: the convolution choices follow the region model.
+constexpr uint32_t kBlobVersion = 2;
 // Initializers above this size are left out of the blob: load() receives them again.
 constexpr size_t kInlineInitializerBytes = 4096;
 
@@ -105,6 +108,45 @@ std::string stripped_model(const void* model, size_t size) {
   return mp.SerializeAsString();
 }
 
+// One ConvChoice per step of the region's program (kNone for the steps that are not convolutions).
+void write_choices(BlobWriter& w, const std::vector<ConvChoice>& choices) {
+  w.u32(static_cast<uint32_t>(choices.size()));
+  for (const ConvChoice& c : choices) {
+    w.i32(c.path);
+    w.i64(c.engine);
+    w.i32(c.algo);
+    w.u32(static_cast<uint32_t>(c.knobs.size()));
+    for (const auto& [type, value] : c.knobs) {
+      w.i32(type);
+      w.i64(value);
+    }
+  }
+}
+
+std::vector<ConvChoice> read_choices(BlobReader& r) {
+  uint32_t n = r.u32();
+  if (n > (1u << 20)) fail(TESSERA_ERROR_INCOMPATIBLE_BLOB, "blob claims " + std::to_string(n) + " steps");
+  std::vector<ConvChoice> out;
+  for (uint32_t i = 0; i < n; ++i) {
+    ConvChoice c;
+    c.path = r.i32();
+    if (c.path < ConvChoice::kNone || c.path > ConvChoice::kLegacy) {
+      fail(TESSERA_ERROR_INCOMPATIBLE_BLOB, "step " + std::to_string(i) + ": convolution way " + std::to_string(c.path));
+    }
+    c.engine = r.i64();
+    c.algo = r.i32();
+    uint32_t knobs = r.u32();
+    if (knobs > 256) fail(TESSERA_ERROR_INCOMPATIBLE_BLOB, "step " + std::to_string(i) + ": " + std::to_string(knobs) + " knobs");
+    for (uint32_t k = 0; k < knobs; ++k) {
+      int32_t type = r.i32();
+      int64_t value = r.i64();
+      c.knobs.emplace_back(type, value);
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 tessera_status_t cuda_compile(const void* model, size_t size, const char* /*options: none yet*/,
                               tessera_buffer_t* out_blob, char* msg, size_t cap) {
   if (out_blob) *out_blob = tessera_buffer_t{nullptr, 0};
@@ -114,8 +156,10 @@ tessera_status_t cuda_compile(const void* model, size_t size, const char* /*opti
     ModelView m(model, size);
     require_device();
     Program p = Lowering(m).lower();
+    std::vector<ConvChoice> choices;
     try {
-      Engine trial(m, std::move(p), nullptr, 0, 0);
+      Engine trial(m, std::move(p), nullptr, 0, 0, nullptr);
+      choices = trial.conv_choices();
     } catch (const Failure& f) {
       fail(f.status == TESSERA_ERROR_UNSUPPORTED ? f.status : TESSERA_ERROR_COMPILE_FAILED, "trial load: " + f.message);
     }
@@ -127,6 +171,7 @@ tessera_status_t cuda_compile(const void* model, size_t size, const char* /*opti
     w.u32(static_cast<uint32_t>(d.cudnn_version));
     w.u32(static_cast<uint32_t>(d.cublaslt_version));
     w.str(stripped_model(model, size));
+    write_choices(w, choices);
     w.release_to(out_blob);
   });
 }
@@ -152,6 +197,7 @@ tessera_status_t cuda_load(const void* blob, size_t size, const tessera_named_te
     std::string sm = r.str(64);
     uint32_t cudnn = r.u32(), lt = r.u32();
     std::string model = r.str(size);
+    std::vector<ConvChoice> choices = read_choices(r);
     if (!r.at_end()) fail(TESSERA_ERROR_INCOMPATIBLE_BLOB, "blob has trailing bytes");
     require_device();
     const DeviceInfo& d = device_info();
@@ -172,7 +218,7 @@ tessera_status_t cuda_load(const void* blob, size_t size, const tessera_named_te
     }
     Program p = Lowering(*m).lower();
     auto e = std::make_unique<tessera_engine>();
-    e->engine = std::make_unique<Engine>(*m, std::move(p), constants, count, max_memory);
+    e->engine = std::make_unique<Engine>(*m, std::move(p), constants, count, max_memory, &choices);
     *out_engine = e.release();
   });
 }

@@ -23,6 +23,7 @@ seconds have passed.
 
 import argparse
 import glob
+import json
 import os
 import re
 import shutil
@@ -197,12 +198,68 @@ class E2E:
                      engines=j.get("engines"), arena_bytes=j.get("arena_bytes"), threads=j.get("threads"))
             log("  bench %s/%s: median %.3f ms, min %.3f ms, %s engines, loaded in %.0f ms" % (
                 name, vname, j.get("median_ms", -1), j.get("min_ms", -1), j.get("engines"), j.get("load_ms", -1)))
+        if vname == "default":
+            v["conv_ways"] = self.conv_ways(tsr)
         try:
             os.remove(tsr)  # BERT's artifacts are ~440 MiB each
         except OSError:
             pass
         self.save()
         return v
+
+    def conv_search(self, name, model, flags):
+        """The plugin's choice for every convolution, with each candidate's time (TESSERA_CUDA_VERBOSE=1), from one
+        more compile -> OUT/conv_search_NAME.txt; a summary of the chosen ways goes into the results' notes."""
+        tsr = os.path.join(self.work, name + ".verbose.tsr")
+        env = dict(os.environ, TESSERA_CUDA_VERBOSE="1")
+        rc, out, secs = sh([self.a.tessera, "compile", model, "-o", tsr] + flags, timeout=240, deadline=self.deadline,
+                           env=env)
+        with open(os.path.join(self.a.out, "conv_search_%s.txt" % name), "w") as f:
+            f.write(out)
+        chosen = {}
+        for m in re.finditer(r": chose (graph fused|graph|legacy) ", out):
+            chosen[m.group(1)] = chosen.get(m.group(1), 0) + 1
+        refused = len(re.findall(r"^.*: (graph fused|graph) engine .*: (?!\d)", out, re.M))
+        self.res["models"][name]["notes"].append(
+            "convolution search (compile rc %d, %.1f s): chose %s; %d graph candidates refused or left out" % (
+                rc, secs, ", ".join("%s %d" % kv for kv in sorted(chosen.items())) or "nothing", refused))
+        try:
+            os.remove(tsr)
+        except OSError:
+            pass
+
+    def conv_ways(self, tsr):
+        """How the artifact's convolutions run: from a profiled run's trace, the steps of the cuda plugin whose
+        description names a cuDNN way ("cudnn conv+bias+relu (graph fused engine 12 ...)"), counted per way with
+        their time."""
+        trace = tsr + ".trace.json"
+        rc, out, _ = self.tessera("bench", tsr, "--runs", "2", "--warmup", "1", "--trace", trace, timeout=120)
+        if rc != 0:
+            return {"error": "rc %d: %s" % (rc, last_line(out))}
+        ways = {}
+        try:
+            with open(trace) as f:
+                events = json.load(f).get("traceEvents", [])
+            for e in events:
+                what = (e.get("args") or {}).get("what", "")
+                m = re.search(r"\((graph fused|graph|legacy) (engine|algo) ", what) if e.get("cat") == "step" else None
+                if m:
+                    w = ways.setdefault(m.group(1), {"steps": 0, "ms": 0.0})
+                    w["steps"] += 1
+                    w["ms"] += float(e.get("dur", 0)) / 1000.0
+        except (OSError, ValueError) as e:
+            return {"error": str(e)}
+        finally:
+            try:
+                os.remove(trace)
+            except OSError:
+                pass
+        for w in ways.values():  # two runs were traced
+            w["steps"] //= 2
+            w["ms"] = round(w["ms"] / 2, 3)
+        log("  convolutions: %s" % (", ".join("%s %d (%.3f ms)" % (k, w["steps"], w["ms"]) for k, w in ways.items())
+                                    or "none"))
+        return ways
 
     def torch_eager(self, name, model, in_dir, ref_dir):
         jpath = os.path.join(self.work, "%s.torch.json" % name)
@@ -244,6 +301,8 @@ class E2E:
         self.variant(name, "default", model, base + extra, in_dir, ref_dir, nout)
         mres["partition"] = self.partition(name, model, base + extra, "default")
         self.variant(name, "priority", model, base + ["--placement", "priority"] + extra, in_dir, ref_dir, nout)
+        if name in ("resnet50", "resnet50_b32"):
+            self.conv_search(name, model, base + ["--placement", "priority"])
         if name in NAIVE:
             naive = base + ["--placement", "priority", "--min-region-nodes", "1"] + extra
             self.variant(name, "naive", model, naive, in_dir, ref_dir, nout)

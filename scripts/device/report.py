@@ -68,6 +68,10 @@ def failures(work, results=None):
     k0 = k.splitlines()[0] if k.strip() else ""
     if k0 and "not packed" not in k0 and ("rc 0," not in k0 or " 0 FAIL" not in k0 or ", 0 ok" in k0):
         bad.append("kernel_check")
+    u = read(os.path.join(work, "units_summary.txt"))
+    u0 = u.splitlines()[0] if u.strip() else ""
+    if u0 and "not packed" not in u0 and "rc 0," not in u0:
+        bad.append("unit tests")
     f = read(os.path.join(work, "fixture_summary.txt"))
     if f and "OK" not in f:
         bad.append("fixture")
@@ -140,6 +144,11 @@ def render(work, results=None):
                     bits += ["  - %s" % c for c in p.get("cross", [])]
             bits += ["- %s: %s" % (name, n) for n in m.get("notes", []) if m.get("variants")]
             for vname, v in m.get("variants", {}).items():
+                ways = v.get("conv_ways")
+                if ways:
+                    bits.append("- %s %s convolutions: %s" % (name, vname, ", ".join(
+                        "%s %d steps, %.3f ms" % (k, w.get("steps", 0), w.get("ms", 0)) if isinstance(w, dict)
+                        else "%s: %s" % (k, w) for k, w in ways.items())))
                 if v.get("compile_line"):
                     bits.append("- %s %s compile: `%s`" % (name, vname, v["compile_line"][:400]))
             lines += bits
@@ -159,6 +168,7 @@ def render(work, results=None):
                       ", ".join(nodes["failing"][:40]) + (" ..." if len(nodes["failing"]) > 40 else "") or "none"),
                   ""]
     lines += ["## Kernel check", "", read(os.path.join(work, "kernels_summary.txt"), "(not run)").strip(), ""]
+    lines += ["## Unit tests", "", read(os.path.join(work, "units_summary.txt"), "(not run)").strip(), ""]
     lines += ["## Fixture", "", read(os.path.join(work, "fixture_summary.txt"), "(not made)").strip(), ""]
     phases = read(os.path.join(work, "phases.txt")).strip()
     if phases:

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -155,6 +157,51 @@ TEST_F(CudaBackend, WithoutADeviceEveryNodeIsRefusedAndCompileFails) {
   EXPECT_EQ(e, nullptr);
 }
 
+// A blob in the plugin's layout (version 2): magic, version, sm, cuDNN and cuBLASLt versions, region model, then the
+// per-step convolution choices, here one step whose way is `path`.
+std::string cuda_blob(int32_t path) {
+  std::string b("TSRCUDA1", 8);
+  auto u32 = [&](uint32_t v) { b.append(reinterpret_cast<const char*>(&v), 4); };
+  auto i64 = [&](int64_t v) { b.append(reinterpret_cast<const char*>(&v), 8); };
+  auto str = [&](const std::string& s) {
+    u32(static_cast<uint32_t>(s.size()));
+    b += s;
+  };
+  u32(2);
+  str("sm_90");
+  u32(91900);
+  u32(130100);
+  str(model_bytes(conv_matmul_model()));
+  u32(1);                            // one step
+  u32(static_cast<uint32_t>(path));  // its way
+  i64(7);                            // engine
+  u32(0xffffffffu);                  // algo -1
+  u32(0);                            // no knobs
+  return b;
+}
+
+TEST_F(CudaBackend, BlobWithAnUnknownConvolutionWayIsRefusedByName) {
+  const tessera_backend_t* t = plugin()->table();
+  tessera_load_options_t opts{sizeof(tessera_load_options_t), 1, 0};
+  char msg[512] = {0};
+  tessera_engine_t* e = nullptr;
+  std::string bad = cuda_blob(9);
+  EXPECT_EQ(t->load(bad.data(), bad.size(), nullptr, 0, &opts, &e, msg, sizeof(msg)), TESSERA_ERROR_INCOMPATIBLE_BLOB);
+  EXPECT_EQ(e, nullptr);
+  EXPECT_NE(std::string(msg).find("convolution way 9"), std::string::npos) << msg;
+  // Cut short inside the choices: refused, never read past the end.
+  std::string good = cuda_blob(0);
+  for (size_t cut : {good.size() - 1, good.size() - 9, good.size() - 21}) {
+    EXPECT_NE(t->load(good.data(), cut, nullptr, 0, &opts, &e, msg, sizeof(msg)), TESSERA_OK) << cut;
+    EXPECT_EQ(e, nullptr);
+  }
+  // Whole and well formed: it gets as far as the device (none here) or the machine check (another GPU/library).
+  if (!has_device()) {
+    EXPECT_EQ(t->load(good.data(), good.size(), nullptr, 0, &opts, &e, msg, sizeof(msg)), TESSERA_ERROR_UNSUPPORTED);
+    EXPECT_NE(std::string(msg).find("no CUDA device"), std::string::npos) << msg;
+  }
+}
+
 // --- with a device: the whole path against the native backend ------------------------------
 
 std::vector<Tensor> native_outputs(const Graph& g, const std::vector<Tensor>& inputs) {
@@ -230,8 +277,15 @@ TEST_F(CudaBackend, MatMulAddReluMatchesCpuReference) {
   EXPECT_TRUE(has_composite(cap, "MatMul+Add+Relu"));
 }
 
-TEST_F(CudaBackend, ConvolutionsWithFusionsMatchNative) {
-  if (!has_device()) GTEST_SKIP() << "no CUDA device on this machine";
+// Restricts the plugin's convolution search to one way (cuda_dnn.cc) while in scope.
+class ConvWays {
+ public:
+  explicit ConvWays(const char* ways) { setenv("TESSERA_CUDA_CONV_WAYS", ways, 1); }
+  ~ConvWays() { unsetenv("TESSERA_CUDA_CONV_WAYS"); }
+};
+
+// Convolutions of every kind the plugin lowers, with and without its fusions.
+Graph convolutions_model() {
   Builder b;
   b.input("x", {2, 8, 12, 11});
   padded_conv3x3(b, "c1", "x", "w1", {8, 8, 3, 3}, 21, 0.3f, "b1", "y1");
@@ -258,10 +312,27 @@ TEST_F(CudaBackend, ConvolutionsWithFusionsMatchNative) {
   set_ints(ct, "strides", {2, 2});
   set_ints(ct, "pads", {1, 1, 1, 1});
   set_ints(ct, "output_padding", {1, 1});
-  Graph g = b.done({"a2", "y6"});
-  CapabilityReport cap = expect_matches_native(g, {random_tensor({2, 8, 12, 11}, 20)});
+  return b.done({"a2", "y6"});
+}
+
+TEST_F(CudaBackend, ConvolutionsWithFusionsMatchNative) {
+  if (!has_device()) GTEST_SKIP() << "no CUDA device on this machine";
+  CapabilityReport cap = expect_matches_native(convolutions_model(), {random_tensor({2, 8, 12, 11}, 20)});
   EXPECT_TRUE(has_composite(cap, "Conv+Relu"));
   EXPECT_TRUE(has_composite(cap, "Conv+Add+Relu"));
+}
+
+// Each way on its own: the graph API (fused where cuDNN has an engine for the fusion) and the legacy API.
+TEST_F(CudaBackend, ConvolutionsMatchNativeOnTheGraphApiAlone) {
+  if (!has_device()) GTEST_SKIP() << "no CUDA device on this machine";
+  ConvWays only("graph");
+  expect_matches_native(convolutions_model(), {random_tensor({2, 8, 12, 11}, 20)});
+}
+
+TEST_F(CudaBackend, ConvolutionsMatchNativeOnTheLegacyApiAlone) {
+  if (!has_device()) GTEST_SKIP() << "no CUDA device on this machine";
+  ConvWays only("legacy");
+  expect_matches_native(convolutions_model(), {random_tensor({2, 8, 12, 11}, 20)});
 }
 
 TEST_F(CudaBackend, PoolsAndReductionsMatchNative) {
