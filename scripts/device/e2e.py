@@ -5,8 +5,11 @@
            [--budget SECONDS] [--backend cuda] [--no-torch]
 
 Models come from tests/e2e/gen_models.py (resnet50, mobilenet_v2, bert_base_ln; resnet50_b32 with --batch 32) and
-one built here, resnet50_mixed: resnet50 with every third Relu replaced by ThresholdedRelu(alpha=0) (the same
-function), an op the backend refuses, so that its regions are cut in the middle of the network. Inputs are
+some built here: resnet50_mixed and squeezenet_mixed, with every third Relu replaced by ThresholdedRelu(alpha=0) (the
+same function), an op the backend refuses, so that its regions are cut in the middle of the network; and
+mobilenet_v2_mixed, with a ThresholdedRelu(alpha=0) before every Clip (ReLU6 = Clip(Relu(x)), the same function), so
+that the backend's regions are one or two convolutions each: the fragmentation that offloading everything it takes
+turns into a crossing per layer. Inputs are
 gen_models.py's own (--inputs). For each model and placement variant:
 
     default   --backends B,native                      (cost placement; native is always last, so this is also
@@ -38,16 +41,19 @@ from common import PY, Deadline, compare, last_line, log, parse_json_line, read_
 
 REPO = os.path.dirname(os.path.dirname(HERE))
 GEN = os.path.join(REPO, "tests", "e2e", "gen_models.py")
-ALL_MODELS = ["resnet50", "bert_base_ln", "resnet50_mixed", "squeezenet_mixed", "mobilenet_v2", "resnet50_b32"]
+ALL_MODELS = ["resnet50", "bert_base_ln", "resnet50_mixed", "squeezenet_mixed", "mobilenet_v2", "resnet50_b32",
+              "mobilenet_v2_mixed"]
 BATCH = {"resnet50_b32": 32}
-NAIVE = {"resnet50_mixed", "squeezenet_mixed", "bert_base_ln"}
+NAIVE = {"resnet50_mixed", "squeezenet_mixed", "mobilenet_v2_mixed", "bert_base_ln"}
 # A mixed model: its base model with every third Relu through an op the plugin refuses.
-MIXED = {"resnet50_mixed": "resnet50", "squeezenet_mixed": "squeezenet"}
+MIXED = {"resnet50_mixed": "resnet50", "squeezenet_mixed": "squeezenet", "mobilenet_v2_mixed": "mobilenet_v2"}
 MIXED_OP = "ThresholdedRelu"
 
 
 def make_mixed(src, dst, name, every=3):
-    """A model with every `every`-th Relu (1st, 4th, ...) as ThresholdedRelu(alpha=0): relu, through another op."""
+    """A model with every `every`-th Relu (1st, 4th, ...) as ThresholdedRelu(alpha=0): relu, through another op. A
+    model without Relu but with Clip (mobilenet_v2's ReLU6) gets a ThresholdedRelu(alpha=0) before every Clip
+    instead. Returns (ops made, Relu or Clip nodes)."""
     import onnx
     from onnx import helper
     m = onnx.load(src)
@@ -58,6 +64,18 @@ def make_mixed(src, dst, name, every=3):
             node.op_type = MIXED_OP
             node.attribute.append(helper.make_attribute("alpha", 0.0))
             n += 1
+    if not relus:
+        nodes = []
+        for node in m.graph.node:
+            if node.op_type == "Clip":
+                t = node.input[0] + "_thresholded_%d" % n
+                nodes.append(helper.make_node(MIXED_OP, [node.input[0]], [t], name=t, alpha=0.0))
+                node.input[0] = t
+                n += 1
+            nodes.append(node)
+        relus = [node for node in nodes if node.op_type == "Clip"]
+        del m.graph.node[:]
+        m.graph.node.extend(nodes)
     m.graph.name = name
     onnx.checker.check_model(m)
     with open(dst, "wb") as f:
@@ -118,7 +136,8 @@ class E2E:
                 continue
             n, total = make_mixed(os.path.join(d, src + ".onnx"), os.path.join(d, mixed + ".onnx"), mixed)
             shutil.copytree(os.path.join(d, src), os.path.join(d, mixed), dirs_exist_ok=True)
-            self.res["notes"].append("%s: %d of %d Relu replaced by %s(alpha=0)" % (mixed, n, total, MIXED_OP))
+            self.res["notes"].append("%s: %d %s(alpha=0) for %d %s" % (mixed, n, MIXED_OP, total,
+                                                                       "Clip" if src == "mobilenet_v2" else "Relu"))
             ok.add(mixed)
         self.res["phases"]["generate_s"] = round(time.time() - t, 1)
         log("generated %s in %.1f s" % (", ".join(sorted(ok)), time.time() - t))

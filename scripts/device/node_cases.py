@@ -98,6 +98,8 @@ def main(argv):
             return "pass", engines, ""
         if rc == 125:
             return "not run", engines, "out of time"
+        if rc == 124 and secs < args.timeout - 1:  # the budget's end cut it short, not its own time limit
+            return "not run", engines, "cut by the budget's end after %.0f s" % secs
         if rc == 124:
             return "timeout", engines, "timed out after %.0f s" % secs
         if rc < 0:

@@ -106,14 +106,29 @@ Engine::~Engine() {
   if (handle_ && backend_) backend_->table()->destroy(handle_);
 }
 
-Status Engine::call_run(const tessera_tensor_t* in, size_t num_in, tessera_tensor_t* out, size_t num_out) const {
+Status Engine::call_run(const tessera_tensor_t* in, size_t num_in, tessera_tensor_t* out, size_t num_out,
+                        std::vector<ProfileStep>* steps) const {
+  tessera_profile_sink_t sink{};
+  sink.ctx = steps;
+  sink.step = [](void* ctx, const char* const* nodes, int32_t num_nodes, const char* what, double start_us,
+                 double duration_us) {
+    ProfileStep st;
+    for (int32_t k = 0; nodes && k < num_nodes; ++k) {
+      if (nodes[k]) st.nodes.emplace_back(nodes[k]);
+    }
+    st.what = what ? what : "";
+    st.start_us = start_us;
+    st.duration_us = duration_us;
+    static_cast<std::vector<ProfileStep>*>(ctx)->push_back(std::move(st));
+  };
+  const bool profiled = steps && backend_->run_profiled_;
   char msg[kMsgCap] = {0};
   tessera_status_t s;
-  if (run_mu_) {
-    std::lock_guard<std::mutex> lock(*run_mu_);
-    s = backend_->table()->run(handle_, in, num_in, out, num_out, msg, kMsgCap);
-  } else {
-    s = backend_->table()->run(handle_, in, num_in, out, num_out, msg, kMsgCap);
+  {
+    std::unique_lock<std::mutex> lock;
+    if (run_mu_) lock = std::unique_lock<std::mutex>(*run_mu_);
+    s = profiled ? backend_->run_profiled_(handle_, in, num_in, out, num_out, &sink, msg, kMsgCap)
+                 : backend_->table()->run(handle_, in, num_in, out, num_out, msg, kMsgCap);
   }
   msg[kMsgCap - 1] = 0;
   if (s != TESSERA_OK) return backend_status(backend_->name(), ("run of " + region_ + ":").c_str(), s, msg);
@@ -121,15 +136,20 @@ Status Engine::call_run(const tessera_tensor_t* in, size_t num_in, tessera_tenso
 }
 
 Status Engine::run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) const {
-  if (backend_->on_device()) return run_staged(inputs, outputs);
+  return run_profiled(inputs, outputs, nullptr);
+}
+
+Status Engine::run_profiled(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                            std::vector<ProfileStep>* steps) const {
+  if (backend_->on_device()) return run_staged(inputs, outputs, steps);
   std::vector<tessera_tensor_t> in(inputs.size()), out(outputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) in[i] = tensor_descriptor(*inputs[i]);
   for (size_t i = 0; i < outputs.size(); ++i) out[i] = tensor_descriptor(*outputs[i]);
-  return call_run(in.data(), in.size(), out.data(), out.size());
+  return call_run(in.data(), in.size(), out.data(), out.size(), steps);
 }
 
 Status Engine::run_through(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
-                           const std::vector<void*>& stage) const {
+                           const std::vector<void*>& stage, std::vector<ProfileStep>* steps) const {
   const size_t ni = inputs.size();
   std::vector<tessera_tensor_t> in(ni), out(outputs.size());
   // A tensor with no elements crosses nothing and its pointer is never read: NULL, as the ABI allows.
@@ -147,7 +167,7 @@ Status Engine::run_through(const std::vector<const Tensor*>& inputs, const std::
     crossed = true;
   }
   for (size_t i = 0; i < outputs.size(); ++i) out[i] = describe(*outputs[i], stage[ni + i]);
-  Status status = call_run(in.data(), in.size(), out.data(), out.size());
+  Status status = call_run(in.data(), in.size(), out.data(), out.size(), steps);
   for (size_t i = 0; status.ok() && i < outputs.size(); ++i) {
     if (!stage[ni + i] || outputs[i]->nbytes() == 0) continue;
     status = backend_->copy(const_cast<void*>(outputs[i]->raw()), out[i].data, outputs[i]->nbytes(),
@@ -165,7 +185,8 @@ Status Engine::run_through(const std::vector<const Tensor*>& inputs, const std::
 
 // Host tensors through a device engine: every tensor through a staging buffer of the engine's, kept for the next
 // run of the same sizes; one such run at a time.
-Status Engine::run_staged(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) const {
+Status Engine::run_staged(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                          std::vector<ProfileStep>* steps) const {
   std::lock_guard<std::mutex> lock(stage_mu_);
   const size_t n = inputs.size() + outputs.size();
   stage_.resize(n);
@@ -183,38 +204,7 @@ Status Engine::run_staged(const std::vector<const Tensor*>& inputs, const std::v
     }
     stage[k] = stage_[k].get();
   }
-  return run_through(inputs, outputs, stage);
-}
-
-Status Engine::run_profiled(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
-                            std::vector<ProfileStep>* steps) const {
-  if (!backend_->run_profiled_ || !steps || backend_->on_device()) return run(inputs, outputs);
-  std::vector<tessera_tensor_t> in(inputs.size()), out(outputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) in[i] = tensor_descriptor(*inputs[i]);
-  for (size_t i = 0; i < outputs.size(); ++i) out[i] = tensor_descriptor(*outputs[i]);
-  tessera_profile_sink_t sink{};
-  sink.ctx = steps;
-  sink.step = [](void* ctx, const char* const* nodes, int32_t num_nodes, const char* what, double start_us,
-                 double duration_us) {
-    ProfileStep st;
-    for (int32_t k = 0; nodes && k < num_nodes; ++k) {
-      if (nodes[k]) st.nodes.emplace_back(nodes[k]);
-    }
-    st.what = what ? what : "";
-    st.start_us = start_us;
-    st.duration_us = duration_us;
-    static_cast<std::vector<ProfileStep>*>(ctx)->push_back(std::move(st));
-  };
-  char msg[kMsgCap] = {0};
-  tessera_status_t s;
-  {
-    std::unique_lock<std::mutex> lock;
-    if (run_mu_) lock = std::unique_lock<std::mutex>(*run_mu_);
-    s = backend_->run_profiled_(handle_, in.data(), in.size(), out.data(), out.size(), &sink, msg, kMsgCap);
-  }
-  msg[kMsgCap - 1] = 0;
-  if (s != TESSERA_OK) return backend_status(backend_->name(), ("run of " + region_ + ":").c_str(), s, msg);
-  return Status::Ok();
+  return run_through(inputs, outputs, stage, steps);
 }
 
 // ---- Backend -----------------------------------------------------------

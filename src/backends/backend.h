@@ -75,15 +75,18 @@ class Engine {
   // already lives on the device. Host inputs are copied in, the engine runs,
   // host outputs are copied back, and the call waits (Backend::synchronize)
   // when anything crossed; otherwise the work is only enqueued on the calling
-  // thread's stream.
+  // thread's stream. With `steps`, profiled as run_profiled() is.
   Status run_through(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
-                     const std::vector<void*>& stage) const;
+                     const std::vector<void*>& stage, std::vector<ProfileStep>* steps = nullptr) const;
 
  private:
   friend class Backend;
   Engine() = default;
-  Status run_staged(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) const;
-  Status call_run(const tessera_tensor_t* in, size_t num_in, tessera_tensor_t* out, size_t num_out) const;
+  Status run_staged(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                    std::vector<ProfileStep>* steps) const;
+  // The table's run, or its run_profiled where `steps` asks for a profile and the backend gives one.
+  Status call_run(const tessera_tensor_t* in, size_t num_in, tessera_tensor_t* out, size_t num_out,
+                  std::vector<ProfileStep>* steps) const;
   std::shared_ptr<const Backend> backend_;
   tessera_engine_t* handle_ = nullptr;
   std::string region_;

@@ -479,7 +479,7 @@ Expected<std::vector<Tensor>> ExecutionPlan::run_guarded(const std::vector<Tenso
       for (size_t k = 0; k < stage.size(); ++k) {
         if (st.stage[k] != kNoStage) stage[k] = device_base + st.stage[k];
       }
-      return st.device->run_through(in_ptrs, out_ptrs, stage);
+      return st.device->run_through(in_ptrs, out_ptrs, stage, steps);
     };
     if (!profile) {
       status = run_step(nullptr);
