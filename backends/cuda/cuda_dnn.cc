@@ -483,8 +483,9 @@ ConvPlan::ConvPlan(const ConvParams& c, const float* w, const float* bias, Threa
         return;
       } catch (const Failure& f) {
         // The blob's choice no longer builds (it was made with the same cuDNN: this should not happen); search again.
-        if (verbose()) std::fprintf(stderr, "%s: stored choice %s: %s\n", where.c_str(), given->describe().c_str(),
-                                    f.message.c_str());
+        if (verbose())
+          std::fprintf(stderr, "%s: stored choice %s: %s\n", where.c_str(), given->describe().c_str(),
+                       f.message.c_str());
       }
     }
     search(w, bias, ctx, max_workspace, where);
@@ -529,17 +530,16 @@ void ConvPlan::make_legacy_descriptors(const std::string& where) {
   }
   // The shapes cuDNN derives must be ours (transposed: the forward convolution of y gives x).
   int dn = 0, dc = 0, dh = 0, dw = 0;
-  check_cudnn(cudnnGetConvolution2dForwardOutputDim(conv_desc_, c.transpose ? y_desc_ : x_desc_, w_desc_, &dn, &dc,
-                                                    &dh, &dw),
-              where + ": cudnnGetConvolution2dForwardOutputDim");
+  check_cudnn(
+      cudnnGetConvolution2dForwardOutputDim(conv_desc_, c.transpose ? y_desc_ : x_desc_, w_desc_, &dn, &dc, &dh, &dw),
+      where + ": cudnnGetConvolution2dForwardOutputDim");
   const int want[4] = {n, c.transpose ? ci : k, c.transpose ? h : oh, c.transpose ? wd : ow};
   if (dn != want[0] || dc != want[1] || dh != want[2] || dw != want[3]) {
     fail(TESSERA_ERROR_UNSUPPORTED, where + ": cuDNN's " + (c.transpose ? "backward-data" : "output") + " shape [" +
-                                        std::to_string(dn) + "," + std::to_string(dc) + "," + std::to_string(dh) +
-                                        "," + std::to_string(dw) + "] differs from the model's");
+                                        std::to_string(dn) + "," + std::to_string(dc) + "," + std::to_string(dh) + "," +
+                                        std::to_string(dw) + "] differs from the model's");
   }
 }
-
 
 size_t ConvPlan::legacy_workspace(int algo) const {
   size_t ws = 0;
@@ -738,7 +738,8 @@ void ConvPlan::search(const float* w, const float* bias, ThreadContext& ctx, siz
     }
   }
   if (best == candidates.size()) {
-    fail(TESSERA_ERROR_UNSUPPORTED, where + ": no cuDNN convolution runs" + (refused.empty() ? "" : " (" + refused + ")"));
+    fail(TESSERA_ERROR_UNSUPPORTED,
+         where + ": no cuDNN convolution runs" + (refused.empty() ? "" : " (" + refused + ")"));
   }
   Candidate& win = candidates[best];
   choice_ = win.choice;
@@ -773,14 +774,14 @@ void ConvPlan::enqueue(const ConvChoice& choice, ConvGraphPlan* g, size_t ws_siz
                                          : ": cudnnConvolutionForward"));
     return;
   }
-  void* by_uid[6] = {nullptr, const_cast<float*>(x), const_cast<float*>(w), y, const_cast<float*>(bias),
-                     const_cast<float*>(z)};
+  void* by_uid[6] = {nullptr, const_cast<float*>(x),    const_cast<float*>(w),
+                     y,       const_cast<float*>(bias), const_cast<float*>(z)};
   std::vector<void*> ptrs;
   for (int64_t uid : g->uids) {
     void* p = by_uid[uid];
     if (reinterpret_cast<uintptr_t>(p) % kAlignment != 0) {
-      fail(TESSERA_ERROR_RUNTIME, where + ": tensor " + std::to_string(uid) + " is not " +
-                                      std::to_string(kAlignment) + "-byte aligned");
+      fail(TESSERA_ERROR_RUNTIME,
+           where + ": tensor " + std::to_string(uid) + " is not " + std::to_string(kAlignment) + "-byte aligned");
     }
     ptrs.push_back(p);
   }

@@ -63,8 +63,8 @@ Engine::Engine(const tessera_plugin::ModelView& m, Program p, const tessera_name
     : p_(std::move(p)) {
   if (choices && choices->size() != p_.steps.size()) {
     fail(TESSERA_ERROR_INCOMPATIBLE_BLOB, "the blob holds " + std::to_string(choices->size()) +
-                                              " step choices; the region lowers to " +
-                                              std::to_string(p_.steps.size()) + " steps");
+                                              " step choices; the region lowers to " + std::to_string(p_.steps.size()) +
+                                              " steps");
   }
   for (int v : p_.inputs) {
     const Value& x = p_.values[static_cast<size_t>(v)];

@@ -131,12 +131,14 @@ std::vector<ConvChoice> read_choices(BlobReader& r) {
     ConvChoice c;
     c.path = r.i32();
     if (c.path < ConvChoice::kNone || c.path > ConvChoice::kLegacy) {
-      fail(TESSERA_ERROR_INCOMPATIBLE_BLOB, "step " + std::to_string(i) + ": convolution way " + std::to_string(c.path));
+      fail(TESSERA_ERROR_INCOMPATIBLE_BLOB,
+           "step " + std::to_string(i) + ": convolution way " + std::to_string(c.path));
     }
     c.engine = r.i64();
     c.algo = r.i32();
     uint32_t knobs = r.u32();
-    if (knobs > 256) fail(TESSERA_ERROR_INCOMPATIBLE_BLOB, "step " + std::to_string(i) + ": " + std::to_string(knobs) + " knobs");
+    if (knobs > 256)
+      fail(TESSERA_ERROR_INCOMPATIBLE_BLOB, "step " + std::to_string(i) + ": " + std::to_string(knobs) + " knobs");
     for (uint32_t k = 0; k < knobs; ++k) {
       int32_t type = r.i32();
       int64_t value = r.i64();
