@@ -367,6 +367,15 @@ std::vector<Desc> heuristic_configs(const Desc& graph, cudnnBackendHeurMode_t mo
   return out;
 }
 
+// The algorithms of the _v7 heuristics' results that ran for them, in order, leaving out the two FFT ones.
+template <typename Perf>
+void keep_algos(const Perf* perf, int found, int fft, int fft_tiling, std::vector<int>& out) {
+  for (int i = 0; i < found; ++i) {
+    const int algo = static_cast<int>(perf[i].algo);
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && algo != fft && algo != fft_tiling) out.push_back(algo);
+  }
+}
+
 const char* path_name(int32_t path) {
   switch (path) {
     case ConvChoice::kGraphFused:
@@ -646,12 +655,7 @@ void ConvPlan::search(const float* w, const float* bias, ThreadContext& ctx, siz
     check_cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.dnn(), w_desc_, x_desc_, conv_desc_, y_desc_,
                                                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf),
                 where + ": cudnnGetConvolutionBackwardDataAlgorithm_v7");
-    for (int i = 0; i < found; ++i) {
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT &&
-          perf[i].algo != CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING) {
-        algos.push_back(static_cast<int>(perf[i].algo));
-      }
-    }
+    keep_algos(perf, found, CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT, CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING, algos);
     algos.push_back(static_cast<int>(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1));
   } else {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT] = {};
@@ -659,13 +663,8 @@ void ConvPlan::search(const float* w, const float* bias, ThreadContext& ctx, siz
     check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(ctx.dnn(), x_desc_, w_desc_, conv_desc_, y_desc_,
                                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf),
                 where + ": cudnnGetConvolutionForwardAlgorithm_v7");
-    for (int i = 0; i < found; ++i) {
-      // The fused call (bias + activation) runs IMPLICIT_PRECOMP_GEMM only with ReLU; others are tried and may fail.
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_FFT &&
-          perf[i].algo != CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING) {
-        algos.push_back(static_cast<int>(perf[i].algo));
-      }
-    }
+    // The fused call (bias + activation) runs IMPLICIT_PRECOMP_GEMM only with ReLU; others are tried and may fail.
+    keep_algos(perf, found, CUDNN_CONVOLUTION_FWD_ALGO_FFT, CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING, algos);
     algos.push_back(static_cast<int>(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM));
   }
   size_t legacy_taken = 0;

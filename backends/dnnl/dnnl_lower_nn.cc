@@ -427,6 +427,19 @@ void lower_lookup(Lowering& l, const onnx::NodeProto& n) {
   op.kind = OpKind::kLookup;
   for (int i = 0; i < n.input_size(); ++i) op.in.push_back(l.value(n.input(i), "input", Lowering::k8Bit));
   op.out = l.output(n, 0, Lowering::k8Bit);
+  // A table of one operand that clamps its input to [lo, hi] (Relu, ReLU6 or Clip between quantized tensors of one
+  // scale) says so, as floats {lo, hi}: the fusion pass folds it into the quantized product that computes its input.
+  const int32_t in_dtype = l.model().type(n.input(0)).dtype, out_dtype = l.model().type(n.output(0)).dtype;
+  if (n.input_size() == 2 && in_dtype == out_dtype) {
+    const std::vector<int64_t> t = l.constant_ints(table, "the table");
+    const int64_t first = in_dtype == TESSERA_DTYPE_INT8 ? -128 : 0;  // index k holds the value first + k
+    if (t.size() == 256) {
+      const int64_t lo = *std::min_element(t.begin(), t.end()), hi = *std::max_element(t.begin(), t.end());
+      bool clamp = true;
+      for (int64_t k = 0; k < 256 && clamp; ++k) clamp = t[static_cast<size_t>(k)] == std::clamp(first + k, lo, hi);
+      if (clamp) op.floats = {static_cast<float>(lo), static_cast<float>(hi)};
+    }
+  }
   l.emit(std::move(op));
 }
 

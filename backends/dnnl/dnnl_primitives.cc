@@ -134,6 +134,11 @@ dnnl::primitive_attr attr_for(const Op& op, const std::vector<Value>& v) {
     // the float sum's own rounding can move across a half.
     dnnl::post_ops po;
     po.append_eltwise(1.f, algorithm::eltwise_round, 0.f, 0.f);
+    // A folded clamp of the 8-bit result to [lo, hi]: on round(v), before the zero point is added, as
+    // [lo - zp, hi - zp]. Whole numbers throughout, so clamp(round(v) + zp) is exactly the table's result.
+    if (!op.post.empty()) {
+      po.append_eltwise(1.f, algorithm::eltwise_clip, op.post[0].alpha - op.floats[1], op.post[0].beta - op.floats[1]);
+    }
     attr.set_post_ops(po);
     return attr;
   }

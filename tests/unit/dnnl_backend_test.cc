@@ -598,6 +598,70 @@ TEST_F(DnnlBackend, QLinearConvLookupChainIsOneRegionEqualToNative) {
   EXPECT_EQ(bytes_differ(out[0], ref[0]), 0) << "of " << ref[0].numel();
 }
 
+// A lookup whose table clamps (Relu or ReLU6 between tensors of one scale, as ONNX Runtime's quantizer writes them)
+// folds into the QLinearConv before it: the same bytes as native, one step fewer. A table that is not a clamp, or a
+// clamp whose input is read elsewhere too, stays a lookup of its own.
+TEST_F(DnnlBackend, ClampTablesFoldIntoTheQuantizedConvolutionBeforeThem) {
+  struct CCase {
+    const char* name;
+    DType t;     // the convolutions' 8-bit type
+    int64_t zp;  // their zero point
+    int64_t lo, hi;
+    bool clamp;   // false: the table is a clamp but for one entry
+    bool shared;  // the convolution's output is also a graph output
+    int folded;   // lookups expected inside a convolution step
+  };
+  const CCase cases[] = {
+      {"u8_relu", DType::kUInt8, 128, 128, 255, true, false, 1},
+      {"u8_relu6", DType::kUInt8, 100, 100, 220, true, false, 1},
+      {"s8_clip", DType::kInt8, -3, -3, 90, true, false, 1},
+      {"not_a_clamp", DType::kUInt8, 128, 128, 255, false, false, 0},
+      {"read_elsewhere", DType::kUInt8, 128, 128, 255, true, true, 0},
+  };
+  unsigned seed = 900;
+  for (const CCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const bool s8 = c.t == DType::kInt8;
+    Tensor table(c.t, Dims{256});
+    for (int64_t k = 0; k < 256; ++k) {
+      const int64_t v = std::clamp<int64_t>((s8 ? -128 : 0) + k, c.lo, c.hi) + (!c.clamp && k == 7 ? 1 : 0);
+      table.data<uint8_t>()[k] = static_cast<uint8_t>(v);
+    }
+    Tensor wz(DType::kInt8, Dims{});
+    wz.data<int8_t>()[0] = 0;
+    Builder b;
+    seed += 3;
+    b.input("x", {1, 16, 12, 12}, c.t)
+        .constant("s", scalar_tensor(DType::kFloat32, 0.05))
+        .constant("z", scalar_tensor(c.t, static_cast<double>(c.zp)))
+        .constant("w1", int8_tensor(DType::kInt8, {32, 16, 3, 3}, seed + 1))
+        .constant("w2", int8_tensor(DType::kInt8, {32, 1, 3, 3}, seed + 2))
+        .constant("ws", scalar_tensor(DType::kFloat32, 0.004))
+        .constant("wz", wz)
+        .constant("table", table);
+    set_ints(b.node("c1", "QLinearConv", {"x", "s", "z", "w1", "ws", "wz", "s", "z"}, "t1"), "pads", {1, 1, 1, 1});
+    b.node("lut", "QLinearLookup", {"t1", "table"}, "t2").domain = "ai.tessera";
+    Node& dw = b.node("c2", "QLinearConv", {"t2", "s", "z", "w2", "ws", "wz", "s", "z"}, "y");
+    set_int(dw, "group", 32), set_ints(dw, "pads", {1, 1, 1, 1});
+    Graph g = c.shared ? b.done({"y", "t1"}) : b.done({"y"});
+    std::vector<Tensor> inputs{int8_tensor(c.t, {1, 16, 12, 12}, seed + 3)};
+    plugintest::PluginClient::Profiled prof;
+    std::vector<Tensor> out = run_claimed(g, inputs, &prof);
+    ASSERT_FALSE(out.empty());
+    std::vector<Tensor> ref = native(g, inputs);
+    ASSERT_EQ(ref.size(), out.size());
+    for (size_t k = 0; k < ref.size(); ++k) EXPECT_EQ(bytes_differ(out[k], ref[k]), 0) << "output " << k;
+    int folded = 0, lookups = 0;
+    for (const auto& st : prof.steps) {
+      const bool has_lut = std::find(st.nodes.begin(), st.nodes.end(), "lut") != st.nodes.end();
+      folded += has_lut && st.what.rfind("convolution", 0) == 0;
+      lookups += has_lut && st.what.rfind("lookup", 0) == 0;
+    }
+    EXPECT_EQ(folded, c.folded);
+    EXPECT_EQ(lookups, 1 - c.folded);
+  }
+}
+
 // Per-tensor QuantizeLinear and DequantizeLinear as the plugin's own loops: equal to native to the bit on ties,
 // saturation, infinities and NaN, for uint8 and int8; a per-axis scale is refused with the reason.
 TEST_F(DnnlBackend, QuantizeAndDequantizeLinearEqualNativeToTheBit) {
