@@ -178,10 +178,11 @@ void absorb_dequantizes(Program& p) {
   }
 }
 
-// A quantized product (QLinearConv, QLinearMatMul) read only by a lookup whose table clamps its 8-bit input (Relu
-// or ReLU6 between tensors of one scale: kLookup's floats {lo, hi}) computes the clamped result itself: one pass
-// over the output fewer, the same bytes (rounding, then the clamp, then the zero point: all whole numbers).
-void absorb_clamp_lookups(Program& p, const dnnl::engine& eng) {
+// A quantized product (QLinearConv, QLinearMatMul) read only by a unary lookup that says how it folds (kLookup's
+// ints and floats, checked against its table at lowering: a clamp, or Q(Clip(DQ(x)))) computes the table's result
+// itself: the lookup's post-ops on its rounded result, then the lookup's output zero point. One pass over the tensor
+// fewer, the same bytes.
+void absorb_lookups(Program& p, const dnnl::engine& eng) {
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const Op& q = p.ops[i];
     if ((q.kind != OpKind::kQConv && q.kind != OpKind::kQMatMul) || !q.post.empty()) continue;
@@ -190,10 +191,17 @@ void absorb_clamp_lookups(Program& p, const dnnl::engine& eng) {
     if (u.is_output[x] || u.readers[x].size() != 1) continue;
     const size_t j = u.readers[x][0];
     const Op& t = p.ops[j];
-    if (j <= i || t.kind != OpKind::kLookup || t.in.size() != 2 || t.in[0] != q.out || t.floats.size() != 2) continue;
+    if (j <= i || t.kind != OpKind::kLookup || t.in.size() != 2 || t.in[0] != q.out || t.ints.empty() ||
+        t.floats.size() != 2 + 2 * t.ints.size() || t.floats[0] != q.floats[1]) {
+      continue;
+    }
     Op fused = q;
     fused.out = t.out;
-    fused.post = {PostOp{PostKind::kEltwise, dnnl_eltwise_clip, t.floats[0], t.floats[1], -1}};
+    fused.floats[1] = t.floats[1];
+    for (size_t k = 0; k < t.ints.size(); ++k) {
+      fused.post.push_back(
+          PostOp{PostKind::kEltwise, static_cast<int32_t>(t.ints[k]), t.floats[2 + 2 * k], t.floats[3 + 2 * k], -1});
+    }
     if (!check_op(fused, p.values).empty() || !probe(fused, p.values, eng).empty()) continue;
     for (const std::string& n : t.nodes) {
       if (std::find(fused.nodes.begin(), fused.nodes.end(), n) == fused.nodes.end()) fused.nodes.push_back(n);
@@ -207,7 +215,7 @@ void absorb_clamp_lookups(Program& p, const dnnl::engine& eng) {
 }  // namespace
 
 void fuse(Program& p, const dnnl::engine& eng) {
-  absorb_clamp_lookups(p, eng);
+  absorb_lookups(p, eng);
   absorb_transposes(p, eng);
   for (size_t i = 0; i < p.ops.size(); ++i) {
     while (can_take_post_ops(p.ops[i].kind) && p.ops[i].post.size() < 8) {

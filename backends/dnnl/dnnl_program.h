@@ -62,6 +62,10 @@ constexpr int64_t kMaxElements = int64_t{1} << 40;  // per value; bounds what a 
 //                   for uint8, v + 128 for int8; X, X2 uint8/int8 of one shape, Table a constant of 256 (65536)
 //                   uint8/int8 elements, Y X's shape in Table's dtype (ai.tessera.QLinearLookup: a quantized
 //                   elementwise chain as a table). No oneDNN primitive: the plugin's own loop, in any layout.
+//                   Unary, it may say how it folds into the kQConv / kQMatMul computing X (fusion), checked against
+//                   the table at every entry: ints {alg...} (dnnl eltwise clip, linear, round), floats {X's zero
+//                   point, Y's zero point, alpha, beta per alg}: the product's result is then those post-ops on
+//                   round(v) plus Y's zero point (its post-ops: only such ones)
 //   kQuantize       in {X, P?}  floats {scale, zero_point} (QuantizeLinear, per tensor), or none with P: the scale
 //                   and zero point computed at run time by kQuantParams (DynamicQuantizeLinear's uint8 Y)
 //   kDequantize     in {X}      floats {scale, zero_point}
@@ -73,8 +77,8 @@ constexpr int64_t kMaxElements = int64_t{1} << 40;  // per value; bounds what a 
 //                   with P's zero point (run time), W constant, Y float32 =
 //                   float(conv(X - P[1], W - w_zp)[m]) * (P[0] * w_scale[m]), each product rounded as the unfused
 //                   Mul rounds it; then the post-ops. int8 W: zero point 0, oneDNN's int8 convolution with the scale
-//                   as a post-op. uint8 W (group 1; post-ops: a bias, a relu): oneDNN has no weight zero points nor uint8
-//                   weights, so it convolves with W - 128 (int8) and one more output channel of ones, which sums
+//                   as a post-op. uint8 W (group 1; post-ops: a bias, a relu): oneDNN has no weight zero points nor
+//                   uint8 weights, so it convolves with W - 128 (int8) and one more output channel of ones, which sums
 //                   the window, S = conv(X - P[1], 1); the plugin's own loop then adds (128 - w_zp[m]) * S in int32
 //                   (exact) before the scale (dyn_u8_pd)
 //   kDynMatMul      in {A, B, P}   ints {rows, K, N}   floats as kDynConv's, per column n of B

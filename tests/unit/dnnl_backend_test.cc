@@ -112,6 +112,38 @@ void expect_matches_native(const Graph& g, const std::vector<Tensor>& inputs, co
   }
 }
 
+// A QLinearConv of uint8 data and int8 weights: the model the int8 checks probe.
+Graph small_qlinear_conv() {
+  Builder b;
+  Tensor wz(DType::kInt8, Dims{});
+  wz.data<int8_t>()[0] = 0;
+  Tensor s(DType::kFloat32, Dims{});
+  s.data<float>()[0] = 0.05f;
+  Tensor z(DType::kUInt8, Dims{});
+  z.data<uint8_t>()[0] = 128;
+  Tensor w(DType::kInt8, Dims{4, 3, 1, 1});
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(i - 6);
+  b.input("x", {1, 3, 4, 4}, DType::kUInt8).constant("s", s).constant("z", z).constant("w", w).constant("wz", wz);
+  b.node("qconv", "QLinearConv", {"x", "s", "z", "w", "s", "wz", "s", "z"}, "y");
+  return b.done({"y"});
+}
+
+// The reason the plugin gives for leaving int8 products to native on this CPU, or "" where it runs them (oneDNN
+// runs VNNI code here).
+const std::string& int8_refusal() {
+  static const std::string why = [] {
+    Graph g = small_qlinear_conv();
+    CapabilityReport cap = client().capability(plugintest::model_bytes(g));
+    for (const auto& [i, reason] : cap.refused) {
+      if (reason.find("no VNNI") != std::string::npos) return reason;
+    }
+    return std::string();
+  }();
+  return why;
+}
+#define SKIP_WITHOUT_INT8_KERNELS() \
+  if (!int8_refusal().empty()) GTEST_SKIP() << "int8 products stay native here: " << int8_refusal()
+
 // The whole path for a graph every node of which the plugin must claim: compiled, loaded, run. Fails the test (and
 // returns nothing) on any step; `profiled` also runs it through run_profiled.
 std::vector<Tensor> run_claimed(const Graph& g, const std::vector<Tensor>& inputs,
@@ -217,6 +249,7 @@ Tensor scalar_tensor(DType dt, double v) {
 }
 
 TEST_F(DnnlBackend, QLinearConvIsOneDnnInt8AndEqualsNativeToTheBit) {
+  SKIP_WITHOUT_INT8_KERNELS();
   struct QCase {
     const char* name;
     Dims x, w;
@@ -279,6 +312,7 @@ TEST_F(DnnlBackend, QLinearConvIsOneDnnInt8AndEqualsNativeToTheBit) {
 // with zero points (convolved as W - 128 with a window sum), per tensor and per channel; two convolutions share one
 // DynamicQuantizeLinear; an all-zero input (scale 0) and an all-negative one.
 TEST_F(DnnlBackend, DynamicConvIntegerIsOneDnnInt8AndEqualsNativeToTheBit) {
+  SKIP_WITHOUT_INT8_KERNELS();
   struct DCase {
     const char* name;
     Dims x, w;
@@ -354,6 +388,7 @@ TEST_F(DnnlBackend, DynamicConvIntegerIsOneDnnInt8AndEqualsNativeToTheBit) {
 // MatMulInteger(dynamic) likewise: A of rank 3 read as rows, a constant B of int8 or uint8 (zero points) weights,
 // per-tensor or per-column scales, a bias Add and a Relu after it; one region, equal to native to the bit.
 TEST_F(DnnlBackend, DynamicMatMulIntegerIsOneDnnInt8AndEqualsNativeToTheBit) {
+  SKIP_WITHOUT_INT8_KERNELS();
   const Dims a{2, 7, 32}, bd{32, 24};
   unsigned seed = 900;
   for (DType wt : {DType::kInt8, DType::kUInt8}) {
@@ -395,6 +430,7 @@ TEST_F(DnnlBackend, DynamicMatMulIntegerIsOneDnnInt8AndEqualsNativeToTheBit) {
 // In a dynamically quantized model a float op whose oneDNN result may differ from ONNX Runtime's last bit is left
 // to native where a DynamicQuantizeLinear reads its result (at any distance), and claimed where none does.
 TEST_F(DnnlBackend, InexactFloatOpsBeforeRequantizationAreRefused) {
+  SKIP_WITHOUT_INT8_KERNELS();
   Tensor ws(DType::kFloat32, Dims{}), wz(DType::kInt8, Dims{});
   ws.data<float>()[0] = 0.01f;
   wz.data<int8_t>()[0] = 0;
@@ -422,6 +458,7 @@ TEST_F(DnnlBackend, InexactFloatOpsBeforeRequantizationAreRefused) {
 // is refused with it, since its scale and zero point live only inside the plugin's products; one that feeds only
 // claimed products forms one composite with them.
 TEST_F(DnnlBackend, DynamicQuantizeLinearStandsOrFallsWithItsProducts) {
+  SKIP_WITHOUT_INT8_KERNELS();
   for (int64_t group : {1, 2}) {
     SCOPED_TRACE("group " + std::to_string(group));
     Tensor ws(DType::kFloat32, Dims{}), wz(DType::kUInt8, Dims{});
@@ -454,6 +491,7 @@ TEST_F(DnnlBackend, DynamicQuantizeLinearStandsOrFallsWithItsProducts) {
 // channels-last int8 convolution's result with a plain region input (gathered) and itself; every element equal to
 // native's, each by the plugin's own loop.
 TEST_F(DnnlBackend, OwnConcatenationsOfPlainAndChannelsLastOperandsMatchNative) {
+  SKIP_WITHOUT_INT8_KERNELS();
   {
     Builder b;
     b.input("a", {2, 3, 5}).input("c", {2, 4, 5});
@@ -574,6 +612,7 @@ TEST_F(DnnlBackend, QLinearLookupTablesEqualNative) {
 }
 
 TEST_F(DnnlBackend, QLinearConvLookupChainIsOneRegionEqualToNative) {
+  SKIP_WITHOUT_INT8_KERNELS();
   Builder b;
   Tensor wz(DType::kInt8, Dims{});
   wz.data<int8_t>()[0] = 0;
@@ -599,9 +638,10 @@ TEST_F(DnnlBackend, QLinearConvLookupChainIsOneRegionEqualToNative) {
 }
 
 // A lookup whose table clamps (Relu or ReLU6 between tensors of one scale, as ONNX Runtime's quantizer writes them)
-// folds into the QLinearConv before it: the same bytes as native, one step fewer. A table that is not a clamp, or a
-// clamp whose input is read elsewhere too, stays a lookup of its own.
+// folds into the QLinearConv before it: the same bytes as native, one step fewer. A table that is not a clamp (one
+// entry off, or a requantization to another scale), or a clamp whose input is read elsewhere too, stays a lookup.
 TEST_F(DnnlBackend, ClampTablesFoldIntoTheQuantizedConvolutionBeforeThem) {
+  SKIP_WITHOUT_INT8_KERNELS();
   struct CCase {
     const char* name;
     DType t;     // the convolutions' 8-bit type
@@ -610,6 +650,8 @@ TEST_F(DnnlBackend, ClampTablesFoldIntoTheQuantizedConvolutionBeforeThem) {
     bool clamp;   // false: the table is a clamp but for one entry
     bool shared;  // the convolution's output is also a graph output
     int folded;   // lookups expected inside a convolution step
+    float ys = 0;  // > 0: the table is Q(Clip(DQ(x), lo', hi')) to scale ys, zero point yz (lo, hi: float bounds)
+    int64_t yz = 0;
   };
   const CCase cases[] = {
       {"u8_relu", DType::kUInt8, 128, 128, 255, true, false, 1},
@@ -617,6 +659,9 @@ TEST_F(DnnlBackend, ClampTablesFoldIntoTheQuantizedConvolutionBeforeThem) {
       {"s8_clip", DType::kInt8, -3, -3, 90, true, false, 1},
       {"not_a_clamp", DType::kUInt8, 128, 128, 255, false, false, 0},
       {"read_elsewhere", DType::kUInt8, 128, 128, 255, true, true, 0},
+      // Requantizing tables (the QDQ pass's DQ -> Clip -> Q to another scale) stay lookups: see describe_fold.
+      {"u8_requantized_relu6", DType::kUInt8, 124, 0, 6, true, false, 0, 0.0235f, 0},
+      {"s8_requantized_clip", DType::kInt8, -3, -1, 2, true, false, 0, 0.0171f, -7},
   };
   unsigned seed = 900;
   for (const CCase& c : cases) {
@@ -624,7 +669,12 @@ TEST_F(DnnlBackend, ClampTablesFoldIntoTheQuantizedConvolutionBeforeThem) {
     const bool s8 = c.t == DType::kInt8;
     Tensor table(c.t, Dims{256});
     for (int64_t k = 0; k < 256; ++k) {
-      const int64_t v = std::clamp<int64_t>((s8 ? -128 : 0) + k, c.lo, c.hi) + (!c.clamp && k == 7 ? 1 : 0);
+      int64_t v = std::clamp<int64_t>((s8 ? -128 : 0) + k, c.lo, c.hi) + (!c.clamp && k == 7 ? 1 : 0);
+      if (c.ys > 0) {  // as DequantizeLinear, Clip and QuantizeLinear compute it
+        const float x = std::clamp(static_cast<float>((s8 ? -128 : 0) + k - c.zp) * 0.05f, static_cast<float>(c.lo),
+                                   static_cast<float>(c.hi));
+        v = std::clamp<int64_t>(static_cast<int64_t>(std::nearbyint(x / c.ys)) + c.yz, s8 ? -128 : 0, s8 ? 127 : 255);
+      }
       table.data<uint8_t>()[k] = static_cast<uint8_t>(v);
     }
     Tensor wz(DType::kInt8, Dims{});
@@ -660,6 +710,19 @@ TEST_F(DnnlBackend, ClampTablesFoldIntoTheQuantizedConvolutionBeforeThem) {
     EXPECT_EQ(folded, c.folded);
     EXPECT_EQ(lookups, 1 - c.folded);
   }
+}
+
+// Where oneDNN runs no VNNI code (CTest dnnl_int8_without_vnni: ONEDNN_MAX_CPU_ISA=AVX2) its int8 products
+// saturate int16 sums: the plugin refuses them, with the reason, so that placement leaves them to native; the
+// other ops of such a model (the lookups, quantizations) it still takes.
+TEST_F(DnnlBackend, Int8ProductsWithoutVnniAreRefusedWithTheReason) {
+  if (int8_refusal().empty()) GTEST_SKIP() << "oneDNN runs VNNI code here (run with ONEDNN_MAX_CPU_ISA=AVX2)";
+  EXPECT_NE(int8_refusal().find("int8 kernels on this CPU have no VNNI"), std::string::npos) << int8_refusal();
+  Builder b;
+  b.input("x", {2, 7}, DType::kUInt8).constant("table", table_tensor(DType::kUInt8, 256, 11));
+  b.node("lut", "QLinearLookup", {"x", "table"}, "y").domain = "ai.tessera";
+  CapabilityReport cap = capability(plugintest::model_bytes(b.done({"y"})));
+  EXPECT_TRUE(cap.refused.empty());
 }
 
 // Per-tensor QuantizeLinear and DequantizeLinear as the plugin's own loops: equal to native to the bit on ties,
@@ -757,6 +820,7 @@ TEST_F(DnnlBackend, DequantizedOperandsFoldIntoTheirBinaryAndEqualNativeToTheBit
 // QLinearMatMul with a constant 2-D int8 B on oneDNN's int8 matmul: equal to native to the bit, A of rank 2 and 3,
 // uint8 and int8, per-tensor and per-column scales, zero points.
 TEST_F(DnnlBackend, QLinearMatMulIsOneDnnInt8AndEqualsNativeToTheBit) {
+  SKIP_WITHOUT_INT8_KERNELS();
   struct MCase {
     const char* name;
     Dims a;
