@@ -450,9 +450,9 @@ bool fold_matches(const std::vector<int64_t>& table, int32_t in_dtype, int32_t o
 // product as post-ops on its rounded result, and which (dnnl_program.h, kLookup's ints and floats). One form: the
 // table clamps its input to [lo, hi] (Relu or ReLU6 between tensors of one scale, as ONNX Runtime's quantizer
 // writes them): one clip of round(v) to [lo - zp, hi - zp], checked against the table at every entry.
-// Not folded: a requantizing table (Q(Clip(DQ(x))) to another scale). Built as clip, linear, clip, linear and
-// round post-ops, oneDNN 2.7's int8 convolutions computed it with +-1 differences in 0.2 % of the outputs, and with
-// garbage when a clip came right after the rounding; the table stays a pass of its own, exact.
+// Not folded: a requantizing table (Q(Clip(DQ(x))) to another scale). As post-ops round, clip, linear, clip,
+// linear, round, oneDNN 2.7's int8 convolutions gave garbage, and with a no-op linear put first, +-1 differences in
+// 0.2 % of the outputs against the same arithmetic done here; the table stays a pass of its own, exact.
 void describe_fold(Lowering& l, const onnx::NodeProto& n, const std::vector<int64_t>& table, Op* op) {
   const tessera_plugin::ModelView& m = l.model();
   const onnx::NodeProto* producer = nullptr;
