@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <limits>
 
@@ -58,8 +59,15 @@ bool ValueType::is_static() const {
 }
 
 int64_t numel(const std::vector<int64_t>& dims) {
+  // A zero anywhere gives 0 whatever the other dims; a product past int64 saturates instead of overflowing (dims
+  // from a damaged blob or model must fail a size check, not wrap).
+  for (int64_t d : dims) {
+    if (d == 0) return 0;
+  }
   int64_t n = 1;
-  for (int64_t d : dims) n *= d;
+  for (int64_t d : dims) {
+    if (__builtin_mul_overflow(n, d, &n)) return d < 0 ? INT64_MIN : INT64_MAX;
+  }
   return n;
 }
 

@@ -60,7 +60,7 @@ tessera_status_t guarded(char* msg, size_t cap, Fn&& fn) {
 
 // ---- a parsed model -------------------------------------------------------
 
-// Product of `dims` (1 for a scalar) and "[1,3,224,224]".
+// Product of `dims` (1 for a scalar; 0 with any dim 0; saturated, never wrapped, past int64) and "[1,3,224,224]".
 int64_t numel(const std::vector<int64_t>& dims);
 std::string dims_str(const std::vector<int64_t>& dims);
 

@@ -768,10 +768,12 @@ Program deserialize(const void* blob, size_t size) {
       corrupt("bad value header");
     }
     v.kind = static_cast<ValueKind>(kind);
-    double elements = 1;  // in double: no int64 product of these dims can overflow later
+    // In double, over the dims that are not 0: then no int64 product of any of these dims (a stride, a count) can
+    // overflow later, however a 0 elsewhere empties the value.
+    double elements = 1;
     for (uint32_t d = 0; d < rank; ++d) {
       v.dims.push_back(r.i64_in(0, kMaxElements, "dim"));
-      elements *= static_cast<double>(v.dims.back());
+      elements *= static_cast<double>(std::max<int64_t>(v.dims.back(), 1));
     }
     if (elements > static_cast<double>(kMaxElements)) corrupt("value '" + v.name + "' is too large");
     p.values.push_back(std::move(v));
