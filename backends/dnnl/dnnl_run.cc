@@ -167,6 +167,11 @@ void quant_params(const float* x, size_t n, float* params) {
   params[1] = p.zero_point;
 }
 
+// A zero point as an integer: whole and within 8 bits where a quantization reads it (check_op, or kQuantParams
+// writing P); anything else (a damaged blob can point a step at another value) reads as 0 rather than reaching an
+// undefined float-to-int conversion.
+int32_t run_time_zero_point(float z) { return z >= -128.f && z <= 255.f ? static_cast<int32_t>(z) : 0; }
+
 // After a convolution (matmul) of uint8 weights (Step::w_offsets): acc holds [positions, M + 1] int32, channel
 // (column) M the window (row) sum S; y[p, m] = float(acc[p, m] + (128 - w_zp[m]) * S[p]) * (scale * w_scale[m]), the
 // exact integer sum cast and multiplied as the model's Cast and Mul do; then bias[m] added and a relu, where the
@@ -339,7 +344,8 @@ void run_own(const Step& step, const void* table, const float* params, std::unor
     return;
   }
   const float scale = params ? params[0] : step.scale;
-  const auto zp = static_cast<int32_t>(params ? params[1] : step.zero_point);
+  // (Step::zero_point is another number for the steps that do not quantize: a linear's beta, NaN included.)
+  const int32_t zp = run_time_zero_point(params ? params[1] : step.zero_point);
   if (params && scale == 0.f) {  // an all-zero input: zero point 0, every element 0
     std::memset(yv, 0, n);
     return;
@@ -495,7 +501,7 @@ class RunContext {
           auto* scale = static_cast<float*>(dyn_[s].scale.get_data_handle());
           for (size_t m = 0; m < step.w_scales.size(); ++m) scale[m] = params[0] * step.w_scales[m];
         }
-        *static_cast<int32_t*>(dyn_[s].zero_point.get_data_handle()) = static_cast<int32_t>(params[1]);
+        *static_cast<int32_t*>(dyn_[s].zero_point.get_data_handle()) = run_time_zero_point(params[1]);
       }
       step.prim.execute(stream_, args_[s]);
       return;
