@@ -178,10 +178,9 @@ void absorb_dequantizes(Program& p) {
   }
 }
 
-// A quantized product (QLinearConv, QLinearMatMul) read only by a unary lookup that says how it folds (kLookup's
-// ints and floats, checked against its table at lowering: a clamp, or Q(Clip(DQ(x)))) computes the table's result
-// itself: the lookup's post-ops on its rounded result, then the lookup's output zero point. One pass over the tensor
-// fewer, the same bytes.
+// A quantized product (QLinearConv, QLinearMatMul) read only by a unary lookup whose table clamps (kLookup's floats
+// {lo, hi}) computes the clamped result itself: a clip of its rounded result to [lo - zp, hi - zp] before its zero
+// point is added. One pass over the tensor fewer, the same bytes (whole numbers throughout).
 void absorb_lookups(Program& p, const dnnl::engine& eng) {
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const Op& q = p.ops[i];
@@ -191,17 +190,11 @@ void absorb_lookups(Program& p, const dnnl::engine& eng) {
     if (u.is_output[x] || u.readers[x].size() != 1) continue;
     const size_t j = u.readers[x][0];
     const Op& t = p.ops[j];
-    if (j <= i || t.kind != OpKind::kLookup || t.in.size() != 2 || t.in[0] != q.out || t.ints.empty() ||
-        t.floats.size() != 2 + 2 * t.ints.size() || t.floats[0] != q.floats[1]) {
-      continue;
-    }
+    if (j <= i || t.kind != OpKind::kLookup || t.in.size() != 2 || t.in[0] != q.out || t.floats.size() != 2) continue;
     Op fused = q;
     fused.out = t.out;
-    fused.floats[1] = t.floats[1];
-    for (size_t k = 0; k < t.ints.size(); ++k) {
-      fused.post.push_back(
-          PostOp{PostKind::kEltwise, static_cast<int32_t>(t.ints[k]), t.floats[2 + 2 * k], t.floats[3 + 2 * k], -1});
-    }
+    const float zp = q.floats[1];
+    fused.post = {PostOp{PostKind::kEltwise, dnnl_eltwise_clip, t.floats[0] - zp, t.floats[1] - zp, -1}};
     if (!check_op(fused, p.values).empty() || !probe(fused, p.values, eng).empty()) continue;
     for (const std::string& n : t.nodes) {
       if (std::find(fused.nodes.begin(), fused.nodes.end(), n) == fused.nodes.end()) fused.nodes.push_back(n);

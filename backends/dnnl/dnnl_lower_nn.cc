@@ -10,8 +10,6 @@
 #include <oneapi/dnnl/dnnl_types.h>
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 
 #include "dnnl_lowering.h"
 
@@ -421,61 +419,21 @@ void lower_quantize(Lowering& l, const onnx::NodeProto& n) {
 
 namespace {
 
-// The value held at table index k for an 8-bit type: uint8 k, int8 k - 128 (the index is the byte ^ 0x80).
-int64_t value_at(int32_t dtype, int64_t k) { return dtype == TESSERA_DTYPE_INT8 ? k - 128 : k; }
-int64_t type_lo(int32_t dtype) { return value_at(dtype, 0); }
-int64_t type_hi(int32_t dtype) { return value_at(dtype, 255); }
-
-// The post-ops `algs`/`ab` (alpha, beta pairs) on r = round(v) of a quantized product whose zero point is `zp_in`,
-// then + zp_out and saturation to `out_dtype`, computed as oneDNN's float32 post-ops compute them, for every value
-// the product's 8-bit result can take: equal to `table` at each?
-bool fold_matches(const std::vector<int64_t>& table, int32_t in_dtype, int32_t out_dtype, int64_t zp_in, int64_t zp_out,
-                  const std::vector<int64_t>& algs, const std::vector<float>& ab) {
-  for (int64_t k = 0; k < 256; ++k) {
-    float x = static_cast<float>(value_at(in_dtype, k) - zp_in);
-    for (size_t i = 0; i < algs.size(); ++i) {
-      const float a = ab[2 * i], b = ab[2 * i + 1];
-      if (algs[i] == dnnl_eltwise_clip) x = std::min(std::max(x, a), b);
-      if (algs[i] == dnnl_eltwise_linear) x = a * x + b;
-      if (algs[i] == dnnl_eltwise_round) x = std::nearbyint(x);
-    }
-    const float y = std::min(std::max(x + static_cast<float>(zp_out), static_cast<float>(type_lo(out_dtype))),
-                             static_cast<float>(type_hi(out_dtype)));
-    if (y != static_cast<float>(table[static_cast<size_t>(k)])) return false;
-  }
-  return true;
-}
-
-// A unary lookup read after a QLinearConv or QLinearMatMul: whether the fusion pass may fold the table into that
-// product as post-ops on its rounded result, and which (dnnl_program.h, kLookup's ints and floats). One form: the
-// table clamps its input to [lo, hi] (Relu or ReLU6 between tensors of one scale, as ONNX Runtime's quantizer
-// writes them): one clip of round(v) to [lo - zp, hi - zp], checked against the table at every entry.
+// A unary table over 8-bit values that clamps them to [lo, hi] (Relu or ReLU6 between tensors of one scale, as ONNX
+// Runtime's quantizer writes them), read entry by entry: {lo, hi}, else empty. Index k holds the value k (uint8) or
+// k - 128 (int8; the index is the byte ^ 0x80). The fusion pass folds such a table into the quantized product that
+// alone feeds it (kLookup in dnnl_program.h).
 // Not folded: a requantizing table (Q(Clip(DQ(x))) to another scale). As post-ops round, clip, linear, clip,
 // linear, round, oneDNN 2.7's int8 convolutions gave garbage, and with a no-op linear put first, +-1 differences in
-// 0.2 % of the outputs against the same arithmetic done here; the table stays a pass of its own, exact.
-void describe_fold(Lowering& l, const onnx::NodeProto& n, const std::vector<int64_t>& table, Op* op) {
-  const tessera_plugin::ModelView& m = l.model();
-  const onnx::NodeProto* producer = nullptr;
-  for (int i = 0; i < m.num_nodes() && !producer; ++i) {
-    for (const std::string& o : m.node(i).output()) {
-      if (o == n.input(0)) producer = &m.node(i);
-    }
-  }
-  if (!producer || table.size() != 256 ||
-      (producer->op_type() != "QLinearConv" && producer->op_type() != "QLinearMatMul") || producer->input_size() < 8 ||
-      producer->input(7).empty() || !l.is_constant(producer->input(7))) {
-    return;
-  }
-  const std::vector<int64_t> zp = l.constant_ints(producer->input(7), "the product's y_zero_point");
-  const int32_t in_dtype = m.type(n.input(0)).dtype, out_dtype = m.type(n.output(0)).dtype;
-  if (zp.size() != 1 || in_dtype != out_dtype) return;
-  const int64_t zp_in = zp[0];
+// 0.2 % of the outputs against the same arithmetic done on the host; the table stays a pass of its own, exact.
+std::vector<float> clamp_bounds(const std::vector<int64_t>& table, int32_t in_dtype, int32_t out_dtype) {
+  if (table.size() != 256 || in_dtype != out_dtype) return {};
+  const int64_t first = in_dtype == TESSERA_DTYPE_INT8 ? -128 : 0;
   const int64_t lo = *std::min_element(table.begin(), table.end()), hi = *std::max_element(table.begin(), table.end());
-  const std::vector<int64_t> algs = {dnnl_eltwise_clip};
-  const std::vector<float> ab = {static_cast<float>(lo - zp_in), static_cast<float>(hi - zp_in)};
-  if (!fold_matches(table, in_dtype, out_dtype, zp_in, zp_in, algs, ab)) return;
-  op->ints = algs;
-  op->floats = {static_cast<float>(zp_in), static_cast<float>(zp_in), ab[0], ab[1]};
+  for (int64_t k = 0; k < 256; ++k) {
+    if (table[static_cast<size_t>(k)] != std::clamp(first + k, lo, hi)) return {};
+  }
+  return {static_cast<float>(lo), static_cast<float>(hi)};
 }
 
 }  // namespace
@@ -490,7 +448,10 @@ void lower_lookup(Lowering& l, const onnx::NodeProto& n) {
   op.kind = OpKind::kLookup;
   for (int i = 0; i < n.input_size(); ++i) op.in.push_back(l.value(n.input(i), "input", Lowering::k8Bit));
   op.out = l.output(n, 0, Lowering::k8Bit);
-  if (n.input_size() == 2) describe_fold(l, n, l.constant_ints(table, "the table"), &op);
+  if (n.input_size() == 2) {
+    op.floats = clamp_bounds(l.constant_ints(table, "the table"), l.model().type(n.input(0)).dtype,
+                             l.model().type(n.output(0)).dtype);
+  }
   l.emit(std::move(op));
 }
 

@@ -134,8 +134,7 @@ dnnl::primitive_attr attr_for(const Op& op, const std::vector<Value>& v) {
     // the float sum's own rounding can move across a half.
     dnnl::post_ops po;
     po.append_eltwise(1.f, algorithm::eltwise_round, 0.f, 0.f);
-    // A table folded into the product (fusion): its post-ops on round(v), before the zero point (floats[1], the
-    // table's output zero point then) is added.
+    // A clamp table folded into the product (fusion): its clip on round(v), before the zero point is added.
     for (const PostOp& p : op.post) po.append_eltwise(1.f, static_cast<algorithm>(p.alg), p.alpha, p.beta);
     attr.set_post_ops(po);
     return attr;

@@ -308,13 +308,9 @@ bool matmul_operands(const Op& op, MatMulOperands* out) {
 }
 
 namespace {
-// Post-ops a table folded into a quantized product may leave on it: at most 8 clips, linears and roundings.
-bool folding_post_ops(const std::vector<int64_t>& algs) {
-  if (algs.size() > 8) return false;
-  for (int64_t a : algs) {
-    if (a != dnnl_eltwise_clip && a != dnnl_eltwise_linear && a != dnnl_eltwise_round) return false;
-  }
-  return true;
+// {lo, hi}: whole numbers with min <= lo <= hi <= max.
+bool whole_bounds(float lo, float hi, float min, float max) {
+  return lo == std::nearbyint(lo) && hi == std::nearbyint(hi) && lo >= min && lo <= hi && hi <= max;
 }
 
 std::string check_matmul(const Op& op, const std::vector<Value>& v) {
@@ -497,11 +493,10 @@ std::string check_kind(const Op& op, const std::vector<Value>& v) {
     }
     case OpKind::kLookup: {
       if (op.in.size() != 2 && op.in.size() != 3) return "operands";
-      if (!present(0)) return "operands";
-      if (!op.ints.empty() || !op.floats.empty()) {  // how it folds into the product before it (dnnl_program.h)
-        if (op.in.size() != 2 || op.floats.size() != 2 + 2 * op.ints.size() || !folding_post_ops(op.ints)) {
-          return "fold description";
-        }
+      if (!present(0) || !op.ints.empty()) return "operands";
+      if (!op.floats.empty() &&  // a clamp table's bounds (dnnl_program.h)
+          (op.in.size() != 2 || op.floats.size() != 2 || !whole_bounds(op.floats[0], op.floats[1], -128, 255))) {
+        return "clamp bounds";
       }
       const size_t t = op.in.size() - 1;
       if (numel(dims(t)) != (t == 1 ? 256 : 65536) || v[op.in[t]].kind != ValueKind::kConstant) return "table";
@@ -610,12 +605,12 @@ std::string check_dtypes(const Op& op, const std::vector<Value>& v) {
     return op.floats[1] >= lo && op.floats[1] <= lo + 255 ? "" : "zero point out of the 8-bit type's range";
   }
   if (op.kind == OpKind::kQConv || op.kind == OpKind::kQMatMul || op.kind == OpKind::kLookup) {
-    // A quantized product may end in the post-ops of a table folded into it (fusion: clip, linear, round).
-    std::vector<int64_t> algs;
-    for (const PostOp& po : op.post) algs.push_back(po.kind == PostKind::kEltwise && po.operand < 0 ? po.alg : -1);
-    if ((!op.post.empty() && (op.kind == OpKind::kLookup || !folding_post_ops(algs))) || op.bf16) {
-      return "post-ops or bf16 on an integer op";
-    }
+    // A quantized product may end in one clip of its rounded result: a clamp table folded into it (fusion), its
+    // 8-bit bounds less the zero point.
+    const bool clamp = op.kind != OpKind::kLookup && op.post.size() == 1 && op.post[0].kind == PostKind::kEltwise &&
+                       op.post[0].alg == dnnl_eltwise_clip && op.post[0].operand < 0 &&
+                       whole_bounds(op.post[0].alpha, op.post[0].beta, -383, 383);
+    if ((!op.post.empty() && !clamp) || op.bf16) return "post-ops or bf16 on an integer op";
     if (op.kind == OpKind::kQMatMul) {
       return is_8bit(dt(op.in[0])) && dt(op.in[1]) == TESSERA_DTYPE_INT8 && is_8bit(dt(op.out))
                  ? ""

@@ -62,10 +62,9 @@ constexpr int64_t kMaxElements = int64_t{1} << 40;  // per value; bounds what a 
 //                   for uint8, v + 128 for int8; X, X2 uint8/int8 of one shape, Table a constant of 256 (65536)
 //                   uint8/int8 elements, Y X's shape in Table's dtype (ai.tessera.QLinearLookup: a quantized
 //                   elementwise chain as a table). No oneDNN primitive: the plugin's own loop, in any layout.
-//                   Unary, it may say how it folds into the kQConv / kQMatMul computing X (fusion), checked against
-//                   the table at every entry: ints {alg...} (dnnl eltwise clip, linear, round), floats {X's zero
-//                   point, Y's zero point, alpha, beta per alg}: the product's result is then those post-ops on
-//                   round(v) plus Y's zero point (its post-ops: only such ones)
+//                   Unary, floats {lo, hi} say the table clamps X to [lo, hi] (checked entry by entry at lowering):
+//                   the fusion pass folds it into the kQConv / kQMatMul computing X as one clip post-op on round(v),
+//                   to [lo - y_zp, hi - y_zp] (the only post-op such a product takes)
 //   kQuantize       in {X, P?}  floats {scale, zero_point} (QuantizeLinear, per tensor), or none with P: the scale
 //                   and zero point computed at run time by kQuantParams (DynamicQuantizeLinear's uint8 Y)
 //   kDequantize     in {X}      floats {scale, zero_point}
