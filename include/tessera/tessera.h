@@ -54,7 +54,7 @@ extern "C" {
 #endif
 
 #define TESSERA_API_VERSION_MAJOR 0
-#define TESSERA_API_VERSION_MINOR 6
+#define TESSERA_API_VERSION_MINOR 7
 
 #if defined(__GNUC__)
 #define TESSERA_API __attribute__((visibility("default")))
@@ -162,7 +162,9 @@ TESSERA_API tessera_error_t* tessera_session_options_set_bucket_payback_ms(tesse
 /* Since 0.2. "NAME=D0,D1,..", as --shape (checked when the model is loaded).
  * Since 0.3 a dim may be a range MIN..MAX, and specs of one input span every
  * size they give (before, a later one replaced an earlier); the session then
- * refuses input sizes outside the ranges. */
+ * refuses input sizes outside the ranges. Since 0.7, for an artifact (whose shapes are compiled in; before, any
+ * spec was refused) exact dims only: those its random inputs take (tessera_session_random_inputs), checked
+ * against its compiled ranges when it is loaded. */
 TESSERA_API tessera_error_t* tessera_session_options_add_shape(tessera_session_options_t* opts, const char* spec);
 /* "OP_OR_NODE=BACKEND", as --place; may be given several times. */
 TESSERA_API tessera_error_t* tessera_session_options_add_place(tessera_session_options_t* opts, const char* rule);
@@ -197,6 +199,12 @@ TESSERA_API tessera_error_t* tessera_session_options_set_accuracy_budget(tessera
 /* Since 0.5. A directory with input_<i>.pb (graph input order) for that comparison; NULL or "": random inputs. */
 TESSERA_API tessera_error_t* tessera_session_options_set_accuracy_inputs(tessera_session_options_t* opts,
                                                                          const char* dir);
+/* Since 0.7. For an ONNX model: every input dim the model leaves symbolic (and set_shape/add_shape do not name)
+ * takes its size in DIR/input_<i>.pb (graph input order), as if given with add_shape, so that engines are compiled
+ * for the shapes those inputs have; an input whose file is missing or does not fit its declared dims is left as
+ * it is. Ignored for an artifact. NULL or "": none (the CLI's run/bench --input-dir). */
+TESSERA_API tessera_error_t* tessera_session_options_set_shapes_from_inputs(tessera_session_options_t* opts,
+                                                                            const char* dir);
 
 /* ---- sessions -------------------------------------------------------------- */
 

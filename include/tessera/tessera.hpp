@@ -189,6 +189,10 @@ class SessionOptions : public detail::Handle<tessera_session_options_t, tessera_
   SessionOptions& AccuracyInputs(const std::string& dir) {
     return apply(tessera_session_options_set_accuracy_inputs(p_, dir.c_str()));
   }
+  // For an ONNX model, the symbolic input dims take the sizes of input_<i>.pb in DIR (engines compiled for them).
+  SessionOptions& ShapesFromInputs(const std::string& dir) {
+    return apply(tessera_session_options_set_shapes_from_inputs(p_, dir.c_str()));
+  }
   SessionOptions& Progress(tessera_progress_fn fn, void* user) {
     return apply(tessera_session_options_set_progress(p_, fn, user));
   }

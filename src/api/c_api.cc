@@ -570,6 +570,13 @@ tessera_error_t* tessera_session_options_set_accuracy_inputs(tessera_session_opt
   });
 }
 
+tessera_error_t* tessera_session_options_set_shapes_from_inputs(tessera_session_options_t* opts, const char* dir) {
+  return set_option(__func__, opts, [&](const char*) -> tessera_error_t* {
+    opts->compile.shapes_from_inputs = dir ? dir : "";
+    return nullptr;
+  });
+}
+
 // ---- sessions ------------------------------------------------------------------------
 
 tessera_error_t* tessera_session_create(tessera_env_t* env, const char* path, const tessera_session_options_t* opts,

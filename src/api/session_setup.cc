@@ -553,6 +553,29 @@ Expected<Program> compile_bucket_at(BucketSource& src, const std::vector<Dims>& 
   return program;
 }
 
+// --shape specs that give every input dim the graph leaves symbolic the size it has in DIR/input_<i>.pb (graph input
+// order): the inputs a run will take, so that engines are compiled for them. An input --shape names (`given`), one
+// without a file, with another
+// rank or with a known dim that differs is left as it is (the run names the problem).
+Expected<std::vector<std::string>> shapes_of_inputs(const Graph& g, const std::string& dir, const InputRanges& given) {
+  std::vector<std::string> specs;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const ValueInfo* vi = g.info(g.inputs[i]);
+    if ((vi && vi->shape.fully_known()) || given.count(g.inputs[i])) continue;
+    const std::string path = dir + "/input_" + std::to_string(i) + ".pb";
+    std::error_code ec;
+    if (!fs::exists(path, ec)) continue;
+    Tensor t;
+    TSR_ASSIGN_OR_RETURN(t, read_tensor_file(path));
+    bool fits = !vi || !vi->shape.rank_known || vi->shape.rank() == t.rank();
+    for (int d = 0; fits && vi && vi->shape.rank_known && d < t.rank(); ++d) {
+      fits = !vi->shape[d].known() || vi->shape[d].value == t.dim(d);
+    }
+    if (fits) specs.push_back(shape_spec(g.inputs[i], t.dims()));
+  }
+  return specs;
+}
+
 // SessionOptions::compile_bucket for a model compiled with engines and some input dims left to run time; none when
 // every input is static or nothing but native runs.
 void give_bucket_compiler(const Graph& g, const ModelSource& m, const CompileOptions& o, bool engines_possible,
@@ -578,7 +601,20 @@ Expected<std::unique_ptr<InferenceSession>> open_session(const ModelSource& m, c
   TSR_ASSIGN_OR_RETURN(artifact, is_artifact(m));
   SessionOptions with_ranges = so;  // the sizes compiled for, unless the caller gave its own
   if (artifact) {
-    if (!o.shapes.empty()) return InvalidInput("--shape applies to ONNX models; an artifact's shapes are compiled in");
+    // Its shapes are compiled in: --shape names the exact dims its random inputs take, within its ranges.
+    InputRanges given;
+    TSR_ASSIGN_OR_RETURN(given, parse_shapes(o.shapes));
+    for (const auto& [name, ranges] : given) {
+      Dims dims;
+      for (const DimRange& r : ranges) {
+        if (!r.exact()) {
+          return InvalidInput("--shape " + name + "=..," + r.str() + ",..: an artifact's ranges are compiled in; " +
+                              "--shape on one gives the exact dims of its inputs");
+        }
+        dims.push_back(r.lo);
+      }
+      with_ranges.sample_dims[name] = std::move(dims);
+    }
     auto program =
         m.path.empty() ? read_artifact_bytes(m.name(), m.bytes.data(), m.bytes.size()) : read_artifact(m.path);
     if (!program.ok()) return program.status();
@@ -606,22 +642,31 @@ Expected<std::unique_ptr<InferenceSession>> open_session(const ModelSource& m, c
     }
     return InferenceSession::Create(std::move(*program), with_ranges);
   }
-  if (with_ranges.input_ranges.empty()) {
-    TSR_ASSIGN_OR_RETURN(with_ranges.input_ranges, parse_shapes(o.shapes));
-  }
   std::vector<std::shared_ptr<const Backend>> backends;
   TSR_ASSIGN_OR_RETURN(backends, resolve_backends(o.backends));
   Graph g;
   TSR_ASSIGN_OR_RETURN(g, import_model(m, o.shapes));
-  if (backends.size() == 1 && o.places.empty()) {
-    with_ranges.bf16 = o.precision == Precision::kBf16;  // native alone: its products at the precision asked for
+  CompileOptions co = o;
+  if (!o.shapes_from_inputs.empty()) {
+    InputRanges given;
+    TSR_ASSIGN_OR_RETURN(given, parse_shapes(o.shapes));
+    std::vector<std::string> pins;
+    TSR_ASSIGN_OR_RETURN(pins, shapes_of_inputs(g, o.shapes_from_inputs, given));
+    TSR_RETURN_IF_ERROR(apply_shapes(g, pins));
+    co.shapes.insert(co.shapes.end(), pins.begin(), pins.end());
+  }
+  if (with_ranges.input_ranges.empty()) {
+    TSR_ASSIGN_OR_RETURN(with_ranges.input_ranges, parse_shapes(co.shapes));
+  }
+  if (backends.size() == 1 && co.places.empty()) {
+    with_ranges.bf16 = co.precision == Precision::kBf16;  // native alone: its products at the precision asked for
     return InferenceSession::Create(std::move(g), with_ranges);
   }
   OptimizeOptions opt;
   TSR_RETURN_IF_ERROR(optimize_graph(g, opt));
-  if (o.background_buckets) give_bucket_compiler(g, m, o, /*engines_possible=*/true, &with_ranges);
+  if (co.background_buckets) give_bucket_compiler(g, m, co, /*engines_possible=*/true, &with_ranges);
   Program p;
-  TSR_ASSIGN_OR_RETURN(p, compile_model(m, std::move(g), o, report));
+  TSR_ASSIGN_OR_RETURN(p, compile_model(m, std::move(g), co, report));
   return InferenceSession::Create(std::move(p), with_ranges);
 }
 
@@ -631,9 +676,10 @@ Expected<std::vector<Tensor>> random_inputs(const InferenceSession& s, uint32_t 
   std::vector<Tensor> inputs;
   for (const auto& in : s.inputs()) {
     if (!in.shape.rank_known) return InvalidInput("input '" + in.name + "' has an unknown rank; give --shape");
-    // A symbolic dim takes the low end of its compiled range, else 1.
-    Dims d;
-    for (size_t i = 0; i < in.shape.dims.size(); ++i) {
+    // The dims given for it (--shape on an artifact), else: a symbolic dim takes the low end of its compiled range,
+    // else 1.
+    Dims d = in.sample;
+    for (size_t i = 0; in.sample.empty() && i < in.shape.dims.size(); ++i) {
       const Dim& x = in.shape.dims[i];
       d.push_back(x.known() ? x.value : i < in.ranges.size() ? in.ranges[i].lo : 1);
     }

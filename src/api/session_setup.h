@@ -40,6 +40,9 @@ struct CompileOptions {
   Precision precision = Precision::kFp32;
   AccuracyBudget accuracy_budget;  // --accuracy-budget: a compile past it fails, naming the output
   std::string accuracy_inputs;     // --input-dir of compile/bench: input_<i>.pb for that check; "": random inputs
+  // --input-dir of run/bench: for an ONNX model, each input dim it leaves symbolic takes its size in
+  // input_<i>.pb there, as if given with --shape (engines are compiled for the shapes that will run); "": none.
+  std::string shapes_from_inputs;
   // Sessions from open_session: a shape the program has no bucket for, once its runs have repaid a compile
   // (SessionOptions::bucket_payback_ms), is compiled as a bucket of its own in the background
   // (SessionOptions::compile_bucket) and kept in the engine cache on disk (engine_cache_dir). false: such shapes

@@ -20,6 +20,34 @@ namespace {
 
 std::string sig_str(DType dt, const Shape& s) { return std::string(dtype_name(dt)) + s.str(); }
 
+// Whether an input of dtype `dt` and dims `dims` is one `want` takes: its dtype, its declared dims and the ranges it
+// was compiled for.
+Status check_input(const IOInfo& want, DType dt, const Dims& dims) {
+  const auto rank = static_cast<int>(dims.size());
+  bool ok = want.dtype == DType::kUndefined || want.dtype == dt;
+  if (ok && want.shape.rank_known) {
+    ok = want.shape.rank() == rank;
+    for (int d = 0; ok && d < rank; ++d) {
+      if (want.shape[d].known() && want.shape[d].value != dims[static_cast<size_t>(d)]) ok = false;
+    }
+  }
+  if (!ok) {
+    return InvalidInput("input '" + want.name + "': expected " + sig_str(want.dtype, want.shape) + ", got " +
+                        dtype_name(dt) + dims_str(dims));
+  }
+  if (!want.ranges.empty() && want.ranges.size() != dims.size()) {
+    return InvalidInput("input '" + want.name + "' has rank " + std::to_string(rank) + "; it was compiled for " +
+                        std::to_string(want.ranges.size()) + " dims");
+  }
+  for (size_t d = 0; d < want.ranges.size(); ++d) {
+    if (!want.ranges[d].contains(dims[d])) {
+      return InvalidInput("input '" + want.name + "': dim " + std::to_string(d) + " is " + std::to_string(dims[d]) +
+                          ", outside the compiled range " + want.ranges[d].str());
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 InferenceSession::~InferenceSession() {
@@ -108,7 +136,7 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique
   s->graph_ = std::move(graph);
   for (const auto& name : s->graph_.inputs) {
     const ValueInfo* vi = s->graph_.info(name);
-    s->inputs_.push_back(IOInfo{name, vi ? vi->dtype : DType::kUndefined, vi ? vi->shape : Shape(), {}});
+    s->inputs_.push_back(IOInfo{name, vi ? vi->dtype : DType::kUndefined, vi ? vi->shape : Shape(), {}, {}});
   }
   for (const auto& kv : s->opts_.input_ranges) {
     const std::string& name = kv.first;
@@ -124,9 +152,15 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique
     }
     in->ranges = ranges;
   }
+  for (const auto& [name, dims] : s->opts_.sample_dims) {
+    auto in = std::find_if(s->inputs_.begin(), s->inputs_.end(), [&](const IOInfo& i) { return i.name == name; });
+    if (in == s->inputs_.end()) return InvalidInput("--shape names '" + name + "', which is not a model input");
+    TSR_RETURN_IF_ERROR(check_input(*in, in->dtype, dims));
+    in->sample = dims;
+  }
   for (const auto& name : s->graph_.outputs) {
     const ValueInfo* vi = s->graph_.info(name);
-    s->outputs_.push_back(IOInfo{name, vi ? vi->dtype : DType::kUndefined, vi ? vi->shape : Shape(), {}});
+    s->outputs_.push_back(IOInfo{name, vi ? vi->dtype : DType::kUndefined, vi ? vi->shape : Shape(), {}, {}});
   }
   // Buckets: planned now, with the engines compiled for their dims.
   for (ProgramBucket& b : buckets) {
@@ -166,31 +200,8 @@ Status InferenceSession::check_inputs(const std::vector<Tensor>& inputs) const {
                         std::to_string(inputs.size()));
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const IOInfo& want = inputs_[i];
-    const Tensor& got = inputs[i];
-    if (!got.defined()) return InvalidInput("input '" + want.name + "' is missing");
-    bool ok = want.dtype == DType::kUndefined || want.dtype == got.dtype();
-    if (ok && want.shape.rank_known) {
-      ok = want.shape.rank() == got.rank();
-      for (int d = 0; ok && d < got.rank(); ++d) {
-        if (want.shape[d].known() && want.shape[d].value != got.dim(d)) ok = false;
-      }
-    }
-    if (!ok) {
-      return InvalidInput("input '" + want.name + "': expected " + sig_str(want.dtype, want.shape) + ", got " +
-                          got.str());
-    }
-    if (!want.ranges.empty() && static_cast<int>(want.ranges.size()) != got.rank()) {
-      return InvalidInput("input '" + want.name + "' has rank " + std::to_string(got.rank()) + "; it was compiled for " +
-                          std::to_string(want.ranges.size()) + " dims");
-    }
-    for (size_t d = 0; d < want.ranges.size(); ++d) {
-      if (!want.ranges[d].contains(got.dim(static_cast<int>(d)))) {
-        return InvalidInput("input '" + want.name + "': dim " + std::to_string(d) + " is " +
-                            std::to_string(got.dim(static_cast<int>(d))) + ", outside the compiled range " +
-                            want.ranges[d].str());
-      }
-    }
+    if (!inputs[i].defined()) return InvalidInput("input '" + inputs_[i].name + "' is missing");
+    TSR_RETURN_IF_ERROR(check_input(inputs_[i], inputs[i].dtype(), inputs[i].dims()));
   }
   return Status::Ok();
 }

@@ -78,6 +78,9 @@ struct SessionOptions {
   // Native Conv, ConvTranspose, MatMul and Gemm with constant weights multiply in bf16 (fp32 sums) where the CPU has
   // AVX-512 BF16 (PlanOptions::bf16): --precision bf16. A Program compiled at bf16 sets it whatever this says.
   bool bf16 = false;
+  // Per input name, the dims its random inputs take (api::random_inputs): --shape on an artifact, whose shapes are
+  // compiled in. Create checks them as it checks a run's inputs (declared dims, compiled ranges).
+  std::map<std::string, Dims> sample_dims;
 };
 
 struct IOInfo {
@@ -85,6 +88,7 @@ struct IOInfo {
   DType dtype = DType::kUndefined;
   Shape shape;
   std::vector<DimRange> ranges;  // one per dim when SessionOptions::input_ranges names the input; else empty
+  Dims sample;                   // SessionOptions::sample_dims of the input; else empty
 };
 
 struct RunStats {

@@ -4,7 +4,9 @@
 #   - the artifact runs widths inside the range, and its outputs match a compile pinned to each width exactly;
 #   - a width outside the range, and a malformed range, exit 2 naming the input, the dim and the range;
 #   - random inputs take the range's low end, and without a range a failed random run says which --shape to give;
-#   - inspect lists the ranges.
+#   - inspect lists the ranges;
+#   - run/bench --input-dir size an ONNX model's symbolic dims from the inputs (engines compiled for them), bench
+#     times those inputs, and --shape on an artifact gives its random inputs' exact dims within its ranges.
 #
 #     tests/e2e/shape_range_test.sh BUILD_DIR
 set -uo pipefail
@@ -141,6 +143,40 @@ check $? "the bucket's answer matches the exact compile"
 "$PYTHON" -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j['ran_on_a_bucket'] == 1 and \
 j['waited_for_a_plan'] == 0 else 1)" "$work/out.txt"
 check $? "bench --shapes-from counts the request on the bucket: $(cat "$work/out.txt")"
+
+# Real inputs size an ONNX model's symbolic dims: run and bench with --input-dir compile engines for them (the
+# convolution goes to dnnl, first by priority; left symbolic, it would stay native).
+"$tessera" bench "$work/line.onnx" --input-dir "$work/in_77" --backends dnnl,native --placement priority --runs 1 \
+  --json >"$work/out.txt" 2>&1
+"$PYTHON" -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j['engines'] == 1 else 1)" "$work/out.txt"
+check $? "bench --input-dir compiles engines for the inputs' shapes: $(tail -1 "$work/out.txt")"
+"$tessera" run "$work/line.onnx" --input-dir "$work/in_77" --backends dnnl,native --placement priority \
+  --output-dir "$work/out_pinned_77" >"$work/out.txt" 2>&1
+"$PYTHON" -c "import sys, numpy as np, onnx; from onnx import numpy_helper as nh
+a, b = (nh.to_array(onnx.load_tensor(p)) for p in sys.argv[1:3])
+sys.exit(0 if a.shape == b.shape == (1, 8, 23, 38) and np.allclose(a, b, rtol=1e-4, atol=1e-5) else 1)" \
+  "$work/out_pinned_77/output_0.pb" "$work/out_exact_77/output_0.pb"
+check $? "run --input-dir on the ONNX model matches the exact compile"
+
+# bench times the inputs given: on the ranged artifact, --input-dir at width 500, and --shape x=1,3,48,500 (exact dims
+# for an artifact's random inputs); without either, the range's low end, with a warning.
+timed() { "$tessera" bench "$work/line.tsr" --runs 1 --json "$@" 2>/dev/null |
+  "$PYTHON" -c "import json,sys; print(json.load(sys.stdin)['input_shapes'])"; }
+t_dir=$(timed --input-dir "$work/in_500") t_shape=$(timed --shape x=1,3,48,500) t_low=$(timed)
+[ "$t_dir" = "x=1,3,48,500" ] && [ "$t_shape" = "x=1,3,48,500" ] && [ "$t_low" = "x=1,3,48,32" ]
+check $? "bench times --input-dir's and an artifact's --shape dims (timed: '$t_dir', '$t_shape', '$t_low')"
+"$tessera" bench "$work/line.tsr" --runs 1 >"$work/out.txt" 2>&1 &&
+  grep -qF "warning: random inputs size the symbolic dims (x dim 3)" "$work/out.txt" &&
+  grep -qF "over 1 runs at x=1,3,48,32 (" "$work/out.txt"
+check $? "bench on random inputs says which dims it sized: $(cat "$work/out.txt")"
+"$tessera" run "$work/line.tsr" --shape x=1,3,48,500 >"$work/out.txt" 2>&1 && grep -qF "y: float32[1,8,23,249]" "$work/out.txt"
+check $? "run on an artifact: random inputs take the dims --shape gives: $(tail -1 "$work/out.txt")"
+expect_error "an artifact's --shape outside its range" "input 'x': dim 3 is 4096, outside the compiled range 32..2048" -- \
+  "$tessera" bench "$work/line.tsr" --shape x=1,3,48,4096
+expect_error "a range given to an artifact" "an artifact's ranges are compiled in" -- \
+  "$tessera" bench "$work/line.tsr" --shape x=1,3,48,64..128
+expect_error "an artifact's --shape naming no input" "--shape names 'z', which is not a model input" -- \
+  "$tessera" run "$work/line.tsr" --shape z=1,2
 
 echo "shape_range_test: $passes passed, $failures failed"
 [ "$failures" -eq 0 ]

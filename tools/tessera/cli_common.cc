@@ -23,15 +23,17 @@ const char* kUsage =
     "      nothing\n"
     "  run MODEL(.onnx|.tsr) [--input-dir DIR] [--output-dir DIR] [--backends LIST] [--threads N] [--shape ..]\n"
     "          [--trace FILE]\n"
-    "      reads input_<i>.pb (ONNX TensorProto, graph input order) from DIR, or makes random inputs;\n"
+    "      reads input_<i>.pb (ONNX TensorProto, graph input order) from DIR (an ONNX model's symbolic dims take\n"
+    "      their sizes, so engines are compiled for them), or makes random inputs;\n"
     "      writes output_<i>.pb (graph output order) to --output-dir, else prints a summary; --trace writes the\n"
     "      run as a Chrome trace (chrome://tracing, Perfetto), with the steps inside engine regions\n"
     "  check CASE_DIR [--backends LIST] [--threads N] [--rtol R] [--atol A] [--model FILE]\n"
     "      runs an ONNX backend test case (model.onnx + test_data_set_*/) against its expected outputs;\n"
     "      --model runs another file (e.g. the case's model compiled to a .tsr) on the case's data\n"
     "  bench MODEL [--backends LIST] [--threads N] [--runs R] [--warmup W] [--shape NAME=D0,..] [--json] [--profile]\n"
-    "          [--trace FILE] [--shapes-from FILE]\n"
-    "      times inference and prints the median; --profile adds time per op type and the slowest nodes, inside\n"
+    "          [--trace FILE] [--shapes-from FILE] [--input-dir DIR]\n"
+    "      times inference and prints the median, on input_<i>.pb from --input-dir (as run) or random inputs;\n"
+    "      --profile adds time per op type and the slowest nodes, inside\n"
     "      engine regions too (under \"profile\" with --json); --trace writes the profiled runs (at most 20) as a\n"
     "      Chrome trace (docs/profiling.md); --shapes-from replays a stream of requests (a line each: NAME=D0,D1,..\n"
     "      per input named) and prints p50/p99 latency, the runs that waited for a plan of their shape and those\n"
@@ -51,7 +53,8 @@ const char* kUsage =
     "(arena, outputs, tensors shaped at run time): a run that needs more is refused, naming the need.\n"
     "--shape NAME=D0,D1,.. gives an input's dims: each a size, or MIN..MAX for a range (x=1,3,48,32..2048); an\n"
     "input named more than once spans them all. A compiled artifact runs any size in its ranges and refuses others\n"
-    "naming the input, dim and range; random inputs take each range's low end. Dims with a range stay symbolic:\n"
+    "naming the input, dim and range; random inputs take each range's low end, or the exact dims --shape gives\n"
+    "for an artifact's input (x=1,3,48,640 within its range). Dims with a range stay symbolic:\n"
     "the nodes they shape run on native, except in buckets: an exact shape named beside a range (--shape\n"
     "x=1,3,48,32..2048 --shape x=1,3,48,320) is compiled with engines of its own, which requests of exactly\n"
     "those dims run on (with several ranged inputs, bucket k takes each one's k-th exact shape). A shape with no\n"
@@ -104,6 +107,7 @@ struct CommandSpec {
   bool json = false, profile = false, tune = false;
 };
 
+// clang-format off: one command per entry reads better than one field per line.
 const std::vector<CommandSpec>& command_specs() {
   static const std::vector<CommandSpec> kCommands = {
       {"compile", "partition a model, compile every engine ahead of time and write one artifact", "MODEL",
@@ -111,7 +115,8 @@ const std::vector<CommandSpec>& command_specs() {
         {"--input-dir", "input_<i>.pb files for the accuracy check below fp32 (else random inputs)"}},
        true, false, false, true},
       {"run", "run a model (.onnx or .tsr) once on input_<i>.pb files or random inputs", "MODEL",
-       {{"--input-dir", "read input_<i>.pb (ONNX TensorProto, graph input order) from DIR"},
+       {{"--input-dir", "read input_<i>.pb (ONNX TensorProto, graph input order) from DIR; an ONNX model's symbolic "
+                        "dims take their sizes"},
         {"--output-dir", "write output_<i>.pb to DIR (else print a summary)"},
         {"--trace", "write the run as a Chrome trace to FILE"}}},
       {"check", "run an ONNX backend test case against its expected outputs", "CASE_DIR",
@@ -121,7 +126,8 @@ const std::vector<CommandSpec>& command_specs() {
       {"bench", "time inference and print the median", "MODEL",
        {{"--runs", "timed runs"}, {"--warmup", "warm-up runs"}, {"--trace", "write profiled runs as a Chrome trace"},
         {"--shapes-from", "replay a stream of input shapes from FILE (one request per line: NAME=D0,D1,.. ..)"},
-        {"--input-dir", "input_<i>.pb files for the accuracy check below fp32 (else random inputs)"}},
+        {"--input-dir", "time input_<i>.pb files (an ONNX model's symbolic dims take their sizes) instead of random "
+                        "inputs; also those of the accuracy check below fp32"}},
        true, true, true},
       {"partition", "placement report: regions, the costs considered, refusals, measurements", "MODEL",
        {{"--dot", "write the placement as Graphviz DOT to FILE"}, {"--svg", "draw it as SVG to FILE (Graphviz)"},
@@ -131,6 +137,7 @@ const std::vector<CommandSpec>& command_specs() {
   };
   return kCommands;
 }
+// clang-format on
 
 std::string command_list() {
   std::string s;
@@ -295,7 +302,11 @@ SessionOptions session_options(const Args& a, bool progress) {
   if (a.no_background_buckets) o.BackgroundBuckets(false);
   if (auto it = a.opts.find("--precision"); it != a.opts.end()) o.Precision(it->second);
   if (auto it = a.opts.find("--accuracy-budget"); it != a.opts.end()) o.AccuracyBudget(it->second);
-  if (auto it = a.opts.find("--input-dir"); it != a.opts.end()) o.AccuracyInputs(it->second);
+  if (auto it = a.opts.find("--input-dir"); it != a.opts.end()) {
+    o.AccuracyInputs(it->second);
+    // run/bench on real inputs: an ONNX model's symbolic dims take their sizes (engines compiled for them).
+    if (a.command == "run" || a.command == "bench") o.ShapesFromInputs(it->second);
+  }
   if (progress && isatty(fileno(stderr))) o.Progress(&show_progress, nullptr);
   return o;
 }

@@ -89,6 +89,25 @@ std::vector<Value> run_random(Session& s, const std::vector<IoInfo>& ins,
   }
 }
 
+// bench on random inputs of a model whose input dims are left to run time: says which dims took size 1 (or their
+// range's low end), as the time is then for that size. Inputs --shape names (`shapes`) have the sizes given.
+void warn_unsized(const std::vector<IoInfo>& ins, const std::vector<std::string>& shapes) {
+  std::string symbolic;
+  for (const IoInfo& in : ins) {
+    const bool given = std::any_of(shapes.begin(), shapes.end(),
+                                   [&](const std::string& spec) { return spec.rfind(in.name + "=", 0) == 0; });
+    if (given) continue;
+    for (size_t d = 0; d < in.dims.size(); ++d) {
+      if (in.dims[d] < 0) symbolic += (symbolic.empty() ? "" : ", ") + in.name + " dim " + std::to_string(d);
+    }
+  }
+  if (symbolic.empty()) return;
+  std::fprintf(stderr,
+               "tessera: warning: random inputs size the symbolic dims (%s) at the low end of their compiled range, "
+               "or 1: the times are for that size; give --shape NAME=D0,D1,.. or --input-dir\n",
+               symbolic.c_str());
+}
+
 // Fails early, before a model is loaded, on a trace path that cannot be written.
 void check_trace_path(const std::string& path) { RunOptions().TracePath(path); }
 
@@ -346,9 +365,16 @@ int cmd_bench(const Args& a) {
     return bench_shape_stream(a, s, load_ms);
   }
   const std::vector<IoInfo> ins = s.Inputs();
-  const std::vector<Value> inputs = s.RandomInputs(42);
+  // Timed on the inputs given (--input-dir), else on random ones.
+  const auto dir = a.opts.find("--input-dir");
+  const bool random = dir == a.opts.end();
+  if (random) warn_unsized(ins, a.shapes);
+  const std::vector<Value> inputs = random ? s.RandomInputs(42) : read_inputs(dir->second, ins);
   const auto args = named(ins, inputs);
-  run_random(s, ins, args, nullptr);
+  if (random)
+    run_random(s, ins, args, nullptr);
+  else
+    s.Run(args);
   for (int64_t i = 0; i < warmup; ++i) s.Run(args);
   std::vector<double> ms;
   for (int64_t i = 0; i < runs; ++i) {
@@ -377,6 +403,15 @@ int cmd_bench(const Args& a) {
     if (trace) profile.WriteTrace("tessera bench " + a.positional[0], a.opts.at("--trace"), kMaxTraceRuns);
   }
   const size_t arena = s.ArenaBytes(inputs);
+  // The shapes timed ("x=1,3,48,500 mask=1,500"); in the text line only where the model leaves some dim open.
+  std::string shapes;
+  bool open_dims = false;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    shapes += (i ? " " : "") + ins[i].name + "=";
+    const std::vector<int64_t> dims = inputs[i].Dims();
+    for (size_t d = 0; d < dims.size(); ++d) shapes += (d ? "," : "") + std::to_string(dims[d]);
+    open_dims = open_dims || std::count(ins[i].dims.begin(), ins[i].dims.end(), -1) > 0 || ins[i].rank < 0;
+  }
   const size_t engines = s.EngineBackends().size();
   std::string backends = a.opts.count("--backends") ? a.opts.at("--backends") : "default";
   // Below fp32, the in-memory compile measured each output's error against fp32.
@@ -389,16 +424,18 @@ int cmd_bench(const Args& a) {
     std::printf(
         "{\"model\": \"%s\", \"median_ms\": %.4f, \"min_ms\": %.4f, \"mean_ms\": %.4f, \"max_ms\": %.4f, "
         "\"runs\": %lld, \"warmup\": %lld, \"threads\": %d, \"backends\": \"%s\", \"arena_bytes\": %zu, "
-        "\"engines\": %zu, \"load_ms\": %.3f%s%s%s%s%s}\n",
+        "\"engines\": %zu, \"load_ms\": %.3f, \"input_shapes\": \"%s\"%s%s%s%s%s}\n",
         a.positional[0].c_str(), median, sorted.front(), mean, sorted.back(), static_cast<long long>(runs),
-        static_cast<long long>(warmup), s.Threads(), backends.c_str(), arena, engines, load_ms,
+        static_cast<long long>(warmup), s.Threads(), backends.c_str(), arena, engines, load_ms, shapes.c_str(),
         accuracy.empty() ? "" : ", \"accuracy\": \"", accuracy.c_str(), accuracy.empty() ? "" : "\"",
         profile_json_obj.empty() ? "" : ", \"profile\": ", profile_json_obj.c_str());
   } else {
-    std::printf("%s: median %.3f ms, min %.3f ms, mean %.3f ms, max %.3f ms over %lld runs (%d threads, backends %s, "
-                "arena %.2f MiB, %zu engines, loaded in %.1f ms)\n",
-                a.positional[0].c_str(), median, sorted.front(), mean, sorted.back(), static_cast<long long>(runs),
-                s.Threads(), backends.c_str(), static_cast<double>(arena) / (1 << 20), engines, load_ms);
+    std::printf(
+        "%s: median %.3f ms, min %.3f ms, mean %.3f ms, max %.3f ms over %lld runs%s%s (%d threads, "
+        "backends %s, arena %.2f MiB, %zu engines, loaded in %.1f ms)\n",
+        a.positional[0].c_str(), median, sorted.front(), mean, sorted.back(), static_cast<long long>(runs),
+        open_dims ? " at " : "", open_dims ? shapes.c_str() : "", s.Threads(), backends.c_str(),
+        static_cast<double>(arena) / (1 << 20), engines, load_ms);
     if (!accuracy.empty()) std::printf("accuracy: %s\n", accuracy.c_str());
   }
   return 0;
