@@ -3,6 +3,7 @@
 // Global* forms, and MaxUnpool. Windows follow the same geometry as Conv
 // (conv_util.h). Kernels run one (image, channel) plane per task; 1-D and
 // 2-D pools run as 3-D with unit leading axes.
+#include <immintrin.h>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -529,6 +530,37 @@ Status run_pool(KernelContext& ctx) {
 
 // ---- global pools -------------------------------------------------------------
 
+// Global average pools of float planes [p0, p1), each of `sz` floats: each plane's four lanes (element j in lane
+// j % 4) sum in order and fold (0 + 2) + (1 + 3), then the tail in order, as fold_lanes<4> (ONNX Runtime's
+// summation, MLAS's global pool). One plane alone is a chain of dependent adds (3-4 cycles each); kChains planes
+// side by side fill the adder.
+void global_average_planes(const float* x, int64_t sz, int64_t p0, int64_t p1, float* y) {
+  constexpr int kChains = 8;
+  const int64_t body = sz / 4 * 4;
+  auto finish = [&](__m128 acc, int64_t p) {
+    const __m128 t = _mm_add_ps(acc, _mm_movehl_ps(acc, acc));  // lanes 0 + 2, 1 + 3
+    float r = _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+    const float* v = x + p * sz;
+    for (int64_t j = body; j < sz; ++j) r += v[j];
+    y[p] = r / static_cast<float>(sz);
+  };
+  int64_t p = p0;
+  for (; p + kChains <= p1; p += kChains) {
+    __m128 acc[kChains];
+    for (__m128& a : acc) a = _mm_setzero_ps();
+    const float* v = x + p * sz;
+    for (int64_t j = 0; j < body; j += 4) {
+      for (int c = 0; c < kChains; ++c) acc[c] = _mm_add_ps(acc[c], _mm_loadu_ps(v + c * sz + j));
+    }
+    for (int c = 0; c < kChains; ++c) finish(acc[c], p + c);
+  }
+  for (; p < p1; ++p) {
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t j = 0; j < body; j += 4) acc = _mm_add_ps(acc, _mm_loadu_ps(x + p * sz + j));
+    finish(acc, p);
+  }
+}
+
 Status run_global_pool(KernelContext& ctx) {
   const Node& node = ctx.node();
   const Tensor& x = *ctx.input(0);
@@ -548,8 +580,15 @@ Status run_global_pool(KernelContext& ctx) {
       using A = Acc<T>;
       const T* xp = x.data<T>();
       T* yp = y.data<T>();
-      ctx.pool().parallel_for(planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(sz, 1)),
-                              [&](int64_t begin, int64_t end) {
+      const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(sz, 1));
+      if constexpr (std::is_same_v<T, float>) {
+        if (kind == PoolKind::kAvg && sz > 0) {
+          ctx.pool().parallel_for(planes, grain,
+                                  [&](int64_t begin, int64_t end) { global_average_planes(xp, sz, begin, end, yp); });
+          return;
+        }
+      }
+      ctx.pool().parallel_for(planes, grain, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
           const T* v = xp + i * sz;
           A r;
@@ -557,15 +596,6 @@ Status run_global_pool(KernelContext& ctx) {
             if (kind == PoolKind::kMax && sz > 0) {
               yp[i] = kernels::fold_lanes<32>(sz, v[0], [v](int64_t j) { return v[j]; },
                                               [](float a, float b) { return std::max(a, b); });
-              continue;
-            }
-            if (kind == PoolKind::kAvg && sz > 0) {
-              // Four lanes, folded (0 + 2) + (1 + 3), then the tail in order: ONNX Runtime's summation (MLAS's
-              // global pool), so that a model quantizing the mean (squeeze-excite under DynamicQuantizeLinear) sees
-              // the same bits.
-              yp[i] = kernels::fold_lanes<4>(sz, 0.f, [v](int64_t j) { return v[j]; },
-                                              [](float a, float b) { return a + b; }) /
-                      static_cast<float>(sz);
               continue;
             }
           }

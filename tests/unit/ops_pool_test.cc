@@ -281,6 +281,39 @@ TEST(Pool, GlobalPoolsReduceEverySpatialAxis) {
   }
 }
 
+// GlobalAveragePool sums each plane as ONNX Runtime does (MLAS): four lanes (element j in lane j % 4) in order,
+// folded (0 + 2) + (1 + 3), then the tail in order. The planes are summed several at a time; each must still be that
+// sum to the bit (a quantized squeeze-excite block rounds the mean), on plane counts around the block of planes
+// and sizes around the lanes.
+TEST(Pool, GlobalAveragePoolSumsEachPlaneAsOnnxRuntimeToTheBit) {
+  std::mt19937 rng(5);
+  for (const Dims& d :
+       {Dims{1, 19, 7, 9}, Dims{2, 8, 1, 4}, Dims{1, 3, 1, 3}, Dims{3, 17, 5, 5}, Dims{1, 40, 12, 80}}) {
+    Tensor x = random_tensor(d, rng);
+    for (int64_t i = 0; i < x.numel(); i += 7) x.data<float>()[i] *= 1e4f;  // rounding that shows the order
+    Node node;
+    node.name = "g";
+    node.op_type = "GlobalAveragePool";
+    node.inputs = {"x"};
+    node.outputs = {"y"};
+    auto res = run_node_once(node, 13, {x});
+    ASSERT_TRUE(res.ok()) << res.status().message();
+    const int64_t planes = d[0] * d[1], sz = d[2] * d[3];
+    for (int64_t pl = 0; pl < planes; ++pl) {
+      const float* v = x.data<float>() + pl * sz;
+      float lane[4] = {0.f, 0.f, 0.f, 0.f};
+      int64_t j = 0;
+      for (; j + 4 <= sz; j += 4) {
+        for (int k = 0; k < 4; ++k) lane[k] += v[j + k];
+      }
+      float r = (lane[0] + lane[2]) + (lane[1] + lane[3]);
+      for (; j < sz; ++j) r += v[j];
+      const float want = r / static_cast<float>(sz);
+      EXPECT_EQ(res->at(0).data<float>()[pl], want) << dims_str(d) << " plane " << pl;
+    }
+  }
+}
+
 TEST(Pool, MaxPoolOnUint8KeepsDtype) {
   Tensor x(DType::kUInt8, {1, 1, 2, 2});
   const uint8_t v[] = {3, 200, 7, 9};
