@@ -74,7 +74,8 @@ struct Step {
   std::vector<int32_t> w_offsets;
   // A Concat: of plain operands along this axis (else -1: into a channels-last result).
   int concat_axis = -1;
-  // A BatchNormalization: elements between two channels (1: channels-last; else plain) and epsilon (scale).
+  // A BatchNormalization: elements between two channels (1: channels-last; else plain) and epsilon (scale). A
+  // Softmax: the row length (alg: dnnl_softmax_accurate or dnnl_softmax_log).
   int64_t inner = 0;
 };
 
@@ -124,6 +125,9 @@ struct tessera_engine {
 };
 
 namespace tessera_dnnl {
+
+// Whether the CPU runs the plugin's own softmax loop (AVX-512 F, BW, DQ and VL; not under TESSERA_ISA=avx2).
+bool own_softmax_cpu();
 
 // Creates the engine from a program and the region's constants.
 // `max_memory` (0: none) bounds the buffers one run holds: past it, TESSERA_ERROR_OUT_OF_MEMORY.

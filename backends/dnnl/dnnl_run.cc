@@ -22,7 +22,9 @@
 // each before starting the next, so each one's wall time is its own, and
 // reports it with the nodes it covers and oneDNN's implementation name; the
 // plain run never waits between primitives.
-#include <immintrin.h>
+// First: it brings <immintrin.h> with GCC 12's false uninitialized warnings of the AVX-512 intrinsics silenced.
+#include "ops/kernels/softmax_row.h"  // header-only, shared with native
+
 #include <omp.h>
 
 #include <algorithm>
@@ -74,6 +76,28 @@ bool has_vbmi() {
            !(isa && std::string(isa) == "avx2");
   }();
   return yes;
+}
+
+// The AVX-512 softmax rows of ops/kernels/softmax_row.h (F, BW, DQ, VL, as Tessera's cpu::avx512()).
+bool has_avx512() {
+  static const bool yes = [] {
+    const char* isa = std::getenv("TESSERA_ISA");
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+           !(isa && std::string(isa) == "avx2");
+  }();
+  return yes;
+}
+
+// Softmax or log-softmax over rows of step.inner floats, the rows shared by the run's OpenMP team.
+void run_softmax(const Step& step, std::unordered_map<int, dnnl::memory>& args) {
+  const dnnl::memory& xm = args.at(DNNL_ARG_SRC_0);
+  const auto* x = static_cast<const float*>(xm.get_data_handle());
+  auto* y = static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle());
+  const int64_t n = step.inner, rows = static_cast<int64_t>(xm.get_desc().get_size() / sizeof(float)) / n;
+  const bool log = step.alg == dnnl_softmax_log;
+#pragma omp parallel for schedule(static) if (rows * n > 16384)
+  for (int64_t r = 0; r < rows; ++r) tessera::rowk::avx512::softmax_row(x + r * n, y + r * n, n, log);
 }
 
 // QuantizeLinear's arithmetic, as Tessera's native kernel (and ONNX Runtime) computes it: a true division, clamped
@@ -324,6 +348,10 @@ void run_own(const Step& step, const void* table, const float* params, std::unor
     run_batch_norm(step, args);
     return;
   }
+  if (step.kind == OpKind::kSoftmax) {
+    run_softmax(step, args);
+    return;
+  }
   if (step.kind == OpKind::kConcat) {
     if (step.concat_axis >= 0) run_concat_plain(args, step.concat_axis);
     else run_concat_channels_last(args);
@@ -404,6 +432,8 @@ void run_own(const Step& step, const void* table, const float* params, std::unor
 }
 
 }  // namespace
+
+bool own_softmax_cpu() { return has_avx512(); }
 
 using dnnl::memory;
 using tessera_plugin::fail;

@@ -1,67 +1,27 @@
 // float32 row primitives of norm_util.h, with AVX-512 and AVX2 versions; each
-// call takes the AVX-512 one where the CPU has it (util/cpu_isa.h).
-//
-// The vector exp is the Cephes single-precision polynomial evaluated after a
-// range reduction by ln 2; its error is within 2 ulp over the float range,
-// which is well inside what softmax and log-softmax need. NaN propagates
-// (max/min return their second operand when either is NaN).
+// call takes the AVX-512 one where the CPU has it (util/cpu_isa.h). The vector
+// exp, and the AVX-512 max, exp-sum and affine rows, are ops/kernels/softmax_row.h's
+// (shared with the oneDNN plugin's own softmax loop).
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
+#include "ops/kernels/softmax_row.h"
 #include "ops/norm_util.h"
 #include "util/cpu_isa.h"
 
 namespace tessera::normk {
 
-// The exp polynomial's constants, shared by both widths.
-namespace expc {
-constexpr float kLo = -104.0f, kHi = 88.72f, kLog2e = 1.44269504088896341f;
-constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
-constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.3334519073e-3f, kP3 = 4.1665795894e-2f,
-                kP4 = 1.6666665459e-1f, kP5 = 5.0000001201e-1f;
-}  // namespace expc
-
 TSR_AVX512_BEGIN
 namespace avx512 {
 namespace {
 
-inline __mmask16 tail_mask(int64_t remaining) {
-  return remaining >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << remaining) - 1u);
-}
-
-inline __m512 exp16(__m512 x) {
-  using namespace expc;
-  x = _mm512_max_ps(_mm512_set1_ps(kLo), x);
-  x = _mm512_min_ps(_mm512_set1_ps(kHi), x);
-  const __m512 n =
-      _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
-  __m512 p = _mm512_set1_ps(kP0);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP1));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP2));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP3));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP4));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP5));
-  const __m512 r2 = _mm512_mul_ps(r, r);
-  p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
-}
+using rowk::avx512::exp16;
+using rowk::avx512::tail_mask;
 
 }  // namespace
 
-float row_max(const float* x, int64_t n) {
-  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  __m512 m0 = ninf, m1 = ninf;
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
-    m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + i + 16));
-  }
-  for (; i < n; i += 16) m0 = _mm512_max_ps(m0, _mm512_mask_loadu_ps(ninf, tail_mask(n - i), x + i));
-  return _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
-}
+float row_max(const float* x, int64_t n) { return rowk::avx512::row_max(x, n); }
 
 float row_sum(const float* x, int64_t n) {
   __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
@@ -93,21 +53,7 @@ float row_sum_sq_diff(const float* x, float c, int64_t n) {
 }
 
 float row_exp_shift_sum(const float* x, float shift, float* y, int64_t n) {
-  const __m512 vs = _mm512_set1_ps(shift);
-  __m512 s0 = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vs));
-    _mm512_storeu_ps(y + i, e);
-    s0 = _mm512_add_ps(s0, e);
-  }
-  if (i < n) {
-    __mmask16 k = tail_mask(n - i);
-    __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vs));
-    _mm512_mask_storeu_ps(y + i, k, e);
-    s0 = _mm512_add_ps(s0, _mm512_maskz_mov_ps(k, e));
-  }
-  return _mm512_reduce_add_ps(s0);
+  return rowk::avx512::row_exp_shift_sum(x, shift, y, n);
 }
 
 void exp_inplace(float* y, int64_t n) {
@@ -119,15 +65,7 @@ void exp_inplace(float* y, int64_t n) {
   }
 }
 
-void row_axpb(const float* x, float a, float b, float* y, int64_t n) {
-  const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(_mm512_loadu_ps(x + i), va, vb));
-  if (i < n) {
-    __mmask16 k = tail_mask(n - i);
-    _mm512_mask_storeu_ps(y + i, k, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, x + i), va, vb));
-  }
-}
+void row_axpb(const float* x, float a, float b, float* y, int64_t n) { rowk::avx512::row_axpb(x, a, b, y, n); }
 
 void row_mul_then_add(const float* x, float a, float b, float* y, int64_t n) {
   // The rounding-mode forms are builtins, not vector arithmetic, so the compiler does not contract them into an FMA.
@@ -159,7 +97,7 @@ namespace avx2 {
 namespace {
 
 inline __m256 exp8(__m256 x) {
-  using namespace expc;
+  using namespace rowk::expc;
   x = _mm256_max_ps(_mm256_set1_ps(kLo), x);
   x = _mm256_min_ps(_mm256_set1_ps(kHi), x);
   const __m256 n =
