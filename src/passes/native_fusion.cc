@@ -37,6 +37,7 @@ class Uses {
         if (in.empty()) continue;
         ++count_[in];
         consumer_[in] = static_cast<int>(i);
+        readers_[in].push_back(static_cast<int>(i));
       }
       // A nested body reading a value by name is a consumer the node's input
       // list does not show.
@@ -51,6 +52,7 @@ class Uses {
         for (const auto& c : caps) {
           ++count_[c];
           consumer_[c] = -1;
+          readers_[c].push_back(-1);
         }
       }
     }
@@ -66,9 +68,16 @@ class Uses {
     return consumer_.at(v);
   }
 
+  // Every read of `v` (a node reading it twice counts twice; -1 for a nested graph); none for a graph output.
+  std::vector<int> readers(const std::string& v) const {
+    auto it = readers_.find(v);
+    return outputs_.count(v) || it == readers_.end() ? std::vector<int>{} : it->second;
+  }
+
  private:
   std::unordered_map<std::string, int> count_;
   std::unordered_map<std::string, int> consumer_;
+  std::unordered_map<std::string, std::vector<int>> readers_;
   std::unordered_set<std::string> outputs_;
 };
 
@@ -179,6 +188,9 @@ bool epilogue_activation(const Scope& g, const Node& n, std::string* name, std::
     *params = {n.attr_float("alpha", 0.01f)};
   } else if (op == "HardSigmoid") {
     *params = {n.attr_float("alpha", 0.2f), n.attr_float("beta", 0.5f)};
+  } else if (op == "HardSwish") {
+    if (n.num_inputs() != 1) return false;
+    *params = {1.f / 6.f, 0.5f};
   } else if (op == "Clip") {
     float lo, hi;
     if (!clip_bounds(g, n, &lo, &hi)) return false;
@@ -241,6 +253,32 @@ struct Epilogue {
   std::vector<int> group;
 };
 
+// x * HardSigmoid(x) (hard swish as PaddlePaddle and Keras export it) after e->out, as the activation HardSwish with
+// that HardSigmoid's alpha and beta: e->out read by exactly those two nodes, the HardSigmoid's output by the Mul alone.
+void hard_swish(const Graph& g, const Scope& sc, const Uses& uses, const Rewrite& rw, Epilogue* e) {
+  const std::vector<int> r = uses.readers(e->out);
+  if (r.size() != 2 || r[0] == r[1]) return;
+  int hs = -1, mul = -1;
+  for (int k : r) {
+    if (k < 0 || rw.taken[static_cast<size_t>(k)]) return;
+    const Node& n = g.nodes[static_cast<size_t>(k)];
+    if (!plain_f32_node(sc, n)) return;
+    if (n.op_type == "HardSigmoid" && n.num_inputs() == 1) hs = k;
+    if (n.op_type == "Mul" && n.num_inputs() == 2) mul = k;
+  }
+  if (hs < 0 || mul < 0) return;
+  const Node& h = g.nodes[static_cast<size_t>(hs)];
+  const Node& m = g.nodes[static_cast<size_t>(mul)];
+  const bool pair =
+      (m.inputs[0] == e->out && m.inputs[1] == h.outputs[0]) || (m.inputs[1] == e->out && m.inputs[0] == h.outputs[0]);
+  if (!pair || uses.sole_consumer(h.outputs[0]) != mul) return;
+  e->act = "HardSwish";
+  e->params = {h.attr_float("alpha", 0.2f), h.attr_float("beta", 0.5f)};
+  e->out = m.outputs[0];
+  e->group.push_back(hs);
+  e->group.push_back(mul);
+}
+
 template <class Accept>
 Epilogue follow_epilogue(const Graph& g, const Scope& sc, const Uses& uses, const Rewrite& rw, const std::string& y,
                          Accept accept_addend) {
@@ -263,6 +301,8 @@ Epilogue follow_epilogue(const Graph& g, const Scope& sc, const Uses& uses, cons
       epilogue_activation(sc, g.nodes[static_cast<size_t>(c)], &e.act, &e.params)) {
     e.out = g.nodes[static_cast<size_t>(c)].outputs[0];
     e.group.push_back(c);
+  } else if (c < 0) {
+    hard_swish(g, sc, uses, rw, &e);
   }
   return e;
 }

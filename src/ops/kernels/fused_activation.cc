@@ -22,6 +22,10 @@ Status parse_activation(const Node& node, const std::string& name, const std::ve
     ep->act = Activation::kHardSigmoid;
     ep->alpha = param(0, 0.2f);
     ep->beta = param(1, 0.5f);
+  } else if (name == "HardSwish") {  // also x * HardSigmoid(x) with that HardSigmoid's alpha and beta
+    ep->act = Activation::kHardSwish;
+    ep->alpha = param(0, 1.f / 6.f);
+    ep->beta = param(1, 0.5f);
   } else if (name == "Sigmoid") {
     ep->act = Activation::kSigmoid;
   } else if (name == "Tanh") {
@@ -43,6 +47,8 @@ Status activation_from_gemm_attrs(const Node& node, Epilogue* ep) {
     params = {node.attr_float("activation_alpha", 0.01f)};
   } else if (name == "HardSigmoid") {
     params = {node.attr_float("activation_alpha", 0.2f), node.attr_float("activation_beta", 0.5f)};
+  } else if (name == "HardSwish") {
+    params = {node.attr_float("activation_alpha", 1.f / 6.f), node.attr_float("activation_beta", 0.5f)};
   } else if (name == "Clip") {
     // FusedGemm has no Clip parameters of its own; take them as alpha/beta.
     params = {node.attr_float("activation_alpha", -std::numeric_limits<float>::max()),

@@ -4,7 +4,8 @@
 //   com.microsoft FusedConv: activation (string), activation_params (floats)
 //   com.microsoft FusedGemm: activation, activation_alpha, activation_beta
 // Supported activations: Relu, Clip(min, max), LeakyRelu(alpha),
-// HardSigmoid(alpha, beta), Sigmoid, Tanh.
+// HardSigmoid(alpha, beta), Sigmoid, Tanh, and Tessera's HardSwish(alpha,
+// beta) = x * HardSigmoid(x) (ONNX's HardSwish has 1/6 and 0.5).
 #pragma once
 
 #include <string>

@@ -36,10 +36,11 @@ namespace tessera::kernels {
 
 enum class Activation : uint8_t {
   kNone,
-  kRelu,       // max(x, 0)
-  kClip,       // min(max(x, lo), hi)
-  kLeakyRelu,  // x < 0 ? alpha * x : x
+  kRelu,         // max(x, 0)
+  kClip,         // min(max(x, lo), hi)
+  kLeakyRelu,    // x < 0 ? alpha * x : x
   kHardSigmoid,  // max(0, min(1, alpha * x + beta))
+  kHardSwish,    // x * max(0, min(1, alpha * x + beta))
   kSigmoid,
   kTanh,
 };
