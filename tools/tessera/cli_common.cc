@@ -107,7 +107,8 @@ struct CommandSpec {
   bool json = false, profile = false, tune = false;
 };
 
-// clang-format off: one command per entry reads better than one field per line.
+// One command per entry reads better than one field per line.
+// clang-format off
 const std::vector<CommandSpec>& command_specs() {
   static const std::vector<CommandSpec> kCommands = {
       {"compile", "partition a model, compile every engine ahead of time and write one artifact", "MODEL",
