@@ -30,6 +30,7 @@ float ref_act(const Epilogue& ep, float x) {
     case Activation::kClip: return std::min(std::max(x, ep.lo), ep.hi);
     case Activation::kLeakyRelu: return x < 0 ? x * ep.alpha : x;
     case Activation::kHardSigmoid: return std::min(std::max(ep.alpha * x + ep.beta, 0.f), 1.f);
+    case Activation::kHardSwish: return x * std::min(std::max(ep.alpha * x + ep.beta, 0.f), 1.f);
     case Activation::kSigmoid: return 1.f / (1.f + std::exp(-x));
     case Activation::kTanh: return std::tanh(x);
     default: return x;
@@ -189,7 +190,7 @@ Case random_case(std::mt19937& rng, int it, int long_k, const std::vector<int>& 
   cs.beta = betas[rng() % 3];
   cs.pad = rng() % 2 ? 0 : static_cast<int>(rng() % 5);
   cs.bias = static_cast<Epilogue::Bias>(rng() % 3);
-  cs.act = static_cast<Activation>(rng() % 7);
+  cs.act = static_cast<Activation>(rng() % (static_cast<int>(Activation::kTanh) + 1));
   cs.mode = modes[rng() % modes.size()];
   return cs;
 }
