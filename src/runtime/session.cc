@@ -152,11 +152,12 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique
     }
     in->ranges = ranges;
   }
-  for (const auto& [name, dims] : s->opts_.sample_dims) {
+  for (const auto& kv : s->opts_.sample_dims) {
+    const std::string& name = kv.first;  // not a structured binding: a lambda captures it (clang before 16)
     auto in = std::find_if(s->inputs_.begin(), s->inputs_.end(), [&](const IOInfo& i) { return i.name == name; });
     if (in == s->inputs_.end()) return InvalidInput("--shape names '" + name + "', which is not a model input");
-    TSR_RETURN_IF_ERROR(check_input(*in, in->dtype, dims));
-    in->sample = dims;
+    TSR_RETURN_IF_ERROR(check_input(*in, in->dtype, kv.second));
+    in->sample = kv.second;
   }
   for (const auto& name : s->graph_.outputs) {
     const ValueInfo* vi = s->graph_.info(name);
