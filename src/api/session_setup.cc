@@ -554,9 +554,9 @@ Expected<Program> compile_bucket_at(BucketSource& src, const std::vector<Dims>& 
 }
 
 // --shape specs that give every input dim the graph leaves symbolic the size it has in DIR/input_<i>.pb (graph input
-// order): the inputs a run will take, so that engines are compiled for them. An input --shape names (`given`), one
-// without a file, with another
-// rank or with a known dim that differs is left as it is (the run names the problem).
+// order): the inputs a run will take, so that engines are compiled for them. An input --shape names (`given`), or
+// one without a file, with another rank or with a known dim that differs, is left as it is (the run names the
+// problem).
 Expected<std::vector<std::string>> shapes_of_inputs(const Graph& g, const std::string& dir, const InputRanges& given) {
   std::vector<std::string> specs;
   for (size_t i = 0; i < g.inputs.size(); ++i) {
