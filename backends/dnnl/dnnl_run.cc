@@ -68,17 +68,8 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) size_t lookup_vbmi(const 
 }
 }  // namespace avx512_vbmi
 
-// TESSERA_ISA=avx2 (Tessera's dispatch switch) keeps to the portable loop, so that tests reach it on any CPU.
-bool has_vbmi() {
-  static const bool yes = [] {
-    const char* isa = std::getenv("TESSERA_ISA");
-    return __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw") &&
-           !(isa && std::string(isa) == "avx2");
-  }();
-  return yes;
-}
-
-// The AVX-512 softmax rows of ops/kernels/softmax_row.h (F, BW, DQ, VL, as Tessera's cpu::avx512()).
+// AVX-512 F, BW, DQ and VL, as Tessera's cpu::avx512(): the softmax rows of ops/kernels/softmax_row.h. TESSERA_ISA=avx2
+// (Tessera's dispatch switch) keeps to the portable loops, so that tests reach them on any CPU.
 bool has_avx512() {
   static const bool yes = [] {
     const char* isa = std::getenv("TESSERA_ISA");
@@ -86,6 +77,12 @@ bool has_avx512() {
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
            !(isa && std::string(isa) == "avx2");
   }();
+  return yes;
+}
+
+// The byte lookups' VBMI permutes, on top of has_avx512().
+bool has_vbmi() {
+  static const bool yes = has_avx512() && __builtin_cpu_supports("avx512vbmi");
   return yes;
 }
 

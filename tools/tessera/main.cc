@@ -69,6 +69,22 @@ std::vector<std::pair<std::string, const Value*>> named(const std::vector<IoInfo
   return r;
 }
 
+// The input dims the model leaves open, "x dim 2, x dim 3", leaving out the inputs --shape names (`given`): what
+// random inputs size at the low end of the compiled range, or 1.
+std::string symbolic_dims(const std::vector<IoInfo>& ins, const std::vector<std::string>& given) {
+  std::string open;
+  for (const IoInfo& in : ins) {
+    if (std::any_of(given.begin(), given.end(),
+                    [&](const std::string& spec) { return spec.rfind(in.name + "=", 0) == 0; })) {
+      continue;
+    }
+    for (size_t d = 0; d < in.dims.size(); ++d) {
+      if (in.dims[d] < 0) open += (open.empty() ? "" : ", ") + in.name + " dim " + std::to_string(d);
+    }
+  }
+  return open;
+}
+
 // Runs on random inputs. When that fails and an input has symbolic dims (random inputs give each the low end of its
 // compiled range, or 1), the error says so and how to give sizes that work.
 std::vector<Value> run_random(Session& s, const std::vector<IoInfo>& ins,
@@ -76,12 +92,7 @@ std::vector<Value> run_random(Session& s, const std::vector<IoInfo>& ins,
   try {
     return s.Run(args, {}, ro);
   } catch (const Error& e) {
-    std::string symbolic;
-    for (const IoInfo& in : ins) {
-      for (size_t d = 0; d < in.dims.size(); ++d) {
-        if (in.dims[d] < 0) symbolic += (symbolic.empty() ? "" : ", ") + in.name + " dim " + std::to_string(d);
-      }
-    }
+    const std::string symbolic = symbolic_dims(ins, {});
     if (symbolic.empty()) throw;
     throw Error(e.code(), std::string(e.what()) + " (random inputs sized the symbolic dims (" + symbolic +
                               ") at the low end of their compiled range, or 1: give real inputs with --input-dir, "
@@ -92,15 +103,7 @@ std::vector<Value> run_random(Session& s, const std::vector<IoInfo>& ins,
 // bench on random inputs of a model whose input dims are left to run time: says which dims took size 1 (or their
 // range's low end), as the time is then for that size. Inputs --shape names (`shapes`) have the sizes given.
 void warn_unsized(const std::vector<IoInfo>& ins, const std::vector<std::string>& shapes) {
-  std::string symbolic;
-  for (const IoInfo& in : ins) {
-    const bool given = std::any_of(shapes.begin(), shapes.end(),
-                                   [&](const std::string& spec) { return spec.rfind(in.name + "=", 0) == 0; });
-    if (given) continue;
-    for (size_t d = 0; d < in.dims.size(); ++d) {
-      if (in.dims[d] < 0) symbolic += (symbolic.empty() ? "" : ", ") + in.name + " dim " + std::to_string(d);
-    }
-  }
+  const std::string symbolic = symbolic_dims(ins, shapes);
   if (symbolic.empty()) return;
   std::fprintf(stderr,
                "tessera: warning: random inputs size the symbolic dims (%s) at the low end of their compiled range, "

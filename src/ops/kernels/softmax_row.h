@@ -1,7 +1,8 @@
-// Softmax and log-softmax over a contiguous float32 row on AVX-512, header-only so that the native kernels
-// (ops/norm_rows.cc, ops/softmax.cc) and the oneDNN plugin's own loop compute them with the same instructions in the
-// same order (oneDNN 2.7's softmax_v2 took 2-2.5x native's time on attention's rows). Callers check the CPU
-// (cpu::avx512() in Tessera; the plugin its own check) before calling anything in `avx512`.
+// Softmax and log-softmax over a contiguous float32 row on AVX-512, header-only so that the native kernels (whose
+// AVX-512 row primitives in ops/norm_rows.cc are these; ops/softmax.cc composes them as softmax_row does) and the
+// oneDNN plugin's own loop compute them with the same instructions in the same order (oneDNN 2.7's softmax_v2 took
+// 2-2.5x native's time on attention's rows). Callers check the CPU (cpu::avx512() in Tessera; the plugin its own
+// check) before calling anything in `avx512`.
 //
 // The vector exp is the Cephes single-precision polynomial evaluated after a range reduction by ln 2; its error is
 // within 2 ulp over the float range, which is well inside what softmax and log-softmax need. NaN propagates (max and
