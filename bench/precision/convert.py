@@ -20,7 +20,10 @@
       quantizes every Conv and every MatMul with a constant weight the way ONNX Runtime's quantize_dynamic does:
       DynamicQuantizeLinear on the activation, ConvInteger/MatMulInteger on the quantized weight, Cast to float, Mul by
       the product of the two scales, then the bias (Reshape + Add for Conv). int8 weights are symmetric over
-      [-127, 127] (zero point 0), uint8 weights asymmetric over [0, 255] with the range widened to hold 0.
+      [-127, 127] (zero point 0), uint8 weights asymmetric over [0, 255] with the range widened to hold 0. An LSTM
+      with constant weights (layout 0) becomes com.microsoft DynamicQuantizeLSTM, as quantize_dynamic writes it:
+      int8 symmetric weights transposed to [directions, input, 4 * hidden] and [directions, hidden, 4 * hidden],
+      one scale per direction, or per gate row with --per-channel.
 
 Only /usr/bin/python3 with Debian's python3-onnx and python3-numpy is needed. The rewritten model keeps the original's
 opset (raised to 11 where DynamicQuantizeLinear needs it).
@@ -65,6 +68,17 @@ def _rename(nodes, old, new):
             for j, x in enumerate(vals):
                 if x == old:
                     vals[j] = new
+
+
+def _inputs_read(nodes):
+    """The names the nodes read, their subgraphs' nodes (If/Loop/Scan bodies) included."""
+    names = set()
+    for n in nodes:
+        names.update(n.input)
+        for a in n.attribute:
+            for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                names.update(_inputs_read(g.node))
+    return names
 
 
 def _value_types(model):
@@ -184,6 +198,34 @@ def _quantize_weight(w, weight_type, per_channel, axis):
     return q, scale, zp
 
 
+def _dynamic_lstm(n, inits, names, new_inits, per_channel):
+    """An LSTM as quantize_dynamic rewrites it (DynamicQuantizeLSTM), or the node itself when it does not apply."""
+    attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+    if attrs.get("layout", 0) != 0 or not all(len(n.input) > i and n.input[i] in inits and
+                                              inits[n.input[i]].data_type == FLOAT for i in (1, 2)):
+        return n
+    quantized = []
+    for i in (1, 2):
+        w = numpy_helper.to_array(inits[n.input[i]])  # [D, 4H, K]
+        d, rows, k = w.shape
+        q, scale, zp = _quantize_weight(w.reshape(d * rows, k), "int8", True, 0)
+        if not per_channel:  # one scale per direction: the range of the direction's whole matrix
+            q, scale, zp = zip(*(_quantize_weight(w[j], "int8", False, 0) for j in range(d)))
+            q = np.stack(q)
+        base = n.input[i] + "_quantized"
+        names_i = [_unique(names, base), _unique(names, n.input[i] + "_scale"), _unique(names, n.input[i] + "_zero_point")]
+        shape = (d, rows) if per_channel else (d,)
+        new_inits += [numpy_helper.from_array(np.ascontiguousarray(q.reshape(d, rows, k).transpose(0, 2, 1)), names_i[0]),
+                      numpy_helper.from_array(np.array(scale, np.float32).reshape(shape), names_i[1]),
+                      numpy_helper.from_array(np.array(zp, np.int8).reshape(shape), names_i[2])]
+        quantized.append(names_i)
+    inputs = [n.input[0], quantized[0][0], quantized[1][0]] + [n.input[i] if len(n.input) > i else "" for i in range(3, 8)]
+    inputs += [quantized[0][1], quantized[0][2], quantized[1][1], quantized[1][2]]
+    attrs.pop("layout", None)
+    return helper.make_node("DynamicQuantizeLSTM", inputs, list(n.output), name=_unique(names, (n.name or n.output[0]) + "_quant"),
+                            domain="com.microsoft", **attrs)
+
+
 def dynamic(model, weight_type, per_channel):
     g = model.graph
     names = _all_names(g)
@@ -191,6 +233,9 @@ def dynamic(model, weight_type, per_channel):
     new_nodes, new_inits = [], []
     quantized_acts = {}  # activation name -> (q, scale, zp): one DynamicQuantizeLinear per activation
     for n in g.node:
+        if n.op_type == "LSTM":
+            new_nodes.append(_dynamic_lstm(n, inits, names, new_inits, per_channel))
+            continue
         is_conv = n.op_type == "Conv"
         is_matmul = n.op_type == "MatMul" and len(n.input) == 2 and n.input[1] in inits
         if not (is_conv or is_matmul) or n.input[1] not in inits or inits[n.input[1]].data_type != FLOAT:
@@ -235,7 +280,7 @@ def dynamic(model, weight_type, per_channel):
             rb = _unique(names, base + "_bias_reshape_output")
             new_nodes.append(helper.make_node("Reshape", [n.input[2], shape], [rb], name=_unique(names, base + "_bias_reshape")))
             new_nodes.append(helper.make_node("Add", [out, rb], [n.output[0]], name=_unique(names, base + "_bias_add")))
-    used = {x for n in new_nodes for x in n.input}
+    used = _inputs_read(new_nodes)
     kept = [i for i in g.initializer if i.name in used]
     del g.initializer[:]
     g.initializer.extend(kept + new_inits)
@@ -244,6 +289,8 @@ def dynamic(model, weight_type, per_channel):
     for op in model.opset_import:
         if op.domain in ("", "ai.onnx") and op.version < 11:
             op.version = 11
+    if any(n.domain == "com.microsoft" for n in new_nodes) and not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     return model
 
 
@@ -323,7 +370,7 @@ def fold_batch_norms(model):
         conv.output[0] = n.output[0]
     del g.node[:]
     g.node.extend(kept)
-    used = {x for n in g.node for x in n.input}
+    used = _inputs_read(g.node)
     live = [i for i in g.initializer if i.name in used]
     del g.initializer[:]
     g.initializer.extend(live)
@@ -413,7 +460,7 @@ def qdq(model, ranges):
     for i, n in enumerate(rewritten):
         ordered.append(n)
         ordered.extend(after.get(i, []))
-    used = {x for n in ordered for x in n.input}
+    used = _inputs_read(ordered)
     kept = [i for i in g.initializer if i.name in used]
     del g.initializer[:]
     g.initializer.extend(kept + [i for i in new_inits if i.name in used])

@@ -829,6 +829,8 @@ MODELS = {
     # grows into whole quantization steps; their references hold Tessera to ONNX Runtime's bits.
     "dbnet_dynq": (lambda: convert.dynamic(build_dbnet(), "int8", False), inputs_dbnet),
     "yolo_dynq": (lambda: convert.dynamic(build_yolo(), "uint8", False), inputs_yolo),
+    # Its LSTM becomes com.microsoft DynamicQuantizeLSTM, as quantize_dynamic writes one.
+    "crnn_dynq": (lambda: convert.dynamic(build_crnn(), "int8", False), inputs_crnn),
 }
 TEST_MODELS = list(MODELS)
 

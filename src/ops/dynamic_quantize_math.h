@@ -11,6 +11,8 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 
 namespace tessera::dynq {
 
@@ -62,6 +64,24 @@ inline Params params_from_range(float mn, float mx) {
     p.zero_point = std::nearbyint(z);
   }
   return p;
+}
+
+// y = saturate(round(x / scale) + zp) for one run sharing scale and zp. The
+// value is clamped before rounding (the bounds are integers, so this is the
+// same as saturating after), which keeps |v| < 2^22 for the 1.5 * 2^23 trick
+// that rounds to nearest even; NaN clamps to the low end.
+template <class T>
+void quantize_run(const float* x, int64_t n, float scale, int32_t zp, T* y) {
+  const float lo = static_cast<float>(std::numeric_limits<T>::min() - zp);
+  const float hi = static_cast<float>(std::numeric_limits<T>::max() - zp);
+  constexpr float kMagic = 12582912.f;
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i] / scale;
+    v = v > lo ? v : lo;
+    v = v < hi ? v : hi;
+    v = (v + kMagic) - kMagic;
+    y[i] = static_cast<T>(static_cast<int32_t>(v) + zp);
+  }
 }
 
 }  // namespace tessera::dynq

@@ -170,24 +170,6 @@ Status infer_quantize(InferContext& ctx) {
   return Status::Ok();
 }
 
-// y = saturate(round(x / scale) + zp) for one run sharing scale and zp. The
-// value is clamped before rounding (the bounds are integers, so this is the
-// same as saturating after), which keeps |v| < 2^22 for the 1.5 * 2^23 trick
-// that rounds to nearest even; NaN clamps to the low end.
-template <class T>
-void quantize_run(const float* x, int64_t n, float scale, int32_t zp, T* y) {
-  const float lo = static_cast<float>(std::numeric_limits<T>::min() - zp);
-  const float hi = static_cast<float>(std::numeric_limits<T>::max() - zp);
-  constexpr float kMagic = 12582912.f;
-  for (int64_t i = 0; i < n; ++i) {
-    float v = x[i] / scale;
-    v = v > lo ? v : lo;
-    v = v < hi ? v : hi;
-    v = (v + kMagic) - kMagic;
-    y[i] = static_cast<T>(static_cast<int32_t>(v) + zp);
-  }
-}
-
 // int32 input: divides in double, as numpy does for int32 / float32.
 template <class T>
 void quantize_run_int32(const int32_t* x, int64_t n, float scale, int32_t zp, T* y) {
@@ -216,7 +198,7 @@ Status quantize_typed(KernelContext& ctx, const Tensor& x, const std::vector<flo
   Tensor xf = x.dtype() == DType::kFloat32 ? x : to_float32(x);
   const float* xp = xf.data<float>();
   for_each_run(ctx, x.numel(), l, [&](int64_t b, int64_t n, int64_t c) {
-    quantize_run<T>(xp + b, n, scales[static_cast<size_t>(c)], zp_of(c), yp + b);
+    dynq::quantize_run<T>(xp + b, n, scales[static_cast<size_t>(c)], zp_of(c), yp + b);
   });
   return Status::Ok();
 }
@@ -331,7 +313,7 @@ Status run_dynamic_quantize(KernelContext& ctx) {
     return Status::Ok();
   }
   ctx.pool().parallel_for(x.numel(), kGrain, [&](int64_t begin, int64_t end) {
-    quantize_run<uint8_t>(xp + begin, end - begin, scale, zp, yp + begin);
+    dynq::quantize_run<uint8_t>(xp + begin, end - begin, scale, zp, yp + begin);
   });
   return Status::Ok();
 }

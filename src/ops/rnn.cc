@@ -11,6 +11,15 @@
 // batch) followed by the gate arithmetic in vector-friendly passes over
 // contiguous rows. W and R are packed transposed ([I,G*H], [H,G*H]) once at
 // kernel creation when they are constants.
+//
+// com.microsoft DynamicQuantizeLSTM (what ONNX Runtime's quantize_dynamic
+// makes of an LSTM) is the LSTM with 8-bit weights, stored transposed
+// (W [D,I,4H], R [D,H,4H]) with a scale per direction or per gate column and
+// one zero point per direction. As ONNX Runtime computes it, each product
+// quantizes its float operand at run time as DynamicQuantizeLinear does (X
+// once over every step that runs, H at every step), multiplies exactly in
+// int32, and scales the sums by a_scale * w_scale[column] to float; the
+// bias is added after both products, just before each gate's activation.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -18,15 +27,20 @@
 #include <type_traits>
 #include <vector>
 
-#include "ops/op_registry.h"
+#include "ops/dynamic_quantize_math.h"
 #include "ops/elementwise_math.h"
 #include "ops/kernels/gemm.h"
+#include "ops/op_registry.h"
+#include "ops/quantize_gemm.h"
 #include "ops/rnn_gemm.h"
 
 namespace tessera {
 namespace {
 
 enum class Cell { kRnn, kGru, kLstm };
+
+// Inputs 8-11 of DynamicQuantizeLSTM: the scales and zero points of W and R.
+constexpr int kWScale = 8, kWZeroPoint = 9, kRScale = 10, kRZeroPoint = 11;
 
 int gates_of(Cell c) { return c == Cell::kRnn ? 1 : c == Cell::kGru ? 3 : 4; }
 int acts_of(Cell c) { return c == Cell::kRnn ? 1 : c == Cell::kGru ? 2 : 3; }
@@ -220,21 +234,33 @@ Status infer_rnn(InferContext& ctx) {
   const Shape& rs = ctx.in_shape(2);
   if (ws.rank_known && ws.rank() != 3) return ctx.error("W must be 3-D, got " + ws.str());
   if (rs.rank_known && rs.rank() != 3) return ctx.error("R must be 3-D, got " + rs.str());
-  Dim hidden = a.hidden > 0 ? Dim(a.hidden) : (rs.rank_known ? rs[2] : Dim());
+  // DynamicQuantizeLSTM: W [D, I, 4H] and R [D, H, 4H], 8-bit, with 12 inputs (the last four its scales and zero
+  // points); its X is float32 and has no layout attribute.
+  const bool quantized = node.op_type == "DynamicQuantizeLSTM";
+  if (quantized) {
+    if (node.inputs.size() != 12 || node.inputs[kWScale].empty() || node.inputs[kWZeroPoint].empty() ||
+        node.inputs[kRScale].empty() || node.inputs[kRZeroPoint].empty()) {
+      return ctx.error("takes 12 inputs, the last four (the scales and zero points of W and R) required");
+    }
+    if (ctx.in_dtype(0) != DType::kFloat32) return ctx.error("X must be float32");
+    if (a.layout != 0) return ctx.error("has no layout attribute");
+  }
+  const int w_rows = quantized ? 2 : 1, w_cols = quantized ? 1 : 2;  // W's gate and input dims
+  Dim hidden = a.hidden > 0 ? Dim(a.hidden) : (rs.rank_known ? rs[quantized ? 1 : 2] : Dim());
   Dim seq, batch;
   if (xs.rank_known) {
     seq = a.layout == 0 ? xs[0] : xs[1];
     batch = a.layout == 0 ? xs[1] : xs[0];
   }
-  if (ws.rank_known && ws[1].known() && hidden.known() && ws[1].value != gates_of(kCell) * hidden.value) {
-    return ctx.error("W has " + ws[1].str() + " rows, expected " + std::to_string(gates_of(kCell)) +
+  if (ws.rank_known && ws[w_rows].known() && hidden.known() && ws[w_rows].value != gates_of(kCell) * hidden.value) {
+    return ctx.error("W has " + ws[w_rows].str() + " gate rows, expected " + std::to_string(gates_of(kCell)) +
                      " * hidden_size " + hidden.str());
   }
   if (ws.rank_known && ws[0].known() && ws[0].value != a.num_dirs) {
     return ctx.error("W's first dim " + ws[0].str() + " does not match the direction count");
   }
-  if (xs.rank_known && ws.rank_known && xs[2].known() && ws[2].known() && xs[2].value != ws[2].value) {
-    return ctx.error("X's input size " + xs[2].str() + " does not match W's " + ws[2].str());
+  if (xs.rank_known && ws.rank_known && xs[2].known() && ws[w_cols].known() && xs[2].value != ws[w_cols].value) {
+    return ctx.error("X's input size " + xs[2].str() + " does not match W's " + ws[w_cols].str());
   }
   DType dt = ctx.in_dtype(0);
   Dim dirs(a.num_dirs);
@@ -330,6 +356,122 @@ void recur(Parallel* pool, int64_t M, int64_t H, int64_t GH, RCols cols, const T
   }
 }
 
+// ---- DynamicQuantizeLSTM ------------------------------------------------------
+
+// One direction's 8-bit weights packed for the integer GEMM (their zero point
+// taken off), and each gate column's weight scale.
+struct QuantDir {
+  qgemm::QPackedB w, r;                 // [I, 4H], [H, 4H]
+  std::vector<float> w_scale, r_scale;  // 4H each
+};
+
+struct QuantWeights {
+  int64_t input = 0, hidden = 0;
+  std::vector<QuantDir> dirs;
+  bool empty() const { return dirs.empty(); }
+};
+
+// Checks one weight (W or R: [D, K, 4H], int8 or uint8) with its scale and
+// zero point ([D], or [D, 4H] with one zero point value, 0 for int8, as ONNX
+// Runtime requires) and packs it per direction.
+Status pack_quant_weight(const Node& node, const char* name, const Tensor& w, const Tensor& scale,
+                         const Tensor& zero_point, int D, int64_t K, int64_t GH, std::vector<QuantDir>* dirs,
+                         bool recurrent) {
+  const std::string what = node.describe() + ": " + name;
+  if (w.dtype() != DType::kInt8 && w.dtype() != DType::kUInt8) return InvalidModel(what + " must be int8 or uint8");
+  if (w.dims() != Dims{D, K, GH}) {
+    return InvalidModel(what + " is " + dims_str(w.dims()) + ", expected " + dims_str(Dims{D, K, GH}));
+  }
+  const bool per_column = scale.rank() == 2;
+  const Dims qdims = per_column ? Dims{D, GH} : Dims{D};
+  if (scale.dtype() != DType::kFloat32 || (scale.dims() != Dims{D} && scale.dims() != Dims{D, GH})) {
+    return InvalidModel(what + "'s scale must be float32 of shape [" + std::to_string(D) + "] or [" +
+                        std::to_string(D) + "," + std::to_string(GH) + "]");
+  }
+  if (zero_point.dtype() != w.dtype() || zero_point.dims() != qdims) {
+    return InvalidModel(what + "'s zero point must be " + dtype_name(w.dtype()) + " of shape " + dims_str(qdims));
+  }
+  const int64_t per_dir = per_column ? GH : 1;
+  for (int d = 0; d < D; ++d) {
+    const auto zp = static_cast<int32_t>(zero_point.as_int64(d * per_dir));
+    for (int64_t j = 0; j < per_dir; ++j) {
+      if (zero_point.as_int64(d * per_dir + j) != zp) {
+        return Unsupported(what + "'s zero point must be one value per direction");
+      }
+    }
+    if (w.dtype() == DType::kInt8 && zp != 0) return Unsupported(what + "'s int8 zero point must be 0");
+    const qgemm::Int8Ref ref{static_cast<const uint8_t*>(w.raw()) + d * K * GH, w.dtype() == DType::kInt8};
+    const qgemm::QMatrixB src(ref, GH, K, GH, qgemm::ZeroPoints{&zp, 0});
+    QuantDir& qd = (*dirs)[static_cast<size_t>(d)];
+    (recurrent ? qd.r : qd.w) = qgemm::QPackedB::Pack(src, K, GH);
+    std::vector<float>& sc = recurrent ? qd.r_scale : qd.w_scale;
+    sc.resize(static_cast<size_t>(GH));
+    for (int64_t j = 0; j < GH; ++j)
+      sc[static_cast<size_t>(j)] = scale.data<float>()[d * per_dir + (per_column ? j : 0)];
+  }
+  return Status::Ok();
+}
+
+Expected<QuantWeights> pack_quant(const Node& node, const Tensor& w, const Tensor& r, const Tensor& w_scale,
+                                  const Tensor& w_zp, const Tensor& r_scale, const Tensor& r_zp, int D,
+                                  int64_t hidden) {
+  if (w.rank() != 3 || r.rank() != 3) return InvalidModel(node.describe() + ": W and R must be 3-D");
+  QuantWeights q;
+  q.hidden = hidden > 0 ? hidden : r.dim(1);
+  q.input = w.dim(1);
+  q.dirs.resize(static_cast<size_t>(D));
+  const int64_t GH = 4 * q.hidden;
+  TSR_RETURN_IF_ERROR(pack_quant_weight(node, "W", w, w_scale, w_zp, D, q.input, GH, &q.dirs, false));
+  TSR_RETURN_IF_ERROR(pack_quant_weight(node, "R", r, r_scale, r_zp, D, q.hidden, GH, &q.dirs, true));
+  return q;
+}
+
+// Buffers of the quantized products, reused over the steps.
+struct QuantScratch {
+  std::vector<uint8_t> a;
+  std::vector<int32_t> acc;
+  std::vector<float> mult;
+};
+
+// The quantization of x[0, n) as DynamicQuantizeLinear computes it.
+dynq::Params quant_params(const float* x, int64_t n) {
+  float mn = 0.f, mx = 0.f;
+  dynq::min_max_with_zero(x, static_cast<size_t>(n), &mn, &mx);
+  return dynq::params_from_range(mn, mx);
+}
+
+// c[M, N] = (accumulate ? c : 0) + float(sum_k (q(a)[m,k] - zp) * B[k,n]) * (p.scale * b_scale[n]),
+// where q(a) is a[M, K] quantized with p (zero when p's scale is 0: a is all zeros).
+void quant_product(Parallel* pool, const float* a, int64_t M, int64_t K, const dynq::Params& p,
+                   const qgemm::QPackedB& b, const std::vector<float>& b_scale, float* c, int64_t ldc, bool accumulate,
+                   QuantScratch* s) {
+  const int64_t N = static_cast<int64_t>(b_scale.size());
+  if (p.scale == 0.f) {
+    if (!accumulate) {
+      for (int64_t m = 0; m < M; ++m) std::fill(c + m * ldc, c + m * ldc + N, 0.f);
+    }
+    return;
+  }
+  const auto zp = static_cast<int32_t>(p.zero_point);
+  s->a.resize(static_cast<size_t>(M * K));
+  dynq::quantize_run<uint8_t>(a, M * K, p.scale, zp, s->a.data());
+  const qgemm::QPackedA qa =
+      qgemm::QPackedA::Pack(qgemm::Int8Ref{s->a.data(), false}, K, M, K, qgemm::ZeroPoints{&zp, 0});
+  s->acc.resize(static_cast<size_t>(M * N));
+  qgemm::qgemm(pool, qa, b, N, s->acc.data(), N);
+  s->mult.resize(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n) s->mult[static_cast<size_t>(n)] = p.scale * b_scale[static_cast<size_t>(n)];
+  for (int64_t m = 0; m < M; ++m) {
+    const int32_t* am = s->acc.data() + m * N;
+    float* cm = c + m * ldc;
+    if (accumulate) {
+      for (int64_t n = 0; n < N; ++n) cm[n] += static_cast<float>(am[n]) * s->mult[static_cast<size_t>(n)];
+    } else {
+      for (int64_t n = 0; n < N; ++n) cm[n] = static_cast<float>(am[n]) * s->mult[static_cast<size_t>(n)];
+    }
+  }
+}
+
 bool is_half(DType t) { return t == DType::kFloat16 || t == DType::kBFloat16; }
 
 Tensor to_float(const Tensor& t) {
@@ -346,6 +488,15 @@ class RnnKernel final : public Kernel {
     RnnAttrs a;
     TSR_RETURN_IF_ERROR(parse_attrs(init.node, cell, &a));
     auto k = std::make_unique<RnnKernel>(std::move(a));
+    if (init.node.op_type == "DynamicQuantizeLSTM") {
+      k->quantized_ = true;
+      auto c = [&](int i) { return static_cast<int>(init.const_inputs.size()) > i ? init.const_inputs[i] : nullptr; };
+      if (c(1) && c(2) && c(kWScale) && c(kWZeroPoint) && c(kRScale) && c(kRZeroPoint)) {
+        TSR_ASSIGN_OR_RETURN(k->quant_, pack_quant(init.node, *c(1), *c(2), *c(kWScale), *c(kWZeroPoint), *c(kRScale),
+                                                   *c(kRZeroPoint), k->a_.num_dirs, k->a_.hidden));
+      }
+      return std::unique_ptr<Kernel>(std::move(k));
+    }
     const Tensor* w = init.const_inputs.size() > 1 ? init.const_inputs[1] : nullptr;
     const Tensor* r = init.const_inputs.size() > 2 ? init.const_inputs[2] : nullptr;
     if (w && r && w->rank() == 3 && r->rank() == 3 && w->dtype() == r->dtype() &&
@@ -362,6 +513,10 @@ class RnnKernel final : public Kernel {
 
   Status run(KernelContext& ctx) const override {
     const Tensor* x = ctx.input(0);
+    if (quantized_) {
+      if (x->dtype() != DType::kFloat32) return ctx.error("X must be float32");
+      return run_typed<float>(ctx, packed_f_, &quant_);
+    }
     switch (x->dtype()) {
       case DType::kFloat32: return run_typed<float>(ctx, packed_f_);
       case DType::kFloat64: return run_typed<double>(ctx, packed_d_);
@@ -372,8 +527,9 @@ class RnnKernel final : public Kernel {
   }
 
  private:
+  // `quant`: the weights of DynamicQuantizeLSTM (empty when they are not constants), null for the float ops.
   template <class T>
-  Status run_typed(KernelContext& ctx, const PackedWeights<T>& prepacked) const;
+  Status run_typed(KernelContext& ctx, const PackedWeights<T>& prepacked, const QuantWeights* quant = nullptr) const;
 
   // float16/bfloat16: computes in float32 and rounds the outputs back.
   Status run_half(KernelContext& ctx) const {
@@ -413,10 +569,12 @@ class RnnKernel final : public Kernel {
   RnnAttrs a_;
   PackedWeights<float> packed_f_;
   PackedWeights<double> packed_d_;
+  bool quantized_ = false;  // DynamicQuantizeLSTM
+  QuantWeights quant_;
 };
 
 template <class T>
-Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacked) const {
+Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacked, const QuantWeights* quant) const {
   const Node& node = ctx.node();
   const Tensor* x = ctx.input(0);
   const Tensor* w = ctx.input(1);
@@ -431,16 +589,28 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
   if (!x || !w || !r || x->rank() != 3 || w->rank() != 3 || r->rank() != 3) {
     return ctx.error("X, W and R must be present and 3-D");
   }
-  for (const Tensor* t : {w, r, bias, init_h, init_c, peep}) {
+  for (const Tensor* t : {quant ? nullptr : w, quant ? nullptr : r, bias, init_h, init_c, peep}) {
     if (t && t->dtype() != x->dtype()) return ctx.error("all float inputs must share X's dtype");
   }
   const int64_t T_ = a_.layout == 0 ? x->dim(0) : x->dim(1);
   const int64_t B = a_.layout == 0 ? x->dim(1) : x->dim(0);
   const int64_t I = x->dim(2);
-  const int64_t H = r->dim(2);
+  const int64_t H = quant ? r->dim(1) : r->dim(2);  // DynamicQuantizeLSTM's R is [D, H, 4H]
   const int64_t GH = G * H;
-  if (a_.hidden > 0 && a_.hidden != H) return ctx.error("R's last dim does not match hidden_size");
-  if (w->dim(0) != D || r->dim(0) != D || w->dim(1) != GH || r->dim(1) != GH || w->dim(2) != I) {
+  if (a_.hidden > 0 && a_.hidden != H) return ctx.error("R's dims do not match hidden_size");
+  QuantWeights quant_local;
+  if (quant && (quant->empty() || quant->input != I || quant->hidden != H)) {
+    const Tensor* qs[4] = {ctx.input(kWScale), ctx.input(kWZeroPoint), ctx.input(kRScale), ctx.input(kRZeroPoint)};
+    for (const Tensor* t : qs) {
+      if (!t) return ctx.error("the scales and zero points of W and R are required");
+    }
+    TSR_ASSIGN_OR_RETURN(quant_local, pack_quant(node, *w, *r, *qs[0], *qs[1], *qs[2], *qs[3], D, H));
+    if (quant_local.input != I) {
+      return ctx.error("W " + dims_str(w->dims()) + " does not match X " + dims_str(x->dims()));
+    }
+    quant = &quant_local;
+  }
+  if (!quant && (w->dim(0) != D || r->dim(0) != D || w->dim(1) != GH || r->dim(1) != GH || w->dim(2) != I)) {
     return ctx.error("W " + dims_str(w->dims()) + " / R " + dims_str(r->dims()) + " do not match X " +
                      dims_str(x->dims()) + " and hidden size " + std::to_string(H));
   }
@@ -466,7 +636,7 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
 
   PackedWeights<T> local;
   const PackedWeights<T>* pw = &prepacked;
-  if (prepacked.empty() || prepacked.input != I || prepacked.hidden != H) {
+  if (!quant && (prepacked.empty() || prepacked.input != I || prepacked.hidden != H)) {
     local = pack_weights<T>(*w, *r, D, a_.cell);
     pw = &local;
   }
@@ -499,6 +669,13 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
   std::vector<T> addb(static_cast<size_t>(GH));  // bias folded into the input projection
   std::vector<T> rbh(static_cast<size_t>(H));    // GRU linear_before_reset: Rb_h
   const bool all_full = std::all_of(lens.begin(), lens.end(), [&](int64_t l) { return l == T_; });
+  // DynamicQuantizeLSTM: X is quantized once, over the steps any sequence runs (the rows both directions read).
+  dynq::Params x_quant;
+  QuantScratch scratch;
+  if (quant) {
+    if (a_.layout != 0) return ctx.error("layout must be 0");
+    x_quant = quant_params(reinterpret_cast<const float*>(xd), *std::max_element(lens.begin(), lens.end()) * B * I);
+  }
 
   for (int d = 0; d < D; ++d) {
     const bool reverse = a_.reverse_only || d == 1;
@@ -516,7 +693,11 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
         }
       }
     }
-    const DirWeights<T>& dw = pw->dirs[static_cast<size_t>(d)];
+    static const DirWeights<T> kQuantized;  // the float weights DynamicQuantizeLSTM does not have
+    const DirWeights<T>& dw = quant ? kQuantized : pw->dirs[static_cast<size_t>(d)];
+    const QuantDir* qd = quant ? &quant->dirs[static_cast<size_t>(d)] : nullptr;
+    // DynamicQuantizeLSTM adds the bias after both products, just before each gate's activation.
+    const T* late_bias = quant && bias ? addb.data() : nullptr;
 
     // Initial states.
     for (int64_t b = 0; b < B; ++b) {
@@ -554,7 +735,14 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
           }
           a = xg.data();
         }
-        project<T>(&ctx.pool(), len * B, GH, I, a, dw, xw.data(), addb.data());
+        bool projected = false;
+        if constexpr (std::is_same_v<T, float>) {
+          if (qd) {
+            quant_product(&ctx.pool(), a, len * B, I, x_quant, qd->w, qd->w_scale, xw.data(), GH, false, &scratch);
+            projected = true;
+          }
+        }
+        if (!projected) project<T>(&ctx.pool(), len * B, GH, I, a, dw, xw.data(), addb.data());
       }
       // gates = XW[step] (+ H*R^T below), updated in place.
       T* const gates = xw.data() + (step % chunk) * B * GH;
@@ -601,7 +789,15 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
           for (int64_t j = 0; j < H; ++j) hb[j] = (T(1) - z[j]) * hc[j] + z[j] * hb[j];
         }
       } else {
-        recur<T>(&ctx.pool(), B, H, GH, RCols::kAll, h.data(), dw, gates, GH);
+        bool recurred = false;
+        if constexpr (std::is_same_v<T, float>) {
+          if (qd) {
+            quant_product(&ctx.pool(), h.data(), B, H, quant_params(h.data(), B * H), qd->r, qd->r_scale, gates, GH,
+                          true, &scratch);
+            recurred = true;
+          }
+        }
+        if (!recurred) recur<T>(&ctx.pool(), B, H, GH, RCols::kAll, h.data(), dw, gates, GH);
         for (int64_t b = 0; b < B; ++b) {
           if (!active(b)) continue;
           T* g = gates + b * GH;
@@ -621,6 +817,11 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
             for (int64_t j = 0; j < H; ++j) gi[j] += pi[j] * cb[j];
             for (int64_t j = 0; j < H; ++j) gf[j] += pf[j] * cb[j];
           }
+          if (late_bias) {
+            for (int64_t j = 0; j < H; ++j) gi[j] += late_bias[j];
+            for (int64_t j = 0; j < H; ++j) gf[j] += late_bias[2 * H + j];
+            for (int64_t j = 0; j < H; ++j) gc[j] += late_bias[3 * H + j];
+          }
           apply_act(acts[0], gi, H, clip);
           if (a_.input_forget) {
             for (int64_t j = 0; j < H; ++j) gf[j] = T(1) - gi[j];
@@ -631,6 +832,9 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
           for (int64_t j = 0; j < H; ++j) cb[j] = gf[j] * cb[j] + gi[j] * gc[j];
           if (po) {
             for (int64_t j = 0; j < H; ++j) go[j] += po[j] * cb[j];
+          }
+          if (late_bias) {
+            for (int64_t j = 0; j < H; ++j) go[j] += late_bias[H + j];
           }
           apply_act(acts[0], go, H, clip);
           T* th = tmp.data() + b * H;
@@ -669,6 +873,7 @@ TSR_REGISTER_OPS(rnn) {
   reg.add(OpSchema{"RNN", "", infer_rnn<Cell::kRnn>, create_rnn, nullptr, {}});
   reg.add(OpSchema{"GRU", "", infer_rnn<Cell::kGru>, create_gru, nullptr, {}});
   reg.add(OpSchema{"LSTM", "", infer_rnn<Cell::kLstm>, create_lstm, nullptr, {}});
+  reg.add(OpSchema{"DynamicQuantizeLSTM", "com.microsoft", infer_rnn<Cell::kLstm>, create_lstm, nullptr, {}});
 }
 
 }  // namespace tessera
