@@ -792,8 +792,19 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
         bool recurred = false;
         if constexpr (std::is_same_v<T, float>) {
           if (qd) {
-            quant_product(&ctx.pool(), h.data(), B, H, quant_params(h.data(), B * H), qd->r, qd->r_scale, gates, GH,
-                          true, &scratch);
+            // ONNX Runtime reads H back from Y when Y is an output, where a sequence that ended a step ago or
+            // more has zeros: those rows quantize as zeros (their products are not used).
+            const float* hq = h.data();
+            if (!all_full && y && y->defined()) {
+              for (int64_t b = 0; b < B; ++b) {
+                const bool ended = step > lens[static_cast<size_t>(b)];
+                std::copy_n(h.data() + b * H, H, tmp2.data() + b * H);
+                if (ended) std::fill_n(tmp2.data() + b * H, H, 0.f);
+              }
+              hq = tmp2.data();
+            }
+            quant_product(&ctx.pool(), hq, B, H, quant_params(hq, B * H), qd->r, qd->r_scale, gates, GH, true,
+                          &scratch);
             recurred = true;
           }
         }

@@ -260,20 +260,26 @@ def ms_dynamic_quantize_lstm():
     wb, rb = qrand([2, I2, 4 * H2], 65), qrand([2, H2, 4 * H2], 66)
     inputs_a = ["xa", "wa", "ra", "ba", "", "ha", "ca", "", "wa_scale", "wa_zp", "ra_scale", "ra_zp"]
     inputs_b = ["xb", "wb", "rb", "", "", "", "", "", "wb_scale", "wb_zp", "rb_scale", "rb_zp"]
+    # The same bidirectional LSTM over sequences of 5, 2 and 4 steps: ONNX Runtime quantizes an ended sequence's H
+    # as zeros.
+    inputs_c = ["xb", "wb", "rb", "", "lens"] + inputs_b[5:]
     nodes = [helper.make_node("DynamicQuantizeLSTM", inputs_a, ["ya", "ya_h", "ya_c"], domain="com.microsoft",
                               hidden_size=H),
              helper.make_node("DynamicQuantizeLSTM", inputs_b, ["yb"], domain="com.microsoft", hidden_size=H2,
+                              direction="bidirectional"),
+             helper.make_node("DynamicQuantizeLSTM", inputs_c, ["yc", "yc_h"], domain="com.microsoft", hidden_size=H2,
                               direction="bidirectional")]
     inits = [const("wa", wa), const("ra", ra), const("ba", rand([1, 8 * H], 67, -0.5, 0.5)),
              const("wa_scale", rand([1, 4 * H], 68, 0.002, 0.01)), const("wa_zp", np.zeros([1, 4 * H], np.int8)),
              const("ra_scale", rand([1, 4 * H], 69, 0.002, 0.01)), const("ra_zp", np.zeros([1, 4 * H], np.int8)),
              const("wb", wb), const("rb", rb), const("wb_scale", np.array([0.004, 0.006], np.float32)),
              const("wb_zp", np.array([128, 120], np.uint8)), const("rb_scale", np.array([0.005, 0.003], np.float32)),
-             const("rb_zp", np.array([126, 131], np.uint8))]
+             const("rb_zp", np.array([126, 131], np.uint8)), const("lens", np.array([5, 2, 4], np.int32))]
     return (model(nodes, [vi("xa", TensorProto.FLOAT, [T, B, I]), vi("ha", TensorProto.FLOAT, [1, B, H]),
                           vi("ca", TensorProto.FLOAT, [1, B, H]), vi("xb", TensorProto.FLOAT, [T2, B2, I2])],
                   [vi("ya", TensorProto.FLOAT, None), vi("ya_h", TensorProto.FLOAT, None),
-                   vi("ya_c", TensorProto.FLOAT, None), vi("yb", TensorProto.FLOAT, None)], 13, inits=inits,
+                   vi("ya_c", TensorProto.FLOAT, None), vi("yb", TensorProto.FLOAT, None),
+                   vi("yc", TensorProto.FLOAT, None), vi("yc_h", TensorProto.FLOAT, None)], 13, inits=inits,
                   opsets=MS),
             [("xa", rand([T, B, I], 70, -3, 2)), ("ha", rand([1, B, H], 71)), ("ca", rand([1, B, H], 72)),
              ("xb", rand([T2, B2, I2], 73, -1, 4))])
