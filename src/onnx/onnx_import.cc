@@ -1,7 +1,12 @@
 #include "onnx/onnx_import.h"
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <fstream>
@@ -711,6 +716,51 @@ Expected<Tensor> read_tensor_file(const std::string& path, std::string* name) {
   if (!t.ok()) return Status(t.status().code() == ErrorCode::kInvalidModel ? ErrorCode::kInvalidInput : t.status().code(),
                              path + ": " + t.status().message());
   return t;
+}
+
+Expected<Dims> read_tensor_dims(const std::string& path) {
+  using google::protobuf::internal::WireFormatLite;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return IoError("cannot open '" + path + "'");
+  google::protobuf::io::FileInputStream file(fd);
+  file.SetCloseOnDelete(true);
+  google::protobuf::io::CodedInputStream in(&file);
+  Dims dims;
+  constexpr int kDims = 1;  // TensorProto.dims: repeated int64, packed or not
+  bool ok = false;
+  for (;;) {
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) {  // the end of the file, or a malformed tag
+      ok = in.ConsumedEntireMessage();
+      break;
+    }
+    const int field = WireFormatLite::GetTagFieldNumber(tag);
+    const auto wire = WireFormatLite::GetTagWireType(tag);
+    uint64_t v = 0;
+    if (field == kDims && wire == WireFormatLite::WIRETYPE_VARINT) {
+      if (!in.ReadVarint64(&v)) break;
+      dims.push_back(static_cast<int64_t>(v));
+    } else if (field == kDims && wire == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      uint32_t len = 0;
+      if (!in.ReadVarint32(&len) || len > static_cast<uint32_t>(std::numeric_limits<int>::max())) break;
+      const auto limit = in.PushLimit(static_cast<int>(len));
+      while (in.BytesUntilLimit() > 0 && in.ReadVarint64(&v)) dims.push_back(static_cast<int64_t>(v));
+      const bool whole = in.BytesUntilLimit() == 0;
+      in.PopLimit(limit);
+      if (!whole) break;
+    } else if (!WireFormatLite::SkipField(&in, tag)) {
+      break;
+    }
+  }
+  // Skipping seeks, and a seek past the end succeeds: a truncated file ends before the position reached.
+  struct stat st {};
+  if (!ok || ::fstat(fd, &st) != 0 || in.CurrentPosition() > st.st_size) {
+    return InvalidInput(path + ": not a valid ONNX TensorProto");
+  }
+  for (int64_t d : dims) {
+    if (d < 0) return InvalidInput(path + ": not a valid ONNX TensorProto (negative dim)");
+  }
+  return dims;
 }
 
 Status write_tensor_file(const std::string& path, const Tensor& t, const std::string& name) {

@@ -37,5 +37,8 @@ void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto
 // Reads / writes a serialized TensorProto file (ONNX test-data layout).
 Expected<Tensor> read_tensor_file(const std::string& path, std::string* name = nullptr);
 Status write_tensor_file(const std::string& path, const Tensor& t, const std::string& name);
+// The dims of a serialized TensorProto file, read without its data (skipped with a seek): what a compile needs to
+// size an input a run will read whole.
+Expected<Dims> read_tensor_dims(const std::string& path);
 
 }  // namespace tessera

@@ -291,5 +291,43 @@ TEST(TensorIo, WritesAndReadsTensorProtoFiles) {
   EXPECT_EQ(r->data<int64_t>()[1], -2);
 }
 
+TEST(TensorIo, ReadsDimsWithoutTheDataInAnyFieldOrder) {
+  const std::string dir = ::testing::TempDir();
+  auto write = [](const std::string& path, const std::string& bytes) {
+    std::ofstream f(path, std::ios::binary);
+    f << bytes;
+  };
+  // As Tessera (and ONNX) write it: dims packed, first.
+  ASSERT_TRUE(write_tensor_file(dir + "/a.pb", Tensor(DType::kFloat32, Dims{3, 1, 4}), "x").ok());
+  auto d = read_tensor_dims(dir + "/a.pb");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(*d, (Dims{3, 1, 4}));
+  // Dims unpacked, after the data and the name.
+  onnx::TensorProto p;
+  p.set_data_type(onnx::TensorProto::FLOAT);
+  p.set_raw_data(std::string(2 * 5 * 4, '\0'));
+  p.set_name("late");
+  std::string bytes;
+  ASSERT_TRUE(p.SerializeToString(&bytes));
+  for (int64_t v : {2, 5}) {
+    bytes += static_cast<char>(0x08);  // field 1, varint
+    bytes += static_cast<char>(v);
+  }
+  write(dir + "/b.pb", bytes);
+  d = read_tensor_dims(dir + "/b.pb");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(*d, (Dims{2, 5}));
+  // A scalar has no dims; a truncated file and garbage are refused, a missing file too.
+  ASSERT_TRUE(write_tensor_file(dir + "/c.pb", Tensor::FromVector<float>({1.f}, {}), "s").ok());
+  d = read_tensor_dims(dir + "/c.pb");
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->empty());
+  write(dir + "/d.pb", bytes.substr(0, bytes.size() / 2));
+  EXPECT_FALSE(read_tensor_dims(dir + "/d.pb").ok());
+  write(dir + "/e.pb", "\xff\xff\xff\xff\xff");
+  EXPECT_FALSE(read_tensor_dims(dir + "/e.pb").ok());
+  EXPECT_FALSE(read_tensor_dims(dir + "/none.pb").ok());
+}
+
 }  // namespace
 }  // namespace tessera
