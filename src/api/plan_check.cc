@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <thread>
 
 #include "backends/backend.h"
 #include "api/session_setup.h"
@@ -73,9 +75,81 @@ Status run_once(Candidate& c, bool timed) {
   return Status::Ok();
 }
 
+// One timed block of a program: a warm-up of its own (2 runs and 5 ms), then at least 3 runs and `block_us`.
+Status time_block(Candidate& c, double block_us) {
+  const auto warm = Clock::now();
+  for (int i = 0; i < 2 || std::chrono::duration<double, std::micro>(Clock::now() - warm).count() < 5e3; ++i) {
+    if (i >= 100) break;
+    TSR_RETURN_IF_ERROR(run_once(c, false));
+  }
+  const auto start = Clock::now();
+  for (int i = 0; i < 3 || std::chrono::duration<double, std::micro>(Clock::now() - start).count() < block_us; ++i) {
+    if (i >= 200) break;
+    TSR_RETURN_IF_ERROR(run_once(c, true));
+  }
+  return Status::Ok();
+}
+
 double lower_quartile(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 4];
+}
+
+// The sessions' options for timing `p` on this machine: po's threads, random inputs within the compiled ranges.
+SessionOptions timing_options(const Program& p, const PartitionOptions& po) {
+  SessionOptions so;
+  so.num_threads = po.num_threads;
+  if (auto ranges = parse_shapes(p.meta.shape_overrides); ranges.ok()) so.input_ranges = *ranges;
+  return so;
+}
+
+// Whether `p` runs faster on one thread than on all it was asked for: a small model's kernels hand each thread
+// less work than waking it costs (a voice-activity net ran in 0.026 ms on one thread of this two-core VM, in 0.073
+// on two). Times both sessions in alternating blocks, like the plans above; `run_us` is the program's time on all
+// threads (0: unknown), which bounds the check to models it can time within a quarter of `budget_us`. Marks `p`
+// (ProgramMeta::threads_best) when one thread is faster by 10 %, and says so in the report.
+Status check_threads(Program* p, const PartitionOptions& po, double run_us, double budget_us, PartitionReport* report,
+                     const std::string& verdict_key) {
+  const int threads = po.num_threads > 0 ? po.num_threads : static_cast<int>(std::thread::hardware_concurrency());
+  if (threads <= 1 || !reproducible(*p)) return Status::Ok();
+  const std::string key = verdict_key.empty() ? "" : verdict_key + "|threads " + std::to_string(threads);
+  std::optional<std::string> cached = key.empty() ? std::nullopt : po.tune_cache->verdict(key);
+  if (!cached) {
+    // Models too slow to time within the budget are left alone: their kernels give every thread work.
+    const auto too_slow = [&](double us) { return us * 24 > budget_us / 4; };
+    if (too_slow(run_us)) return Status::Ok();
+    Candidate all{"all", {}, {}, nullptr, {}, {}}, one{"one", {}, {}, nullptr, {}, {}};
+    SessionOptions so = timing_options(*p, po);
+    so.num_threads = threads;
+    TSR_ASSIGN_OR_RETURN(all.session, InferenceSession::Create(*p, so));
+    TSR_ASSIGN_OR_RETURN(all.inputs, random_inputs(*all.session, 42));
+    if (run_us <= 0) {  // not timed yet: one run to warm, one to see
+      TSR_RETURN_IF_ERROR(run_once(all, false));
+      TSR_RETURN_IF_ERROR(run_once(all, true));
+      if (too_slow(all.times_us.back())) return Status::Ok();
+      all.times_us.clear();
+    }
+    so.num_threads = 1;
+    TSR_ASSIGN_OR_RETURN(one.session, InferenceSession::Create(*p, so));
+    one.inputs = all.inputs;
+    const double block_us = std::max(1.0, std::min(20e3, budget_us / 16));
+    for (Candidate* c : {&all, &one, &one, &all}) TSR_RETURN_IF_ERROR(time_block(*c, block_us));
+    const double t_all = lower_quartile(all.times_us), t_one = lower_quartile(one.times_us);
+    cached = t_one < 0.9 * t_all ? "1" : "all";
+    char buf[200];
+    std::snprintf(buf, sizeof(buf), "end-to-end check: on 1 thread %.3f ms, on %d threads %.3f ms: %s", t_one / 1e3,
+                  threads, t_all / 1e3, *cached == "1" ? "runs on 1 thread when asked for that many" : "keeps them");
+    report->events.push_back(buf);
+    if (!key.empty()) po.tune_cache->put_verdict(key, *cached);
+  } else if (*cached == "1") {
+    report->events.push_back("end-to-end check: ran faster on 1 thread than on " + std::to_string(threads) +
+                             " here before (tune cache)");
+  }
+  if (*cached == "1") {
+    p->meta.threads_measured = threads;
+    p->meta.threads_best = 1;
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -143,6 +217,7 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
     if (auto v = po.tune_cache->verdict(verdict_key)) {
       if (*v == cands[0].name) {
         report->events.push_back("end-to-end check: the chosen plan ran fastest here before (tune cache)");
+        TSR_RETURN_IF_ERROR(check_threads(&cands[0].program, po, 0, budget_us, report, verdict_key));
         return std::move(cands[0].program);
       }
       for (const SetOption* s : alternatives) {
@@ -158,6 +233,7 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
         rep.measure_seconds = report->measure_seconds;
         rep.cache_hits = report->cache_hits;
         *report = std::move(rep);
+        TSR_RETURN_IF_ERROR(check_threads(&*p, po, 0, budget_us, report, verdict_key));
         return p;
       }
     }
@@ -175,12 +251,11 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
   }
   if (cands.size() == 1) {
     if (!verdict_key.empty()) po.tune_cache->put_verdict(verdict_key, cands[0].name);
+    TSR_RETURN_IF_ERROR(check_threads(&cands[0].program, po, 0, budget_us, report, verdict_key));
     return std::move(cands[0].program);
   }
-  SessionOptions so;
-  so.num_threads = po.num_threads;
   // Random inputs within the compiled ranges (the compile set the chosen program's shape overrides).
-  if (auto ranges = parse_shapes(cands.front().program.meta.shape_overrides); ranges.ok()) so.input_ranges = *ranges;
+  const SessionOptions so = timing_options(cands.front().program, po);
   for (auto& c : cands) {
     c.timed = reproducible(c.program);
     if (!c.timed) continue;
@@ -201,16 +276,7 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
     for (size_t k = 0; k < cands.size(); ++k) {
       Candidate& c = cands[round == 0 ? k : cands.size() - 1 - k];
       if (!c.timed) continue;
-      const auto warm = Clock::now();
-      for (int i = 0; i < 2 || std::chrono::duration<double, std::micro>(Clock::now() - warm).count() < 5e3; ++i) {
-        if (i >= 100) break;
-        TSR_RETURN_IF_ERROR(run_once(c, false));
-      }
-      const auto start = Clock::now();
-      for (int i = 0; i < 3 || std::chrono::duration<double, std::micro>(Clock::now() - start).count() < block_us; ++i) {
-        if (i >= 200) break;
-        TSR_RETURN_IF_ERROR(run_once(c, true));
-      }
+      TSR_RETURN_IF_ERROR(time_block(c, block_us));
     }
   }
   std::vector<double> us;
@@ -257,6 +323,8 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
   }
   report->plan_timings = std::move(timings);
   if (!verdict_key.empty()) po.tune_cache->put_verdict(verdict_key, cands[best].name);
+  TSR_RETURN_IF_ERROR(
+      check_threads(&cands[best].program, po, cands[best].timed ? us[best] : 0, budget_us, report, verdict_key));
   report->check_seconds = std::chrono::duration<double>(Clock::now() - check_start).count();
   return std::move(cands[best].program);
 }

@@ -563,6 +563,19 @@ Status read_provenance(const MetaReader& r, const json& meta, ProgramMeta* out) 
   TSR_RETURN_IF_ERROR(r.string(meta, "producer_version", "", &out->producer_version));
   TSR_RETURN_IF_ERROR(r.string(meta, "source_model", "", &out->source_model));
   TSR_RETURN_IF_ERROR(r.string_list(meta, "shape_overrides", "", &out->shape_overrides));
+  if (meta.contains("threads")) {  // written since the seventeenth session, when the check chose fewer threads
+    const json* t = nullptr;
+    TSR_RETURN_IF_ERROR(r.object(meta, "threads", "", &t));
+    int64_t measured = 0, best = 0;
+    TSR_RETURN_IF_ERROR(r.int64(*t, "measured", "threads.", &measured));
+    TSR_RETURN_IF_ERROR(r.int64(*t, "best", "threads.", &best));
+    if (best < 1 || measured <= best || measured > 4096) {
+      return r.fail("threads: best " + std::to_string(best) + " of " + std::to_string(measured) +
+                    " is not a thread count below the measured one");
+    }
+    out->threads_measured = static_cast<int>(measured);
+    out->threads_best = static_cast<int>(best);
+  }
   const json* backends = nullptr;
   TSR_RETURN_IF_ERROR(r.array(meta, "backends", "", &backends));
   for (size_t i = 0; i < backends->size(); ++i) {

@@ -120,6 +120,10 @@ std::string describe_text(const artifact::LoadedArtifact& a) {
     o << "backends: " << join(b) << "\n";
   }
   if (!p.meta.shape_overrides.empty()) o << "shape overrides: " << join(p.meta.shape_overrides) << "\n";
+  if (p.meta.threads_best > 0) {
+    o << "threads: runs on " << p.meta.threads_best << " when asked for " << p.meta.threads_measured
+      << " (measured faster at compile)\n";
+  }
   o << "sections:\n";
   for (size_t i = 0; i < c.sections.size(); ++i) {
     const auto& s = c.sections[i];

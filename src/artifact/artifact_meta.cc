@@ -31,6 +31,12 @@ void add_program_meta(const ProgramMeta& m, json* j) {
   }
   (*j)["backends"] = std::move(backends);
   (*j)["shape_overrides"] = m.shape_overrides;
+  if (m.threads_best > 0) {
+    json t = json::object();
+    t["measured"] = m.threads_measured;
+    t["best"] = m.threads_best;
+    (*j)["threads"] = std::move(t);
+  }
 }
 
 json signature_json(const std::string& name, const ValueInfo& vi) {

@@ -70,6 +70,11 @@ struct ProgramMeta {
   std::string source_model;                      // file name the program was compiled from
   std::vector<BackendRecord> backends;           // the --backends list, with versions
   std::vector<std::string> shape_overrides;      // the --shape arguments, verbatim
+  // The end-to-end check's thread verdict: asked for `threads_measured` threads (the compile's), the program ran
+  // fastest here on `threads_best`, fewer (its work too small to pay for waking the other threads). A session asked
+  // for threads_measured threads runs on threads_best. 0: no verdict.
+  int threads_measured = 0;
+  int threads_best = 0;
 
   // The precision the program was compiled at (every backend's "precision" option; "" for fp32).
   std::string precision() const {

@@ -104,6 +104,10 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Graph graph
 Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Program program, const SessionOptions& opts) {
   std::unique_ptr<InferenceSession> s(new InferenceSession());
   s->opts_ = opts;
+  // The compile measured this program faster on fewer threads than asked for (ProgramMeta::threads_best).
+  if (program.meta.threads_best > 0 && thread_count(opts) == program.meta.threads_measured) {
+    s->opts_.num_threads = program.meta.threads_best;
+  }
   s->optimize_ = false;
   s->bf16_ = opts.bf16 || program.meta.precision() == "bf16";
   {
@@ -120,7 +124,7 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Program pro
     expect_engines(engines, /*alone=*/false);
   }
   std::shared_ptr<const EngineTable> engines;
-  TSR_ASSIGN_OR_RETURN(engines, load_engines(program, opts));
+  TSR_ASSIGN_OR_RETURN(engines, load_engines(program, s->opts_));
   s->engines_ = std::move(engines);
   return Finish(std::move(s), std::move(program.graph), std::move(program.buckets));
 }

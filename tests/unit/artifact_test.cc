@@ -263,6 +263,32 @@ TEST_F(ArtifactTest, RoundTripRunsExactlyLikeTheOriginalProgram) {
   EXPECT_EQ(e.constants[0].name, "W0");
 }
 
+// The end-to-end check's thread verdict (ProgramMeta::threads_best) survives the artifact, and a session asked for
+// the thread count it was measured at runs on the fewer threads; asked for another count, on that.
+TEST_F(ArtifactTest, ThreadVerdictRoundTripsAndSessionsAskedForThoseThreadsRunOnFewer) {
+  Program p = mlp_program();
+  p.engines.clear();  // the glue graph computes everything; no plugin needed
+  ASSERT_TRUE(write_artifact(p, path("plain.tsr")).ok());
+  p.meta.threads_measured = 2;
+  p.meta.threads_best = 1;
+  ASSERT_TRUE(write_artifact(p, path("one.tsr")).ok());
+  auto plain = read_artifact(path("plain.tsr"));
+  auto one = read_artifact(path("one.tsr"));
+  ASSERT_TRUE(plain.ok() && one.ok());
+  EXPECT_EQ(plain->meta.threads_best, 0);
+  EXPECT_EQ(one->meta.threads_measured, 2);
+  EXPECT_EQ(one->meta.threads_best, 1);
+  for (int asked : {1, 2, 3}) {
+    SessionOptions so;
+    so.num_threads = asked;
+    auto a = InferenceSession::Create(*plain, so);
+    auto b = InferenceSession::Create(*one, so);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ((*a)->num_threads(), asked);
+    EXPECT_EQ((*b)->num_threads(), asked == 2 ? 1 : asked) << "asked for " << asked;
+  }
+}
+
 TEST_F(ArtifactTest, ConstantsAreMappedAlignedAndOutliveTheProgram) {
   ASSERT_TRUE(write_artifact(mlp_program(), path("m.tsr")).ok());
   Tensor w;
@@ -689,6 +715,10 @@ TEST_F(ArtifactCorruptionTest, MalformedMetaIsRejectedWithTheField) {
                   }),
                   "declared");
   EXPECT_REJECTED(read_with_meta([](json& m) { m["backends"] = "dnnl"; }), "'backends'");
+  EXPECT_REJECTED(read_with_meta([](json& m) { m["threads"] = json::parse(R"({"measured": 2, "best": 2})"); }),
+                  "not a thread count below");
+  EXPECT_REJECTED(read_with_meta([](json& m) { m["threads"] = json::parse(R"({"measured": 2})"); }), "'threads.best'");
+  EXPECT_REJECTED(read_with_meta([](json& m) { m["threads"] = 1; }), "'threads'");
   EXPECT_REJECTED(read_with_meta([](json& m) { m = json::array(); }), "not a JSON object");
 }
 

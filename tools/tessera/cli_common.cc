@@ -86,12 +86,16 @@ const std::vector<OptionSpec>& compile_option_specs() {
       {"--place", "pin a node or op type to a backend: OP_OR_NODE=BACKEND (repeatable)", true},
       {"--min-region-nodes", "external regions with fewer nodes fall back to native (default 2)"},
       {"--backend-options", "K=V;.. handed to every backend's compile"},
-      {"--threads", "threads for the native pool and every engine (default: all hardware threads)"},
+      {"--threads",
+       "threads for the native pool and every engine (default: all hardware threads); a model the "
+       "compile measured faster on one thread runs on one (`inspect` says so)"},
       {"--placement", "cost (default: least measured or estimated time) or priority (first backend that runs a node)"},
-      {"--tune-cache", "the tune cache file (default $TESSERA_TUNE_CACHE, else ~/.cache/tessera/tune.json; empty: none)"},
+      {"--tune-cache",
+       "the tune cache file (default $TESSERA_TUNE_CACHE, else ~/.cache/tessera/tune.json; empty: none)"},
       {"--tune-budget", "seconds of measuring for the default placement (default 3)"},
       {"--max-memory", "bytes one run may hold (arena, outputs, run-time-shaped tensors), e.g. 512M or 2G"},
-      {"--precision", "fp32 (default), bf16 or fp16: what Conv/ConvTranspose/MatMul/Gemm compute in where an engine can"},
+      {"--precision",
+       "fp32 (default), bf16 or fp16: what Conv/ConvTranspose/MatMul/Gemm compute in where an engine can"},
       {"--accuracy-budget", "below fp32: cos=MIN,abs=MAX,rel=MAX (any of them) against fp32; a compile past it fails"},
   };
   return kSpecs;
