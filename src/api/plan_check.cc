@@ -146,8 +146,8 @@ Status check_threads(Program* p, const PartitionOptions& po, double run_us, doub
                              " here before (tune cache)");
   }
   if (*cached == "1") {
-    p->meta.threads_measured = threads;
-    p->meta.threads_best = 1;
+    p->meta.threads_measured = report->threads_asked = threads;
+    p->meta.threads_best = report->threads_best = 1;
   }
   return Status::Ok();
 }

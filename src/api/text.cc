@@ -81,6 +81,11 @@ std::string placement_line(const PartitionReport& report) {
                   report.check_seconds);
     placement += buf;
   }
+  if (report.threads_best > 0) {
+    std::snprintf(buf, sizeof(buf), "; runs on %d of the %d threads asked for (faster here)", report.threads_best,
+                  report.threads_asked);
+    placement += buf;
+  }
   return placement;
 }
 

@@ -189,6 +189,7 @@ struct PartitionReport {
   std::string machine;                      // MachineProfile::str() of the machine priced for
   std::vector<PlanTiming> plan_timings;     // the end-to-end check, when one ran
   double check_seconds = 0;                 // what the check took (building the alternatives included)
+  int threads_best = 0, threads_asked = 0;  // the check's thread verdict (ProgramMeta::threads_best), 0: none
   std::vector<BucketReport> buckets;        // one per bucket, in the program's order
   std::string precision = "fp32";           // --precision
   std::vector<OutputAccuracy> accuracy;     // reduced precision: every output against float32
