@@ -97,22 +97,6 @@ void run_softmax(const Step& step, std::unordered_map<int, dnnl::memory>& args) 
   for (int64_t r = 0; r < rows; ++r) tessera::rowk::avx512::softmax_row(x + r * n, y + r * n, n, log);
 }
 
-// QuantizeLinear's arithmetic, as Tessera's native kernel (and ONNX Runtime) computes it: a true division, clamped
-// in the output's range shifted by the zero point (NaN to the low end), rounded half to even by the 1.5 * 2^23 trick.
-template <class T>
-void quantize_elements(const float* x, size_t n, float scale, int32_t zp, T* y) {
-  const float lo = static_cast<float>(std::numeric_limits<T>::min() - zp);
-  const float hi = static_cast<float>(std::numeric_limits<T>::max() - zp);
-  constexpr float kMagic = 12582912.f;
-  for (size_t i = 0; i < n; ++i) {
-    float v = x[i] / scale;
-    v = v > lo ? v : lo;
-    v = v < hi ? v : hi;
-    v = (v + kMagic) - kMagic;
-    y[i] = static_cast<T>(static_cast<int32_t>(v) + zp);
-  }
-}
-
 // An element as float: dequantized, (x - zp) * scale (8-bit), or as it is (float32). DequantizeLinear and the
 // operands of a DqBinary.
 template <class T>
@@ -384,8 +368,12 @@ void run_own(const Step& step, const void* table, const float* params, std::unor
     switch (step.kind) {
       case OpKind::kQuantize: {
         const float* x = static_cast<const float*>(xv) + begin;
-        if (step.int8) quantize_elements(x, count, scale, zp, static_cast<int8_t*>(yv) + begin);
-        else quantize_elements(x, count, scale, zp, static_cast<uint8_t*>(yv) + begin);
+        // QuantizeLinear's arithmetic, native's (and ONNX Runtime's): dynamic_quantize_math.h.
+        const auto len = static_cast<int64_t>(count);
+        if (step.int8)
+          tessera::dynq::quantize_run(x, len, scale, zp, static_cast<int8_t*>(yv) + begin);
+        else
+          tessera::dynq::quantize_run(x, len, scale, zp, static_cast<uint8_t*>(yv) + begin);
         break;
       }
       case OpKind::kDqBinary:

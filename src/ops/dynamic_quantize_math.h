@@ -66,6 +66,8 @@ inline Params params_from_range(float mn, float mx) {
   return p;
 }
 
+// QuantizeLinear's arithmetic, shared by native's QuantizeLinear, DynamicQuantizeLinear and DynamicQuantizeLSTM and
+// the oneDNN plugin's own quantize loop:
 // y = saturate(round(x / scale) + zp) for one run sharing scale and zp. The
 // value is clamped before rounding (the bounds are integers, so this is the
 // same as saturating after), which keeps |v| < 2^22 for the 1.5 * 2^23 trick
