@@ -127,7 +127,8 @@ typedef enum tessera_tune {
 
 TESSERA_API tessera_error_t* tessera_session_options_create(tessera_session_options_t** out);
 TESSERA_API void tessera_session_options_release(tessera_session_options_t* opts);
-/* Threads for the native pool and every engine; 0 (the default): all hardware threads. */
+/* Threads for the native pool and every engine; 0 (the default): all hardware threads. A model whose compile
+   measured it faster on one thread than on this many runs on one (tessera_session_threads says so). */
 TESSERA_API tessera_error_t* tessera_session_options_set_threads(tessera_session_options_t* opts, int threads);
 /* "dnnl,native": the backends to use, in priority order; NULL or "": every backend found. */
 TESSERA_API tessera_error_t* tessera_session_options_set_backends(tessera_session_options_t* opts,
@@ -249,7 +250,7 @@ TESSERA_API tessera_error_t* tessera_session_engines_json(const tessera_session_
 TESSERA_API tessera_error_t* tessera_session_engine_count(const tessera_session_t* session, size_t* out);
 TESSERA_API tessera_error_t* tessera_session_engine_backend(const tessera_session_t* session, size_t index,
                                                             const char** out);
-/* Since 0.2. The threads the session runs on. */
+/* Since 0.2. The threads the session runs on: fewer than asked for where the compile measured that faster. */
 TESSERA_API tessera_error_t* tessera_session_threads(const tessera_session_t* session, int* out);
 
 /* ---- values ------------------------------------------------------------------
