@@ -103,53 +103,67 @@ SessionOptions timing_options(const Program& p, const PartitionOptions& po) {
   return so;
 }
 
+// Times `p` on one thread against `threads` in alternating blocks, like the plans above; `run_us` is its time on
+// `threads` (0: unknown). Gives "1" when one thread is faster by 10 %, "all" when not, "" when the model is too slow
+// to time within a quarter of `budget_us` (its kernels give every thread work).
+Expected<std::string> time_one_thread(const Program& p, const PartitionOptions& po, int threads, double run_us,
+                                      double budget_us, PartitionReport* report) {
+  const auto too_slow = [&](double us) { return us * 24 > budget_us / 4; };
+  if (too_slow(run_us)) return std::string();
+  Candidate all{"all", {}, {}, nullptr, {}, {}}, one{"one", {}, {}, nullptr, {}, {}};
+  SessionOptions so = timing_options(p, po);
+  so.num_threads = threads;
+  TSR_ASSIGN_OR_RETURN(all.session, InferenceSession::Create(p, so));
+  TSR_ASSIGN_OR_RETURN(all.inputs, random_inputs(*all.session, 42));
+  if (run_us <= 0) {  // not timed yet: one run to warm, one to see
+    TSR_RETURN_IF_ERROR(run_once(all, false));
+    TSR_RETURN_IF_ERROR(run_once(all, true));
+    if (too_slow(all.times_us.back())) return std::string();
+    all.times_us.clear();
+  }
+  so.num_threads = 1;
+  TSR_ASSIGN_OR_RETURN(one.session, InferenceSession::Create(p, so));
+  one.inputs = all.inputs;
+  const double block_us = std::max(1.0, std::min(20e3, budget_us / 16));
+  for (Candidate* c : {&all, &one, &one, &all}) TSR_RETURN_IF_ERROR(time_block(*c, block_us));
+  const double t_all = lower_quartile(all.times_us), t_one = lower_quartile(one.times_us);
+  const bool one_wins = t_one < 0.9 * t_all;
+  char buf[200];
+  std::snprintf(buf, sizeof(buf), "end-to-end check: on 1 thread %.3f ms, on %d threads %.3f ms: %s", t_one / 1e3,
+                threads, t_all / 1e3, one_wins ? "runs on 1 thread when asked for that many" : "keeps them");
+  report->events.push_back(buf);
+  return std::string(one_wins ? "1" : "all");
+}
+
 // Whether `p` runs faster on one thread than on all it was asked for: a small model's kernels hand each thread
 // less work than waking it costs (a voice-activity net ran in 0.026 ms on one thread of this two-core VM, in 0.073
-// on two). Times both sessions in alternating blocks, like the plans above; `run_us` is the program's time on all
-// threads (0: unknown), which bounds the check to models it can time within a quarter of `budget_us`. Marks `p`
-// (ProgramMeta::threads_best) when one thread is faster by 10 %, and says so in the report.
-Status check_threads(Program* p, const PartitionOptions& po, double run_us, double budget_us, PartitionReport* report,
-                     const std::string& verdict_key) {
+// on two). The verdict comes from the tune cache, else from time_one_thread (and goes into the cache). Marks `p`
+// (ProgramMeta::threads_best) when one thread won, and says so in the report. Optional: a failure to time leaves `p`
+// as it is, with the reason in the report.
+void check_threads(Program* p, const PartitionOptions& po, double run_us, double budget_us, PartitionReport* report,
+                   const std::string& verdict_key) {
   const int threads = po.num_threads > 0 ? po.num_threads : static_cast<int>(std::thread::hardware_concurrency());
-  if (threads <= 1 || !reproducible(*p)) return Status::Ok();
+  if (threads <= 1 || !reproducible(*p)) return;
   const std::string key = verdict_key.empty() ? "" : verdict_key + "|threads " + std::to_string(threads);
-  std::optional<std::string> cached = key.empty() ? std::nullopt : po.tune_cache->verdict(key);
-  if (!cached) {
-    // Models too slow to time within the budget are left alone: their kernels give every thread work.
-    const auto too_slow = [&](double us) { return us * 24 > budget_us / 4; };
-    if (too_slow(run_us)) return Status::Ok();
-    Candidate all{"all", {}, {}, nullptr, {}, {}}, one{"one", {}, {}, nullptr, {}, {}};
-    SessionOptions so = timing_options(*p, po);
-    so.num_threads = threads;
-    TSR_ASSIGN_OR_RETURN(all.session, InferenceSession::Create(*p, so));
-    TSR_ASSIGN_OR_RETURN(all.inputs, random_inputs(*all.session, 42));
-    if (run_us <= 0) {  // not timed yet: one run to warm, one to see
-      TSR_RETURN_IF_ERROR(run_once(all, false));
-      TSR_RETURN_IF_ERROR(run_once(all, true));
-      if (too_slow(all.times_us.back())) return Status::Ok();
-      all.times_us.clear();
+  std::optional<std::string> verdict = key.empty() ? std::nullopt : po.tune_cache->verdict(key);
+  if (!verdict) {
+    auto timed = time_one_thread(*p, po, threads, run_us, budget_us, report);
+    if (!timed.ok()) {
+      report->events.push_back("end-to-end check: the thread count was not measured (" + timed.status().message() +
+                               ")");
+      return;
     }
-    so.num_threads = 1;
-    TSR_ASSIGN_OR_RETURN(one.session, InferenceSession::Create(*p, so));
-    one.inputs = all.inputs;
-    const double block_us = std::max(1.0, std::min(20e3, budget_us / 16));
-    for (Candidate* c : {&all, &one, &one, &all}) TSR_RETURN_IF_ERROR(time_block(*c, block_us));
-    const double t_all = lower_quartile(all.times_us), t_one = lower_quartile(one.times_us);
-    cached = t_one < 0.9 * t_all ? "1" : "all";
-    char buf[200];
-    std::snprintf(buf, sizeof(buf), "end-to-end check: on 1 thread %.3f ms, on %d threads %.3f ms: %s", t_one / 1e3,
-                  threads, t_all / 1e3, *cached == "1" ? "runs on 1 thread when asked for that many" : "keeps them");
-    report->events.push_back(buf);
-    if (!key.empty()) po.tune_cache->put_verdict(key, *cached);
-  } else if (*cached == "1") {
+    if (timed->empty()) return;
+    verdict = *timed;
+    if (!key.empty()) po.tune_cache->put_verdict(key, *verdict);
+  } else if (*verdict == "1") {
     report->events.push_back("end-to-end check: ran faster on 1 thread than on " + std::to_string(threads) +
                              " here before (tune cache)");
   }
-  if (*cached == "1") {
+  if (*verdict == "1") {
     p->meta.threads_measured = report->threads_asked = threads;
     p->meta.threads_best = report->threads_best = 1;
   }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -217,7 +231,7 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
     if (auto v = po.tune_cache->verdict(verdict_key)) {
       if (*v == cands[0].name) {
         report->events.push_back("end-to-end check: the chosen plan ran fastest here before (tune cache)");
-        TSR_RETURN_IF_ERROR(check_threads(&cands[0].program, po, 0, budget_us, report, verdict_key));
+        check_threads(&cands[0].program, po, 0, budget_us, report, verdict_key);
         return std::move(cands[0].program);
       }
       for (const SetOption* s : alternatives) {
@@ -233,7 +247,7 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
         rep.measure_seconds = report->measure_seconds;
         rep.cache_hits = report->cache_hits;
         *report = std::move(rep);
-        TSR_RETURN_IF_ERROR(check_threads(&*p, po, 0, budget_us, report, verdict_key));
+        check_threads(&*p, po, 0, budget_us, report, verdict_key);
         return p;
       }
     }
@@ -251,7 +265,7 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
   }
   if (cands.size() == 1) {
     if (!verdict_key.empty()) po.tune_cache->put_verdict(verdict_key, cands[0].name);
-    TSR_RETURN_IF_ERROR(check_threads(&cands[0].program, po, 0, budget_us, report, verdict_key));
+    check_threads(&cands[0].program, po, 0, budget_us, report, verdict_key);
     return std::move(cands[0].program);
   }
   // Random inputs within the compiled ranges (the compile set the chosen program's shape overrides).
@@ -323,8 +337,7 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
   }
   report->plan_timings = std::move(timings);
   if (!verdict_key.empty()) po.tune_cache->put_verdict(verdict_key, cands[best].name);
-  TSR_RETURN_IF_ERROR(
-      check_threads(&cands[best].program, po, cands[best].timed ? us[best] : 0, budget_us, report, verdict_key));
+  check_threads(&cands[best].program, po, cands[best].timed ? us[best] : 0, budget_us, report, verdict_key);
   report->check_seconds = std::chrono::duration<double>(Clock::now() - check_start).count();
   return std::move(cands[best].program);
 }
