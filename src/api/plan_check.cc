@@ -103,24 +103,27 @@ SessionOptions timing_options(const Program& p, const PartitionOptions& po) {
   return so;
 }
 
-// Times `p` on one thread against `threads` in alternating blocks, like the plans above; `run_us` is its time on
-// `threads` (0: unknown). Gives "1" when one thread is faster by 10 %, "all" when not, "" when the model is too slow
-// to time within a quarter of `budget_us` (its kernels give every thread work).
-Expected<std::string> time_one_thread(const Program& p, const PartitionOptions& po, int threads, double run_us,
-                                      double budget_us, PartitionReport* report) {
+// Times `p` on one thread against `threads` in alternating blocks, like the plans above. `timed`: p's candidate
+// from the plans' timing, whose session (on `threads`) and inputs it reuses, or null. Gives "1" when one thread is
+// faster by 10 %, "all" when not, "" when the model is too slow to time within a quarter of `budget_us` (its kernels
+// give every thread work).
+Expected<std::string> time_one_thread(const Program& p, const PartitionOptions& po, int threads, double budget_us,
+                                      PartitionReport* report, Candidate* timed) {
   const auto too_slow = [&](double us) { return us * 24 > budget_us / 4; };
-  if (too_slow(run_us)) return std::string();
-  Candidate all{"all", {}, {}, nullptr, {}, {}}, one{"one", {}, {}, nullptr, {}, {}};
+  Candidate fresh{"all", {}, {}, nullptr, {}, {}}, one{"one", {}, {}, nullptr, {}, {}};
+  Candidate& all = timed && timed->session ? *timed : fresh;
   SessionOptions so = timing_options(p, po);
-  so.num_threads = threads;
-  TSR_ASSIGN_OR_RETURN(all.session, InferenceSession::Create(p, so));
-  TSR_ASSIGN_OR_RETURN(all.inputs, random_inputs(*all.session, 42));
-  if (run_us <= 0) {  // not timed yet: one run to warm, one to see
+  if (all.session) {
+    if (too_slow(lower_quartile(all.times_us))) return std::string();
+  } else {  // not timed yet: one run to warm, one to see
+    so.num_threads = threads;
+    TSR_ASSIGN_OR_RETURN(all.session, InferenceSession::Create(p, so));
+    TSR_ASSIGN_OR_RETURN(all.inputs, random_inputs(*all.session, 42));
     TSR_RETURN_IF_ERROR(run_once(all, false));
     TSR_RETURN_IF_ERROR(run_once(all, true));
     if (too_slow(all.times_us.back())) return std::string();
-    all.times_us.clear();
   }
+  all.times_us.clear();
   so.num_threads = 1;
   TSR_ASSIGN_OR_RETURN(one.session, InferenceSession::Create(p, so));
   one.inputs = all.inputs;
@@ -137,24 +140,24 @@ Expected<std::string> time_one_thread(const Program& p, const PartitionOptions& 
 
 // Whether `p` runs faster on one thread than on all it was asked for: a small model's kernels hand each thread
 // less work than waking it costs (a voice-activity net ran in 0.026 ms on one thread of this two-core VM, in 0.073
-// on two). The verdict comes from the tune cache, else from time_one_thread (and goes into the cache). Marks `p`
-// (ProgramMeta::threads_best) when one thread won, and says so in the report. Optional: a failure to time leaves `p`
-// as it is, with the reason in the report.
-void check_threads(Program* p, const PartitionOptions& po, double run_us, double budget_us, PartitionReport* report,
-                   const std::string& verdict_key) {
+// on two). The verdict comes from the tune cache, else from time_one_thread (and goes into the cache; `timed` as
+// there). Marks `p` (ProgramMeta::threads_best) when one thread won, and says so in the report. Optional: a failure
+// to time leaves `p` as it is, with the reason in the report.
+void check_threads(Program* p, const PartitionOptions& po, double budget_us, PartitionReport* report,
+                   const std::string& verdict_key, Candidate* timed) {
   const int threads = po.num_threads > 0 ? po.num_threads : static_cast<int>(std::thread::hardware_concurrency());
   if (threads <= 1 || !reproducible(*p)) return;
   const std::string key = verdict_key.empty() ? "" : verdict_key + "|threads " + std::to_string(threads);
   std::optional<std::string> verdict = key.empty() ? std::nullopt : po.tune_cache->verdict(key);
   if (!verdict) {
-    auto timed = time_one_thread(*p, po, threads, run_us, budget_us, report);
-    if (!timed.ok()) {
-      report->events.push_back("end-to-end check: the thread count was not measured (" + timed.status().message() +
+    auto measured = time_one_thread(*p, po, threads, budget_us, report, timed);
+    if (!measured.ok()) {
+      report->events.push_back("end-to-end check: the thread count was not measured (" + measured.status().message() +
                                ")");
       return;
     }
-    if (timed->empty()) return;
-    verdict = *timed;
+    if (measured->empty()) return;
+    verdict = *measured;
     if (!key.empty()) po.tune_cache->put_verdict(key, *verdict);
   } else if (*verdict == "1") {
     report->events.push_back("end-to-end check: ran faster on 1 thread than on " + std::to_string(threads) +
@@ -231,7 +234,7 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
     if (auto v = po.tune_cache->verdict(verdict_key)) {
       if (*v == cands[0].name) {
         report->events.push_back("end-to-end check: the chosen plan ran fastest here before (tune cache)");
-        check_threads(&cands[0].program, po, 0, budget_us, report, verdict_key);
+        check_threads(&cands[0].program, po, budget_us, report, verdict_key, nullptr);
         return std::move(cands[0].program);
       }
       for (const SetOption* s : alternatives) {
@@ -247,7 +250,7 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
         rep.measure_seconds = report->measure_seconds;
         rep.cache_hits = report->cache_hits;
         *report = std::move(rep);
-        check_threads(&*p, po, 0, budget_us, report, verdict_key);
+        check_threads(&*p, po, budget_us, report, verdict_key, nullptr);
         return p;
       }
     }
@@ -265,7 +268,7 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
   }
   if (cands.size() == 1) {
     if (!verdict_key.empty()) po.tune_cache->put_verdict(verdict_key, cands[0].name);
-    check_threads(&cands[0].program, po, 0, budget_us, report, verdict_key);
+    check_threads(&cands[0].program, po, budget_us, report, verdict_key, nullptr);
     return std::move(cands[0].program);
   }
   // Random inputs within the compiled ranges (the compile set the chosen program's shape overrides).
@@ -337,7 +340,8 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
   }
   report->plan_timings = std::move(timings);
   if (!verdict_key.empty()) po.tune_cache->put_verdict(verdict_key, cands[best].name);
-  check_threads(&cands[best].program, po, cands[best].timed ? us[best] : 0, budget_us, report, verdict_key);
+  // The kept plan's session, timed on the threads asked for, is the one the thread check compares with.
+  check_threads(&cands[best].program, po, budget_us, report, verdict_key, cands[best].timed ? &cands[best] : nullptr);
   report->check_seconds = std::chrono::duration<double>(Clock::now() - check_start).count();
   return std::move(cands[best].program);
 }
