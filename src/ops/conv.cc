@@ -379,9 +379,13 @@ class ConvTransposeKernel final : public Kernel {
     const int64_t ysz = g.in_size();   // output plane
     const int64_t ksz = g.kernel_size();
     const int64_t rows = mg * ksz;
+    Parallel& pool = ctx.pool();
+    if (convtranspose_tiles(g) && g.in.size() == 2) {
+      run_tiles(pool, g, n, c, m, group, cg, mg, x, w, bias, use_packed, y);
+      return;
+    }
     // Fully written by the GEMM: no need to zero it.
     std::unique_ptr<float[]> col(new float[static_cast<size_t>(rows * xsz)]);
-    Parallel& pool = ctx.pool();
     for (int64_t in = 0; in < n; ++in) {
       for (int64_t gi = 0; gi < group; ++gi) {
         GemmA ga{w + gi * cg * rows, rows, true, nullptr};
@@ -390,17 +394,38 @@ class ConvTransposeKernel final : public Kernel {
         kernels::gemm(&pool, rows, xsz, cg, 1.f, ga, gb, 0.f, col.get(), xsz);
         float* yg = y + (in * m + gi * mg) * ysz;
         pool.parallel_for(mg, 1, [&](int64_t begin, int64_t end) {
-          col2im(col.get() + begin * ksz * xsz, end - begin, g, yg + begin * ysz);
-          for (int64_t j = begin; j < end; ++j) {
-            float* plane = yg + j * ysz;
-            if (bias) {
-              const float bv = bias[gi * mg + j];
-              for (int64_t e = 0; e < ysz; ++e) plane[e] += bv;
-            }
-          }
+          col2im(col.get() + begin * ksz * xsz, end - begin, g, bias ? bias + gi * mg + begin : nullptr,
+                 yg + begin * ysz);
         });
       }
     }
+  }
+
+  // Windows that tile the output: each thread multiplies a few input rows at a time into a column block that stays
+  // in its cache and scatters it at once (the whole column matrix, written and read back, cost more than the product
+  // on U-Net's upsamplings).
+  void run_tiles(Parallel& pool, const Geometry& g, int64_t n, int64_t c, int64_t m, int64_t group, int64_t cg,
+                 int64_t mg, const float* x, const float* w, const float* bias, bool use_packed, float* y) const {
+    const int64_t ih = g.out[0], iw = g.out[1], xsz = ih * iw, ysz = g.in_size();
+    const int64_t rows = mg * g.kernel_size();
+    constexpr int64_t kBlockFloats = int64_t{64} << 10;  // 256 KiB of columns per block
+    int64_t per = std::clamp<int64_t>(kBlockFloats / std::max<int64_t>(rows * iw, 1), 1, ih);
+    const int64_t threads = std::max(pool.num_threads(), 1);
+    if (n * group * ((ih + per - 1) / per) < threads) per = std::max<int64_t>(1, ih * n * group / threads);
+    const int64_t chunks = (ih + per - 1) / per;
+    pool.parallel_for(n * group * chunks, 1, [&](int64_t t0, int64_t t1) {
+      thread_local std::vector<float> block;
+      block.resize(static_cast<size_t>(rows * per * iw));
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t in = t / (group * chunks), gi = t / chunks % group, i0 = t % chunks * per;
+        const int64_t i1 = std::min(ih, i0 + per);
+        GemmA ga{w + gi * cg * rows, rows, true, nullptr};
+        if (use_packed) ga = GemmA{nullptr, 0, false, &packed_[static_cast<size_t>(gi)]};
+        GemmB gb{x + (in * c + gi * cg) * xsz + i0 * iw, xsz, false, nullptr, nullptr};
+        kernels::gemm(nullptr, rows, (i1 - i0) * iw, cg, 1.f, ga, gb, 0.f, block.data(), (i1 - i0) * iw);
+        col2im_tiles(block.data(), mg, g, i0, i1, bias ? bias + gi * mg : nullptr, y + (in * m + gi * mg) * ysz);
+      }
+    });
   }
 
   std::vector<PackedMatrix> packed_;  // per group: W_g^T, when W is a constant float32 tensor
@@ -456,7 +481,8 @@ Status run_col2im(KernelContext& ctx) {
     return ctx.error("input has " + std::to_string(l) + " blocks, the geometry gives " + std::to_string(g.out_size()));
   }
   const int64_t c = ck / k, plane = g.in_size();
-  for (int64_t i = 0; i < n; ++i) col2im(x->data<float>() + i * ck * l, c, g, y->data<float>() + i * c * plane);
+  for (int64_t i = 0; i < n; ++i)
+    col2im(x->data<float>() + i * ck * l, c, g, nullptr, y->data<float>() + i * c * plane);
   return Status::Ok();
 }
 

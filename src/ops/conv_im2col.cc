@@ -974,7 +974,39 @@ void conv_by_rows(Parallel* pool, int64_t m, const kernels::GemmA& a, const floa
   pool->parallel_for(n, 1, [&](int64_t t0, int64_t t1) { items(t0, t1, nullptr); });
 }
 
-void col2im(const float* col, int64_t mult, const Geometry& g, float* y) {
+bool convtranspose_tiles(const Geometry& g) {
+  if (g.in.size() > 2) return false;
+  const auto [oh, ow, ih, iw, kh, kw, sh, sw, dh, dw, ph, pw] = plane2d(g);
+  return dh == 1 && dw == 1 && kh == sh && kw == sw && ph == 0 && pw == 0 && oh == ih * sh && ow == iw * sw;
+}
+
+void col2im_tiles(const float* col, int64_t mult, const Geometry& g, int64_t i0, int64_t i1, const float* bias,
+                  float* y) {
+  const auto [oh, ow, ih, iw, kh, kw, sh, sw, dh, dw, ph, pw] = plane2d(g);
+  const int64_t ld = (i1 - i0) * iw, ysize = oh * ow;
+  for (int64_t m = 0; m < mult; ++m) {
+    const float bv = bias ? bias[m] : 0.f;
+    for (int64_t i = i0; i < i1; ++i) {
+      for (int64_t a = 0; a < kh; ++a) {  // output row i * kh + a interleaves the kw taps of input row i
+        float* yr = y + m * ysize + (i * kh + a) * ow;
+        const float* c0 = col + (m * kh + a) * kw * ld + (i - i0) * iw;
+        if (kw == 2) {
+          const float* c1 = c0 + ld;
+          for (int64_t j = 0; j < iw; ++j) {
+            yr[2 * j] = c0[j] + bv;
+            yr[2 * j + 1] = c1[j] + bv;
+          }
+          continue;
+        }
+        for (int64_t j = 0; j < iw; ++j) {
+          for (int64_t b = 0; b < kw; ++b) yr[j * kw + b] = c0[b * ld + j] + bv;
+        }
+      }
+    }
+  }
+}
+
+void col2im(const float* col, int64_t mult, const Geometry& g, const float* bias, float* y) {
   const size_t r = g.in.size();
   const int64_t ysize = g.in_size();   // ConvTranspose output plane
   const int64_t xsize = g.out_size();  // ConvTranspose input plane
@@ -982,9 +1014,16 @@ void col2im(const float* col, int64_t mult, const Geometry& g, float* y) {
   if (r <= 2) {
     // ConvTranspose: the output plane is the convolution's input.
     const auto [oh, ow, ih, iw, kh, kw, sh, sw, dh, dw, ph, pw] = plane2d(g);
+    // Windows that never overlap (a stride at least the dilated kernel, on both axes) write each output once: an
+    // assignment instead of a sum. When they also tile the plane exactly, nothing else is written.
+    const bool disjoint = (kh - 1) * dh + 1 <= sh && (kw - 1) * dw + 1 <= sw;
+    const bool tiles = convtranspose_tiles(g);
+    if (tiles) col2im_tiles(col, mult, g, 0, ih, bias, y);
     for (int64_t m = 0; m < mult; ++m) {
       float* ym = y + m * ysize;
-      std::fill(ym, ym + ysize, 0.f);
+      const float bv = bias ? bias[m] : 0.f;
+      if (tiles) continue;
+      std::fill(ym, ym + ysize, bv);
       for (int64_t a = 0; a < kh; ++a) {
         for (int64_t b = 0; b < kw; ++b) {
           const float* cr = col + ((m * kh + a) * kw + b) * xsize;
@@ -996,7 +1035,11 @@ void col2im(const float* col, int64_t mult, const Geometry& g, float* y) {
             float* yr = ym + o * ow;
             const int64_t shift = b * dw - pw;
             const float* cri = cr + i * iw;
-            for (int64_t j = wlo; j < whi; ++j) yr[j * sw + shift] += cri[j];
+            if (disjoint) {
+              for (int64_t j = wlo; j < whi; ++j) yr[j * sw + shift] = cri[j] + bv;
+            } else {
+              for (int64_t j = wlo; j < whi; ++j) yr[j * sw + shift] += cri[j];
+            }
           }
         }
       }
@@ -1006,7 +1049,7 @@ void col2im(const float* col, int64_t mult, const Geometry& g, float* y) {
   std::vector<int64_t> kidx(r), xidx(r);
   for (int64_t m = 0; m < mult; ++m) {
     float* ym = y + m * ysize;
-    std::fill(ym, ym + ysize, 0.f);
+    std::fill(ym, ym + ysize, bias ? bias[m] : 0.f);
     for (int64_t k = 0; k < ksize; ++k) {
       int64_t rem = k;
       for (size_t i = r; i-- > 0;) {

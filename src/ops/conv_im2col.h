@@ -59,8 +59,17 @@ void depthwise_conv2d(const float* x, const float* w, const float* bias, int64_t
                       bool accumulate, const kernels::Epilogue& ep, float* y);
 
 // Scatters col [(mult * kernel), in_positions] into `mult` output planes of
-// ConvTranspose (zeroed first). `g` describes the forward convolution from
-// the output to the input: g.in = ConvTranspose output, g.out = its input.
-void col2im(const float* col, int64_t mult, const Geometry& g, float* y);
+// ConvTranspose, each starting from its `bias` value (0 when null). `g`
+// describes the forward convolution from the output to the input: g.in =
+// ConvTranspose output, g.out = its input.
+void col2im(const float* col, int64_t mult, const Geometry& g, const float* bias, float* y);
+
+// True when ConvTranspose's windows tile its (1-D or 2-D) output exactly: kernel == stride, no dilation, pads or
+// output padding, so that every output is one input position times one tap.
+bool convtranspose_tiles(const Geometry& g);
+// col2im of such a geometry for input rows [i0, i1) alone: col holds [(mult * kernel), (i1 - i0) * input width],
+// and only the output rows those input rows tile are written (no zeroing needed).
+void col2im_tiles(const float* col, int64_t mult, const Geometry& g, int64_t i0, int64_t i1, const float* bias,
+                  float* y);
 
 }  // namespace tessera

@@ -521,5 +521,65 @@ TEST(ConvTranspose, MatchesNaiveReferenceOnRandomShapes) {
   }
 }
 
+// Windows that never overlap (stride >= dilated kernel) take an assignment path, and windows that tile the output
+// exactly (kernel == stride, no pads) an interleaving one; both against the naive reference, with and without bias,
+// over one and two spatial axes, constant and runtime weights.
+TEST(ConvTranspose, DisjointAndTilingWindowsMatchNaiveReference) {
+  std::mt19937 rng(78);
+  ThreadPool pool(2);
+  struct Case {
+    Dims in, k, s, d, pb, pe, op;
+  };
+  const Case cases[] = {
+      {{5, 7}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, {0, 0}},  // tiles, kw == 2
+      {{4, 3}, {3, 3}, {3, 3}, {1, 1}, {0, 0}, {0, 0}, {0, 0}},  // tiles, kw == 3
+      {{9}, {2}, {2}, {1}, {0}, {0}, {0}},                       // tiles, 1-D
+      {{4, 5}, {2, 2}, {3, 3}, {1, 1}, {0, 0}, {0, 0}, {1, 2}},  // disjoint, gaps and output padding
+      {{4, 5}, {2, 2}, {2, 2}, {1, 1}, {1, 0}, {0, 1}, {0, 0}},  // disjoint, cropped by pads
+      {{3, 4}, {2, 1}, {3, 2}, {2, 1}, {0, 0}, {0, 0}, {0, 1}},  // disjoint with a dilation
+  };
+  int index = 0;
+  for (const Case& cs : cases) {
+    for (int with_bias = 0; with_bias < 2; ++with_bias) {
+      const int r = static_cast<int>(cs.in.size());
+      const int64_t n = 2, group = 1 + index % 2, cg = 3, mg = 2, c = group * cg, m = group * mg;
+      Dims out;
+      for (int i = 0; i < r; ++i) {
+        const auto a = static_cast<size_t>(i);
+        out.push_back(cs.s[a] * (cs.in[a] - 1) + cs.op[a] + (cs.k[a] - 1) * cs.d[a] + 1 - cs.pb[a] - cs.pe[a]);
+      }
+      Dims xd = {n, c}, wd = {c, mg};
+      xd.insert(xd.end(), cs.in.begin(), cs.in.end());
+      wd.insert(wd.end(), cs.k.begin(), cs.k.end());
+      Tensor x = random_tensor(xd, rng), w = random_tensor(wd, rng), b = random_tensor({m}, rng);
+      Node node;
+      node.name = "ct";
+      node.op_type = "ConvTranspose";
+      node.inputs = {"x", "w"};
+      if (with_bias) node.inputs.push_back("b");
+      node.outputs = {"y"};
+      node.attrs["group"] = int_attr(group);
+      node.attrs["strides"] = ints_attr(cs.s);
+      node.attrs["dilations"] = ints_attr(cs.d);
+      node.attrs["output_padding"] = ints_attr(cs.op);
+      Dims pads = cs.pb;
+      pads.insert(pads.end(), cs.pe.begin(), cs.pe.end());
+      node.attrs["pads"] = ints_attr(pads);
+      std::vector<Tensor> ins = {x, w};
+      if (with_bias) ins.push_back(b);
+      auto res = run_node(node, ins, index % 2 == 0, &pool);
+      ASSERT_TRUE(res.ok()) << res.status().message();
+      Dims yd = {n, m};
+      yd.insert(yd.end(), out.begin(), out.end());
+      ASSERT_EQ(res->at(0).dims(), yd) << "case " << index;
+      expect_close(
+          res->at(0),
+          ref_convtranspose(r, n, group, cg, mg, cs.in, cs.k, cs.s, cs.d, cs.pb, out, x, w, with_bias ? &b : nullptr),
+          "convtranspose case " + std::to_string(index));
+      ++index;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera
