@@ -29,6 +29,9 @@ Models (name: imitates; inputs -> outputs; opset):
     vit_b16           timm ViT-B/16 (86M parameters), decomposed LayerNorm; input [B,3,224,224] -> output [B,1000]; 13
     whisper_tiny_enc  openai Whisper tiny encoder, LayerNormalization; mel [B,80,F] -> audio_features [B,F/2,384]; 17
     yolo              ultralytics YOLOv8n, dynamic export; images [B,3,H,W] -> output0 [B,84,anchors]; 17
+    unet              segmentation U-Net, ConvTranspose upsampling; image [B,3,H,W] -> mask [B,1,H,W]; 13
+    conformer         NeMo/ESPnet Conformer encoder; audio_signal [B,T,256] -> outputs [B,T,256]; 17
+(and the dynamically quantized twins dbnet_dynq, yolo_dynq, crnn_dynq)
 """
 
 import argparse
@@ -733,6 +736,95 @@ def build_yolo():
 # Inputs: deterministic, realistic ranges
 # ---------------------------------------------------------------------------------------------------------------------
 
+# ---------------------------------------------------------------------------------------------------------------------
+# unet: a segmentation U-Net (milesial Pytorch-UNet style, widths 16..256) as torch.onnx writes it with dynamic H/W:
+# double 3x3 Conv + BN + ReLU blocks, MaxPool 2x2, ConvTranspose 2x2/2 upsampling with a bias, skip Concat, a 1x1
+# head and a Sigmoid mask.
+# ---------------------------------------------------------------------------------------------------------------------
+
+def build_unet():
+    b = ZooBuilder("unet", seed=8012, opset=13)
+    x = b.add_input("image", FLOAT, ["batch", 3, "height", "width"])
+
+    def double_conv(x, name, cin, cout):
+        for k, (ci, co) in enumerate(((cin, cout), (cout, cout))):
+            c = conv(b, x, "%s.conv.%d" % (name, 3 * k), ci, co, 3)
+            x = b.node("Relu", [gen_models.batchnorm(b, c, "%s.conv.%d" % (name, 3 * k + 1), co)])
+        return x
+
+    widths = [16, 32, 64, 128]
+    skips, y, cin = [], x, 3
+    for i, c in enumerate(widths):
+        y = double_conv(y, "down%d" % i, cin, c)
+        skips.append(y)
+        y = b.node("MaxPool", [y], kernel_shape=[2, 2], strides=[2, 2])
+        cin = c
+    y = double_conv(y, "bottleneck", cin, 256)
+    cin = 256
+    for i, c in reversed(list(enumerate(widths))):
+        w = b.normal("up%d.up.weight" % i, (cin, c, 2, 2), np.sqrt(1.0 / cin))
+        y = b.node("ConvTranspose", [y, w, b.normal("up%d.up.bias" % i, (c,), 0.05)], kernel_shape=[2, 2],
+                   strides=[2, 2])
+        y = double_conv(b.node("Concat", [skips[i], y], axis=1), "up%d" % i, 2 * c, c)
+        cin = c
+    y = b.node("Sigmoid", [conv(b, y, "outc", 16, 1, 1, bias=True, gain=1.0)])
+    b.add_output(y, "mask", FLOAT, ["batch", 1, "height", "width"])
+    return b.model()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# conformer: a NeMo/ESPnet Conformer encoder (d 256, 4 heads, 4 blocks) after its subsampling, exported at opset 17
+# with a dynamic time axis: macaron feed-forwards with Swish (x * Sigmoid) and half-step residuals, self-attention with
+# heads split by Reshape from Shape chains, the convolution module (pointwise Conv1d, GLU as Split + Sigmoid + Mul,
+# depthwise Conv1d k 31, BatchNormalization, Swish, pointwise Conv1d) between Transposes, LayerNormalization.
+# ---------------------------------------------------------------------------------------------------------------------
+
+def build_conformer():
+    b = ZooBuilder("conformer", seed=8013, opset=17)
+    D, nh, L, kc = 256, 4, 4, 31
+    dh = D // nh
+    x = b.add_input("audio_signal", FLOAT, ["batch", "time", D])
+
+    def swish(t):
+        return b.node("Mul", [t, b.node("Sigmoid", [t])])
+
+    def feed_forward(y, p):
+        h = layer_norm_op(b, y, p + ".norm", D, 1e-5)
+        h = swish(linear(b, h, p + ".linear1", D, 4 * D, scale=np.sqrt(2.0)))
+        h = linear(b, h, p + ".linear2", 4 * D, D, scale=0.5)
+        return b.node("Add", [y, b.node("Mul", [h, b.f32(0.5)])])
+
+    def heads(t, like):
+        shape = b.node("Concat", [b.dim(like, 0), b.i64([-1]), b.i64([nh]), b.i64([dh])], axis=0)
+        return b.node("Transpose", [b.node("Reshape", [t, shape])], perm=[0, 2, 1, 3])
+
+    y = x
+    for i in range(L):
+        p = "layers.%d" % i
+        y = feed_forward(y, p + ".feed_forward1")
+        h = layer_norm_op(b, y, p + ".norm_self_att", D, 1e-5)
+        q = heads(linear(b, h, p + ".self_attn.linear_q", D, D), h)
+        k = heads(linear(b, h, p + ".self_attn.linear_k", D, D), h)
+        v = heads(linear(b, h, p + ".self_attn.linear_v", D, D), h)
+        scores = b.node("Div", [b.node("MatMul", [q, b.node("Transpose", [k], perm=[0, 1, 3, 2])]),
+                                b.f32(float(np.sqrt(dh)))])
+        o = b.node("Transpose", [b.node("MatMul", [b.node("Softmax", [scores], axis=-1), v])], perm=[0, 2, 1, 3])
+        o = b.node("Reshape", [o, b.node("Concat", [b.dim(h, 0), b.i64([-1]), b.i64([D])], axis=0)])
+        y = b.node("Add", [y, linear(b, o, p + ".self_attn.linear_out", D, D, scale=0.5)])
+        h = b.node("Transpose", [layer_norm_op(b, y, p + ".norm_conv", D, 1e-5)], perm=[0, 2, 1])
+        h = conv(b, h, p + ".conv.pointwise_conv1", D, 2 * D, (1,), bias=True, gain=1.0)
+        a, g = b.node("Split", [h, b.i64([D, D])], n_out=2, axis=1)
+        h = b.node("Mul", [a, b.node("Sigmoid", [g])])
+        h = conv(b, h, p + ".conv.depthwise_conv", D, D, (kc,), group=D, bias=True, gain=1.0)
+        h = swish(gen_models.batchnorm(b, h, p + ".conv.batch_norm", D))
+        h = conv(b, h, p + ".conv.pointwise_conv2", D, D, (1,), bias=True, gain=0.5)
+        y = b.node("Add", [y, b.node("Transpose", [h], perm=[0, 2, 1])])
+        y = feed_forward(y, p + ".feed_forward2")
+        y = layer_norm_op(b, y, p + ".norm_out", D, 1e-5)
+    b.add_output(y, "outputs", FLOAT, ["batch", "time", D])
+    return b.model()
+
+
 def speech_like(rs, n, sr, peak=0.6):
     """A voiced sound: harmonics of a wavering ~140 Hz pitch under a syllable-rate envelope, plus a little noise."""
     t = np.arange(n) / sr
@@ -811,6 +903,19 @@ def inputs_yolo(pins):
     return [[("images", image_like(np.random.RandomState(9008), tuple(pins["images"])).astype(np.float32))]]
 
 
+def inputs_unet(pins):
+    img = image_like(np.random.RandomState(9012), tuple(pins["image"]))
+    return [[("image", _normalise(img, [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]))]]
+
+
+def inputs_conformer(pins):
+    """Subsampled speech features: smooth in time and over channels, O(1), plus noise."""
+    rs = np.random.RandomState(9013)
+    _, t, d = pins["audio_signal"]
+    env = np.sin(np.linspace(0, 6 * np.pi, t))[:, None] * np.cos(np.linspace(0, 9 * np.pi, d))[None, :]
+    return [[("audio_signal", (env + 0.5 * rs.standard_normal((t, d)))[None].astype(np.float32))]]
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Registry, pins, CLI
 # ---------------------------------------------------------------------------------------------------------------------
@@ -831,6 +936,8 @@ MODELS = {
     "yolo_dynq": (lambda: convert.dynamic(build_yolo(), "uint8", False), inputs_yolo),
     # Its LSTM becomes com.microsoft DynamicQuantizeLSTM, as quantize_dynamic writes one.
     "crnn_dynq": (lambda: convert.dynamic(build_crnn(), "int8", False), inputs_crnn),
+    "unet": (build_unet, inputs_unet),
+    "conformer": (build_conformer, inputs_conformer),
 }
 TEST_MODELS = list(MODELS)
 
