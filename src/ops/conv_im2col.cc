@@ -892,13 +892,7 @@ class PaddedBand {
 };
 
 // Floats of copy a band should stay within so that the GEMM finds it in the L2 cache it was written to.
-int64_t band_floats() {
-  static const int64_t floats = [] {
-    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return static_cast<int64_t>(l2 > 0 ? l2 : 1 << 20) / 2 / static_cast<int64_t>(sizeof(float));
-  }();
-  return floats;
-}
+int64_t band_floats() { return cpu::l2_cache_bytes() / 2 / static_cast<int64_t>(sizeof(float)); }
 
 }  // namespace
 

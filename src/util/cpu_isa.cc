@@ -2,6 +2,7 @@
 
 #include <cpuid.h>
 
+#include <unistd.h>
 #include <cstdlib>
 #include <cstring>
 
@@ -55,5 +56,13 @@ bool avx512_fp16() {
 bool forced_isa() { return forced_avx2(); }
 
 const char* isa_name() { return avx512() ? "avx512" : "avx2"; }
+
+int64_t l2_cache_bytes() {
+  static const int64_t bytes = [] {
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return l2 > 0 ? static_cast<int64_t>(l2) : int64_t{1} << 20;
+  }();
+  return bytes;
+}
 
 }  // namespace tessera::cpu

@@ -45,6 +45,8 @@ bool avx512_fp16();
 bool forced_isa();
 // "avx512" or "avx2": the widest set the kernels use.
 const char* isa_name();
+// Bytes of one core's L2 cache as the OS reports it (1 MiB when it does not).
+int64_t l2_cache_bytes();
 
 }  // namespace tessera::cpu
 
