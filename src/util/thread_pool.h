@@ -46,8 +46,8 @@ class ThreadPool final : public Parallel {
 
  private:
   struct Job;
-  void worker_loop();
-  static void run_chunks(Job& job);
+  void worker_loop(int self);
+  static void run_chunks(Job& job, int self);
 
   int num_threads_;
   std::vector<std::thread> workers_;
