@@ -54,7 +54,7 @@ extern "C" {
 #endif
 
 #define TESSERA_API_VERSION_MAJOR 0
-#define TESSERA_API_VERSION_MINOR 7
+#define TESSERA_API_VERSION_MINOR 8
 
 #if defined(__GNUC__)
 #define TESSERA_API __attribute__((visibility("default")))
@@ -252,6 +252,9 @@ TESSERA_API tessera_error_t* tessera_session_engine_backend(const tessera_sessio
                                                             const char** out);
 /* Since 0.2. The threads the session runs on: fewer than asked for where the compile measured that faster. */
 TESSERA_API tessera_error_t* tessera_session_threads(const tessera_session_t* session, int* out);
+/* Since 0.8. The threads the session was asked for (tessera_session_options_set_threads, or every hardware thread
+ * when not set): more than tessera_session_threads where the compile measured the model faster on fewer. */
+TESSERA_API tessera_error_t* tessera_session_threads_asked(const tessera_session_t* session, int* out);
 
 /* ---- values ------------------------------------------------------------------
  *

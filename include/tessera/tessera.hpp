@@ -330,6 +330,11 @@ class Session : public detail::Handle<tessera_session_t, tessera_session_release
     detail::check(tessera_session_threads(p_, &n));
     return n;
   }
+  int ThreadsAsked() const {  // since 0.8
+    int n = 0;
+    detail::check(tessera_session_threads_asked(p_, &n));
+    return n;
+  }
   // The placement report of the compile this session was made with, rendered (tessera_session_report).
   std::string RenderReport(tessera_format_t format) const {
     char* s = nullptr;

@@ -676,6 +676,15 @@ tessera_error_t* tessera_session_threads(const tessera_session_t* session, int* 
   });
 }
 
+tessera_error_t* tessera_session_threads_asked(const tessera_session_t* session, int* out) {
+  return guarded("tessera_session_threads_asked", [&]() -> tessera_error_t* {
+    if (!session) return invalid("tessera_session_threads_asked", "session is NULL");
+    if (!out) return invalid("tessera_session_threads_asked", "out is NULL");
+    *out = session->session->threads_asked();
+    return nullptr;
+  });
+}
+
 tessera_error_t* tessera_session_random_inputs(const tessera_session_t* session, uint64_t seed,
                                                tessera_value_t** out, size_t n) {
   return guarded("tessera_session_random_inputs", [&]() -> tessera_error_t* {

@@ -8,11 +8,12 @@
 #include <optional>
 #include <thread>
 
-#include "backends/backend.h"
 #include "api/session_setup.h"
+#include "backends/backend.h"
 #include "partition/machine.h"
 #include "partition/tune.h"
 #include "runtime/session.h"
+#include "util/thread_pool.h"
 
 namespace tessera::api {
 
@@ -145,7 +146,7 @@ Expected<std::string> time_one_thread(const Program& p, const PartitionOptions& 
 // to time leaves `p` as it is, with the reason in the report.
 void check_threads(Program* p, const PartitionOptions& po, double budget_us, PartitionReport* report,
                    const std::string& verdict_key, Candidate* timed) {
-  const int threads = po.num_threads > 0 ? po.num_threads : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads = threads_asked_for(po.num_threads);
   if (threads <= 1 || !reproducible(*p)) return;
   const std::string key = verdict_key.empty() ? "" : verdict_key + "|threads " + std::to_string(threads);
   std::optional<std::string> verdict = key.empty() ? std::nullopt : po.tune_cache->verdict(key);

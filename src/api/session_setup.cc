@@ -22,6 +22,7 @@
 #include "passes/pipeline.h"
 #include "util/env.h"
 #include "util/human_bytes.h"
+#include "util/thread_pool.h"
 
 namespace fs = std::filesystem;
 
@@ -262,7 +263,7 @@ Expected<Program> compile_graph(Graph g, const std::string& source, const Compil
   }
   if (o.min_region_nodes >= 0) po.min_region_nodes = o.min_region_nodes;
   TSR_ASSIGN_OR_RETURN(po.backend_options, options_with_precision(o.backend_options, o.precision));
-  po.num_threads = o.threads > 0 ? o.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  po.num_threads = threads_asked_for(o.threads);
   // What is measured: by default the nodes and regions that matter, within
   // a budget; --tune every candidate region; --no-tune or TESSERA_TUNE=0
   // nothing (estimates, and measurements already in the cache).

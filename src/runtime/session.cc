@@ -60,10 +60,7 @@ InferenceSession::~InferenceSession() {
 }
 
 namespace {
-int thread_count(const SessionOptions& opts) {
-  int threads = opts.num_threads > 0 ? opts.num_threads : static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(1, threads);
-}
+int thread_count(const SessionOptions& opts) { return threads_asked_for(opts.num_threads); }
 
 // Every engine of `program`, loaded from its blob with the constants it names.
 Expected<std::shared_ptr<const EngineTable>> load_engines(const Program& program, const SessionOptions& opts) {
@@ -96,6 +93,7 @@ Expected<std::shared_ptr<const EngineTable>> load_engines(const Program& program
 Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Graph graph, const SessionOptions& opts) {
   std::unique_ptr<InferenceSession> s(new InferenceSession());
   s->opts_ = opts;
+  s->threads_asked_ = thread_count(opts);
   s->optimize_ = opts.optimize;
   s->bf16_ = opts.bf16;
   return Finish(std::move(s), std::move(graph));
@@ -104,6 +102,7 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Graph graph
 Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Program program, const SessionOptions& opts) {
   std::unique_ptr<InferenceSession> s(new InferenceSession());
   s->opts_ = opts;
+  s->threads_asked_ = thread_count(opts);
   // The compile measured this program faster on fewer threads than asked for (ProgramMeta::threads_best).
   if (program.meta.threads_best > 0 && thread_count(opts) == program.meta.threads_measured) {
     s->opts_.num_threads = program.meta.threads_best;

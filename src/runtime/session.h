@@ -154,6 +154,9 @@ class InferenceSession {
   // Engines of external regions (empty for a plain ONNX model).
   const EngineTable& engines() const { return *engines_; }
   int num_threads() const { return pool_->num_threads(); }
+  // The threads it was asked for (SessionOptions::num_threads, or every hardware thread): more than num_threads()
+  // where the compile measured the program faster on fewer (ProgramMeta::threads_best).
+  int threads_asked() const { return threads_asked_; }
   // SessionOptions::max_memory (0: none).
   size_t max_memory() const { return opts_.max_memory; }
 
@@ -229,6 +232,7 @@ class InferenceSession {
   std::shared_ptr<const EngineTable> engines_ = std::make_shared<EngineTable>();
   std::vector<IOInfo> inputs_, outputs_;
   std::unique_ptr<ThreadPool> pool_;
+  int threads_asked_ = 1;
   // Plans per set of input dims, least recently used evicted first (kMaxPlans of them, and within
   // SessionOptions::max_memory of arenas when it is set). A plan is built outside plans_mu_ by the first run that
   // needs it: runs of other shapes go on meanwhile, and runs of the same shape wait for that one build.

@@ -69,6 +69,10 @@ ThreadPool::~ThreadPool() {
 
 bool ThreadPool::current_thread_in_task() { return t_in_parallel; }
 
+int threads_asked_for(int asked) {
+  return std::max(1, asked > 0 ? asked : static_cast<int>(std::thread::hardware_concurrency()));
+}
+
 void ThreadPool::run_chunks(Job& job, int self) {
   bool was = t_in_parallel;
   t_in_parallel = true;

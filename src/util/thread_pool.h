@@ -19,6 +19,9 @@
 
 namespace tessera {
 
+// The threads a count asks for: `asked` when positive, else every hardware thread (at least one).
+int threads_asked_for(int asked);
+
 class ThreadPool final : public Parallel {
  public:
   // num_threads counts the calling thread: 1 means no workers.

@@ -373,6 +373,12 @@ TEST(CApi, FilesComparisonsProfilesAndReports) {
   int threads = 0;
   ASSERT_OK(tessera_session_threads(n.s.s, &threads));
   EXPECT_GE(threads, 1);
+  // 0.8: the count asked for, never fewer than the session runs on.
+  int asked = 0;
+  ASSERT_OK(tessera_session_threads_asked(n.s.s, &asked));
+  EXPECT_GE(asked, threads);
+  EXPECT_EQ(code_of(tessera_session_threads_asked(n.s.s, nullptr)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_session_threads_asked(nullptr, &asked)), TESSERA_CODE_INVALID_ARGUMENT);
   // 0.3: plan counts. The model's one static shape was planned when the session was made (no run waited for it).
   uint64_t built = 0, waited = 7, generic = 7;
   ASSERT_OK(tessera_session_plan_counts(n.s.s, &built, &waited, &generic));

@@ -286,6 +286,8 @@ TEST_F(ArtifactTest, ThreadVerdictRoundTripsAndSessionsAskedForThoseThreadsRunOn
     ASSERT_TRUE(a.ok() && b.ok());
     EXPECT_EQ((*a)->num_threads(), asked);
     EXPECT_EQ((*b)->num_threads(), asked == 2 ? 1 : asked) << "asked for " << asked;
+    EXPECT_EQ((*a)->threads_asked(), asked);
+    EXPECT_EQ((*b)->threads_asked(), asked);
   }
 }
 

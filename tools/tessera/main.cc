@@ -425,8 +425,7 @@ int cmd_bench(const Args& a) {
     accuracy += c;
   }
   // Fewer threads than asked for: the compile measured the model faster on them (ProgramMeta::threads_best).
-  const int64_t asked = int_opt(a, "--threads", 0, 1);
-  const int asked_threads = asked > 0 ? static_cast<int>(asked) : static_cast<int>(std::thread::hardware_concurrency());
+  const int asked_threads = s.ThreadsAsked();
   const std::string threads_note =
       s.Threads() < asked_threads ? " of " + std::to_string(asked_threads) + " asked for: faster at compile" : "";
   if (a.json) {
