@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <memory>
 #include <random>
@@ -124,17 +125,51 @@ int main(int argc, char** argv) {
       return 1;
     }
     const double flops = 2.0 * static_cast<double>(l.n * l.m * oh * ow) * static_cast<double>(l.c / l.group * l.k * kw);
+    // CONV_BENCH_INPUT: what happens to the input before each timed run, as inside a model. "pool": rewritten by
+    // the pool split in flat halves (an elementwise op); "rows": rewritten by the pool split by rows of every plane
+    // (a convolution by rows); "caller": rewritten by the calling thread; "evict": 64 MiB touched, nothing cached;
+    // unset: left as it is (hot in every cache).
+    const char* mode_env = std::getenv("CONV_BENCH_INPUT");
+    const std::string mode = mode_env ? mode_env : "";
+    static std::vector<float> evict(size_t{16} << 20);
+    auto prepare = [&](ThreadPool* pool) {
+      float* xp = x.data<float>();
+      const int64_t n = x.numel(), plane = l.h * wide, planes = n / plane;
+      if (mode == "pool") {
+        pool->parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) xp[i] = xp[i] * 0.5f + 0.25f;
+        });
+      } else if (mode == "rows") {
+        const int64_t t = pool->num_threads();
+        pool->parallel_for(t, 1, [&](int64_t b, int64_t e) {
+          for (int64_t k = b; k < e; ++k) {
+            for (int64_t p = 0; p < planes; ++p) {
+              for (int64_t i = p * plane + k * l.h / t * wide; i < p * plane + (k + 1) * l.h / t * wide; ++i) {
+                xp[i] = xp[i] * 0.5f + 0.25f;
+              }
+            }
+          }
+        });
+      } else if (mode == "caller") {
+        for (int64_t i = 0; i < n; ++i) xp[i] = xp[i] * 0.5f + 0.25f;
+      } else if (mode == "evict") {
+        for (float& v : evict) v += 1.f;
+      }
+    };
     auto measure = [&](ThreadPool* pool, bool cpu) {
       KernelContext ctx(node, {&x, &w, &b}, {&y}, pool, nullptr);
       (void)kernel.value()->run(ctx);
       const int runs = std::clamp(static_cast<int>(3e10 / flops), 5, 3000);
-      double best = 1e30;
+      std::vector<double> times;
       for (int r = 0; r < runs; ++r) {
+        prepare(pool);
         const double t0 = cpu ? thread_cpu_seconds() : wall_seconds();
         (void)kernel.value()->run(ctx);
-        best = std::min(best, (cpu ? thread_cpu_seconds() : wall_seconds()) - t0);
+        times.push_back((cpu ? thread_cpu_seconds() : wall_seconds()) - t0);
       }
-      return flops / best / 1e9;
+      std::sort(times.begin(), times.end());
+      // The best run, or with CONV_BENCH_MEDIAN=1 the median (what a model's profile reports per node).
+      return flops / (std::getenv("CONV_BENCH_MEDIAN") ? times[times.size() / 2] : times.front()) / 1e9;
     };
     const double w1 = measure(&p1, false), c1 = measure(&p1, true), w2 = measure(&p2, false);
     std::printf("%-30s %9.3f %9.1f %9.1f %9.1f\n", l.name, flops / 1e9, w1, c1, w2);
