@@ -7,9 +7,10 @@
 #include <random>
 
 #include "ir/graph.h"
-#include "ops/op_registry.h"
 #include "ops/node_runner.h"
+#include "ops/op_registry.h"
 #include "unit/op_test_util.h"
+#include "util/thread_pool.h"
 
 namespace tessera {
 namespace {
@@ -43,6 +44,7 @@ struct RefConfig {
   int64_t layout = 0;
   bool bias = true, init = true, peep = false, lens = false, lbr = false;
   double clip = 0;
+  Parallel* pool = nullptr;  // null: one thread
 };
 
 double clipv(double v, double c) { return c > 0 ? std::min(std::max(v, -c), c) : v; }
@@ -165,7 +167,7 @@ void run_and_compare(const RefConfig& c) {
   if (c.reverse) nb.s("direction", "reverse");
   if (c.lbr) nb.i("linear_before_reset", 1);
   if (c.clip > 0) nb.f("clip", static_cast<float>(c.clip));
-  auto res = run_node_once(nb.n, 14, vals);
+  auto res = run_node_once(nb.n, 14, vals, c.pool);
   ASSERT_TRUE(res.ok()) << res.status().message();
   auto ref = reference(c, x, w, r, c.bias ? &b : nullptr, lens, c.init ? &h0 : nullptr, c.init ? &c0 : nullptr,
                        c.peep ? &p : nullptr);
@@ -207,6 +209,27 @@ TEST(RnnOps, LstmLargeUsesBlockedGemmPaths) {
   c.H = 70;
   c.dirs = 2;
   run_and_compare(c);
+}
+
+// On two threads a bidirectional layer with small steps runs its directions side by side, each with its own
+// working memory, writing its own half of Y, Y_h and Y_c.
+TEST(RnnOps, BidirectionalLayersOnTwoThreadsRunTheirDirectionsSideBySide) {
+  ThreadPool pool(2);
+  for (Kind kind : {Kind::kLstm, Kind::kGru, Kind::kRnn}) {
+    for (int64_t layout : {0, 1}) {
+      RefConfig c;
+      c.kind = kind;
+      c.dirs = 2;
+      c.layout = layout;
+      c.lens = true;
+      c.peep = kind == Kind::kLstm;
+      c.lbr = kind == Kind::kGru && layout == 1;
+      c.B = 3;
+      c.T = 5;
+      c.pool = &pool;
+      run_and_compare(c);
+    }
+  }
 }
 
 TEST(RnnOps, GruLinearAfterResetMatchesEquations) {
