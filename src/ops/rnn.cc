@@ -889,8 +889,9 @@ Status RnnKernel::run_typed(KernelContext& ctx, const PackedWeights<T>& prepacke
       if (yh && yh->defined()) std::memcpy(yh->data<T>() + soff(d, b), h.data() + b * H, sizeof(T) * H);
       if (yc && yc->defined()) std::memcpy(yc->data<T>() + soff(d, b), c.data() + b * H, sizeof(T) * H);
     }
-    // A long sequence's projection (up to 64 MiB) is not kept by the thread after the run.
+    // A long sequence's projection (up to 64 MiB) and gathered input are not kept by the thread after the run.
     if (xw.capacity() * sizeof(T) > (size_t{16} << 20)) std::vector<T>().swap(xw);
+    if (xg.capacity() * sizeof(T) > (size_t{16} << 20)) std::vector<T>().swap(xg);
   };
   // A bidirectional layer whose steps are too small to split between threads (batch 1: a step is a product of one
   // row) runs its two directions side by side, one per thread: they share nothing but X, and each writes its own
