@@ -6,7 +6,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include "api/session_setup.h"
 #include "backends/backend.h"

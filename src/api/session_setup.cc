@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <set>
-#include <thread>
 
 #include "api/plan_check.h"
 #include "artifact/artifact.h"

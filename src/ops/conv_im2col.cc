@@ -1008,15 +1008,14 @@ void col2im(const float* col, int64_t mult, const Geometry& g, const float* bias
   if (r <= 2) {
     // ConvTranspose: the output plane is the convolution's input.
     const auto [oh, ow, ih, iw, kh, kw, sh, sw, dh, dw, ph, pw] = plane2d(g);
-    // Windows that never overlap (a stride at least the dilated kernel, on both axes) write each output once: an
-    // assignment instead of a sum. When they also tile the plane exactly, nothing else is written.
+    // Windows that tile the plane exactly write every output once and nothing else (col2im_tiles). Windows that
+    // never overlap (a stride at least the dilated kernel, on both axes) write each output at most once: an
+    // assignment instead of a sum.
+    if (convtranspose_tiles(g)) return col2im_tiles(col, mult, g, 0, ih, bias, y);
     const bool disjoint = (kh - 1) * dh + 1 <= sh && (kw - 1) * dw + 1 <= sw;
-    const bool tiles = convtranspose_tiles(g);
-    if (tiles) col2im_tiles(col, mult, g, 0, ih, bias, y);
     for (int64_t m = 0; m < mult; ++m) {
       float* ym = y + m * ysize;
       const float bv = bias ? bias[m] : 0.f;
-      if (tiles) continue;
       std::fill(ym, ym + ysize, bv);
       for (int64_t a = 0; a < kh; ++a) {
         for (int64_t b = 0; b < kw; ++b) {

@@ -104,7 +104,7 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Program pro
   s->opts_ = opts;
   s->threads_asked_ = thread_count(opts);
   // The compile measured this program faster on fewer threads than asked for (ProgramMeta::threads_best).
-  if (program.meta.threads_best > 0 && thread_count(opts) == program.meta.threads_measured) {
+  if (program.meta.threads_best > 0 && s->threads_asked_ == program.meta.threads_measured) {
     s->opts_.num_threads = program.meta.threads_best;
   }
   s->optimize_ = false;
