@@ -47,6 +47,27 @@ TEST(ThreadPool, CoversRangeExactlyOnceAndNests) {
   for (auto& h : hits) EXPECT_EQ(h.load(), 1);
 }
 
+// Each thread's block holds an equal share of the items (to one item), whatever the chunk size: no call's range
+// crosses a block's end. Cut in chunks, 10 items made 5 chunks of 2 and blocks of 4 and 6 items.
+TEST(ThreadPool, BlocksShareItemsEvenly) {
+  for (int threads : {2, 3, 4}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {5, 9, 10, 20, 37, 1000}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::atomic<bool> crossed{false};
+      pool.parallel_for(n, 1, [&](int64_t b, int64_t e) {
+        for (int t = 1; t < threads; ++t) {
+          const int64_t edge = t * n / threads;
+          if (b < edge && e > edge) crossed = true;
+        }
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+      });
+      EXPECT_FALSE(crossed.load()) << threads << " threads, " << n << " items";
+      for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+    }
+  }
+}
+
 // y = Relu(x + c) with x [2,3] float and c a constant.
 Graph small_graph() {
   Graph g;
