@@ -279,6 +279,32 @@ void hard_swish(const Graph& g, const Scope& sc, const Uses& uses, const Rewrite
   e->group.push_back(mul);
 }
 
+// x * Sigmoid(x) (SiLU, as PyTorch exports it) after e->out, as the activation Swish: e->out read by exactly those two
+// nodes, the Sigmoid's output by the Mul alone.
+void swish(const Graph& g, const Scope& sc, const Uses& uses, const Rewrite& rw, Epilogue* e) {
+  const std::vector<int> r = uses.readers(e->out);
+  if (r.size() != 2 || r[0] == r[1]) return;
+  int sig = -1, mul = -1;
+  for (int k : r) {
+    if (k < 0 || rw.taken[static_cast<size_t>(k)]) return;
+    const Node& n = g.nodes[static_cast<size_t>(k)];
+    if (!plain_f32_node(sc, n)) return;
+    if (n.op_type == "Sigmoid" && n.num_inputs() == 1) sig = k;
+    if (n.op_type == "Mul" && n.num_inputs() == 2) mul = k;
+  }
+  if (sig < 0 || mul < 0) return;
+  const Node& sg = g.nodes[static_cast<size_t>(sig)];
+  const Node& m = g.nodes[static_cast<size_t>(mul)];
+  const bool pair = (m.inputs[0] == e->out && m.inputs[1] == sg.outputs[0]) ||
+                    (m.inputs[1] == e->out && m.inputs[0] == sg.outputs[0]);
+  if (!pair || uses.sole_consumer(sg.outputs[0]) != mul) return;
+  e->act = "Swish";
+  e->params.clear();
+  e->out = m.outputs[0];
+  e->group.push_back(sig);
+  e->group.push_back(mul);
+}
+
 template <class Accept>
 Epilogue follow_epilogue(const Graph& g, const Scope& sc, const Uses& uses, const Rewrite& rw, const std::string& y,
                          Accept accept_addend) {
@@ -303,6 +329,7 @@ Epilogue follow_epilogue(const Graph& g, const Scope& sc, const Uses& uses, cons
     e.group.push_back(c);
   } else if (c < 0) {
     hard_swish(g, sc, uses, rw, &e);
+    if (e.act.empty()) swish(g, sc, uses, rw, &e);
   }
   return e;
 }

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "ops/elementwise_math.h"
 #include "util/thread_pool.h"
 
 namespace tessera::kernels {
@@ -33,6 +34,8 @@ float ref_act(const Epilogue& ep, float x) {
     case Activation::kHardSwish: return x * std::min(std::max(ep.alpha * x + ep.beta, 0.f), 1.f);
     case Activation::kSigmoid: return 1.f / (1.f + std::exp(-x));
     case Activation::kTanh: return std::tanh(x);
+    case Activation::kSwish:
+      return x / (1.f + std::exp(-x));
     default: return x;
   }
 }
@@ -190,7 +193,7 @@ Case random_case(std::mt19937& rng, int it, int long_k, const std::vector<int>& 
   cs.beta = betas[rng() % 3];
   cs.pad = rng() % 2 ? 0 : static_cast<int>(rng() % 5);
   cs.bias = static_cast<Epilogue::Bias>(rng() % 3);
-  cs.act = static_cast<Activation>(rng() % (static_cast<int>(Activation::kTanh) + 1));
+  cs.act = static_cast<Activation>(rng() % (static_cast<int>(Activation::kSwish) + 1));
   cs.mode = modes[rng() % modes.size()];
   return cs;
 }
@@ -269,6 +272,35 @@ TEST(Gemm, ZeroKScalesCAndAppliesEpilogue) {
   std::mt19937 rng(3);
   run_case(Case{5, 7, 0, false, false, 1.f, 0.5f, 0, Epilogue::Bias::kPerCol, Activation::kClip, 0}, nullptr, rng);
   run_case(Case{5, 7, 0, false, false, 1.f, 0.f, 0, Epilogue::Bias::kNone, Activation::kNone, 0}, nullptr, rng);
+}
+
+// The Sigmoid and Swish epilogues compute the Sigmoid operator's logistic to the bit (a model that quantizes the
+// result turns a last-bit difference into a step), on every tile shape and on the rows past full vectors.
+TEST(Gemm, SigmoidAndSwishEpiloguesEqualTheSigmoidOperatorToTheBit) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-3.f, 3.f);
+  const int64_t m = 19, n = 53, k = 37;
+  std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
+  for (float& v : a) v = u(rng);
+  for (float& v : b) v = u(rng);
+  ThreadPool pool(2);
+  std::vector<float> plain(static_cast<size_t>(m * n));
+  sgemm(&pool, false, false, m, n, k, 1.f, a.data(), k, b.data(), n, 0.f, plain.data(), n);
+  for (Activation act : {Activation::kSigmoid, Activation::kSwish}) {
+    Epilogue ep;
+    ep.act = act;
+    std::vector<float> c(static_cast<size_t>(m * n));
+    gemm(&pool, m, n, k, 1.f, GemmA{a.data(), k, false, nullptr}, GemmB{b.data(), n, false, nullptr, nullptr}, 0.f,
+         c.data(), n, ep);
+    int bad = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      const float s = fastmath::logistic(plain[i]);
+      const float want = act == Activation::kSwish ? plain[i] * s : s;
+      if (std::memcmp(&c[i], &want, sizeof(float)) != 0 && bad++ < 3) {
+        ADD_FAILURE() << "activation " << static_cast<int>(act) << " [" << i << "]: " << c[i] << " vs " << want;
+      }
+    }
+  }
 }
 
 TEST(Gemm, BetaZeroIgnoresNaNInOutput) {

@@ -30,6 +30,8 @@ Status parse_activation(const Node& node, const std::string& name, const std::ve
     ep->act = Activation::kSigmoid;
   } else if (name == "Tanh") {
     ep->act = Activation::kTanh;
+  } else if (name == "Swish") {  // x * Sigmoid(x): ONNX's Swish with alpha 1 (SiLU)
+    ep->act = Activation::kSwish;
   } else {
     return Unsupported(node.describe() + ": fused activation '" + name + "' is not supported");
   }

@@ -4,8 +4,9 @@
 //   com.microsoft FusedConv: activation (string), activation_params (floats)
 //   com.microsoft FusedGemm: activation, activation_alpha, activation_beta
 // Supported activations: Relu, Clip(min, max), LeakyRelu(alpha),
-// HardSigmoid(alpha, beta), Sigmoid, Tanh, and Tessera's HardSwish(alpha,
-// beta) = x * HardSigmoid(x) (ONNX's HardSwish has 1/6 and 0.5).
+// HardSigmoid(alpha, beta), Sigmoid, Tanh, Tessera's HardSwish(alpha,
+// beta) = x * HardSigmoid(x) (ONNX's HardSwish has 1/6 and 0.5) and
+// Swish = x * Sigmoid(x) (ONNX's Swish with alpha 1, SiLU).
 #pragma once
 
 #include <string>

@@ -41,8 +41,9 @@ enum class Activation : uint8_t {
   kLeakyRelu,    // x < 0 ? alpha * x : x
   kHardSigmoid,  // max(0, min(1, alpha * x + beta))
   kHardSwish,    // x * max(0, min(1, alpha * x + beta))
-  kSigmoid,
+  kSigmoid,      // the Sigmoid operator's logistic (ops/elementwise_math.h)
   kTanh,
+  kSwish,  // x * Sigmoid(x) (SiLU)
 };
 
 // Applied to each output element after alpha/beta, in this order: bias, then
