@@ -61,6 +61,13 @@ template <class T>
 void apply_channel_affine(const T* x, T* y, int64_t rows, int64_t inner, int64_t channels,
                           const std::vector<float>& a, const std::vector<float>& b, bool per_element,
                           Parallel& pool) {
+  if (inner == 1 && !per_element) {  // one element per channel ([N, C] or [N, C, 1]): one pass over them all
+    for (int64_t r = 0; r < rows; ++r) {
+      const size_t c = static_cast<size_t>(r % channels);
+      y[r] = static_cast<T>(normk::mul_unfused(static_cast<float>(x[r]), a[c]) + b[c]);
+    }
+    return;
+  }
   pool.parallel_for(rows, normk::row_grain(inner), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t c = r % channels;
@@ -98,6 +105,33 @@ Status bn_infer(InferContext& ctx) {
   // Running and saved statistics have the type and shape of input 'mean'.
   for (int i = 1; i < ctx.num_outputs(); ++i) ctx.set_output(i, ctx.in_dtype(3), ctx.in_shape(3));
   return Status::Ok();
+}
+
+// y = x * a + b with a = scale / sqrt(var + eps) and b = bias - mean * a, each step rounded to float in ONNX
+// Runtime's order, so that float32 models match it to the last bit (see row_mul_then_add).
+void bn_affine(const std::vector<double>& scale, const std::vector<double>& bias, const std::vector<double>& mean,
+               const std::vector<double>& var, double eps, std::vector<float>* a, std::vector<float>* b) {
+  const size_t params = scale.size();
+  a->resize(params);
+  b->resize(params);
+  const auto epsf = static_cast<float>(eps);
+  for (size_t k = 0; k < params; ++k) {
+    const float inv_std = 1.0f / std::sqrt(static_cast<float>(var[k]) + epsf);
+    (*a)[k] = inv_std * static_cast<float>(scale[k]);
+    (*b)[k] = static_cast<float>(bias[k]) - normk::mul_unfused(static_cast<float>(mean[k]), (*a)[k]);
+  }
+}
+
+// Output 0 = x * a + b per channel (per element of a [C, spatial] block when a covers one: spatial = 0).
+void bn_apply(KernelContext& ctx, const std::vector<float>& a, const std::vector<float>& b) {
+  const Tensor* x = ctx.input(0);
+  const Dims& d = x->dims();
+  const int64_t n = d[0], c = d[1], inner = normk::prod(d, 2, d.size());
+  const bool per_element = static_cast<int64_t>(a.size()) == c * inner && inner != 1;
+  normk::visit_float(x->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    apply_channel_affine(x->data<T>(), ctx.output(0)->data<T>(), n * c, inner, c, a, b, per_element, ctx.pool());
+  });
 }
 
 Status bn_run(KernelContext& ctx, int64_t opset) {
@@ -160,21 +194,48 @@ Status bn_run(KernelContext& ctx, int64_t opset) {
     var = std::move(bvar);
   }
 
-  // y = x * a + b with a = scale / sqrt(var + eps) and b = bias - mean * a, each step rounded to float in ONNX
-  // Runtime's order, so that float32 models match it to the last bit (see row_mul_then_add).
-  std::vector<float> a(params), b(params);
-  const auto epsf = static_cast<float>(eps);
-  for (size_t k = 0; k < params; ++k) {
-    const float inv_std = 1.0f / std::sqrt(static_cast<float>(var[k]) + epsf);
-    a[k] = inv_std * static_cast<float>(scale[k]);
-    b[k] = static_cast<float>(bias[k]) - normk::mul_unfused(static_cast<float>(mean[k]), a[k]);
-  }
-  normk::visit_float(x->dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    apply_channel_affine(x->data<T>(), ctx.output(0)->data<T>(), n * c, inner, c, a, b, per_element, ctx.pool());
-  });
+  std::vector<float> a, b;
+  bn_affine(scale, bias, mean, var, eps, &a, &b);
+  bn_apply(ctx, a, b);
   return Status::Ok();
 }
+
+// Inference with constant scale, B, mean and var (as exporters write it): a and b worked out once, not per run
+// (a BatchNorm1d over [1, 3072, 1] spent its run converting and square-rooting its parameters).
+class BatchNormKernel final : public Kernel {
+ public:
+  static Expected<std::unique_ptr<Kernel>> Create(const KernelInit& init) {
+    auto k = std::make_unique<BatchNormKernel>(init.opset);
+    const auto& ci = init.const_inputs;
+    const bool constant = ci.size() >= 5 && ci[1] && ci[2] && ci[3] && ci[4];
+    if (constant && !bn_training(init.node, init.opset)) {
+      const std::vector<double> scale = to_doubles(*ci[1]), bias = to_doubles(*ci[2]), mean = to_doubles(*ci[3]),
+                                var = to_doubles(*ci[4]);
+      if (bias.size() == scale.size() && mean.size() == scale.size() && var.size() == scale.size()) {
+        bn_affine(scale, bias, mean, var, init.node.attr_float("epsilon", 1e-5f), &k->a_, &k->b_);
+        k->ready_ = true;
+      }
+    }
+    return std::unique_ptr<Kernel>(std::move(k));
+  }
+  explicit BatchNormKernel(int64_t opset) : opset_(opset) {}
+
+  Status run(KernelContext& ctx) const override {
+    const Tensor* x = ctx.input(0);
+    if (!ready_ || !x || x->rank() < 2) return bn_run(ctx, opset_);
+    TSR_RETURN_IF_ERROR(require_float(ctx, x));
+    const int64_t c = x->dims()[1], inner = normk::prod(x->dims(), 2, x->dims().size());
+    const bool per_element = static_cast<int64_t>(a_.size()) == c * inner && inner != 1;
+    if (!per_element && static_cast<int64_t>(a_.size()) != c) return bn_run(ctx, opset_);  // bn_run says what is wrong
+    bn_apply(ctx, a_, b_);
+    return Status::Ok();
+  }
+
+ private:
+  int64_t opset_;
+  bool ready_ = false;
+  std::vector<float> a_, b_;
+};
 
 // ---- InstanceNormalization -----------------------------------------------
 
@@ -642,7 +703,7 @@ Status mvn_run(KernelContext& ctx, int64_t opset) {
 }  // namespace
 
 TSR_REGISTER_OPS(norm) {
-  reg.add(OpSchema{"BatchNormalization", "", bn_infer, normk::make_opset_kernel<bn_run>, nullptr, {}});
+  reg.add(OpSchema{"BatchNormalization", "", bn_infer, BatchNormKernel::Create, nullptr, {}});
   reg.add(OpSchema{"InstanceNormalization", "", instancenorm_infer, nullptr, instancenorm_run, {}});
   reg.add(OpSchema{"GroupNormalization", "", groupnorm_infer, normk::make_opset_kernel<groupnorm_run>, nullptr, {}});
   reg.add(OpSchema{"LayerNormalization", "", layernorm_infer, nullptr, layernorm_run, {}});

@@ -1,14 +1,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "ops/node_runner.h"
-#include "util/thread_pool.h"
+#include "ops/op_registry.h"
 #include "unit/op_test_util.h"
+#include "util/thread_pool.h"
 
 namespace tessera {
 namespace {
@@ -88,6 +90,42 @@ TEST(BatchNormalization, InferenceRoundsLikeOnnxRuntimeToTheLastBit) {
     const float bk = b[k] - ma;
     volatile float xa = x[i] * a;
     ASSERT_EQ(y[i], xa + bk) << "element " << i;
+  }
+}
+
+// With constant scale, B, mean and var (as exporters write them) the kernel works out a and b once; its output has
+// ONNX Runtime's bits (as above) for [N, C, L], [N, C] and [N, C, 1], the last two one element per channel.
+TEST(BatchNormalization, ConstantParametersRoundLikeOnnxRuntimeToTheLastBit) {
+  const int64_t c = 5;
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> dist(-2.f, 2.f), pos(0.1f, 3.f);
+  std::vector<float> s(c), b(c), m(c), v(c);
+  for (int64_t k = 0; k < c; ++k) s[k] = dist(rng), b[k] = dist(rng), m[k] = dist(rng), v[k] = pos(rng);
+  const Tensor ts = Tensor::FromVector(s, {c}), tb = Tensor::FromVector(b, {c}), tm = Tensor::FromVector(m, {c}),
+               tv = Tensor::FromVector(v, {c});
+  ThreadPool pool(2);
+  for (const Dims& d : {Dims{2, c, 37}, Dims{4, c}, Dims{1, c, 1}}) {
+    Tensor x(DType::kFloat32, d);
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = dist(rng);
+    Node n = make_node("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y"});
+    KernelInit init{n, 15, {}, {nullptr, &ts, &tb, &tm, &tv}};
+    for (const Tensor* t : std::vector<const Tensor*>{&x, &ts, &tb, &tm, &tv}) {
+      init.in_info.push_back(ValueInfo{t->dtype(), Shape::FromDims(t->dims())});
+    }
+    auto kernel = create_kernel(*OpRegistry::instance().find("", "BatchNormalization"), init);
+    ASSERT_TRUE(kernel.ok()) << kernel.status().message();
+    Tensor y(DType::kFloat32, d);
+    KernelContext ctx(n, {&x, &ts, &tb, &tm, &tv}, {&y}, &pool, nullptr);
+    ASSERT_TRUE(kernel.value()->run(ctx).ok());
+    const int64_t inner = x.numel() / (d[0] * c);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const size_t k = static_cast<size_t>((i / inner) % c);
+      volatile float a = (1.0f / std::sqrt(v[k] + 1e-5f)) * s[k];  // volatile: each product rounded on its own
+      volatile float ma = m[k] * a;
+      const float bk = b[k] - ma;
+      volatile float xa = x.data<float>()[i] * a;
+      ASSERT_EQ(y.data<float>()[i], xa + bk) << dims_str(d) << " element " << i;
+    }
   }
 }
 
