@@ -10,7 +10,7 @@
 #              (bert_base*, vit_b16, whisper_tiny_enc);
 #              LOAD_REPEATS (default 5); PYTHON (python with onnx + numpy, default /usr/bin/python3);
 #              MODELS (default "resnet50 mobilenet_v2 squeezenet bert_base mlp empty" followed by the zoo: "melspec
-#              dbnet crnn silero_vad kws vit_b16 whisper_tiny_enc yolo unet conformer"; empty is a graph without nodes, for the
+#              dbnet crnn silero_vad kws vit_b16 whisper_tiny_enc yolo unet conformer ecapa"; empty is a graph without nodes, for the
 #              per-run overhead); BACKEND_SETS (default "native dnnl,native xnnpack,native estimated default warm
 #              tuned", see bench/compare_ort.sh and bench/placements.sh); TUNE=0 skips step 6; OUT (default
 #              bench/RESULTS.md).
@@ -51,7 +51,7 @@ case $build_dir in /*) ;; *) build_dir=$repo_dir/$build_dir ;; esac
 python=${PYTHON:-/usr/bin/python3}
 [[ -x $python ]] || python=python3
 threads=${THREADS:-2}
-read -r -a models <<<"${MODELS:-resnet50 mobilenet_v2 squeezenet bert_base mlp empty melspec dbnet crnn silero_vad kws vit_b16 whisper_tiny_enc yolo unet conformer}"
+read -r -a models <<<"${MODELS:-resnet50 mobilenet_v2 squeezenet bert_base mlp empty melspec dbnet crnn silero_vad kws vit_b16 whisper_tiny_enc yolo unet conformer ecapa}"
 export BACKEND_SETS=${BACKEND_SETS:-"native dnnl,native xnnpack,native estimated default warm tuned"}
 load_repeats=${LOAD_REPEATS:-5}
 out=${OUT:-$bench_dir/RESULTS.md}
