@@ -253,55 +253,35 @@ struct Epilogue {
   std::vector<int> group;
 };
 
-// x * HardSigmoid(x) (hard swish as PaddlePaddle and Keras export it) after e->out, as the activation HardSwish with
-// that HardSigmoid's alpha and beta: e->out read by exactly those two nodes, the HardSigmoid's output by the Mul alone.
-void hard_swish(const Graph& g, const Scope& sc, const Uses& uses, const Rewrite& rw, Epilogue* e) {
+// x times a gate of x after e->out, as one epilogue activation: x * HardSigmoid(x) (hard swish as PaddlePaddle and
+// Keras export it) becomes HardSwish with that HardSigmoid's alpha and beta, x * Sigmoid(x) (SiLU as PyTorch exports
+// it) Swish. e->out is read by exactly those two nodes, the gate's output by the Mul alone.
+void times_its_gate(const Graph& g, const Scope& sc, const Uses& uses, const Rewrite& rw, Epilogue* e) {
   const std::vector<int> r = uses.readers(e->out);
   if (r.size() != 2 || r[0] == r[1]) return;
-  int hs = -1, mul = -1;
+  int gate = -1, mul = -1;
   for (int k : r) {
     if (k < 0 || rw.taken[static_cast<size_t>(k)]) return;
     const Node& n = g.nodes[static_cast<size_t>(k)];
     if (!plain_f32_node(sc, n)) return;
-    if (n.op_type == "HardSigmoid" && n.num_inputs() == 1) hs = k;
+    if ((n.op_type == "HardSigmoid" || n.op_type == "Sigmoid") && n.num_inputs() == 1) gate = k;
     if (n.op_type == "Mul" && n.num_inputs() == 2) mul = k;
   }
-  if (hs < 0 || mul < 0) return;
-  const Node& h = g.nodes[static_cast<size_t>(hs)];
+  if (gate < 0 || mul < 0) return;
+  const Node& h = g.nodes[static_cast<size_t>(gate)];
   const Node& m = g.nodes[static_cast<size_t>(mul)];
   const bool pair =
       (m.inputs[0] == e->out && m.inputs[1] == h.outputs[0]) || (m.inputs[1] == e->out && m.inputs[0] == h.outputs[0]);
   if (!pair || uses.sole_consumer(h.outputs[0]) != mul) return;
-  e->act = "HardSwish";
-  e->params = {h.attr_float("alpha", 0.2f), h.attr_float("beta", 0.5f)};
-  e->out = m.outputs[0];
-  e->group.push_back(hs);
-  e->group.push_back(mul);
-}
-
-// x * Sigmoid(x) (SiLU, as PyTorch exports it) after e->out, as the activation Swish: e->out read by exactly those two
-// nodes, the Sigmoid's output by the Mul alone.
-void swish(const Graph& g, const Scope& sc, const Uses& uses, const Rewrite& rw, Epilogue* e) {
-  const std::vector<int> r = uses.readers(e->out);
-  if (r.size() != 2 || r[0] == r[1]) return;
-  int sig = -1, mul = -1;
-  for (int k : r) {
-    if (k < 0 || rw.taken[static_cast<size_t>(k)]) return;
-    const Node& n = g.nodes[static_cast<size_t>(k)];
-    if (!plain_f32_node(sc, n)) return;
-    if (n.op_type == "Sigmoid" && n.num_inputs() == 1) sig = k;
-    if (n.op_type == "Mul" && n.num_inputs() == 2) mul = k;
+  if (h.op_type == "HardSigmoid") {
+    e->act = "HardSwish";
+    e->params = {h.attr_float("alpha", 0.2f), h.attr_float("beta", 0.5f)};
+  } else {
+    e->act = "Swish";
+    e->params.clear();
   }
-  if (sig < 0 || mul < 0) return;
-  const Node& sg = g.nodes[static_cast<size_t>(sig)];
-  const Node& m = g.nodes[static_cast<size_t>(mul)];
-  const bool pair = (m.inputs[0] == e->out && m.inputs[1] == sg.outputs[0]) ||
-                    (m.inputs[1] == e->out && m.inputs[0] == sg.outputs[0]);
-  if (!pair || uses.sole_consumer(sg.outputs[0]) != mul) return;
-  e->act = "Swish";
-  e->params.clear();
   e->out = m.outputs[0];
-  e->group.push_back(sig);
+  e->group.push_back(gate);
   e->group.push_back(mul);
 }
 
@@ -328,8 +308,7 @@ Epilogue follow_epilogue(const Graph& g, const Scope& sc, const Uses& uses, cons
     e.out = g.nodes[static_cast<size_t>(c)].outputs[0];
     e.group.push_back(c);
   } else if (c < 0) {
-    hard_swish(g, sc, uses, rw, &e);
-    if (e.act.empty()) swish(g, sc, uses, rw, &e);
+    times_its_gate(g, sc, uses, rw, &e);
   }
   return e;
 }

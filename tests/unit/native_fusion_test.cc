@@ -148,66 +148,37 @@ TEST(NativeFusion, ConvThenEachEpilogueActivationBecomesOneFusedConv) {
   }
 }
 
-// Hard swish as PaddlePaddle and Keras export it, x * HardSigmoid(x) (Mul's operands either way round), after a
-// convolution and after a residual add: one FusedConv. Not where the convolution's output has a third reader, or
-// the HardSigmoid's output a second one.
-TEST(NativeFusion, ConvThenTimesItsHardSigmoidBecomesOneFusedConv) {
-  for (int form = 0; form < 5; ++form) {
-    SCOPED_TRACE("form " + std::to_string(form));
-    GraphBuilder b;
-    b.input("x", {1, 4, 9, 9}).input("r", {1, 4, 9, 9});
-    add_conv(b, "x", "c", 4, 3);
-    std::string y = "c";
-    if (form == 2) {
-      b.node("Add", {"c", "r"}, {"s"});
-      y = "s";
+// x times a gate of x after a convolution and after a residual add, Mul's operands either way round: hard swish as
+// PaddlePaddle and Keras export it (x * HardSigmoid(x)) and SiLU as PyTorch exports it (x * Sigmoid(x)) each become one
+// FusedConv. Not where the convolution's output has a third reader, or the gate's output a second one.
+TEST(NativeFusion, ConvThenTimesItsGateBecomesOneFusedConv) {
+  for (const std::string gate : {"HardSigmoid", "Sigmoid"}) {
+    for (int form = 0; form < 5; ++form) {
+      SCOPED_TRACE(gate + " form " + std::to_string(form));
+      GraphBuilder b;
+      b.input("x", {1, 4, 9, 9}).input("r", {1, 4, 9, 9});
+      add_conv(b, "x", "c", 4, 3);
+      std::string y = "c";
+      if (form == 2) {
+        b.node("Add", {"c", "r"}, {"s"});
+        y = "s";
+      }
+      Node& hs = b.node(gate, {y}, {"h"});
+      if (gate == "HardSigmoid") hs.attrs["alpha"] = flt(1.f / 6.f);
+      b.node("Mul", form == 1 ? std::vector<std::string>{"h", y} : std::vector<std::string>{y, "h"}, {"out"});
+      b.output("out");
+      if (form == 3) b.output(y);  // a third reader of the convolution's output
+      if (form == 4) {             // a second reader of h
+        b.node("Relu", {"h"}, {"hr"});
+        b.output("hr");
+      }
+      Runs r = compare(b.g);
+      EXPECT_EQ(r.unfused_steps, form == 2 || form == 4 ? 4 : 3);
+      if (form < 3)
+        EXPECT_EQ(r.fused_steps, 1);
+      else
+        EXPECT_GT(r.fused_steps, 1);
     }
-    Node& hs = b.node("HardSigmoid", {y}, {"h"});
-    hs.attrs["alpha"] = flt(1.f / 6.f);
-    b.node("Mul", form == 1 ? std::vector<std::string>{"h", y} : std::vector<std::string>{y, "h"}, {"out"});
-    b.output("out");
-    if (form == 3) b.output(y);  // a third reader of the convolution's output
-    if (form == 4) {             // a second reader of h
-      b.node("Relu", {"h"}, {"hr"});
-      b.output("hr");
-    }
-    Runs r = compare(b.g);
-    EXPECT_EQ(r.unfused_steps, form == 2 || form == 4 ? 4 : 3);
-    if (form < 3)
-      EXPECT_EQ(r.fused_steps, 1);
-    else
-      EXPECT_GT(r.fused_steps, 1);
-  }
-}
-
-// SiLU as PyTorch exports it, x * Sigmoid(x) (Mul's operands either way round), after a convolution and after a
-// residual add: one FusedConv with the Swish activation. Not where the convolution's output has a third reader, or
-// the Sigmoid's output a second one.
-TEST(NativeFusion, ConvThenTimesItsSigmoidBecomesOneFusedConv) {
-  for (int form = 0; form < 5; ++form) {
-    SCOPED_TRACE("form " + std::to_string(form));
-    GraphBuilder b;
-    b.input("x", {1, 4, 9, 9}).input("r", {1, 4, 9, 9});
-    add_conv(b, "x", "c", 4, 5);
-    std::string y = "c";
-    if (form == 2) {
-      b.node("Add", {"c", "r"}, {"s"});
-      y = "s";
-    }
-    b.node("Sigmoid", {y}, {"h"});
-    b.node("Mul", form == 1 ? std::vector<std::string>{"h", y} : std::vector<std::string>{y, "h"}, {"out"});
-    b.output("out");
-    if (form == 3) b.output(y);  // a third reader of the convolution's output
-    if (form == 4) {             // a second reader of h
-      b.node("Relu", {"h"}, {"hr"});
-      b.output("hr");
-    }
-    Runs r = compare(b.g);
-    EXPECT_EQ(r.unfused_steps, form == 2 || form == 4 ? 4 : 3);
-    if (form < 3)
-      EXPECT_EQ(r.fused_steps, 1);
-    else
-      EXPECT_GT(r.fused_steps, 1);
   }
 }
 
