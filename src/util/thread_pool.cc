@@ -40,7 +40,7 @@ bool spin_until(bool spin, Done done) {
 // holds (native models on two threads of a two-core VM: crnn, mobilenet_v2, DBNet, resnet50 3-6 % faster; YOLOv8n
 // unchanged). Blocks are cut in items, not chunks: cut in chunks, 10 bands of a convolution made 5 chunks of 2, one
 // thread's block 3 of them and the other's 2, and the second thread idled for a third of the run (3x3 64->32 at
-// 128x128, two threads: 298 -> 340 GFLOP/s).
+// 128x128, two threads: 322 -> 362 GFLOP/s).
 struct ThreadPool::Job {
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
   int64_t n = 0;
