@@ -464,10 +464,8 @@ Status layernorm_run(KernelContext& ctx) {
           const float* sr = scale.full.empty() ? scale.row.data() : scale.full.data() + r * inner;
           const float* br = !has_bias ? nullptr : bias.full.empty() ? bias.row.data() : bias.full.data() + r * inner;
           if constexpr (std::is_same_v<T, float>) {
-            float mean, var;
-            normk::row_moments(xr, inner, &mean, &var);
-            float rstd = static_cast<float>(1.0 / std::sqrt(static_cast<double>(var) + eps));
-            normk::row_normalize_affine(xr, mean, rstd, sr, br, yr, inner);
+            float mean, rstd;
+            normk::layernorm_row(xr, inner, static_cast<float>(eps), sr, br, yr, &mean, &rstd);
             means[static_cast<size_t>(r)] = mean;
             rstds[static_cast<size_t>(r)] = rstd;
           } else {

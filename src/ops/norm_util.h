@@ -106,6 +106,15 @@ inline float mul_unfused(float a, float b) {
   asm("" : "+x"(p));  // the compiler cannot see through this, so it cannot contract p into an FMA
   return p;
 }
+// LayerNormalization of one row of n floats with ONNX Runtime's arithmetic (1.31, its AVX2 row kernel), so that a
+// model that quantizes the result (DynamicQuantizeLinear, QDQ) gets its steps, not ones a last bit moved:
+// mean = the row's sum in double over n, rounded to float; var = the sum of (x - mean)^2 in eight float lanes with
+// FMAs (lane j takes elements j, j + 8, ..), the lanes added pairwise (j + 4, then j + 2, then j + 1), the tail
+// after them, over n; inv_std = 1 / sqrt(var + eps) in float; y = fma((x - mean) * inv_std, scale, bias). Rows under
+// 8 take its scalar path: float sums of x and x^2 in order, d = sqrt(sum_sq / n - mean^2 + eps),
+// y = (x - mean) / d * scale + bias. bias may be null; mean_out and inv_std_out may be null.
+void layernorm_row(const float* x, int64_t n, float eps, const float* scale, const float* bias, float* y,
+                   float* mean_out, float* inv_std_out);
 // y = ((x - mean) * rstd) * scale + bias, with per-element scale and optional per-element bias (null = 0).
 void row_normalize_affine(const float* x, float mean, float rstd, const float* scale, const float* bias, float* y,
                           int64_t n);

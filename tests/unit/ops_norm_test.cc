@@ -177,6 +177,84 @@ TEST(LayerNormalization, LastAxisWithMeanAndInvStdDevOutputs) {
   expect_close(out.value()[2], rstds, 1e-5);
 }
 
+// float LayerNormalization rounds as ONNX Runtime 1.31 does (norm_util.h: layernorm_row), checked against that
+// arithmetic written out here with every step rounded on its own: rows of 256 (vector lanes only), 37 (a tail after
+// the lanes) and 5 (its scalar path), with and without bias. A dynamically quantized Conformer requantizes every
+// LayerNorm output: with this arithmetic its 36 quantized tensors equal ONNX Runtime's (STATUS.md).
+TEST(LayerNormalization, FloatRowsRoundLikeOnnxRuntimeToTheLastBit) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-3.f, 3.f);
+  for (int64_t n : {256, 37, 5}) {
+    for (bool with_bias : {true, false}) {
+      const int64_t rows = 3;
+      std::vector<float> x(static_cast<size_t>(rows * n)), g(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+      for (float& v : x) v = dist(rng) + 0.5f;
+      for (float& v : g) v = dist(rng);
+      for (float& v : b) v = dist(rng);
+      Node node = make_node("LayerNormalization", {"x", "g", "b"}, {"y", "m", "s"});
+      if (!with_bias) node.inputs.pop_back();
+      std::vector<Tensor> in = {Tensor::FromVector(x, {rows, n}), Tensor::FromVector(g, {n})};
+      if (with_bias) in.push_back(Tensor::FromVector(b, {n}));
+      auto out = run_node_once(node, 17, in);
+      ASSERT_TRUE(out.ok()) << out.status().message();
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x.data() + r * n;
+        volatile float mean, inv;
+        if (n >= 8) {
+          double sum = 0;
+          for (int64_t i = 0; i < n; ++i) sum += xr[i];
+          mean = static_cast<float>(sum / static_cast<double>(n));
+          float lane[8] = {};
+          int64_t i = 0;
+          for (; i + 8 <= n; i += 8) {
+            for (int j = 0; j < 8; ++j) {
+              const float d = xr[i + j] - mean;
+              lane[j] = std::fma(d, d, lane[j]);
+            }
+          }
+          volatile float l4[4];
+          for (int j = 0; j < 4; ++j) l4[j] = lane[j] + lane[j + 4];
+          volatile float l02 = l4[0] + l4[2], l13 = l4[1] + l4[3];
+          float sq = l02 + l13;
+          for (; i < n; ++i) {
+            const float d = xr[i] - mean;
+            sq = std::fma(d, d, sq);
+          }
+          volatile float var = sq / static_cast<float>(n);
+          volatile float ve = var + 1e-5f;
+          inv = 1.f / std::sqrt(static_cast<float>(ve));
+        } else {
+          volatile float sum = 0.f, sq = 0.f;
+          for (int64_t i = 0; i < n; ++i) {
+            sum = sum + xr[i];
+            volatile float p = xr[i] * xr[i];
+            sq = sq + p;
+          }
+          mean = sum / static_cast<float>(n);
+          volatile float mm = mean * mean;
+          volatile float a = sq / static_cast<float>(n) - mm;
+          volatile float d = std::sqrt(static_cast<float>(a + 1e-5f));
+          inv = 1.f / d;
+          for (int64_t i = 0; i < n; ++i) {
+            volatile float t = (xr[i] - mean) / d;
+            volatile float v = t * g[i];
+            const float want = with_bias ? v + b[i] : v;
+            ASSERT_EQ(out.value()[0].data<float>()[r * n + i], want) << "n " << n << " row " << r << " [" << i << "]";
+          }
+        }
+        EXPECT_EQ(out.value()[1].data<float>()[r], mean) << "n " << n << " row " << r;
+        EXPECT_EQ(out.value()[2].data<float>()[r], inv) << "n " << n << " row " << r;
+        if (n < 8) continue;
+        for (int64_t i = 0; i < n; ++i) {
+          volatile float t = (xr[i] - mean) * inv;
+          const float want = with_bias ? std::fma(static_cast<float>(t), g[i], b[i]) : static_cast<float>(t) * g[i];
+          ASSERT_EQ(out.value()[0].data<float>()[r * n + i], want) << "n " << n << " row " << r << " [" << i << "]";
+        }
+      }
+    }
+  }
+}
+
 TEST(LayerNormalization, Axis1WithoutBiasAndBroadcastScale) {
   auto x = random_vec(2 * 3 * 4);
   Node n = make_node("LayerNormalization", {"x", "s"}, {"y"});
