@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -7,8 +8,9 @@
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "ops/node_runner.h"
-#include "util/thread_pool.h"
 #include "unit/op_test_util.h"
+#include "util/cpu_isa.h"
+#include "util/thread_pool.h"
 
 namespace tessera {
 namespace {
@@ -61,6 +63,57 @@ TEST(Softmax, LastAxisMatchesReferenceOnLongRows) {
   auto out = run_node_once(make_node("Softmax", -1), 13, {Tensor::FromVector(x, {8, 133})}, &pool);
   ASSERT_TRUE(out.ok()) << out.status().message();
   expect_close(out.value()[0], reference(x, 8, 133, 1, false), 1e-7);
+}
+
+// A float Softmax over the last axis rounds as ONNX Runtime's AVX-512 softmax does (softmax_row.h: sum_exp16,
+// row_exp_shift_sum), checked against that arithmetic written out one element at a time: exp(x - max) by its
+// polynomial, the sum as 16 lanes added vector by vector and reduced in its order, then times 1 / sum. Rows of 64
+// (full vectors), 133 (a tail) and 5. (Where the CPU lacks AVX-512 the kernels' exp is another one: skipped.)
+TEST(Softmax, LastAxisRoundsLikeOnnxRuntimeToTheLastBit) {
+  if (!cpu::avx512()) GTEST_SKIP() << "AVX-512 kernels only";
+  auto fma = [](float a, float b, float c) { return std::fma(a, b, c); };
+  auto sum_exp = [&](float x) {
+    const float bias = 12582912.0f;
+    x = std::max(-103.9720840454f, x);
+    volatile float biased = fma(x, 1.44269504088896341f, bias);
+    const float m = biased - bias;
+    x = fma(m, -6.93145752e-1f, x);
+    x = fma(m, -1.42860677e-6f, x);
+    float p = 0x1.694000p-10f;
+    p = fma(p, x, 0x1.125edcp-7f);
+    p = fma(p, x, 0x1.555b5ap-5f);
+    p = fma(p, x, 0x1.555450p-3f);
+    p = fma(p, x, 0x1.fffff6p-2f);
+    p = fma(p, x, 1.0f);
+    p = fma(p, x, 1.0f);
+    return std::ldexp(p, static_cast<int>(m));
+  };
+  ThreadPool pool(2);
+  for (int64_t n : {64, 133, 5}) {
+    auto x = random_vec(static_cast<size_t>(3 * n), 6.f, 7);
+    auto out = run_node_once(make_node("Softmax", -1), 13, {Tensor::FromVector(x, {3, n})}, &pool);
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    for (int64_t r = 0; r < 3; ++r) {
+      const float* xr = x.data() + r * n;
+      float mx = xr[0];
+      for (int64_t i = 1; i < n; ++i) mx = std::max(mx, xr[i]);
+      std::vector<float> e(static_cast<size_t>(n));
+      float lane[16] = {};
+      for (int64_t i = 0; i < n; ++i) {
+        e[static_cast<size_t>(i)] = sum_exp(xr[i] + -mx);
+        lane[i % 16] += e[static_cast<size_t>(i)];
+      }
+      volatile float a[8];
+      for (int j = 0; j < 8; ++j) a[j] = lane[j + 8] + lane[j];
+      volatile float a01 = a[0] + a[1], a23 = a[2] + a[3], a45 = a[4] + a[5], a67 = a[6] + a[7];
+      volatile float lo = a01 + a23, hi = a45 + a67;
+      const float inv = 1.0f / (lo + hi);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(out.value()[0].data<float>()[r * n + i], e[static_cast<size_t>(i)] * inv)
+            << "n " << n << " row " << r << " [" << i << "]";
+      }
+    }
+  }
 }
 
 TEST(Softmax, MiddleAxisOpset13ReducesOnlyThatDimension) {

@@ -65,23 +65,48 @@ inline float row_max(const float* x, int64_t n) {
   return _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
 }
 
-// y = exp(x - shift); returns sum(y). y may alias x.
+// exp(x) for x <= 0 (x - max of a softmax row) as ONNX Runtime's AVX-512 softmax computes it (MLAS's sum-exp
+// kernel): clamped below at -103.97, m = round(x / ln 2) by a rounding bias, x reduced by m * ln 2 in two parts, a
+// degree-6 polynomial by FMAs, scaled by 2^m. Its bits, so that a model that quantizes a Softmax output (a quantized
+// transformer's attention) gets ONNX Runtime's steps.
+inline __m512 sum_exp16(__m512 x) {
+  const __m512 bias = _mm512_set1_ps(12582912.0f);  // 1.5 * 2^23
+  x = _mm512_max_ps(_mm512_set1_ps(-103.9720840454f), x);
+  const __m512 m = _mm512_sub_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), bias), bias);
+  x = _mm512_fmadd_ps(m, _mm512_set1_ps(-6.93145752e-1f), x);
+  x = _mm512_fmadd_ps(m, _mm512_set1_ps(-1.42860677e-6f), x);
+  __m512 p = _mm512_set1_ps(0x1.694000p-10f);
+  p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(0x1.125edcp-7f));
+  p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(0x1.555b5ap-5f));
+  p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(0x1.555450p-3f));
+  p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(0x1.fffff6p-2f));
+  p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, m);
+}
+
+// y = exp(x - shift), shift the row's maximum; returns sum(y). y may alias x. As ONNX Runtime's AVX-512 softmax: x
+// plus the negated maximum, sum_exp16, the vectors added in order into one accumulator, its lanes reduced as
+// ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) with a_i = lane i + lane i + 8.
 inline float row_exp_shift_sum(const float* x, float shift, float* y, int64_t n) {
-  const __m512 vs = _mm512_set1_ps(shift);
+  const __m512 neg = _mm512_set1_ps(-shift);
   __m512 s0 = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vs));
+    __m512 e = sum_exp16(_mm512_add_ps(_mm512_loadu_ps(x + i), neg));
     _mm512_storeu_ps(y + i, e);
     s0 = _mm512_add_ps(s0, e);
   }
   if (i < n) {
     __mmask16 k = tail_mask(n - i);
-    __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vs));
+    __m512 e = sum_exp16(_mm512_maskz_add_ps(k, _mm512_maskz_loadu_ps(k, x + i), neg));
     _mm512_mask_storeu_ps(y + i, k, e);
-    s0 = _mm512_add_ps(s0, _mm512_maskz_mov_ps(k, e));
+    s0 = _mm512_mask_add_ps(s0, k, s0, e);
   }
-  return _mm512_reduce_add_ps(s0);
+  const __m256 a =
+      _mm256_add_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s0), 1)), _mm512_castps512_ps256(s0));
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a, a), _mm256_hadd_ps(a, a));
+  return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
 }
 
 // y = x * a + b (scalars a, b). y may alias x.
