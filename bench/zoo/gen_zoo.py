@@ -32,7 +32,7 @@ Models (name: imitates; inputs -> outputs; opset):
     unet              segmentation U-Net, ConvTranspose upsampling; image [B,3,H,W] -> mask [B,1,H,W]; 13
     conformer         NeMo/ESPnet Conformer encoder; audio_signal [B,T,256] -> outputs [B,T,256]; 17
     ecapa             SpeechBrain ECAPA-TDNN speaker embedder; feats [B,T,80] -> embedding [B,192]; 14
-(and the dynamically quantized twins dbnet_dynq, yolo_dynq, crnn_dynq)
+(and the dynamically quantized twins dbnet_dynq, yolo_dynq, crnn_dynq, conformer_dynq)
 """
 
 import argparse
@@ -1015,6 +1015,8 @@ MODELS = {
     "crnn_dynq": (lambda: convert.dynamic(build_crnn(), "int8", False), inputs_crnn),
     "unet": (build_unet, inputs_unet),
     "conformer": (build_conformer, inputs_conformer),
+    # Every LayerNorm and attention Softmax output requantized: holds those two to ONNX Runtime's bits.
+    "conformer_dynq": (lambda: convert.dynamic(build_conformer(), "int8", False), inputs_conformer),
     "ecapa": (build_ecapa, inputs_ecapa),
 }
 TEST_MODELS = list(MODELS)
