@@ -78,17 +78,6 @@ void row_mul_then_add(const float* x, float a, float b, float* y, int64_t n) {
   }
 }
 
-void row_normalize_affine(const float* x, float mean, float rstd, const float* scale, const float* bias, float* y,
-                          int64_t n) {
-  const __m512 vm = _mm512_set1_ps(mean), vr = _mm512_set1_ps(rstd);
-  for (int64_t i = 0; i < n; i += 16) {
-    __mmask16 k = tail_mask(n - i);
-    __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm), vr);
-    __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + i) : _mm512_setzero_ps();
-    _mm512_mask_storeu_ps(y + i, k, _mm512_fmadd_ps(v, _mm512_maskz_loadu_ps(k, scale + i), b));
-  }
-}
-
 }  // namespace avx512
 TSR_AVX512_END
 
@@ -296,15 +285,6 @@ void layernorm_row(const float* x, int64_t n, float eps, const float* scale, con
   }
   if (mean_out) *mean_out = mean;
   if (inv_std_out) *inv_std_out = inv;
-}
-
-void row_normalize_affine(const float* x, float mean, float rstd, const float* scale, const float* bias, float* y,
-                          int64_t n) {
-  if (cpu::avx512()) {
-    avx512::row_normalize_affine(x, mean, rstd, scale, bias, y, n);
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * rstd * scale[i] + (bias ? bias[i] : 0.f);
 }
 
 }  // namespace tessera::normk

@@ -115,8 +115,5 @@ inline float mul_unfused(float a, float b) {
 // y = (x - mean) / d * scale + bias. bias may be null; mean_out and inv_std_out may be null.
 void layernorm_row(const float* x, int64_t n, float eps, const float* scale, const float* bias, float* y,
                    float* mean_out, float* inv_std_out);
-// y = ((x - mean) * rstd) * scale + bias, with per-element scale and optional per-element bias (null = 0).
-void row_normalize_affine(const float* x, float mean, float rstd, const float* scale, const float* bias, float* y,
-                          int64_t n);
 
 }  // namespace tessera::normk
