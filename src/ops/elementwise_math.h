@@ -124,19 +124,20 @@ inline float sigmoid(float x) { return 1.0f / (1.0f + exp(-x)); }
 // fused multiply-adds, p / q + 0.5, floored at 0), so that its bits are ONNX Runtime's. A model that quantizes a
 // Sigmoid or SiLU output (DynamicQuantizeLinear, QDQ) turns a last-bit difference into a quantization step.
 // Absolute error below 2e-7 (relative error grows in the far negative tail, where the value is below 1e-6).
+// Its clamp and coefficients, highest power first (also the GEMM epilogue's 16-lane copy, kernels/gemm_impl.inc).
+inline constexpr float kLogisticClamp = 18.0f;
+inline constexpr float kLogisticP[5] = {4.37031012579801e-11f, 1.15627324459942e-07f, 6.08574864600143e-05f,
+                                        8.51377133304701e-03f, 2.48287947061529e-01f};
+inline constexpr float kLogisticQ[6] = {6.10247389755681e-13f, 5.76102136993427e-09f, 6.29106785017040e-06f,
+                                        1.70198817374094e-03f, 1.16817656904453e-01f, 9.93151921023180e-01f};
 inline float logistic(float x) {
-  float v = x < -18.0f ? -18.0f : x;  // NaN passes through both clamps
-  v = v > 18.0f ? 18.0f : v;
+  float v = x < -kLogisticClamp ? -kLogisticClamp : x;  // NaN passes through both clamps
+  v = v > kLogisticClamp ? kLogisticClamp : v;
   const float x2 = v * v;
-  float p = std::fma(x2, 4.37031012579801e-11f, 1.15627324459942e-07f);
-  p = std::fma(x2, p, 6.08574864600143e-05f);
-  p = std::fma(x2, p, 8.51377133304701e-03f);
-  p = std::fma(x2, p, 2.48287947061529e-01f);
-  float q = std::fma(x2, 6.10247389755681e-13f, 5.76102136993427e-09f);
-  q = std::fma(x2, q, 6.29106785017040e-06f);
-  q = std::fma(x2, q, 1.70198817374094e-03f);
-  q = std::fma(x2, q, 1.16817656904453e-01f);
-  q = std::fma(x2, q, 9.93151921023180e-01f);
+  float p = std::fma(x2, kLogisticP[0], kLogisticP[1]);
+  for (int i = 2; i < 5; ++i) p = std::fma(x2, p, kLogisticP[i]);
+  float q = std::fma(x2, kLogisticQ[0], kLogisticQ[1]);
+  for (int i = 2; i < 6; ++i) q = std::fma(x2, q, kLogisticQ[i]);
   const float r = (v * p) / q + 0.5f;
   return r < 0.0f ? 0.0f : r;
 }

@@ -4,9 +4,9 @@
 // 2-2.5x native's time on attention's rows). Callers check the CPU (cpu::avx512() in Tessera; the plugin its own
 // check) before calling anything in `avx512`.
 //
-// The vector exp is the Cephes single-precision polynomial evaluated after a range reduction by ln 2; its error is
-// within 2 ulp over the float range, which is well inside what softmax and log-softmax need. NaN propagates (max and
-// min return their second operand when either is NaN).
+// A softmax row's exponentials are MLAS's (sum_exp16, ONNX Runtime's bits); exp16, for any x, is the Cephes
+// single-precision polynomial evaluated after a range reduction by ln 2, within 2 ulp over the float range. NaN
+// propagates (max and min return their second operand when either is NaN).
 #pragma once
 
 // First: it brings <immintrin.h> with GCC 12's false uninitialized warnings silenced, and TSR_AVX512_BEGIN (the
