@@ -70,6 +70,12 @@ Status check_arity(const Node& n, int64_t opset) {
   }
   if (!n.domain.empty()) return Status::Ok();
   const onnx::OpSchema* schema = schema_at(n.op_type, opset);
+  // ONNX Runtime runs LayerNormalization in the default domain at every opset (it registers its own kernel from
+  // version 1, and its fusions write the op into models of any opset, which it saves as they are).
+  if (!schema && n.op_type == "LayerNormalization") {
+    if (n.outputs.size() > 3) return InvalidModel(n.describe() + ": has more than 3 outputs");
+    return check_fixed_arity(n, 2, 3);
+  }
   if (!schema) {
     for (int v = static_cast<int>(opset) + 1; v <= kSchemaOpset; ++v) {
       if (const onnx::OpSchema* later = onnx::OpSchemaRegistry::Schema(n.op_type, v, "")) {

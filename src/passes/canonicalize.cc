@@ -1,5 +1,6 @@
 #include "passes/canonicalize.h"
 
+#include <algorithm>
 #include <cmath>
 #include <unordered_map>
 #include <unordered_set>
@@ -111,6 +112,7 @@ class Canonicalizer {
 
   void rebuild_uses() {
     reads_.clear();
+    readers_.clear();
     nested_.clear();
     producer_.clear();
     outputs_ = std::unordered_set<std::string>(g_.outputs.begin(), g_.outputs.end());
@@ -119,7 +121,9 @@ class Canonicalizer {
       if (removed_[i]) continue;
       const Node& n = g_.nodes[i];
       for (const auto& in : n.inputs) {
-        if (!in.empty()) ++reads_[in];
+        if (in.empty()) continue;
+        ++reads_[in];
+        readers_[in].push_back(i);
       }
       if (!n.attrs.empty()) {
         for (auto& v : nested_reads(n)) nested_.insert(v);
@@ -141,6 +145,15 @@ class Canonicalizer {
   bool single_use(const std::string& v) const {
     return reads(v) == 1 && !nested_.count(v) && !outputs_.count(v) && !inputs_.count(v);
   }
+  // The live nodes reading `v` (a node reading it twice is listed twice), when only nodes of this graph read it and
+  // it is no graph output; empty otherwise.
+  std::vector<size_t> readers(const std::string& v) const {
+    auto it = readers_.find(v);
+    if (it == readers_.end() || nested_.count(v) || outputs_.count(v) || inputs_.count(v)) return {};
+    return it->second;
+  }
+  // The one node reading `v`, as single_use asks, or null.
+  Node* sole_reader(const std::string& v) { return single_use(v) ? &g_.nodes[readers_.at(v)[0]] : nullptr; }
   // The live node producing `v` in this graph, or null.
   Node* producer(const std::string& v) {
     auto it = producer_.find(v);
@@ -297,6 +310,8 @@ class Canonicalizer {
     if (is_op(n, "Transpose") && merge_transposes(i)) return true;
     if (is_op(n, "Reshape") && merge_reshape(i)) return true;
     if (opts_.fold_batchnorm && is_op(n, "BatchNormalization")) return fold_batchnorm(i);
+    if (opts_.fuse_decompositions && is_op(n, "ReduceMean") && fuse_layernorm(i)) return true;
+    if (opts_.fuse_decompositions && is_op(n, "Div") && fuse_gelu(i)) return true;
     if (is_op(n, "Add") || is_op(n, "Mul")) {
       if (opts_.fold_conv_bias && fold_conv_affine(i)) return true;
       if (opts_.matmul_add_to_gemm && is_op(n, "Add") && fuse_gemm(i)) return true;
@@ -568,6 +583,196 @@ class Canonicalizer {
     return false;
   }
 
+  // ---- decompositions ONNX Runtime fuses (level 'extended', part of its default 'all') -----------------------------
+  //
+  // An exporter writes LayerNorm before opset 17 and Gelu before opset 20 as chains of elementwise ops and
+  // reductions. ONNX Runtime fuses the chains below into one kernel each; a quantized model requantizes what they
+  // compute, so the same chains become the same ops here (whose kernels compute ONNX Runtime's arithmetic), and the
+  // chains ONNX Runtime leaves alone stay as they are.
+
+  // `v` is a float constant with one element, within ONNX Runtime's tolerance of `want` (1e-8 + 1e-5 |want|).
+  bool constant_near(const std::string& v, double want) const {
+    const Tensor* t = constant(v);
+    if (!t || t->numel() != 1 || !dtype_is_float(t->dtype())) return false;
+    return std::fabs(t->as_double(0) - want) <= 1e-8 + 1e-5 * std::fabs(want);
+  }
+
+  // The operand of binary `n` other than `v`, or "" when `v` is not exactly one of its two inputs.
+  static std::string other_operand(const Node& n, const std::string& v) {
+    if (n.inputs.size() != 2 || n.inputs[0] == n.inputs[1]) return "";
+    if (n.inputs[0] == v) return n.inputs[1];
+    return n.inputs[1] == v ? n.inputs[0] : "";
+  }
+
+  bool is_f32(const std::string& v) const {
+    const ValueInfo* vi = info(v);
+    return vi && vi->dtype == DType::kFloat32;
+  }
+
+  // ReduceMean over the last axis alone (a constant axes input, or the attribute before opset 18), keeping dims,
+  // of an input of known rank.
+  bool mean_over_last_axis(const Node& n) const {
+    if (!is_op(n, "ReduceMean") || !n.has_input(0) || n.outputs.size() != 1 || !n.has_output(0)) return false;
+    if (n.attr_int("keepdims", 1) != 1) return false;
+    const ValueInfo* vi = info(n.inputs[0]);
+    if (!vi || !vi->shape.rank_known || vi->shape.rank() < 1) return false;
+    std::vector<int64_t> axes;
+    if (n.has_input(1)) {
+      const Tensor* a = constant(n.inputs[1]);
+      if (!a || !dtype_is_integer(a->dtype())) return false;
+      for (int64_t k = 0; k < a->numel(); ++k) axes.push_back(a->as_int64(k));
+    } else {
+      axes = n.attr_ints("axes");
+    }
+    const int64_t rank = vi->shape.rank();
+    return axes.size() == 1 && (axes[0] == -1 || axes[0] == rank - 1);
+  }
+
+  // A 1-D float32 tensor of `c` elements that is a constant or a graph input (what ONNX Runtime takes as a fused
+  // LayerNorm's scale or bias).
+  bool norm_parameter(const std::string& v, int64_t c) const {
+    if (v.empty() || (!constant(v) && !inputs_.count(v)) || !is_f32(v)) return false;
+    const ValueInfo* vi = info(v);
+    return vi->shape.fully_known() && vi->shape.rank() == 1 && vi->shape[0].value == c;
+  }
+
+  //   mean = ReduceMean(X, last axis); d = Sub(X, mean) (once, or twice as older PyTorch exports write it);
+  //   y = Div(d, Sqrt(Add(ReduceMean(Pow(d, 2)), eps))) * scale + bias
+  // becomes LayerNormalization(X, scale, bias, axis = -1, epsilon = eps). Scale and bias are 1-D over the last axis,
+  // constants or graph inputs.
+  bool fuse_layernorm(size_t i) {
+    const Node& rm = g_.nodes[i];
+    if (!mean_over_last_axis(rm) || !is_f32(rm.inputs[0])) return false;
+    const std::string x = rm.inputs[0];
+    const Shape& xs = info(x)->shape;
+    const Dim& last = xs[xs.rank() - 1];
+    if (!last.known()) return false;
+    std::vector<size_t> subs = readers(rm.outputs[0]);
+    if (subs.empty() || subs.size() > 2) return false;
+    std::vector<size_t> centered_readers;
+    std::vector<std::string> centered;
+    for (size_t s : subs) {
+      const Node& sub = g_.nodes[s];
+      if (!is_op(sub, "Sub") || sub.inputs.size() != 2 || sub.inputs[0] != x || sub.inputs[1] != rm.outputs[0] ||
+          sub.outputs.size() != 1 || !sub.has_output(0)) {
+        return false;
+      }
+      std::vector<size_t> r = readers(sub.outputs[0]);
+      if (r.empty()) return false;
+      centered_readers.insert(centered_readers.end(), r.begin(), r.end());
+      centered.push_back(sub.outputs[0]);
+    }
+    if (centered_readers.size() != 2) return false;
+    auto is_centered = [&](const std::string& v) {
+      return std::find(centered.begin(), centered.end(), v) != centered.end();
+    };
+    Node* pow = nullptr;
+    Node* div = nullptr;
+    for (size_t k : centered_readers) {
+      Node& n = g_.nodes[k];
+      if (is_op(n, "Pow") && n.inputs.size() == 2 && is_centered(n.inputs[0]) && constant_near(n.inputs[1], 2.0)) {
+        pow = &n;
+      } else if (is_op(n, "Div") && n.inputs.size() == 2 && is_centered(n.inputs[0])) {
+        div = &n;
+      }
+    }
+    if (!pow || !div || pow->outputs.size() != 1 || div->outputs.size() != 1) return false;
+    Node* rm2 = sole_reader(pow->outputs[0]);
+    if (!rm2 || !mean_over_last_axis(*rm2) || rm2->inputs[0] != pow->outputs[0]) return false;
+    Node* add_eps = sole_reader(rm2->outputs[0]);
+    if (!add_eps || !is_op(*add_eps, "Add") || add_eps->outputs.size() != 1) return false;
+    const std::string eps = other_operand(*add_eps, rm2->outputs[0]);
+    const Tensor* eps_t = constant(eps);
+    if (!eps_t || eps_t->numel() != 1 || eps_t->dtype() != DType::kFloat32) return false;
+    Node* sqrt = sole_reader(add_eps->outputs[0]);
+    if (!sqrt || !is_op(*sqrt, "Sqrt") || sqrt->outputs.size() != 1 || sole_reader(sqrt->outputs[0]) != div ||
+        div->inputs[1] != sqrt->outputs[0]) {
+      return false;
+    }
+    Node* mul = sole_reader(div->outputs[0]);
+    if (!mul || !is_op(*mul, "Mul") || mul->outputs.size() != 1) return false;
+    const std::string scale = other_operand(*mul, div->outputs[0]);
+    Node* add = sole_reader(mul->outputs[0]);
+    if (!add || !is_op(*add, "Add") || add->outputs.size() != 1 || !add->has_output(0)) return false;
+    const std::string bias = other_operand(*add, mul->outputs[0]);
+    if (!norm_parameter(scale, last.value) || !norm_parameter(bias, last.value)) return false;
+    std::vector<Node*> chain = {pow, rm2, add_eps, sqrt, div, mul, add};
+    for (size_t s : subs) chain.push_back(&g_.nodes[s]);
+    for (Node* n : chain) {
+      if (!is_f32(n->outputs[0])) return false;
+    }
+    const std::string y = add->outputs[0];
+    const float epsilon = eps_t->data<float>()[0];
+    Node& ln = g_.nodes[i];
+    g_.values.erase(ln.outputs[0]);
+    for (Node* n : chain) {
+      if (n != add) g_.values.erase(n->outputs[0]);
+      remove_node(static_cast<size_t>(n - g_.nodes.data()));
+    }
+    ln.op_type = "LayerNormalization";
+    ln.domain.clear();
+    ln.inputs = {x, scale, bias};
+    ln.outputs = {y};
+    ln.attrs.clear();
+    ln.attrs["axis"] = Attribute::Int(-1);
+    ln.attrs["epsilon"] = Attribute::Float(epsilon);
+    ++stats_->fused_layernorms;
+    return true;
+  }
+
+  //   y = Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)   or   y = Mul(Mul(x, 0.5), Add(Erf(Div(x, sqrt 2)), 1))
+  // (operands of each Mul and Add in either order) becomes Gelu(x). ONNX Runtime leaves x * (1 / sqrt 2) alone, and
+  // so does this.
+  bool fuse_gelu(size_t i) {
+    const Node& div = g_.nodes[i];
+    if (div.inputs.size() != 2 || div.outputs.size() != 1 || !div.has_output(0)) return false;
+    const std::string x = div.inputs[0];
+    if (!is_f32(x) || !constant_near(div.inputs[1], static_cast<double>(static_cast<float>(M_SQRT2)))) return false;
+    Node* erf = sole_reader(div.outputs[0]);
+    if (!erf || !is_op(*erf, "Erf") || erf->outputs.size() != 1) return false;
+    Node* add = sole_reader(erf->outputs[0]);
+    if (!add || !is_op(*add, "Add") || add->outputs.size() != 1 ||
+        !constant_near(other_operand(*add, erf->outputs[0]), 1.0)) {
+      return false;
+    }
+    Node* mul = sole_reader(add->outputs[0]);
+    if (!mul || !is_op(*mul, "Mul") || mul->outputs.size() != 1 || !mul->has_output(0)) return false;
+    const std::string other = other_operand(*mul, add->outputs[0]);
+    Node* half = nullptr;  // the Mul by 0.5
+    Node* last = nullptr;  // the node whose output the Gelu takes over
+    if (other == x) {
+      Node* m2 = sole_reader(mul->outputs[0]);
+      if (m2 && is_op(*m2, "Mul") && m2->outputs.size() == 1 && m2->has_output(0) &&
+          constant_near(other_operand(*m2, mul->outputs[0]), 0.5)) {
+        half = m2;
+        last = m2;
+      }
+    } else if (Node* m2 = producer(other); m2 && single_use(other) && is_op(*m2, "Mul") && m2->outputs.size() == 1 &&
+                                           constant_near(other_operand(*m2, x), 0.5)) {
+      half = m2;
+      last = mul;
+    }
+    if (!half) return false;
+    std::vector<Node*> chain = {erf, add, mul, half};
+    for (Node* n : chain) {
+      if (!is_f32(n->outputs[0])) return false;
+    }
+    const std::string y = last->outputs[0];
+    Node& gelu = g_.nodes[i];
+    g_.values.erase(gelu.outputs[0]);
+    for (Node* n : chain) {
+      if (n != last) g_.values.erase(n->outputs[0]);
+      remove_node(static_cast<size_t>(n - g_.nodes.data()));
+    }
+    gelu.op_type = "Gelu";
+    gelu.domain = "com.microsoft";  // as ONNX Runtime writes it: the default domain's Gelu needs opset 20
+    gelu.inputs = {x};
+    gelu.outputs = {y};
+    gelu.attrs.clear();
+    ++stats_->fused_gelus;
+    return true;
+  }
+
   // MatMul(A[M,K], B[K,N]) + C  ->  Gemm(A, B, C) when C is a constant that
   // broadcasts unidirectionally to [M, N] (so the Add cannot grow the result).
   bool fuse_gemm(size_t i) {
@@ -611,6 +816,7 @@ class Canonicalizer {
   CanonicalizeStats* stats_;
   std::vector<bool> removed_;
   std::unordered_map<std::string, int> reads_;
+  std::unordered_map<std::string, std::vector<size_t>> readers_;
   std::unordered_set<std::string> nested_;
   std::unordered_set<std::string> outputs_;
   std::unordered_set<std::string> inputs_;

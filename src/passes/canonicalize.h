@@ -17,6 +17,9 @@
 //   * MatMul(A 2-D, B 2-D) + Add(constant C broadcastable to [M, N]) becomes
 //     Gemm.
 //   * an If whose condition is a constant is replaced by the branch it takes.
+//   * LayerNorm and Gelu written out as elementwise ops and ReduceMeans (exports before opsets 17 and 20) become
+//     LayerNormalization and Gelu where ONNX Runtime fuses them (the chains it recognises, nothing more), so that
+//     their results round as ONNX Runtime's do.
 // Rewrites apply inside nested graphs too. Values a nested graph reads are
 // renamed consistently or left alone; graph outputs keep their names.
 #pragma once
@@ -31,6 +34,7 @@ struct CanonicalizeOptions {
   bool fold_conv_bias = true;      // Conv + Add/Mul by per-channel constants
   bool matmul_add_to_gemm = true;
   bool inline_constant_if = true;
+  bool fuse_decompositions = true;  // decomposed LayerNorm and Gelu
 };
 
 struct CanonicalizeStats {
@@ -40,9 +44,12 @@ struct CanonicalizeStats {
   int fused_gemms = 0;
   int merged_layout_ops = 0;    // Transpose pairs and Reshape chains merged
   int inlined_ifs = 0;
+  int fused_layernorms = 0;
+  int fused_gelus = 0;
   bool changed() const {
     return removed_identities + folded_batchnorms + folded_conv_affines + fused_gemms + merged_layout_ops +
-               inlined_ifs > 0;
+               inlined_ifs + fused_layernorms + fused_gelus >
+           0;
   }
   CanonicalizeStats& operator+=(const CanonicalizeStats& o) {
     removed_identities += o.removed_identities;
@@ -51,6 +58,8 @@ struct CanonicalizeStats {
     fused_gemms += o.fused_gemms;
     merged_layout_ops += o.merged_layout_ops;
     inlined_ifs += o.inlined_ifs;
+    fused_layernorms += o.fused_layernorms;
+    fused_gelus += o.fused_gelus;
     return *this;
   }
 };

@@ -162,7 +162,9 @@ bool const_scalar(const Scope& g, const std::string& v, float* out) {
 
 // A single-output float32 node of the default domain.
 bool plain_f32_node(const Scope& g, const Node& n) {
-  return (n.domain.empty() || n.domain == "ai.onnx") && n.outputs.size() == 1 && is_f32(g, n.outputs[0]);
+  // com.microsoft.Gelu is what canonicalisation (and ONNX Runtime) makes of a decomposed GELU.
+  const bool domain = n.domain.empty() || n.domain == "ai.onnx" || (n.domain == kMsDomain && n.op_type == "Gelu");
+  return domain && n.outputs.size() == 1 && is_f32(g, n.outputs[0]);
 }
 
 // Clip's bounds from constant inputs (opset >= 11) or attributes (< 11).

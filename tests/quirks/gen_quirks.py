@@ -7,6 +7,10 @@ default-domain opsets 18-21, each checked against ONNX Runtime.
 Debian's onnx (1.12) knows no schema past opset 17, so the models are built with onnx.helper and never passed to
 onnx.checker; ONNX Runtime is the oracle (tests/quirks/make_quirks.sh writes the expected outputs with it). Every case
 is deterministic (fixed seeds). A case is one function below, named after what it exercises.
+
+Cases named ort_all_* hold ONNX Runtime's outputs at its default optimisation level ('all', with its fusions), and
+run_quirks.sh checks them to the bit on the native backend: they pin down rewrites that make Tessera round as ONNX
+Runtime does.
 """
 import os
 import sys
@@ -511,6 +515,85 @@ def opset21_quantize_output_dtype():
                          const("zp", np.array([1, -2, 3], np.int8)), const("block_scale", rand([3, 2], 50, 0.01, 0.05)),
                          const("block_zp", np.array([[0, 1], [-1, 2], [3, -3]], np.int8))]),
             [("x", rand([3, 4], 39))])
+
+
+# ---- ONNX Runtime's fusions, to the bit ---------------------------------------------------------------------------
+
+def _torch_layer_norm(prefix, x, c, seed, dup_sub=False):
+    """torch.nn.LayerNorm as torch.onnx writes it before opset 17 (older PyTorch writes x - mean twice)."""
+    nodes = [helper.make_node("ReduceMean", [x], [prefix + "mean"], axes=[-1]),
+             helper.make_node("Sub", [x, prefix + "mean"], [prefix + "d"])]
+    num = prefix + "d"
+    if dup_sub:
+        nodes.append(helper.make_node("Sub", [x, prefix + "mean"], [prefix + "d2"]))
+        num = prefix + "d2"
+    nodes += [helper.make_node("Pow", [prefix + "d", "two"], [prefix + "sq"]),
+              helper.make_node("ReduceMean", [prefix + "sq"], [prefix + "var"], axes=[-1]),
+              helper.make_node("Add", [prefix + "var", "eps"], [prefix + "ve"]),
+              helper.make_node("Sqrt", [prefix + "ve"], [prefix + "sd"]),
+              helper.make_node("Div", [num, prefix + "sd"], [prefix + "n"]),
+              helper.make_node("Mul", [prefix + "n", prefix + "w"], [prefix + "m"]),
+              helper.make_node("Add", [prefix + "m", prefix + "b"], [prefix + "y"])]
+    inits = [const(prefix + "w", rand([c], seed, 0.5, 1.5)), const(prefix + "b", rand([c], seed + 1, -0.2, 0.2))]
+    return nodes, inits
+
+
+def _erf_gelu(prefix, x, half_first=False):
+    """torch's exact GELU as exporters write it before opset 20."""
+    nodes = [helper.make_node("Div", [x, "sqrt2"], [prefix + "s"]),
+             helper.make_node("Erf", [prefix + "s"], [prefix + "e"]),
+             helper.make_node("Add", [prefix + "e", "one"], [prefix + "e1"])]
+    if half_first:
+        nodes += [helper.make_node("Mul", [x, "half"], [prefix + "xh"]),
+                  helper.make_node("Mul", [prefix + "xh", prefix + "e1"], [prefix + "y"])]
+    else:
+        nodes += [helper.make_node("Mul", [x, prefix + "e1"], [prefix + "m"]),
+                  helper.make_node("Mul", [prefix + "m", "half"], [prefix + "y"])]
+    return nodes
+
+
+@case
+def ort_all_decomposed_layernorm_gelu():
+    """A transformer block's LayerNorms and GELUs as torch.onnx writes them at opset 14: ONNX Runtime fuses them into
+    LayerNormalization, Gelu and BiasGelu, whose arithmetic differs from the ops they replace in the last bits."""
+    c = 96
+    ln1, i1 = _torch_layer_norm("ln1_", "x", c, 60)
+    ln2, i2 = _torch_layer_norm("ln2_", "h", c, 62, dup_sub=True)
+    nodes = ln1 + _erf_gelu("g1_", "ln1_y") + [helper.make_node("Add", ["g1_y", "bias"], ["h"])] + ln2
+    nodes += [helper.make_node("Add", ["ln2_y", "bias2"], ["hb"])] + _erf_gelu("g2_", "hb", half_first=True)
+    # x * (1 / sqrt 2): not fused by ONNX Runtime, so its Erf op runs alone.
+    nodes += [helper.make_node("Mul", ["ln2_y", "rsqrt2"], ["t"]), helper.make_node("Erf", ["t"], ["te"]),
+              helper.make_node("Add", ["te", "one"], ["te1"]), helper.make_node("Mul", ["ln2_y", "te1"], ["tm"]),
+              helper.make_node("Mul", ["tm", "half"], ["z"])]
+    inits = i1 + i2 + [const("two", np.array(2.0, np.float32)), const("eps", np.array(1e-5, np.float32)),
+                       const("sqrt2", np.array(1.4142135381698608, np.float32)),
+                       const("rsqrt2", np.array(0.7071067690849304, np.float32)),
+                       const("one", np.array(1.0, np.float32)), const("half", np.array(0.5, np.float32)),
+                       const("bias", rand([c], 64, -0.5, 0.5)), const("bias2", rand([c], 65, -0.5, 0.5))]
+    x = rand([2, 37, c], 66, -3, 3) * rand([2, 37, 1], 67, 0.2, 4) + rand([2, 37, 1], 68, -2, 2)
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [2, 37, c])],
+                  [vi("ln1_y", TensorProto.FLOAT, None), vi("g2_y", TensorProto.FLOAT, None),
+                   vi("z", TensorProto.FLOAT, None)], 14, inits=inits),
+            [("x", x.astype(np.float32))])
+
+
+@case
+def ort_all_optimized_model_opset14():
+    """A model as ONNX Runtime's optimizer saves it (optimized_model_filepath, onnxruntime.transformers): its fused
+    LayerNormalization stays in the default domain at the model's opset 14, three opsets before ONNX added the op,
+    beside com.microsoft Gelu and BiasGelu."""
+    c = 64
+    nodes = [helper.make_node("LayerNormalization", ["x", "w", "b"], ["n"], axis=-1, epsilon=1e-5),
+             helper.make_node("BiasGelu", ["n", "bias"], ["g"], domain="com.microsoft"),
+             helper.make_node("Gelu", ["n"], ["y"], domain="com.microsoft"),
+             helper.make_node("LayerNormalization", ["g", "w"], ["z"], axis=-1, epsilon=1e-6)]
+    inits = [const("w", rand([c], 70, 0.5, 1.5)), const("b", rand([c], 71, -0.2, 0.2)),
+             const("bias", rand([c], 72, -0.5, 0.5))]
+    x = rand([3, 11, c], 73, -3, 3) * rand([3, 11, 1], 74, 0.2, 4)
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [3, 11, c])],
+                  [vi("y", TensorProto.FLOAT, None), vi("z", TensorProto.FLOAT, None)], 14, inits=inits,
+                  opsets=[helper.make_opsetid("com.microsoft", 1)]),
+            [("x", x.astype(np.float32))])
 
 
 def write(out, name):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the checked-in quirk corpus, tests/quirks/cases/<case>/{model.onnx,test_data_set_0/*.pb}: the models and
 # inputs from gen_quirks.py, the expected outputs from ONNX Runtime (tests/e2e/ort_reference.js, graph optimizations
-# disabled). Run by hand after changing gen_quirks.py (the test suite never runs it):
+# disabled; at its default level 'all' for the ort_all_* cases). Run by hand after changing gen_quirks.py (the test suite never runs it):
 #     NODE_PATH=bench/node_modules tests/quirks/make_quirks.sh [CASE ...]
 # Needs Debian's /usr/bin/python3 (onnx + numpy) and node with onnxruntime-node (bench/ installs one).
 set -euo pipefail
@@ -16,7 +16,9 @@ mkdir -p "$cases"
 for d in "$cases"/*/; do
   name="$(basename "$d")"
   if [ "$#" -gt 0 ] && [[ ! " $* " == *" $name "* ]]; then continue; fi
-  node "$here/../e2e/ort_reference.js" "$d/model.onnx" "$d/test_data_set_0" >/dev/null ||
+  opt=disabled
+  [[ $name == ort_all_* ]] && opt=all
+  node "$here/../e2e/ort_reference.js" "$d/model.onnx" "$d/test_data_set_0" --opt "$opt" >/dev/null ||
     { echo "make_quirks: ONNX Runtime failed on $name" >&2; exit 1; }
 done
 echo "make_quirks: $(ls "$cases" | wc -l) cases in $cases"

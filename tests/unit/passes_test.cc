@@ -10,11 +10,12 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ops/node_runner.h"
 #include "passes/canonicalize.h"
 #include "passes/constant_folding.h"
 #include "passes/dce.h"
 #include "passes/pipeline.h"
-#include "ops/node_runner.h"
+#include "passes/shape_inference.h"
 
 namespace tessera {
 namespace {
@@ -379,6 +380,182 @@ TEST(Canonicalize, MatMulPlusBiasBecomesGemmOnlyFor2D) {
     auto after = evaluate(g, feeds);
     ASSERT_TRUE(after.ok()) << after.status().message();
     expect_close((*before)[0], (*after)[0], 1e-5f);
+  }
+}
+
+// LayerNorm as exporters write it before opset 17, in the variants `v` names:
+//   "plain"     ReduceMean(x, [-1]), Sub, Pow(2), ReduceMean, Add(eps), Sqrt, Div, Mul(scale), Add(bias)
+//   "dup_sub"   x - mean written twice (older PyTorch), one for Pow and one for Div
+//   "opset18"   the axes of both ReduceMeans as an input, axis 2 of rank 3
+//   "swapped"   scale * n and bias + m, eps + var
+// and chains ONNX Runtime does not fuse (which must stay):
+//   "no_affine" no Mul/Add after the Div;  "reciprocal" Mul by Reciprocal(Sqrt) instead of Div;
+//   "mul_square" Mul(d, d) instead of Pow;  "middle_axis" the mean over axis 1 ([16, 1] parameters);
+//   "scale_2d" a [7, 16] scale;
+//   "d_output"  x - mean is also a graph output.
+Graph decomposed_layernorm(const std::string& v) {
+  Graph g;
+  g.opset = v == "opset18" ? 18 : 13;
+  const bool middle = v == "middle_axis";
+  const Dims x_dims = middle ? Dims{2, 16, 7} : Dims{2, 7, 16};
+  set_input(g, "x", DType::kFloat32, x_dims);
+  g.constants["two"] = Tensor::Scalar<float>(2.f);
+  g.constants["eps"] = Tensor::Scalar<float>(1e-5f);
+  const Dims param = v == "scale_2d" ? Dims{7, 16} : middle ? Dims{16, 1} : Dims{16};
+  g.constants["scale"] = random_tensor(param, 11, 0.5f, 1.5f);
+  g.constants["bias"] = random_tensor(middle ? Dims{16, 1} : Dims{16}, 12);
+  auto mean = [&](const std::string& in, const std::string& out) {
+    if (v == "opset18") {
+      g.constants["axes_" + out] = Tensor::FromVector<int64_t>({2}, {1});
+      g.nodes.push_back(make_node("ReduceMean", {in, "axes_" + out}, {out}));
+    } else {
+      g.nodes.push_back(make_node("ReduceMean", {in}, {out}, {{"axes", ints_attr({middle ? 1 : -1})}}));
+    }
+  };
+  mean("x", "mean");
+  g.nodes.push_back(make_node("Sub", {"x", "mean"}, {"d"}));
+  std::string num = "d";
+  if (v == "dup_sub") {
+    g.nodes.push_back(make_node("Sub", {"x", "mean"}, {"d2"}));
+    num = "d2";
+  }
+  if (v == "mul_square") {
+    g.nodes.push_back(make_node("Mul", {"d", "d"}, {"sq"}));
+  } else {
+    g.nodes.push_back(make_node("Pow", {"d", "two"}, {"sq"}));
+  }
+  mean("sq", "var");
+  g.nodes.push_back(make_node(
+      "Add", v == "swapped" ? std::vector<std::string>{"eps", "var"} : std::vector<std::string>{"var", "eps"}, {"ve"}));
+  g.nodes.push_back(make_node("Sqrt", {"ve"}, {"sd"}));
+  if (v == "reciprocal") {
+    g.nodes.push_back(make_node("Reciprocal", {"sd"}, {"r"}));
+    g.nodes.push_back(make_node("Mul", {num, "r"}, {"n"}));
+  } else {
+    g.nodes.push_back(make_node("Div", {num, "sd"}, {"n"}));
+  }
+  if (v == "no_affine") {
+    g.outputs = {"n"};
+    return g;
+  }
+  if (v == "swapped") {
+    g.nodes.push_back(make_node("Mul", {"scale", "n"}, {"m"}));
+    g.nodes.push_back(make_node("Add", {"bias", "m"}, {"y"}));
+  } else {
+    g.nodes.push_back(make_node("Mul", {"n", "scale"}, {"m"}));
+    g.nodes.push_back(make_node("Add", {"m", "bias"}, {"y"}));
+  }
+  g.outputs = {"y"};
+  if (v == "d_output") g.outputs.push_back("d");
+  return g;
+}
+
+int count_ops(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const Node& node : g.nodes) n += node.op_type == op;
+  return n;
+}
+
+TEST(Canonicalize, DecomposedLayerNormBecomesLayerNormalization) {
+  for (const char* v : {"plain", "dup_sub", "opset18", "swapped"}) {
+    SCOPED_TRACE(v);
+    Graph g = decomposed_layernorm(v);
+    std::map<std::string, Tensor> feeds{{"x", random_tensor({2, 7, 16}, 13, -3.f, 5.f)}};
+    auto before = evaluate(g, feeds);
+    ASSERT_TRUE(before.ok()) << before.status().message();
+    ASSERT_TRUE(infer_shapes(g).ok());
+    CanonicalizeStats stats;
+    ASSERT_TRUE(canonicalize(g, &stats).ok());
+    ASSERT_TRUE(dce(g).ok());
+    EXPECT_EQ(stats.fused_layernorms, 1);
+    ASSERT_EQ(g.nodes.size(), 1u);
+    const Node& ln = g.nodes[0];
+    EXPECT_EQ(ln.op_type, "LayerNormalization");
+    EXPECT_EQ(ln.inputs, (std::vector<std::string>{"x", "scale", "bias"}));
+    EXPECT_EQ(ln.outputs, std::vector<std::string>{"y"});
+    EXPECT_EQ(ln.attr_int("axis", 0), -1);
+    EXPECT_EQ(ln.attr_float("epsilon", 0.f), 1e-5f);
+    ASSERT_TRUE(verify_graph(g).ok());
+    auto after = evaluate(g, feeds);
+    ASSERT_TRUE(after.ok()) << after.status().message();
+    expect_close((*before)[0], (*after)[0], 2e-6f);
+  }
+}
+
+TEST(Canonicalize, LayerNormChainsOnnxRuntimeLeavesAloneStay) {
+  for (const char* v : {"no_affine", "reciprocal", "mul_square", "middle_axis", "scale_2d", "d_output"}) {
+    SCOPED_TRACE(v);
+    Graph g = decomposed_layernorm(v);
+    const size_t nodes = g.nodes.size();
+    ASSERT_TRUE(infer_shapes(g).ok());
+    CanonicalizeStats stats;
+    ASSERT_TRUE(canonicalize(g, &stats).ok());
+    EXPECT_EQ(stats.fused_layernorms, 0);
+    EXPECT_EQ(g.nodes.size(), nodes);
+    EXPECT_EQ(count_ops(g, "LayerNormalization"), 0);
+  }
+}
+
+// Gelu as exporters write it before opset 20: x * 0.5 * (1 + erf(x / sqrt 2)), in the variants `v` names:
+//   "half_last"  Mul(Mul(x, Add(Erf(Div(x, sqrt2)), 1)), 0.5);  "half_first" Mul(Mul(x, 0.5), Add(...));
+//   "swapped"    every commutative operand pair the other way round;
+// and chains that must stay: "times_rsqrt2" x * (1 / sqrt 2) (ONNX Runtime leaves it too), "not_sqrt2" x / 1.5,
+// "erf_output" the Erf's result also a graph output.
+Graph decomposed_gelu(const std::string& v) {
+  Graph g;
+  g.opset = 13;
+  set_input(g, "x", DType::kFloat32, {3, 40});
+  g.constants["c"] = Tensor::Scalar<float>(v == "times_rsqrt2" ? 0.70710677f : v == "not_sqrt2" ? 1.5f : 1.41421354f);
+  g.constants["one"] = Tensor::Scalar<float>(1.f);
+  g.constants["half"] = Tensor::Scalar<float>(0.5f);
+  const bool swapped = v == "swapped";
+  g.nodes.push_back(make_node(v == "times_rsqrt2" ? "Mul" : "Div", {"x", "c"}, {"s"}));
+  g.nodes.push_back(make_node("Erf", {"s"}, {"e"}));
+  g.nodes.push_back(
+      make_node("Add", swapped ? std::vector<std::string>{"one", "e"} : std::vector<std::string>{"e", "one"}, {"e1"}));
+  if (v == "half_first") {
+    g.nodes.push_back(make_node("Mul", {"x", "half"}, {"xh"}));
+    g.nodes.push_back(make_node("Mul", {"xh", "e1"}, {"y"}));
+  } else {
+    g.nodes.push_back(
+        make_node("Mul", swapped ? std::vector<std::string>{"e1", "x"} : std::vector<std::string>{"x", "e1"}, {"m"}));
+    g.nodes.push_back(make_node(
+        "Mul", swapped ? std::vector<std::string>{"half", "m"} : std::vector<std::string>{"m", "half"}, {"y"}));
+  }
+  g.outputs = {"y"};
+  if (v == "erf_output") g.outputs.push_back("e");
+  return g;
+}
+
+TEST(Canonicalize, DecomposedGeluBecomesGelu) {
+  for (const char* v : {"half_last", "half_first", "swapped"}) {
+    SCOPED_TRACE(v);
+    Graph g = decomposed_gelu(v);
+    std::map<std::string, Tensor> feeds{{"x", random_tensor({3, 40}, 21, -6.f, 6.f)}};
+    auto before = evaluate(g, feeds);
+    ASSERT_TRUE(before.ok()) << before.status().message();
+    ASSERT_TRUE(infer_shapes(g).ok());
+    CanonicalizeStats stats;
+    ASSERT_TRUE(canonicalize(g, &stats).ok());
+    ASSERT_TRUE(dce(g).ok());
+    EXPECT_EQ(stats.fused_gelus, 1);
+    ASSERT_EQ(g.nodes.size(), 1u);
+    EXPECT_EQ(g.nodes[0].op_type, "Gelu");
+    EXPECT_EQ(g.nodes[0].inputs, std::vector<std::string>{"x"});
+    EXPECT_EQ(g.nodes[0].outputs, std::vector<std::string>{"y"});
+    ASSERT_TRUE(verify_graph(g).ok());
+    auto after = evaluate(g, feeds);
+    ASSERT_TRUE(after.ok()) << after.status().message();
+    expect_close((*before)[0], (*after)[0], 1e-6f);
+  }
+  for (const char* v : {"times_rsqrt2", "not_sqrt2", "erf_output"}) {
+    SCOPED_TRACE(v);
+    Graph g = decomposed_gelu(v);
+    ASSERT_TRUE(infer_shapes(g).ok());
+    CanonicalizeStats stats;
+    ASSERT_TRUE(canonicalize(g, &stats).ok());
+    EXPECT_EQ(stats.fused_gelus, 0);
+    EXPECT_EQ(count_ops(g, "Gelu"), 0);
   }
 }
 
