@@ -179,7 +179,8 @@ inline float tanh(float x) {
 // degree-6 polynomial); the sign of x copied onto the result. Every step is one fma or one rounded operation, in
 // MLAS's order. Relative error below 2e-7 (erf of a large |x| is 1, as ONNX Runtime gives); NaN stays NaN.
 inline float erf(float x) {
-  const float a = std::fmin(std::fabs(x), 3.925f);
+  const float ax = std::fabs(x);
+  const float a = ax < 3.925f ? ax : 3.925f;  // minps: NaN becomes 3.925 (the result is NaN again below)
   const float s = a * a;
   float r = -5.99104969e-4f;
   r = std::fma(r, s, 4.99339588e-3f);
