@@ -11,6 +11,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/eigen_sum.h"
 #include "ops/norm_util.h"
 #include "ops/op_registry.h"
 
@@ -247,7 +248,10 @@ Status instancenorm_infer(InferContext& ctx) {
 }
 
 // Normalises rows of `inner` elements to zero mean / unit variance, then
-// applies scale[r % channels], bias[r % channels].
+// applies scale[r % channels], bias[r % channels]. Float rows compute ONNX
+// Runtime's arithmetic: mean and squared deviations summed in its order
+// (eigen_sum.h), inv_std = 1 / sqrt(sq / n + eps), a = inv_std * scale,
+// b = bias - mean * a, y = x * a + b, every operation rounded to float.
 template <class T>
 void normalize_rows(const T* x, T* y, int64_t rows, int64_t inner, int64_t channels, const std::vector<double>& scale,
                     const std::vector<double>& bias, double eps, Parallel& pool) {
@@ -257,10 +261,12 @@ void normalize_rows(const T* x, T* y, int64_t rows, int64_t inner, int64_t chann
       const T* xr = x + r * inner;
       T* yr = y + r * inner;
       if constexpr (std::is_same_v<T, float>) {
-        float mean, var;
-        normk::row_moments(xr, inner, &mean, &var);
-        float a = static_cast<float>(scale[c] / std::sqrt(static_cast<double>(var) + eps));
-        normk::row_axpb(xr, a, static_cast<float>(bias[c] - mean * a), yr, inner);
+        const float n = static_cast<float>(inner);
+        const float mean = eigen_order::row_sum(xr, inner, r * inner) / n;
+        const float sq = eigen_order::row_sum_sq_diff(xr, mean, inner);
+        const float inv_std = 1.0f / std::sqrt(sq / n + static_cast<float>(eps));
+        const float a = normk::mul_unfused(inv_std, static_cast<float>(scale[c]));
+        normk::row_mul_then_add(xr, a, static_cast<float>(bias[c]) - normk::mul_unfused(mean, a), yr, inner);
       } else {
         double mean, var;
         normk::row_moments(xr, inner, &mean, &var);

@@ -10,7 +10,9 @@
 // Accumulation is in float for float32/float16/bfloat16, double for float64,
 // wrapping int64 for integer sums and products, the type itself for
 // integer max/min. Reductions over no elements give the identity of the
-// reduction (0, 1, -inf for max, +inf for min; mean 0/0 = NaN).
+// reduction (0, 1, -inf for max, +inf for min; mean 0/0 = NaN). Float32
+// ReduceSum/ReduceMean over trailing axes sum each row in ONNX Runtime's
+// order instead (eigen_sum.h).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -19,6 +21,7 @@
 #include <string>
 #include <type_traits>
 
+#include "ops/eigen_sum.h"
 #include "ops/elementwise_common.h"
 #include "ops/elementwise_math.h"
 #include "ops/kernels/lane_fold.h"
@@ -361,6 +364,22 @@ void reduce_typed(Parallel& pool, const Layout& L, const Tensor& x, Tensor& y) {
                       [&](int64_t o, A acc) {
                         out[o] = ew::to_storage<T>(R::template post<compute_t<T>>(acc, L.count, mx[static_cast<size_t>(o)]));
                       });
+  } else if constexpr ((K == Kind::kSum || K == Kind::kMean) && std::is_same_v<T, float>) {
+    // float sums over trailing axes in ONNX Runtime's order (Eigen's), others as below.
+    if (L.row_mode && L.red_dims.empty()) {
+      pool.parallel_for(out_numel, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, L.inner)),
+                        [&](int64_t b, int64_t e) {
+                          for (int64_t o = b; o < e; ++o) {
+                            const float s = eigen_order::row_sum(in + o * L.inner, L.inner, o * L.inner);
+                            out[o] = K == Kind::kMean ? s / static_cast<float>(L.count) : s;
+                          }
+                        });
+      return;
+    }
+    using R = Reducer<K, A>;
+    reduce_core<R, A>(pool, L, in, out_numel, zero, [&](int64_t o, A acc) {
+      out[o] = ew::to_storage<T>(R::template post<compute_t<T>>(acc, L.count, A(0)));
+    });
   } else {
     using R = Reducer<K, A>;
     reduce_core<R, A>(pool, L, in, out_numel, zero, [&](int64_t o, A acc) {

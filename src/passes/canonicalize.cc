@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -590,11 +591,11 @@ class Canonicalizer {
   // compute, so the same chains become the same ops here (whose kernels compute ONNX Runtime's arithmetic), and the
   // chains ONNX Runtime leaves alone stay as they are.
 
-  // `v` is a float constant with one element, within ONNX Runtime's tolerance of `want` (1e-8 + 1e-5 |want|).
+  // `v` is a float scalar constant (rank 0, as ONNX Runtime's check asks) within FLT_EPSILON of `want`.
   bool constant_near(const std::string& v, double want) const {
     const Tensor* t = constant(v);
-    if (!t || t->numel() != 1 || !dtype_is_float(t->dtype())) return false;
-    return std::fabs(t->as_double(0) - want) <= 1e-8 + 1e-5 * std::fabs(want);
+    if (!t || t->rank() != 0 || !dtype_is_float(t->dtype())) return false;
+    return std::fabs(t->as_double(0) - want) <= std::numeric_limits<float>::epsilon();
   }
 
   // The operand of binary `n` other than `v`, or "" when `v` is not exactly one of its two inputs.

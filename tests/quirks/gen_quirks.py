@@ -596,6 +596,24 @@ def ort_all_optimized_model_opset14():
             [("x", x.astype(np.float32))])
 
 
+@case
+def ort_all_eigen_order_sums():
+    """Float sums as ONNX Runtime's kernels take them (Eigen's SSE reduction: packets from each row's first 16-byte
+    boundary, two accumulators, the ends one by one): ReduceSum and ReduceMean over trailing axes of rows that start
+    off a boundary, and InstanceNormalization (GroupNorm as torch.onnx writes it before opset 18) over such rows."""
+    nodes = [helper.make_node("ReduceSum", ["x", "axes"], ["s"], keepdims=1),
+             helper.make_node("ReduceMean", ["x"], ["m"], axes=[2, 3], keepdims=0),
+             helper.make_node("Reshape", ["x", "shape"], ["g"]),
+             helper.make_node("InstanceNormalization", ["g", "scale", "bias"], ["n"], epsilon=1e-5)]
+    rs = np.random.RandomState(80)
+    x = (rs.randn(2, 6, 5, 37) * np.exp(rs.randn(2, 6, 5, 37) * 2) + 50 * rs.randn(2, 6, 1, 1)).astype(np.float32)
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [2, 6, 5, 37])],
+                  [vi("s", TensorProto.FLOAT, None), vi("m", TensorProto.FLOAT, None), vi("n", TensorProto.FLOAT, None)],
+                  13, inits=[const("axes", np.array([-1], np.int64)), const("shape", np.array([2, 3, -1], np.int64)),
+                             const("scale", rand([3], 81, 0.5, 1.5)), const("bias", rand([3], 82, -0.5, 0.5))]),
+            [("x", x)])
+
+
 def write(out, name):
     m, inputs = CASES[name]()
     d = os.path.join(out, name)
