@@ -723,7 +723,7 @@ class Canonicalizer {
 
   //   y = Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)   or   y = Mul(Mul(x, 0.5), Add(Erf(Div(x, sqrt 2)), 1))
   // (operands of each Mul and Add in either order) becomes Gelu(x). ONNX Runtime leaves x * (1 / sqrt 2) alone, and
-  // so does this.
+  // the second form when x comes from a Mul; so does this.
   bool fuse_gelu(size_t i) {
     const Node& div = g_.nodes[i];
     if (div.inputs.size() != 2 || div.outputs.size() != 1 || !div.has_output(0)) return false;
@@ -741,17 +741,28 @@ class Canonicalizer {
     const std::string other = other_operand(*mul, add->outputs[0]);
     Node* half = nullptr;  // the Mul by 0.5
     Node* last = nullptr;  // the node whose output the Gelu takes over
-    if (other == x) {
-      Node* m2 = sole_reader(mul->outputs[0]);
-      if (m2 && is_op(*m2, "Mul") && m2->outputs.size() == 1 && m2->has_output(0) &&
-          constant_near(other_operand(*m2, mul->outputs[0]), 0.5)) {
-        half = m2;
-        last = m2;
+    // As ONNX Runtime decides: when a Mul produces an operand of this Mul, only the form with the 0.5 first is tried
+    // (so x * s fed into a GELU is left decomposed, as ONNX Runtime leaves it).
+    Node* m2 = nullptr;
+    for (const auto& in : mul->inputs) {
+      if (Node* p = producer(in); p && is_op(*p, "Mul")) {
+        m2 = p;
+        break;
       }
-    } else if (Node* m2 = producer(other); m2 && single_use(other) && is_op(*m2, "Mul") && m2->outputs.size() == 1 &&
-                                           constant_near(other_operand(*m2, x), 0.5)) {
-      half = m2;
-      last = mul;
+    }
+    if (m2) {
+      if (m2->outputs.size() == 1 && m2->outputs[0] == other && single_use(other) &&
+          constant_near(other_operand(*m2, x), 0.5)) {
+        half = m2;
+        last = mul;
+      }
+    } else if (other == x) {
+      Node* m3 = sole_reader(mul->outputs[0]);
+      if (m3 && is_op(*m3, "Mul") && m3->outputs.size() == 1 && m3->has_output(0) &&
+          constant_near(other_operand(*m3, mul->outputs[0]), 0.5)) {
+        half = m3;
+        last = m3;
+      }
     }
     if (!half) return false;
     std::vector<Node*> chain = {erf, add, mul, half};

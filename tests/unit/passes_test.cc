@@ -500,11 +500,18 @@ TEST(Canonicalize, LayerNormChainsOnnxRuntimeLeavesAloneStay) {
 //   "half_last"  Mul(Mul(x, Add(Erf(Div(x, sqrt2)), 1)), 0.5);  "half_first" Mul(Mul(x, 0.5), Add(...));
 //   "swapped"    every commutative operand pair the other way round;
 // and chains that must stay: "times_rsqrt2" x * (1 / sqrt 2) (ONNX Runtime leaves it too), "not_sqrt2" x / 1.5,
-// "erf_output" the Erf's result also a graph output.
+// "erf_output" the Erf's result also a graph output, "x_from_mul" the 0.5 last with x = in * 0.25 (ONNX Runtime then
+// tries only the 0.5-first form).
 Graph decomposed_gelu(const std::string& v) {
   Graph g;
   g.opset = 13;
-  set_input(g, "x", DType::kFloat32, {3, 40});
+  if (v == "x_from_mul") {
+    set_input(g, "in", DType::kFloat32, {3, 40});
+    g.constants["quarter"] = Tensor::Scalar<float>(0.25f);
+    g.nodes.push_back(make_node("Mul", {"in", "quarter"}, {"x"}));
+  } else {
+    set_input(g, "x", DType::kFloat32, {3, 40});
+  }
   g.constants["c"] = Tensor::Scalar<float>(v == "times_rsqrt2" ? 0.70710677f : v == "not_sqrt2" ? 1.5f : 1.41421354f);
   g.constants["one"] = Tensor::Scalar<float>(1.f);
   g.constants["half"] = Tensor::Scalar<float>(0.5f);
@@ -548,7 +555,7 @@ TEST(Canonicalize, DecomposedGeluBecomesGelu) {
     ASSERT_TRUE(after.ok()) << after.status().message();
     expect_close((*before)[0], (*after)[0], 1e-6f);
   }
-  for (const char* v : {"times_rsqrt2", "not_sqrt2", "erf_output"}) {
+  for (const char* v : {"times_rsqrt2", "not_sqrt2", "erf_output", "x_from_mul"}) {
     SCOPED_TRACE(v);
     Graph g = decomposed_gelu(v);
     ASSERT_TRUE(infer_shapes(g).ok());
