@@ -699,25 +699,33 @@ class Canonicalizer {
     if (!norm_parameter(scale, last.value) || !norm_parameter(bias, last.value)) return false;
     std::vector<Node*> chain = {pow, rm2, add_eps, sqrt, div, mul, add};
     for (size_t s : subs) chain.push_back(&g_.nodes[s]);
+    const float epsilon = eps_t->data<float>()[0];
+    if (!fuse_chain(i, chain, add, "LayerNormalization", "", {x, scale, bias})) return false;
+    g_.nodes[i].attrs["axis"] = Attribute::Int(-1);
+    g_.nodes[i].attrs["epsilon"] = Attribute::Float(epsilon);
+    ++stats_->fused_layernorms;
+    return true;
+  }
+
+  // Node i becomes `op` reading `inputs` and producing what `last` produced; the nodes of `chain` (all with float32
+  // outputs, `last` among them) go. False, with nothing changed, when a chain output is not float32.
+  bool fuse_chain(size_t i, const std::vector<Node*>& chain, const Node* last, const char* op, const char* domain,
+                  std::vector<std::string> inputs) {
     for (Node* n : chain) {
       if (!is_f32(n->outputs[0])) return false;
     }
-    const std::string y = add->outputs[0];
-    const float epsilon = eps_t->data<float>()[0];
-    Node& ln = g_.nodes[i];
-    g_.values.erase(ln.outputs[0]);
+    const std::string y = last->outputs[0];
+    Node& fused = g_.nodes[i];
+    g_.values.erase(fused.outputs[0]);
     for (Node* n : chain) {
-      if (n != add) g_.values.erase(n->outputs[0]);
+      if (n != last) g_.values.erase(n->outputs[0]);
       remove_node(static_cast<size_t>(n - g_.nodes.data()));
     }
-    ln.op_type = "LayerNormalization";
-    ln.domain.clear();
-    ln.inputs = {x, scale, bias};
-    ln.outputs = {y};
-    ln.attrs.clear();
-    ln.attrs["axis"] = Attribute::Int(-1);
-    ln.attrs["epsilon"] = Attribute::Float(epsilon);
-    ++stats_->fused_layernorms;
+    fused.op_type = op;
+    fused.domain = domain;
+    fused.inputs = std::move(inputs);
+    fused.outputs = {y};
+    fused.attrs.clear();
     return true;
   }
 
@@ -765,22 +773,8 @@ class Canonicalizer {
       }
     }
     if (!half) return false;
-    std::vector<Node*> chain = {erf, add, mul, half};
-    for (Node* n : chain) {
-      if (!is_f32(n->outputs[0])) return false;
-    }
-    const std::string y = last->outputs[0];
-    Node& gelu = g_.nodes[i];
-    g_.values.erase(gelu.outputs[0]);
-    for (Node* n : chain) {
-      if (n != last) g_.values.erase(n->outputs[0]);
-      remove_node(static_cast<size_t>(n - g_.nodes.data()));
-    }
-    gelu.op_type = "Gelu";
-    gelu.domain = "com.microsoft";  // as ONNX Runtime writes it: the default domain's Gelu needs opset 20
-    gelu.inputs = {x};
-    gelu.outputs = {y};
-    gelu.attrs.clear();
+    // com.microsoft, as ONNX Runtime writes it: the default domain's Gelu needs opset 20.
+    if (!fuse_chain(i, {erf, add, mul, half}, last, "Gelu", "com.microsoft", {x})) return false;
     ++stats_->fused_gelus;
     return true;
   }

@@ -456,29 +456,36 @@ int count_ops(const Graph& g, const std::string& op) {
   return n;
 }
 
+// Canonicalises g (after shape inference) and removes what is left dead; g must then be one node computing what it
+// computed before on `feeds`, within `tol`.
+void canonicalize_to_one_node(Graph& g, const std::map<std::string, Tensor>& feeds, CanonicalizeStats* stats,
+                              float tol) {
+  auto before = evaluate(g, feeds);
+  ASSERT_TRUE(before.ok()) << before.status().message();
+  ASSERT_TRUE(infer_shapes(g).ok());
+  ASSERT_TRUE(canonicalize(g, stats).ok());
+  ASSERT_TRUE(dce(g).ok());
+  ASSERT_EQ(g.nodes.size(), 1u);
+  ASSERT_TRUE(verify_graph(g).ok());
+  auto after = evaluate(g, feeds);
+  ASSERT_TRUE(after.ok()) << after.status().message();
+  expect_close((*before)[0], (*after)[0], tol);
+}
+
 TEST(Canonicalize, DecomposedLayerNormBecomesLayerNormalization) {
   for (const char* v : {"plain", "dup_sub", "opset18", "swapped"}) {
     SCOPED_TRACE(v);
     Graph g = decomposed_layernorm(v);
     std::map<std::string, Tensor> feeds{{"x", random_tensor({2, 7, 16}, 13, -3.f, 5.f)}};
-    auto before = evaluate(g, feeds);
-    ASSERT_TRUE(before.ok()) << before.status().message();
-    ASSERT_TRUE(infer_shapes(g).ok());
     CanonicalizeStats stats;
-    ASSERT_TRUE(canonicalize(g, &stats).ok());
-    ASSERT_TRUE(dce(g).ok());
+    ASSERT_NO_FATAL_FAILURE(canonicalize_to_one_node(g, feeds, &stats, 2e-6f));
     EXPECT_EQ(stats.fused_layernorms, 1);
-    ASSERT_EQ(g.nodes.size(), 1u);
     const Node& ln = g.nodes[0];
     EXPECT_EQ(ln.op_type, "LayerNormalization");
     EXPECT_EQ(ln.inputs, (std::vector<std::string>{"x", "scale", "bias"}));
     EXPECT_EQ(ln.outputs, std::vector<std::string>{"y"});
     EXPECT_EQ(ln.attr_int("axis", 0), -1);
     EXPECT_EQ(ln.attr_float("epsilon", 0.f), 1e-5f);
-    ASSERT_TRUE(verify_graph(g).ok());
-    auto after = evaluate(g, feeds);
-    ASSERT_TRUE(after.ok()) << after.status().message();
-    expect_close((*before)[0], (*after)[0], 2e-6f);
   }
 }
 
@@ -539,21 +546,12 @@ TEST(Canonicalize, DecomposedGeluBecomesGelu) {
     SCOPED_TRACE(v);
     Graph g = decomposed_gelu(v);
     std::map<std::string, Tensor> feeds{{"x", random_tensor({3, 40}, 21, -6.f, 6.f)}};
-    auto before = evaluate(g, feeds);
-    ASSERT_TRUE(before.ok()) << before.status().message();
-    ASSERT_TRUE(infer_shapes(g).ok());
     CanonicalizeStats stats;
-    ASSERT_TRUE(canonicalize(g, &stats).ok());
-    ASSERT_TRUE(dce(g).ok());
+    ASSERT_NO_FATAL_FAILURE(canonicalize_to_one_node(g, feeds, &stats, 1e-6f));
     EXPECT_EQ(stats.fused_gelus, 1);
-    ASSERT_EQ(g.nodes.size(), 1u);
     EXPECT_EQ(g.nodes[0].op_type, "Gelu");
     EXPECT_EQ(g.nodes[0].inputs, std::vector<std::string>{"x"});
     EXPECT_EQ(g.nodes[0].outputs, std::vector<std::string>{"y"});
-    ASSERT_TRUE(verify_graph(g).ok());
-    auto after = evaluate(g, feeds);
-    ASSERT_TRUE(after.ok()) << after.status().message();
-    expect_close((*before)[0], (*after)[0], 1e-6f);
   }
   for (const char* v : {"times_rsqrt2", "not_sqrt2", "erf_output", "x_from_mul"}) {
     SCOPED_TRACE(v);
