@@ -671,7 +671,9 @@ class Canonicalizer {
     Node* div = nullptr;
     for (size_t k : centered_readers) {
       Node& n = g_.nodes[k];
-      if (is_op(n, "Pow") && n.inputs.size() == 2 && is_centered(n.inputs[0]) && constant_near(n.inputs[1], 2.0)) {
+      // The exponent of any shape with one element (paddle2onnx writes [1]); ONNX Runtime's fusion does not look.
+      const Tensor* e = n.inputs.size() == 2 ? constant(n.inputs[1]) : nullptr;
+      if (is_op(n, "Pow") && e && e->numel() == 1 && e->as_double(0) == 2.0 && is_centered(n.inputs[0])) {
         pow = &n;
       } else if (is_op(n, "Div") && n.inputs.size() == 2 && is_centered(n.inputs[0])) {
         div = &n;

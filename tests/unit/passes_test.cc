@@ -388,6 +388,7 @@ TEST(Canonicalize, MatMulPlusBiasBecomesGemmOnlyFor2D) {
 //   "dup_sub"   x - mean written twice (older PyTorch), one for Pow and one for Div
 //   "opset18"   the axes of both ReduceMeans as an input, axis 2 of rank 3
 //   "swapped"   scale * n and bias + m, eps + var
+//   "paddle"    the exponent and eps as [1] tensors (paddle2onnx)
 // and chains ONNX Runtime does not fuse (which must stay):
 //   "no_affine" no Mul/Add after the Div;  "reciprocal" Mul by Reciprocal(Sqrt) instead of Div;
 //   "mul_square" Mul(d, d) instead of Pow;  "middle_axis" the mean over axis 1 ([16, 1] parameters);
@@ -399,8 +400,8 @@ Graph decomposed_layernorm(const std::string& v) {
   const bool middle = v == "middle_axis";
   const Dims x_dims = middle ? Dims{2, 16, 7} : Dims{2, 7, 16};
   set_input(g, "x", DType::kFloat32, x_dims);
-  g.constants["two"] = Tensor::Scalar<float>(2.f);
-  g.constants["eps"] = Tensor::Scalar<float>(1e-5f);
+  g.constants["two"] = v == "paddle" ? Tensor::FromVector<float>({2.f}, {1}) : Tensor::Scalar<float>(2.f);
+  g.constants["eps"] = v == "paddle" ? Tensor::FromVector<float>({1e-5f}, {1}) : Tensor::Scalar<float>(1e-5f);
   const Dims param = v == "scale_2d" ? Dims{7, 16} : middle ? Dims{16, 1} : Dims{16};
   g.constants["scale"] = random_tensor(param, 11, 0.5f, 1.5f);
   g.constants["bias"] = random_tensor(middle ? Dims{16, 1} : Dims{16}, 12);
@@ -473,7 +474,7 @@ void canonicalize_to_one_node(Graph& g, const std::map<std::string, Tensor>& fee
 }
 
 TEST(Canonicalize, DecomposedLayerNormBecomesLayerNormalization) {
-  for (const char* v : {"plain", "dup_sub", "opset18", "swapped"}) {
+  for (const char* v : {"plain", "dup_sub", "opset18", "swapped", "paddle"}) {
     SCOPED_TRACE(v);
     Graph g = decomposed_layernorm(v);
     std::map<std::string, Tensor> feeds{{"x", random_tensor({2, 7, 16}, 13, -3.f, 5.f)}};
