@@ -166,6 +166,26 @@ void lower_binary(Lowering& l, const onnx::NodeProto& n) {
   if (has_attr(n, "broadcast") || has_attr(n, "axis")) throw Refusal{"legacy broadcast attributes"};
   if (n.input_size() != 2) throw Refusal{n.op_type() + " with " + std::to_string(n.input_size()) + " inputs"};
   const int32_t a = l.value(n.input(0)), b = l.value(n.input(1));
+  // x times a one-element constant is a linear step, alpha x (one rounding, as the Mul): fused after a product it
+  // scales the accumulator in the store, where a broadcast binary operand costs a pass of its own (a MatMul's
+  // attention scores times the factor canonicalisation moved onto them).
+  if (n.op_type() == "Mul" && n.input(0) != n.input(1)) {
+    for (int k = 0; k < 2; ++k) {
+      const int32_t x = k == 0 ? b : a;
+      if (!l.is_constant(n.input(k)) || l.is_constant(n.input(1 - k))) continue;
+      const std::vector<float> c = l.constant_floats(n.input(k), "Mul factor");
+      if (c.size() != 1) break;
+      const int32_t y = l.output(n);
+      if (l.dims(x) != l.dims(y)) return emit_binary(l, dnnl_binary_mul, a, b, y);
+      Op op;
+      op.kind = OpKind::kEltwise;
+      op.alg = dnnl_eltwise_linear;
+      op.floats = {c[0], 0.f};
+      op.in = {x};
+      op.out = y;
+      return l.emit(std::move(op));
+    }
+  }
   emit_binary(l, binary_alg(n.op_type()), a, b, l.output(n));
 }
 

@@ -1,7 +1,8 @@
 // The matrix-product family: MatMul (numpy semantics: 1-D promotion and
 // batch broadcasting), Gemm (transposes, alpha/beta, C broadcast to [M,N]),
 // com.microsoft FusedGemm (Gemm + activation) and ai.tessera FusedMatMul (MatMul +
-// bias [N] + activation), both made by the native fusion pass.
+// bias [N] + activation, or MatMul times a scalar alpha), both made by the native
+// fusion pass.
 //
 // float32 runs on the packed SGEMM in kernels/gemm.h; a constant B (weights)
 // is packed once when the kernel is created. float16/bfloat16 convert
@@ -56,7 +57,8 @@ class MatMulKernel final : public Kernel {
     return std::unique_ptr<Kernel>(std::move(k));
   }
 
-  explicit MatMulKernel(const KernelInit& init) : fused_(init.node.op_type == "FusedMatMul") {
+  explicit MatMulKernel(const KernelInit& init)
+      : fused_(init.node.op_type == "FusedMatMul"), alpha_(fused_ ? init.node.attr_float("alpha", 1.f) : 1.f) {
     const Tensor* b = init.const_inputs.size() > 1 ? init.const_inputs[1] : nullptr;
     // A single column is a matrix-vector product, which gemm handles unpacked.
     if (b && b->dtype() == DType::kFloat32 && b->rank() >= 2 && b->dims().back() > 1) {
@@ -121,7 +123,7 @@ class MatMulKernel final : public Kernel {
       GemmA ga{a + ai * d.m * d.k, d.k, false, nullptr};
       GemmB gb{b + bi * d.k * d.n, d.n, false, nullptr, nullptr};
       if (use_packed) gb = GemmB{nullptr, 0, false, &packed_[static_cast<size_t>(bi)], nullptr};
-      kernels::gemm(p, d.m, d.n, d.k, 1.f, ga, gb, 0.f, yp, d.n, ep);
+      kernels::gemm(p, d.m, d.n, d.k, alpha_, ga, gb, 0.f, yp, d.n, ep);
     };
     if (d.b_matrices == 1) {
       // Every batch of A meets the same B: one GEMM over all rows of A.
@@ -129,7 +131,7 @@ class MatMulKernel final : public Kernel {
       GemmB gb{b, d.n, false, nullptr, nullptr};
       if (use_packed) gb = GemmB{nullptr, 0, false, &packed_[0], nullptr};
       if (d.a_matrices == d.batch_count) {
-        kernels::gemm(pool, d.m * d.batch_count, d.n, d.k, 1.f, ga, gb, 0.f, y, d.n, ep);
+        kernels::gemm(pool, d.m * d.batch_count, d.n, d.k, alpha_, ga, gb, 0.f, y, d.n, ep);
         return;
       }
     }
@@ -175,6 +177,7 @@ class MatMulKernel final : public Kernel {
   }
 
   bool fused_ = false;  // ai.tessera.FusedMatMul: bias (input 2) and activation in the epilogue
+  float alpha_ = 1.f;   // its attribute alpha: the product times alpha, before the bias
   Epilogue act_;
   std::vector<PackedMatrix> packed_;
   Dims packed_dims_;  // dims of the constant B, empty when not packed

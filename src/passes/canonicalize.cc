@@ -100,10 +100,19 @@ class Canonicalizer {
       }
       if (!changed) break;
     }
+    // Nodes to insert after node i (a rewrite that adds a node runs once the sweeps are done, so that indices hold).
+    std::unordered_map<size_t, Node> after;
+    if (opts_.fuse_decompositions) {
+      rebuild_uses();
+      for (size_t i = 0; i < g_.nodes.size(); ++i) {
+        if (!removed_[i] && is_op(g_.nodes[i], "MatMul")) fold_matmul_scales(i, &after);
+      }
+    }
     std::vector<Node> kept;
-    kept.reserve(g_.nodes.size());
+    kept.reserve(g_.nodes.size() + after.size());
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (!removed_[i]) kept.push_back(std::move(g_.nodes[i]));
+      if (auto it = after.find(i); it != after.end()) kept.push_back(std::move(it->second));
     }
     g_.nodes = std::move(kept);
   }
@@ -729,6 +738,71 @@ class Canonicalizer {
     fused.outputs = {y};
     fused.attrs.clear();
     return true;
+  }
+
+  // The float factor `v` applies when it is a float constant of one element (ONNX Runtime's MatMul scale fusion
+  // takes a scalar or a [1] tensor).
+  bool scale_factor(const std::string& v, float* f) const {
+    const Tensor* t = constant(v);
+    if (!t || t->numel() != 1 || !dtype_is_float(t->dtype())) return false;
+    *f = static_cast<float>(t->as_double(0));
+    return true;
+  }
+
+  // MatMul(Mul(A, a), Mul(B, b)), each factor optional and either operand through a Transpose read by the MatMul
+  // alone, becomes Mul(MatMul(A, B), a * b) (a / c for a Div by c is a * (1 / c)); a Mul of the product by a scalar
+  // joins the factor. ONNX Runtime fuses the factors into FusedMatMul's alpha (level 'all'), whose product is the
+  // unscaled sum times alpha, so that is what is computed here; the native GEMM applies the factor in its store.
+  // A scaling Mul with other readers stays for them.
+  void fold_matmul_scales(size_t i, std::unordered_map<size_t, Node>* after) {
+    Node& mm = g_.nodes[i];
+    if (mm.inputs.size() != 2 || mm.outputs.size() != 1 || !mm.has_output(0) || !is_f32(mm.outputs[0])) return;
+    float alpha = 1.f;
+    bool scaled = false;
+    for (size_t k = 0; k < 2; ++k) {
+      Node* t = producer(mm.inputs[k]);
+      const bool through = t && is_op(*t, "Transpose") && t->inputs.size() == 1 && single_use(mm.inputs[k]);
+      const std::string v = through ? t->inputs[0] : mm.inputs[k];
+      Node* p = producer(v);
+      if (!p || p->inputs.size() != 2 || p->outputs.size() != 1 || !is_f32(v)) continue;
+      float f = 0.f;
+      std::string data;
+      if (is_op(*p, "Mul")) {
+        for (size_t side = 0; side < 2 && data.empty(); ++side) {
+          if (!constant(p->inputs[side ^ 1]) && scale_factor(p->inputs[side], &f)) data = p->inputs[side ^ 1];
+        }
+      } else if (is_op(*p, "Div") && !constant(p->inputs[0]) && scale_factor(p->inputs[1], &f)) {
+        f = 1.f / f;
+        data = p->inputs[0];
+      }
+      if (data.empty() || !is_f32(data)) continue;
+      if (through) {
+        t->inputs[0] = data;
+      } else {
+        mm.inputs[k] = data;
+      }
+      alpha *= f;
+      scaled = true;
+    }
+    if (!scaled) return;
+    ++stats_->folded_matmul_scales;
+    Node* post = sole_reader(mm.outputs[0]);
+    float f = 0.f;
+    if (post && is_op(*post, "Mul") && post->outputs.size() == 1 && is_f32(post->outputs[0]) &&
+        scale_factor(other_operand(*post, mm.outputs[0]), &f)) {
+      post->inputs = {mm.outputs[0], add_constant(mm.outputs[0] + "_alpha", Tensor::Scalar<float>(alpha * f))};
+      return;
+    }
+    const std::string y = mm.outputs[0];
+    const std::string product = g_.unique_name(y + "_unscaled");
+    g_.values[product] = g_.values[y];
+    mm.outputs[0] = product;
+    Node m;
+    m.name = mm.name + "_alpha";
+    m.op_type = "Mul";
+    m.inputs = {product, add_constant(y + "_alpha", Tensor::Scalar<float>(alpha))};
+    m.outputs = {y};
+    (*after)[i] = std::move(m);
   }
 
   //   y = Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)   or   y = Mul(Mul(x, 0.5), Add(Erf(Div(x, sqrt 2)), 1))

@@ -20,6 +20,8 @@
 //   * LayerNorm and Gelu written out as elementwise ops and ReduceMeans (exports before opsets 17 and 20) become
 //     LayerNormalization and Gelu where ONNX Runtime fuses them (the chains it recognises, nothing more), so that
 //     their results round as ONNX Runtime's do.
+//   * scalar factors of a MatMul's operands (Mul or Div by a one-element constant, maybe through a Transpose) move
+//     onto its product, as ONNX Runtime folds them into FusedMatMul's alpha.
 // Rewrites apply inside nested graphs too. Values a nested graph reads are
 // renamed consistently or left alone; graph outputs keep their names.
 #pragma once
@@ -34,7 +36,7 @@ struct CanonicalizeOptions {
   bool fold_conv_bias = true;      // Conv + Add/Mul by per-channel constants
   bool matmul_add_to_gemm = true;
   bool inline_constant_if = true;
-  bool fuse_decompositions = true;  // decomposed LayerNorm and Gelu
+  bool fuse_decompositions = true;  // decomposed LayerNorm and Gelu; MatMul operand scales
 };
 
 struct CanonicalizeStats {
@@ -46,9 +48,10 @@ struct CanonicalizeStats {
   int inlined_ifs = 0;
   int fused_layernorms = 0;
   int fused_gelus = 0;
+  int folded_matmul_scales = 0;  // scalar factors of a MatMul's operands moved onto its product
   bool changed() const {
     return removed_identities + folded_batchnorms + folded_conv_affines + fused_gemms + merged_layout_ops +
-               inlined_ifs + fused_layernorms + fused_gelus >
+               inlined_ifs + fused_layernorms + fused_gelus + folded_matmul_scales >
            0;
   }
   CanonicalizeStats& operator+=(const CanonicalizeStats& o) {
@@ -60,6 +63,7 @@ struct CanonicalizeStats {
     inlined_ifs += o.inlined_ifs;
     fused_layernorms += o.fused_layernorms;
     fused_gelus += o.fused_gelus;
+    folded_matmul_scales += o.folded_matmul_scales;
     return *this;
   }
 };

@@ -2,7 +2,8 @@
 // list, each followed by a recount of uses:
 //   1. Conv -> [Add(Z)] -> [activation]  => FusedConv
 //   2. Gemm -> activation => FusedGemm;
-//      MatMul(constant B) -> [Add(bias)] -> [activation] => FusedMatMul
+//      MatMul(constant B) -> [Add(bias)] -> [activation] => FusedMatMul;
+//      MatMul -> Mul(scalar) => FusedMatMul with alpha
 //   3. elementwise chains, which may start with a Cast of int32 to float32
 //                                         => FusedElementwise
 // Conv and Gemm go first so their activations end in the GEMM epilogue
@@ -392,6 +393,31 @@ bool fuse_matmul_at(Graph& g, const Scope& sc, const Uses& uses, Rewrite& rw, si
   return true;
 }
 
+// MatMul (any B) whose product only a Mul by a float32 scalar reads: the factor goes to the GEMM's store (alpha), the
+// product rounded and then multiplied by it, as ONNX Runtime's FusedMatMul computes it (canonicalisation moves an
+// operand's factor there).
+bool fuse_matmul_scale_at(Graph& g, const Scope& sc, const Uses& uses, Rewrite& rw, size_t i) {
+  const Node& mm = g.nodes[i];
+  if (mm.num_inputs() != 2 || !is_f32(sc, mm.inputs[0]) || !is_f32(sc, mm.inputs[1])) return false;
+  const int c = uses.sole_consumer(mm.outputs[0]);
+  if (c < 0 || rw.taken[static_cast<size_t>(c)]) return false;
+  const Node& mul = g.nodes[static_cast<size_t>(c)];
+  if (mul.op_type != "Mul" || !plain_f32_node(sc, mul) || mul.num_inputs() != 2 || mul.inputs[0] == mul.inputs[1]) {
+    return false;
+  }
+  float alpha = 0.f;
+  if (!const_scalar(sc, mul.inputs[0] == mm.outputs[0] ? mul.inputs[1] : mul.inputs[0], &alpha)) return false;
+  Node f;
+  f.name = mm.name;
+  f.op_type = "FusedMatMul";
+  f.domain = kTesseraDomain;
+  f.inputs = {mm.inputs[0], mm.inputs[1]};
+  f.outputs = {mul.outputs[0]};
+  f.attrs["alpha"] = Attribute::Float(alpha);
+  rw.fuse(g, i, {c}, std::move(f));
+  return true;
+}
+
 int fuse_gemm(Graph& g, const Scope* outer, NativeFusionStats* st) {
   Uses uses(g);
   Rewrite rw(g);
@@ -400,7 +426,7 @@ int fuse_gemm(Graph& g, const Scope* outer, NativeFusionStats* st) {
     const Node& mm = g.nodes[i];
     if (rw.taken[i] || !plain_f32_node(sc, mm)) continue;
     if (mm.op_type == "MatMul") {
-      if (fuse_matmul_at(g, sc, uses, rw, i)) ++st->matmul;
+      if (fuse_matmul_at(g, sc, uses, rw, i) || fuse_matmul_scale_at(g, sc, uses, rw, i)) ++st->matmul;
       continue;
     }
     if (mm.op_type != "Gemm") continue;

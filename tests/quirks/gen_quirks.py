@@ -614,6 +614,24 @@ def ort_all_eigen_order_sums():
             [("x", x)])
 
 
+@case
+def ort_all_matmul_scales():
+    """Attention scores as exporters scale them: q * s (or q / c) and k * s, each through a Transpose of its own, and
+    the product times a factor. ONNX Runtime folds the factors into FusedMatMul's alpha (level 'all'): the unscaled product
+    times their product, which rounds otherwise than scaling the operands."""
+    nodes = [helper.make_node("Mul", ["q", "s"], ["qs"]), helper.make_node("Mul", ["k", "s2"], ["ks"]),
+             helper.make_node("Transpose", ["ks"], ["kt"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["qs", "kt"], ["m"]), helper.make_node("Mul", ["m", "s3"], ["y"]),
+             helper.make_node("Div", ["q", "c"], ["qd"]),
+             helper.make_node("Transpose", ["ks"], ["kt2"], perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["qd", "kt2"], ["z"])]
+    inits = [const("s", np.array(64 ** -0.25, np.float32)), const("s2", np.array([0.7], np.float32)),
+             const("s3", np.array(1.3, np.float32)), const("c", np.array(3.0, np.float32))]
+    return (model(nodes, [vi("q", TensorProto.FLOAT, [2, 3, 40, 64]), vi("k", TensorProto.FLOAT, [2, 3, 40, 64])],
+                  [vi("y", TensorProto.FLOAT, None), vi("z", TensorProto.FLOAT, None)], 14, inits=inits),
+            [("q", rand([2, 3, 40, 64], 90, -2, 2)), ("k", rand([2, 3, 40, 64], 91, -2, 2))])
+
+
 def write(out, name):
     m, inputs = CASES[name]()
     d = os.path.join(out, name)

@@ -565,6 +565,47 @@ TEST(Canonicalize, DecomposedGeluBecomesGelu) {
   }
 }
 
+TEST(Canonicalize, MatMulOperandFactorsMoveOntoTheProduct) {
+  Graph g;
+  g.opset = 14;
+  set_input(g, "q", DType::kFloat32, {2, 5, 8});
+  set_input(g, "k", DType::kFloat32, {2, 5, 8});
+  g.constants["s"] = Tensor::Scalar<float>(0.3f);
+  g.constants["c"] = Tensor::FromVector<float>({3.f}, {1});
+  g.nodes.push_back(make_node("Mul", {"q", "s"}, {"qs"}));
+  g.nodes.push_back(make_node("Div", {"k", "c"}, {"kd"}));
+  g.nodes.push_back(make_node("Transpose", {"kd"}, {"kt"}, {{"perm", ints_attr({0, 2, 1})}}));
+  g.nodes.push_back(make_node("MatMul", {"qs", "kt"}, {"y"}));
+  g.nodes.push_back(make_node("ReduceSum", {"qs"}, {"r"}, {{"keepdims", int_attr(1)}}));  // qs has another reader
+  g.outputs = {"y", "r"};
+  std::map<std::string, Tensor> feeds{{"q", random_tensor({2, 5, 8}, 31)}, {"k", random_tensor({2, 5, 8}, 32)}};
+  auto before = evaluate(g, feeds);
+  ASSERT_TRUE(before.ok()) << before.status().message();
+  ASSERT_TRUE(infer_shapes(g).ok());
+  CanonicalizeStats stats;
+  ASSERT_TRUE(canonicalize(g, &stats).ok());
+  ASSERT_TRUE(dce(g).ok());
+  EXPECT_EQ(stats.folded_matmul_scales, 1);
+  const Node* mm = nullptr;
+  const Node* scale = nullptr;
+  for (const Node& n : g.nodes) {
+    if (n.op_type == "MatMul") mm = &n;
+    if (n.op_type == "Mul" && !n.outputs.empty() && n.outputs[0] == "y") scale = &n;
+  }
+  ASSERT_TRUE(mm && scale);
+  EXPECT_EQ(mm->inputs[0], "q");      // unscaled
+  EXPECT_EQ(count_ops(g, "Div"), 0);  // the Div was read by the Transpose alone
+  EXPECT_EQ(count_ops(g, "Mul"), 2);  // q * s stays for ReduceSum
+  const Tensor* alpha = g.constant(scale->inputs[1]);
+  ASSERT_TRUE(alpha);
+  EXPECT_EQ(alpha->data<float>()[0], 0.3f * (1.f / 3.f));  // the factors' float product
+  ASSERT_TRUE(verify_graph(g).ok());
+  auto after = evaluate(g, feeds);
+  ASSERT_TRUE(after.ok()) << after.status().message();
+  expect_close((*before)[0], (*after)[0], 1e-6f);
+  expect_close((*before)[1], (*after)[1], 0.f);
+}
+
 // x[2,3,4] -> Shape -> Gather(0) -> Unsqueeze -> Concat(-1) -> Reshape(x).
 Graph shape_chain_graph(Shape x_shape) {
   Graph g;
