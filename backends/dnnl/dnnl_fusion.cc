@@ -90,7 +90,8 @@ bool fold(const Program& p, const Op& producer, const Op& r, Op* fused) {
 void absorb_transposes(Program& p, const dnnl::engine& eng) {
   for (size_t i = 0; i < p.ops.size(); ++i) {
     if (p.ops[i].kind != OpKind::kMatMul) continue;
-    for (size_t k = 0; k < 2; ++k) {
+    bool absorbed = false;
+    for (size_t k = 0; k < 2 && !absorbed; ++k) {
       const Uses u = uses_of(p);
       const int32_t v = p.ops[i].in[k];
       if (v < 0 || u.is_output[static_cast<size_t>(v)] || u.readers[static_cast<size_t>(v)].size() != 1) continue;
@@ -127,6 +128,7 @@ void absorb_transposes(Program& p, const dnnl::engine& eng) {
       p.ops[i] = std::move(m);
       p.ops.erase(p.ops.begin() + static_cast<std::ptrdiff_t>(t));
       if (t < i) --i;
+      absorbed = true;
     }
   }
 }
