@@ -740,6 +740,12 @@ class Canonicalizer {
     return true;
   }
 
+  bool same_rank(const std::string& a, const std::string& b) const {
+    const ValueInfo* ia = info(a);
+    const ValueInfo* ib = info(b);
+    return ia && ib && ia->shape.rank_known && ib->shape.rank_known && ia->shape.rank() == ib->shape.rank();
+  }
+
   // The float factor `v` applies when it is a float constant of one element (ONNX Runtime's MatMul scale fusion
   // takes a scalar or a [1] tensor).
   bool scale_factor(const std::string& v, float* f) const {
@@ -775,7 +781,8 @@ class Canonicalizer {
         f = 1.f / f;
         data = p->inputs[0];
       }
-      if (data.empty() || !is_f32(data)) continue;
+      // A factor of higher rank than the data would have broadcast it to more dims: not a plain scaling.
+      if (data.empty() || !is_f32(data) || !same_rank(data, v)) continue;
       if (through) {
         t->inputs[0] = data;
       } else {

@@ -606,6 +606,24 @@ TEST(Canonicalize, MatMulOperandFactorsMoveOntoTheProduct) {
   expect_close((*before)[1], (*after)[1], 0.f);
 }
 
+TEST(Canonicalize, AFactorThatBroadcastsAMatMulOperandStays) {
+  // [8] * [1, 1] is [1, 8]: MatMul then yields [1, 3], where the unscaled [8] would yield [3].
+  Graph g;
+  g.opset = 14;
+  set_input(g, "a", DType::kFloat32, {8});
+  g.constants["w"] = random_tensor({8, 3}, 41);
+  g.values["w"] = ValueInfo{DType::kFloat32, Shape::FromDims({8, 3})};
+  g.constants["s"] = Tensor::FromVector<float>({0.5f}, {1, 1});
+  g.nodes.push_back(make_node("Mul", {"a", "s"}, {"as"}));
+  g.nodes.push_back(make_node("MatMul", {"as", "w"}, {"y"}));
+  g.outputs = {"y"};
+  ASSERT_TRUE(infer_shapes(g).ok());
+  CanonicalizeStats stats;
+  ASSERT_TRUE(canonicalize(g, &stats).ok());
+  EXPECT_EQ(stats.folded_matmul_scales, 0);
+  EXPECT_EQ(g.nodes.size(), 2u);
+}
+
 // x[2,3,4] -> Shape -> Gather(0) -> Unsqueeze -> Concat(-1) -> Reshape(x).
 Graph shape_chain_graph(Shape x_shape) {
   Graph g;
