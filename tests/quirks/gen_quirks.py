@@ -632,6 +632,67 @@ def ort_all_matmul_scales():
             [("q", rand([2, 3, 40, 64], 90, -2, 2)), ("k", rand([2, 3, 40, 64], 91, -2, 2))])
 
 
+@case
+def ort_all_dynq_transformer_block():
+    """A pre-LN transformer block as torch.onnx writes it at opset 14 (decomposed LayerNorms, q and k scaled by
+    d^-0.25 after their Transposes, erf GELU), dynamically quantized as ONNX Runtime's quantize_dynamic writes it
+    (DynamicQuantizeLinear, MatMulInteger with int8 weights, Cast, Mul by the scales). Every float op between the
+    quantizations must round as ONNX Runtime's level 'all' computes it, or whole steps move."""
+    d, heads, ff, t = 64, 2, 128, 24  # d^-0.25 of the 32-wide heads is not a power of two
+    dh = d // heads
+    rs = np.random.RandomState(95)
+    nodes, inits = [], [const("two", np.array(2.0, np.float32)), const("eps", np.array(1e-5, np.float32)),
+                        const("sqrt2", np.array(1.4142135381698608, np.float32)),
+                        const("one", np.array(1.0, np.float32)), const("half", np.array(0.5, np.float32)),
+                        const("qk_scale", np.array(dh ** -0.25, np.float32)),
+                        const("heads_shape", np.array([1, t, heads, dh], np.int64)),
+                        const("model_shape", np.array([1, t, d], np.int64))]
+
+    def linear(name, x, fin, fout):
+        w = (rs.randn(fin, fout) / np.sqrt(fin)).astype(np.float32)
+        scale = np.float32(np.abs(w).max() / 127.0)
+        wq = np.clip(np.round(w / scale), -127, 127).astype(np.int8)
+        inits.extend([const(name + "_wq", wq), const(name + "_ws", np.array(scale, np.float32)),
+                      const(name + "_wz", np.array(0, np.int8)), const(name + "_b", rand([fout], 96 + fin + fout, -0.1, 0.1))])
+        nodes.extend([helper.make_node("DynamicQuantizeLinear", [x], [name + "_xq", name + "_xs", name + "_xz"]),
+                      helper.make_node("MatMulInteger", [name + "_xq", name + "_wq", name + "_xz", name + "_wz"],
+                                       [name + "_acc"]),
+                      helper.make_node("Cast", [name + "_acc"], [name + "_accf"], to=TensorProto.FLOAT),
+                      helper.make_node("Mul", [name + "_xs", name + "_ws"], [name + "_s"]),
+                      helper.make_node("Mul", [name + "_accf", name + "_s"], [name + "_mm"]),
+                      helper.make_node("Add", [name + "_b", name + "_mm"], [name + "_y"])])
+        return name + "_y"
+
+    def heads_of(x, name, perm):
+        nodes.extend([helper.make_node("Reshape", [x, "heads_shape"], [name + "_r"]),
+                      helper.make_node("Transpose", [name + "_r"], [name + "_t"], perm=perm)])
+        return name + "_t"
+
+    ln1, i1 = _torch_layer_norm("ln1_", "x", d, 97)
+    nodes.extend(ln1)
+    inits.extend(i1)
+    q = heads_of(linear("q", "ln1_y", d, d), "qh", [0, 2, 1, 3])
+    k = heads_of(linear("k", "ln1_y", d, d), "kh", [0, 2, 3, 1])
+    v = heads_of(linear("v", "ln1_y", d, d), "vh", [0, 2, 1, 3])
+    nodes.extend([helper.make_node("Mul", [q, "qk_scale"], ["qs"]), helper.make_node("Mul", [k, "qk_scale"], ["ks"]),
+                  helper.make_node("MatMul", ["qs", "ks"], ["scores"]),
+                  helper.make_node("Softmax", ["scores"], ["probs"], axis=-1),
+                  helper.make_node("MatMul", ["probs", v], ["ctx"]),
+                  helper.make_node("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3]),
+                  helper.make_node("Reshape", ["ctx_t", "model_shape"], ["ctx_r"])])
+    nodes.append(helper.make_node("Add", ["x", linear("o", "ctx_r", d, d)], ["x1"]))
+    ln2, i2 = _torch_layer_norm("ln2_", "x1", d, 98)
+    nodes.extend(ln2)
+    inits.extend(i2)
+    nodes.extend(_erf_gelu("g_", linear("fc1", "ln2_y", d, ff)))
+    nodes.append(helper.make_node("Add", ["x1", linear("fc2", "g_y", ff, d)], ["y"]))
+    x = (rs.randn(1, t, d) * 1.5).astype(np.float32)
+    # The float results between the quantizations are outputs too: a last-bit difference there is caught even where
+    # it moves no step of this small block.
+    outs = [vi("y", TensorProto.FLOAT, [1, t, d])] + [vi(n, TensorProto.FLOAT, None) for n in ("ln1_y", "scores", "g_y")]
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [1, t, d])], outs, 14, inits=inits), [("x", x)])
+
+
 def write(out, name):
     m, inputs = CASES[name]()
     d = os.path.join(out, name)
