@@ -360,27 +360,25 @@ void reduce_typed(Parallel& pool, const Layout& L, const Tensor& x, Tensor& y) {
       mx[static_cast<size_t>(o)] = std::isfinite(m) ? m : A(0);
     });
     using R = Reducer<Kind::kLogSumExp, A>;
-    reduce_core<R, A>(pool, L, in, out_numel, [&](int64_t o) { return mx[static_cast<size_t>(o)]; },
-                      [&](int64_t o, A acc) {
-                        out[o] = ew::to_storage<T>(R::template post<compute_t<T>>(acc, L.count, mx[static_cast<size_t>(o)]));
-                      });
-  } else if constexpr ((K == Kind::kSum || K == Kind::kMean) && std::is_same_v<T, float>) {
-    // float sums over trailing axes in ONNX Runtime's order (Eigen's), others as below.
-    if (L.row_mode && L.red_dims.empty()) {
-      pool.parallel_for(out_numel, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, L.inner)),
-                        [&](int64_t b, int64_t e) {
-                          for (int64_t o = b; o < e; ++o) {
-                            const float s = eigen_order::row_sum(in + o * L.inner, L.inner, o * L.inner);
-                            out[o] = K == Kind::kMean ? s / static_cast<float>(L.count) : s;
-                          }
-                        });
-      return;
-    }
-    using R = Reducer<K, A>;
-    reduce_core<R, A>(pool, L, in, out_numel, zero, [&](int64_t o, A acc) {
-      out[o] = ew::to_storage<T>(R::template post<compute_t<T>>(acc, L.count, A(0)));
-    });
+    reduce_core<R, A>(
+        pool, L, in, out_numel, [&](int64_t o) { return mx[static_cast<size_t>(o)]; },
+        [&](int64_t o, A acc) {
+          out[o] = ew::to_storage<T>(R::template post<compute_t<T>>(acc, L.count, mx[static_cast<size_t>(o)]));
+        });
   } else {
+    if constexpr ((K == Kind::kSum || K == Kind::kMean) && std::is_same_v<T, float>) {
+      // float sums over trailing axes in ONNX Runtime's order (Eigen's); other layouts as below.
+      if (L.row_mode && L.red_dims.empty()) {
+        pool.parallel_for(out_numel, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, L.inner)),
+                          [&](int64_t b, int64_t e) {
+                            for (int64_t o = b; o < e; ++o) {
+                              const float s = eigen_order::row_sum(in + o * L.inner, L.inner, o * L.inner);
+                              out[o] = K == Kind::kMean ? s / static_cast<float>(L.count) : s;
+                            }
+                          });
+        return;
+      }
+    }
     using R = Reducer<K, A>;
     reduce_core<R, A>(pool, L, in, out_numel, zero, [&](int64_t o, A acc) {
       out[o] = ew::to_storage<T>(R::template post<compute_t<T>>(acc, L.count, A(0)));

@@ -121,7 +121,6 @@ class Canonicalizer {
   // ---- use/def bookkeeping ----------------------------------------------
 
   void rebuild_uses() {
-    reads_.clear();
     readers_.clear();
     nested_.clear();
     producer_.clear();
@@ -131,9 +130,7 @@ class Canonicalizer {
       if (removed_[i]) continue;
       const Node& n = g_.nodes[i];
       for (const auto& in : n.inputs) {
-        if (in.empty()) continue;
-        ++reads_[in];
-        readers_[in].push_back(i);
+        if (!in.empty()) readers_[in].push_back(i);
       }
       if (!n.attrs.empty()) {
         for (auto& v : nested_reads(n)) nested_.insert(v);
@@ -145,8 +142,8 @@ class Canonicalizer {
   }
 
   int reads(const std::string& v) const {
-    auto it = reads_.find(v);
-    return it == reads_.end() ? 0 : it->second;
+    auto it = readers_.find(v);
+    return it == readers_.end() ? 0 : static_cast<int>(it->second.size());
   }
   bool unused(const std::string& v) const {
     return v.empty() || (reads(v) == 0 && !nested_.count(v) && !outputs_.count(v));
@@ -904,8 +901,7 @@ class Canonicalizer {
   const CanonicalizeOptions& opts_;
   CanonicalizeStats* stats_;
   std::vector<bool> removed_;
-  std::unordered_map<std::string, int> reads_;
-  std::unordered_map<std::string, std::vector<size_t>> readers_;
+  std::unordered_map<std::string, std::vector<size_t>> readers_;  // live readers of each value, one per input slot
   std::unordered_set<std::string> nested_;
   std::unordered_set<std::string> outputs_;
   std::unordered_set<std::string> inputs_;
