@@ -405,8 +405,11 @@ bool fuse_matmul_scale_at(Graph& g, const Scope& sc, const Uses& uses, Rewrite& 
   if (mul.op_type != "Mul" || !plain_f32_node(sc, mul) || mul.num_inputs() != 2 || mul.inputs[0] == mul.inputs[1]) {
     return false;
   }
+  // A factor of higher rank than the product would broadcast it to more dims.
+  const std::string& factor = mul.inputs[0] == mm.outputs[0] ? mul.inputs[1] : mul.inputs[0];
+  const int rank = rank_of(sc, mm.outputs[0]);
   float alpha = 0.f;
-  if (!const_scalar(sc, mul.inputs[0] == mm.outputs[0] ? mul.inputs[1] : mul.inputs[0], &alpha)) return false;
+  if (!const_scalar(sc, factor, &alpha) || rank < 0 || rank_of(sc, factor) > rank) return false;
   Node f;
   f.name = mm.name;
   f.op_type = "FusedMatMul";

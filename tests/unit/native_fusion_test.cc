@@ -260,6 +260,34 @@ TEST(NativeFusion, MatMulWithNonConstantWeightOrWrongBiasIsNotFused) {
   EXPECT_EQ(r.fused_steps, 4);
 }
 
+TEST(NativeFusion, MatMulTimesAScalarTakesItAsAlphaUnlessItBroadcasts) {
+  std::mt19937 rng(12);
+  {
+    GraphBuilder b;
+    b.input("a", {2, 5, 24}).input("w", {2, 24, 7});
+    b.constant("s", Tensor::Scalar<float>(0.3f));
+    b.node("MatMul", {"a", "w"}, {"m"});
+    b.node("Mul", {"m", "s"}, {"y"});
+    b.output("y");
+    Runs r = compare(b.g, 5);
+    EXPECT_EQ(r.unfused_steps, 2);
+    EXPECT_EQ(r.fused_steps, 1);
+  }
+  {
+    // [7] * [1, 1] is [1, 7]: the factor broadcasts the product, so it stays a Mul.
+    GraphBuilder b;
+    b.input("a", {24});
+    b.constant("w", random_tensor(DType::kFloat32, {24, 7}, rng));
+    b.constant("s", Tensor::FromVector<float>({0.3f}, {1, 1}));
+    b.node("MatMul", {"a", "w"}, {"m"});
+    b.node("Mul", {"m", "s"}, {"y"});
+    b.output("y");
+    Runs r = compare(b.g, 5);
+    EXPECT_EQ(r.unfused_steps, 2);
+    EXPECT_EQ(r.fused_steps, 2);
+  }
+}
+
 TEST(NativeFusion, DecomposedGeluAfterBiasIsOneChain) {
   std::mt19937 rng(5);
   GraphBuilder b;
