@@ -793,7 +793,7 @@ class Canonicalizer {
     Node* post = sole_reader(mm.outputs[0]);
     float f = 0.f;
     if (post && is_op(*post, "Mul") && post->outputs.size() == 1 && is_f32(post->outputs[0]) &&
-        scale_factor(other_operand(*post, mm.outputs[0]), &f)) {
+        same_rank(post->outputs[0], mm.outputs[0]) && scale_factor(other_operand(*post, mm.outputs[0]), &f)) {
       post->inputs = {mm.outputs[0], add_constant(mm.outputs[0] + "_alpha", Tensor::Scalar<float>(alpha * f))};
       return;
     }

@@ -622,6 +622,32 @@ TEST(Canonicalize, AFactorThatBroadcastsAMatMulOperandStays) {
   ASSERT_TRUE(canonicalize(g, &stats).ok());
   EXPECT_EQ(stats.folded_matmul_scales, 0);
   EXPECT_EQ(g.nodes.size(), 2u);
+
+  // A scaled operand and a product times a [1, 1] factor: the operand's factor moves, the product's stays its own
+  // Mul (replacing it by the scalar alpha would drop the broadcast to [1, 3]).
+  Graph h;
+  h.opset = 14;
+  set_input(h, "a", DType::kFloat32, {8});
+  h.constants["w"] = g.constants.at("w");
+  h.values["w"] = ValueInfo{DType::kFloat32, Shape::FromDims({8, 3})};
+  h.constants["s"] = Tensor::Scalar<float>(0.5f);
+  h.constants["t"] = Tensor::FromVector<float>({0.25f}, {1, 1});
+  h.nodes.push_back(make_node("Mul", {"a", "s"}, {"as"}));
+  h.nodes.push_back(make_node("MatMul", {"as", "w"}, {"m"}));
+  h.nodes.push_back(make_node("Mul", {"m", "t"}, {"y"}));
+  h.outputs = {"y"};
+  std::map<std::string, Tensor> feeds{{"a", random_tensor({8}, 42)}};
+  auto before = evaluate(h, feeds);
+  ASSERT_TRUE(before.ok()) << before.status().message();
+  ASSERT_TRUE(infer_shapes(h).ok());
+  CanonicalizeStats hs;
+  ASSERT_TRUE(canonicalize(h, &hs).ok());
+  EXPECT_EQ(hs.folded_matmul_scales, 1);
+  ASSERT_TRUE(verify_graph(h).ok());
+  auto after = evaluate(h, feeds);
+  ASSERT_TRUE(after.ok()) << after.status().message();
+  EXPECT_EQ((*after)[0].dims(), (Dims{1, 3}));
+  expect_close((*before)[0], (*after)[0], 1e-6f);
 }
 
 // x[2,3,4] -> Shape -> Gather(0) -> Unsqueeze -> Concat(-1) -> Reshape(x).
