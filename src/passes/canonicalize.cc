@@ -679,7 +679,8 @@ class Canonicalizer {
       Node& n = g_.nodes[k];
       // The exponent of any shape with one element (paddle2onnx writes [1]); ONNX Runtime's fusion does not look.
       const Tensor* e = n.inputs.size() == 2 ? constant(n.inputs[1]) : nullptr;
-      if (is_op(n, "Pow") && e && e->numel() == 1 && e->as_double(0) == 2.0 && is_centered(n.inputs[0])) {
+      if (is_op(n, "Pow") && e && e->numel() == 1 && e->rank() <= xs.rank() && e->as_double(0) == 2.0 &&
+          is_centered(n.inputs[0])) {
         pow = &n;
       } else if (is_op(n, "Div") && n.inputs.size() == 2 && is_centered(n.inputs[0])) {
         div = &n;
@@ -692,7 +693,8 @@ class Canonicalizer {
     if (!add_eps || !is_op(*add_eps, "Add") || add_eps->outputs.size() != 1) return false;
     const std::string eps = other_operand(*add_eps, rm2->outputs[0]);
     const Tensor* eps_t = constant(eps);
-    if (!eps_t || eps_t->numel() != 1 || eps_t->dtype() != DType::kFloat32) return false;
+    // (A one-element constant of higher rank than X would broadcast the chain to more dims.)
+    if (!eps_t || eps_t->numel() != 1 || eps_t->rank() > xs.rank() || eps_t->dtype() != DType::kFloat32) return false;
     Node* sqrt = sole_reader(add_eps->outputs[0]);
     if (!sqrt || !is_op(*sqrt, "Sqrt") || sqrt->outputs.size() != 1 || sole_reader(sqrt->outputs[0]) != div ||
         div->inputs[1] != sqrt->outputs[0]) {

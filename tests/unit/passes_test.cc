@@ -393,7 +393,8 @@ TEST(Canonicalize, MatMulPlusBiasBecomesGemmOnlyFor2D) {
 //   "no_affine" no Mul/Add after the Div;  "reciprocal" Mul by Reciprocal(Sqrt) instead of Div;
 //   "mul_square" Mul(d, d) instead of Pow;  "middle_axis" the mean over axis 1 ([16, 1] parameters);
 //   "scale_2d" a [7, 16] scale;
-//   "d_output"  x - mean is also a graph output.
+//   "d_output"  x - mean is also a graph output;  "eps_rank4" eps as a [1, 1, 1, 1] tensor, which broadcasts the
+//   rank-3 chain to rank 4.
 Graph decomposed_layernorm(const std::string& v) {
   Graph g;
   g.opset = v == "opset18" ? 18 : 13;
@@ -401,7 +402,9 @@ Graph decomposed_layernorm(const std::string& v) {
   const Dims x_dims = middle ? Dims{2, 16, 7} : Dims{2, 7, 16};
   set_input(g, "x", DType::kFloat32, x_dims);
   g.constants["two"] = v == "paddle" ? Tensor::FromVector<float>({2.f}, {1}) : Tensor::Scalar<float>(2.f);
-  g.constants["eps"] = v == "paddle" ? Tensor::FromVector<float>({1e-5f}, {1}) : Tensor::Scalar<float>(1e-5f);
+  g.constants["eps"] = v == "paddle"      ? Tensor::FromVector<float>({1e-5f}, {1})
+                       : v == "eps_rank4" ? Tensor::FromVector<float>({1e-5f}, {1, 1, 1, 1})
+                                          : Tensor::Scalar<float>(1e-5f);
   const Dims param = v == "scale_2d" ? Dims{7, 16} : middle ? Dims{16, 1} : Dims{16};
   g.constants["scale"] = random_tensor(param, 11, 0.5f, 1.5f);
   g.constants["bias"] = random_tensor(middle ? Dims{16, 1} : Dims{16}, 12);
@@ -491,7 +494,7 @@ TEST(Canonicalize, DecomposedLayerNormBecomesLayerNormalization) {
 }
 
 TEST(Canonicalize, LayerNormChainsOnnxRuntimeLeavesAloneStay) {
-  for (const char* v : {"no_affine", "reciprocal", "mul_square", "middle_axis", "scale_2d", "d_output"}) {
+  for (const char* v : {"no_affine", "reciprocal", "mul_square", "middle_axis", "scale_2d", "d_output", "eps_rank4"}) {
     SCOPED_TRACE(v);
     Graph g = decomposed_layernorm(v);
     const size_t nodes = g.nodes.size();
