@@ -262,30 +262,26 @@ TEST(NativeFusion, MatMulWithNonConstantWeightOrWrongBiasIsNotFused) {
 
 TEST(NativeFusion, MatMulTimesAScalarTakesItAsAlphaUnlessItBroadcasts) {
   std::mt19937 rng(12);
-  {
-    GraphBuilder b;
-    b.input("a", {2, 5, 24}).input("w", {2, 24, 7});
-    b.constant("s", Tensor::Scalar<float>(0.3f));
+  // y = MatMul(a, w) * s, with b holding a and w; the steps of the fused and unfused plans.
+  auto scaled_product = [](GraphBuilder& b, Tensor s) {
+    b.constant("s", std::move(s));
     b.node("MatMul", {"a", "w"}, {"m"});
     b.node("Mul", {"m", "s"}, {"y"});
     b.output("y");
-    Runs r = compare(b.g, 5);
-    EXPECT_EQ(r.unfused_steps, 2);
-    EXPECT_EQ(r.fused_steps, 1);
-  }
-  {
-    // [7] * [1, 1] is [1, 7]: the factor broadcasts the product, so it stays a Mul.
-    GraphBuilder b;
-    b.input("a", {24});
-    b.constant("w", random_tensor(DType::kFloat32, {24, 7}, rng));
-    b.constant("s", Tensor::FromVector<float>({0.3f}, {1, 1}));
-    b.node("MatMul", {"a", "w"}, {"m"});
-    b.node("Mul", {"m", "s"}, {"y"});
-    b.output("y");
-    Runs r = compare(b.g, 5);
-    EXPECT_EQ(r.unfused_steps, 2);
-    EXPECT_EQ(r.fused_steps, 2);
-  }
+    return compare(b.g, 5);
+  };
+  GraphBuilder batched;
+  batched.input("a", {2, 5, 24}).input("w", {2, 24, 7});
+  Runs r = scaled_product(batched, Tensor::Scalar<float>(0.3f));
+  EXPECT_EQ(r.unfused_steps, 2);
+  EXPECT_EQ(r.fused_steps, 1);
+  // [7] * [1, 1] is [1, 7]: the factor broadcasts the product, so it stays a Mul.
+  GraphBuilder vector;
+  vector.input("a", {24});
+  vector.constant("w", random_tensor(DType::kFloat32, {24, 7}, rng));
+  r = scaled_product(vector, Tensor::FromVector<float>({0.3f}, {1, 1}));
+  EXPECT_EQ(r.unfused_steps, 2);
+  EXPECT_EQ(r.fused_steps, 2);
 }
 
 TEST(NativeFusion, DecomposedGeluAfterBiasIsOneChain) {
