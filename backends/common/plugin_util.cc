@@ -251,6 +251,23 @@ std::vector<float> initializer_floats(const onnx::TensorProto& t) {
   return v;
 }
 
+std::vector<bool> reaches_op(const ModelView& m, const std::vector<std::string>& targets) {
+  const auto n = static_cast<size_t>(m.num_nodes());
+  std::vector<bool> reaches(n, false);
+  auto is_target = [&](int j) {
+    return std::find(targets.begin(), targets.end(), m.node(j).op_type()) != targets.end();
+  };
+  for (size_t i = n; i-- > 0;) {
+    for (const std::string& o : m.node(static_cast<int>(i)).output()) {
+      if (o.empty()) continue;
+      for (int j : m.consumers(o)) {
+        if (static_cast<size_t>(j) > i && (reaches[static_cast<size_t>(j)] || is_target(j))) reaches[i] = true;
+      }
+    }
+  }
+  return reaches;
+}
+
 std::vector<int64_t> initializer_ints(const onnx::TensorProto& t) {
   int64_t count = 1;
   for (int64_t d : t.dims()) {

@@ -125,6 +125,10 @@ std::string describe(const onnx::NodeProto& n);
 // Reads an initializer's data as float32/int64 values (raw_data or typed
 // fields); fails with a message naming it when its type is not convertible.
 std::vector<float> initializer_floats(const onnx::TensorProto& t);
+// Per node of `m`: whether a node of one of the op types `targets` reads its
+// result, at any distance (through any nodes after it).
+std::vector<bool> reaches_op(const ModelView& m, const std::vector<std::string>& targets);
+
 std::vector<int64_t> initializer_ints(const onnx::TensorProto& t);
 
 // ---- blobs ---------------------------------------------------------------

@@ -89,18 +89,7 @@ bool bit_exact(const onnx::NodeProto& n) {
 // op is left to native, which computes ONNX Runtime's bits, where its result reaches a DynamicQuantizeLinear.
 void refuse_inexact_before_requantization(const ModelView& m, std::vector<bool>& ok, std::vector<std::string>& reasons) {
   const auto n = static_cast<size_t>(m.num_nodes());
-  std::vector<bool> reaches(n, false);  // whether a DynamicQuantizeLinear reads the node's result, at any distance
-  for (size_t i = n; i-- > 0;) {
-    for (const std::string& o : m.node(static_cast<int>(i)).output()) {
-      if (o.empty()) continue;
-      for (int j : m.consumers(o)) {
-        if (static_cast<size_t>(j) > i && (reaches[static_cast<size_t>(j)] ||
-                                           m.node(j).op_type() == "DynamicQuantizeLinear")) {
-          reaches[i] = true;
-        }
-      }
-    }
-  }
+  const std::vector<bool> reaches = tessera_plugin::reaches_op(m, {"DynamicQuantizeLinear"});
   for (size_t i = 0; i < n; ++i) {
     if (ok[i] && reaches[i] && !bit_exact(m.node(static_cast<int>(i)))) {
       ok[i] = false;

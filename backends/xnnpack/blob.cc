@@ -89,6 +89,10 @@ std::string serialize(const Program& p) {
     w.u32(static_cast<uint32_t>(t.kind));
     w.i32(t.ref);
     put_dims(w, t.dims);
+    w.u32(static_cast<uint32_t>(t.dtype));
+    w.i32(t.zero_point);
+    put_list(w, t.scales, [&](float v) { w.f32(v); });
+    w.i32(t.channel_dim);
   });
   put_list(w, p.constants, [&](const ConstantDef& c) {
     w.u32(static_cast<uint32_t>(c.transform));
@@ -96,6 +100,7 @@ std::string serialize(const Program& p) {
     for (size_t i = 0; i < c.sources.size(); ++i) {
       w.str(c.sources[i]);
       put_dims(w, c.source_dims[i]);
+      w.i32(c.source_dtypes[i]);
     }
     put_list(w, c.ints, [&](int64_t v) { w.i64(v); });
     put_list(w, c.floats, [&](float v) { w.f32(v); });
@@ -111,6 +116,8 @@ std::string serialize(const Program& p) {
     w.u32(static_cast<uint32_t>(s.kind));
     w.i32(s.a);
     w.i32(s.b);
+    w.i32(s.table);
+    w.i32(s.x2);
   });
   put_list(w, p.imports, [&](const Import& im) {
     w.i32(im.input);
@@ -156,6 +163,10 @@ Program deserialize(const void* data, size_t size) {
     t.kind = r.enum_value(TensorKind::kCount, "tensor kind");
     t.ref = r.raw().i32();
     t.dims = r.dims();
+    t.dtype = r.enum_value(DType::kCount, "element type");
+    t.zero_point = r.raw().i32();
+    t.scales = r.floats();
+    t.channel_dim = r.raw().i32();
     p.tensors.push_back(std::move(t));
   }
   for (uint32_t i = 0, n = r.count(kMaxCount, "constants"); i < n; ++i) {
@@ -164,6 +175,7 @@ Program deserialize(const void* data, size_t size) {
     for (uint32_t k = 0, ns = r.count(8, "constant sources"); k < ns; ++k) {
       c.sources.push_back(r.raw().str(1 << 16));
       c.source_dims.push_back(r.dims());
+      c.source_dtypes.push_back(r.raw().i32());
     }
     c.ints = r.ints();
     c.floats = r.floats();
@@ -183,6 +195,8 @@ Program deserialize(const void* data, size_t size) {
     s.kind = r.enum_value(StepKind::kCount, "step kind");
     s.a = r.raw().i32();
     s.b = r.raw().i32();
+    s.table = r.raw().i32();
+    s.x2 = r.raw().i32();
     p.steps.push_back(s);
   }
   for (uint32_t i = 0, n = r.count(kMaxCount, "imports"); i < n; ++i) {

@@ -12,6 +12,8 @@
 #include <map>
 #include <string>
 
+#include "ops/dynamic_quantize_math.h"  // header-only: QuantizeLinear's arithmetic, native's and ONNX Runtime's
+
 namespace tessera_xnn {
 
 using tessera_plugin::fail;
@@ -118,6 +120,8 @@ void define_node(xnn_subgraph_t sg, const NodeDef& n, const std::vector<uint32_t
           post(p.begin() + static_cast<std::ptrdiff_t>(r), p.end());
       return check(xnn_define_static_constant_pad(sg, pre.data(), post.data(), n.floats[0], in(0), out, 0), name);
     }
+    case Op::kConvert:
+      return check(xnn_define_convert(sg, in(0), out, 0), name);
     case Op::kReshape: {  // the output tensor's dims are the new shape
       const Dims& d = tensors[static_cast<size_t>(n.output)].dims;
       std::vector<size_t> shape(d.begin(), d.end());
@@ -125,6 +129,66 @@ void define_node(xnn_subgraph_t sg, const NodeDef& n, const std::vector<uint32_t
     }
     default:
       fail(TESSERA_ERROR_INCOMPATIBLE_BLOB, "blob: unknown op");
+  }
+}
+
+// Defines program tensor `def` in `sg` by its element type.
+uint32_t define_tensor(xnn_subgraph_t sg, const TensorDef& def, const void* data, uint32_t want, uint32_t flags) {
+  std::vector<size_t> dims(def.dims.begin(), def.dims.end());
+  uint32_t id = XNN_INVALID_VALUE_ID;
+  switch (def.dtype) {
+    case DType::kF32:
+      check(xnn_define_tensor_value(sg, xnn_datatype_fp32, dims.size(), dims.data(), data, want, flags, &id),
+            "a tensor");
+      break;
+    case DType::kQS8:
+      check(xnn_define_quantized_tensor_value(sg, xnn_datatype_qint8, def.zero_point, def.scales[0], dims.size(),
+                                              dims.data(), data, want, flags, &id),
+            "an int8 tensor");
+      break;
+    case DType::kQC8:
+    case DType::kQC32:
+      check(xnn_define_channelwise_quantized_tensor_value(
+                sg, def.dtype == DType::kQC8 ? xnn_datatype_qcint8 : xnn_datatype_qcint32, def.scales.data(),
+                dims.size(), static_cast<size_t>(def.channel_dim), dims.data(), data, want, flags, &id),
+            "a per-channel quantized tensor");
+      break;
+    default:
+      fail(TESSERA_ERROR_INCOMPATIBLE_BLOB, "blob: unknown element type");
+  }
+  return id;
+}
+
+// The plugin's own loops, over chunks of elements on the engine's pool.
+constexpr size_t kChunk = 1 << 16;
+
+struct OwnStep {
+  const void* a;
+  const void* x2;
+  void* b;
+  const uint8_t* table;
+  float scale;
+  int32_t zero_point;
+  size_t n;
+};
+
+void quantize_chunk(void* ctx, size_t c) {
+  const auto& s = *static_cast<const OwnStep*>(ctx);
+  const size_t b = c * kChunk, e = std::min(s.n, b + kChunk);
+  tessera::dynq::quantize_run<int8_t>(static_cast<const float*>(s.a) + b, static_cast<int64_t>(e - b), s.scale,
+                                      s.zero_point, static_cast<int8_t*>(s.b) + b);
+}
+
+void lookup_chunk(void* ctx, size_t c) {
+  const auto& s = *static_cast<const OwnStep*>(ctx);
+  const size_t b = c * kChunk, e = std::min(s.n, b + kChunk);
+  const auto* x = static_cast<const uint8_t*>(s.a);
+  auto* y = static_cast<uint8_t*>(s.b);
+  if (s.x2) {
+    const auto* x2 = static_cast<const uint8_t*>(s.x2);
+    for (size_t i = b; i < e; ++i) y[i] = s.table[(static_cast<size_t>(x[i]) << 8) | x2[i]];
+  } else {
+    for (size_t i = b; i < e; ++i) y[i] = s.table[x[i]];
   }
 }
 
@@ -137,7 +201,8 @@ Engine::Engine(Program program, const tessera_named_tensor_t* constants, size_t 
   data_.resize(program_.tensors.size());
   build_constants(constants, num_constants);
   for (size_t i = 0; i < program_.tensors.size(); ++i) {
-    if (program_.tensors[i].kind == TensorKind::kBuffer) data_[i] = PaddedBuffer(sz(numel(program_.tensors[i].dims)));
+    const TensorDef& t = program_.tensors[i];
+    if (t.kind == TensorKind::kBuffer) data_[i] = PaddedBuffer(sz(numel(t.dims)) * dtype_bytes(t.dtype));
   }
   for (size_t o = 0; o < program_.exports.size(); ++o) {
     if (program_.exports[o].transfer == Transfer::kNhwc) yield_export_ = static_cast<int>(o);
@@ -180,22 +245,26 @@ void Engine::build_constants(const tessera_named_tensor_t* constants, size_t num
       if (it == by_name.end()) fail(TESSERA_ERROR_INVALID_ARGUMENT, "constant '" + c.sources[k] + "' was not given");
       const tessera_tensor_t& given = *it->second;
       const Dims& want = c.source_dims[k];
-      bool ok = given.dtype == TESSERA_DTYPE_FLOAT32 && given.rank == static_cast<int32_t>(want.size()) &&
-                (given.rank == 0 || given.dims) && given.data && given.size_bytes == sz(numel(want)) * sizeof(float);
+      const int32_t want_type = c.source_dtypes[k];
+      bool ok = given.dtype == want_type && given.rank == static_cast<int32_t>(want.size()) &&
+                (given.rank == 0 || given.dims) && given.data &&
+                given.size_bytes == sz(numel(want)) * tessera_plugin::dtype_size(want_type);
       for (int32_t d = 0; ok && d < given.rank; ++d) ok = given.dims[d] == want[static_cast<size_t>(d)];
       if (!ok) {
-        fail(TESSERA_ERROR_INVALID_ARGUMENT,
-             "constant '" + c.sources[k] + "' does not match the compiled float32" + dims_str(want));
+        fail(TESSERA_ERROR_INVALID_ARGUMENT, "constant '" + c.sources[k] + "' does not match the compiled " +
+                                                 tessera_plugin::dtype_name(want_type) + dims_str(want));
       }
-      sources.push_back(SourceTensor{static_cast<const float*>(given.data), c.source_dims[k]});
+      sources.push_back(SourceTensor{given.data, given.dtype, c.source_dims[k]});
     }
-    if (c.transform == Transform::kCopy && c.floats[0] == 1.f && packed_only[i] && !other_use[i]) {
+    const bool unchanged = c.transform == Transform::kCopy && c.floats[0] == 1.f &&
+                           !(t.dtype != DType::kF32 && sources[0].dtype == TESSERA_DTYPE_UINT8);
+    if (unchanged && packed_only[i] && !other_use[i]) {
       static_[i] = sources[0].data;
       continue;
     }
-    data_[i] = PaddedBuffer(sz(numel(t.dims)));
-    build_constant(c, t.dims, sources, data_[i].data());
-    static_[i] = data_[i].data();
+    data_[i] = PaddedBuffer(sz(numel(t.dims)) * dtype_bytes(t.dtype));
+    build_constant(c, t.dims, t.dtype, sources, data_[i].get());
+    static_[i] = data_[i].get();
   }
 }
 
@@ -225,19 +294,16 @@ void Engine::build_segment(const Step& step, bool yield) {
   uint32_t next_external = 0;
   for (const auto& [t, f] : flags) {
     const TensorDef& def = program_.tensors[static_cast<size_t>(t)];
-    std::vector<size_t> dims(def.dims.begin(), def.dims.end());
     bool external = def.kind == TensorKind::kBuffer || def.kind == TensorKind::kOutput;
     const void* data = def.kind == TensorKind::kConstant ? static_[static_cast<size_t>(t)] : nullptr;
     uint32_t want = external ? next_external++ : XNN_INVALID_VALUE_ID;
-    check(xnn_define_tensor_value(sg, xnn_datatype_fp32, dims.size(), dims.data(), data, want, f,
-                                  &id[static_cast<size_t>(t)]),
-          "a tensor");
+    id[static_cast<size_t>(t)] = define_tensor(sg, def, data, want, f);
     if (!external) continue;
     if (def.kind == TensorKind::kOutput) {
       seg.host_outputs.emplace_back(seg.externals.size(), def.ref);
       seg.externals.push_back(xnn_external_value{want, nullptr});
     } else {
-      seg.externals.push_back(xnn_external_value{want, data_[static_cast<size_t>(t)].data()});
+      seg.externals.push_back(xnn_external_value{want, data_[static_cast<size_t>(t)].get()});
     }
   }
   for (int32_t k = step.a; k < step.b; ++k) {
@@ -258,26 +324,20 @@ void Engine::run(const tessera_tensor_t* inputs, size_t num_inputs, tessera_tens
   tessera_plugin::check_descriptors(outputs, num_outputs, program_.outputs, "output");
   for (const Import& im : program_.imports) {
     const tessera_tensor_t& t = inputs[im.input];
-    float* dst = data_[static_cast<size_t>(im.tensor)].data();
+    const TensorDef& def = program_.tensors[static_cast<size_t>(im.tensor)];
+    void* dst = data_[static_cast<size_t>(im.tensor)].get();
     if (im.transfer == Transfer::kNhwc) {
-      nchw_to_nhwc(static_cast<const float*>(t.data), dst, program_.inputs[static_cast<size_t>(im.input)].dims, pool());
+      nchw_to_nhwc(t.data, dst, program_.inputs[static_cast<size_t>(im.input)].dims, dtype_bytes(def.dtype), pool());
     } else {
       std::memcpy(dst, t.data, t.size_bytes);
     }
+    if (t.dtype == TESSERA_DTYPE_UINT8) flip_bytes(dst, t.size_bytes);
   }
   size_t next_segment = 0;
   for (size_t i = 0; i < program_.steps.size(); ++i) {
     const Step& s = program_.steps[i];
     if (s.kind != StepKind::kSegment) {
-      const uint32_t flags = static_cast<int>(i) == yield_step_ ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0;
-      const float* src = data_[static_cast<size_t>(s.a)].data();
-      float* dst = data_[static_cast<size_t>(s.b)].data();
-      const Dims& a = program_.tensors[static_cast<size_t>(s.a)].dims;
-      if (s.kind == StepKind::kToNhwc) {
-        nchw_to_nhwc(src, dst, a, pool(), flags);
-      } else {
-        nhwc_to_nchw(src, dst, to_nchw(a), pool(), flags);
-      }
+      run_step(s, static_cast<int>(i) == yield_step_ ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
       continue;
     }
     Segment& seg = segments_[next_segment++];
@@ -298,13 +358,44 @@ void Engine::run(const tessera_tensor_t* inputs, size_t num_inputs, tessera_tens
   for (size_t o = 0; o < program_.exports.size(); ++o) {
     const Export& e = program_.exports[o];
     if (e.transfer == Transfer::kDirect) continue;
-    const float* src = data_[static_cast<size_t>(e.tensor)].data();
+    const void* src = data_[static_cast<size_t>(e.tensor)].get();
     if (e.transfer == Transfer::kNhwc) {
-      nhwc_to_nchw(src, static_cast<float*>(outputs[o].data), program_.outputs[o].dims, pool(),
+      nhwc_to_nchw(src, outputs[o].data, program_.outputs[o].dims,
+                   dtype_bytes(program_.tensors[static_cast<size_t>(e.tensor)].dtype), pool(),
                    static_cast<int>(o) == yield_export_ ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
     } else {
       std::memcpy(outputs[o].data, src, outputs[o].size_bytes);
     }
+    if (outputs[o].dtype == TESSERA_DTYPE_UINT8) flip_bytes(outputs[o].data, outputs[o].size_bytes);
+  }
+}
+
+void Engine::run_step(const Step& s, uint32_t flags) {
+  const TensorDef& a = program_.tensors[static_cast<size_t>(s.a)];
+  const TensorDef& b = program_.tensors[static_cast<size_t>(s.b)];
+  const void* src = data_[static_cast<size_t>(s.a)].get();
+  void* dst = data_[static_cast<size_t>(s.b)].get();
+  switch (s.kind) {
+    case StepKind::kToNhwc:
+      return nchw_to_nhwc(src, dst, a.dims, dtype_bytes(a.dtype), pool(), flags);
+    case StepKind::kToPlain:
+      return nhwc_to_nchw(src, dst, to_nchw(a.dims), dtype_bytes(a.dtype), pool(), flags);
+    case StepKind::kQuantize:
+    case StepKind::kLookup: {
+      const size_t n = sz(numel(a.dims));
+      OwnStep own{src,
+                  s.x2 >= 0 ? data_[static_cast<size_t>(s.x2)].get() : nullptr,
+                  dst,
+                  s.table >= 0 ? static_cast<const uint8_t*>(static_[static_cast<size_t>(s.table)]) : nullptr,
+                  b.scales.empty() ? 1.f : b.scales[0],
+                  b.zero_point,
+                  n};
+      pthreadpool_parallelize_1d(pool(), s.kind == StepKind::kQuantize ? quantize_chunk : lookup_chunk, &own,
+                                 (n + kChunk - 1) / kChunk, flags);
+      return;
+    }
+    default:
+      fail(TESSERA_ERROR_INTERNAL, "unknown step");
   }
 }
 

@@ -37,12 +37,13 @@ class Engine {
   };
   void build_constants(const tessera_named_tensor_t* constants, size_t num_constants);
   void build_segment(const Step& step, bool yield);
+  void run_step(const Step& step, uint32_t flags);  // a conversion or an own loop
   pthreadpool_t pool() const { return pool_.get(); }
 
   Program program_;
   std::shared_ptr<pthreadpool> pool_;  // before segments_: runtimes go first
   std::vector<PaddedBuffer> data_;     // per tensor: constant data or buffer (empty otherwise)
-  std::vector<const float*> static_;   // per constant tensor: what XNNPACK reads (data_, or the host's data)
+  std::vector<const void*> static_;    // per constant tensor: what XNNPACK reads (data_, or the host's data)
   std::vector<Segment> segments_;      // per kSegment step, in order
   // The last parallel work of a run lets the pool's threads sleep instead of
   // spinning through the host's next (native) region: the last NHWC export,

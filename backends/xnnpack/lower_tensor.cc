@@ -118,9 +118,12 @@ void lower_reshape(Lowering& L, const onnx::NodeProto& n) {
     if (!n.input(i).empty() && !L.is_constant(n.input(i)))
       refuse(n.op_type() + " with a shape or axes input that is not constant");
   }
-  const Dims& x = L.float_dims(n.input(0));
-  const Dims& y = L.float_dims(n.output(0));
+  // Float32 or 8-bit: an 8-bit value keeps its quantization.
+  const Dims& x = L.dims(n.input(0));
+  const Dims& y = L.dims(n.output(0));
   if (numel(x) != numel(y)) refuse("element count changes");
+  if (L.model().type(n.input(0)).dtype != L.model().type(n.output(0)).dtype) refuse("element type changes");
+  if (L.model().type(n.input(0)).dtype != TESSERA_DTYPE_FLOAT32) L.same_quant(n.input(0), n.output(0));
   L.emit(Op::kReshape, {L.input_plain_memory(n.input(0))}, L.output(n.output(0), kPlain));
 }
 

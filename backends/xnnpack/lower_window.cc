@@ -52,10 +52,11 @@ std::vector<int64_t> spatial_attr(const onnx::NodeProto& n, const char* name, si
   return v;
 }
 
-// The input of a window op: 2-D (rank 4) or 1-D (rank 3), or a refusal.
-const Dims& window_input(Lowering& L, const onnx::NodeProto& n) {
+// The input of a window op: 2-D (rank 4) or 1-D (rank 3), or a refusal;
+// float32 unless `quantized` (then 8-bit).
+const Dims& window_input(Lowering& L, const onnx::NodeProto& n, bool quantized = false) {
   if (n.input_size() < 1 || n.output_size() < 1) refuse("missing input or output");
-  const Dims& x = L.float_dims(n.input(0));
+  const Dims& x = quantized ? L.q_dims(n.input(0)) : L.float_dims(n.input(0));
   if (x.size() != 3 && x.size() != 4) {
     refuse(n.op_type() + " on a rank-" + std::to_string(x.size()) + " input (only 1-D and 2-D windows)");
   }
@@ -65,18 +66,18 @@ const Dims& window_input(Lowering& L, const onnx::NodeProto& n) {
 // `name` as XNNPACK's 4-D NHWC operand (an NWC value gets a unit height).
 int32_t input_2d(Lowering& L, const std::string& name) {
   int32_t t = L.input(name, kNhwc);
-  const Dims& d = L.float_dims(name);
+  const Dims& d = L.dims(name);
   if (d.size() == 4) return t;
-  int32_t r = L.temp({d[0], 1, d[2], d[1]});
+  int32_t r = L.temp({d[0], 1, d[2], d[1]}, name);
   L.emit(Op::kReshape, {t}, r);
   return r;
 }
 
 // Emits the window op writing value `y`, through a 4-D temporary for 1-D.
 void emit_2d(Lowering& L, Op op, std::vector<int32_t> ins, const std::string& y, std::vector<int64_t> ints) {
-  const Dims& yd = L.float_dims(y);
+  const Dims& yd = L.dims(y);
   if (yd.size() == 4) return L.emit(op, std::move(ins), L.output(y, kNhwc), std::move(ints), {-kInf, kInf});
-  int32_t t = L.temp({yd[0], 1, yd[2], yd[1]});
+  int32_t t = L.temp({yd[0], 1, yd[2], yd[1]}, y);
   L.emit(op, std::move(ins), t, std::move(ints), {-kInf, kInf});
   L.emit(Op::kReshape, {t}, L.output(y, kNhwc));
 }
@@ -179,50 +180,87 @@ struct ConvArgs {
   int64_t group;
 };
 
-ConvArgs conv_args(Lowering& L, const onnx::NodeProto& n, const std::string& op) {
-  const Dims& x = window_input(L, n);
-  if (n.input_size() < 2 || n.output_size() != 1) refuse(op + " needs X and W");
-  if (!L.is_constant(n.input(1))) refuse("weights not constant");
-  const Dims& w = L.float_dims(n.input(1));
+// Conv's operands (X, W, B at 0, 1, 2) or QLinearConv's (X, W, B at 0, 3, 8;
+// 8-bit X and W, an int32 B).
+ConvArgs conv_args(Lowering& L, const onnx::NodeProto& n, const std::string& op, bool quantized = false) {
+  const Dims& x = window_input(L, n, quantized);
+  const int wi = quantized ? 3 : 1, bi = quantized ? 8 : 2;
+  if (n.input_size() <= wi || n.output_size() != 1) refuse(op + " needs X and W");
+  if (!L.is_constant(n.input(wi))) refuse("weights not constant");
+  const Dims& w = quantized ? L.q_dims(n.input(wi)) : L.float_dims(n.input(wi));
   if (w.size() != x.size()) refuse("weights of rank " + std::to_string(w.size()));
-  bool has_bias = n.input_size() > 2 && !n.input(2).empty();
-  if (has_bias && !L.is_constant(n.input(2))) refuse("bias not constant");
+  bool has_bias = n.input_size() > bi && !n.input(bi).empty();
+  if (has_bias && !L.is_constant(n.input(bi))) refuse("bias not constant");
+  if (has_bias && quantized && L.model().type(n.input(bi)).dtype != TESSERA_DTYPE_INT32) refuse("bias not int32");
   return ConvArgs{x, w, has_bias, attr_int(n, "group", 1)};
+}
+
+// What a convolution's operands become: the window, the input, the filter's
+// layout and the XNNPACK op with its parameters.
+struct ConvPlan {
+  Op op = Op::kConv2d;
+  Transform filter = Transform::kFilter;
+  Dims filter_dims;
+  std::vector<int64_t> ints;
+};
+
+ConvPlan plan_conv(Lowering& L, const onnx::NodeProto& n, const ConvArgs& args, const std::string& bias_name) {
+  const Dims& x = args.x;
+  const Dims& w = args.w;
+  const int64_t group = args.group;
+  const int64_t c = x[1], m = w[0];
+  if (group < 1 || c % group != 0 || m % group != 0) refuse("Conv with group count not dividing channels");
+  if (w[1] != c / group) refuse("weights " + dims_str(w) + " do not match " + std::to_string(c) + " input channels");
+  if (args.has_bias && L.model().type(bias_name).dims != Dims{m}) refuse("bias is not [" + std::to_string(m) + "]");
+  const Dims w2 = as_2d(w);
+  const int64_t kernel[2] = {w2[2], w2[3]};
+  Window2d win = window_2d(n, x, kernel);
+  ConvPlan p;
+  p.ints = window_ints(win);
+  p.ints.insert(p.ints.end(), {win.dilation[0], win.dilation[1]});
+  if (group > 1 && group == c && w[1] == 1) {  // depthwise, M / C filters per channel
+    p.op = Op::kDepthwiseConv2d;
+    p.filter = Transform::kDepthwise;
+    p.filter_dims = {1, w2[2], w2[3], m};
+    p.ints.insert(p.ints.end(), {m / c, c});
+  } else {
+    p.filter_dims = {m, w2[2], w2[3], w[1]};
+    p.ints.insert(p.ints.end(), {group, c / group, m / group});
+  }
+  return p;
 }
 
 }  // namespace
 
 void lower_conv(Lowering& L, const onnx::NodeProto& n) {
   const ConvArgs args = conv_args(L, n, "Conv");
-  const Dims& x = args.x;
-  const Dims& w = args.w;
-  const bool has_bias = args.has_bias;
-  const int64_t group = args.group;
-  const int64_t c = x[1], m = w[0];
-  if (group < 1 || c % group != 0 || m % group != 0) refuse("Conv with group count not dividing channels");
-  if (w[1] != c / group) refuse("weights " + dims_str(w) + " do not match " + std::to_string(c) + " input channels");
-  if (has_bias && L.float_dims(n.input(2)) != Dims{m}) refuse("bias is not [" + std::to_string(m) + "]");
-  const Dims w2 = as_2d(w);
-  const int64_t kernel[2] = {w2[2], w2[3]};
-  Window2d win = window_2d(n, x, kernel);
+  if (args.has_bias) L.float_dims(n.input(2));
+  const ConvPlan p = plan_conv(L, n, args, args.has_bias ? n.input(2) : "");
+  std::vector<int32_t> ins{input_2d(L, n.input(0)), L.constant(p.filter, {n.input(1)}, p.filter_dims)};
+  if (args.has_bias) ins.push_back(L.constant(Transform::kCopy, {n.input(2)}, {args.w[0]}));
+  emit_2d(L, p.op, ins, n.output(0), p.ints);
+}
 
-  int32_t in = input_2d(L, n.input(0));
-  std::vector<int64_t> ints = window_ints(win);
-  ints.insert(ints.end(), {win.dilation[0], win.dilation[1]});
-  int32_t filter;
-  Op op;
-  if (group > 1 && group == c && w[1] == 1) {  // depthwise, M / C filters per channel
-    filter = L.constant(Transform::kDepthwise, {n.input(1)}, {1, w2[2], w2[3], m});
-    ints.insert(ints.end(), {m / c, c});
-    op = Op::kDepthwiseConv2d;
-  } else {
-    filter = L.constant(Transform::kFilter, {n.input(1)}, {m, w2[2], w2[3], w[1]});
-    ints.insert(ints.end(), {group, c / group, m / group});
-    op = Op::kConv2d;
-  }
-  std::vector<int32_t> ins{in, filter};
-  if (has_bias) ins.push_back(L.constant(Transform::kCopy, {n.input(2)}, {m}));
-  emit_2d(L, op, ins, n.output(0), ints);
+// QLinearConv (x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B?) as
+// XNNPACK's int8 convolution: 8-bit X and Y (uint8 ones held as int8, see
+// program.h), constant weights that are int8 with zero point 0 or uint8 with
+// zero point 128 (int8 after the flip), a scale per tensor or per output
+// channel, an int32 bias. XNNPACK requantizes as ONNX Runtime and native do:
+// float(sum) * (x_scale * w_scale / y_scale), rounded half to even, plus the
+// zero point, saturated.
+void lower_qlinear_conv(Lowering& L, const onnx::NodeProto& n) {
+  if (n.input_size() < 8) refuse("QLinearConv needs 8 or 9 inputs");
+  const ConvArgs args = conv_args(L, n, "QLinearConv", true);
+  const std::string &x = n.input(0), &y = n.output(0);
+  L.q_dims(y);
+  const int64_t m = args.w[0];
+  const ConvPlan p = plan_conv(L, n, args, args.has_bias ? n.input(8) : "");
+  const QuantScales q = product_scales(L, n, m, "w", true);
+  const int32_t channel_dim = p.op == Op::kDepthwiseConv2d ? 3 : 0;
+  std::vector<int32_t> ins{input_2d(L, x),
+                           L.qconstant(p.filter, n.input(3), p.filter_dims, DType::kQC8, q.weights, channel_dim)};
+  if (args.has_bias) ins.push_back(L.qconstant(Transform::kCopy, n.input(8), {m}, DType::kQC32, q.bias));
+  emit_2d(L, p.op, ins, y, p.ints);
 }
 
 void lower_conv_transpose(Lowering& L, const onnx::NodeProto& n) {

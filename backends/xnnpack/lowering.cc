@@ -42,10 +42,31 @@ Dims broadcast_dims(const Dims& a, const Dims& b) {
 
 // ---- values ------------------------------------------------------------------
 
+namespace {
+
+bool is_8bit(int32_t dtype) { return dtype == TESSERA_DTYPE_UINT8 || dtype == TESSERA_DTYPE_INT8; }
+
+}  // namespace
+
 const Dims& Lowering::float_dims(const std::string& name) {
   const ValueType& t = model_.type(name);
   if (t.dtype != TESSERA_DTYPE_FLOAT32) {
     refuse("'" + name + "' has dtype " + tessera_plugin::dtype_name(t.dtype) + " (only float32)");
+  }
+  return dims(name);
+}
+
+const Dims& Lowering::q_dims(const std::string& name) {
+  const ValueType& t = model_.type(name);
+  if (!is_8bit(t.dtype))
+    refuse("'" + name + "' has dtype " + tessera_plugin::dtype_name(t.dtype) + " (int8 or uint8 expected)");
+  return dims(name);
+}
+
+const Dims& Lowering::dims(const std::string& name) {
+  const ValueType& t = model_.type(name);
+  if (t.dtype != TESSERA_DTYPE_FLOAT32 && !is_8bit(t.dtype)) {
+    refuse("'" + name + "' has dtype " + tessera_plugin::dtype_name(t.dtype) + " (float32, int8 or uint8 only)");
   }
   if (!t.ranked) refuse("'" + name + "' has an unknown rank");
   if (!t.is_static()) refuse("'" + name + "' has a symbolic dim '" + (t.symbol.empty() ? "?" : t.symbol) + "'");
@@ -67,11 +88,62 @@ std::vector<int64_t> Lowering::constant_ints(const std::string& name, const char
   return tessera_plugin::initializer_ints(*t);
 }
 
-int32_t Lowering::new_tensor(Dims dims, TensorKind kind) {
-  program_.tensors.push_back(TensorDef{std::move(dims), kind, -1});
+int32_t Lowering::new_tensor(Dims dims, TensorKind kind, const std::string& value) {
+  TensorDef t;
+  t.dims = std::move(dims);
+  t.kind = kind;
+  if (!value.empty() && is_8bit(model_.type(value).dtype)) t.dtype = DType::kQS8;
+  program_.tensors.push_back(std::move(t));
   segment_of_.push_back(kind == TensorKind::kInternal ? segment_ : -1);
   producer_.push_back(-1);
+  tensor_value_.push_back(value);
   return static_cast<int32_t>(program_.tensors.size() - 1);
+}
+
+std::string Lowering::quant_root(const std::string& name) const {
+  std::string r = name;
+  for (auto it = values_.find(r); it != values_.end() && !it->second.quant_of.empty(); it = values_.find(r)) {
+    r = it->second.quant_of;
+  }
+  return r;
+}
+
+void Lowering::set_quant(const std::string& name, float scale, int64_t zero_point) {
+  const int32_t dtype = model_.type(name).dtype;
+  if (!is_8bit(dtype)) refuse("'" + name + "' is not an 8-bit value");
+  const int64_t lo = dtype == TESSERA_DTYPE_UINT8 ? 0 : -128;
+  if (zero_point < lo || zero_point > lo + 255) refuse("zero point " + std::to_string(zero_point) + " out of range");
+  if (!std::isfinite(scale) || !(scale > 0)) refuse("scale " + std::to_string(scale) + " is not positive");
+  const int32_t zp = static_cast<int32_t>(dtype == TESSERA_DTYPE_UINT8 ? zero_point - 128 : zero_point);
+  ValueState& v = values_[quant_root(name)];
+  if (v.has_quant && (v.scale != scale || v.zero_point != zp)) {
+    refuse("'" + name + "' is read or written with two different scales or zero points");
+  }
+  v.has_quant = true, v.scale = scale, v.zero_point = zp;
+}
+
+void Lowering::same_quant(const std::string& a, const std::string& b) {
+  const std::string ra = quant_root(a), rb = quant_root(b);
+  if (ra == rb) return;
+  ValueState& vb = values_[rb];
+  if (vb.has_quant) {
+    const int32_t dtype = model_.type(a).dtype;
+    set_quant(a, vb.scale, dtype == TESSERA_DTYPE_UINT8 ? vb.zero_point + 128 : vb.zero_point);
+  }
+  values_[rb].quant_of = ra;
+}
+
+// Every int8 tensor of a value takes that value's quantization (scale 1 and
+// zero point 0 where nothing asked for one: data that only moves).
+void Lowering::fill_quantization() {
+  for (size_t t = 0; t < program_.tensors.size(); ++t) {
+    TensorDef& d = program_.tensors[t];
+    if (d.dtype != DType::kQS8 || tensor_value_[t].empty()) continue;
+    auto it = values_.find(quant_root(tensor_value_[t]));
+    const bool known = it != values_.end() && it->second.has_quant;
+    d.scales = {known ? it->second.scale : 1.f};
+    d.zero_point = known ? it->second.zero_point : 0;
+  }
 }
 
 int32_t Lowering::usable(int32_t t) {
@@ -98,18 +170,19 @@ int32_t Lowering::import(const std::string& name, Layout layout) {
   } else if (!isolated_) {
     fail(TESSERA_ERROR_INVALID_ARGUMENT, "value '" + name + "' is read before any node writes it");
   }
-  const Dims& d = float_dims(name);
-  int32_t t = new_tensor(xnn_dims(d, layout == kNhwc), TensorKind::kBuffer);
+  const Dims& d = dims(name);
+  int32_t t = new_tensor(xnn_dims(d, layout == kNhwc), TensorKind::kBuffer, name);
   program_.imports.push_back(Import{index, t, layout == kNhwc ? Transfer::kNhwc : Transfer::kCopy});
   values_[name].tensor[layout] = t;
   return t;
 }
 
 int32_t Lowering::input(const std::string& name, Layout layout) {
-  const Dims& d = float_dims(name);
+  const Dims& d = dims(name);
   if (layout == kNhwc && !has_channels_last(d.size()))
     refuse("internal: NHWC asked for a rank-" + std::to_string(d.size()) + " value");
   if (is_constant(name)) {
+    if (model_.type(name).dtype != TESSERA_DTYPE_FLOAT32) refuse("'" + name + "' is an 8-bit constant operand");
     auto key = std::make_pair(name, static_cast<int>(layout));
     auto it = constants_.find(key);
     if (it != constants_.end()) return it->second;
@@ -123,7 +196,7 @@ int32_t Lowering::input(const std::string& name, Layout layout) {
   int32_t other = v.tensor[1 - layout];
   if (other < 0) return import(name, layout);
   if (layout_change_is_view(d)) {  // same memory order: a reshape, inside the segment
-    int32_t t = temp(xnn_dims(d, layout == kNhwc));
+    int32_t t = temp(xnn_dims(d, layout == kNhwc), name);
     emit(Op::kReshape, {usable(other)}, t);
     values_[name].tensor[layout] = t;
     return t;
@@ -133,14 +206,14 @@ int32_t Lowering::input(const std::string& name, Layout layout) {
   int32_t src = usable(other);
   program_.tensors[static_cast<size_t>(src)].kind = TensorKind::kBuffer;
   if (segment_of_[static_cast<size_t>(src)] == segment_) close_segment();
-  int32_t dst = new_tensor(xnn_dims(d, layout == kNhwc), TensorKind::kBuffer);
+  int32_t dst = new_tensor(xnn_dims(d, layout == kNhwc), TensorKind::kBuffer, name);
   program_.steps.push_back(Step{layout == kNhwc ? StepKind::kToNhwc : StepKind::kToPlain, src, dst});
   values_[name].tensor[layout] = dst;
   return dst;
 }
 
 int32_t Lowering::input_plain_memory(const std::string& name) {
-  const Dims& d = float_dims(name);
+  const Dims& d = dims(name);
   if (!is_constant(name) && !has_layout(name, kPlain) && has_layout(name, kNhwc) && layout_change_is_view(d)) {
     return input(name, kNhwc);
   }
@@ -151,7 +224,12 @@ int32_t Lowering::constant(Transform transform, std::vector<std::string> sources
                            std::vector<int64_t> ints, std::vector<float> extra) {
   ConstantDef c;
   c.transform = transform;
-  for (const std::string& s : sources) c.source_dims.push_back(model_.type(s).dims);
+  for (const std::string& s : sources) {
+    const ValueType& t = model_.type(s);
+    if (t.dtype != TESSERA_DTYPE_FLOAT32) refuse("'" + s + "' is not a float32 constant");
+    c.source_dims.push_back(t.dims);
+    c.source_dtypes.push_back(t.dtype);
+  }
   c.sources = std::move(sources);
   c.ints = std::move(ints);
   c.floats.push_back(scale);
@@ -162,21 +240,68 @@ int32_t Lowering::constant(Transform transform, std::vector<std::string> sources
   return t;
 }
 
+int32_t Lowering::qconstant(Transform transform, const std::string& source, Dims dims, DType dtype,
+                            std::vector<float> scales, int32_t channel_dim) {
+  const onnx::TensorProto* init = model_.initializer(source);
+  if (!init) refuse("'" + source + "' is not constant");
+  const ValueType& t = model_.type(source);
+  ConstantDef c;
+  c.transform = transform;
+  c.sources = {source};
+  c.source_dims = {t.dims};
+  c.source_dtypes = {t.dtype};
+  c.floats = {1.f};
+  program_.constants.push_back(std::move(c));
+  int32_t id = new_tensor(std::move(dims), TensorKind::kConstant);
+  TensorDef& d = program_.tensors[static_cast<size_t>(id)];
+  d.ref = static_cast<int32_t>(program_.constants.size() - 1);
+  d.dtype = dtype;
+  d.scales = std::move(scales);
+  d.channel_dim = channel_dim;
+  return id;
+}
+
+int32_t Lowering::step_input(const std::string& name, Layout layout) {
+  if (is_constant(name)) refuse("'" + name + "' is constant");
+  int32_t t = input(name, layout);
+  TensorDef& d = program_.tensors[static_cast<size_t>(t)];
+  if (d.kind == TensorKind::kInternal) {
+    d.kind = TensorKind::kBuffer;
+    if (segment_of_[static_cast<size_t>(t)] == segment_) close_segment();
+  }
+  return t;
+}
+
+int32_t Lowering::step_output(const std::string& name, Layout layout) {
+  if (values_.count(name) && (values_[name].tensor[0] >= 0 || values_[name].tensor[1] >= 0)) {
+    fail(TESSERA_ERROR_INVALID_ARGUMENT, "value '" + name + "' is written twice");
+  }
+  if (is_constant(name) || input_index_.count(name)) {
+    fail(TESSERA_ERROR_INVALID_ARGUMENT, "value '" + name + "' is written twice");
+  }
+  int32_t t = new_tensor(xnn_dims(dims(name), layout == kNhwc), TensorKind::kBuffer, name);
+  values_[name].tensor[layout] = t;
+  return t;
+}
+
 int32_t Lowering::literal(const std::vector<float>& values, Dims dims) {
   return constant(Transform::kLiteral, {}, std::move(dims), 1.f, {}, values);
 }
 
 int32_t Lowering::output(const std::string& name, Layout layout) {
-  const Dims& d = float_dims(name);
-  if (values_.count(name) || is_constant(name) || input_index_.count(name)) {
+  const Dims& d = dims(name);
+  if ((values_.count(name) && (values_[name].tensor[0] >= 0 || values_[name].tensor[1] >= 0)) || is_constant(name) ||
+      input_index_.count(name)) {
     fail(TESSERA_ERROR_INVALID_ARGUMENT, "value '" + name + "' is written twice");
   }
-  int32_t t = new_tensor(xnn_dims(d, layout == kNhwc), TensorKind::kInternal);
+  int32_t t = new_tensor(xnn_dims(d, layout == kNhwc), TensorKind::kInternal, name);
   values_[name].tensor[layout] = t;
   return t;
 }
 
-int32_t Lowering::temp(Dims dims) { return new_tensor(std::move(dims), TensorKind::kInternal); }
+int32_t Lowering::temp(Dims dims, const std::string& like) {
+  return new_tensor(std::move(dims), TensorKind::kInternal, like);
+}
 
 void Lowering::emit(Op op, std::vector<int32_t> inputs, int32_t output, std::vector<int64_t> ints,
                     std::vector<float> floats) {
@@ -204,6 +329,7 @@ void Lowering::reset(bool isolated) {
   segment_of_.clear();
   producer_.clear();
   node_segment_.clear();
+  tensor_value_.clear();
   values_.clear();
   constants_.clear();
   input_index_.clear();
@@ -212,8 +338,11 @@ void Lowering::reset(bool isolated) {
 }
 
 void Lowering::lower_node(const onnx::NodeProto& n) {
-  if (!n.domain().empty() && n.domain() != "ai.onnx")
+  // ai.tessera.QLinearLookup: the table Tessera's QDQ pass makes of the float ops between quantized layers.
+  const bool lookup = n.domain() == "ai.tessera" && n.op_type() == "QLinearLookup";
+  if (!n.domain().empty() && n.domain() != "ai.onnx" && !lookup)
     refuse("op " + n.domain() + "." + n.op_type() + " is not supported");
+  if (n.op_type() == "QLinearLookup" && !lookup) refuse("op QLinearLookup is not supported");
   LowerFn fn = find_lowering(n.op_type());
   if (!fn) refuse("op " + n.op_type() + " is not supported by this XNNPACK snapshot");
   fn(*this, n);
@@ -266,7 +395,9 @@ std::vector<int> Lowering::readers() const {
     for (int32_t i : n.inputs) ++r[static_cast<size_t>(i)];
   }
   for (const Step& s : program_.steps) {
-    if (s.kind != StepKind::kSegment) ++r[static_cast<size_t>(s.a)];
+    if (s.kind == StepKind::kSegment) continue;
+    ++r[static_cast<size_t>(s.a)];
+    if (s.x2 >= 0) ++r[static_cast<size_t>(s.x2)];
   }
   return r;
 }
@@ -276,7 +407,7 @@ void Lowering::finish() {
   std::set<int32_t> exported;
   for (const std::string& name : program_.output_names) {
     auto it = values_.find(name);
-    if (it == values_.end()) {
+    if (it == values_.end() || (it->second.tensor[kPlain] < 0 && it->second.tensor[kNhwc] < 0)) {
       fail(TESSERA_ERROR_INVALID_ARGUMENT, "region output '" + name + "' is not computed by any node of the region");
     }
     bool plain = it->second.tensor[kPlain] >= 0;
@@ -289,6 +420,7 @@ void Lowering::finish() {
   }
   close_segment();
   fuse_clamps(exported);
+  fill_quantization();
   // A plain output that nothing reads is written by its node straight into
   // the host's buffer; every other exported tensor lives in a buffer.
   std::vector<int> r = readers();
@@ -301,7 +433,8 @@ void Lowering::finish() {
   for (size_t o = 0; o < program_.exports.size(); ++o) {
     Export& e = program_.exports[o];
     TensorDef& t = program_.tensors[static_cast<size_t>(e.tensor)];
-    if (e.transfer == Transfer::kCopy && t.kind == TensorKind::kInternal && r[static_cast<size_t>(e.tensor)] == 0) {
+    if (e.transfer == Transfer::kCopy && t.kind == TensorKind::kInternal && r[static_cast<size_t>(e.tensor)] == 0 &&
+        program_.outputs[o].dtype != TESSERA_DTYPE_UINT8) {
       t.kind = TensorKind::kOutput;
       t.ref = static_cast<int32_t>(o);
       e.transfer = Transfer::kDirect;

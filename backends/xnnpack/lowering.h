@@ -42,6 +42,9 @@ class Lowering {
   int64_t opset() const { return model_.opset(); }
   // ONNX dims of a float32 value with a static shape; refuses anything else.
   const Dims& float_dims(const std::string& name);
+  // The same for an int8 or uint8 value (q_dims), or one of either kind (dims).
+  const Dims& q_dims(const std::string& name);
+  const Dims& dims(const std::string& name);
   bool is_constant(const std::string& name) const { return model_.is_initializer(name); }
   // Values of a constant input (refuses a non-constant one, naming `what`).
   std::vector<float> constant_floats(const std::string& name, const char* what);
@@ -64,8 +67,26 @@ class Lowering {
   int32_t literal(const std::vector<float>& values, Dims dims);
   // The tensor for the node's output value `name`, in `layout`.
   int32_t output(const std::string& name, Layout layout);
-  // An intermediate tensor of the node's own.
-  int32_t temp(Dims dims);
+  // An intermediate tensor of the node's own; `like`: of value `like`'s
+  // element type and quantization (float32 when empty).
+  int32_t temp(Dims dims, const std::string& like = "");
+
+  // ---- 8-bit values (held as int8, program.h DType) ---------------------------
+  // The scale and zero point (in the value's own type) with which the 8-bit
+  // value `name` is read or written; a second, different one is refused.
+  void set_quant(const std::string& name, float scale, int64_t zero_point);
+  // `b` has `a`'s quantization, whichever of them gets it (a reshape).
+  void same_quant(const std::string& a, const std::string& b);
+  // An 8-bit constant: weights (kQC8, a scale per output channel; kQS8, one),
+  // an int32 bias (kQC32) or a table (kQS8, kLookup).
+  // `channel_dim`: the dim the scales run along (kQC8, kQC32).
+  int32_t qconstant(Transform transform, const std::string& source, Dims dims, DType dtype, std::vector<float> scales,
+                    int32_t channel_dim = 0);
+  // What the plugin's own steps read and write: `name` in `layout` as a
+  // buffer (closing the segment that wrote it), and a new buffer for `name`.
+  int32_t step_input(const std::string& name, Layout layout);
+  int32_t step_output(const std::string& name, Layout layout);
+  void add_step(const Step& step) { program_.steps.push_back(step); }
   // Appends an XNNPACK node; refuses (with the shape rule's words) when the
   // output the model declares is not what XNNPACK computes.
   void emit(Op op, std::vector<int32_t> inputs, int32_t output, std::vector<int64_t> ints = {},
@@ -74,10 +95,17 @@ class Lowering {
  private:
   struct ValueState {
     int32_t tensor[2] = {-1, -1};  // per Layout
+    // 8-bit values: the quantization, or the value whose quantization this is.
+    bool has_quant = false;
+    float scale = 1.f;
+    int32_t zero_point = 0;  // in the int8 domain
+    std::string quant_of;
   };
   void reset(bool isolated);
   void lower_node(const onnx::NodeProto& n);
-  int32_t new_tensor(Dims dims, TensorKind kind);
+  int32_t new_tensor(Dims dims, TensorKind kind, const std::string& value = "");
+  std::string quant_root(const std::string& name) const;
+  void fill_quantization();
   int32_t usable(int32_t t);  // promotes an internal tensor of an earlier segment to a buffer
   int32_t import(const std::string& name, Layout layout);
   void close_segment();
@@ -91,6 +119,8 @@ class Lowering {
   std::vector<int> segment_of_;    // per tensor: the segment that wrote it (-1: import/conversion/constant)
   std::vector<int> producer_;      // per tensor: the node that writes it, or -1
   std::vector<int> node_segment_;  // per node
+  std::vector<std::string> tensor_value_;  // per tensor: the value it holds (its element type, quantization), or ""
+
   std::map<std::string, ValueState> values_;
   std::map<std::string, int32_t> input_index_;
   std::map<std::pair<std::string, int>, int32_t> constants_;  // (initializer, layout) -> tensor
@@ -118,6 +148,17 @@ struct Window2d {
 // dilations, pads and auto_pad of `n` for input `x` (NCHW, or NCW: a 1-D
 // window gets a unit height).
 Window2d window_2d(const onnx::NodeProto& n, const Dims& x, const int64_t* kernel);
+
+// QLinearConv's and QLinearMatMul's quantization (inputs 1, 2, 4, 5, 6, 7):
+// constant scalar scales and zero points of X and Y (recorded with
+// set_quant), the weights' scale per tensor or (when `per_channel`) per
+// output channel, their zero point 0 (int8) or 128 (uint8, int8 after the
+// flip). Refuses a requantization scale XNNPACK refuses. Per output channel
+// (`count`): the weights' scale, and x_scale times it (the bias's).
+struct QuantScales {
+  std::vector<float> weights, bias;
+};
+QuantScales product_scales(Lowering& L, const onnx::NodeProto& n, int64_t count, const char* w, bool per_channel);
 
 // Numpy broadcast shape; refuses when the shapes do not broadcast.
 Dims broadcast_dims(const Dims& a, const Dims& b);

@@ -15,6 +15,7 @@
 //
 // Like every plugin it links the ONNX protobuf classes, tessera_plugin_common
 // and its engine, never Tessera's own library.
+#include <algorithm>
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -45,6 +46,45 @@ const std::set<std::string>& range_producers() {
   return kOps;
 }
 
+// The ops whose result XNNPACK computes to ONNX's (and ONNX Runtime's) bits:
+// one rounding per element (arithmetic, square root), none (clamps, max
+// pooling, data movement), the integer products and the plugin's own loops.
+bool bit_exact(const onnx::NodeProto& n) {
+  static const char* kExact[] = {"Add",
+                                 "Sub",
+                                 "Mul",
+                                 "Div",
+                                 "Max",
+                                 "Min",
+                                 "Relu",
+                                 "Clip",
+                                 "Abs",
+                                 "Neg",
+                                 "Floor",
+                                 "Ceil",
+                                 "Round",
+                                 "Sqrt",
+                                 "Reciprocal",
+                                 "PRelu",
+                                 "LeakyRelu",
+                                 "MaxPool",
+                                 "GlobalMaxPool",
+                                 "Reshape",
+                                 "Flatten",
+                                 "Squeeze",
+                                 "Unsqueeze",
+                                 "Identity",
+                                 "Dropout",
+                                 "Pad",
+                                 "DepthToSpace",
+                                 "QLinearConv",
+                                 "QLinearMatMul",
+                                 "QLinearLookup",
+                                 "QuantizeLinear",
+                                 "DequantizeLinear"};
+  return std::any_of(std::begin(kExact), std::end(kExact), [&](const char* op) { return n.op_type() == op; });
+}
+
 tessera_status_t xnnpack_capability(const void* model, size_t size, const tessera_capability_sink_t* sink, char* msg,
                                     size_t cap) {
   return guarded(msg, cap, [&] {
@@ -52,8 +92,17 @@ tessera_status_t xnnpack_capability(const void* model, size_t size, const tesser
     ModelView m(model, size);
     Lowering lowering(m);
     std::vector<bool> ok(static_cast<size_t>(m.num_nodes()), false);
+    // A quantized model requantizes what its float ops compute, and a last-bit difference there becomes a whole
+    // quantization step: a float op whose result reaches a QuantizeLinear or DynamicQuantizeLinear runs here only
+    // when XNNPACK computes its bits.
+    const std::vector<bool> requantized = tessera_plugin::reaches_op(m, {"QuantizeLinear", "DynamicQuantizeLinear"});
     for (int i = 0; i < m.num_nodes(); ++i) {
       std::string why = lowering.check_alone(i);
+      if (why.empty() && requantized[static_cast<size_t>(i)] && !bit_exact(m.node(i))) {
+        why = m.node(i).op_type() +
+              " before a requantization: XNNPACK's result may differ from ONNX Runtime's in the last bit, which "
+              "requantization turns into quantization steps (native computes its bits)";
+      }
       ok[static_cast<size_t>(i)] = why.empty();
       sink->node(sink->ctx, i, why.empty() ? 1 : 0, why.c_str());
     }
@@ -71,36 +120,61 @@ tessera_status_t xnnpack_capability(const void* model, size_t size, const tesser
   });
 }
 
-// Named float32 views of a model's initializers (what load() would get).
+// Named views of a model's initializers (what load() would get): float32,
+// and the 8-bit and int32 ones the quantized ops read.
 struct InitializerSet {
-  std::vector<std::vector<float>> data;
+  std::vector<std::vector<uint8_t>> data;
   std::vector<std::vector<int64_t>> dims;
   std::vector<tessera_named_tensor_t> named;
 };
 
-// Float32 initializers with elements: the only kind a program reads.
 bool usable_initializer(const onnx::TensorProto& t) {
-  if (t.data_type() != TESSERA_DTYPE_FLOAT32) return false;
-  for (int64_t d : t.dims()) {
-    if (d <= 0) return false;
+  const int32_t d = t.data_type();
+  if (d != TESSERA_DTYPE_FLOAT32 && d != TESSERA_DTYPE_UINT8 && d != TESSERA_DTYPE_INT8 && d != TESSERA_DTYPE_INT32) {
+    return false;
+  }
+  for (int64_t x : t.dims()) {
+    if (x <= 0) return false;
   }
   return true;
 }
 
+// The initializer's elements as bytes of its own type.
+std::vector<uint8_t> initializer_bytes(const onnx::TensorProto& t) {
+  std::vector<uint8_t> out;
+  auto append = [&](const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    out.insert(out.end(), b, b + n);
+  };
+  if (t.data_type() == TESSERA_DTYPE_FLOAT32) {
+    const std::vector<float> v = tessera_plugin::initializer_floats(t);
+    append(v.data(), v.size() * sizeof(float));
+    return out;
+  }
+  for (int64_t x : tessera_plugin::initializer_ints(t)) {
+    if (t.data_type() == TESSERA_DTYPE_INT32) {
+      const auto v = static_cast<int32_t>(x);
+      append(&v, sizeof(v));
+    } else {
+      out.push_back(static_cast<uint8_t>(x));
+    }
+  }
+  return out;
+}
+
 void collect_initializers(const ModelView& m, InitializerSet& s) {
   const auto& g = m.graph();
+  std::vector<const onnx::TensorProto*> kept;
   for (const auto& t : g.initializer()) {
     if (!usable_initializer(t)) continue;
-    s.data.push_back(tessera_plugin::initializer_floats(t));
+    s.data.push_back(initializer_bytes(t));
     s.dims.emplace_back(t.dims().begin(), t.dims().end());
+    kept.push_back(&t);
   }
-  size_t k = 0;
-  for (const auto& t : g.initializer()) {
-    if (!usable_initializer(t)) continue;
-    tessera_tensor_t d{TESSERA_DTYPE_FLOAT32, static_cast<int32_t>(s.dims[k].size()),
-                       s.dims[k].empty() ? nullptr : s.dims[k].data(), s.data[k].data(), s.data[k].size() * 4};
-    s.named.push_back(tessera_named_tensor_t{t.name().c_str(), d});
-    ++k;
+  for (size_t k = 0; k < kept.size(); ++k) {
+    tessera_tensor_t d{kept[k]->data_type(), static_cast<int32_t>(s.dims[k].size()),
+                       s.dims[k].empty() ? nullptr : s.dims[k].data(), s.data[k].data(), s.data[k].size()};
+    s.named.push_back(tessera_named_tensor_t{kept[k]->name().c_str(), d});
   }
 }
 

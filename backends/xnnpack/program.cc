@@ -23,6 +23,16 @@ const OpInfo& op_info(Op op) {
   return op < Op::kCount ? kInfo[static_cast<size_t>(op)] : kUnknown;
 }
 
+size_t dtype_bytes(DType t) {
+  switch (t) {
+    case DType::kQS8:
+    case DType::kQC8:
+      return 1;
+    default:
+      return 4;
+  }
+}
+
 Dims to_nhwc(const Dims& d) {
   Dims r{d[0]};
   r.insert(r.end(), d.begin() + 2, d.end());
@@ -95,6 +105,38 @@ std::string check_min_max(const NodeDef& n) {
   return "";
 }
 
+// The element types a node may have: float32 throughout, or (the quantized
+// products, Reshape, Convert) the int8 forms listed in ops.inc.
+std::string check_dtypes(const NodeDef& n, const std::vector<TensorDef>& t) {
+  auto dt = [&](size_t k) { return t[static_cast<size_t>(n.inputs[k])].dtype; };
+  const DType y = t[static_cast<size_t>(n.output)].dtype;
+  bool all_f32 = y == DType::kF32;
+  for (size_t k = 0; k < n.inputs.size(); ++k) all_f32 = all_f32 && dt(k) == DType::kF32;
+  const bool bias = n.inputs.size() == 3;
+  switch (n.op) {
+    case Op::kConv2d:
+    case Op::kDepthwiseConv2d:
+      if (all_f32 ||
+          (dt(0) == DType::kQS8 && dt(1) == DType::kQC8 && (!bias || dt(2) == DType::kQC32) && y == DType::kQS8)) {
+        return "";
+      }
+      break;
+    case Op::kFullyConnected:
+      if (all_f32 || (dt(0) == DType::kQS8 && dt(1) == DType::kQS8 && !bias && y == DType::kQS8)) return "";
+      break;
+    case Op::kReshape:
+      if (dt(0) == y && (y == DType::kF32 || y == DType::kQS8)) return "";
+      break;
+    case Op::kConvert:
+      if (dt(0) == DType::kQS8 && y == DType::kF32) return "";
+      break;
+    default:
+      if (all_f32) return "";
+      break;
+  }
+  return "element types";
+}
+
 }  // namespace
 
 std::string check_node(const NodeDef& n, const std::vector<TensorDef>& t) {
@@ -117,12 +159,14 @@ std::string check_node(const NodeDef& n, const std::vector<TensorDef>& t) {
   for (float f : n.floats) {
     if (std::isnan(f)) return op + ": NaN parameter";
   }
+  std::string why;
+  why = check_dtypes(n, t);
+  if (!why.empty()) return op + ": " + why;
   auto dims = [&](size_t k) -> const Dims& { return t[static_cast<size_t>(n.inputs[k])].dims; };
   auto is_const = [&](size_t k) { return t[static_cast<size_t>(n.inputs[k])].kind == TensorKind::kConstant; };
   const Dims& x = dims(0);
   const Dims& y = t[static_cast<size_t>(n.output)].dims;
   const auto& p = n.ints;
-  std::string why;
   switch (n.op) {
     case Op::kConv2d:
     case Op::kDepthwiseConv2d: {
@@ -239,6 +283,12 @@ namespace {
 
 [[noreturn]] void corrupt(const std::string& what) { fail(TESSERA_ERROR_INCOMPATIBLE_BLOB, "blob: " + what); }
 
+// A float32 boundary value is a float tensor; an 8-bit one an int8 tensor.
+bool boundary_dtype_ok(int32_t boundary, DType tensor) {
+  if (boundary == TESSERA_DTYPE_FLOAT32) return tensor == DType::kF32;
+  return (boundary == TESSERA_DTYPE_UINT8 || boundary == TESSERA_DTYPE_INT8) && tensor == DType::kQS8;
+}
+
 // Dims from a blob: every dim in [1, kMaxElements] and so is their product
 // (checked as it grows, so it never overflows).
 void check_dims(const Dims& d, size_t max_rank, const char* what) {
@@ -254,6 +304,27 @@ void check_dims(const Dims& d, size_t max_rank, const char* what) {
 void check_tensor(const TensorDef& t, const Program& p) {
   if (t.dims.empty()) corrupt("tensor rank");
   check_dims(t.dims, kMaxRank, "tensor");
+  auto positive = [](float f) { return std::isfinite(f) && f > 0; };
+  bool quant_ok = true;
+  switch (t.dtype) {
+    case DType::kF32:
+      quant_ok = t.scales.empty() && t.zero_point == 0 && t.channel_dim == 0;
+      break;
+    case DType::kQS8:
+      quant_ok = t.scales.size() == 1 && positive(t.scales[0]) && t.zero_point >= -128 && t.zero_point <= 127 &&
+                 t.channel_dim == 0;
+      break;
+    case DType::kQC8:
+    case DType::kQC32:
+      quant_ok = t.channel_dim >= 0 && static_cast<size_t>(t.channel_dim) < t.dims.size() &&
+                 static_cast<int64_t>(t.scales.size()) == t.dims[static_cast<size_t>(t.channel_dim)] &&
+                 t.zero_point == 0;
+      for (float f : t.scales) quant_ok = quant_ok && positive(f);
+      break;
+    default:
+      corrupt("tensor element type");
+  }
+  if (!quant_ok) corrupt("tensor quantization");
   switch (t.kind) {
     case TensorKind::kInternal:
     case TensorKind::kBuffer:
@@ -273,11 +344,39 @@ void check_tensor(const TensorDef& t, const Program& p) {
   }
 }
 
-void check_constant(const ConstantDef& c, const Dims& dims) {
-  if (c.sources.size() != c.source_dims.size() || c.floats.empty() || !std::isfinite(c.floats[0])) {
+bool is_8bit(int32_t dtype) { return dtype == TESSERA_DTYPE_UINT8 || dtype == TESSERA_DTYPE_INT8; }
+
+void check_constant(const ConstantDef& c, const Dims& dims, DType dtype) {
+  if (c.sources.size() != c.source_dims.size() || c.sources.size() != c.source_dtypes.size() || c.floats.empty() ||
+      !std::isfinite(c.floats[0])) {
     corrupt("constant definition");
   }
   for (const Dims& d : c.source_dims) check_dims(d, 8, "constant source");
+  // Float constants come from float32 sources; 8-bit ones from 8-bit sources by the byte-moving transforms, the
+  // int32 bias by a copy, a table by kLookup. None of these scales.
+  const bool byte_transform =
+      c.transform == Transform::kCopy || c.transform == Transform::kFilter || c.transform == Transform::kDepthwise;
+  for (int32_t st : c.source_dtypes) {
+    bool ok = false;
+    switch (dtype) {
+      case DType::kF32:
+        ok = st == TESSERA_DTYPE_FLOAT32 && c.transform != Transform::kLookup;
+        break;
+      case DType::kQS8:
+        ok = is_8bit(st) && (byte_transform || c.transform == Transform::kLookup);
+        break;
+      case DType::kQC8:
+        ok = is_8bit(st) && byte_transform;
+        break;
+      case DType::kQC32:
+        ok = st == TESSERA_DTYPE_INT32 && c.transform == Transform::kCopy;
+        break;
+      default:
+        break;
+    }
+    if (!ok) corrupt("constant element type");
+  }
+  if (dtype != DType::kF32 && c.floats[0] != 1.f) corrupt("scaled integer constant");
   auto want_sources = [&](size_t n) {
     if (c.sources.size() != n) corrupt("constant source count");
   };
@@ -331,7 +430,11 @@ void check_constant(const ConstantDef& c, const Dims& dims) {
       break;
     case Transform::kLiteral:
       want_sources(0);
-      if (static_cast<int64_t>(c.floats.size()) != n + 1) corrupt("literal size");
+      if (dtype != DType::kF32 || static_cast<int64_t>(c.floats.size()) != n + 1) corrupt("literal size");
+      break;
+    case Transform::kLookup:
+      want_sources(1);
+      if (dims.size() != 1 || (n != 256 && n != 65536) || numel(c.source_dims[0]) != n) corrupt("table size");
       break;
     default:
       corrupt("constant transform");
@@ -354,7 +457,7 @@ void validate(const Program& p) {
   for (const TensorDef& t : p.tensors) {
     if (t.kind != TensorKind::kConstant) continue;
     if (const_uses[static_cast<size_t>(t.ref)]++) corrupt("constant used by two tensors");
-    check_constant(p.constants[static_cast<size_t>(t.ref)], t.dims);
+    check_constant(p.constants[static_cast<size_t>(t.ref)], t.dims, t.dtype);
   }
 
   // Execution order: imports, steps, exports. `written` tracks every tensor;
@@ -376,7 +479,7 @@ void validate(const Program& p) {
     if (im.input < 0 || static_cast<size_t>(im.input) >= p.inputs.size() || !is_buffer(im.tensor)) corrupt("import");
     const ValueType& v = p.inputs[static_cast<size_t>(im.input)];
     const Dims& d = p.tensors[static_cast<size_t>(im.tensor)].dims;
-    if (v.dtype != TESSERA_DTYPE_FLOAT32) corrupt("import dtype");
+    if (!boundary_dtype_ok(v.dtype, p.tensors[static_cast<size_t>(im.tensor)].dtype)) corrupt("import dtype");
     if (im.transfer == Transfer::kCopy) {
       if (d != xnn_dims(v.dims, false)) corrupt("import shape");
     } else if (im.transfer == Transfer::kNhwc) {
@@ -389,6 +492,7 @@ void validate(const Program& p) {
   size_t next_node = 0;
   int segment = 0;
   for (const Step& s : p.steps) {
+    if (s.kind != StepKind::kLookup && (s.table != -1 || s.x2 != -1)) corrupt("step operands");
     if (s.kind == StepKind::kSegment) {
       if (s.a < 0 || static_cast<size_t>(s.a) != next_node || s.b <= s.a || static_cast<size_t>(s.b) > p.nodes.size()) {
         corrupt("segment range");
@@ -415,7 +519,36 @@ void validate(const Program& p) {
       if (!has_channels_last(a.size()) || b != (s.kind == StepKind::kToNhwc ? to_nhwc(a) : to_nchw(a))) {
         corrupt("conversion shape");
       }
+      if (p.tensors[static_cast<size_t>(s.a)].dtype != p.tensors[static_cast<size_t>(s.b)].dtype)
+        corrupt("conversion element type");
       write(s.b, "conversion");
+    } else if (s.kind == StepKind::kQuantize || s.kind == StepKind::kLookup) {
+      const bool lookup = s.kind == StepKind::kLookup;
+      if (!is_buffer(s.a) || !is_buffer(s.b) || !written[static_cast<size_t>(s.a)] ||
+          (lookup && s.x2 >= 0 && (!is_buffer(s.x2) || !written[static_cast<size_t>(s.x2)]))) {
+        corrupt("step operands");
+      }
+      const TensorDef& a = p.tensors[static_cast<size_t>(s.a)];
+      const TensorDef& b = p.tensors[static_cast<size_t>(s.b)];
+      bool ok = a.dims == b.dims && b.dtype == DType::kQS8 && a.dtype == (lookup ? DType::kQS8 : DType::kF32);
+      if (lookup) {
+        const bool binary = s.x2 >= 0;
+        ok = ok && s.table >= 0 && static_cast<size_t>(s.table) < nt;
+        if (ok) {
+          const TensorDef& t = p.tensors[static_cast<size_t>(s.table)];
+          ok = t.kind == TensorKind::kConstant && t.dtype == DType::kQS8 &&
+               p.constants[static_cast<size_t>(t.ref)].transform == Transform::kLookup &&
+               t.dims == Dims{binary ? 65536 : 256};
+        }
+        if (ok && binary) {
+          const TensorDef& x2 = p.tensors[static_cast<size_t>(s.x2)];
+          ok = x2.dims == a.dims && x2.dtype == DType::kQS8;
+        }
+      } else {
+        ok = ok && s.table == -1 && s.x2 == -1;
+      }
+      if (!ok) corrupt("step shape or element type");
+      write(s.b, "step");
     } else {
       corrupt("step kind");
     }
@@ -428,7 +561,7 @@ void validate(const Program& p) {
       corrupt("export");
     const TensorDef& t = p.tensors[static_cast<size_t>(e.tensor)];
     const ValueType& v = p.outputs[o];
-    if (v.dtype != TESSERA_DTYPE_FLOAT32) corrupt("export dtype");
+    if (!boundary_dtype_ok(v.dtype, t.dtype)) corrupt("export dtype");
     bool ok = false;
     switch (e.transfer) {
       case Transfer::kCopy:
@@ -437,8 +570,9 @@ void validate(const Program& p) {
       case Transfer::kNhwc:
         ok = t.kind == TensorKind::kBuffer && has_channels_last(v.dims.size()) && t.dims == to_nhwc(v.dims);
         break;
-      case Transfer::kDirect:
-        ok = t.kind == TensorKind::kOutput && t.ref == static_cast<int32_t>(o) && t.dims == xnn_dims(v.dims, false);
+      case Transfer::kDirect:  // a uint8 output is flipped on the way out, so never written in place
+        ok = t.kind == TensorKind::kOutput && t.ref == static_cast<int32_t>(o) && t.dims == xnn_dims(v.dims, false) &&
+             v.dtype != TESSERA_DTYPE_UINT8;
         break;
       default:
         break;

@@ -5,7 +5,10 @@
 // broadcast operands, folded BatchNormalization, ...).
 //
 // Execution is a list of steps: segments (a range of nodes, one XNNPACK
-// runtime each) and layout conversions between engine buffers. A value that
+// runtime each), layout conversions between engine buffers, and the plugin's
+// own loops for what XNNPACK would not compute to ONNX's bits (QuantizeLinear,
+// whose XNNPACK form multiplies by 1 / scale, and Tessera's QLinearLookup
+// tables). A value that
 // crosses a step lives in a buffer; values inside one segment are XNNPACK's.
 // Region inputs are imported into buffers (copied, or transposed NCHW -> NHWC)
 // before the first step; outputs are exported after the last (copied, or
@@ -48,10 +51,27 @@ enum class TensorKind : uint8_t {
   kCount
 };
 
+// Element types. Every 8-bit value is held as int8 inside the engine: a uint8
+// value v as v - 128 (its top bit flipped), with its zero point less 128, so
+// that XNNPACK's signed kernels compute ONNX's uint8 ops exactly; the flip
+// happens at the region boundary and in the constants built at load.
+enum class DType : uint8_t {
+  kF32,   // float32
+  kQS8,   // int8, one scale and zero point (scales[0], zero_point)
+  kQC8,   // int8 weights, a scale per output channel (dim channel_dim), zero point 0
+  kQC32,  // int32 bias, a scale per output channel (input scale x weight scale)
+  kCount
+};
+size_t dtype_bytes(DType t);
+
 struct TensorDef {
   Dims dims;  // as XNNPACK sees them: NHWC for a channels-last value
   TensorKind kind = TensorKind::kInternal;
   int32_t ref = -1;  // kConstant: index into constants; kOutput: region output index
+  DType dtype = DType::kF32;
+  int32_t zero_point = 0;     // kQS8, in the int8 domain
+  std::vector<float> scales;  // kQS8: one; kQC8/kQC32: one per index of dim channel_dim; kF32: none
+  int32_t channel_dim = 0;    // kQC8/kQC32: 0 (3 for a depthwise filter [1, kh, kw, M])
 };
 
 // How a constant is built from the region's initializers at load. Every
@@ -67,6 +87,11 @@ enum class Transform : uint8_t {
   kBnShift,       // sources bias, mean, scale, var -> bias - mean * scale / sqrt(var + eps)
   kLiteral,       // no source: the values are floats[1..]
   kFilter,        // [O,I,kh,kw] -> [O,kh,kw,I]
+  // 8-bit data (the tensor's dtype kQS8/kQC8, its source int8 or uint8; a
+  // uint8 source is flipped to int8): kCopy, kFilter and kDepthwise move
+  // bytes as they move floats; an int32 source (kQC32) is copied. A table:
+  kLookup,  // QLinearLookup's 256 / 65536 entries, indexed and valued in the int8 domain
+            // (ints[0] = 1 when the table's entries are uint8)
   kCount
 };
 
@@ -74,6 +99,7 @@ struct ConstantDef {
   Transform transform = Transform::kCopy;
   std::vector<std::string> sources;  // region initializer names
   std::vector<Dims> source_dims;     // their dims, as compile saw them (checked at load)
+  std::vector<int32_t> source_dtypes;  // their TESSERA_DTYPE_*s, as compile saw them (checked at load)
   std::vector<int64_t> ints;
   std::vector<float> floats;  // floats[0] is always the scale
 };
@@ -87,15 +113,18 @@ struct NodeDef {
 };
 
 enum class StepKind : uint8_t {
-  kSegment,  // nodes [a, b)
-  kToNhwc,   // buffer a (3-D or 4-D, plain) -> buffer b (channels last)
-  kToPlain,  // buffer a (channels last) -> buffer b (plain)
+  kSegment,   // nodes [a, b)
+  kToNhwc,    // buffer a (3-D or 4-D, plain) -> buffer b (channels last)
+  kToPlain,   // buffer a (channels last) -> buffer b (plain)
+  kQuantize,  // float buffer a -> kQS8 buffer b of the same dims: ONNX's QuantizeLinear with b's scale and zero point
+  kLookup,    // kQS8 buffer a (and buffer x2 of the same dims, when >= 0) -> kQS8 buffer b through table `table`
   kCount
 };
 
 struct Step {
   StepKind kind = StepKind::kSegment;
   int32_t a = 0, b = 0;
+  int32_t table = -1, x2 = -1;  // kLookup only
 };
 
 enum class Transfer : uint8_t {
@@ -105,6 +134,8 @@ enum class Transfer : uint8_t {
   kCount
 };
 
+// A boundary value of 8 bits is a kQS8 buffer (a uint8 one flipped on the way
+// in and out, see DType); a float32 one a kF32 tensor.
 struct Import {
   int32_t input = 0;   // region input index
   int32_t tensor = 0;  // a kBuffer
@@ -162,7 +193,7 @@ void validate(const Program& p);
 // "TSRXNNPK", u32 format version, then the program. Corrupt or foreign bytes
 // fail with TESSERA_ERROR_INCOMPATIBLE_BLOB; deserialize also validates.
 constexpr char kBlobMagic[8] = {'T', 'S', 'R', 'X', 'N', 'N', 'P', 'K'};
-constexpr uint32_t kBlobVersion = 1;
+constexpr uint32_t kBlobVersion = 2;  // 2: element types, quantization, own steps
 std::string serialize(const Program& p);
 Program deserialize(const void* data, size_t size);
 

@@ -45,14 +45,19 @@ std::shared_ptr<pthreadpool> shared_pool(int threads) {
 
 // ---- buffers -------------------------------------------------------------------
 
-void PaddedBuffer::Free::operator()(float* p) const { std::free(p); }
+void PaddedBuffer::Free::operator()(void* p) const { std::free(p); }
 
-PaddedBuffer::PaddedBuffer(size_t floats) : size_(floats) {
-  size_t bytes = (floats * sizeof(float) + XNN_EXTRA_BYTES + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, bytes);
+PaddedBuffer::PaddedBuffer(size_t bytes) : bytes_(bytes) {
+  size_t padded = (bytes + XNN_EXTRA_BYTES + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, padded);
   if (!p) throw std::bad_alloc();
-  std::memset(p, 0, bytes);
-  data_.reset(static_cast<float*>(p));
+  std::memset(p, 0, padded);
+  data_.reset(p);
+}
+
+void flip_bytes(void* data, size_t n) {
+  auto* b = static_cast<uint8_t*>(data);
+  for (size_t i = 0; i < n; ++i) b[i] ^= 0x80;
 }
 
 // ---- transposes -------------------------------------------------------------------
@@ -62,52 +67,108 @@ namespace {
 constexpr size_t kTile = 32;
 
 struct TransposeJob {
-  const float* src;
-  float* dst;
+  const void* src;
+  void* dst;
   size_t rows, cols;  // per image: src is rows x cols, dst cols x rows
   size_t row_tiles, col_tiles;
 };
 
 // One tile of one image: dst[c][r] = src[r][c].
+template <class T>
 void transpose_tile(void* ctx, size_t index) {
   const auto& j = *static_cast<const TransposeJob*>(ctx);
   const size_t per_image = j.row_tiles * j.col_tiles;
   const size_t image = index / per_image, tile = index % per_image;
   const size_t r0 = tile / j.col_tiles * kTile, c0 = tile % j.col_tiles * kTile;
   const size_t r1 = std::min(r0 + kTile, j.rows), c1 = std::min(c0 + kTile, j.cols);
-  const float* s = j.src + image * j.rows * j.cols;
-  float* d = j.dst + image * j.rows * j.cols;
+  const T* s = static_cast<const T*>(j.src) + image * j.rows * j.cols;
+  T* d = static_cast<T*>(j.dst) + image * j.rows * j.cols;
   for (size_t r = r0; r < r1; ++r) {
     for (size_t c = c0; c < c1; ++c) d[c * j.rows + r] = s[r * j.cols + c];
   }
 }
 
-void transpose_images(const float* src, float* dst, size_t images, size_t rows, size_t cols, pthreadpool_t pool,
-                      uint32_t flags) {
+void transpose_images(const void* src, void* dst, size_t images, size_t rows, size_t cols, size_t elem,
+                      pthreadpool_t pool, uint32_t flags) {
   if (rows == 1 || cols == 1) {
-    std::memcpy(dst, src, images * rows * cols * sizeof(float));
+    std::memcpy(dst, src, images * rows * cols * elem);
     return;
   }
   TransposeJob j{src, dst, rows, cols, (rows + kTile - 1) / kTile, (cols + kTile - 1) / kTile};
-  pthreadpool_parallelize_1d(pool, transpose_tile, &j, images * j.row_tiles * j.col_tiles, flags);
+  pthreadpool_parallelize_1d(pool, elem == 1 ? transpose_tile<uint8_t> : transpose_tile<float>, &j,
+                             images * j.row_tiles * j.col_tiles, flags);
 }
 
 }  // namespace
 
 // Per image: channels x pixels <-> pixels x channels.
-void nchw_to_nhwc(const float* src, float* dst, const Dims& d, pthreadpool_t pool, uint32_t flags) {
+void nchw_to_nhwc(const void* src, void* dst, const Dims& d, size_t elem, pthreadpool_t pool, uint32_t flags) {
   const size_t pixels = static_cast<size_t>(numel(Dims(d.begin() + 2, d.end())));
-  transpose_images(src, dst, static_cast<size_t>(d[0]), static_cast<size_t>(d[1]), pixels, pool, flags);
+  transpose_images(src, dst, static_cast<size_t>(d[0]), static_cast<size_t>(d[1]), pixels, elem, pool, flags);
 }
 
-void nhwc_to_nchw(const float* src, float* dst, const Dims& d, pthreadpool_t pool, uint32_t flags) {
+void nhwc_to_nchw(const void* src, void* dst, const Dims& d, size_t elem, pthreadpool_t pool, uint32_t flags) {
   const size_t pixels = static_cast<size_t>(numel(Dims(d.begin() + 2, d.end())));
-  transpose_images(src, dst, static_cast<size_t>(d[0]), pixels, static_cast<size_t>(d[1]), pool, flags);
+  transpose_images(src, dst, static_cast<size_t>(d[0]), pixels, static_cast<size_t>(d[1]), elem, pool, flags);
 }
 
 // ---- constants ------------------------------------------------------------------
 
-void build_constant(const ConstantDef& c, const Dims& dims, const std::vector<SourceTensor>& src, float* out) {
+namespace {
+
+// The 8-bit and int32 constants: bytes moved as the float transforms move floats (a uint8 source flipped into the
+// int8 domain), the int32 bias copied, a QLinearLookup table re-indexed and re-valued in the int8 domain.
+void build_integer_constant(const ConstantDef& c, const Dims& dims, DType dtype, const SourceTensor& src, void* out) {
+  const size_t n = static_cast<size_t>(numel(dims));
+  if (dtype == DType::kQC32) {
+    std::memcpy(out, src.data, n * sizeof(int32_t));
+    return;
+  }
+  const auto* in = static_cast<const uint8_t*>(src.data);
+  auto* o = static_cast<uint8_t*>(out);
+  const uint8_t flip = src.dtype == TESSERA_DTYPE_UINT8 ? 0x80 : 0x00;
+  switch (c.transform) {
+    case Transform::kCopy:
+      std::memcpy(o, in, n);
+      break;
+    case Transform::kFilter:
+      nchw_to_nhwc(in, o, filter_dims_2d(src.dims), 1, nullptr);
+      break;
+    case Transform::kDepthwise: {
+      const size_t m = static_cast<size_t>(dims[3]), hw = static_cast<size_t>(dims[1] * dims[2]);
+      for (size_t oc = 0; oc < m; ++oc) {
+        for (size_t k = 0; k < hw; ++k) o[k * m + oc] = in[oc * hw + k];
+      }
+      break;
+    }
+    case Transform::kLookup:
+      // Entry i of the engine's table serves the int8-domain byte i, which is the table's index i ^ 0x80 for
+      // either operand type (qlinear_lookup.h indexes by the unsigned value); binary: both index bytes.
+      if (n == 256) {
+        for (size_t i = 0; i < 256; ++i) o[i] = static_cast<uint8_t>(in[i ^ 0x80] ^ flip);
+      } else {
+        for (size_t i = 0; i < 65536; ++i) o[i] = static_cast<uint8_t>(in[i ^ 0x8080] ^ flip);
+      }
+      return;
+    default:
+      fail(TESSERA_ERROR_INTERNAL, "no integer form of this constant transform");
+  }
+  if (flip) flip_bytes(o, n);
+}
+
+}  // namespace
+
+void build_constant(const ConstantDef& c, const Dims& dims, DType dtype, const std::vector<SourceTensor>& sources,
+                    void* raw) {
+  if (dtype != DType::kF32) return build_integer_constant(c, dims, dtype, sources[0], raw);
+  // Float sources (checked at load).
+  struct FloatSource {
+    const float* data;
+    const Dims& dims;
+  };
+  std::vector<FloatSource> src;
+  for (const SourceTensor& t : sources) src.push_back(FloatSource{static_cast<const float*>(t.data), t.dims});
+  auto* out = static_cast<float*>(raw);
   const float scale = c.floats[0];
   const size_t n = static_cast<size_t>(numel(dims));
   switch (c.transform) {
@@ -117,11 +178,11 @@ void build_constant(const ConstantDef& c, const Dims& dims, const std::vector<So
     case Transform::kToNhwc: {
       Dims p(dims.size() - src[0].dims.size(), 1);
       p.insert(p.end(), src[0].dims.begin(), src[0].dims.end());
-      nchw_to_nhwc(src[0].data, out, p, nullptr);
+      nchw_to_nhwc(src[0].data, out, p, 4, nullptr);
       break;
     }
     case Transform::kFilter:  // [O,I,kh,kw] -> [O,kh,kw,I]: per output channel, I x (kh*kw) transposed
-      nchw_to_nhwc(src[0].data, out, filter_dims_2d(src[0].dims), nullptr);
+      nchw_to_nhwc(src[0].data, out, filter_dims_2d(src[0].dims), 4, nullptr);
       break;
     case Transform::kDepthwise: {  // [M,1,kh,kw] -> [1,kh,kw,M]
       const size_t m = static_cast<size_t>(dims[3]), hw = static_cast<size_t>(dims[1] * dims[2]);

@@ -22,37 +22,44 @@ void ensure_xnnpack_initialized();
 // null for one thread, where XNNPACK runs on the caller's thread.
 std::shared_ptr<pthreadpool> shared_pool(int threads);
 
-// 64-byte aligned floats with XNN_EXTRA_BYTES of readable slack after them,
+// 64-byte aligned memory with XNN_EXTRA_BYTES of readable slack after it,
 // zero-filled: what XNNPACK may read past a tensor's end.
 class PaddedBuffer {
  public:
   PaddedBuffer() = default;
-  explicit PaddedBuffer(size_t floats);
-  float* data() const { return data_.get(); }
-  size_t size() const { return size_; }
+  explicit PaddedBuffer(size_t bytes);
+  void* get() const { return data_.get(); }
+  float* data() const { return static_cast<float*>(get()); }
+  size_t bytes() const { return bytes_; }
 
  private:
   struct Free {
-    void operator()(float* p) const;
+    void operator()(void* p) const;
   };
-  std::unique_ptr<float, Free> data_;
-  size_t size_ = 0;
+  std::unique_ptr<void, Free> data_;
+  size_t bytes_ = 0;
 };
 
 // dst (N, H, W, C) <- src (N, C, H, W) (or NWC <- NCW), and back, `nchw`
-// being the channels-first dims; parallel over `pool`.
-// `flags` are pthreadpool's (PTHREADPOOL_FLAG_YIELD_WORKERS after the last
-// parallel work of a run).
-void nchw_to_nhwc(const float* src, float* dst, const Dims& nchw, pthreadpool_t pool, uint32_t flags = 0);
-void nhwc_to_nchw(const float* src, float* dst, const Dims& nchw, pthreadpool_t pool, uint32_t flags = 0);
+// being the channels-first dims, for elements of `elem` bytes (1 or 4);
+// parallel over `pool`. `flags` are pthreadpool's
+// (PTHREADPOOL_FLAG_YIELD_WORKERS after the last parallel work of a run).
+void nchw_to_nhwc(const void* src, void* dst, const Dims& nchw, size_t elem, pthreadpool_t pool, uint32_t flags = 0);
+void nhwc_to_nchw(const void* src, void* dst, const Dims& nchw, size_t elem, pthreadpool_t pool, uint32_t flags = 0);
+
+// Flips the top bit of `n` bytes: uint8 <-> the int8 domain (program.h, DType).
+void flip_bytes(void* data, size_t n);
 
 // A region initializer as load() received it.
 struct SourceTensor {
-  const float* data = nullptr;
+  const void* data = nullptr;
+  int32_t dtype = 0;  // TESSERA_DTYPE_*
   Dims dims;
 };
 
-// Fills `out` (numel(dims) floats) with constant `c` built from its sources.
-void build_constant(const ConstantDef& c, const Dims& dims, const std::vector<SourceTensor>& sources, float* out);
+// Fills `out` (numel(dims) elements of `dtype`) with constant `c` built from
+// its sources.
+void build_constant(const ConstantDef& c, const Dims& dims, DType dtype, const std::vector<SourceTensor>& sources,
+                    void* out);
 
 }  // namespace tessera_xnn

@@ -33,12 +33,15 @@ namespace tessera {
 namespace {
 
 using plugintest::Builder;
+using plugintest::bytes_differ;
 using plugintest::CapabilityReport;
 using plugintest::Compiled;
+using plugintest::int8_tensor;
 using plugintest::Loaded;
 using plugintest::model_bytes;
 using plugintest::output_buffers;
 using plugintest::random_tensor;
+using plugintest::scalar_tensor;
 using testutil::set_float;
 using testutil::set_int;
 using testutil::set_ints;
@@ -166,17 +169,6 @@ std::vector<Tensor> run_claimed(const Graph& g, const std::vector<Tensor>& input
   return out;
 }
 
-// How many elements of `got` differ from `want` in their bytes (all of them when the shapes or types differ).
-int64_t bytes_differ(const Tensor& got, const Tensor& want) {
-  if (got.dtype() != want.dtype() || got.dims() != want.dims()) return want.numel();
-  const size_t es = want.numel() ? want.nbytes() / static_cast<size_t>(want.numel()) : 1;
-  int64_t n = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    n += std::memcmp(got.data<char>() + static_cast<size_t>(i) * es, want.data<char>() + static_cast<size_t>(i) * es, es) != 0;
-  }
-  return n;
-}
-
 class DnnlBackend : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_NE(plugin(), nullptr) << "cannot load " << plugin_path(); }
@@ -230,25 +222,6 @@ TEST_F(DnnlBackend, ConvVariantsMatchNative) {
 
 // QLinearConv on oneDNN's int8 convolution: every element equal to the native kernel's (which is ONNX Runtime's),
 // across input signedness, zero points, per-tensor and per-channel scales, bias, groups, strides and pads.
-Tensor int8_tensor(DType dt, const Dims& d, unsigned seed) {
-  Tensor t(dt, d);
-  std::mt19937 rng(seed);
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const int v = static_cast<int>(rng() % 256);
-    if (dt == DType::kUInt8) t.data<uint8_t>()[i] = static_cast<uint8_t>(v);
-    else t.data<int8_t>()[i] = static_cast<int8_t>(v - 128);
-  }
-  return t;
-}
-
-Tensor scalar_tensor(DType dt, double v) {
-  Tensor t(dt, Dims{});
-  if (dt == DType::kFloat32) t.data<float>()[0] = static_cast<float>(v);
-  else if (dt == DType::kUInt8) t.data<uint8_t>()[0] = static_cast<uint8_t>(v);
-  else t.data<int8_t>()[0] = static_cast<int8_t>(v);
-  return t;
-}
-
 TEST_F(DnnlBackend, QLinearConvIsOneDnnInt8AndEqualsNativeToTheBit) {
   SKIP_WITHOUT_INT8_KERNELS();
   struct QCase {

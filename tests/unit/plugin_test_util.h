@@ -81,6 +81,44 @@ inline Tensor random_tensor(Dims d, unsigned seed, float lo = -2.f, float hi = 2
   return t;
 }
 
+// Random uint8 or int8 elements over their whole range.
+inline Tensor int8_tensor(DType dt, const Dims& d, unsigned seed) {
+  Tensor t(dt, d);
+  std::mt19937 rng(seed);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const int v = static_cast<int>(rng() % 256);
+    if (dt == DType::kUInt8)
+      t.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+    else
+      t.data<int8_t>()[i] = static_cast<int8_t>(v - 128);
+  }
+  return t;
+}
+
+// A rank-0 float32, uint8 or int8 tensor holding `v`.
+inline Tensor scalar_tensor(DType dt, double v) {
+  Tensor t(dt, Dims{});
+  if (dt == DType::kFloat32)
+    t.data<float>()[0] = static_cast<float>(v);
+  else if (dt == DType::kUInt8)
+    t.data<uint8_t>()[0] = static_cast<uint8_t>(v);
+  else
+    t.data<int8_t>()[0] = static_cast<int8_t>(v);
+  return t;
+}
+
+// How many elements of `got` differ from `want` in their bytes (all of them when the shapes or types differ).
+inline int64_t bytes_differ(const Tensor& got, const Tensor& want) {
+  if (got.dtype() != want.dtype() || got.dims() != want.dims()) return want.numel();
+  const size_t es = want.numel() ? want.nbytes() / static_cast<size_t>(want.numel()) : 1;
+  int64_t n = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    n += std::memcmp(got.data<char>() + static_cast<size_t>(i) * es, want.data<char>() + static_cast<size_t>(i) * es,
+                     es) != 0;
+  }
+  return n;
+}
+
 // float32 buffers for the graph's outputs, with their inferred shapes.
 inline std::vector<Tensor> output_buffers(const Graph& g) {
   std::vector<Tensor> out;

@@ -33,12 +33,15 @@ namespace tessera {
 namespace {
 
 using plugintest::Builder;
+using plugintest::bytes_differ;
 using plugintest::CapabilityReport;
 using plugintest::Compiled;
+using plugintest::int8_tensor;
 using plugintest::Loaded;
 using plugintest::model_bytes;
 using plugintest::output_buffers;
 using plugintest::random_tensor;
+using plugintest::scalar_tensor;
 using testutil::set_float;
 using testutil::set_int;
 using testutil::set_ints;
@@ -545,6 +548,262 @@ TEST_F(XnnpackBackend, ThreadedEngineGivesTheSameAnswerRunAfterRun) {
   }
 }
 
+// --- int8 --------------------------------------------------------------------------
+// The whole path for a graph every node of which the plugin must claim, its outputs compared with native's byte by
+// byte (native computes ONNX Runtime's bits for every quantized op).
+void expect_bytes_equal_native(const Graph& g, const std::vector<Tensor>& inputs, int threads = 1) {
+  std::string model = model_bytes(g);
+  CapabilityReport cap = capability(model);
+  ASSERT_EQ(cap.status, TESSERA_OK) << cap.msg;
+  ASSERT_TRUE(cap.refused.empty()) << "node " << cap.refused.begin()->first << ": " << cap.refused.begin()->second;
+  Compiled c = compile(model);
+  ASSERT_EQ(c.status, TESSERA_OK) << c.msg;
+  Loaded l = load(c.blob, g.constants, threads);
+  ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
+  std::vector<Tensor> out = output_buffers(g);
+  std::string msg;
+  ASSERT_EQ(run(l.engine.get(), inputs, out, &msg), TESSERA_OK) << msg;
+  std::vector<Tensor> ref = native_outputs(g, inputs);
+  ASSERT_EQ(ref.size(), out.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    SCOPED_TRACE("output '" + g.outputs[i] + "'");
+    EXPECT_EQ(out[i].dtype(), ref[i].dtype());
+    EXPECT_EQ(bytes_differ(out[i], ref[i]), 0) << "of " << ref[i].numel();
+  }
+}
+
+// A per-channel (or per-tensor) weight scale of `m` values.
+Tensor weight_scales(int64_t m, bool per_channel, unsigned seed) {
+  Tensor ws(DType::kFloat32, per_channel ? Dims{m} : Dims{});
+  std::mt19937 rng(seed);
+  for (int64_t i = 0; i < ws.numel(); ++i) ws.data<float>()[i] = 0.002f + 0.001f * static_cast<float>(rng() % 17);
+  return ws;
+}
+
+// Weights' zero points: 0 for int8, 128 for uint8, per tensor or per channel.
+Tensor weight_zero_points(DType wt, int64_t m, bool per_channel) {
+  Tensor wz(wt, per_channel ? Dims{m} : Dims{});
+  std::fill_n(wz.data<uint8_t>(), wz.numel(), static_cast<uint8_t>(wt == DType::kUInt8 ? 128 : 0));
+  return wz;
+}
+
+Tensor int32_bias(int64_t m, unsigned seed) {
+  Tensor bias(DType::kInt32, {m});
+  std::mt19937 rng(seed);
+  for (int64_t i = 0; i < m; ++i) bias.data<int32_t>()[i] = static_cast<int32_t>(rng() % 4001) - 2000;
+  return bias;
+}
+
+// QLinearConv on XNNPACK's int8 convolution, every element equal to native's: input and output signedness, zero
+// points, per-tensor and per-channel scales, int8 weights and uint8 ones at 128, groups, depthwise, 1-D.
+TEST_F(XnnpackBackend, QLinearConvIsXnnpackInt8AndEqualsNativeToTheBit) {
+  struct QCase {
+    const char* name;
+    Dims x, w;
+    DType xt, wt, yt;
+    int x_zp, y_zp;
+    bool per_channel, bias;
+    std::function<void(Node&)> attrs;
+  };
+  const QCase cases[] = {
+      {"u8_pad1_per_channel",
+       {1, 8, 9, 9},
+       {16, 8, 3, 3},
+       DType::kUInt8,
+       DType::kInt8,
+       DType::kUInt8,
+       131,
+       119,
+       true,
+       true,
+       [](Node& n) {
+         set_ints(n, "pads", {1, 1, 1, 1});
+       }},
+      {"s8_stride2_per_tensor",
+       {2, 6, 8, 7},
+       {5, 6, 3, 3},
+       DType::kInt8,
+       DType::kInt8,
+       DType::kInt8,
+       -3,
+       7,
+       false,
+       true,
+       [](Node& n) {
+         set_ints(n, "strides", {2, 2}), set_ints(n, "pads", {0, 1, 1, 0});
+       }},
+      {"u8_to_s8_no_bias_1x1",
+       {1, 32, 5, 5},
+       {48, 32, 1, 1},
+       DType::kUInt8,
+       DType::kInt8,
+       DType::kInt8,
+       0,
+       0,
+       true,
+       false,
+       [](Node&) {}},
+      {"depthwise_u8_weights",
+       {1, 16, 10, 10},
+       {16, 1, 3, 3},
+       DType::kUInt8,
+       DType::kUInt8,
+       DType::kUInt8,
+       128,
+       3,
+       true,
+       true,
+       [](Node& n) {
+         set_int(n, "group", 16), set_ints(n, "pads", {1, 1, 1, 1});
+       }},
+      {"groups2_dilated",
+       {1, 4, 11, 11},
+       {6, 2, 3, 3},
+       DType::kUInt8,
+       DType::kInt8,
+       DType::kUInt8,
+       17,
+       200,
+       false,
+       true,
+       [](Node& n) {
+         set_int(n, "group", 2), set_ints(n, "dilations", {2, 2});
+       }},
+      {"conv1d_u8_weights_per_tensor",
+       {2, 6, 20},
+       {7, 6, 5},
+       DType::kInt8,
+       DType::kUInt8,
+       DType::kUInt8,
+       5,
+       90,
+       false,
+       true,
+       [](Node& n) {
+         set_ints(n, "strides", {2}), set_ints(n, "pads", {2, 1});
+       }},
+  };
+  unsigned seed = 400;
+  for (const QCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const int64_t m = c.w[0];
+    seed += 4;
+    Builder b;
+    b.input("x", c.x, c.xt)
+        .constant("xs", scalar_tensor(DType::kFloat32, 0.02))
+        .constant("xz", scalar_tensor(c.xt, c.x_zp))
+        .constant("w", int8_tensor(c.wt, c.w, seed))
+        .constant("ws", weight_scales(m, c.per_channel, seed + 1))
+        .constant("wz", weight_zero_points(c.wt, m, c.per_channel))
+        .constant("ys", scalar_tensor(DType::kFloat32, 0.37))
+        .constant("yz", scalar_tensor(c.yt, c.y_zp));
+    std::vector<std::string> in{"x", "xs", "xz", "w", "ws", "wz", "ys", "yz"};
+    if (c.bias) b.constant("b", int32_bias(m, seed + 2)), in.push_back("b");
+    c.attrs(b.node("qconv", "QLinearConv", in, "y"));
+    expect_bytes_equal_native(b.done({"y"}), {int8_tensor(c.xt, c.x, seed + 3)}, 2);
+  }
+}
+
+// QuantizeLinear -> QLinearConv -> a table -> a depthwise QLinearConv -> a two-operand table -> Flatten ->
+// QLinearMatMul -> DequantizeLinear: one region of XNNPACK nodes and the plugin's own loops, with a uint8 output
+// read inside too. Its input holds values on the quantization grid's half steps (ties, rounded to even).
+Graph quantized_graph() {
+  Builder b;
+  b.input("x", {1, 4, 9, 9});
+  b.constant("qs", scalar_tensor(DType::kFloat32, 0.05)).constant("qz", scalar_tensor(DType::kUInt8, 120));
+  b.node("quant", "QuantizeLinear", {"x", "qs", "qz"}, "xq");
+  b.constant("w1", int8_tensor(DType::kInt8, {8, 4, 3, 3}, 1))
+      .constant("w1s", weight_scales(8, true, 2))
+      .constant("w1z", weight_zero_points(DType::kInt8, 8, true))
+      .constant("c1s", scalar_tensor(DType::kFloat32, 0.11))
+      .constant("c1z", scalar_tensor(DType::kUInt8, 100))
+      .constant("b1", int32_bias(8, 3));
+  set_ints(b.node("conv1", "QLinearConv", {"xq", "qs", "qz", "w1", "w1s", "w1z", "c1s", "c1z", "b1"}, "c1"), "pads",
+           {1, 1, 1, 1});
+  b.constant("t1", int8_tensor(DType::kUInt8, {256}, 4));
+  b.node("table1", "QLinearLookup", {"c1", "t1"}, "l1").domain = "ai.tessera";
+  b.constant("w2", int8_tensor(DType::kUInt8, {8, 1, 3, 3}, 5))
+      .constant("w2s", weight_scales(8, true, 6))
+      .constant("w2z", weight_zero_points(DType::kUInt8, 8, true))
+      .constant("c2s", scalar_tensor(DType::kFloat32, 0.2))
+      .constant("c2z", scalar_tensor(DType::kInt8, -4));
+  Node& dw = b.node("conv2", "QLinearConv", {"l1", "c1s", "c1z", "w2", "w2s", "w2z", "c2s", "c2z"}, "c2");
+  set_int(dw, "group", 8);
+  set_ints(dw, "pads", {1, 1, 1, 1});
+  b.constant("t2", int8_tensor(DType::kInt8, {65536}, 7));
+  b.node("table2", "QLinearLookup", {"c2", "l1", "t2"}, "l2").domain = "ai.tessera";
+  b.node("flatten", "Flatten", {"l2"}, "f");
+  b.constant("w3", int8_tensor(DType::kInt8, {648, 10}, 8))
+      .constant("w3s", scalar_tensor(DType::kFloat32, 0.003))
+      .constant("w3z", scalar_tensor(DType::kInt8, 0))
+      .constant("fs", scalar_tensor(DType::kFloat32, 0.6))
+      .constant("fz", scalar_tensor(DType::kInt8, 2))
+      .constant("l2s", scalar_tensor(DType::kFloat32, 0.07))
+      .constant("l2z", scalar_tensor(DType::kInt8, -1));
+  b.node("fc", "QLinearMatMul", {"f", "l2s", "l2z", "w3", "w3s", "w3z", "fs", "fz"}, "q");
+  b.node("dequant", "DequantizeLinear", {"q", "fs", "fz"}, "y");
+  return b.done({"y", "l1"});
+}
+
+std::vector<Tensor> quantized_inputs() {
+  Tensor x = random_tensor({1, 4, 9, 9}, 9, -8.f, 8.f);
+  // Two of every three elements on or next to a half step of 0.05 (k + 0.5) * 0.05 as float32 computes it: where
+  // x / 0.05 and x * (1 / 0.05) round to different integers (about 4 % of these), a quantization that multiplies
+  // by the reciprocal, as XNNPACK's conversion does, is a step off.
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (i % 3 == 2) continue;
+    const float half = (static_cast<float>(i % 200) - 100.f + 0.5f) * 0.05f;
+    const int variant = static_cast<int>(i / 3 % 3);
+    x.data<float>()[i] = variant == 0 ? half : std::nextafter(half, variant == 1 ? 1e9f : -1e9f);
+  }
+  return {x};
+}
+
+TEST_F(XnnpackBackend, QuantizedChainWithTablesAndQuantizeEqualsNativeToTheBit) {
+  expect_bytes_equal_native(quantized_graph(), quantized_inputs());
+  expect_bytes_equal_native(quantized_graph(), quantized_inputs(), 2);
+}
+
+TEST_F(XnnpackBackend, QuantizedOpsRefuseWhatXnnpackCannotComputeExactly) {
+  Builder b;
+  b.input("x", {1, 4, 6, 6}, DType::kUInt8).input("a", {3, 8}, DType::kUInt8).input("f", {1, 4, 6, 6});
+  b.constant("s", scalar_tensor(DType::kFloat32, 0.1)).constant("z", scalar_tensor(DType::kUInt8, 3));
+  b.constant("w", int8_tensor(DType::kInt8, {4, 4, 1, 1}, 1))
+      .constant("ws", weight_scales(4, false, 2))
+      .constant("wz7", scalar_tensor(DType::kInt8, 7))
+      .constant("wz0", scalar_tensor(DType::kInt8, 0))
+      .constant("wu", int8_tensor(DType::kUInt8, {4, 4, 1, 1}, 3))
+      .constant("wuz", scalar_tensor(DType::kUInt8, 0))
+      .constant("big", scalar_tensor(DType::kFloat32, 1e4))
+      .constant("small", scalar_tensor(DType::kFloat32, 1e-3))
+      .constant("b", int8_tensor(DType::kInt8, {8, 5}, 4))
+      .constant("bs", weight_scales(5, true, 5))
+      .constant("bz", Tensor(DType::kInt8, {5}));
+  std::fill_n(b.g.constants["bz"].data<int8_t>(), 5, int8_t{0});
+  b.node("zp7", "QLinearConv", {"x", "s", "z", "w", "ws", "wz7", "s", "z"}, "y0");              // 0
+  b.node("u8_zp0", "QLinearConv", {"x", "s", "z", "wu", "ws", "wuz", "s", "z"}, "y1");          // 1
+  b.node("scale_256", "QLinearConv", {"x", "big", "z", "w", "ws", "wz0", "small", "z"}, "y2");  // 2
+  b.node("per_column", "QLinearMatMul", {"a", "s", "z", "b", "bs", "bz", "s", "z"}, "y3");      // 3
+  b.node("sigmoid", "Sigmoid", {"f"}, "sg");                                                    // 4
+  b.node("requant", "QuantizeLinear", {"sg", "s", "z"}, "y4");                                  // 5
+  b.node("relu", "Relu", {"f"}, "r");                                                           // 6
+  b.node("requant2", "QuantizeLinear", {"r", "s", "z"}, "y5");                                  // 7
+  Graph g = b.done({"y0", "y1", "y2", "y3", "y4", "y5"});
+  CapabilityReport cap = capability(model_bytes(g));
+  ASSERT_EQ(cap.status, TESSERA_OK) << cap.msg;
+  auto has = [&](int i, const std::string& text) {
+    EXPECT_NE(cap.refused[i].find(text), std::string::npos) << "node " << i << ": " << cap.refused[i];
+  };
+  has(0, "w with zero point 7");
+  has(1, "w with zero point 0 (XNNPACK takes int8 weights with zero point 0, or uint8 ones with 128)");
+  has(2, "requantization scale");
+  has(3, "b_scale has 5 values for 5 outputs (XNNPACK's int8 fully connected takes one)");
+  has(4, "Sigmoid before a requantization");
+  EXPECT_EQ(cap.refused.count(5), 0u) << cap.refused[5];
+  EXPECT_EQ(cap.refused.count(6), 0u) << "a Relu is exact: " << cap.refused[6];
+  EXPECT_EQ(cap.refused.count(7), 0u) << cap.refused[7];
+}
+
 // --- refusals ----------------------------------------------------------------------
 TEST_F(XnnpackBackend, RefusesWhatItCannotRunWithReasons) {
   Builder b;
@@ -680,6 +939,15 @@ Fixture windowed_region() {
   return f;
 }
 
+// The quantized chain: element types, quantization, tables and own steps.
+Fixture quantized_region() {
+  Fixture f{quantized_graph(), "", quantized_inputs()};
+  Compiled c = compile(model_bytes(f.g));
+  EXPECT_EQ(c.status, TESSERA_OK) << c.msg;
+  f.blob = c.blob;
+  return f;
+}
+
 TEST_F(XnnpackBackend, WindowedRegionMatchesNative) {
   Fixture f = windowed_region();
   expect_matches_native(f.g, f.inputs);
@@ -701,7 +969,7 @@ TEST_F(XnnpackBackend, LoadRejectsTruncatedForeignAndNewerBlobs) {
 }
 
 TEST_F(XnnpackBackend, LoadSurvivesRandomCorruption) {
-  for (const Fixture& f : {layered_region(), windowed_region()}) {
+  for (const Fixture& f : {layered_region(), windowed_region(), quantized_region()}) {
     ASSERT_FALSE(f.blob.empty());
     auto c = client().load_corrupted(
         f.blob, f.g, f.inputs, 3000, 27, 0,
