@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # QDQ (statically quantized) models on the engines: a QDQ twin of squeezenet (bench/precision/make_qdq.sh: per-channel
-# int8 weights, uint8 activations calibrated with Tessera itself) and of mlp, run on native alone and with every node
-# oneDNN claims on oneDNN (--backends dnnl,native --placement priority: its int8 convolutions, table lookups,
-# quantize/dequantize loops): the outputs agree (integer outputs exactly; float outputs, which float ops after the last
-# dequantization compute, such as oneDNN's average pooling, to 1e-5), the partition puts the QLinearConvs and the
-# Quantize/DequantizeLinear nodes on dnnl, and the artifact of that placement gives the same again. Native's
+# int8 weights, uint8 activations calibrated with Tessera itself) and of mlp, run on native alone and, for each of
+# oneDNN and XNNPACK, with every node that engine claims on it (--backends ENGINE,native --placement priority: its
+# int8 convolutions and fully connected layers, table lookups, quantize/dequantize loops): the outputs agree (integer
+# outputs exactly; float outputs, which float ops after the last dequantization compute, such as oneDNN's average
+# pooling, to 1e-5), the partition puts the QLinearConvs and the Quantize/DequantizeLinear nodes on the engine, and
+# the artifact of that placement gives the same again. An engine whose plugin is not built is skipped. Native's
 # QDQ path is ONNX Runtime's to the bit on resnet50/mobilenet_v2 twins (bench/precision/qdq_check.py); this holds the
 # engines to it where CI has no ONNX Runtime.
 #
@@ -26,7 +27,7 @@ export TESSERA_TUNE=0
 "$PYTHON" "$here/gen_models.py" "$work" --models squeezenet,mlp >/dev/null || exit 1
 "$PYTHON" "$here/gen_models.py" "$work/inputs" --inputs --models squeezenet,mlp >/dev/null || exit 1
 
-failures=0
+failures=0 ran=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
 for m in squeezenet mlp; do
@@ -37,31 +38,36 @@ for m in squeezenet mlp; do
     continue
   fi
   in="$work/inputs/$m/test_data_set_0"
-  if ! "$tessera" partition "$q" --backends dnnl,native --placement priority --no-tune >"$work/$m.part.txt" 2>&1; then
-    if grep -q "unknown backend\|not found\|no backend" "$work/$m.part.txt"; then
-      echo "qdq_engines_test: the dnnl plugin is not built; skipping" >&2
-      exit 77
-    fi
-    cat "$work/$m.part.txt" >&2
-    fail "$m: partition"
-    continue
-  fi
-  # Every quantized op of the twin lands on dnnl (the float tail of the model may go anywhere).
-  for op in QuantizeLinear DequantizeLinear; do
-    grep -E "^region .* dnnl .*${op}x" "$work/$m.part.txt" >/dev/null || fail "$m: no $op on dnnl"
-  done
-  if [ "$m" = squeezenet ]; then
-    grep -E "^region .* dnnl .*QLinearConvx" "$work/$m.part.txt" >/dev/null || fail "$m: no QLinearConv on dnnl"
-    if grep -E "^region .* native .*QLinearConvx" "$work/$m.part.txt" >/dev/null; then fail "$m: a QLinearConv on native"; fi
-  fi
   "$tessera" run "$q" --input-dir "$in" --output-dir "$work/$m.native" --backends native >/dev/null 2>&1 ||
     fail "$m: native run"
-  "$tessera" run "$q" --input-dir "$in" --output-dir "$work/$m.dnnl" --backends dnnl,native --placement priority \
-    >/dev/null 2>&1 || fail "$m: dnnl run"
-  "$tessera" compile "$q" -o "$work/$m.tsr" --backends dnnl,native --placement priority >/dev/null 2>&1 ||
-    fail "$m: compile"
-  "$tessera" run "$work/$m.tsr" --input-dir "$in" --output-dir "$work/$m.tsr.out" >/dev/null 2>&1 || fail "$m: .tsr run"
-  n=$("$PYTHON" - "$work/$m.native" "$work/$m.dnnl" "$work/$m.tsr.out" <<'PY'
+  for engine in dnnl xnnpack; do
+    if ! "$tessera" partition "$q" --backends $engine,native --placement priority --no-tune >"$work/$m.$engine.part.txt" 2>&1; then
+      if grep -q "unknown backend\|not found\|no backend" "$work/$m.$engine.part.txt"; then
+        echo "qdq_engines_test: the $engine plugin is not built; skipping it" >&2
+        continue
+      fi
+      cat "$work/$m.$engine.part.txt" >&2
+      fail "$m: partition on $engine"
+      continue
+    fi
+    ran=$((ran + 1))
+    # Every quantized op of the twin lands on the engine (the float tail of the model may go anywhere).
+    for op in QuantizeLinear DequantizeLinear; do
+      grep -E "^region .* $engine .*${op}x" "$work/$m.$engine.part.txt" >/dev/null || fail "$m: no $op on $engine"
+    done
+    if [ "$m" = squeezenet ]; then
+      grep -E "^region .* $engine .*QLinearConvx" "$work/$m.$engine.part.txt" >/dev/null || fail "$m: no QLinearConv on $engine"
+      if grep -E "^region .* native .*QLinearConvx" "$work/$m.$engine.part.txt" >/dev/null; then
+        fail "$m: a QLinearConv on native beside $engine"
+      fi
+    fi
+    "$tessera" run "$q" --input-dir "$in" --output-dir "$work/$m.$engine" --backends $engine,native --placement priority \
+      >/dev/null 2>&1 || fail "$m: $engine run"
+    "$tessera" compile "$q" -o "$work/$m.$engine.tsr" --backends $engine,native --placement priority >/dev/null 2>&1 ||
+      fail "$m: compile for $engine"
+    "$tessera" run "$work/$m.$engine.tsr" --input-dir "$in" --output-dir "$work/$m.$engine.tsr.out" >/dev/null 2>&1 ||
+      fail "$m: $engine .tsr run"
+    n=$("$PYTHON" - "$work/$m.native" "$work/$m.$engine" "$work/$m.$engine.tsr.out" <<'PY'
 import glob, os, sys
 import numpy as np
 from onnx import TensorProto, numpy_helper
@@ -83,10 +89,15 @@ for f in sorted(glob.glob(os.path.join(ref_dir, "output_*.pb"))):
     n += 1
 print(n)
 PY
-)  || { fail "$m: outputs differ"; continue; }
-  [ "${n:-0}" -gt 0 ] || fail "$m: no outputs"
-  echo "qdq_engines_test: $m: $n output(s) agree on native, dnnl and the artifact"
+)   || { fail "$m: outputs differ on $engine"; continue; }
+    [ "${n:-0}" -gt 0 ] || fail "$m: no outputs"
+    echo "qdq_engines_test: $m: $n output(s) agree on native, $engine and the artifact"
+  done
 done
+if [ "$ran" -eq 0 ]; then
+  echo "qdq_engines_test: neither engine plugin is built; skipping" >&2
+  exit 77
+fi
 if [ "$failures" -gt 0 ]; then
   echo "qdq_engines_test: $failures failure(s)" >&2
   exit 1
