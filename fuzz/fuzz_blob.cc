@@ -118,7 +118,8 @@ std::vector<Region> make_regions() {
                   .node("Add", {"x", "a"}, "s")
                   .node("Mul", {"s", "x"}, "y")
                   .done("y"));
-  // int8 (oneDNN): QuantizeLinear, QLinearConv with per-channel scales, and a DequantizeLinear folded into the Add.
+  // int8 (oneDNN, XNNPACK): QuantizeLinear, QLinearConv with per-channel scales, and a DequantizeLinear folded into
+  // the Add (oneDNN) or converted before it (XNNPACK).
   Tensor w(DType::kInt8, {4, 2, 3, 3}), ws(DType::kFloat32, {4}), wz(DType::kInt8, {4});
   for (int64_t i = 0; i < w.numel(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(i * 37 % 255 - 127);
   for (int64_t i = 0; i < 4; ++i) ws.data<float>()[i] = 0.01f * static_cast<float>(i + 1), wz.data<int8_t>()[i] = 0;
