@@ -693,6 +693,35 @@ def ort_all_dynq_transformer_block():
     return (model(nodes, [vi("x", TensorProto.FLOAT, [1, t, d])], outs, 14, inits=inits), [("x", x)])
 
 
+@case
+def ort_all_qdq_add():
+    """Residual adds of a QDQ model (DequantizeLinear of both operands, Add, QuantizeLinear; uint8, int8, and a Relu
+    before a QuantizeLinear at its type's minimum), over all 65536 operand pairs. ONNX Runtime's level 'all' runs them
+    as com.microsoft QLinearAdd, whose arithmetic moves a step at some pairs from dequantize, add, quantize."""
+    nodes, inits, inputs, outputs, data = [], [], [], [], []
+    rs = np.random.RandomState(120)
+    for k, (t8, relu) in enumerate(((np.uint8, False), (np.int8, False), (np.uint8, True), (np.int8, True))):
+        lo = -128 if t8 is np.int8 else 0
+        tp = TensorProto.INT8 if t8 is np.int8 else TensorProto.UINT8
+        sa, sb, sy = (np.float32(rs.uniform(0.004, 0.08)) for _ in range(3))
+        za, zb = (int(v) + lo for v in rs.randint(0, 256, 2))
+        zy = lo if relu else int(rs.randint(0, 256)) + lo
+        p = "a%d_" % k
+        inits += [const(p + "sa", np.array(sa)), const(p + "sb", np.array(sb)), const(p + "sy", np.array(sy)),
+                  const(p + "za", np.array(za, t8)), const(p + "zb", np.array(zb, t8)), const(p + "zy", np.array(zy, t8))]
+        nodes += [helper.make_node("DequantizeLinear", [p + "x", p + "sa", p + "za"], [p + "dx"]),
+                  helper.make_node("DequantizeLinear", [p + "x2", p + "sb", p + "zb"], [p + "dx2"]),
+                  helper.make_node("Add", [p + "dx", p + "dx2"], [p + "s"])]
+        if relu:
+            nodes.append(helper.make_node("Relu", [p + "s"], [p + "r"]))
+        nodes.append(helper.make_node("QuantizeLinear", [p + ("r" if relu else "s"), p + "sy", p + "zy"], [p + "y"]))
+        inputs += [vi(p + "x", tp, [65536]), vi(p + "x2", tp, [65536])]
+        outputs.append(vi(p + "y", tp, None))
+        data += [(p + "x", (np.repeat(np.arange(256), 256) + lo).astype(t8)),
+                 (p + "x2", (np.tile(np.arange(256), 256) + lo).astype(t8))]
+    return model(nodes, inputs, outputs, 13, inits=inits), data
+
+
 def write(out, name):
     m, inputs = CASES[name]()
     d = os.path.join(out, name)
