@@ -114,7 +114,7 @@ Expected<bool> lower_qlinear(const onnx::NodeProto& n, const std::string& base, 
     return true;
   }
   if (op == "QLinearSigmoid" || op == "QLinearLeakyRelu" || op == "QLinearGlobalAveragePool" ||
-      op == "QLinearAveragePool" || op == "QLinearSoftmax") {
+      op == "QLinearAveragePool") {
     TSR_RETURN_IF_ERROR(need(4, "y_zero_point"));
     if (attr_int(n, "channels_last", 0) != 0) {
       return Unsupported(describe(n) + ": channels_last=1 (channels-last pooling) is not supported");
@@ -127,21 +127,9 @@ Expected<bool> lower_qlinear(const onnx::NodeProto& n, const std::string& base, 
       set_attr(add(out, "LeakyRelu", {base + "x"}, {y}, base + "leaky_relu"), "alpha", attr_float(n, "alpha", 0.01f));
     } else if (op == "QLinearGlobalAveragePool") {
       add(out, "GlobalAveragePool", {base + "x"}, {y}, base + "pool");
-    } else if (op == "QLinearAveragePool") {
+    } else {
       onnx::NodeProto& p = add(out, "AveragePool", {base + "x"}, {y}, base + "pool");
       copy_attrs(n, p, {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"});
-    } else {
-      // `opset` is the Softmax the op stands for: before 13, the input is coerced to 2-D at `axis`; from 13 the
-      // softmax runs along `axis` alone. The coercion is spelt out (Flatten, a softmax of rows, Reshape back).
-      const int64_t axis = attr_int(n, "axis", -1);
-      if (attr_int(n, "opset", 13) >= 13) {
-        set_attr(add(out, "Softmax", {base + "x"}, {y}, base + "softmax"), "axis", axis);
-      } else {
-        add(out, "Shape", {base + "x"}, {base + "shape"}, base + "shape_of");
-        set_attr(add(out, "Flatten", {base + "x"}, {base + "rows"}, base + "flatten"), "axis", axis);
-        set_attr(add(out, "Softmax", {base + "rows"}, {base + "soft_rows"}, base + "softmax"), "axis", int64_t{1});
-        add(out, "Reshape", {base + "soft_rows", base + "shape"}, {y}, base + "reshape");
-      }
     }
     add_quantize(out, y, in(n, 3), in(n, 4), out_of(n, 0), base + "quantize");
     return true;
@@ -260,6 +248,7 @@ Expected<bool> lower_contrib_op(const onnx::NodeProto& n, std::vector<onnx::Node
     set_attr(ln, "epsilon", attr_float(n, "epsilon", 1e-12f));
     return true;
   }
+  if (op == "QLinearSoftmax") return false;  // a native op of its own (ops/softmax.cc)
   if (op.rfind("QLinear", 0) == 0 || op == "QGemm" || op == "DynamicQuantizeMatMul" || op == "MatMulIntegerToFloat") {
     return lower_qlinear(n, base, out);
   }

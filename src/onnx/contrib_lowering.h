@@ -11,8 +11,9 @@
 // and the quantized ops of ONNX Runtime's QOperator format and dynamic quantization, each as the float op between a
 // DequantizeLinear of every input and a QuantizeLinear of its output (which is their definition):
 //   QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearAveragePool,
-//   QLinearSoftmax (its `opset` < 13: the 2-D coercion spelt out), QLinearConcat, QGemm (float output without
-//   y_scale); channels_last pooling is refused
+//   QLinearConcat, QGemm (float output without y_scale); channels_last pooling is refused
+// (QLinearSoftmax is not lowered: its ONNX Runtime kernel is no dequantize-softmax-quantize, and Tessera runs that
+// kernel's arithmetic, ops/softmax.cc.)
 //   DynamicQuantizeMatMul(A, B, b_scale, b_zp?, bias?) -> DynamicQuantizeLinear(A), MatMulInteger, Cast, Mul by
 //                                         a_scale * b_scale [, Add bias]   (ONNX Runtime's quantize_dynamic pattern)
 //   MatMulIntegerToFloat(A, B, a_scale, b_scale, a_zp?, b_zp?, bias?) -> the same on an A already quantized

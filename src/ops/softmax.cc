@@ -8,6 +8,7 @@
 // attention scores) runs rows through the vectorised float32 primitives of
 // norm_util.h; inner > 1 runs blocks of the inner dimension so every load stays
 // contiguous. All variants subtract the row maximum before exponentiating.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -214,12 +215,98 @@ Expected<std::unique_ptr<Kernel>> create_softmax(const KernelInit& init) {
   return std::unique_ptr<Kernel>(std::make_unique<SoftmaxKernel>(kKind, axis, init.opset));
 }
 
+// ---- com.microsoft QLinearSoftmax -------------------------------------------------------------------------------
+//
+// (X, X_scale, X_zero_point, Y_scale, Y_zero_point; axis, opset) as ONNX Runtime's kernel computes it: its default
+// level also fuses DequantizeLinear -> Softmax -> QuantizeLinear into it (passes/qdq_fusion.cc). Probed on 1.31.1
+// (uint8 and int8, scales 1/255, 1/256 and odd ones, axes -1 and 1, the opset-12 form) and equal to it everywhere,
+// where dequantize, softmax, quantize is a step off at up to 17 % of the elements. The arithmetic:
+//   a table of 256 floats, entry i = (float) exp((i - 255 + shift) * x_scale) in double, with
+//   shift = max(0, log(FLT_MAX / D) - 5) / x_scale (D the softmax length; the exponent of the largest element is
+//   `shift`, so the sum stays finite); per row, the entry of each element counted from the row's maximum
+//   (x - max + 255), their float sum in order, and y = round_half_even(e * floor(1 / y_scale) / sum) + y_zero_point.
+// X's zero point cancels. Where ONNX Runtime lets an int8 result above 127 wrap, this saturates it.
+Status qlinear_softmax_infer(InferContext& ctx) {
+  if (ctx.node().num_inputs() < 4) return ctx.error("takes X, X_scale, X_zero_point, Y_scale and Y_zero_point");
+  const DType t = ctx.in_dtype(0);
+  if (t != DType::kUndefined && t != DType::kUInt8 && t != DType::kInt8) {
+    return ctx.error(std::string("X must be uint8 or int8, got ") + dtype_name(t));
+  }
+  if (ctx.has_input(4) && ctx.in_dtype(4) != DType::kUndefined && t != DType::kUndefined && ctx.in_dtype(4) != t) {
+    return ctx.error("Y_zero_point must have X's type");
+  }
+  ctx.set_output(0, t, ctx.in_shape(0));
+  return Status::Ok();
+}
+
+template <class T>
+void qlinear_softmax_typed(const T* x, T* y, const SoftmaxGeometry& g, const float* table, float y_scale, int32_t yz,
+                           Parallel& pool) {
+  constexpr int32_t kLo = std::numeric_limits<T>::min(), kHi = std::numeric_limits<T>::max();
+  const int64_t n = g.n, inner = g.inner;
+  pool.parallel_for(g.outer * inner, normk::row_grain(n), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t base = r / inner * n * inner + r % inner;
+      int32_t mx = kLo;
+      for (int64_t k = 0; k < n; ++k) mx = std::max<int32_t>(mx, x[base + k * inner]);
+      // Entry (x - max + 255) of the table indexed from kLo: the table's index for value v is v - kLo.
+      const float* shifted = table + (255 - (mx - kLo));
+      float sum = 0.f;
+      for (int64_t k = 0; k < n; ++k) sum += shifted[x[base + k * inner] - kLo];
+      for (int64_t k = 0; k < n; ++k) {
+        const float e = shifted[x[base + k * inner] - kLo];
+        int32_t q = yz;
+        if (sum != 0.f) q += static_cast<int32_t>(std::nearbyint(normk::mul_unfused(e, y_scale) / sum));
+        y[base + k * inner] = static_cast<T>(std::clamp(q, kLo, kHi));
+      }
+    }
+  });
+}
+
+Status run_qlinear_softmax(KernelContext& ctx) {
+  const Tensor& x = *ctx.input(0);
+  const Tensor* xs = ctx.input(1);
+  const Tensor* ys = ctx.input(3);
+  const Tensor* yz = ctx.input(4);
+  if (x.dtype() != DType::kUInt8 && x.dtype() != DType::kInt8) return ctx.error("X must be uint8 or int8");
+  if (!xs || !ys || xs->numel() != 1 || ys->numel() != 1 || xs->dtype() != DType::kFloat32 ||
+      ys->dtype() != DType::kFloat32) {
+    return ctx.error("X_scale and Y_scale must be float32 scalars");
+  }
+  if (yz && yz->defined() && (yz->numel() != 1 || yz->dtype() != x.dtype())) {
+    return ctx.error("Y_zero_point must be a scalar of X's type");
+  }
+  const int64_t opset = ctx.node().attr_int("opset", 13);
+  const int64_t axis = ctx.node().attr_int("axis", default_axis(opset));
+  const int rank = x.rank();
+  if (rank == 0 || axis < -rank || axis >= rank) return ctx.error("axis " + std::to_string(axis) + " out of range");
+  const SoftmaxGeometry g = geometry(x.dims(), axis, opset);
+  if (x.numel() == 0) return Status::Ok();
+  const float x_scale = xs->data<float>()[0];
+  double shift = std::log(static_cast<double>(std::numeric_limits<float>::max() / static_cast<float>(g.n)));
+  shift = std::max(0.0, shift - 5.0) / static_cast<double>(x_scale);
+  float table[256];
+  for (int i = 0; i < 256; ++i) {
+    table[i] = static_cast<float>(std::exp((static_cast<double>(i) - 255 + shift) * static_cast<double>(x_scale)));
+  }
+  const float y_scale = std::floor(1.0f / ys->data<float>()[0]);
+  const int32_t zp = yz && yz->defined() ? static_cast<int32_t>(yz->as_double(0)) : 0;
+  Tensor& y = *ctx.output(0);
+  if (x.dtype() == DType::kUInt8) {
+    qlinear_softmax_typed(x.data<uint8_t>(), y.data<uint8_t>(), g, table, y_scale, zp, ctx.pool());
+  } else {
+    qlinear_softmax_typed(x.data<int8_t>(), y.data<int8_t>(), g, table, y_scale, zp, ctx.pool());
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 TSR_REGISTER_OPS(softmax) {
   reg.add(OpSchema{"Softmax", "", softmax_infer, create_softmax<SoftmaxKind::kSoftmax>, nullptr, {}});
   reg.add(OpSchema{"LogSoftmax", "", softmax_infer, create_softmax<SoftmaxKind::kLogSoftmax>, nullptr, {}});
   reg.add(OpSchema{"Hardmax", "", softmax_infer, create_softmax<SoftmaxKind::kHardmax>, nullptr, {}});
+  reg.add(OpSchema{"QLinearSoftmax", "com.microsoft", qlinear_softmax_infer, nullptr, run_qlinear_softmax, {}});
 }
 
 }  // namespace tessera

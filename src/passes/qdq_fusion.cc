@@ -87,7 +87,10 @@ class Fuser {
       }
       Node fusedop;
       std::vector<size_t> replaced;
-      if (!fuse_linear(q, &fusedop, &replaced) && !fuse_lookup(q, &fusedop, &replaced)) continue;
+      if (!fuse_linear(q, &fusedop, &replaced) && !fuse_lookup(q, &fusedop, &replaced) &&
+          !fuse_softmax(q, &fusedop, &replaced)) {
+        continue;
+      }
       for (size_t r : replaced) drop[r] = true;
       q = std::move(fusedop);  // in the QuantizeLinear's place: after everything it reads
       ++fused;
@@ -146,6 +149,35 @@ class Fuser {
     n.outputs = {q.outputs[0]};
     *out = std::move(n);
     for (const Step& st : s.steps) replaced->push_back(st.node);
+    return true;
+  }
+
+  // Q(Softmax(DQ(x))), x and y of one 8-bit type, per tensor, as com.microsoft QLinearSoftmax: ONNX Runtime's default
+  // level fuses it so, and that kernel's arithmetic is not dequantize, softmax, quantize (ops/softmax.cc).
+  bool fuse_softmax(const Node& q, Node* out, std::vector<size_t>* replaced) {
+    if (q.has_attr("saturate") || q.has_attr("output_dtype")) return false;
+    const Tensor* ys = g_.constant(q.inputs[1]);
+    const Tensor* yz = q.has_input(2) ? g_.constant(q.inputs[2]) : nullptr;
+    if (!ys || ys->numel() != 1 || floats_of(ys).empty() || (q.has_input(2) && (!yz || yz->numel() != 1))) {
+      return false;
+    }
+    auto p = producer_.find(q.inputs[0]);
+    if (p == producer_.end() || readers(q.inputs[0]) != 1) return false;
+    const Node& sm = g_.nodes[p->second];
+    if (sm.op_type != "Softmax" || !sm.domain.empty() || sm.num_inputs() != 1) return false;
+    Dq x;
+    if (!per_tensor_dq_of(sm.inputs[0], &x)) return false;
+    if (dtype_of(x) != (yz ? yz->dtype() : DType::kUInt8)) return false;
+    Node n;
+    n.name = sm.name;
+    n.op_type = "QLinearSoftmax";
+    n.domain = "com.microsoft";
+    n.inputs = {x.q, x.scale, x.zero, q.inputs[1], q.has_input(2) ? q.inputs[2] : ""};
+    n.outputs = {q.outputs[0]};
+    n.attrs["axis"] = Attribute::Int(sm.attr_int("axis", g_.opset < 13 ? 1 : -1));
+    n.attrs["opset"] = Attribute::Int(g_.opset);
+    *out = std::move(n);
+    replaced->push_back(p->second);
     return true;
   }
 

@@ -722,6 +722,30 @@ def ort_all_qdq_add():
     return model(nodes, inputs, outputs, 13, inits=inits), data
 
 
+@case
+def ort_all_qdq_softmax():
+    """Softmax between a DequantizeLinear and a QuantizeLinear (uint8 at 1/255, int8 at an odd scale, uint8 along axis
+    1). ONNX Runtime's level 'all' fuses each into com.microsoft QLinearSoftmax, whose kernel (a table of exps from
+    the row's maximum, a float sum, times floor(1 / y_scale)) is a step off dequantize, softmax, quantize at up to a
+    sixth of the elements."""
+    nodes, inits, inputs, outputs, data = [], [], [], [], []
+    rs = np.random.RandomState(130)
+    for k, (t8, ys, yz, axis) in enumerate(((np.uint8, 1 / 255.0, 0, -1), (np.int8, 0.0071, -20, -1),
+                                            (np.uint8, 1 / 255.0, 0, 1))):
+        lo = -128 if t8 is np.int8 else 0
+        tp = TensorProto.INT8 if t8 is np.int8 else TensorProto.UINT8
+        p = "s%d_" % k
+        inits += [const(p + "xs", np.array(0.043, np.float32)), const(p + "xz", np.array(rs.randint(0, 256) + lo, t8)),
+                  const(p + "ys", np.array(ys, np.float32)), const(p + "yz", np.array(yz, t8))]
+        nodes += [helper.make_node("DequantizeLinear", [p + "x", p + "xs", p + "xz"], [p + "d"]),
+                  helper.make_node("Softmax", [p + "d"], [p + "s"], axis=axis),
+                  helper.make_node("QuantizeLinear", [p + "s", p + "ys", p + "yz"], [p + "y"])]
+        inputs.append(vi(p + "x", tp, [4, 6, 37]))
+        outputs.append(vi(p + "y", tp, None))
+        data.append((p + "x", (rs.randint(0, 256, size=[4, 6, 37]) + lo).astype(t8)))
+    return model(nodes, inputs, outputs, 13, inits=inits), data
+
+
 def write(out, name):
     m, inputs = CASES[name]()
     d = os.path.join(out, name)
