@@ -113,8 +113,7 @@ Expected<bool> lower_qlinear(const onnx::NodeProto& n, const std::string& base, 
     add_quantize(out, base + "c", in(n, 6), in(n, 7), out_of(n, 0), base + "quantize");
     return true;
   }
-  if (op == "QLinearSigmoid" || op == "QLinearLeakyRelu" || op == "QLinearGlobalAveragePool" ||
-      op == "QLinearAveragePool") {
+  if (op == "QLinearSigmoid" || op == "QLinearLeakyRelu" || op == "QLinearGlobalAveragePool") {
     TSR_RETURN_IF_ERROR(need(4, "y_zero_point"));
     if (attr_int(n, "channels_last", 0) != 0) {
       return Unsupported(describe(n) + ": channels_last=1 (channels-last pooling) is not supported");
@@ -125,11 +124,8 @@ Expected<bool> lower_qlinear(const onnx::NodeProto& n, const std::string& base, 
       add(out, "Sigmoid", {base + "x"}, {y}, base + "sigmoid");
     } else if (op == "QLinearLeakyRelu") {
       set_attr(add(out, "LeakyRelu", {base + "x"}, {y}, base + "leaky_relu"), "alpha", attr_float(n, "alpha", 0.01f));
-    } else if (op == "QLinearGlobalAveragePool") {
-      add(out, "GlobalAveragePool", {base + "x"}, {y}, base + "pool");
     } else {
-      onnx::NodeProto& p = add(out, "AveragePool", {base + "x"}, {y}, base + "pool");
-      copy_attrs(n, p, {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"});
+      add(out, "GlobalAveragePool", {base + "x"}, {y}, base + "pool");
     }
     add_quantize(out, y, in(n, 3), in(n, 4), out_of(n, 0), base + "quantize");
     return true;
@@ -248,7 +244,8 @@ Expected<bool> lower_contrib_op(const onnx::NodeProto& n, std::vector<onnx::Node
     set_attr(ln, "epsilon", attr_float(n, "epsilon", 1e-12f));
     return true;
   }
-  if (op == "QLinearSoftmax") return false;  // a native op of its own (ops/softmax.cc)
+  // Native ops of their own, with ONNX Runtime's kernel arithmetic (ops/softmax.cc, ops/pool.cc).
+  if (op == "QLinearSoftmax" || op == "QLinearAveragePool") return false;
   if (op.rfind("QLinear", 0) == 0 || op == "QGemm" || op == "DynamicQuantizeMatMul" || op == "MatMulIntegerToFloat") {
     return lower_qlinear(n, base, out);
   }

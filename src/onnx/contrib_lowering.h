@@ -10,10 +10,10 @@
 //                                      -> Einsum ("...ij,...jk->...ik" with the transposes) [, Mul alpha]
 // and the quantized ops of ONNX Runtime's QOperator format and dynamic quantization, each as the float op between a
 // DequantizeLinear of every input and a QuantizeLinear of its output (which is their definition):
-//   QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearAveragePool,
-//   QLinearConcat, QGemm (float output without y_scale); channels_last pooling is refused
-// (QLinearSoftmax is not lowered: its ONNX Runtime kernel is no dequantize-softmax-quantize, and Tessera runs that
-// kernel's arithmetic, ops/softmax.cc.)
+//   QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearConcat, QGemm (float
+//   output without y_scale); channels_last pooling is refused
+// (QLinearSoftmax and QLinearAveragePool are not lowered: their ONNX Runtime kernels are no dequantize-op-quantize,
+// and Tessera runs those kernels' arithmetic, ops/softmax.cc and ops/pool.cc.)
 //   DynamicQuantizeMatMul(A, B, b_scale, b_zp?, bias?) -> DynamicQuantizeLinear(A), MatMulInteger, Cast, Mul by
 //                                         a_scale * b_scale [, Add bias]   (ONNX Runtime's quantize_dynamic pattern)
 //   MatMulIntegerToFloat(A, B, a_scale, b_scale, a_zp?, b_zp?, bias?) -> the same on an A already quantized

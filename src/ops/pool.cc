@@ -112,6 +112,7 @@ using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
 struct PoolOptions {
   PoolKind kind;
   bool count_include_pad = false;
+  bool full_kernel_count = false;  // count_include_pad counts the whole window, past the padding too (ceil_mode)
   int64_t p = 2;  // LpPool
   bool column_major = false;  // MaxPool storage_order
 };
@@ -179,7 +180,9 @@ void pool_plane(const T* x, const Pool3& g, const PoolOptions& o, T* y, int64_t*
           A r;
           if (o.kind == PoolKind::kAvg) {
             int64_t count;
-            if (o.count_include_pad) {
+            if (o.count_include_pad && o.full_kernel_count) {
+              count = g.k[0] * g.k[1] * g.k[2];
+            } else if (o.count_include_pad) {
               // Taps inside the padded extent [-pb, in + pe).
               auto padded = [&](int axis, int64_t start) {
                 int64_t lo, hi;
@@ -528,6 +531,85 @@ Status run_pool(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// ---- com.microsoft QLinearAveragePool ---------------------------------------------------------------------------
+//
+// (X, x_scale, x_zero_point, y_scale, y_zero_point; AveragePool's attributes) as ONNX Runtime computes it: its
+// default level also fuses DequantizeLinear -> AveragePool -> QuantizeLinear into it (passes/qdq_fusion.cc). Its
+// kernel dequantizes X (x_scale * (x - zero point)), sums each window in order (rows, then columns) in float, divides
+// by the count (the whole window under count_include_pad) and quantizes y / y_scale + y_zero_point, rounded half to
+// even, saturated. Probed on 1.31.1 (uint8, 3x3 pads 1): equal everywhere, where dequantize, pool, quantize differs
+// at 86 of 16384 elements. channels_last=1 is refused.
+Status infer_qlinear_average_pool(InferContext& ctx) {
+  if (ctx.node().attr_int("channels_last", 0) != 0) return ctx.error("channels_last=1 is not supported");
+  if (ctx.node().num_inputs() < 4) return ctx.error("takes X, x_scale, x_zero_point, y_scale and y_zero_point");
+  const DType t = ctx.in_dtype(0);
+  if (t != DType::kUndefined && t != DType::kUInt8 && t != DType::kInt8) {
+    return ctx.error(std::string("X must be uint8 or int8, got ") + dtype_name(t));
+  }
+  return infer_pool(ctx);
+}
+
+template <class T>
+void quantize_pooled(const float* y, int64_t n, float scale, float zero, T* out) {
+  constexpr float kLo = std::numeric_limits<T>::min(), kHi = std::numeric_limits<T>::max();
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(std::clamp(std::nearbyint(y[i] / scale + zero), kLo, kHi));
+}
+
+Status run_qlinear_average_pool(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const Tensor& x = *ctx.input(0);
+  const Tensor* xs = ctx.input(1);
+  const Tensor* xz = ctx.input(2);
+  const Tensor* ys = ctx.input(3);
+  const Tensor* yz = ctx.input(4);
+  if (x.dtype() != DType::kUInt8 && x.dtype() != DType::kInt8) return ctx.error("X must be uint8 or int8");
+  if (!xs || !ys || xs->numel() != 1 || ys->numel() != 1 || xs->dtype() != DType::kFloat32 ||
+      ys->dtype() != DType::kFloat32) {
+    return ctx.error("x_scale and y_scale must be float32 scalars");
+  }
+  for (const Tensor* z : {xz, yz}) {
+    if (z && z->defined() && (z->numel() != 1 || z->dtype() != x.dtype())) {
+      return ctx.error("zero points must be scalars of X's type");
+    }
+  }
+  if (node.attr_int("channels_last", 0) != 0)
+    return Unsupported(node.describe() + ": channels_last=1 is not supported");
+  if (x.rank() < 3 || x.rank() > 5) {
+    return Unsupported(node.describe() + ": pooling supports 1 to 3 spatial axes, got input " + dims_str(x.dims()));
+  }
+  SpatialAttrs a;
+  TSR_RETURN_IF_ERROR(read_spatial_attrs(node, x.rank() - 2, {}, true, &a));
+  TSR_ASSIGN_OR_RETURN(Geometry geo, conv_geometry(Dims(x.dims().begin() + 2, x.dims().end()), a, node.describe()));
+  Tensor& y = *ctx.output(0);
+  if (y.numel() == 0) return Status::Ok();
+  const Pool3 g = to_pool3(geo);
+  PoolOptions o;
+  o.kind = PoolKind::kAvg;
+  o.count_include_pad = node.attr_int("count_include_pad", 0) != 0;
+  o.full_kernel_count = true;
+  const float scale = xs->data<float>()[0];
+  const int32_t x_zero = xz && xz->defined() ? static_cast<int32_t>(xz->as_double(0)) : 0;
+  const float y_scale = ys->data<float>()[0];
+  const float y_zero = yz && yz->defined() ? static_cast<float>(yz->as_double(0)) : 0.f;
+  const int64_t planes = x.dim(0) * x.dim(1), isz = g.in_size(), osz = g.out_size();
+  ctx.pool().parallel_for(planes, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> xf(static_cast<size_t>(isz)), yf(static_cast<size_t>(osz));
+    for (int64_t p = begin; p < end; ++p) {
+      for (int64_t i = 0; i < isz; ++i) {
+        const int32_t v = x.dtype() == DType::kUInt8 ? x.data<uint8_t>()[p * isz + i] : x.data<int8_t>()[p * isz + i];
+        xf[static_cast<size_t>(i)] = scale * static_cast<float>(v - x_zero);
+      }
+      pool_plane<float>(xf.data(), g, o, yf.data(), nullptr, 0);
+      if (x.dtype() == DType::kUInt8) {
+        quantize_pooled(yf.data(), osz, y_scale, y_zero, y.data<uint8_t>() + p * osz);
+      } else {
+        quantize_pooled(yf.data(), osz, y_scale, y_zero, y.data<int8_t>() + p * osz);
+      }
+    }
+  });
+  return Status::Ok();
+}
+
 // ---- global pools -------------------------------------------------------------
 
 // Global average pools of float planes [p0, p1), each of `sz` floats: each plane's four lanes (element j in lane
@@ -714,6 +796,8 @@ TSR_REGISTER_OPS(pool) {
   reg.add(OpSchema{"GlobalAveragePool", "", infer_global_pool, nullptr, run_global_pool, {}});
   reg.add(OpSchema{"GlobalLpPool", "", infer_global_pool, nullptr, run_global_pool, {}});
   reg.add(OpSchema{"MaxUnpool", "", infer_maxunpool, nullptr, run_maxunpool, {2}});
+  reg.add(OpSchema{
+      "QLinearAveragePool", "com.microsoft", infer_qlinear_average_pool, nullptr, run_qlinear_average_pool, {}});
 }
 
 }  // namespace tessera

@@ -88,7 +88,7 @@ class Fuser {
       Node fusedop;
       std::vector<size_t> replaced;
       if (!fuse_linear(q, &fusedop, &replaced) && !fuse_lookup(q, &fusedop, &replaced) &&
-          !fuse_softmax(q, &fusedop, &replaced)) {
+          !fuse_softmax(q, &fusedop, &replaced) && !fuse_average_pool(q, &fusedop, &replaced)) {
         continue;
       }
       for (size_t r : replaced) drop[r] = true;
@@ -152,32 +152,65 @@ class Fuser {
     return true;
   }
 
-  // Q(Softmax(DQ(x))), x and y of one 8-bit type, per tensor, as com.microsoft QLinearSoftmax: ONNX Runtime's default
-  // level fuses it so, and that kernel's arithmetic is not dequantize, softmax, quantize (ops/softmax.cc).
-  bool fuse_softmax(const Node& q, Node* out, std::vector<size_t>* replaced) {
-    if (q.has_attr("saturate") || q.has_attr("output_dtype")) return false;
+  // Q(op(DQ(x))) for a one-input `op_type`, x and y of one 8-bit type, per tensor: the op's node (null if not), its
+  // DequantizeLinear in `x`.
+  const Node* dq_op_q(const Node& q, const char* op_type, Dq* x, size_t* op_index) const {
+    if (q.has_attr("saturate") || q.has_attr("output_dtype")) return nullptr;
     const Tensor* ys = g_.constant(q.inputs[1]);
     const Tensor* yz = q.has_input(2) ? g_.constant(q.inputs[2]) : nullptr;
     if (!ys || ys->numel() != 1 || floats_of(ys).empty() || (q.has_input(2) && (!yz || yz->numel() != 1))) {
-      return false;
+      return nullptr;
     }
     auto p = producer_.find(q.inputs[0]);
-    if (p == producer_.end() || readers(q.inputs[0]) != 1) return false;
-    const Node& sm = g_.nodes[p->second];
-    if (sm.op_type != "Softmax" || !sm.domain.empty() || sm.num_inputs() != 1) return false;
-    Dq x;
-    if (!per_tensor_dq_of(sm.inputs[0], &x)) return false;
-    if (dtype_of(x) != (yz ? yz->dtype() : DType::kUInt8)) return false;
+    if (p == producer_.end() || readers(q.inputs[0]) != 1) return nullptr;
+    const Node& op = g_.nodes[p->second];
+    if (op.op_type != op_type || !op.domain.empty() || op.num_inputs() != 1 || op.outputs.size() != 1) return nullptr;
+    if (!per_tensor_dq_of(op.inputs[0], x) || dtype_of(*x) != (yz ? yz->dtype() : DType::kUInt8)) return nullptr;
+    *op_index = p->second;
+    return &op;
+  }
+
+  // The com.microsoft QLinear op `op_type` for Q(op(DQ(x))) (dq_op_q): X, its scale and zero point, Y's.
+  static Node qlinear_node(const Node& op, const Dq& x, const Node& q, const char* op_type) {
     Node n;
-    n.name = sm.name;
-    n.op_type = "QLinearSoftmax";
+    n.name = op.name;
+    n.op_type = op_type;
     n.domain = "com.microsoft";
     n.inputs = {x.q, x.scale, x.zero, q.inputs[1], q.has_input(2) ? q.inputs[2] : ""};
     n.outputs = {q.outputs[0]};
-    n.attrs["axis"] = Attribute::Int(sm.attr_int("axis", g_.opset < 13 ? 1 : -1));
+    return n;
+  }
+
+  // Q(Softmax(DQ(x))) as com.microsoft QLinearSoftmax: ONNX Runtime's default level fuses it so, and that kernel's
+  // arithmetic is not dequantize, softmax, quantize (ops/softmax.cc).
+  bool fuse_softmax(const Node& q, Node* out, std::vector<size_t>* replaced) {
+    Dq x;
+    size_t at = 0;
+    const Node* sm = dq_op_q(q, "Softmax", &x, &at);
+    if (!sm) return false;
+    Node n = qlinear_node(*sm, x, q, "QLinearSoftmax");
+    n.attrs["axis"] = Attribute::Int(sm->attr_int("axis", g_.opset < 13 ? 1 : -1));
     n.attrs["opset"] = Attribute::Int(g_.opset);
     *out = std::move(n);
-    replaced->push_back(p->second);
+    replaced->push_back(at);
+    return true;
+  }
+
+  // Q(AveragePool(DQ(x))) without dilations as com.microsoft QLinearAveragePool, for the same reason (ops/pool.cc).
+  bool fuse_average_pool(const Node& q, Node* out, std::vector<size_t>* replaced) {
+    Dq x;
+    size_t at = 0;
+    const Node* pool = dq_op_q(q, "AveragePool", &x, &at);
+    if (!pool) return false;
+    for (int64_t d : pool->attr_ints("dilations")) {
+      if (d != 1) return false;
+    }
+    Node n = qlinear_node(*pool, x, q, "QLinearAveragePool");
+    for (const char* a : {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"}) {
+      if (pool->has_attr(a)) n.attrs[a] = pool->attrs.at(a);
+    }
+    *out = std::move(n);
+    replaced->push_back(at);
     return true;
   }
 

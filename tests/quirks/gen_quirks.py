@@ -746,6 +746,30 @@ def ort_all_qdq_softmax():
     return model(nodes, inputs, outputs, 13, inits=inits), data
 
 
+@case
+def ort_all_qdq_average_pool():
+    """AveragePool between a DequantizeLinear and a QuantizeLinear (uint8 3x3 with pads, int8 3x3 stride 2 with
+    ceil_mode and count_include_pad). ONNX Runtime's level 'all' fuses each into com.microsoft QLinearAveragePool,
+    which quantizes y / y_scale + y_zero_point: a step off dequantize, pool, quantize at some elements."""
+    nodes, inits, inputs, outputs, data = [], [], [], [], []
+    rs = np.random.RandomState(140)
+    for k, (t8, attrs) in enumerate(((np.uint8, dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])),
+                                     (np.int8, dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2],
+                                                    ceil_mode=1, count_include_pad=1)))):
+        lo = -128 if t8 is np.int8 else 0
+        tp = TensorProto.INT8 if t8 is np.int8 else TensorProto.UINT8
+        p = "p%d_" % k
+        inits += [const(p + "xs", np.array(0.021, np.float32)), const(p + "xz", np.array(rs.randint(0, 256) + lo, t8)),
+                  const(p + "ys", np.array(0.011, np.float32)), const(p + "yz", np.array(rs.randint(0, 256) + lo, t8))]
+        nodes += [helper.make_node("DequantizeLinear", [p + "x", p + "xs", p + "xz"], [p + "d"]),
+                  helper.make_node("AveragePool", [p + "d"], [p + "a"], **attrs),
+                  helper.make_node("QuantizeLinear", [p + "a", p + "ys", p + "yz"], [p + "y"])]
+        inputs.append(vi(p + "x", tp, [1, 64, 16, 16]))
+        outputs.append(vi(p + "y", tp, None))
+        data.append((p + "x", (rs.randint(0, 256, size=[1, 64, 16, 16]) + lo).astype(t8)))
+    return model(nodes, inputs, outputs, 13, inits=inits), data
+
+
 def write(out, name):
     m, inputs = CASES[name]()
     d = os.path.join(out, name)
