@@ -581,6 +581,95 @@ void run_passes_bytes(Parallel& pool, const std::vector<AxisTable>& axes, const 
   }
 }
 
+// A float32 [N, C, H, W] resized bilinearly over H and W alone, as ONNX Runtime's kernel computes it (its
+// UpsampleBilinear; 1.31.1 probed on half_pixel, align_corners and asymmetric, every element equal), so that a
+// model that quantizes the result gets its steps (a quantized probe was a step off at 1.5 % of the elements with the
+// separable passes): per output row and column a source coordinate in float (the scale a float, out / in when sizes
+// are given), clamped to the input, its two neighbours and weights d1 = |x - x1|, d2 = |x - x2| (0.5 each where
+// they coincide), and y = d2x d2y X11 + d1x d2y X21 + d2x d1y X12 + d1x d1y X22, each weight product and term
+// rounded, summed in that order. False where another path applies.
+bool bilinear_2d_like_onnx_runtime(Parallel& pool, const ResizeAttrs& a, const ResizePlan& plan, bool from_sizes,
+                                   const Tensor& x, Tensor& y) {
+  if (x.dtype() != DType::kFloat32 || x.rank() != 4 || a.mode != Mode::kLinear || a.antialias) return false;
+  if (a.coord != Coord::kHalfPixel && a.coord != Coord::kPytorchHalfPixel && a.coord != Coord::kAlignCorners &&
+      a.coord != Coord::kAsymmetric) {
+    return false;
+  }
+  const Dims& in = x.dims();
+  if (plan.out[0] != in[0] || plan.out[1] != in[1] || plan.scales[0] != 1.0 || plan.scales[1] != 1.0) return false;
+  if (in[2] > (int64_t{1} << 30) || in[3] > (int64_t{1} << 30)) return false;
+  struct Axis {
+    std::vector<int32_t> i1, i2;  // inputs of at most 2^30 along the axis
+    std::vector<float> d1, d2;
+  };
+  auto axis = [&](int k) {
+    const int64_t n_in = in[static_cast<size_t>(k)], n_out = plan.out[static_cast<size_t>(k)];
+    const float scale = from_sizes ? static_cast<float>(n_out) / static_cast<float>(n_in)
+                                   : static_cast<float>(plan.scales[static_cast<size_t>(k)]);
+    // The resized length align_corners and pytorch_half_pixel read: scale * in when scales are given (ONNX's
+    // reference; the floored output size can be smaller).
+    const float len_in = static_cast<float>(n_in);
+    const float len_out = from_sizes
+                              ? static_cast<float>(n_out)
+                              : static_cast<float>(plan.scales[static_cast<size_t>(k)] * static_cast<double>(n_in));
+    Axis t;
+    for (int64_t o = 0; o < n_out; ++o) {
+      const float r = static_cast<float>(o);
+      float c = r;
+      if (scale != 1.f) {
+        switch (a.coord) {
+          case Coord::kHalfPixel:
+            c = (r + 0.5f) / scale - 0.5f;
+            break;
+          case Coord::kPytorchHalfPixel:
+            c = len_out > 1 ? (r + 0.5f) / scale - 0.5f : 0.f;
+            break;
+          case Coord::kAlignCorners:
+            c = len_out == 1 ? 0.f : r * (len_in - 1) / (len_out - 1);
+            break;
+          default:
+            c = r / scale;
+            break;
+        }
+      }
+      c = std::max(0.f, std::min(c, static_cast<float>(n_in - 1)));
+      const int64_t i1 = std::min(static_cast<int64_t>(c), n_in - 1), i2 = std::min(i1 + 1, n_in - 1);
+      t.i1.push_back(static_cast<int32_t>(i1));
+      t.i2.push_back(static_cast<int32_t>(i2));
+      t.d1.push_back(i1 == i2 ? 0.5f : std::fabs(c - static_cast<float>(i1)));
+      t.d2.push_back(i1 == i2 ? 0.5f : std::fabs(c - static_cast<float>(i2)));
+    }
+    return t;
+  };
+  const Axis ty = axis(2), tx = axis(3);
+  const int64_t ih = in[2], iw = in[3], oh = plan.out[2], ow = plan.out[3];
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  pool.parallel_for(in[0] * in[1] * oh, std::max<int64_t>(1, 4096 / std::max<int64_t>(ow, 1)),
+                    [&](int64_t lo, int64_t hi) {
+                      for (int64_t r = lo; r < hi; ++r) {
+                        const int64_t plane = r / oh, oy = r % oh;
+                        const float* src = xp + plane * ih * iw;
+                        const float* row1 = src + ty.i1[static_cast<size_t>(oy)] * iw;
+                        const float* row2 = src + ty.i2[static_cast<size_t>(oy)] * iw;
+                        const float dy1 = ty.d1[static_cast<size_t>(oy)], dy2 = ty.d2[static_cast<size_t>(oy)];
+                        float* dst = yp + r * ow;
+                        const int32_t* __restrict i1 = tx.i1.data();
+                        const int32_t* __restrict i2 = tx.i2.data();
+                        const float* __restrict d1 = tx.d1.data();
+                        const float* __restrict d2 = tx.d2.data();
+                        // No contraction (this file is built with -ffp-contract=off): each product rounds, as ONNX
+                        // Runtime's do.
+                        int64_t ox = 0;
+                        for (; ox < ow; ++ox) {
+                          dst[ox] = d2[ox] * dy2 * row1[i1[ox]] + d1[ox] * dy2 * row1[i2[ox]] +
+                                    d2[ox] * dy1 * row2[i1[ox]] + d1[ox] * dy1 * row2[i2[ox]];
+                        }
+                      }
+                    });
+  return true;
+}
+
 class ResizeKernel final : public Kernel {
  public:
   explicit ResizeKernel(int64_t opset) : opset_(opset) {}
@@ -628,6 +717,10 @@ Status ResizeKernel::run(KernelContext& ctx) const {
     axes.push_back(make_axis(a, x->dims()[i], plan.out[i], plan.scales[i], rs, re));
   }
   const DType dt = x->dtype();
+  // Sizes under the default policy give each axis the scale out / in (ONNX Runtime's, in float); the other policies
+  // one scale for all.
+  const bool stretched_sizes = sizes && node.attr_string("keep_aspect_ratio_policy", "stretch") == "stretch";
+  if (bilinear_2d_like_onnx_runtime(ctx.pool(), a, plan, stretched_sizes, *x, *y)) return Status::Ok();
   if (dt == DType::kFloat32) {
     run_passes<float>(ctx.pool(), axes, x->dims(), x->data<float>(), y->data<float>(),
                       static_cast<float>(a.extrapolation));

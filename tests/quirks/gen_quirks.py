@@ -770,6 +770,33 @@ def ort_all_qdq_average_pool():
     return model(nodes, inputs, outputs, 13, inits=inits), data
 
 
+@case
+def ort_all_bilinear_resize():
+    """Bilinear Resize of [N, C, H, W] over H and W, as segmentation and detection heads upsample: half_pixel by 2
+    and to given sizes (scales that are no power of two), align_corners to sizes, asymmetric by 1.5, a quantized one
+    between a DequantizeLinear and a QuantizeLinear of one scale. ONNX Runtime interpolates in 2-D with float coordinates and
+    weights; separable passes round otherwise, in the last bits and, once quantized, by a step."""
+    nodes = [helper.make_node("Resize", ["x", "", "s2"], ["y0"], mode="linear"),
+             helper.make_node("Resize", ["x", "", "", "sizes"], ["y1"], mode="linear",
+                              coordinate_transformation_mode="align_corners"),
+             helper.make_node("Resize", ["x", "", "s15"], ["y2"], mode="linear",
+                              coordinate_transformation_mode="asymmetric"),
+             helper.make_node("DequantizeLinear", ["q", "qs", "qz"], ["dq"]),
+             helper.make_node("Resize", ["dq", "", "s2"], ["r3"], mode="linear"),
+             helper.make_node("QuantizeLinear", ["r3", "qs", "qz"], ["y3"]),
+             helper.make_node("Resize", ["x", "", "", "sizes2"], ["y4"], mode="linear")]
+    inits = [const("s2", np.array([1, 1, 2, 2], np.float32)), const("s15", np.array([1, 1, 1.5, 1.5], np.float32)),
+             const("sizes", np.array([2, 8, 37, 45], np.int64)), const("sizes2", np.array([2, 8, 26, 41], np.int64)),
+             const("qs", np.array(0.021, np.float32)),
+             const("qz", np.array(117, np.uint8))]
+    q = np.random.RandomState(151).randint(0, 256, size=[1, 16, 20, 24]).astype(np.uint8)
+    return (model(nodes, [vi("x", TensorProto.FLOAT, [2, 8, 15, 17]), vi("q", TensorProto.UINT8, [1, 16, 20, 24])],
+                  [vi("y0", TensorProto.FLOAT, None), vi("y1", TensorProto.FLOAT, None),
+                   vi("y2", TensorProto.FLOAT, None), vi("y3", TensorProto.UINT8, None),
+                   vi("y4", TensorProto.FLOAT, None)], 13, inits=inits),
+            [("x", rand([2, 8, 15, 17], 150, -3, 3)), ("q", q)])
+
+
 def write(out, name):
     m, inputs = CASES[name]()
     d = os.path.join(out, name)
