@@ -797,6 +797,27 @@ def ort_all_bilinear_resize():
             [("x", rand([2, 8, 15, 17], 150, -3, 3)), ("q", q)])
 
 
+@case
+def ort_all_qdq_activation_matmul():
+    """A MatMul of two dequantized uint8 activations, quantized (attention scores of a QDQ transformer). ONNX
+    Runtime's level 'all' runs it as QLinearMatMul, an exact integer product rounded once; the float MatMul of the
+    dequantized values rounds at every add, and here moves one element by a step."""
+    rng = np.random.default_rng(43)
+    kk = 64
+    az, bz, yz = (int(rng.integers(0, 256)) for _ in range(3))
+    inits = [const("as", np.array(0.031, np.float32)), const("az", np.array(az, np.uint8)),
+             const("bs", np.array(0.027, np.float32)), const("bz", np.array(bz, np.uint8)),
+             const("ys", np.array(0.9 * np.sqrt(kk) / 8, np.float32)), const("yz", np.array(yz, np.uint8))]
+    nodes = [helper.make_node("DequantizeLinear", ["a", "as", "az"], ["da"]),
+             helper.make_node("DequantizeLinear", ["b", "bs", "bz"], ["db"]),
+             helper.make_node("MatMul", ["da", "db"], ["m"]),
+             helper.make_node("QuantizeLinear", ["m", "ys", "yz"], ["y"])]
+    a = rng.integers(0, 256, size=[1, 4, 48, kk]).astype(np.uint8)
+    b = rng.integers(0, 256, size=[1, 4, kk, 48]).astype(np.uint8)
+    return (model(nodes, [vi("a", TensorProto.UINT8, [1, 4, 48, kk]), vi("b", TensorProto.UINT8, [1, 4, kk, 48])],
+                  [vi("y", TensorProto.UINT8, None)], 13, inits=inits), [("a", a), ("b", b)])
+
+
 def write(out, name):
     m, inputs = CASES[name]()
     d = os.path.join(out, name)
