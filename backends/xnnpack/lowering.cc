@@ -273,15 +273,7 @@ int32_t Lowering::step_input(const std::string& name, Layout layout) {
 }
 
 int32_t Lowering::step_output(const std::string& name, Layout layout) {
-  if (values_.count(name) && (values_[name].tensor[0] >= 0 || values_[name].tensor[1] >= 0)) {
-    fail(TESSERA_ERROR_INVALID_ARGUMENT, "value '" + name + "' is written twice");
-  }
-  if (is_constant(name) || input_index_.count(name)) {
-    fail(TESSERA_ERROR_INVALID_ARGUMENT, "value '" + name + "' is written twice");
-  }
-  int32_t t = new_tensor(xnn_dims(dims(name), layout == kNhwc), TensorKind::kBuffer, name);
-  values_[name].tensor[layout] = t;
-  return t;
+  return written_value(name, layout, TensorKind::kBuffer);
 }
 
 int32_t Lowering::literal(const std::vector<float>& values, Dims dims) {
@@ -289,12 +281,17 @@ int32_t Lowering::literal(const std::vector<float>& values, Dims dims) {
 }
 
 int32_t Lowering::output(const std::string& name, Layout layout) {
+  return written_value(name, layout, TensorKind::kInternal);
+}
+
+int32_t Lowering::written_value(const std::string& name, Layout layout, TensorKind kind) {
   const Dims& d = dims(name);
-  if ((values_.count(name) && (values_[name].tensor[0] >= 0 || values_[name].tensor[1] >= 0)) || is_constant(name) ||
-      input_index_.count(name)) {
+  auto it = values_.find(name);
+  const bool has_tensor = it != values_.end() && (it->second.tensor[0] >= 0 || it->second.tensor[1] >= 0);
+  if (has_tensor || is_constant(name) || input_index_.count(name)) {
     fail(TESSERA_ERROR_INVALID_ARGUMENT, "value '" + name + "' is written twice");
   }
-  int32_t t = new_tensor(xnn_dims(d, layout == kNhwc), TensorKind::kInternal, name);
+  int32_t t = new_tensor(xnn_dims(d, layout == kNhwc), kind, name);
   values_[name].tensor[layout] = t;
   return t;
 }

@@ -105,6 +105,8 @@ class Lowering {
   void lower_node(const onnx::NodeProto& n);
   int32_t new_tensor(Dims dims, TensorKind kind, const std::string& value = "");
   std::string quant_root(const std::string& name) const;
+  // A new tensor of `kind` for value `name`, which nothing has written yet.
+  int32_t written_value(const std::string& name, Layout layout, TensorKind kind);
   void fill_quantization();
   int32_t usable(int32_t t);  // promotes an internal tensor of an earlier segment to a buffer
   int32_t import(const std::string& name, Layout layout);

@@ -116,6 +116,10 @@ void nhwc_to_nchw(const void* src, void* dst, const Dims& d, size_t elem, pthrea
 
 namespace {
 
+// A depthwise filter [M,1,kh,kw] read as one image of M channels and kh*kw pixels, whose channels-last form is the
+// [1,kh,kw,M] XNNPACK reads (`dims`, the latter).
+Dims depthwise_as_image(const Dims& dims) { return {1, dims[3], dims[1] * dims[2]}; }
+
 // The 8-bit and int32 constants: bytes moved as the float transforms move floats (a uint8 source flipped into the
 // int8 domain), the int32 bias copied, a QLinearLookup table re-indexed and re-valued in the int8 domain.
 void build_integer_constant(const ConstantDef& c, const Dims& dims, DType dtype, const SourceTensor& src, void* out) {
@@ -134,13 +138,9 @@ void build_integer_constant(const ConstantDef& c, const Dims& dims, DType dtype,
     case Transform::kFilter:
       nchw_to_nhwc(in, o, filter_dims_2d(src.dims), 1, nullptr);
       break;
-    case Transform::kDepthwise: {
-      const size_t m = static_cast<size_t>(dims[3]), hw = static_cast<size_t>(dims[1] * dims[2]);
-      for (size_t oc = 0; oc < m; ++oc) {
-        for (size_t k = 0; k < hw; ++k) o[k * m + oc] = in[oc * hw + k];
-      }
+    case Transform::kDepthwise:
+      nchw_to_nhwc(in, o, depthwise_as_image(dims), 1, nullptr);
       break;
-    }
     case Transform::kLookup:
       // Entry i of the engine's table serves the int8-domain byte i, which is the table's index i ^ 0x80 for
       // either operand type (qlinear_lookup.h indexes by the unsigned value); binary: both index bytes.
@@ -184,13 +184,9 @@ void build_constant(const ConstantDef& c, const Dims& dims, DType dtype, const s
     case Transform::kFilter:  // [O,I,kh,kw] -> [O,kh,kw,I]: per output channel, I x (kh*kw) transposed
       nchw_to_nhwc(src[0].data, out, filter_dims_2d(src[0].dims), 4, nullptr);
       break;
-    case Transform::kDepthwise: {  // [M,1,kh,kw] -> [1,kh,kw,M]
-      const size_t m = static_cast<size_t>(dims[3]), hw = static_cast<size_t>(dims[1] * dims[2]);
-      for (size_t o = 0; o < m; ++o) {
-        for (size_t k = 0; k < hw; ++k) out[k * m + o] = src[0].data[o * hw + k];
-      }
+    case Transform::kDepthwise:  // [M,1,kh,kw] -> [1,kh,kw,M]
+      nchw_to_nhwc(src[0].data, out, depthwise_as_image(dims), 4, nullptr);
       break;
-    }
     case Transform::kDeconv: {  // [C, Mg, kh, kw] -> [g*Mg, kh, kw, C/g]
       const Dims s = filter_dims_2d(src[0].dims);
       const size_t groups = static_cast<size_t>(c.ints[0]), cg = static_cast<size_t>(s[0]) / groups;

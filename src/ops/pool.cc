@@ -13,6 +13,7 @@
 #include "ops/conv_util.h"
 #include "ops/kernels/lane_fold.h"
 #include "ops/op_registry.h"
+#include "ops/quantize_ops.h"
 #include "ops/tensor_util.h"
 #include "util/cpu_isa.h"
 
@@ -557,21 +558,8 @@ void quantize_pooled(const float* y, int64_t n, float scale, float zero, T* out)
 
 Status run_qlinear_average_pool(KernelContext& ctx) {
   const Node& node = ctx.node();
+  TSR_ASSIGN_OR_RETURN(quant::UnaryQuant q, quant::unary_quant(ctx));
   const Tensor& x = *ctx.input(0);
-  const Tensor* xs = ctx.input(1);
-  const Tensor* xz = ctx.input(2);
-  const Tensor* ys = ctx.input(3);
-  const Tensor* yz = ctx.input(4);
-  if (x.dtype() != DType::kUInt8 && x.dtype() != DType::kInt8) return ctx.error("X must be uint8 or int8");
-  if (!xs || !ys || xs->numel() != 1 || ys->numel() != 1 || xs->dtype() != DType::kFloat32 ||
-      ys->dtype() != DType::kFloat32) {
-    return ctx.error("x_scale and y_scale must be float32 scalars");
-  }
-  for (const Tensor* z : {xz, yz}) {
-    if (z && z->defined() && (z->numel() != 1 || z->dtype() != x.dtype())) {
-      return ctx.error("zero points must be scalars of X's type");
-    }
-  }
   if (node.attr_int("channels_last", 0) != 0)
     return Unsupported(node.describe() + ": channels_last=1 is not supported");
   if (x.rank() < 3 || x.rank() > 5) {
@@ -587,23 +575,20 @@ Status run_qlinear_average_pool(KernelContext& ctx) {
   o.kind = PoolKind::kAvg;
   o.count_include_pad = node.attr_int("count_include_pad", 0) != 0;
   o.full_kernel_count = true;
-  const float scale = xs->data<float>()[0];
-  const int32_t x_zero = xz && xz->defined() ? static_cast<int32_t>(xz->as_double(0)) : 0;
-  const float y_scale = ys->data<float>()[0];
-  const float y_zero = yz && yz->defined() ? static_cast<float>(yz->as_double(0)) : 0.f;
+  const float y_zero = static_cast<float>(q.y_zero);
   const int64_t planes = x.dim(0) * x.dim(1), isz = g.in_size(), osz = g.out_size();
   ctx.pool().parallel_for(planes, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> xf(static_cast<size_t>(isz)), yf(static_cast<size_t>(osz));
     for (int64_t p = begin; p < end; ++p) {
       for (int64_t i = 0; i < isz; ++i) {
         const int32_t v = x.dtype() == DType::kUInt8 ? x.data<uint8_t>()[p * isz + i] : x.data<int8_t>()[p * isz + i];
-        xf[static_cast<size_t>(i)] = scale * static_cast<float>(v - x_zero);
+        xf[static_cast<size_t>(i)] = q.x_scale * static_cast<float>(v - q.x_zero);
       }
       pool_plane<float>(xf.data(), g, o, yf.data(), nullptr, 0);
       if (x.dtype() == DType::kUInt8) {
-        quantize_pooled(yf.data(), osz, y_scale, y_zero, y.data<uint8_t>() + p * osz);
+        quantize_pooled(yf.data(), osz, q.y_scale, y_zero, y.data<uint8_t>() + p * osz);
       } else {
-        quantize_pooled(yf.data(), osz, y_scale, y_zero, y.data<int8_t>() + p * osz);
+        quantize_pooled(yf.data(), osz, q.y_scale, y_zero, y.data<int8_t>() + p * osz);
       }
     }
   });

@@ -47,6 +47,27 @@ Status check_8bit_input(const KernelContext& ctx, int i, const char* what) {
   return Status::Ok();
 }
 
+Expected<UnaryQuant> unary_quant(const KernelContext& ctx) {
+  TSR_RETURN_IF_ERROR(check_8bit_input(ctx, 0, "X"));
+  const DType t = ctx.input(0)->dtype();
+  const Tensor* xs = ctx.input(1);
+  const Tensor* ys = ctx.input(3);
+  if (!xs || !ys || xs->numel() != 1 || ys->numel() != 1 || xs->dtype() != DType::kFloat32 ||
+      ys->dtype() != DType::kFloat32) {
+    return ctx.error("the scales must be float32 scalars");
+  }
+  UnaryQuant q;
+  q.x_scale = xs->data<float>()[0];
+  q.y_scale = ys->data<float>()[0];
+  for (int i : {2, 4}) {
+    const Tensor* z = ctx.input(i);
+    if (!z || !z->defined()) continue;
+    if (z->numel() != 1 || z->dtype() != t) return ctx.error("the zero points must be scalars of X's type");
+    (i == 2 ? q.x_zero : q.y_zero) = static_cast<int32_t>(z->as_double(0));
+  }
+  return q;
+}
+
 }  // namespace quant
 
 namespace {

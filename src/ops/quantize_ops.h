@@ -20,6 +20,15 @@ std::vector<float> float_values(const Tensor& t);
 // Checks that input `i` (named `what`) is present and 8-bit.
 Status check_8bit_input(const KernelContext& ctx, int i, const char* what);
 
+// The per-tensor quantization of a unary QLinear op (com.microsoft QLinearSoftmax, QLinearAveragePool): X at input
+// 0, its scale and zero point at 1 and 2, Y's at 3 and 4; scales float32 scalars, zero points scalars of X's type
+// (absent: 0). X is checked to be 8-bit.
+struct UnaryQuant {
+  float x_scale = 1.f, y_scale = 1.f;
+  int32_t x_zero = 0, y_zero = 0;
+};
+Expected<UnaryQuant> unary_quant(const KernelContext& ctx);
+
 // QLinearMatMul and MatMulInteger (quantize_matmul.cc).
 OpSchema qlinear_matmul_schema();
 OpSchema matmul_integer_schema();

@@ -15,6 +15,7 @@
 
 #include "ops/norm_util.h"
 #include "ops/op_registry.h"
+#include "ops/quantize_ops.h"
 
 namespace tessera {
 namespace {
@@ -264,33 +265,23 @@ void qlinear_softmax_typed(const T* x, T* y, const SoftmaxGeometry& g, const flo
 }
 
 Status run_qlinear_softmax(KernelContext& ctx) {
+  TSR_ASSIGN_OR_RETURN(quant::UnaryQuant q, quant::unary_quant(ctx));
   const Tensor& x = *ctx.input(0);
-  const Tensor* xs = ctx.input(1);
-  const Tensor* ys = ctx.input(3);
-  const Tensor* yz = ctx.input(4);
-  if (x.dtype() != DType::kUInt8 && x.dtype() != DType::kInt8) return ctx.error("X must be uint8 or int8");
-  if (!xs || !ys || xs->numel() != 1 || ys->numel() != 1 || xs->dtype() != DType::kFloat32 ||
-      ys->dtype() != DType::kFloat32) {
-    return ctx.error("X_scale and Y_scale must be float32 scalars");
-  }
-  if (yz && yz->defined() && (yz->numel() != 1 || yz->dtype() != x.dtype())) {
-    return ctx.error("Y_zero_point must be a scalar of X's type");
-  }
   const int64_t opset = ctx.node().attr_int("opset", 13);
   const int64_t axis = ctx.node().attr_int("axis", default_axis(opset));
   const int rank = x.rank();
   if (rank == 0 || axis < -rank || axis >= rank) return ctx.error("axis " + std::to_string(axis) + " out of range");
   const SoftmaxGeometry g = geometry(x.dims(), axis, opset);
   if (x.numel() == 0) return Status::Ok();
-  const float x_scale = xs->data<float>()[0];
+  const float x_scale = q.x_scale;
   double shift = std::log(static_cast<double>(std::numeric_limits<float>::max() / static_cast<float>(g.n)));
   shift = std::max(0.0, shift - 5.0) / static_cast<double>(x_scale);
   float table[256];
   for (int i = 0; i < 256; ++i) {
     table[i] = static_cast<float>(std::exp((static_cast<double>(i) - 255 + shift) * static_cast<double>(x_scale)));
   }
-  const float y_scale = std::floor(1.0f / ys->data<float>()[0]);
-  const int32_t zp = yz && yz->defined() ? static_cast<int32_t>(yz->as_double(0)) : 0;
+  const float y_scale = std::floor(1.0f / q.y_scale);
+  const int32_t zp = q.y_zero;
   Tensor& y = *ctx.output(0);
   if (x.dtype() == DType::kUInt8) {
     qlinear_softmax_typed(x.data<uint8_t>(), y.data<uint8_t>(), g, table, y_scale, zp, ctx.pool());

@@ -362,20 +362,16 @@ class Fuser {
     if (sy.size() != 1) return false;
     const int za = static_cast<int>(g_.constant(s.x.zero)->as_double(0));
     const int zb = static_cast<int>(g_.constant(s.x2.zero)->as_double(0));
-    // The operand order of the Add decides which is A: its first input.
-    const bool x_first = s.steps[0].input == 0;
+    // x is the Add's first input (A), x2 its second (B): find_sandwich takes the live operands in order.
     const float ra = sa / sy[0], rb = sb / sy[0];
-    const float r_first = x_first ? ra : rb, r_second = x_first ? rb : ra;
-    const int z_first = x_first ? za : zb, z_second = x_first ? zb : za;
-    const float fixed = static_cast<float>(zy) - std::fma(r_first, static_cast<float>(z_first),
-                                                          normk::mul_unfused(r_second, static_cast<float>(z_second)));
+    const float fixed =
+        static_cast<float>(zy) - std::fma(ra, static_cast<float>(za), normk::mul_unfused(rb, static_cast<float>(zb)));
     Tensor out(t, {kLookupBinaryEntries});
     auto* o = static_cast<uint8_t*>(out.raw());
     for (int ux = 0; ux < 256; ++ux) {
       for (int ux2 = 0; ux2 < 256; ++ux2) {
-        const float vx = static_cast<float>(ux + lo), vx2 = static_cast<float>(ux2 + lo);
-        const float first = x_first ? vx : vx2, second = x_first ? vx2 : vx;
-        const float v = std::fma(first, r_first, std::fma(second, r_second, fixed));
+        const float a = static_cast<float>(ux + lo), b = static_cast<float>(ux2 + lo);
+        const float v = std::fma(a, ra, std::fma(b, rb, fixed));
         const int r = std::clamp(static_cast<int>(std::nearbyint(v)), lo, hi);
         o[(ux << 8) | ux2] = lookup_byte_of_index(t, r - lo);
       }
