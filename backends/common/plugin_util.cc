@@ -210,6 +210,11 @@ std::string attr_string(const onnx::NodeProto& n, const std::string& name, const
   return a ? a->s() : def;
 }
 
+std::vector<float> attr_floats(const onnx::NodeProto& n, const std::string& name) {
+  const auto* a = find_attr(n, name);
+  return a ? std::vector<float>(a->floats().begin(), a->floats().end()) : std::vector<float>{};
+}
+
 std::vector<int64_t> attr_ints(const onnx::NodeProto& n, const std::string& name, std::vector<int64_t> def) {
   const auto* a = find_attr(n, name);
   if (!a) return def;

@@ -117,6 +117,7 @@ int64_t attr_int(const onnx::NodeProto& n, const std::string& name, int64_t def)
 float attr_float(const onnx::NodeProto& n, const std::string& name, float def);
 std::string attr_string(const onnx::NodeProto& n, const std::string& name, const std::string& def);
 std::vector<int64_t> attr_ints(const onnx::NodeProto& n, const std::string& name, std::vector<int64_t> def = {});
+std::vector<float> attr_floats(const onnx::NodeProto& n, const std::string& name);
 bool has_attr(const onnx::NodeProto& n, const std::string& name);
 
 // "node 'conv1' (Conv)" for messages.

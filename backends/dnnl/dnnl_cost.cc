@@ -150,7 +150,11 @@ double op_us(const Op& op, const std::vector<Value>& v, const tessera_plugin::Ma
   if (op.kind == OpKind::kQuantParams) {  // a min and a max per element of its input
     function_us += static_cast<double>(numel(v[static_cast<size_t>(op.in[0])].dims)) * 0.25 / (f.cycles_per_us * f.threads);
   }
-  if (op.kind == OpKind::kLookup) function_us += elements * (op.in.size() == 3 ? 2.0 : 1.0) / (f.cycles_per_us * f.threads);
+  // A binary table costs a dependent load per element; QLinearAdd's arithmetic (floats set) 16 lanes at a time.
+  if (op.kind == OpKind::kLookup) {
+    const double cycles = op.in.size() == 3 ? (op.floats.size() == 3 ? 0.25 : 2.0) : 1.0;
+    function_us += elements * cycles / (f.cycles_per_us * f.threads);
+  }
   if (op.kind == OpKind::kReduce || (op.kind == OpKind::kPool && elements * 16 < bytes / 4)) {
     // A reduction, or a pooling whose window covers most of its input.
     const double in = static_cast<double>(numel(v[static_cast<size_t>(op.in[0])].dims));

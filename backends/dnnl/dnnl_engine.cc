@@ -36,6 +36,7 @@
 
 #include "dnnl_engine.h"
 #include "dnnl_primitives.h"
+#include "ops/qlinear_add_math.h"  // header-only, shared with native
 
 namespace tessera_dnnl {
 
@@ -644,8 +645,23 @@ class Builder {
       if (t == 2) {
         s.args.emplace_back(DNNL_ARG_SRC_1, as_layout(op.in[1], retyped(op.in[1])));
         s.flip1 = is_int8(op.in[1]) ? 0x80 : 0;
+        if (op.floats.size() == 3) {
+          s.qadd = true;
+          s.scale = op.floats[0], s.scale2 = op.floats[1], s.zero_point = op.floats[2];
+          s.int8 = is_int8(op.in[0]);
+          s.impl = "QLinearAdd arithmetic (own loop; its 65536-entry table checked)";
+        }
       }
       s.table = plan_.mems[static_cast<size_t>(canon(op.in[t]))].index;
+      // A QLinearAdd form is computed only where the operands and the table are of one type and the table holds it
+      // at every pair (the table is the contract, whatever the blob says); otherwise the pairs are looked up. (A dry
+      // plan, for sizes and estimates, has no constants to check.)
+      const auto* tb = static_cast<const uint8_t*>(plan_.fixed[static_cast<size_t>(s.table)]);
+      if (s.qadd && (is_int8(op.in[1]) != s.int8 || is_int8(op.in[2]) != s.int8 ||
+                     (tb && !tessera::qadd::matches_table({s.scale, s.scale2, s.zero_point}, s.int8, tb)))) {
+        s.qadd = false;
+        s.impl = "lookup table (65536 entries)";
+      }
     } else if (op.kind == OpKind::kDqBinary) {
       s.impl = "dequantize and binary (own loop)";
       s.args.emplace_back(DNNL_ARG_SRC_1, as_layout(op.in[1], retyped(op.in[1])));

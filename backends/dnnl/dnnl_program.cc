@@ -494,8 +494,13 @@ std::string check_kind(const Op& op, const std::vector<Value>& v) {
     case OpKind::kLookup: {
       if (op.in.size() != 2 && op.in.size() != 3) return "operands";
       if (!present(0) || !op.ints.empty()) return "operands";
-      if (!op.floats.empty() &&  // a clamp table's bounds (dnnl_program.h)
-          (op.in.size() != 2 || op.floats.size() != 2 || !whole_bounds(op.floats[0], op.floats[1], -128, 255))) {
+      if (op.in.size() == 3 && !op.floats.empty()) {  // a QLinearAdd form (dnnl_program.h); the engine checks its table
+        if (op.floats.size() != 3 ||
+            !std::all_of(op.floats.begin(), op.floats.end(), [](float f) { return std::isfinite(f); })) {
+          return "QLinearAdd form";
+        }
+      } else if (!op.floats.empty() &&  // a clamp table's bounds (dnnl_program.h)
+                 (op.in.size() != 2 || op.floats.size() != 2 || !whole_bounds(op.floats[0], op.floats[1], -128, 255))) {
         return "clamp bounds";
       }
       const size_t t = op.in.size() - 1;

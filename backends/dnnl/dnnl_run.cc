@@ -41,6 +41,7 @@
 #include "dnnl_engine.h"
 #include "ops/dynamic_quantize_math.h"  // header-only, shared with native
 #include "ops/elementwise_math.h"  // header-only: the logistic native and ONNX Runtime compute
+#include "ops/qlinear_add_math.h"  // header-only, shared with native
 
 namespace tessera_dnnl {
 
@@ -404,7 +405,10 @@ void run_own(const Step& step, const void* table, const float* params, std::unor
         auto* y = static_cast<uint8_t*>(yv) + begin;
         const auto* tb = static_cast<const uint8_t*>(table);
         const uint8_t f0 = step.flip0, f1 = step.flip1;
-        if (x2) {
+        if (x2 && step.qadd) {
+          tessera::qadd::run({step.scale, step.scale2, step.zero_point}, step.int8, x, x2 + begin, y, count,
+                             has_avx512());
+        } else if (x2) {
           const uint8_t* b = x2 + begin;
           for (size_t i = 0; i < count; ++i) y[i] = tb[static_cast<size_t>(x[i] ^ f0) << 8 | (b[i] ^ f1)];
         } else {

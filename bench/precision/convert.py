@@ -7,15 +7,17 @@
       Cast(to=FLOAT16), and the ops that converter keeps in float32 (Resize, Range, TopK, Min, Max, CumSum, ...) get a
       Cast to float32 on each float input and a Cast back to float16 on each output. --keep-io-types leaves the graph
       inputs and outputs float32 behind Casts named graph_input_cast_<i> / graph_output_cast_<i>.
-  convert.py probe IN.onnx OUT.onnx
+  convert.py probe IN.onnx OUT.onnx [--op-types T,..]
       folds BatchNormalization into the Conv before it (as ONNX Runtime's quantization pre-processing does) and adds
-      the float activations static quantization calibrates (every input and output of a Conv, MatMul or Gemm with
-      constant weights) to the graph outputs, after the model's own; run it on calibration inputs
+      the float activations static quantization calibrates (every float input and output of a node of the op types
+      quantized) to the graph outputs, after the model's own; run it on calibration inputs
       (`tessera run OUT.onnx --input-dir D --output-dir R`) and give the R directories to qdq.
-  convert.py qdq IN.onnx OUT.onnx --calibration R [R ...]
+  convert.py qdq IN.onnx OUT.onnx --calibration R [R ...] [--op-types T,..]
       static QDQ quantization as ONNX Runtime's quantize_static(QuantFormat.QDQ, per_channel=True) writes it, with
-      MinMax ranges from the probe runs: QuantizeLinear/DequantizeLinear (uint8, asymmetric) on each such node's
-      input and output, int8 symmetric per-channel weights and int32 biases behind DequantizeLinear (opset >= 13).
+      MinMax ranges from the probe runs (opset >= 13): by default the op types it quantizes when given none
+      (ORT_STATIC_OPS: products, Relu/Clip removed behind them, residual Adds, pools, data movement, Softmax, ...);
+      --op-types Conv,MatMul,Gemm quantizes only the products. Activations uint8 asymmetric, weights int8 symmetric
+      (per channel for the products), int32 biases, each behind a DequantizeLinear (see qdq()).
   convert.py dynamic IN.onnx OUT.onnx [--weight-type int8|uint8] [--per-channel]
       quantizes every Conv and every MatMul with a constant weight the way ONNX Runtime's quantize_dynamic does:
       DynamicQuantizeLinear on the activation, ConvInteger/MatMulInteger on the quantized weight, Cast to float, Mul by
@@ -294,9 +296,22 @@ def dynamic(model, weight_type, per_channel):
     return model
 
 
+# The op types ONNX Runtime's quantize_static quantizes when none are named (its QLinear and QDQ registries), as far
+# as this writer knows them; the others it leaves in float.
+ORT_STATIC_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm", "Relu", "Clip", "Add", "Mul", "Concat", "GlobalAveragePool",
+                  "Softmax", "Sigmoid", "LeakyRelu", "MaxPool", "AveragePool", "Reshape", "Transpose", "Squeeze",
+                  "Unsqueeze", "Slice", "Resize")
+_PRODUCTS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
+# Ops whose quantized output takes its first input's scale and zero point (ONNX Runtime's "direct 8-bit" ops, max
+# pooling and Resize), quantized only where that input is.
+_SAME_AS_INPUT = ("MaxPool", "AveragePool", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Resize")
+# Ops whose float inputs and outputs are all quantized, each with its own calibrated range.
+_ALL_IO = ("Add", "Mul", "Concat", "GlobalAveragePool", "Softmax", "Sigmoid", "LeakyRelu")
+
+
 def _quantizable(n, inits):
-    """Conv with a constant weight, MatMul with a constant 2-D B, Gemm with a constant B (transB any)."""
-    if n.op_type not in ("Conv", "MatMul", "Gemm") or len(n.input) < 2 or n.input[1] not in inits:
+    """Conv/ConvTranspose with a constant weight, MatMul with a constant 2-D B, Gemm with a constant B (transB any)."""
+    if n.op_type not in _PRODUCTS or len(n.input) < 2 or n.input[1] not in inits:
         return False
     if inits[n.input[1]].data_type != FLOAT:
         return False
@@ -309,17 +324,19 @@ def _quantizable(n, inits):
     return True
 
 
-def probe(model):
-    """The model with the float activations static quantization needs (every input and output of the quantizable
-    nodes) added to the graph outputs, in a fixed order; returns (model, {name: graph output index})."""
+def probe(model, op_types):
+    """The model with the float activations static quantization may calibrate (every float input and output, not a
+    constant, of a node of op_types) added to the graph outputs, after the model's own, in a fixed order; returns
+    (model, {name: graph output index})."""
     g = model.graph
-    inits = {i.name: i for i in g.initializer}
+    types = _value_types(model)
+    inits = {i.name for i in g.initializer}
     index = {o.name: k for k, o in enumerate(g.output)}  # name -> its graph output index
     for n in g.node:
-        if not _quantizable(n, inits):
+        if n.op_type not in op_types:
             continue
-        for x in (n.input[0], n.output[0]):
-            if x not in index and x not in inits:
+        for x in list(n.input) + list(n.output):
+            if x and x not in index and x not in inits and types.get(x) == FLOAT:
                 index[x] = len(g.output)
                 g.output.append(helper.make_empty_tensor_value_info(x))
     return model, index
@@ -377,89 +394,139 @@ def fold_batch_norms(model):
     return model
 
 
-def qdq(model, ranges):
-    """QDQ static quantization as ONNX Runtime's quantize_static (QuantFormat.QDQ, per_channel=True) writes it:
-    activations uint8 asymmetric with the calibrated ranges, weights int8 symmetric per output channel, biases int32
-    at scale x_scale * w_scale, each behind a DequantizeLinear; every quantizable node's input and output get a
-    QuantizeLinear -> DequantizeLinear pair."""
+def qdq(model, ranges, op_types):
+    """Static QDQ quantization as ONNX Runtime's quantize_static(QuantFormat.QDQ, per_channel=True) writes it, for the
+    nodes of op_types: activations uint8 asymmetric with the calibrated ranges, weights int8 symmetric (per output
+    channel for Conv/MatMul/Gemm, per tensor elsewhere), biases int32 at scale x_scale * w_scale, each behind a
+    DequantizeLinear. Nodes are taken in graph order, as its quantizer does:
+      - Conv/ConvTranspose/Gemm with a constant weight, MatMul: the inputs and the output are quantized;
+      - Relu/Clip whose input is quantized: removed where that input has no other reader and is not a graph input or
+        output (its producer's output takes its name and range; saturation does the clamping), else both quantized;
+      - MaxPool, AveragePool, Reshape, Transpose, Squeeze, Unsqueeze, Slice, Resize whose first input is quantized:
+        the output is, with the input's scale and zero point;
+      - Add, Mul, Concat, GlobalAveragePool, Softmax, Sigmoid, LeakyRelu with only float operands: every input and
+        the output are quantized (a constant operand as a weight).
+    A quantized value gets one QuantizeLinear -> DequantizeLinear pair right after its producer (graph inputs: first),
+    which every reader reads."""
     g = model.graph
     names = _all_names(g)
     inits = {i.name: i for i in g.initializer}
-    new_inits, qdq_of = [], {}  # activation -> its DequantizeLinear output
-    head = []  # QDQ pairs, placed right after the producer of their activation
+    types = _value_types(model)
+    graph_io = {v.name for v in g.input} | {v.name for v in g.output}
+    readers = {}
+    for n in g.node:
+        for x in n.input:
+            readers[x] = readers.get(x, 0) + 1
 
-    def quantize_activation(x):
-        if x in qdq_of:
-            return qdq_of[x]
-        scale, zp = _activation_params(*ranges[x])
+    def is_float(x):
+        return x in inits and inits[x].data_type == FLOAT or types.get(x) == FLOAT
+
+    # Pass 1, in graph order: which activations are quantized (value -> its own range, or the value whose scale and
+    # zero point it shares), which Relu/Clip nodes go.
+    quantized, removed = {}, set()
+
+    def mark(x):
+        if x and x not in inits and x not in quantized and x in ranges:
+            quantized[x] = x
+
+    nodes = list(g.node)
+    for i, n in enumerate(nodes):
+        if n.op_type not in op_types:
+            continue
+        if n.op_type in _PRODUCTS:
+            if _quantizable(n, inits):
+                mark(n.input[0])
+                mark(n.output[0])
+            elif n.op_type == "MatMul" and all(is_float(x) and x not in inits for x in n.input):
+                for x in list(n.input) + [n.output[0]]:
+                    mark(x)
+        elif n.op_type in ("Relu", "Clip"):
+            x, y = n.input[0], n.output[0]
+            if x not in quantized:
+                continue
+            if y in ranges and readers.get(x) == 1 and x not in graph_io and y not in graph_io:
+                del quantized[x]
+                producer = next(p for p in nodes[:i] if x in p.output)
+                producer.output[list(producer.output).index(x)] = y
+                removed.add(i)
+            mark(y)
+        elif n.op_type in _SAME_AS_INPUT:
+            if n.input[0] in quantized:
+                quantized[n.output[0]] = n.input[0]
+        elif n.op_type in _ALL_IO:
+            if all(is_float(x) for x in n.input if x) and all(x in ranges or x in inits for x in n.input if x):
+                for x in list(n.input) + [n.output[0]]:
+                    mark(x)
+    nodes = [n for i, n in enumerate(nodes) if i not in removed]
+
+    def params(x):
+        while quantized[x] != x:
+            x = quantized[x]
+        return _activation_params(*ranges[x])
+
+    new_inits, pairs = [], {}  # pairs: value -> (Q, DQ) nodes; the DQ writes the value's name (a graph input's: x_dq)
+    reader_name = {}  # graph input -> the name its readers read
+    for x in quantized:
+        scale, zp = params(x)
         xs, xz = _unique(names, x + "_scale"), _unique(names, x + "_zero_point")
-        xq, xd = _unique(names, x + "_QuantizeLinear_Output"), _unique(names, x + "_DequantizeLinear_Output")
+        xq = _unique(names, x + "_QuantizeLinear_Output")
         new_inits.extend([numpy_helper.from_array(np.array(scale, np.float32), xs),
                           numpy_helper.from_array(np.array(zp, np.uint8), xz)])
-        head.append((x, [helper.make_node("QuantizeLinear", [x, xs, xz], [xq], name=_unique(names, x + "_QuantizeLinear")),
-                         helper.make_node("DequantizeLinear", [xq, xs, xz], [xd],
-                                          name=_unique(names, x + "_DequantizeLinear"))]))
-        qdq_of[x] = xd
-        return xd
+        if x in {v.name for v in g.input}:
+            src, dst = x, _unique(names, x + "_DequantizeLinear_Output")
+            reader_name[x] = dst
+        else:
+            src, dst = _unique(names, x + "_float"), x
+        pairs[x] = (src, [helper.make_node("QuantizeLinear", [src, xs, xz], [xq], name=_unique(names, x + "_QuantizeLinear")),
+                          helper.make_node("DequantizeLinear", [xq, xs, xz], [dst], name=_unique(names, x + "_DequantizeLinear"))])
 
+    def dequantized_weight(w_name, q, wscale, wzero, axis):
+        wq, ws, wz = (_unique(names, w_name + s) for s in ("_quantized", "_scale", "_zero_point"))
+        wd = _unique(names, w_name + "_DequantizeLinear_Output")
+        new_inits.extend([numpy_helper.from_array(q, wq), numpy_helper.from_array(wscale, ws),
+                          numpy_helper.from_array(wzero, wz)])
+        kw = {"axis": axis} if axis is not None else {}
+        return wd, helper.make_node("DequantizeLinear", [wq, ws, wz], [wd], name=_unique(names, wq + "_DequantizeLinear"), **kw)
+
+    by_src = {src: x for x, (src, _) in pairs.items()}
     rewritten = []
-    for n in g.node:
-        if not _quantizable(n, inits):
-            rewritten.append(n)
-            continue
-        attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
-        w = numpy_helper.to_array(inits[n.input[1]])
-        # The output channel axis of the stored weight: Conv's 0, MatMul's last, Gemm's 0 with transB else last.
-        axis = 0 if n.op_type == "Conv" or (n.op_type == "Gemm" and attrs.get("transB", 0)) else w.ndim - 1
-        q, wscale, _ = _quantize_weight(w, "int8", True, axis)
-        base = n.name or n.output[0]
-        wq, ws, wz = (_unique(names, n.input[1] + s) for s in ("_quantized", "_scale", "_zero_point"))
-        wd = _unique(names, n.input[1] + "_DequantizeLinear_Output")
-        new_inits += [numpy_helper.from_array(q, wq), numpy_helper.from_array(wscale, ws),
-                      numpy_helper.from_array(np.zeros(wscale.shape, np.int8), wz)]
-        dq_nodes = [helper.make_node("DequantizeLinear", [wq, ws, wz], [wd], name=_unique(names, wq + "_DequantizeLinear"),
-                                     axis=axis)]
-        x = quantize_activation(n.input[0])
-        inputs = [x, wd]
-        if len(n.input) > 2 and n.input[2]:
-            if n.input[2] in inits:
-                xscale, _ = _activation_params(*ranges[n.input[0]])
+    for n in nodes:
+        inputs = [reader_name.get(x, x) for x in n.input]
+        dq_nodes = []
+        if n.op_type in op_types and n.op_type in _PRODUCTS and _quantizable(n, inits) and n.input[0] in quantized:
+            attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+            w = numpy_helper.to_array(inits[n.input[1]])
+            # The output channel axis of the stored weight: Conv's 0, ConvTranspose's 1, MatMul's last, Gemm's 0
+            # with transB else last.
+            axis = {"Conv": 0, "ConvTranspose": 1}.get(n.op_type, 0 if attrs.get("transB", 0) else w.ndim - 1)
+            if n.op_type == "ConvTranspose" and attrs.get("group", 1) != 1:
+                axis = None
+            q, wscale, wzero = _quantize_weight(w, "int8", axis is not None, axis if axis is not None else 0)
+            inputs[1], node = dequantized_weight(n.input[1], q, wscale, wzero, axis)
+            dq_nodes.append(node)
+            if len(n.input) > 2 and n.input[2] in inits:
+                xscale, _ = params(n.input[0])
                 bscale = (np.float32(xscale) * wscale).astype(np.float32)
                 b = numpy_helper.to_array(inits[n.input[2]])
                 bq = np.rint(b / bscale.reshape(b.shape) if b.size == bscale.size else b / bscale).astype(np.int32)
-                bqn, bsn, bzn = (_unique(names, n.input[2] + s) for s in ("_quantized", "_scale", "_zero_point"))
-                bd = _unique(names, n.input[2] + "_DequantizeLinear_Output")
-                new_inits += [numpy_helper.from_array(bq, bqn), numpy_helper.from_array(bscale, bsn),
-                              numpy_helper.from_array(np.zeros(bscale.shape, np.int32), bzn)]
-                dq_nodes.append(helper.make_node("DequantizeLinear", [bqn, bsn, bzn], [bd],
-                                                 name=_unique(names, bqn + "_DequantizeLinear"), axis=0))
-                inputs.append(bd)
-            else:
-                inputs.append(n.input[2])
-        y = n.output[0]
-        y_float = _unique(names, y + "_float")
-        node = helper.make_node(n.op_type, inputs, [y_float], name=base, **attrs)
-        scale, zp = _activation_params(*ranges[y])
-        ys, yz, yq = _unique(names, y + "_scale"), _unique(names, y + "_zero_point"), _unique(names, y + "_QuantizeLinear_Output")
-        new_inits.extend([numpy_helper.from_array(np.array(scale, np.float32), ys),
-                          numpy_helper.from_array(np.array(zp, np.uint8), yz)])
-        rewritten.extend(dq_nodes + [node,
-                                     helper.make_node("QuantizeLinear", [y_float, ys, yz], [yq], name=_unique(names, y + "_QuantizeLinear")),
-                                     helper.make_node("DequantizeLinear", [yq, ys, yz], [y], name=_unique(names, y + "_DequantizeLinear"))])
-        qdq_of[y] = y  # its readers take the dequantized value as it is
-    # Every activation's QDQ pair goes right after its producer (graph inputs: first); its readers among the
-    # quantized nodes read the pair's output already.
-    produced_at = {}
-    for i, n in enumerate(rewritten):
-        for o in n.output:
-            produced_at[o] = i
-    after = {}
-    for x, pair in head:
-        after.setdefault(produced_at.get(x, -1), []).extend(pair)
-    ordered = list(after.get(-1, []))
-    for i, n in enumerate(rewritten):
-        ordered.append(n)
-        ordered.extend(after.get(i, []))
+                inputs[2], node = dequantized_weight(n.input[2], bq, bscale, np.zeros(bscale.shape, np.int32),
+                                                     0 if bscale.ndim else None)
+                dq_nodes.append(node)
+        elif n.op_type in op_types and n.op_type in _ALL_IO and n.output[0] in quantized:
+            for j, x in enumerate(n.input):
+                if x in inits:
+                    q, wscale, wzero = _quantize_weight(numpy_helper.to_array(inits[x]), "int8", False, 0)
+                    inputs[j], node = dequantized_weight(x, q, wscale, wzero, None)
+                    dq_nodes.append(node)
+        del n.input[:]
+        n.input.extend(inputs)
+        for j, y in enumerate(n.output):
+            if y in pairs:
+                n.output[j] = pairs[y][0]
+        rewritten.extend(dq_nodes + [n])
+        rewritten.extend(node for y in n.output if y in by_src for node in pairs[by_src[y]][1])
+    head = [node for x in quantized if x in reader_name for node in pairs[x][1]]
+    ordered = head + rewritten
     used = _inputs_read(ordered)
     kept = [i for i in g.initializer if i.name in used]
     del g.initializer[:]
@@ -497,19 +564,22 @@ def main(argv):
     q = sub.add_parser("qdq")
     q.add_argument("src")
     q.add_argument("dst")
+    for sp in (pr, q):
+        sp.add_argument("--op-types", help="comma-separated op types to quantize (default: quantize_static's)")
     q.add_argument("--calibration", nargs="+", required=True,
                    help="output directories of runs of the probe model (output_<i>.pb, graph output order)")
     a = ap.parse_args(argv)
+    op_types = set(a.op_types.split(",")) if getattr(a, "op_types", None) else set(ORT_STATIC_OPS)
     model = onnx.load(a.src)
     if a.cmd == "fp16":
         model = to_fp16(model, a.keep_io_types)
     elif a.cmd == "dynamic":
         model = dynamic(model, a.weight_type, a.per_channel)
     elif a.cmd == "probe":
-        model, _ = probe(fold_batch_norms(model))
+        model, _ = probe(fold_batch_norms(model), op_types)
     else:
         model = fold_batch_norms(model)
-        _, probed = probe(fold_batch_norms(onnx.load(a.src)))
+        _, probed = probe(fold_batch_norms(onnx.load(a.src)), op_types)
         ranges = {}
         for d in a.calibration:
             for name, k in probed.items():
@@ -517,7 +587,7 @@ def main(argv):
                 lo, hi = float(v.min()), float(v.max())
                 old = ranges.get(name, (lo, hi))
                 ranges[name] = (min(lo, old[0]), max(hi, old[1]))
-        model = qdq(model, ranges)
+        model = qdq(model, ranges, op_types)
     model.producer_name = "tessera-bench-precision"
     onnx.save(model, a.dst)
 

@@ -3,8 +3,9 @@
 #   bench/precision/make_qdq.sh MODEL.onnx OUT.onnx [SAMPLES]
 # Probes the model (convert.py probe), runs it natively on SAMPLES (default 8) calibration inputs (uniform in
 # [-1, 1) for float inputs, from fixed seeds; image-like inputs are what these random-weight models see in every test),
-# and writes the QDQ twin from the ranges seen (convert.py qdq). Environment: TESSERA (default build/bin/tessera),
-# PYTHON (default /usr/bin/python3). Needs static input shapes.
+# and writes the QDQ twin from the ranges seen (convert.py qdq: the op types ONNX Runtime's quantize_static quantizes
+# by default). Environment: TESSERA (default build/bin/tessera), PYTHON (default /usr/bin/python3), QDQ_OP_TYPES
+# (convert.py's --op-types, e.g. Conv,MatMul,Gemm for the products alone). Needs static input shapes.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 src=$1 dst=$2 samples=${3:-8}
@@ -12,7 +13,8 @@ python=${PYTHON:-/usr/bin/python3}
 tessera=${TESSERA:-$here/../../build/bin/tessera}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$python" "$here/convert.py" probe "$src" "$work/probe.onnx"
+ops=(${QDQ_OP_TYPES:+--op-types "$QDQ_OP_TYPES"})
+"$python" "$here/convert.py" probe "$src" "$work/probe.onnx" "${ops[@]}"
 "$python" - "$src" "$work" "$samples" <<'PY'
 import os, sys
 import numpy as np
@@ -38,4 +40,4 @@ for ((s = 0; s < samples; s++)); do
   "$tessera" run "$work/probe.onnx" --backends native --input-dir "$work/in$s" --output-dir "$work/out$s" >/dev/null
   dirs+=("$work/out$s")
 done
-"$python" "$here/convert.py" qdq "$src" "$dst" --calibration "${dirs[@]}"
+"$python" "$here/convert.py" qdq "$src" "$dst" --calibration "${dirs[@]}" "${ops[@]}"

@@ -13,10 +13,12 @@
 
 #include <array>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ops/op_registry.h"
+#include "ops/qlinear_add_math.h"
 
 namespace tessera {
 namespace {
@@ -135,6 +137,8 @@ class QLinearLookupKernel final : public Kernel {
     const auto* bytes = static_cast<const uint8_t*>(t->raw());
     if (k->binary_) {
       k->table_.assign(bytes, bytes + want);
+      // The table may say it holds ONNX Runtime's QLinearAdd: computed 16 lanes at a time then, not looked up.
+      k->add_ = qadd::checked_form(node.attr_floats("qlinear_add"), k->dtype_ == DType::kInt8, bytes);
     } else {
       for (int b = 0; b < 256; ++b) {
         k->by_byte_[0][static_cast<size_t>(b)] = bytes[b];
@@ -175,6 +179,14 @@ class QLinearLookupKernel final : public Kernel {
       return Status::Ok();
     }
     const auto* px2 = static_cast<const uint8_t*>(x2->raw());
+    if (add_ && x->dtype() == dtype_ && x2->dtype() == dtype_ && cpu::avx512()) {
+      const qadd::Form form = *add_;
+      const bool int8 = dtype_ == DType::kInt8;
+      ctx.pool().parallel_for(x->numel(), kGrain, [=](int64_t b, int64_t e) {
+        qadd::run(form, int8, px + b, px2 + b, py + b, static_cast<size_t>(e - b), true);
+      });
+      return Status::Ok();
+    }
     const unsigned f = index_flip(x->dtype()), f2 = index_flip(x2->dtype());
     const uint8_t* t = table_.data();
     ctx.pool().parallel_for(x->numel(), kGrain,
@@ -186,6 +198,7 @@ class QLinearLookupKernel final : public Kernel {
   DType dtype_ = DType::kUInt8;
   bool binary_ = false;
   std::vector<uint8_t> table_;         // binary: as given
+  std::optional<qadd::Form> add_;      // binary: the QLinearAdd form the table holds, when it says so
   std::array<Table256, 2> by_byte_{};  // unary: indexed by the stored byte of a uint8 [0] or int8 [1] X
 };
 

@@ -16,6 +16,11 @@
 //   Y[i] = Table[u(X[i]) * 256 + u(X2[i])]   (binary)
 // where u(v) = v for uint8 and v + 128 for int8 (the value's rank among the
 // 256 values of its type). X and X2 may differ in type.
+// Attribute qlinear_add (optional, binary form, X, X2 and Table of one type):
+// floats {r_a, r_b, fixed}, saying the table holds ONNX Runtime's QLinearAdd
+// arithmetic of that form (qlinear_add_math.h). A kernel may compute it in
+// place of the lookups once it has checked that the table holds it at every
+// pair; the table stays the contract.
 #pragma once
 
 #include <cstdint>

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -11,6 +12,7 @@
 #include "ops/fused_elementwise.h"
 #include "ops/node_runner.h"
 #include "ops/norm_util.h"
+#include "ops/qlinear_add_math.h"
 #include "ops/qlinear_lookup.h"
 #include "passes/dce.h"
 
@@ -156,11 +158,13 @@ class Fuser {
     Sandwich s;
     if (!find_sandwich(q, &s)) return false;
     Tensor table;
-    if (!lookup_table(s, q, &table)) return false;
+    std::optional<qadd::Form> form;
+    if (!lookup_table(s, q, &table, &form)) return false;
     Node n;
     n.name = q.name;
     n.op_type = "QLinearLookup";
     n.domain = "ai.tessera";
+    if (form) n.attrs["qlinear_add"] = Attribute::Floats({form->ra, form->rb, form->fixed});
     n.inputs = {s.x.q};
     if (s.x2.node) n.inputs.push_back(s.x2.q);
     const std::string t = g_.unique_name(q.outputs[0] + "_table");
@@ -309,8 +313,12 @@ class Fuser {
   // kernel on a tensor holding all 256 values of x (all 65536 pairs with x2), so the table holds exactly what the
   // unfused graph computes — except where ONNX Runtime's default level computes another arithmetic for the same
   // nodes (qlinear_add_table). False when a node cannot run here or the result is not one 8-bit value per input.
-  bool lookup_table(const Sandwich& s, const Node& q, Tensor* table) const {
-    if (qlinear_add_table(s, q, table)) return true;
+  bool lookup_table(const Sandwich& s, const Node& q, Tensor* table, std::optional<qadd::Form>* form) const {
+    qadd::Form f;
+    if (qlinear_add_table(s, q, table, &f)) {
+      *form = f;
+      return true;
+    }
     const bool binary = s.x2.node != nullptr;
     const int64_t n = binary ? kLookupBinaryEntries : kLookupUnaryEntries;
     auto probe = [&](DType t, int shift) {
@@ -341,42 +349,37 @@ class Fuser {
   }
 
   // DQ(a) + DQ(b) -> Q, all three of one 8-bit type, per tensor: ONNX Runtime's default level (QDQ fusion) runs it as
-  // com.microsoft QLinearAdd, whose kernel (MLAS, AVX2; probed on 1.31.1 over all 65536 operand pairs of eight scale
-  // and zero-point sets, uint8 and int8) computes, with a and b the stored values as floats,
-  //   r_a = s_a / s_y, r_b = s_b / s_y, fixed = z_y - fma(r_a, z_a, r_b * z_b)   (its compiler contracts the sum)
-  //   y = saturate(round_half_even(fma(a, r_a, fma(b, r_b, fixed))))
-  // which differs from dequantize, add, quantize by a step at some pairs. A Relu between the Add and a Q whose zero
-  // point is its type's minimum is dropped by ONNX Runtime first (it changes nothing there), so that form too.
-  bool qlinear_add_table(const Sandwich& s, const Node& q, Tensor* table) const {
+  // com.microsoft QLinearAdd, whose arithmetic (qlinear_add_math.h) differs from dequantize, add, quantize by a step
+  // at some pairs. A Relu between the Add and a Q whose zero point is its type's minimum is dropped by ONNX Runtime
+  // first (it changes nothing there), so that form too. The table holds the form at every pair; *form is it, for
+  // kernels that compute it instead.
+  bool qlinear_add_table(const Sandwich& s, const Node& q, Tensor* table, qadd::Form* form) const {
     if (!s.x2.node || s.steps.empty() || s.steps.size() > 2) return false;
     const Node& add = g_.nodes[s.steps[0].node];
     if (add.op_type != "Add" || add.num_inputs() != 2 || !q.has_input(2)) return false;
     const Tensor* yz = g_.constant(q.inputs[2]);
     const DType t = yz->dtype();
     if (!is_8bit(t) || dtype_of(s.x) != t || dtype_of(s.x2) != t || s.x.zero.empty() || s.x2.zero.empty()) return false;
-    const int lo = t == DType::kInt8 ? -128 : 0, hi = lo + 255;
     const int zy = static_cast<int>(yz->as_double(0));
-    if (s.steps.size() == 2 && (g_.nodes[s.steps[1].node].op_type != "Relu" || zy != lo)) return false;
+    if (s.steps.size() == 2 && (g_.nodes[s.steps[1].node].op_type != "Relu" || zy != (t == DType::kInt8 ? -128 : 0))) {
+      return false;
+    }
     const float sa = floats_of(g_.constant(s.x.scale))[0], sb = floats_of(g_.constant(s.x2.scale))[0];
     const std::vector<float> sy = floats_of(g_.constant(q.inputs[1]));
     if (sy.size() != 1) return false;
     const int za = static_cast<int>(g_.constant(s.x.zero)->as_double(0));
     const int zb = static_cast<int>(g_.constant(s.x2.zero)->as_double(0));
     // x is the Add's first input (A), x2 its second (B): find_sandwich takes the live operands in order.
-    const float ra = sa / sy[0], rb = sb / sy[0];
-    const float fixed =
-        static_cast<float>(zy) - std::fma(ra, static_cast<float>(za), normk::mul_unfused(rb, static_cast<float>(zb)));
+    qadd::Form f;
+    f.ra = sa / sy[0];
+    f.rb = sb / sy[0];
+    f.fixed = static_cast<float>(zy) -
+              std::fma(f.ra, static_cast<float>(za), normk::mul_unfused(f.rb, static_cast<float>(zb)));
+    if (!qadd::usable(f)) return false;
     Tensor out(t, {kLookupBinaryEntries});
-    auto* o = static_cast<uint8_t*>(out.raw());
-    for (int ux = 0; ux < 256; ++ux) {
-      for (int ux2 = 0; ux2 < 256; ++ux2) {
-        const float a = static_cast<float>(ux + lo), b = static_cast<float>(ux2 + lo);
-        const float v = std::fma(a, ra, std::fma(b, rb, fixed));
-        const int r = std::clamp(static_cast<int>(std::nearbyint(v)), lo, hi);
-        o[(ux << 8) | ux2] = lookup_byte_of_index(t, r - lo);
-      }
-    }
+    qadd::fill_table(f, t == DType::kInt8, static_cast<uint8_t*>(out.raw()));
     *table = std::move(out);
+    *form = f;
     return true;
   }
 

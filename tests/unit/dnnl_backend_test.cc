@@ -22,6 +22,7 @@
 #include "backends/backend.h"
 #include "ir/graph.h"
 #include "onnx/onnx_export.h"
+#include "ops/qlinear_add_math.h"
 #include "passes/shape_inference.h"
 #include "runtime/session.h"
 #include "tessera/backend.h"
@@ -582,6 +583,47 @@ TEST_F(DnnlBackend, QLinearLookupTablesEqualNative) {
     }
     EXPECT_EQ(differ, 0);
     EXPECT_EQ(by_hand, 0);
+  }
+}
+
+// A binary table naming ONNX Runtime's QLinearAdd form (what the QDQ pass writes for DQ + DQ -> Q) runs as that
+// arithmetic on the plugin's loop, equal to native and to the table by hand; one whose table disagrees with the
+// form (an entry changed) stays a lookup and still gives the table's bytes.
+TEST_F(DnnlBackend, QLinearAddFormTablesComputeTheFormAndEqualNative) {
+  unsigned seed = 900;
+  for (DType t : {DType::kUInt8, DType::kInt8}) {
+    for (bool disagree : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + (disagree ? " table changed" : ""));
+      const tessera::qadd::Form f{0.8125f, 1.375f, t == DType::kInt8 ? 3.25f : -41.5f};
+      Tensor table(t, {65536});
+      tessera::qadd::fill_table(f, t == DType::kInt8, table.data<uint8_t>());
+      if (disagree) table.data<uint8_t>()[1234] ^= 1;
+      const Dims dims{1, 8, 13, 11};
+      Builder b;
+      b.input("a", dims, t).input("b", dims, t).constant("table", table);
+      b.node("lut", "QLinearLookup", {"a", "b", "table"}, "y").domain = "ai.tessera";
+      Graph g = b.done({"y"});
+      g.nodes[0].attrs["qlinear_add"] = Attribute::Floats({f.ra, f.rb, f.fixed});
+      std::vector<Tensor> inputs{int8_tensor(t, dims, ++seed), int8_tensor(t, dims, ++seed)};
+      inputs[0].data<uint8_t>()[0] = static_cast<uint8_t>(1234 >> 8);  // the changed entry's pair, at element 0
+      inputs[1].data<uint8_t>()[0] = static_cast<uint8_t>(1234 & 255);
+      if (t == DType::kInt8) inputs[0].data<uint8_t>()[0] ^= 0x80, inputs[1].data<uint8_t>()[0] ^= 0x80;
+      plugintest::PluginClient::Profiled prof;
+      std::vector<Tensor> out = run_claimed(g, inputs, &prof);
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_EQ(bytes_differ(out[0], native(g, inputs)[0]), 0) << "of " << out[0].numel();
+      const uint8_t flip = t == DType::kInt8 ? 0x80 : 0;
+      int by_hand = 0;
+      for (int64_t i = 0; i < out[0].numel(); ++i) {
+        const size_t k =
+            static_cast<size_t>(inputs[0].data<uint8_t>()[i] ^ flip) << 8 | (inputs[1].data<uint8_t>()[i] ^ flip);
+        by_hand += out[0].data<uint8_t>()[i] != table.data<uint8_t>()[k];
+      }
+      EXPECT_EQ(by_hand, 0);
+      std::string steps;
+      for (const auto& st : prof.steps) steps += st.what + "; ";
+      EXPECT_EQ(steps.find("QLinearAdd arithmetic") != std::string::npos, !disagree) << steps;
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/node_runner.h"
+#include "ops/qlinear_add_math.h"
 #include "ops/qlinear_lookup.h"
 #include "util/thread_pool.h"
 
@@ -91,6 +92,50 @@ TEST(QLinearLookup, EveryElementMatchesTheContractSeriallyAndOnAPool) {
           }
           EXPECT_EQ(wrong, 0) << "n " << n << " " << dtype_name(tx) << (binary ? " binary" : " unary")
                               << (p ? " pool" : " serial");
+        }
+      }
+    }
+  }
+}
+
+// A binary table that names ONNX Runtime's QLinearAdd form (qlinear_add) is computed, not looked up (16 lanes at a
+// time, on the vector path): every operand pair, at a length with a ragged end, gives the table's byte, for uint8
+// and int8, serially and on a pool. A form the table does not hold (one entry changed) is ignored: the table wins.
+TEST(QLinearLookup, AQLinearAddFormGivesTheTablesBytesAndATableThatDisagreesWins) {
+  ThreadPool pool(2);
+  const qadd::Form forms[] = {{0.75f, 1.3f, 12.345f}, {0.5f, 0.5f, -0.5f}, {2.1f, 0.9f, -37.5f}};
+  const int64_t n = 65536 + 13;
+  for (DType t : {DType::kUInt8, DType::kInt8}) {
+    for (const qadd::Form& f : forms) {
+      Tensor tab(t, {65536});
+      qadd::fill_table(f, t == DType::kInt8, static_cast<uint8_t*>(tab.raw()));
+      Tensor x(t, {n}), x2(t, {n});
+      for (int64_t i = 0; i < n; ++i) {
+        static_cast<uint8_t*>(x.raw())[i] = static_cast<uint8_t>(i >> 8);
+        static_cast<uint8_t*>(x2.raw())[i] = static_cast<uint8_t>(i * 7 + 3);
+      }
+      const unsigned flip = t == DType::kInt8 ? 0x80 : 0;
+      // The entry the second run changes: a pair the inputs hold (element 300).
+      const unsigned changed = ((byte_at(x, 300) ^ flip) << 8) | (byte_at(x2, 300) ^ flip);
+      for (bool disagree : {false, true}) {
+        Tensor tb = tab;
+        if (disagree) {
+          tb = Tensor(t, {65536});
+          std::memcpy(tb.raw(), tab.raw(), 65536);
+          static_cast<uint8_t*>(tb.raw())[changed] ^= 1;
+        }
+        Node node = lookup_node(true);
+        node.attrs["qlinear_add"] = Attribute::Floats({f.ra, f.rb, f.fixed});
+        for (Parallel* p : {static_cast<Parallel*>(nullptr), static_cast<Parallel*>(&pool)}) {
+          auto y = run_node_once(node, 13, {x, x2, tb}, p);
+          ASSERT_TRUE(y.ok()) << y.status().message();
+          int64_t wrong = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            const unsigned k = ((byte_at(x, i) ^ flip) << 8) | (byte_at(x2, i) ^ flip);
+            wrong += byte_at((*y)[0], i) != byte_at(tb, k);
+          }
+          EXPECT_EQ(wrong, 0) << dtype_name(t) << " form " << f.ra << "," << f.rb << "," << f.fixed
+                              << (disagree ? " (table changed)" : "") << (p ? " pool" : " serial");
         }
       }
     }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "ops/qlinear_add_math.h"
 #include "passes/pipeline.h"
 #include "passes/qdq_fusion.h"
 #include "runtime/session.h"
@@ -220,6 +221,37 @@ TEST(QdqFusion, Uint8AddOfTwoScalesThenReluBecomesAPairLookupWithTheSameBits) {
   b.node("relu", "Relu", {"s"}, "r");
   b.node("q", "QuantizeLinear", {"r", "ys", "yz"}, "yq");
   expect_exact_lookups(b.done({"yq"}), every_pair(DType::kUInt8, DType::kUInt8), 1);
+}
+
+// An Add of two dequantized values of one type, quantized to it, gets ONNX Runtime's QLinearAdd as its table, and
+// the node names that form (qlinear_add), which the kernels check against the table and then compute; a Mul's table
+// names none.
+TEST(QdqFusion, AnAddOfOneTypeNamesTheQLinearAddFormItsTableHolds) {
+  for (const char* op : {"Add", "Mul"}) {
+    Builder b;
+    b.input("aq", {4, 64}, DType::kUInt8).input("bq", {4, 64}, DType::kUInt8);
+    b.constant("as", scalar_f(0.03f)).constant("az", scalar_q<uint8_t>(120));
+    b.constant("bs", scalar_f(0.05f)).constant("bz", scalar_q<uint8_t>(90));
+    b.constant("ys", scalar_f(0.04f)).constant("yz", scalar_q<uint8_t>(10));
+    b.node("dqa", "DequantizeLinear", {"aq", "as", "az"}, "a");
+    b.node("dqb", "DequantizeLinear", {"bq", "bs", "bz"}, "b");
+    b.node("op", op, {"a", "b"}, "s");
+    b.node("q", "QuantizeLinear", {"s", "ys", "yz"}, "yq");
+    Graph g = b.done({"yq"});
+    ASSERT_TRUE(optimize_graph(g, OptimizeOptions{}).ok());
+    ASSERT_EQ(count_op(g, "QLinearLookup"), 1) << print_graph(g);
+    const Node& n = g.nodes[0];
+    const std::vector<float> form = n.attr_floats("qlinear_add");
+    if (std::string(op) == "Mul") {
+      EXPECT_TRUE(form.empty());
+      continue;
+    }
+    ASSERT_EQ(form.size(), 3u);
+    EXPECT_FLOAT_EQ(form[0], 0.03f / 0.04f);
+    EXPECT_FLOAT_EQ(form[1], 0.05f / 0.04f);
+    const Tensor& table = g.constants.at(n.inputs.back());
+    EXPECT_TRUE(qadd::checked_form(form, false, static_cast<const uint8_t*>(table.raw())).has_value());
+  }
 }
 
 TEST(QdqFusion, Int8MulBecomesAPairLookupWithTheSameBits) {

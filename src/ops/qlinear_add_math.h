@@ -1,0 +1,126 @@
+// ONNX Runtime's QLinearAdd arithmetic, as one function of two stored 8-bit values, for the QDQ fusion pass (which
+// writes a DQ(a) + DQ(b) -> Q sandwich as a QLinearLookup table of it, with the form as the node's `qlinear_add`
+// attribute) and for the kernels that compute it directly instead of looking each pair up in 64 KiB: native's
+// QLinearLookup and the engines' own loops. Header-only, so that the plugins compile the same arithmetic.
+//
+// ONNX Runtime's default level runs the sandwich as com.microsoft QLinearAdd, whose kernel (MLAS, AVX2; probed on
+// 1.31.1 over all 65536 operand pairs of eight scale and zero-point sets, uint8 and int8) computes, with a and b the
+// stored values as floats,
+//   r_a = s_a / s_y, r_b = s_b / s_y, fixed = z_y - fma(r_a, z_a, r_b * z_b)   (its compiler contracts the sum)
+//   y = saturate(round_half_even(fma(a, r_a, fma(b, r_b, fixed))))
+// All three values are of one 8-bit type. The vector loop uses the CPU's FMA and its default rounding, which give
+// the same bits as std::fma and std::nearbyint.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace tessera::qadd {
+
+// r_a, r_b and fixed above (the pass works them out: qdq_fusion.cc).
+struct Form {
+  float ra = 0.f, rb = 0.f, fixed = 0.f;
+};
+
+// Whether the form's arithmetic stays finite for every operand pair (|a|, |b| <= 255), so that clamping in float
+// before rounding gives what rounding and then saturating gives. Forms outside it (absurd scale ratios) are not used.
+inline bool usable(const Form& f) {
+  constexpr float kLimit = 1 << 20;
+  return std::isfinite(f.ra) && std::isfinite(f.rb) && std::isfinite(f.fixed) && std::fabs(f.ra) <= kLimit &&
+         std::fabs(f.rb) <= kLimit && std::fabs(f.fixed) <= kLimit * 1024;
+}
+
+// y for stored values a and b (the int8 or uint8 values themselves), in [lo, hi] (-128..127 or 0..255).
+inline int value(const Form& f, int a, int b, int lo, int hi) {
+  const float v = std::fma(static_cast<float>(a), f.ra, std::fma(static_cast<float>(b), f.rb, f.fixed));
+  return static_cast<int>(std::nearbyint(std::min(std::max(v, static_cast<float>(lo)), static_cast<float>(hi))));
+}
+
+template <bool kSigned>
+inline void run_scalar(const uint8_t* a, const uint8_t* b, uint8_t* y, size_t n, const Form& f) {
+  constexpr int lo = kSigned ? -128 : 0, hi = lo + 255;
+  for (size_t i = 0; i < n; ++i) {
+    const int va = kSigned ? static_cast<int8_t>(a[i]) : a[i], vb = kSigned ? static_cast<int8_t>(b[i]) : b[i];
+    y[i] = static_cast<uint8_t>(value(f, va, vb, lo, hi));
+  }
+}
+
+template <bool kSigned>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 widen16(__m128i v) {
+  return _mm512_cvtepi32_ps(kSigned ? _mm512_cvtepi8_epi32(v) : _mm512_cvtepu8_epi32(v));
+}
+
+// 16 results of value() at once; ra, rb, fixed, lo and hi broadcast.
+template <bool kSigned>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i step16(__m128i a, __m128i b, __m512 ra, __m512 rb,
+                                                                           __m512 fixed, __m512 lo, __m512 hi) {
+  const __m512 v = _mm512_fmadd_ps(widen16<kSigned>(a), ra, _mm512_fmadd_ps(widen16<kSigned>(b), rb, fixed));
+  return _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v, lo), hi));
+}
+
+template <bool kSigned>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline void run_avx512(const uint8_t* a, const uint8_t* b,
+                                                                            uint8_t* y, size_t n, const Form& f) {
+  const __m512 ra = _mm512_set1_ps(f.ra), rb = _mm512_set1_ps(f.rb), fixed = _mm512_set1_ps(f.fixed);
+  const __m512 lo = _mm512_set1_ps(kSigned ? -128.f : 0.f), hi = _mm512_set1_ps(kSigned ? 127.f : 255.f);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i q = step16<kSigned>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i)),
+                                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)), ra, rb, fixed, lo, hi);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm512_cvtepi32_epi8(q));  // in range: truncation is exact
+  }
+  if (i < n) {
+    const auto m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512i q =
+        step16<kSigned>(_mm_maskz_loadu_epi8(m, a + i), _mm_maskz_loadu_epi8(m, b + i), ra, rb, fixed, lo, hi);
+    _mm512_mask_cvtepi32_storeu_epi8(y + i, m, q);
+  }
+}
+
+// y[i] = value(a[i], b[i]) for i < n, with 16 lanes at a time where `avx512` (the caller's CPU check) allows.
+inline void run(const Form& f, bool int8, const uint8_t* a, const uint8_t* b, uint8_t* y, size_t n, bool avx512) {
+  if (avx512) {
+    if (int8)
+      run_avx512<true>(a, b, y, n, f);
+    else
+      run_avx512<false>(a, b, y, n, f);
+  } else if (int8) {
+    run_scalar<true>(a, b, y, n, f);
+  } else {
+    run_scalar<false>(a, b, y, n, f);
+  }
+}
+
+// The 65536-entry QLinearLookup table of the form (stored bytes, indexed u(a) * 256 + u(b), u(v) = v - lo).
+inline void fill_table(const Form& f, bool int8, uint8_t* table) {
+  const int lo = int8 ? -128 : 0, hi = lo + 255;
+  for (int ua = 0; ua < 256; ++ua) {
+    for (int ub = 0; ub < 256; ++ub) table[(ua << 8) | ub] = static_cast<uint8_t>(value(f, ua + lo, ub + lo, lo, hi));
+  }
+}
+
+// Whether a table holds exactly this form: the kernels check it before computing the form in place of the table,
+// so the table stays the contract.
+inline bool matches_table(const Form& f, bool int8, const uint8_t* table) {
+  if (!usable(f)) return false;
+  std::vector<uint8_t> want(size_t{1} << 16);
+  fill_table(f, int8, want.data());
+  return std::equal(want.begin(), want.end(), table);
+}
+
+// The form a QLinearLookup's qlinear_add attribute names ({r_a, r_b, fixed}), where its table (stored bytes) holds
+// exactly that at every pair; otherwise none, and the kernel looks the pairs up.
+inline std::optional<Form> checked_form(const std::vector<float>& attr, bool int8, const uint8_t* table) {
+  if (attr.size() != 3) return std::nullopt;
+  const Form f{attr[0], attr[1], attr[2]};
+  if (!matches_table(f, int8, table)) return std::nullopt;
+  return f;
+}
+
+}  // namespace tessera::qadd
