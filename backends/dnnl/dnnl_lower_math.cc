@@ -385,8 +385,10 @@ void lower_view(Lowering& l, const onnx::NodeProto& n) {
     if (training.size() != 1 || training[0] != 0) throw Refusal{"Dropout in training mode"};
   }
   // The output's shape is static in the region model, so a Reshape's shape
-  // input (constant or not) is never read.
-  emit_view(l, l.value(n.input(0)), l.output(n));
+  // input (constant or not) is never read. A view moves no bytes: 8-bit values
+  // too (the QDQ pass's Reshape/Flatten of quantized values).
+  constexpr uint32_t kAny = Lowering::kFloat32 | Lowering::k8Bit;
+  emit_view(l, l.value(n.input(0), "input", kAny), l.output(n, 0, kAny));
 }
 
 namespace {
@@ -454,7 +456,8 @@ void lower_slice(Lowering& l, const onnx::NodeProto& n) {
 }
 
 void lower_transpose(Lowering& l, const onnx::NodeProto& n) {
-  const int32_t x = l.value(n.input(0));
+  constexpr uint32_t kAny = Lowering::kFloat32 | Lowering::k8Bit;  // a reorder: 8-bit values too
+  const int32_t x = l.value(n.input(0), "input", kAny);
   const size_t r = l.dims(x).size();
   Dims perm = attr_ints(n, "perm");
   if (perm.empty()) {
@@ -464,7 +467,7 @@ void lower_transpose(Lowering& l, const onnx::NodeProto& n) {
   Op op;
   op.kind = OpKind::kTranspose;
   op.in = {x};
-  op.out = l.output(n);
+  op.out = l.output(n, 0, kAny);
   op.ints = perm;
   l.emit(std::move(op));
 }

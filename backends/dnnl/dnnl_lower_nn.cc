@@ -509,10 +509,12 @@ void lower_conv_transpose(Lowering& l, const onnx::NodeProto& n) {
 
 void lower_pool(Lowering& l, const onnx::NodeProto& n) {
   const bool is_max = n.op_type() == "MaxPool";
-  const int32_t x = l.value(n.input(0));
+  // Max pooling of 8-bit values too (the QDQ pass's MaxPool of quantized values); averages stay float.
+  const uint32_t types = is_max ? Lowering::kFloat32 | Lowering::k8Bit : Lowering::kFloat32;
+  const int32_t x = l.value(n.input(0), "input", types);
   const Dims xd = l.dims(x);
   check_spatial_rank(xd, n.op_type().c_str());
-  const int32_t y = l.output(n);
+  const int32_t y = l.output(n, 0, types);
   const Dims yd = l.dims(y);
   const size_t r = xd.size() - 2;
   if (!has_attr(n, "kernel_shape")) throw Refusal{"kernel_shape is missing"};

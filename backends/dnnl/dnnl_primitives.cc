@@ -28,7 +28,9 @@ memory::desc channels_last_md(const Dims& dims, memory::data_type dt) {
   return memory::desc(dims, dt, dims.size() == 3 ? tag::nwc : dims.size() == 4 ? tag::nhwc : tag::ndhwc);
 }
 
-memory::desc strided_md(const Dims& dims, const Dims& strides) { return memory::desc(dims, kF32, strides); }
+memory::desc strided_md(const Dims& dims, const Dims& strides, memory::data_type dt) {
+  return memory::desc(dims, dt, strides);
+}
 
 Dims row_major(const Dims& dims) {
   Dims s(dims.size(), 1);
@@ -333,8 +335,9 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
             DNNL_ARG_MULTIPLE_SRC + static_cast<int>(k));
       }
       break;
-    case OpKind::kView:
-      set(0, Layout::kPlain, DNNL_ARG_FROM, plain_md(dims(0)), plain_md(dims(0)));
+    case OpKind::kView:  // (views, transposes and slices move 8-bit values too: each in its value's type)
+      set(0, Layout::kPlain, DNNL_ARG_FROM, plain_md(dims(0), type_of(v, op.in[0])),
+          plain_md(dims(0), type_of(v, op.in[0])));
       break;
     case OpKind::kTranspose: {
       // The input read in the output's dim order: out[d] = in[perm[d]].
@@ -344,13 +347,14 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
         d.push_back(x[static_cast<size_t>(p)]);
         s.push_back(xs[static_cast<size_t>(p)]);
       }
-      memory::desc md = x.empty() ? plain_md(x) : strided_md(d, s);
+      const memory::data_type t = type_of(v, op.in[0]);
+      memory::desc md = x.empty() ? plain_md(x, t) : strided_md(d, s, t);
       set(0, Layout::kPlain, DNNL_ARG_FROM, md, md);
       break;
     }
     case OpKind::kSlice: {
       // The input read through a view of the box: its extent, the input's strides, an offset.
-      memory::desc md = plain_md(dims(0)).submemory_desc(out, op.ints);
+      memory::desc md = plain_md(dims(0), type_of(v, op.in[0])).submemory_desc(out, op.ints);
       set(0, Layout::kPlain, DNNL_ARG_FROM, md, md);
       break;
     }
@@ -447,7 +451,7 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, c
       return dnnl::concat::primitive_desc(static_cast<int>(op.ints[0]), in, eng, attr);
     case OpKind::kTranspose:
     case OpKind::kSlice:
-      return dnnl::reorder::primitive_desc(eng, in[0], eng, plain_md(dst_dims(op, v)), attr);
+      return dnnl::reorder::primitive_desc(eng, in[0], eng, plain_md(dst_dims(op, v), type_of(v, op.out)), attr);
     case OpKind::kReduce: {
       // Plain result: reductions mostly feed elementwise ops and views.
       dnnl::reduction::desc d(alg, in[0], plain_md(dst_dims(op, v)), op.floats[0], op.floats[1]);

@@ -40,7 +40,8 @@ dnnl::memory::data_type data_type_of(int32_t dtype);
 // Dense row-major descriptor of `dims` (a scalar is one element), float32 unless `dt` says otherwise.
 dnnl::memory::desc plain_md(const Dims& dims, dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
 // Row-major with explicit strides.
-dnnl::memory::desc strided_md(const Dims& dims, const Dims& strides);
+dnnl::memory::desc strided_md(const Dims& dims, const Dims& strides,
+                              dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
 bool is_plain(const dnnl::memory::desc& md);
 // Row-major strides of `dims`.
 Dims row_major(const Dims& dims);

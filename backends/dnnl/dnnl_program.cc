@@ -633,6 +633,17 @@ std::string check_dtypes(const Op& op, const std::vector<Value>& v) {
     }
     return dt(op.out) == dt(op.in.back()) ? "" : "Lookup output is not of its table's dtype";
   }
+  // Ops that move or select values (views, transposes, max pooling) take 8-bit values as they are: in and out of one
+  // type, nothing after.
+  const bool moves = op.kind == OpKind::kView || op.kind == OpKind::kTranspose ||
+                     (op.kind == OpKind::kPool && op.alg == dnnl_pooling_max);
+  if (moves && is_8bit(dt(op.out))) {
+    if (!op.post.empty() || op.bf16) return "post-ops or bf16 on 8-bit values";
+    for (int32_t id : op.in) {
+      if (id >= 0 && dt(id) != dt(op.out)) return "8-bit values moved to another type";
+    }
+    return "";
+  }
   if (dt(op.out) != TESSERA_DTYPE_FLOAT32) return "a value that is not float32";
   for (int32_t id : op.in) {
     if (id >= 0 && dt(id) != TESSERA_DTYPE_FLOAT32) return "a value that is not float32";

@@ -82,24 +82,30 @@ class Fuser {
   int run() {
     int fused = 0;
     std::vector<bool> drop(g_.nodes.size(), false);
+    std::vector<std::vector<Node>> before(g_.nodes.size());  // nodes of a fusion that go ahead of its last
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       Node& q = g_.nodes[i];
       if (q.op_type != "QuantizeLinear" || !q.domain.empty() || q.has_attr("block_size") || q.num_inputs() < 2) {
         continue;
       }
-      Node fusedop;
+      std::vector<Node> fusedops;
       std::vector<size_t> replaced;
-      if (!fuse_linear(q, &fusedop, &replaced) && !fuse_lookup(q, &fusedop, &replaced) &&
-          !fuse_softmax(q, &fusedop, &replaced) && !fuse_average_pool(q, &fusedop, &replaced)) {
+      if (!fuse_linear(q, &fusedops, &replaced) && !fuse_passthrough(q, &fusedops, &replaced) &&
+          !fuse_lookup(q, &fusedops, &replaced) && !fuse_softmax(q, &fusedops, &replaced) &&
+          !fuse_average_pool(q, &fusedops, &replaced)) {
         continue;
       }
       for (size_t r : replaced) drop[r] = true;
-      q = std::move(fusedop);  // in the QuantizeLinear's place: after everything it reads
+      // In the QuantizeLinear's place (after everything it reads), in order.
+      q = std::move(fusedops.back());
+      fusedops.pop_back();
+      before[i] = std::move(fusedops);
       ++fused;
     }
     if (fused == 0) return 0;
     std::vector<Node> kept;
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      for (Node& b : before[i]) kept.push_back(std::move(b));
       if (!drop[i]) kept.push_back(std::move(g_.nodes[i]));
     }
     g_.nodes = std::move(kept);
@@ -112,19 +118,22 @@ class Fuser {
     return it == readers_.end() ? 0 : it->second;
   }
 
-  // Q(Conv(DQ, DQ[, DQ])) or Q(MatMul(DQ, DQ)) as QLinearConv / QLinearMatMul.
-  bool fuse_linear(const Node& q, Node* out, std::vector<size_t>* replaced) {
+  // Q(Conv(DQ, DQ[, DQ])), Q(MatMul(DQ, DQ)) or Q(Gemm(DQ, DQ[, DQ])) as QLinearConv / QLinearMatMul.
+  bool fuse_linear(const Node& q, std::vector<Node>* out, std::vector<size_t>* replaced) {
     if (q.has_attr("saturate") || q.has_attr("output_dtype") || q.num_inputs() < 3) return false;
     auto p = producer_.find(q.inputs[0]);
     if (p == producer_.end() || readers(q.inputs[0]) != 1) return false;
     const Node& op = g_.nodes[p->second];
-    if (!op.domain.empty() || (op.op_type != "Conv" && op.op_type != "MatMul")) return false;
+    if (!op.domain.empty() || (op.op_type != "Conv" && op.op_type != "MatMul" && op.op_type != "Gemm")) return false;
     const Tensor* ys = g_.constant(q.inputs[1]);
     const Tensor* yz = g_.constant(q.inputs[2]);
     if (!ys || !yz || ys->numel() != 1 || yz->numel() != 1 || !is_8bit(yz->dtype()) || floats_of(ys).empty()) {
       return false;
     }
-    if (!rewrite(op, q, out) && !(op.op_type == "MatMul" && rewrite_activation_matmul(op, q, out))) return false;
+    const bool done = op.op_type == "Gemm"
+                          ? rewrite_gemm(op, q, out)
+                          : rewrite(op, q, out) || (op.op_type == "MatMul" && rewrite_activation_matmul(op, q, out));
+    if (!done) return false;
     replaced->push_back(p->second);
     return true;
   }
@@ -132,7 +141,7 @@ class Fuser {
   // Q(MatMul(DQ(a), DQ(b))) with b computed at run time (attention in a QDQ transformer), per tensor with zero points
   // given, as QLinearMatMul: ONNX Runtime's level 'all' fuses it so, and its integer product is exact where the float
   // MatMul of dequantized values rounds at every add (a probe: 1 of 9216 elements a step off).
-  bool rewrite_activation_matmul(const Node& op, const Node& q, Node* out) const {
+  bool rewrite_activation_matmul(const Node& op, const Node& q, std::vector<Node>* out) const {
     if (op.num_inputs() != 2) return false;
     Dq a, b;
     if (!per_tensor_dq_of(op.inputs[0], &a) || !per_tensor_dq_of(op.inputs[1], &b)) return false;
@@ -146,12 +155,12 @@ class Fuser {
     n.op_type = "QLinearMatMul";
     n.inputs = {a.q, a.scale, a.zero, b.q, b.scale, b.zero, q.inputs[1], q.inputs[2]};
     n.outputs = {q.outputs[0]};
-    *out = std::move(n);
+    out->push_back(std::move(n));
     return true;
   }
 
   // A pointwise sandwich ending in `q` as one QLinearLookup whose table is the sandwich run on every input.
-  bool fuse_lookup(const Node& q, Node* out, std::vector<size_t>* replaced) {
+  bool fuse_lookup(const Node& q, std::vector<Node>* out, std::vector<size_t>* replaced) {
     const Tensor* ys = g_.constant(q.inputs[1]);
     const Tensor* yz = q.has_input(2) ? g_.constant(q.inputs[2]) : nullptr;
     if (!ys || ys->numel() != 1 || (q.has_input(2) && (!yz || yz->numel() != 1))) return false;
@@ -172,8 +181,42 @@ class Fuser {
     g_.constants[t] = std::move(table);
     n.inputs.push_back(t);
     n.outputs = {q.outputs[0]};
-    *out = std::move(n);
+    out->push_back(std::move(n));
     for (const Step& st : s.steps) replaced->push_back(st.node);
+    return true;
+  }
+
+  // Q(op(DQ(x))) for an op that only moves or selects values (MaxPool without indices, Reshape, Flatten, Transpose,
+  // Squeeze, Unsqueeze; any other inputs constant), with Q's scale and zero point DQ's: the op on x itself.
+  // Dequantizing is increasing and Q(DQ(v)) = v, so the bytes are the sandwich's (a max pool's padding never wins
+  // either way); ONNX Runtime's default level drops such pairs too, and the op then moves bytes instead of floats.
+  bool fuse_passthrough(const Node& q, std::vector<Node>* out, std::vector<size_t>* replaced) {
+    static constexpr std::string_view kOps[] = {"MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze"};
+    if (q.has_attr("saturate") || q.has_attr("output_dtype") || !q.has_input(2)) return false;
+    auto p = producer_.find(q.inputs[0]);
+    if (p == producer_.end() || readers(q.inputs[0]) != 1) return false;
+    const Node& op = g_.nodes[p->second];
+    if (!op.domain.empty() || op.outputs.size() != 1 ||
+        std::find(std::begin(kOps), std::end(kOps), op.op_type) == std::end(kOps)) {
+      return false;
+    }
+    for (size_t i = 1; i < op.inputs.size(); ++i) {
+      if (!op.inputs[i].empty() && !g_.constant(op.inputs[i])) return false;
+    }
+    Dq x;
+    if (!per_tensor_dq_of(op.inputs[0], &x) || x.zero.empty()) return false;
+    const Tensor* ys = g_.constant(q.inputs[1]);
+    const Tensor* yz = g_.constant(q.inputs[2]);
+    const Tensor* xz = g_.constant(x.zero);
+    if (!ys || !yz || ys->numel() != 1 || yz->numel() != 1 || yz->dtype() != xz->dtype() ||
+        floats_of(ys) != floats_of(g_.constant(x.scale)) || yz->as_double(0) != xz->as_double(0)) {
+      return false;
+    }
+    Node n = op;
+    n.inputs[0] = x.q;
+    n.outputs = {q.outputs[0]};
+    out->push_back(std::move(n));
+    replaced->push_back(p->second);
     return true;
   }
 
@@ -208,7 +251,7 @@ class Fuser {
 
   // Q(Softmax(DQ(x))) as com.microsoft QLinearSoftmax: ONNX Runtime's default level fuses it so, and that kernel's
   // arithmetic is not dequantize, softmax, quantize (ops/softmax.cc).
-  bool fuse_softmax(const Node& q, Node* out, std::vector<size_t>* replaced) {
+  bool fuse_softmax(const Node& q, std::vector<Node>* out, std::vector<size_t>* replaced) {
     Dq x;
     size_t at = 0;
     const Node* sm = dq_op_q(q, "Softmax", &x, &at);
@@ -216,13 +259,13 @@ class Fuser {
     Node n = qlinear_node(*sm, x, q, "QLinearSoftmax");
     n.attrs["axis"] = Attribute::Int(sm->attr_int("axis", g_.opset < 13 ? 1 : -1));
     n.attrs["opset"] = Attribute::Int(g_.opset);
-    *out = std::move(n);
+    out->push_back(std::move(n));
     replaced->push_back(at);
     return true;
   }
 
   // Q(AveragePool(DQ(x))) without dilations as com.microsoft QLinearAveragePool, for the same reason (ops/pool.cc).
-  bool fuse_average_pool(const Node& q, Node* out, std::vector<size_t>* replaced) {
+  bool fuse_average_pool(const Node& q, std::vector<Node>* out, std::vector<size_t>* replaced) {
     Dq x;
     size_t at = 0;
     const Node* pool = dq_op_q(q, "AveragePool", &x, &at);
@@ -234,7 +277,7 @@ class Fuser {
     for (const char* a : {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"}) {
       if (pool->has_attr(a)) n.attrs[a] = pool->attrs.at(a);
     }
-    *out = std::move(n);
+    out->push_back(std::move(n));
     replaced->push_back(at);
     return true;
   }
@@ -411,7 +454,115 @@ class Fuser {
     return vi ? vi->dtype : DType::kUndefined;
   }
 
-  bool rewrite(const Node& op, const Node& q, Node* out) {
+  // A bias given as DQ(int32 constant) at scale x_scale * w_scale (per tensor or per channel) with zero point 0, of
+  // `channels` elements: QLinearConv's own B, its name in *bias (a 1-D copy where the constant has another rank).
+  bool int32_bias(const std::string& v, const Tensor* xs, const Tensor* ws, int64_t channels, std::string* bias) {
+    Dq b;
+    if (!dq_of(v, true, &b)) return false;
+    const Tensor* bq = g_.constant(b.q);
+    const std::vector<float> bs = floats_of(g_.constant(b.scale)), wsv = floats_of(ws);
+    if (bq->dtype() != DType::kInt32 || bq->numel() != channels) return false;
+    if (!b.zero.empty()) {
+      const Tensor* bz = g_.constant(b.zero);
+      for (int64_t k = 0; k < bz->numel(); ++k) {
+        if (bz->as_double(k) != 0) return false;
+      }
+    }
+    if (bs.size() != 1 && static_cast<int64_t>(bs.size()) != channels) return false;
+    const float xsv = floats_of(xs)[0];
+    for (int64_t c = 0; c < channels; ++c) {
+      const double want = static_cast<double>(xsv) * wsv[wsv.size() == 1 ? 0 : static_cast<size_t>(c)];
+      const double got = bs[bs.size() == 1 ? 0 : static_cast<size_t>(c)];
+      if (!(std::fabs(got - want) <= 1e-6 * std::fabs(want))) return false;
+    }
+    *bias = b.q;
+    if (bq->rank() != 1) *bias = add_constant(b.q + "_1d", bq->reshaped({channels}));
+    return true;
+  }
+
+  std::string add_constant(const std::string& base, Tensor t) {
+    const std::string name = g_.unique_name(base);
+    g_.values[name] = ValueInfo{t.dtype(), Shape::FromDims(t.dims())};
+    g_.constants[name] = std::move(t);
+    return name;
+  }
+
+  // Q(Gemm(DQ(x), DQ(w)[, DQ(bias)])) with x [N, K], alpha 1, beta 1, no transA, as QLinearConv 1x1 over x
+  // reshaped to [N, K, 1, 1] and its result reshaped back: the same integer sum plus bias, requantized once, as ONNX
+  // Runtime's QGemm computes it (its default level fuses such a Gemm so).
+  bool rewrite_gemm(const Node& op, const Node& q, std::vector<Node>* out) {
+    if (op.num_inputs() < 2 || op.attr_int("transA", 0) != 0 || op.attr_float("alpha", 1.f) != 1.f ||
+        (op.has_input(2) && op.attr_float("beta", 1.f) != 1.f)) {
+      return false;
+    }
+    const bool trans_b = op.attr_int("transB", 0) != 0;
+    Dq x, w;
+    if (!per_tensor_dq_of(op.inputs[0], &x) || x.zero.empty() || !dq_of(op.inputs[1], /*constant_data=*/true, &w)) {
+      return false;
+    }
+    const ValueInfo* xi = g_.info(x.q);
+    const Tensor* wq = g_.constant(w.q);
+    const Tensor* ws = g_.constant(w.scale);
+    if (!xi || !xi->shape.fully_known() || xi->shape.rank() != 2 || !is_8bit(wq->dtype()) || wq->rank() != 2) {
+      return false;
+    }
+    const Dims xd = xi->shape.concrete();
+    const int64_t k = trans_b ? wq->dim(1) : wq->dim(0), m = trans_b ? wq->dim(0) : wq->dim(1);
+    if (xd[1] != k) return false;
+    if (ws->numel() != 1) {  // per output channel: the weights' M axis
+      const int64_t axis = w.axis < 0 ? w.axis + 2 : w.axis;
+      if (ws->numel() != m || ws->rank() != 1 || axis != (trans_b ? 0 : 1)) return false;
+    }
+    if (!w.zero.empty() && g_.constant(w.zero)->numel() != ws->numel()) return false;
+    std::string bias;
+    if (op.has_input(2) && !int32_bias(op.inputs[2], g_.constant(x.scale), ws, m, &bias)) return false;
+    // The weights as [M, K, 1, 1].
+    Tensor w4(wq->dtype(), {m, k, 1, 1});
+    const auto* src = static_cast<const uint8_t*>(wq->raw());
+    auto* dst = static_cast<uint8_t*>(w4.raw());
+    for (int64_t o = 0; o < m; ++o) {
+      for (int64_t i = 0; i < k; ++i) dst[o * k + i] = src[trans_b ? o * k + i : i * m + o];
+    }
+    std::string wz = w.zero;
+    if (wz.empty()) {
+      Tensor z(wq->dtype(), ws->numel() == 1 ? Dims{} : Dims{ws->numel()});
+      std::memset(z.raw(), 0, z.nbytes());
+      wz = add_constant(w.q + "_zero_point", std::move(z));
+    }
+    const std::string wname = add_constant(w.q + "_1x1", std::move(w4));
+    auto shape_of = [&](const std::string& base, const Dims& d) {
+      Tensor t(DType::kInt64, {static_cast<int64_t>(d.size())});
+      for (size_t i = 0; i < d.size(); ++i) t.data<int64_t>()[i] = d[i];
+      return add_constant(base, std::move(t));
+    };
+    const ValueInfo* yi = g_.info(q.outputs[0]);
+    const DType yt = yi ? yi->dtype : g_.constant(q.inputs[2])->dtype();
+    const std::string x4 = g_.unique_name(x.q + "_nchw"), y4 = g_.unique_name(q.outputs[0] + "_nchw");
+    g_.values[x4] = ValueInfo{dtype_of(x), Shape::FromDims({xd[0], k, 1, 1})};
+    g_.values[y4] = ValueInfo{yt, Shape::FromDims({xd[0], m, 1, 1})};
+    Node in;
+    in.name = g_.unique_name(op.name + "_to_nchw");
+    in.op_type = "Reshape";
+    in.inputs = {x.q, shape_of(x4 + "_shape", {xd[0], k, 1, 1})};
+    in.outputs = {x4};
+    Node conv;
+    conv.name = op.name;
+    conv.op_type = "QLinearConv";
+    conv.inputs = {x4, x.scale, x.zero, wname, w.scale, wz, q.inputs[1], q.inputs[2]};
+    if (!bias.empty()) conv.inputs.push_back(bias);
+    conv.outputs = {y4};
+    Node back;
+    back.name = g_.unique_name(op.name + "_from_nchw");
+    back.op_type = "Reshape";
+    back.inputs = {y4, shape_of(y4 + "_shape", {xd[0], m})};
+    back.outputs = {q.outputs[0]};
+    out->push_back(std::move(in));
+    out->push_back(std::move(conv));
+    out->push_back(std::move(back));
+    return true;
+  }
+
+  bool rewrite(const Node& op, const Node& q, std::vector<Node>* out) {
     const bool conv = op.op_type == "Conv";
     if (op.num_inputs() < 2 || (!conv && op.num_inputs() != 2)) return false;
     Dq x, w;
@@ -450,32 +601,15 @@ class Fuser {
       n.attrs = op.attrs;
       n.inputs = {x.q, x.scale, x.zero, w.q, w.scale, wz, q.inputs[1], q.inputs[2]};
       if (op.has_input(2)) {
-        // A bias stored as int32 at scale x_scale * w_scale with zero point 0: QLinearConv's own B.
-        Dq b;
-        if (!dq_of(op.inputs[2], true, &b)) return false;
-        const Tensor* bq = g_.constant(b.q);
-        const std::vector<float> bs = floats_of(g_.constant(b.scale)), wsv = floats_of(ws);
-        if (bq->dtype() != DType::kInt32 || bq->numel() != channels) return false;
-        if (!b.zero.empty()) {
-          const Tensor* bz = g_.constant(b.zero);
-          for (int64_t k = 0; k < bz->numel(); ++k) {
-            if (bz->as_double(k) != 0) return false;
-          }
-        }
-        if (bs.size() != 1 && static_cast<int64_t>(bs.size()) != channels) return false;
-        const float xsv = floats_of(xs)[0];
-        for (int64_t c = 0; c < channels; ++c) {
-          const double want = static_cast<double>(xsv) * wsv[wsv.size() == 1 ? 0 : static_cast<size_t>(c)];
-          const double got = bs[bs.size() == 1 ? 0 : static_cast<size_t>(c)];
-          if (!(std::fabs(got - want) <= 1e-6 * std::fabs(want))) return false;
-        }
-        n.inputs.push_back(b.q);
+        std::string bias;
+        if (!int32_bias(op.inputs[2], xs, ws, channels, &bias)) return false;
+        n.inputs.push_back(bias);
       }
     } else {
       n.op_type = "QLinearMatMul";
       n.inputs = {x.q, x.scale, x.zero, w.q, w.scale, wz, q.inputs[1], q.inputs[2]};
     }
-    *out = std::move(n);
+    out->push_back(std::move(n));
     return true;
   }
 

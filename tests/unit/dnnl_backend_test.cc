@@ -627,6 +627,28 @@ TEST_F(DnnlBackend, QLinearAddFormTablesComputeTheFormAndEqualNative) {
   }
 }
 
+// 8-bit values through the ops that only move or select them (what the QDQ pass leaves of DQ -> op -> Q at one
+// scale): max pooling with padding, a transpose and a flatten, uint8 and int8, claimed whole and equal to native.
+TEST_F(DnnlBackend, EightBitMaxPoolTransposeAndFlattenEqualNative) {
+  unsigned seed = 950;
+  for (DType t : {DType::kUInt8, DType::kInt8}) {
+    SCOPED_TRACE(dtype_name(t));
+    Builder b;
+    b.input("x", {1, 8, 11, 13}, t);
+    Node& pool = b.node("pool", "MaxPool", {"x"}, "p");
+    set_ints(pool, "kernel_shape", {3, 3});
+    set_ints(pool, "pads", {1, 1, 1, 1});
+    set_ints(pool, "strides", {2, 2});
+    set_ints(b.node("tr", "Transpose", {"p"}, "pt"), "perm", {0, 2, 3, 1});
+    b.node("flat", "Flatten", {"pt"}, "y");
+    Graph g = b.done({"y"});
+    std::vector<Tensor> inputs{int8_tensor(t, {1, 8, 11, 13}, ++seed)};
+    std::vector<Tensor> out = run_claimed(g, inputs);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(bytes_differ(out[0], native(g, inputs)[0]), 0) << "of " << out[0].numel();
+  }
+}
+
 TEST_F(DnnlBackend, QLinearConvLookupChainIsOneRegionEqualToNative) {
   SKIP_WITHOUT_INT8_KERNELS();
   Builder b;

@@ -173,6 +173,91 @@ void expect_exact_lookups(const Graph& g, const std::vector<Tensor>& inputs, int
   }
 }
 
+// Q(Gemm(DQ(x), DQ(w), DQ(b))) as ONNX Runtime's quantizer writes a classifier (transB 1, per-channel weights, an
+// int32 bias; and transB 0 per tensor without a bias): one QLinearConv 1x1 between two Reshapes, no Gemm left, and
+// within a step of the float path, nearly everywhere equal.
+TEST(QdqFusion, GemmBecomesAOneByOneQLinearConvWithinAStepOfTheFloatPath) {
+  for (bool trans_b : {true, false}) {
+    SCOPED_TRACE(trans_b ? "transB 1, per channel, bias" : "transB 0, per tensor");
+    Builder b;
+    b.input("x", {3, 40});
+    b.constant("xs", scalar_f(0.02f)).constant("xz", Tensor::Scalar<uint8_t>(128));
+    Tensor ws(DType::kFloat32, trans_b ? Dims{7} : Dims{});
+    for (int64_t c = 0; c < ws.numel(); ++c) ws.data<float>()[c] = 0.01f + 0.004f * static_cast<float>(c);
+    b.constant("wq", trans_b ? values<int8_t>({7, 40}, 11, -127, 127) : values<int8_t>({40, 7}, 12, -127, 127));
+    b.constant("ws", ws).constant("ys", scalar_f(0.3f)).constant("yz", Tensor::Scalar<uint8_t>(90));
+    b.node("qx", "QuantizeLinear", {"x", "xs", "xz"}, "xq");
+    b.node("dqx", "DequantizeLinear", {"xq", "xs", "xz"}, "xd");
+    set_int(b.node("dqw", "DequantizeLinear", {"wq", "ws"}, "wd"), "axis", 0);
+    std::vector<std::string> in{"xd", "wd"};
+    if (trans_b) {
+      Tensor bs(DType::kFloat32, {7});
+      for (int c = 0; c < 7; ++c) bs.data<float>()[c] = 0.02f * ws.data<float>()[c];
+      b.constant("bq", values<int32_t>({7}, 13, -3000, 3000)).constant("bs", bs);
+      set_int(b.node("dqb", "DequantizeLinear", {"bq", "bs"}, "bd"), "axis", 0);
+      in.push_back("bd");
+    }
+    set_int(b.node("fc", "Gemm", in, "yf"), "transB", trans_b ? 1 : 0);
+    b.node("qy", "QuantizeLinear", {"yf", "ys", "yz"}, "yq");
+    b.node("dqy", "DequantizeLinear", {"yq", "ys", "yz"}, "y");
+    b.g.opset = 13;
+    Graph g = b.done({"y"});
+    Graph f = g;
+    auto fused = fuse_qdq(f);
+    ASSERT_TRUE(fused.ok()) << fused.status().message();
+    EXPECT_EQ(count_op(f, "QLinearConv"), 1) << print_graph(f);
+    EXPECT_EQ(count_op(f, "Reshape"), 2);
+    EXPECT_EQ(count_op(f, "Gemm"), 0);
+    const Tensor x = random_tensor({3, 40}, 14, -2.f, 2.f);
+    const std::vector<Tensor> plain = run_session(g, {x}, /*optimize=*/false);
+    const std::vector<Tensor> opt = run_session(g, {x}, /*optimize=*/true);
+    ASSERT_EQ(opt.size(), 1u);
+    ASSERT_EQ(opt[0].dims(), (Dims{3, 7}));
+    int exact = 0;
+    for (int64_t e = 0; e < plain[0].numel(); ++e) {
+      const double d = std::fabs(plain[0].as_double(e) - opt[0].as_double(e));
+      EXPECT_LE(d, 0.3 * 1.001) << e;
+      exact += d == 0;
+    }
+    EXPECT_GT(exact, plain[0].numel() * 8 / 10);
+  }
+}
+
+// Q(op(DQ(x))) with the DequantizeLinear's scale and zero point, for an op that only moves or selects values: the
+// op on the 8-bit values, the same bytes as the sandwich; a Q of another scale keeps the float op.
+TEST(QdqFusion, MovesBetweenOneScaleRunOnTheQuantizedValuesWithTheSameBits) {
+  for (const char* op : {"MaxPool", "Transpose", "Flatten"}) {
+    for (bool same : {true, false}) {
+      SCOPED_TRACE(std::string(op) + (same ? " same scale" : " another scale"));
+      Builder b;
+      b.input("xq", {1, 4, 9, 9}, DType::kInt8);
+      b.constant("xs", scalar_f(0.05f)).constant("xz", scalar_q<int8_t>(-3));
+      b.constant("ys", scalar_f(same ? 0.05f : 0.06f)).constant("yz", scalar_q<int8_t>(-3));
+      b.node("dq", "DequantizeLinear", {"xq", "xs", "xz"}, "x");
+      Node& n = b.node("op", op, {"x"}, "m");
+      if (std::string(op) == "MaxPool") {
+        set_ints(n, "kernel_shape", {3, 3});
+        set_ints(n, "pads", {1, 1, 1, 1});
+        set_ints(n, "strides", {2, 2});
+      } else if (std::string(op) == "Transpose") {
+        set_ints(n, "perm", {0, 2, 3, 1});
+      }
+      b.node("q", "QuantizeLinear", {"m", "ys", "yz"}, "yq");
+      b.g.opset = 13;
+      Graph g = b.done({"yq"});
+      Graph f = g;
+      ASSERT_TRUE(optimize_graph(f, OptimizeOptions{}).ok());
+      EXPECT_EQ(count_op(f, "DequantizeLinear"), same ? 0 : 1) << print_graph(f);
+      EXPECT_EQ(count_op(f, "QuantizeLinear"), same ? 0 : 1);
+      const Tensor x = values<int8_t>({1, 4, 9, 9}, 21, -128, 127);
+      const std::vector<Tensor> plain = run_session(g, {x}, /*optimize=*/false);
+      const std::vector<Tensor> opt = run_session(g, {x}, /*optimize=*/true);
+      ASSERT_EQ(plain[0].dims(), opt[0].dims());
+      EXPECT_EQ(std::memcmp(plain[0].raw(), opt[0].raw(), plain[0].nbytes()), 0);
+    }
+  }
+}
+
 TEST(QdqFusion, Uint8ReluSandwichBecomesALookupWithTheSameBits) {
   Builder b;
   b.input("xq", {4, 64}, DType::kUInt8);
