@@ -584,6 +584,8 @@ def main(argv):
         for d in a.calibration:
             for name, k in probed.items():
                 v = _load_tensor("%s/output_%d.pb" % (d, k))
+                if v.size == 0:  # an empty tensor (a Resize's unused scales) has no range and is not quantized
+                    continue
                 lo, hi = float(v.min()), float(v.max())
                 old = ranges.get(name, (lo, hi))
                 ranges[name] = (min(lo, old[0]), max(hi, old[1]))

@@ -66,7 +66,7 @@ def main(argv):
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         env = dict(os.environ, NODE_PATH=os.path.join(repo, "bench", "node_modules"))
         cmd = ["node", os.path.join(repo, "tests", "e2e", "ort_reference.js"), probe, a.inputs, "--out",
-               os.path.join(work, "ort")]
+               os.path.join(work, "ort"), "--allow-constant"]
         if a.opt == "all":
             cmd += ["--opt", "all"]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)

@@ -4,8 +4,10 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "api/session_setup.h"
 #include "backends/backend.h"
@@ -187,9 +189,23 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
   // in 51 where XNNPACK alone, priced at 41, ran in 42; and the cheapest by
   // price need not be the fastest), and any other priced within 1.25x of the
   // chosen plan.
+  // An engine that refused every node of the main graph (a CUDA plugin without a device) makes plans that are
+  // native alone: they would take a place among the two cheapest and then be dropped as duplicates, leaving an
+  // engine that runs the model out of the check (a QDQ U-Net: its oneDNN plan, 12.6 ms, went unchecked; the mix
+  // kept ran in 20.3).
+  std::map<std::string, std::set<std::string>> refused;
+  for (const Refusal& r : report->refusals) {
+    if (r.graph == "main") refused[r.backend].insert(r.node);
+  }
+  auto claims_nothing = [&](const SetOption& s) {
+    for (const std::string& b : s.backends) {
+      if (b != "native" && static_cast<int>(refused[b].size()) < report->num_nodes) return false;
+    }
+    return s.backends.size() > 1 || s.backends[0] != "native";
+  };
   std::vector<const SetOption*> alternatives;
   for (const auto& s : report->sets) {
-    if (&s != picked && single_backend_plan(s)) alternatives.push_back(&s);
+    if (&s != picked && single_backend_plan(s) && !claims_nothing(s)) alternatives.push_back(&s);
   }
   std::stable_sort(alternatives.begin(), alternatives.end(),
                    [](const SetOption* a, const SetOption* b) { return a->us < b->us; });

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -458,7 +459,11 @@ Status run_pool(KernelContext& ctx) {
   int64_t* ip = ind && ind->defined() ? ind->data<int64_t>() : nullptr;
   // The 2-D fast path keeps a table per kernel column: for windows not far wider than the input (a window of 2^31
   // columns over padding would ask for 16 GB of tables); others take the general loop.
-  if (x.dtype() == DType::kFloat32 && !ip && g.in[0] == 1 && g.k[0] == 1 && g.k[2] <= 2 * g.in[2] + 64) {
+  // 8-bit max pooling (what the QDQ pass leaves of DQ -> MaxPool -> Q at one scale) takes the float path a plane at a
+  // time: bytes widen to floats exactly, and the max of them narrows back exactly.
+  const bool bytes = x.dtype() == DType::kUInt8 || x.dtype() == DType::kInt8;
+  if ((x.dtype() == DType::kFloat32 || (bytes && kind == PoolKind::kMax)) && !ip && g.in[0] == 1 && g.k[0] == 1 &&
+      g.k[2] <= 2 * g.in[2] + 64) {
     // Per-column tap ranges and column counts, shared by every plane.
     const int64_t ow = g.out[2];
     std::vector<int64_t> col_lo(static_cast<size_t>(g.k[2])), col_hi(static_cast<size_t>(g.k[2]));
@@ -482,36 +487,50 @@ Status run_pool(KernelContext& ctx) {
       }
       col_count[static_cast<size_t>(c)] = static_cast<float>(hi - lo);
     }
-    const float* xp = x.data<float>();
-    float* yp = y.data<float>();
-    if (cpu::avx512() && o.kind == PoolKind::kMax && windows_tile_plane(g)) {
-      auto plane = g.k[2] == 1 ? &avx512::max_pool_tiles<1> : &avx512::max_pool_tiles<2>;
+    std::vector<float> inv_cols(static_cast<size_t>(ow));
+    for (int64_t c = 0; c < ow; ++c) {
+      const float n = col_count[static_cast<size_t>(c)];
+      inv_cols[static_cast<size_t>(c)] = n > 0 ? 1.f / n : 0.f;
+    }
+    const bool mx = o.kind == PoolKind::kMax;
+    // One plane, float in and out; acc: ow floats of scratch.
+    std::function<void(const float*, float*, float*)> plane;
+    if (cpu::avx512() && mx && windows_tile_plane(g)) {
+      auto tiles = g.k[2] == 1 ? &avx512::max_pool_tiles<1> : &avx512::max_pool_tiles<2>;
+      plane = [&, tiles](const float* xi, float* yo, float*) { tiles(xi, g.in[2], g.k[1], g.out[1], g.out[2], yo); };
+    } else if (cpu::avx512() && o.kind != PoolKind::kLp && (g.s[2] == 1 || g.s[2] == 2)) {
+      auto rows = mx ? (g.s[2] == 1 ? &avx512::pool2d_plane<true, 1> : &avx512::pool2d_plane<true, 2>)
+                     : (g.s[2] == 1 ? &avx512::pool2d_plane<false, 1> : &avx512::pool2d_plane<false, 2>);
+      plane = [&, rows](const float* xi, float* yo, float*) {
+        rows(xi, g, o.count_include_pad, col_lo.data(), col_hi.data(), inv_cols.data(), yo);
+      };
+    } else {
+      plane = [&](const float* xi, float* yo, float* acc) {
+        pool2d_plane_f32(xi, g, o, yo, acc, col_lo.data(), col_hi.data(), col_count.data());
+      };
+    }
+    if (!bytes) {
+      const float* xp = x.data<float>();
+      float* yp = y.data<float>();
       ctx.pool().parallel_for(planes, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) plane(xp + i * isz, g.in[2], g.k[1], g.out[1], g.out[2], yp + i * osz);
+        std::vector<float> acc(static_cast<size_t>(ow));
+        for (int64_t i = begin; i < end; ++i) plane(xp + i * isz, yp + i * osz, acc.data());
       });
       return Status::Ok();
     }
-    if (cpu::avx512() && o.kind != PoolKind::kLp && (g.s[2] == 1 || g.s[2] == 2)) {
-      std::vector<float> inv_cols(static_cast<size_t>(ow));
-      for (int64_t c = 0; c < ow; ++c) {
-        const float n = col_count[static_cast<size_t>(c)];
-        inv_cols[static_cast<size_t>(c)] = n > 0 ? 1.f / n : 0.f;
-      }
-      const bool mx = o.kind == PoolKind::kMax;
-      auto plane = mx ? (g.s[2] == 1 ? &avx512::pool2d_plane<true, 1> : &avx512::pool2d_plane<true, 2>)
-                      : (g.s[2] == 1 ? &avx512::pool2d_plane<false, 1> : &avx512::pool2d_plane<false, 2>);
-      ctx.pool().parallel_for(planes, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-          plane(xp + i * isz, g, o.count_include_pad, col_lo.data(), col_hi.data(), inv_cols.data(), yp + i * osz);
-        }
-      });
-      return Status::Ok();
-    }
+    const bool s8 = x.dtype() == DType::kInt8;
+    const auto* xb = static_cast<const uint8_t*>(x.raw());
+    auto* yb = static_cast<uint8_t*>(y.raw());
     ctx.pool().parallel_for(planes, 1, [&](int64_t begin, int64_t end) {
-      std::vector<float> acc(static_cast<size_t>(ow));
+      std::vector<float> acc(static_cast<size_t>(ow)), xi(static_cast<size_t>(isz)), yo(static_cast<size_t>(osz));
       for (int64_t i = begin; i < end; ++i) {
-        pool2d_plane_f32(xp + i * isz, g, o, yp + i * osz, acc.data(), col_lo.data(), col_hi.data(),
-                         col_count.data());
+        const uint8_t* src = xb + i * isz;
+        for (int64_t k = 0; k < isz; ++k) xi[k] = s8 ? static_cast<float>(static_cast<int8_t>(src[k])) : src[k];
+        plane(xi.data(), yo.data(), acc.data());
+        uint8_t* dst = yb + i * osz;
+        for (int64_t k = 0; k < osz; ++k) {
+          dst[k] = s8 ? static_cast<uint8_t>(static_cast<int8_t>(yo[k])) : static_cast<uint8_t>(yo[k]);
+        }
       }
     });
     return Status::Ok();

@@ -187,11 +187,12 @@ class Fuser {
   }
 
   // Q(op(DQ(x))) for an op that only moves or selects values (MaxPool without indices, Reshape, Flatten, Transpose,
-  // Squeeze, Unsqueeze; any other inputs constant), with Q's scale and zero point DQ's: the op on x itself.
+  // Squeeze, Unsqueeze, nearest Resize; any other inputs constant), with Q's scale and zero point DQ's: the op on x.
   // Dequantizing is increasing and Q(DQ(v)) = v, so the bytes are the sandwich's (a max pool's padding never wins
   // either way); ONNX Runtime's default level drops such pairs too, and the op then moves bytes instead of floats.
   bool fuse_passthrough(const Node& q, std::vector<Node>* out, std::vector<size_t>* replaced) {
-    static constexpr std::string_view kOps[] = {"MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze"};
+    static constexpr std::string_view kOps[] = {"MaxPool", "Reshape",   "Flatten", "Transpose",
+                                                "Squeeze", "Unsqueeze", "Resize"};
     if (q.has_attr("saturate") || q.has_attr("output_dtype") || !q.has_input(2)) return false;
     auto p = producer_.find(q.inputs[0]);
     if (p == producer_.end() || readers(q.inputs[0]) != 1) return false;
@@ -202,6 +203,11 @@ class Fuser {
     }
     for (size_t i = 1; i < op.inputs.size(); ++i) {
       if (!op.inputs[i].empty() && !g_.constant(op.inputs[i])) return false;
+    }
+    // A Resize copies input values only in nearest mode, and not where tf_crop_and_resize extrapolates.
+    if (op.op_type == "Resize" && (op.attr_string("mode", "nearest") != "nearest" ||
+                                   op.attr_string("coordinate_transformation_mode", "") == "tf_crop_and_resize")) {
+      return false;
     }
     Dq x;
     if (!per_tensor_dq_of(op.inputs[0], &x) || x.zero.empty()) return false;

@@ -2,6 +2,7 @@
 // Reference outputs from ONNX Runtime for one model and one test data set.
 //
 //   node ort_reference.js MODEL.onnx DATA_DIR [--out DIR] [--opt disabled|basic|extended|all] [--threads N]
+//                         [--allow-constant]
 //
 // Reads DATA_DIR/input_<i>.pb (ONNX TensorProto, graph input order), runs the model with onnxruntime-node and writes
 // output_<i>.pb (graph output order, tensor named after the graph output) into --out (default DATA_DIR). Prints per
@@ -151,7 +152,8 @@ function encodeTensor(name, dataType, dims, typedArray) {
 // ---- main ----------------------------------------------------------------------------------------------------------
 function usage(msg) {
   if (msg) console.error('ort_reference: ' + msg);
-  console.error('usage: node ort_reference.js MODEL.onnx DATA_DIR [--out DIR] [--opt LEVEL] [--threads N]');
+  console.error(
+      'usage: node ort_reference.js MODEL.onnx DATA_DIR [--out DIR] [--opt LEVEL] [--threads N] [--allow-constant]');
   process.exit(2);
 }
 
@@ -174,12 +176,14 @@ function stats(data) {
 async function main() {
   const args = process.argv.slice(2);
   const pos = [];
-  const opts = {opt: 'disabled', threads: 1, out: null};
+  const opts = {opt: 'disabled', threads: 1, out: null, allowConstant: false};
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     if (a === '--out' || a === '--opt' || a === '--threads') {
       if (i + 1 >= args.length) usage(`${a} needs a value`);
       opts[a.slice(2)] = args[++i];
+    } else if (a === '--allow-constant') {  // probes expose intermediates, some constant by design
+      opts.allowConstant = true;
     } else if (a.startsWith('--')) {
       usage(`unknown flag ${a}`);
     } else {
@@ -230,7 +234,7 @@ async function main() {
     const fmt = (v) => Number(v).toPrecision(5);
     console.log(`${path.basename(modelPath)} output_${i} ${outputName} [${t.dims.join(',')}] ${t.type} ` +
                 `min=${fmt(s.min)} max=${fmt(s.max)} mean=${fmt(s.mean)} std=${fmt(s.std)}`);
-    if (!s.finite || s.constant) {
+    if (!s.finite || (s.constant && !opts.allowConstant)) {
       console.error(`ort_reference: output ${outputName} is ${!s.finite ? 'not finite' : 'constant'}`);
       bad = true;
     }

@@ -255,6 +255,40 @@ TEST(Pool, MaxPoolsWhoseWindowsTileThePlaneMatchNaiveReference) {
   }
 }
 
+// 8-bit max pooling (the QDQ pass's MaxPool of quantized values) takes the float paths a plane at a time: the
+// tiling windows, rows at stride 1 and 2, and the general loop give the reference's values, uint8 and int8.
+TEST(Pool, EightBitMaxPoolsMatchNaiveReferenceOnEveryPath) {
+  std::mt19937 rng(19);
+  ThreadPool pool(2);
+  struct K {
+    int64_t k, s, w, pad;
+  };
+  for (DType t : {DType::kUInt8, DType::kInt8}) {
+    for (const K& e : {K{3, 1, 70, 1}, K{3, 2, 33, 1}, K{2, 2, 17, 0}, K{3, 3, 31, 1}}) {
+      PoolCase c{"MaxPool", 2, {5, e.w}, {e.k, e.k}, {e.s, e.s}, {1, 1}, {e.pad, e.pad}, {e.pad, e.pad}};
+      const Dims out = pool_out(c);
+      Tensor xb(t, {1, 3, 5, e.w});
+      Tensor xf(DType::kFloat32, {1, 3, 5, e.w});
+      for (int64_t i = 0; i < xb.numel(); ++i) {
+        const auto b = static_cast<uint8_t>(rng() & 255);
+        static_cast<uint8_t*>(xb.raw())[i] = b;
+        xf.data<float>()[i] = t == DType::kInt8 ? static_cast<float>(static_cast<int8_t>(b)) : b;
+      }
+      auto res = run_node_once(pool_node(c, false), 13, {xb}, &pool);
+      ASSERT_TRUE(res.ok()) << res.status().message();
+      ASSERT_EQ(res->at(0).dtype(), t);
+      std::vector<float> want(static_cast<size_t>(3 * numel(out)));
+      ref_pool(c, out, 3, xf, &want, nullptr);
+      ASSERT_EQ(res->at(0).numel(), static_cast<int64_t>(want.size()));
+      for (size_t i = 0; i < want.size(); ++i) {
+        const uint8_t b = static_cast<const uint8_t*>(res->at(0).raw())[i];
+        const float got = t == DType::kInt8 ? static_cast<float>(static_cast<int8_t>(b)) : b;
+        ASSERT_EQ(got, want[i]) << dtype_name(t) << " k" << e.k << " s" << e.s << " w" << e.w << " at " << i;
+      }
+    }
+  }
+}
+
 TEST(Pool, GlobalPoolsReduceEverySpatialAxis) {
   std::mt19937 rng(2);
   Tensor x = random_tensor({2, 3, 4, 5}, rng);

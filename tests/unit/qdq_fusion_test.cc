@@ -226,15 +226,18 @@ TEST(QdqFusion, GemmBecomesAOneByOneQLinearConvWithinAStepOfTheFloatPath) {
 // Q(op(DQ(x))) with the DequantizeLinear's scale and zero point, for an op that only moves or selects values: the
 // op on the 8-bit values, the same bytes as the sandwich; a Q of another scale keeps the float op.
 TEST(QdqFusion, MovesBetweenOneScaleRunOnTheQuantizedValuesWithTheSameBits) {
-  for (const char* op : {"MaxPool", "Transpose", "Flatten"}) {
+  for (const char* op : {"MaxPool", "Transpose", "Flatten", "Resize"}) {
     for (bool same : {true, false}) {
       SCOPED_TRACE(std::string(op) + (same ? " same scale" : " another scale"));
       Builder b;
       b.input("xq", {1, 4, 9, 9}, DType::kInt8);
       b.constant("xs", scalar_f(0.05f)).constant("xz", scalar_q<int8_t>(-3));
       b.constant("ys", scalar_f(same ? 0.05f : 0.06f)).constant("yz", scalar_q<int8_t>(-3));
+      b.constant("scales", Tensor::FromVector<float>({1.f, 1.f, 2.f, 1.5f}, {4}));
       b.node("dq", "DequantizeLinear", {"xq", "xs", "xz"}, "x");
-      Node& n = b.node("op", op, {"x"}, "m");
+      const bool resize = std::string(op) == "Resize";  // nearest, the default mode
+      Node& n =
+          b.node("op", op, resize ? std::vector<std::string>{"x", "", "scales"} : std::vector<std::string>{"x"}, "m");
       if (std::string(op) == "MaxPool") {
         set_ints(n, "kernel_shape", {3, 3});
         set_ints(n, "pads", {1, 1, 1, 1});
