@@ -16,7 +16,8 @@
       static QDQ quantization as ONNX Runtime's quantize_static(QuantFormat.QDQ, per_channel=True) writes it, with
       MinMax ranges from the probe runs (opset >= 13): by default the op types it quantizes when given none
       (ORT_STATIC_OPS: products, Relu/Clip removed behind them, residual Adds, pools, data movement, Softmax, ...);
-      --op-types Conv,MatMul,Gemm quantizes only the products. Activations uint8 asymmetric, weights int8 symmetric
+      --op-types Conv,MatMul,Gemm quantizes only the products. Activations uint8 asymmetric (--activation-type int8,
+      --activation-symmetric as quantize_static's QInt8 / ActivationSymmetric), weights int8 symmetric
       (per channel for the products), int32 biases, each behind a DequantizeLinear (see qdq()).
   convert.py dynamic IN.onnx OUT.onnx [--weight-type int8|uint8] [--per-channel]
       quantizes every Conv and every MatMul with a constant weight the way ONNX Runtime's quantize_dynamic does:
@@ -342,11 +343,16 @@ def probe(model, op_types):
     return model, index
 
 
-def _activation_params(lo, hi):
-    """uint8 asymmetric scale and zero point over [min(lo, 0), max(hi, 0)], as ONNX Runtime's MinMax calibration."""
+def _activation_params(lo, hi, act_type="uint8", symmetric=False):
+    """Scale and zero point over [min(lo, 0), max(hi, 0)] as ONNX Runtime's MinMax calibration computes them: uint8
+    or int8 (-128..127; symmetric: -127..127 about zero point 0)."""
     lo, hi = min(float(lo), 0.0), max(float(hi), 0.0)
-    scale = np.float32((hi - lo) / 255.0) if hi > lo else np.float32(1.0)
-    zp = np.uint8(np.clip(np.rint(-lo / scale), 0, 255))
+    if symmetric:
+        lo, hi = -max(-lo, hi), max(-lo, hi)
+    qmin, qmax = (0, 255) if act_type == "uint8" else ((-127, 127) if symmetric else (-128, 127))
+    scale = np.float32((hi - lo) / (qmax - qmin)) if hi > lo else np.float32(1.0)
+    dt = np.uint8 if act_type == "uint8" else np.int8
+    zp = dt(np.clip(np.rint(qmin - lo / scale), qmin, qmax))
     return scale, zp
 
 
@@ -394,14 +400,16 @@ def fold_batch_norms(model):
     return model
 
 
-def qdq(model, ranges, op_types):
+def qdq(model, ranges, op_types, act_type="uint8", act_symmetric=False):
     """Static QDQ quantization as ONNX Runtime's quantize_static(QuantFormat.QDQ, per_channel=True) writes it, for the
-    nodes of op_types: activations uint8 asymmetric with the calibrated ranges, weights int8 symmetric (per output
+    nodes of op_types: activations uint8 asymmetric (or act_type int8, act_symmetric) with the calibrated ranges,
+    weights int8 symmetric (per output
     channel for Conv/MatMul/Gemm, per tensor elsewhere), biases int32 at scale x_scale * w_scale, each behind a
     DequantizeLinear. Nodes are taken in graph order, as its quantizer does:
       - Conv/ConvTranspose/Gemm with a constant weight, MatMul: the inputs and the output are quantized;
       - Relu/Clip whose input is quantized: removed where that input has no other reader and is not a graph input or
-        output (its producer's output takes its name and range; saturation does the clamping), else both quantized;
+        output (its producer's output takes its name and range; saturation does the clamping) and activations are
+        asymmetric, else both quantized;
       - MaxPool, AveragePool, Reshape, Transpose, Squeeze, Unsqueeze, Slice, Resize whose first input is quantized:
         the output is, with the input's scale and zero point;
       - Add, Mul, Concat, GlobalAveragePool, Softmax, Sigmoid, LeakyRelu with only float operands: every input and
@@ -444,7 +452,7 @@ def qdq(model, ranges, op_types):
             x, y = n.input[0], n.output[0]
             if x not in quantized:
                 continue
-            if y in ranges and readers.get(x) == 1 and x not in graph_io and y not in graph_io:
+            if not act_symmetric and y in ranges and readers.get(x) == 1 and x not in graph_io and y not in graph_io:
                 del quantized[x]
                 producer = next(p for p in nodes[:i] if x in p.output)
                 producer.output[list(producer.output).index(x)] = y
@@ -462,7 +470,7 @@ def qdq(model, ranges, op_types):
     def params(x):
         while quantized[x] != x:
             x = quantized[x]
-        return _activation_params(*ranges[x])
+        return _activation_params(*ranges[x], act_type, act_symmetric)
 
     new_inits, pairs = [], {}  # pairs: value -> (Q, DQ) nodes; the DQ writes the value's name (a graph input's: x_dq)
     reader_name = {}  # graph input -> the name its readers read
@@ -471,7 +479,7 @@ def qdq(model, ranges, op_types):
         xs, xz = _unique(names, x + "_scale"), _unique(names, x + "_zero_point")
         xq = _unique(names, x + "_QuantizeLinear_Output")
         new_inits.extend([numpy_helper.from_array(np.array(scale, np.float32), xs),
-                          numpy_helper.from_array(np.array(zp, np.uint8), xz)])
+                          numpy_helper.from_array(np.array(zp), xz)])
         if x in {v.name for v in g.input}:
             src, dst = x, _unique(names, x + "_DequantizeLinear_Output")
             reader_name[x] = dst
@@ -566,6 +574,8 @@ def main(argv):
     q.add_argument("dst")
     for sp in (pr, q):
         sp.add_argument("--op-types", help="comma-separated op types to quantize (default: quantize_static's)")
+    q.add_argument("--activation-type", choices=["uint8", "int8"], default="uint8")
+    q.add_argument("--activation-symmetric", action="store_true")
     q.add_argument("--calibration", nargs="+", required=True,
                    help="output directories of runs of the probe model (output_<i>.pb, graph output order)")
     a = ap.parse_args(argv)
@@ -589,7 +599,7 @@ def main(argv):
                 lo, hi = float(v.min()), float(v.max())
                 old = ranges.get(name, (lo, hi))
                 ranges[name] = (min(lo, old[0]), max(hi, old[1]))
-        model = qdq(model, ranges, op_types)
+        model = qdq(model, ranges, op_types, a.activation_type, a.activation_symmetric)
     model.producer_name = "tessera-bench-precision"
     onnx.save(model, a.dst)
 

@@ -5,7 +5,8 @@
 # [-1, 1) for float inputs, from fixed seeds; image-like inputs are what these random-weight models see in every test),
 # and writes the QDQ twin from the ranges seen (convert.py qdq: the op types ONNX Runtime's quantize_static quantizes
 # by default). Environment: TESSERA (default build/bin/tessera), PYTHON (default /usr/bin/python3), QDQ_OP_TYPES
-# (convert.py's --op-types, e.g. Conv,MatMul,Gemm for the products alone). Needs static input shapes.
+# (convert.py's --op-types, e.g. Conv,MatMul,Gemm for the products alone), QDQ_ARGS (more convert.py qdq options:
+# --activation-type int8, --activation-symmetric). Needs static input shapes.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 src=$1 dst=$2 samples=${3:-8}
@@ -40,4 +41,5 @@ for ((s = 0; s < samples; s++)); do
   "$tessera" run "$work/probe.onnx" --backends native --input-dir "$work/in$s" --output-dir "$work/out$s" >/dev/null
   dirs+=("$work/out$s")
 done
-"$python" "$here/convert.py" qdq "$src" "$dst" --calibration "${dirs[@]}" "${ops[@]}"
+read -r -a extra <<<"${QDQ_ARGS:-}"
+"$python" "$here/convert.py" qdq "$src" "$dst" --calibration "${dirs[@]}" "${ops[@]}" "${extra[@]}"
