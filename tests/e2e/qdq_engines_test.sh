@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # QDQ (statically quantized) models on the engines: a QDQ twin of squeezenet (bench/precision/make_qdq.sh: per-channel
-# int8 weights, uint8 activations calibrated with Tessera itself) and of mlp, run on native alone and, for each of
-# oneDNN and XNNPACK, with every node that engine claims on it (--backends ENGINE,native --placement priority: its
-# int8 convolutions and fully connected layers, table lookups, quantize/dequantize loops): the outputs agree (integer
-# outputs exactly; float outputs, which float ops after the last dequantization compute, such as oneDNN's average
-# pooling, to 1e-5), the partition puts the QLinearConvs and the Quantize/DequantizeLinear nodes on the engine, and
-# the artifact of that placement gives the same again. An engine whose plugin is not built is skipped. Native's
-# QDQ path is ONNX Runtime's to the bit on resnet50/mobilenet_v2 twins (bench/precision/qdq_check.py); this holds the
-# engines to it where CI has no ONNX Runtime.
+# int8 weights, uint8 activations calibrated with Tessera itself; once more with int8 activations) and of mlp, run
+# on native alone and, for each of oneDNN and XNNPACK, with every node that engine claims on it (--backends
+# ENGINE,native --placement priority: its int8 convolutions and fully connected layers, table lookups,
+# quantize/dequantize loops): the outputs agree (integer outputs exactly; float outputs, which float ops after the
+# last dequantization compute, such as oneDNN's average pooling, to 1e-5), the partition puts the QLinearConvs and
+# the Quantize/DequantizeLinear nodes on the engine, and the artifact of that placement gives the same again. An
+# engine whose plugin is not built is skipped. Native's QDQ path is ONNX Runtime's to the bit on resnet50/mobilenet_v2
+# twins (bench/precision/qdq_check.py); this holds the engines to it where CI has no ONNX Runtime.
 #
 #     tests/e2e/qdq_engines_test.sh BUILD_DIR
 set -uo pipefail
@@ -30,14 +30,18 @@ export TESSERA_TUNE=0
 failures=0 ran=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
-for m in squeezenet mlp; do
+# squeezenet_s8: the same twin with int8 activations (quantize_static's QInt8).
+for m in squeezenet mlp squeezenet_s8; do
+  src=${m%_s8} args=
+  [ "$m" = "$src" ] || args="--activation-type int8"
   q="$work/${m}_qdq.onnx"
-  if ! TESSERA="$tessera" PYTHON="$PYTHON" "$repo/bench/precision/make_qdq.sh" "$work/$m.onnx" "$q" 2 >"$work/$m.make.log" 2>&1; then
+  if ! QDQ_ARGS="$args" TESSERA="$tessera" PYTHON="$PYTHON" "$repo/bench/precision/make_qdq.sh" "$work/$src.onnx" "$q" 2 \
+    >"$work/$m.make.log" 2>&1; then
     cat "$work/$m.make.log" >&2
     fail "$m: make_qdq.sh"
     continue
   fi
-  in="$work/inputs/$m/test_data_set_0"
+  in="$work/inputs/$src/test_data_set_0"
   "$tessera" run "$q" --input-dir "$in" --output-dir "$work/$m.native" --backends native >/dev/null 2>&1 ||
     fail "$m: native run"
   for engine in dnnl xnnpack; do
@@ -55,7 +59,7 @@ for m in squeezenet mlp; do
     for op in QuantizeLinear DequantizeLinear; do
       grep -E "^region .* $engine .*${op}x" "$work/$m.$engine.part.txt" >/dev/null || fail "$m: no $op on $engine"
     done
-    if [ "$m" = squeezenet ]; then
+    if [ "$src" = squeezenet ]; then
       grep -E "^region .* $engine .*QLinearConvx" "$work/$m.$engine.part.txt" >/dev/null || fail "$m: no QLinearConv on $engine"
       if grep -E "^region .* native .*QLinearConvx" "$work/$m.$engine.part.txt" >/dev/null; then
         fail "$m: a QLinearConv on native beside $engine"
