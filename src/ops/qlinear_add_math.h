@@ -51,6 +51,10 @@ inline void run_scalar(const uint8_t* a, const uint8_t* b, uint8_t* y, size_t n,
   }
 }
 
+// The AVX-512 kernels, in a namespace named avx512 as every dispatched kernel is (scripts/isa_check.py): called only
+// where the caller's CPU check says AVX-512 F, BW and VL run.
+namespace avx512 {
+
 template <bool kSigned>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512 widen16(__m128i v) {
   return _mm512_cvtepi32_ps(kSigned ? _mm512_cvtepi8_epi32(v) : _mm512_cvtepu8_epi32(v));
@@ -65,8 +69,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i step16(__m12
 }
 
 template <bool kSigned>
-__attribute__((target("avx512f,avx512bw,avx512vl"))) inline void run_avx512(const uint8_t* a, const uint8_t* b,
-                                                                            uint8_t* y, size_t n, const Form& f) {
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline void run(const uint8_t* a, const uint8_t* b, uint8_t* y,
+                                                                     size_t n, const Form& f) {
   const __m512 ra = _mm512_set1_ps(f.ra), rb = _mm512_set1_ps(f.rb), fixed = _mm512_set1_ps(f.fixed);
   const __m512 lo = _mm512_set1_ps(kSigned ? -128.f : 0.f), hi = _mm512_set1_ps(kSigned ? 127.f : 255.f);
   size_t i = 0;
@@ -83,13 +87,15 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline void run_avx512(cons
   }
 }
 
-// y[i] = value(a[i], b[i]) for i < n, with 16 lanes at a time where `avx512` (the caller's CPU check) allows.
-inline void run(const Form& f, bool int8, const uint8_t* a, const uint8_t* b, uint8_t* y, size_t n, bool avx512) {
-  if (avx512) {
+}  // namespace avx512
+
+// y[i] = value(a[i], b[i]) for i < n, with 16 lanes at a time where `use_avx512` (the caller's CPU check) allows.
+inline void run(const Form& f, bool int8, const uint8_t* a, const uint8_t* b, uint8_t* y, size_t n, bool use_avx512) {
+  if (use_avx512) {
     if (int8)
-      run_avx512<true>(a, b, y, n, f);
+      avx512::run<true>(a, b, y, n, f);
     else
-      run_avx512<false>(a, b, y, n, f);
+      avx512::run<false>(a, b, y, n, f);
   } else if (int8) {
     run_scalar<true>(a, b, y, n, f);
   } else {
