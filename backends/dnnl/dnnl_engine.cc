@@ -580,7 +580,7 @@ class Builder {
   // 2-2.5x native's time (attention's [1, 6, 1500, 1500]: 6.0 against 2.5 ms, 2 threads).
   bool own_softmax(const Op& op) const {
     return op.post.empty() && !op.ints.empty() && op.ints.back() == op.ints[0] - 1 &&
-           p_.values[static_cast<size_t>(op.in[0])].dtype == TESSERA_DTYPE_FLOAT32 && own_softmax_cpu();
+           p_.values[static_cast<size_t>(op.in[0])].dtype == TESSERA_DTYPE_FLOAT32 && own_avx512_loops();
   }
 
   void build_own_softmax(const Op& op, const std::string& what) {
@@ -645,7 +645,7 @@ class Builder {
       if (t == 2) {
         s.args.emplace_back(DNNL_ARG_SRC_1, as_layout(op.in[1], retyped(op.in[1])));
         s.flip1 = is_int8(op.in[1]) ? 0x80 : 0;
-        if (op.floats.size() == 3) {
+        if (op.floats.size() == 3 && own_avx512_loops()) {  // elsewhere the table, as native does
           s.qadd = true;
           s.scale = op.floats[0], s.scale2 = op.floats[1], s.zero_point = op.floats[2];
           s.int8 = is_int8(op.in[0]);

@@ -129,8 +129,9 @@ struct tessera_engine {
 
 namespace tessera_dnnl {
 
-// Whether the CPU runs the plugin's own softmax loop (AVX-512 F, BW, DQ and VL; not under TESSERA_ISA=avx2).
-bool own_softmax_cpu();
+// Whether the CPU runs the plugin's own AVX-512 loops, the softmax rows and QLinearAdd's arithmetic (AVX-512 F, BW,
+// DQ and VL; not under TESSERA_ISA=avx2).
+bool own_avx512_loops();
 
 // Creates the engine from a program and the region's constants.
 // `max_memory` (0: none) bounds the buffers one run holds: past it, TESSERA_ERROR_OUT_OF_MEMORY.

@@ -42,15 +42,6 @@ inline int value(const Form& f, int a, int b, int lo, int hi) {
   return static_cast<int>(std::nearbyint(std::min(std::max(v, static_cast<float>(lo)), static_cast<float>(hi))));
 }
 
-template <bool kSigned>
-inline void run_scalar(const uint8_t* a, const uint8_t* b, uint8_t* y, size_t n, const Form& f) {
-  constexpr int lo = kSigned ? -128 : 0, hi = lo + 255;
-  for (size_t i = 0; i < n; ++i) {
-    const int va = kSigned ? static_cast<int8_t>(a[i]) : a[i], vb = kSigned ? static_cast<int8_t>(b[i]) : b[i];
-    y[i] = static_cast<uint8_t>(value(f, va, vb, lo, hi));
-  }
-}
-
 // The AVX-512 kernels, in a namespace named avx512 as every dispatched kernel is (scripts/isa_check.py): called only
 // where the caller's CPU check says AVX-512 F, BW and VL run.
 namespace avx512 {
@@ -89,17 +80,13 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline void run(const uint8
 
 }  // namespace avx512
 
-// y[i] = value(a[i], b[i]) for i < n, with 16 lanes at a time where `use_avx512` (the caller's CPU check) allows.
-inline void run(const Form& f, bool int8, const uint8_t* a, const uint8_t* b, uint8_t* y, size_t n, bool use_avx512) {
-  if (use_avx512) {
-    if (int8)
-      avx512::run<true>(a, b, y, n, f);
-    else
-      avx512::run<false>(a, b, y, n, f);
-  } else if (int8) {
-    run_scalar<true>(a, b, y, n, f);
+// y[i] = value(a[i], b[i]) for i < n, 16 lanes at a time: only where the caller's CPU check says AVX-512 F, BW and VL
+// run (elsewhere the kernels look the pairs up in the table).
+inline void run(const Form& f, bool int8, const uint8_t* a, const uint8_t* b, uint8_t* y, size_t n) {
+  if (int8) {
+    avx512::run<true>(a, b, y, n, f);
   } else {
-    run_scalar<false>(a, b, y, n, f);
+    avx512::run<false>(a, b, y, n, f);
   }
 }
 

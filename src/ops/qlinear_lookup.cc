@@ -183,7 +183,7 @@ class QLinearLookupKernel final : public Kernel {
       const qadd::Form form = *add_;
       const bool int8 = dtype_ == DType::kInt8;
       ctx.pool().parallel_for(x->numel(), kGrain, [=](int64_t b, int64_t e) {
-        qadd::run(form, int8, px + b, px2 + b, py + b, static_cast<size_t>(e - b), true);
+        qadd::run(form, int8, px + b, px2 + b, py + b, static_cast<size_t>(e - b));
       });
       return Status::Ok();
     }

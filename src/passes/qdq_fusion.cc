@@ -176,10 +176,7 @@ class Fuser {
     if (form) n.attrs["qlinear_add"] = Attribute::Floats({form->ra, form->rb, form->fixed});
     n.inputs = {s.x.q};
     if (s.x2.node) n.inputs.push_back(s.x2.q);
-    const std::string t = g_.unique_name(q.outputs[0] + "_table");
-    g_.values[t] = ValueInfo{table.dtype(), Shape::FromDims(table.dims())};
-    g_.constants[t] = std::move(table);
-    n.inputs.push_back(t);
+    n.inputs.push_back(add_constant(q.outputs[0] + "_table", std::move(table)));
     n.outputs = {q.outputs[0]};
     out->push_back(std::move(n));
     for (const Step& st : s.steps) replaced->push_back(st.node);
@@ -486,6 +483,16 @@ class Fuser {
     return true;
   }
 
+  // The weights' zero point, given or made: the QLinear ops take it as an input, zeros of the weights' type (one per
+  // scale) where the DequantizeLinear has none.
+  std::string weight_zero_point(const Dq& w) {
+    if (!w.zero.empty()) return w.zero;
+    const int64_t n = g_.constant(w.scale)->numel();
+    Tensor z(g_.constant(w.q)->dtype(), n == 1 ? Dims{} : Dims{n});
+    std::memset(z.raw(), 0, z.nbytes());
+    return add_constant(w.q + "_zero_point", std::move(z));
+  }
+
   std::string add_constant(const std::string& base, Tensor t) {
     const std::string name = g_.unique_name(base);
     g_.values[name] = ValueInfo{t.dtype(), Shape::FromDims(t.dims())};
@@ -529,12 +536,7 @@ class Fuser {
     for (int64_t o = 0; o < m; ++o) {
       for (int64_t i = 0; i < k; ++i) dst[o * k + i] = src[trans_b ? o * k + i : i * m + o];
     }
-    std::string wz = w.zero;
-    if (wz.empty()) {
-      Tensor z(wq->dtype(), ws->numel() == 1 ? Dims{} : Dims{ws->numel()});
-      std::memset(z.raw(), 0, z.nbytes());
-      wz = add_constant(w.q + "_zero_point", std::move(z));
-    }
+    const std::string wz = weight_zero_point(w);
     const std::string wname = add_constant(w.q + "_1x1", std::move(w4));
     auto shape_of = [&](const std::string& base, const Dims& d) {
       Tensor t(DType::kInt64, {static_cast<int64_t>(d.size())});
@@ -590,14 +592,7 @@ class Fuser {
       }
     }
     if (!w.zero.empty() && g_.constant(w.zero)->numel() != ws->numel()) return false;
-    std::string wz = w.zero;
-    if (wz.empty()) {  // the QLinear ops take the weights' zero point as an input: zeros of their type
-      wz = g_.unique_name(w.q + "_zero_point");
-      Tensor z(wq->dtype(), ws->numel() == 1 ? Dims{} : Dims{ws->numel()});
-      std::memset(z.raw(), 0, z.nbytes());
-      g_.constants[wz] = z;
-      g_.values[wz] = ValueInfo{wq->dtype(), Shape::FromDims(z.dims())};
-    }
+    const std::string wz = weight_zero_point(w);
     Node n;
     n.name = op.name;
     n.domain = "";

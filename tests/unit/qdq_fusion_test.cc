@@ -297,14 +297,21 @@ TEST(QdqFusion, SigmoidTimesAConstantBecomesOneLookupWithTheSameBits) {
   expect_exact_lookups(b.done({"yq"}), {every_value(DType::kUInt8)}, 1);
 }
 
-TEST(QdqFusion, Uint8AddOfTwoScalesThenReluBecomesAPairLookupWithTheSameBits) {
+// Two uint8 inputs aq, bq of `dims` dequantized into a (scale 0.03, zero point 120) and b (0.05, 90), with the
+// constants ys = 0.04, yz = 10 for a QuantizeLinear of their result.
+Builder uint8_pair(const Dims& dims) {
   Builder b;
-  b.input("aq", {256, 256}, DType::kUInt8).input("bq", {256, 256}, DType::kUInt8);
+  b.input("aq", dims, DType::kUInt8).input("bq", dims, DType::kUInt8);
   b.constant("as", scalar_f(0.03f)).constant("az", scalar_q<uint8_t>(120));
   b.constant("bs", scalar_f(0.05f)).constant("bz", scalar_q<uint8_t>(90));
   b.constant("ys", scalar_f(0.04f)).constant("yz", scalar_q<uint8_t>(10));
   b.node("dqa", "DequantizeLinear", {"aq", "as", "az"}, "a");
   b.node("dqb", "DequantizeLinear", {"bq", "bs", "bz"}, "b");
+  return b;
+}
+
+TEST(QdqFusion, Uint8AddOfTwoScalesThenReluBecomesAPairLookupWithTheSameBits) {
+  Builder b = uint8_pair({256, 256});
   b.node("add", "Add", {"a", "b"}, "s");
   b.node("relu", "Relu", {"s"}, "r");
   b.node("q", "QuantizeLinear", {"r", "ys", "yz"}, "yq");
@@ -316,13 +323,7 @@ TEST(QdqFusion, Uint8AddOfTwoScalesThenReluBecomesAPairLookupWithTheSameBits) {
 // names none.
 TEST(QdqFusion, AnAddOfOneTypeNamesTheQLinearAddFormItsTableHolds) {
   for (const char* op : {"Add", "Mul"}) {
-    Builder b;
-    b.input("aq", {4, 64}, DType::kUInt8).input("bq", {4, 64}, DType::kUInt8);
-    b.constant("as", scalar_f(0.03f)).constant("az", scalar_q<uint8_t>(120));
-    b.constant("bs", scalar_f(0.05f)).constant("bz", scalar_q<uint8_t>(90));
-    b.constant("ys", scalar_f(0.04f)).constant("yz", scalar_q<uint8_t>(10));
-    b.node("dqa", "DequantizeLinear", {"aq", "as", "az"}, "a");
-    b.node("dqb", "DequantizeLinear", {"bq", "bs", "bz"}, "b");
+    Builder b = uint8_pair({4, 64});
     b.node("op", op, {"a", "b"}, "s");
     b.node("q", "QuantizeLinear", {"s", "ys", "yz"}, "yq");
     Graph g = b.done({"yq"});
