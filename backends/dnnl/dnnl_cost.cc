@@ -23,6 +23,7 @@
 //     above on its (often small) output channels.
 // Whatever slower path a kernel takes beyond this, the host measures.
 #include "dnnl_cost.h"
+#include "dnnl_engine.h"  // own_avx512_loops
 
 #include <algorithm>
 #include <cmath>
@@ -150,9 +151,10 @@ double op_us(const Op& op, const std::vector<Value>& v, const tessera_plugin::Ma
   if (op.kind == OpKind::kQuantParams) {  // a min and a max per element of its input
     function_us += static_cast<double>(numel(v[static_cast<size_t>(op.in[0])].dims)) * 0.25 / (f.cycles_per_us * f.threads);
   }
-  // A binary table costs a dependent load per element; QLinearAdd's arithmetic (floats set) 16 lanes at a time.
+  // A binary table costs a dependent load per element; QLinearAdd's arithmetic (floats set; AVX-512 only, as the run
+  // does) 16 lanes at a time.
   if (op.kind == OpKind::kLookup) {
-    const double cycles = op.in.size() == 3 ? (op.floats.size() == 3 ? 0.25 : 2.0) : 1.0;
+    const double cycles = op.in.size() == 3 ? (op.floats.size() == 3 && own_avx512_loops() ? 0.25 : 2.0) : 1.0;
     function_us += elements * cycles / (f.cycles_per_us * f.threads);
   }
   if (op.kind == OpKind::kReduce || (op.kind == OpKind::kPool && elements * 16 < bytes / 4)) {
