@@ -670,7 +670,10 @@ class Builder {
       s.alg = op.alg;
       s.relu = !op.post.empty();
     } else if (op.kind == OpKind::kEltwise) {
-      s.impl = std::string(op.alg == dnnl_eltwise_logistic ? "logistic" : op.alg == dnnl_eltwise_hardswish ? "hardswish" : "linear") +
+      s.impl = std::string(op.alg == dnnl_eltwise_logistic    ? "logistic"
+                           : op.alg == dnnl_eltwise_swish     ? "swish"
+                           : op.alg == dnnl_eltwise_hardswish ? "hardswish"
+                                                              : "linear") +
                " as ONNX Runtime computes it (own loop)";
       s.alg = op.alg;
       s.scale = op.floats[0];

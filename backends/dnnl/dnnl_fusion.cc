@@ -54,7 +54,8 @@ bool fold(const Program& p, const Op& producer, const Op& r, Op* fused) {
     // A dynamically quantized product and a binary op (exact themselves) keep ONNX Runtime's bits, which a
     // requantization after them needs: the Sigmoid, HardSwish and linear step (HardSigmoid) after them run as the
     // plugin's own loops (own_eltwise) with native's formulas, not as oneDNN's post-ops.
-    if ((producer.kind == OpKind::kDynConv || producer.kind == OpKind::kDynMatMul || producer.kind == OpKind::kBinary) &&
+    if ((producer.kind == OpKind::kDynConv || producer.kind == OpKind::kDynMatMul || producer.kind == OpKind::kBinary ||
+         r.alg == dnnl_eltwise_swish) &&
         own_eltwise(r)) {
       return false;
     }
@@ -207,11 +208,56 @@ void absorb_lookups(Program& p, const dnnl::engine& eng) {
   }
 }
 
+// x * Sigmoid(x) after a float Conv, ConvTranspose or MatMul (SiLU as PyTorch exports it: YOLO, EfficientNet) becomes
+// the product's swish post-op: x is read by the Sigmoid and the Mul alone, the Sigmoid by the Mul alone. Not after a
+// dynamically quantized product, whose SiLU keeps ONNX Runtime's bits in the plugin's own loops (as fold() keeps its
+// Sigmoid); a float product is never claimed where its result reaches a quantization.
+void absorb_swish(Program& p, const dnnl::engine& eng) {
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    const Op& prod = p.ops[i];
+    if ((prod.kind != OpKind::kConv && prod.kind != OpKind::kDeconv && prod.kind != OpKind::kMatMul) ||
+        !prod.post.empty() || prod.bf16_dst) {
+      continue;
+    }
+    const Uses u = uses_of(p);
+    const auto x = static_cast<size_t>(prod.out);
+    if (u.is_output[x] || u.readers[x].size() != 2) continue;
+    size_t l = u.readers[x][0], m = u.readers[x][1];
+    if (p.ops[l].kind == OpKind::kBinary) std::swap(l, m);
+    const Op& sig = p.ops[l];
+    const Op& mul = p.ops[m];
+    if (l == m || sig.kind != OpKind::kEltwise || sig.alg != dnnl_eltwise_logistic || !sig.post.empty() ||
+        mul.kind != OpKind::kBinary || mul.alg != dnnl_binary_mul || !mul.post.empty() || mul.in.size() != 2) {
+      continue;
+    }
+    const auto s = static_cast<size_t>(sig.out);
+    const bool operands =
+        (mul.in[0] == prod.out && mul.in[1] == sig.out) || (mul.in[1] == prod.out && mul.in[0] == sig.out);
+    if (!operands || u.is_output[s] || u.readers[s].size() != 1 || m < l ||
+        p.values[s].dims != p.values[static_cast<size_t>(mul.out)].dims) {
+      continue;
+    }
+    Op fused = sig;
+    fused.out = mul.out;
+    fused.alg = dnnl_eltwise_swish;
+    fused.floats = {1.f, 0.f};
+    if (!probe(fused, p.values, eng).empty()) continue;
+    for (const Op* o : {&mul}) {
+      for (const std::string& n : o->nodes) {
+        if (std::find(fused.nodes.begin(), fused.nodes.end(), n) == fused.nodes.end()) fused.nodes.push_back(n);
+      }
+    }
+    p.ops[m] = std::move(fused);
+    p.ops.erase(p.ops.begin() + static_cast<std::ptrdiff_t>(l));
+  }
+}
+
 }  // namespace
 
 void fuse(Program& p, const dnnl::engine& eng) {
   absorb_lookups(p, eng);
   absorb_transposes(p, eng);
+  absorb_swish(p, eng);
   for (size_t i = 0; i < p.ops.size(); ++i) {
     while (can_take_post_ops(p.ops[i].kind) && p.ops[i].post.size() < 8) {
       const Uses u = uses_of(p);

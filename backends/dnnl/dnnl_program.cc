@@ -31,7 +31,8 @@ constexpr uint32_t kBlobVersion = 5;  // 5: QuantParams, DynConv, DynMatMul; 4: 
 
 bool own_eltwise(const Op& op) {
   return op.kind == OpKind::kEltwise && op.post.empty() &&
-         (op.alg == dnnl_eltwise_logistic || op.alg == dnnl_eltwise_hardswish || op.alg == dnnl_eltwise_linear);
+         (op.alg == dnnl_eltwise_logistic || op.alg == dnnl_eltwise_swish || op.alg == dnnl_eltwise_hardswish ||
+          op.alg == dnnl_eltwise_linear);
 }
 
 const char* op_kind_name(OpKind k) {

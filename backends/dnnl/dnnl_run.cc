@@ -40,6 +40,7 @@
 #include "dnnl_cost.h"
 #include "dnnl_engine.h"
 #include "ops/dynamic_quantize_math.h"  // header-only, shared with native
+#include "ops/elementwise_avx512.h"     // header-only: the logistic native and ONNX Runtime compute, on 16 lanes
 #include "ops/elementwise_math.h"  // header-only: the logistic native and ONNX Runtime compute
 #include "ops/qlinear_add_math.h"  // header-only, shared with native
 
@@ -96,6 +97,23 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) size_t dequantize(const uin
     _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(w), z), s));
   }
   return i;
+}
+
+// The Sigmoid, HardSwish and linear steps the plugin runs itself (own_eltwise), 16 elements at a time with the scalar
+// loop's bits (ops/elementwise_avx512.h; linear: the product and the sum rounded apart, this file being compiled
+// without contraction). All n elements, the last ones masked.
+__attribute__((target("avx512f"))) void own_eltwise(int32_t alg, const float* x, float* y, size_t n, float a, float b) {
+  namespace fa = tessera::fastmath::avx512;
+  const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+    const __m512 r = alg == dnnl_eltwise_logistic    ? fa::logistic16(v)
+                     : alg == dnnl_eltwise_swish     ? _mm512_mul_ps(v, fa::logistic16(v))
+                     : alg == dnnl_eltwise_hardswish ? fa::hard_swish16(v)
+                                                     : _mm512_add_ps(_mm512_mul_ps(va, v), vb);
+    _mm512_mask_storeu_ps(y + i, k, r);
+  }
 }
 }  // namespace avx512
 
@@ -416,8 +434,12 @@ void run_own(const Step& step, const void* table, const float* params, std::unor
         const float* x = static_cast<const float*>(xv) + begin;
         float* y = static_cast<float*>(yv) + begin;
         namespace fm = tessera::fastmath;
-        if (step.alg == dnnl_eltwise_logistic) {
+        if (has_avx512()) {
+          avx512::own_eltwise(step.alg, x, y, count, step.scale, step.zero_point);
+        } else if (step.alg == dnnl_eltwise_logistic) {
           for (size_t i = 0; i < count; ++i) y[i] = fm::logistic(x[i]);
+        } else if (step.alg == dnnl_eltwise_swish) {
+          for (size_t i = 0; i < count; ++i) y[i] = x[i] * fm::logistic(x[i]);
         } else if (step.alg == dnnl_eltwise_hardswish) {
           for (size_t i = 0; i < count; ++i) y[i] = fm::hard_swish(x[i]);
         } else {

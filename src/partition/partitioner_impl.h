@@ -106,8 +106,13 @@ class Partitioner {
   std::optional<double> measure_candidate(Level& lv, const RegionKey& key, const std::string& content_key,
                                           const Graph& rg, double prior_us, double give_up_us, bool allow_measuring);
   // `engine_first`: the backends' list order for every node and no
-  // relocation (the plan a single-engine priority placement makes).
+  // relocation (the plan a single-engine priority placement makes), but for
+  // the engine's cliffs (leave_cliffs_to_native).
   Plan plan(Level& lv, std::vector<std::vector<char>>& allowed, bool passive, bool quiet, bool engine_first = false);
+  // Disallows an engine on the nodes it is priced (estimated or measured) at over kCliff times native's price: an
+  // engine-first plan gives such a node (oneDNN's reference Softmax over a middle axis: 13.7 ms against native's
+  // 0.44) to native and keeps the engine everywhere else. Nodes pinned to the engine by --place stay on it.
+  void leave_cliffs_to_native(Level& lv, std::vector<std::vector<char>>& allowed, bool quiet);
   bool prune_small(Level& lv, const std::vector<Region>& regions, std::vector<std::vector<char>>& allowed, bool quiet);
   bool relocate(Level& lv, const Plan& p, const std::vector<std::vector<char>>& allowed,
                 std::vector<std::vector<int>>& order, bool passive, bool quiet);

@@ -135,9 +135,35 @@ bool Partitioner::relocate(Level& lv, const Plan& p, const std::vector<std::vect
   return changed;
 }
 
+void Partitioner::leave_cliffs_to_native(Level& lv, std::vector<std::vector<char>>& allowed, bool quiet) {
+  constexpr double kCliff = 4.0, kAtLeastUs = 50.0;
+  const size_t nb = opts_.backends.size(), native = nb - 1;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < allowed.size(); ++i) {
+    const double here = lv.node_us[i][native];
+    for (size_t b = 0; b < native; ++b) {
+      const double there = lv.node_us[i][b];
+      if (!allowed[i][b] || lv.pinned[i] == static_cast<int>(b) || there <= kCliff * here ||
+          there - here < kAtLeastUs) {
+        continue;
+      }
+      allowed[i][b] = 0;
+      char buf[160];
+      std::snprintf(buf, sizeof(buf), " (%.1f us on %s, %.1f on native)", there, opts_.backends[b]->name().c_str(),
+                    here);
+      names.push_back(lv.g->nodes[i].name + buf);
+    }
+  }
+  if (!quiet && !names.empty()) {
+    report_->events.push_back(lv.label + ": engine-first plan: " + std::to_string(names.size()) +
+                              " node(s) left to native, priced over 4x native on the engine: " + join(names));
+  }
+}
+
 Partitioner::Plan Partitioner::plan(Level& lv, std::vector<std::vector<char>>& allowed,
                                     bool passive, bool quiet, bool engine_first) {
   Plan p;
+  if (cost_based() && engine_first) leave_cliffs_to_native(lv, allowed, quiet);
   std::vector<std::vector<int>> order = cost_based() && !engine_first ? lv.order : std::vector<std::vector<int>>{};
   // Relocation rounds are bounded: estimates are not additive, so moves
   // could otherwise chase each other.

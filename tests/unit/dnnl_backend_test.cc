@@ -531,6 +531,40 @@ TEST_F(DnnlBackend, OwnSigmoidHardSwishAndHardSigmoidEqualNativeToTheBit) {
   EXPECT_EQ(own, 4) << "batch normalization, hardswish, linear, logistic: " << steps;
 }
 
+// x * Sigmoid(x) after a Conv (SiLU as PyTorch exports it: YOLO's every layer) is one step, the plugin's own loop
+// with native's logistic: no binary step, and every element equal to native's where the products are exact (integer
+// operands), on either loop (AVX-512 and the scalar one under TESSERA_ISA=avx2 are checked to the same bits).
+TEST_F(DnnlBackend, SiluAfterAConvIsOneOwnStepEqualToNativeToTheBit) {
+  auto integers = [](Dims d, unsigned seed, float lo, float hi) {
+    Tensor t = random_tensor(std::move(d), seed, lo, hi);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::round(t.data<float>()[i]);
+    return t;
+  };
+  Builder b;
+  b.input("x", {1, 16, 9, 11});
+  b.constant("w", integers({32, 16, 3, 3}, 31, -2.f, 2.f));
+  Node& conv = b.node("conv", "Conv", {"x", "w"}, "c");
+  set_ints(conv, "kernel_shape", {3, 3}), set_ints(conv, "pads", {1, 1, 1, 1});
+  b.node("sig", "Sigmoid", {"c"}, "s");
+  b.node("mul", "Mul", {"s", "c"}, "out");
+  Graph g = b.done({"out"});
+  // Sums of up to 144 products of integers in [-2, 2] by ones: the sigmoid sees values far into both tails.
+  std::vector<Tensor> in{integers({1, 16, 9, 11}, 32, -1.f, 1.f)};
+  plugintest::PluginClient::Profiled prof;
+  std::vector<Tensor> out = run_claimed(g, in, &prof);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(bytes_differ(out[0], native(g, in)[0]), 0) << "of " << out[0].numel();
+  std::string steps;
+  int swish = 0, binary = 0;
+  for (const auto& st : prof.steps) {
+    swish += st.what.find("swish as ONNX Runtime computes it") != std::string::npos;
+    binary += st.what.find("binary") != std::string::npos;
+    steps += st.what + "; ";
+  }
+  EXPECT_EQ(swish, 1) << steps;
+  EXPECT_EQ(binary, 0) << steps;
+}
+
 // ai.tessera.QLinearLookup on the plugin's own loop: unary and binary, either signedness, equal to the native
 // kernel and to the table read by hand; after a QLinearConv in one region (the table then reads the convolution's
 // layout) and before another, the chain equals native too.

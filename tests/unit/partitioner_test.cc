@@ -1405,6 +1405,26 @@ TEST_F(Partitioner, cost_placement_takes_the_cheapest_backend_not_the_first_list
   EXPECT_GT(cost.estimated_us, 0);
 }
 
+// The engine-first plan leaves the engine's cliffs to native: a node the engine is priced at over 4x native's price
+// (oneDNN's reference Softmax over a middle axis) runs on native, the rest stays on the engine. Without that, the
+// plan carries the cliff's price and is never chosen.
+TEST_F(Partitioner, engine_first_plans_leave_the_engines_cliffs_to_native) {
+  g_slots[0].ops = kAllOps;
+  g_slots[0].est_us_per_node = 0.01;
+  g_slots[0].est_us_by_op["Tanh"] = 50000;  // its cliff
+  Graph g = chain_graph();
+  PartitionReport cost;
+  round_trip(g, cost_options({"alpha"}), &cost, 31);
+  const SetOption* first = nullptr;
+  for (const auto& set : cost.sets) {
+    if (set.plan == "engine first") first = &set;
+  }
+  ASSERT_NE(first, nullptr) << report_text(cost);
+  EXPECT_LT(first->us, 50000) << report_text(cost);
+  EXPECT_EQ(backend_of(cost, "tanh_0"), "native") << report_text(cost);
+  EXPECT_EQ(backend_of(cost, "mul_0"), "alpha") << report_text(cost);
+}
+
 TEST_F(Partitioner, cost_placement_keeps_an_offload_that_does_not_pay_for_its_boundary_native) {
   g_slots[0].ops = {"Mul"};
   g_slots[0].est_us_per_node = 0.5;  // cheaper than native's node, not than two boundary crossings
