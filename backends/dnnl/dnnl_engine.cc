@@ -383,6 +383,10 @@ class Builder {
       return;
     }
     if (op.kind == OpKind::kConcat && build_own_concat(op, what)) return;
+    if (op.kind == OpKind::kResize) {
+      build_own_resize(op, what);
+      return;
+    }
     if (op.kind == OpKind::kBatchNorm && op.post.empty()) {
       build_own_batch_norm(op, what);
       return;
@@ -546,6 +550,52 @@ class Builder {
     add_step(std::move(s));
     bind(op.out, dst);
     return true;
+  }
+
+  // A nearest Resize as the plugin's own loop: X held as [outer][spatial...][run] (channels-last: a position's
+  // channels; channel-blocked, as oneDNN's convolutions leave it: a block's 8 or 16 channels, padding included;
+  // plain: one element) is copied a run at a time into a result of the same layout; any other layout is read plain.
+  void build_own_resize(const Op& op, const std::string& what) {
+    const Value& xv = p_.values[static_cast<size_t>(op.in[0])];
+    const Dims& yd = p_.values[static_cast<size_t>(op.out)].dims;
+    const memory::data_type dt = data_type_of(xv.dtype);
+    const size_t r = xv.dims.size();
+    int x = canon(op.in[0]);
+    const memory::desc held = plan_.mems[static_cast<size_t>(x)].md;
+    memory::desc out = plain(op.out);
+    int64_t run = 1;
+    auto blocked = [&](const Dims& d, int64_t b) {
+      using tag = memory::format_tag;
+      const tag t = b == 16 ? (r == 3   ? tag::aBc16b
+                               : r == 4 ? tag::aBcd16b
+                                        : tag::aBcde16b)
+                            : (r == 3   ? tag::aBc8b
+                               : r == 4 ? tag::aBcd8b
+                                        : tag::aBcde8b);
+      return memory::desc(d, dt, t);
+    };
+    if (held == channels_last_md(xv.dims, dt)) {
+      run = xv.dims[1];
+      out = channels_last_md(yd, dt);
+    } else if (held == blocked(xv.dims, 16) || held == blocked(xv.dims, 8)) {
+      run = held == blocked(xv.dims, 16) ? 16 : 8;
+      out = blocked(yd, run);
+    } else if (held != plain(op.in[0])) {
+      x = as_layout(op.in[0], plain(op.in[0]));
+    }
+    Step s = own_step(op, what);
+    s.impl = std::string("nearest resize, ") +
+             (run == 1            ? "plain"
+              : run == xv.dims[1] ? "channels-last"
+                                  : "blocked") +
+             " (own loop)";
+    s.inner = run;
+    s.resize_index = op.ints;
+    s.args.emplace_back(DNNL_ARG_SRC_0, x);
+    const int dst = new_dst(op.out, out);
+    s.args.emplace_back(DNNL_ARG_DST, dst);
+    add_step(std::move(s));
+    bind(op.out, dst);
   }
 
   // BatchNormalization (inference) as the plugin's own loop, y = x * a[c] + b[c] with a = scale / sqrt(var + eps)

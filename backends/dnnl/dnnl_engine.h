@@ -78,8 +78,11 @@ struct Step {
   // A Concat: of plain operands along this axis (else -1: into a channels-last result).
   int concat_axis = -1;
   // A BatchNormalization: elements between two channels (1: channels-last; else plain) and epsilon (scale). A
-  // Softmax: the row length (alg: dnnl_softmax_accurate or dnnl_softmax_log).
+  // Softmax: the row length (alg: dnnl_softmax_accurate or dnnl_softmax_log). A Resize: the elements copied as one
+  // run (a position's channels or channel block; 1 plain).
   int64_t inner = 0;
+  // A Resize: its op's index tables (kResize in dnnl_program.h).
+  std::vector<int64_t> resize_index;
 };
 
 // Work no primitive does: a view (Reshape, Flatten...) or a Concatenation

@@ -13,6 +13,7 @@
 
 #include "dnnl_lowering.h"
 #include "ops/qlinear_add_math.h"  // header-only, shared with native
+#include "ops/resize_coords.h"     // header-only, shared with native
 
 namespace tessera_dnnl {
 
@@ -505,6 +506,68 @@ void lower_conv_transpose(Lowering& l, const onnx::NodeProto& n) {
     pe[i] = s * (xd[i + 2] - 1) + eff - yd[i + 2] - pb[i];
   }
   emit_conv(l, n, OpKind::kDeconv, c, pb, pe);
+}
+
+// A nearest Resize (or Upsample) over the spatial dims of a 3-D to 5-D input, with constant scales or sizes: each
+// output element copies the input element native picks (ops/resize_coords.h), as the index tables of a kResize op.
+// Data movement, so 8-bit values too (the QDQ pass's Resize of quantized values). Linear and cubic modes, the `axes`
+// and keep_aspect_ratio_policy attributes (opset 18), tf_crop_and_resize and a batch or channel dim that changes
+// (or whose elements the transform moves) are refused (native runs them).
+void lower_resize(Lowering& l, const onnx::NodeProto& n) {
+  constexpr uint32_t kAny = Lowering::kFloat32 | Lowering::k8Bit;
+  const std::string& name = n.op_type();
+  const bool legacy = name == "Upsample" || l.opset() < 11;  // (X, scales), asymmetric, Upsample's rounding
+  const std::string mode = attr_string(n, "mode", "nearest");
+  if (mode != "nearest") throw Refusal{name + " mode " + mode + " (only nearest)"};
+  if (has_attr(n, "axes")) throw Refusal{name + " with axes"};
+  if (attr_string(n, "keep_aspect_ratio_policy", "stretch") != "stretch") {
+    throw Refusal{name + " with keep_aspect_ratio_policy " + attr_string(n, "keep_aspect_ratio_policy", "")};
+  }
+  tessera::resize::Coord coord = tessera::resize::Coord::kAsymmetric;
+  tessera::resize::Nearest rounding = tessera::resize::Nearest::kSimple;
+  if (!legacy) {
+    const std::string c = attr_string(n, "coordinate_transformation_mode", "half_pixel");
+    const std::string r = attr_string(n, "nearest_mode", "round_prefer_floor");
+    if (!tessera::resize::parse_coord(c, &coord) || coord == tessera::resize::Coord::kTfCropAndResize) {
+      throw Refusal{name + " with coordinate_transformation_mode " + c};
+    }
+    if (!tessera::resize::parse_nearest(r, &rounding)) throw Refusal{name + " with nearest_mode " + r};
+  }
+  const int32_t x = l.value(n.input(0), "input", kAny);
+  const Dims xd = l.dims(x);
+  const int32_t y = l.output(n, 0, kAny);
+  const Dims yd = l.dims(y);
+  if (xd.size() < 3 || xd.size() > 5 || yd.size() != xd.size()) throw Refusal{name + " of a rank other than 3-5"};
+  // The scale of each axis in the coordinate transform: the given scale (a float), else output / input size.
+  std::vector<double> scale(xd.size());
+  std::vector<float> given;
+  const int scales_at = name == "Upsample" ? (l.opset() < 9 ? -1 : 1) : legacy ? 1 : 2;
+  if (scales_at < 0) {
+    given = attr_floats(n, "scales");
+  } else if (n.input_size() > scales_at && !n.input(scales_at).empty()) {
+    given = l.constant_floats(n.input(scales_at), "scales");
+  }
+  const bool sizes = !legacy && n.input_size() > 3 && !n.input(3).empty();
+  if (sizes) (void)l.constant_ints(n.input(3), "sizes");  // constant, or refused; the output dims are its values
+  if (!sizes && given.size() != xd.size()) throw Refusal{name + " scales of length " + std::to_string(given.size())};
+  for (size_t d = 0; d < xd.size(); ++d) {
+    scale[d] = sizes ? static_cast<double>(yd[d]) / static_cast<double>(xd[d]) : static_cast<double>(given[d]);
+    if (d < 2 && yd[d] != xd[d]) throw Refusal{name + " that resizes the batch or channel dim"};
+  }
+  Op op;
+  op.kind = OpKind::kResize;
+  op.in = {x};
+  op.out = y;
+  op.ints = {static_cast<int64_t>(xd.size())};
+  for (size_t d = 0; d < xd.size(); ++d) {
+    for (int64_t o = 0; o < yd[d]; ++o) {
+      const double at = tessera::resize::source_coordinate(coord, o, scale[d], static_cast<double>(xd[d]));
+      op.ints.push_back(tessera::resize::nearest_index(rounding, at, scale[d], xd[d]));
+      // The transform applies to every axis: tf_half_pixel_for_nn with ceil moves even an axis of scale 1.
+      if (d < 2 && op.ints.back() != o) throw Refusal{name + " that moves the batch or channel dim"};
+    }
+  }
+  l.emit(std::move(op));
 }
 
 void lower_pool(Lowering& l, const onnx::NodeProto& n) {

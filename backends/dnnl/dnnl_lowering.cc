@@ -23,6 +23,8 @@ constexpr OpEntry kOps[] = {
     {"Conv", lower_conv},
     {"ConvTranspose", lower_conv_transpose},
     {"MaxPool", lower_pool},
+    {"Resize", lower_resize},
+    {"Upsample", lower_resize},
     {"AveragePool", lower_pool},
     {"GlobalAveragePool", lower_global_pool},
     {"GlobalMaxPool", lower_global_pool},

@@ -94,6 +94,7 @@ using Handler = void (*)(Lowering&, const onnx::NodeProto&);
 void lower_conv(Lowering& l, const onnx::NodeProto& n);
 void lower_conv_transpose(Lowering& l, const onnx::NodeProto& n);
 void lower_pool(Lowering& l, const onnx::NodeProto& n);
+void lower_resize(Lowering& l, const onnx::NodeProto& n);
 void lower_global_pool(Lowering& l, const onnx::NodeProto& n);
 void lower_batch_norm(Lowering& l, const onnx::NodeProto& n);
 void lower_lrn(Lowering& l, const onnx::NodeProto& n);

@@ -249,6 +249,7 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
     case OpKind::kQuantize:
     case OpKind::kDequantize:
     case OpKind::kQuantParams:  // no primitive: the engine's own loop, in the source's layout
+    case OpKind::kResize:
       set(0, Layout::kAsIs, DNNL_ARG_SRC_0);
       break;
     case OpKind::kDqBinary:
@@ -467,6 +468,7 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, c
     case OpKind::kDequantize:
     case OpKind::kDqBinary:
     case OpKind::kQuantParams:
+    case OpKind::kResize:
       break;
   }
   throw dnnl::error(dnnl_invalid_arguments, "op kind without a primitive");
@@ -511,7 +513,7 @@ const dnnl::engine& probe_engine() {
 }
 
 std::string probe(const Op& op, const std::vector<Value>& v, const dnnl::engine& eng, std::string* impl) {
-  if (op.kind == OpKind::kView || own_elementwise(op.kind)) return "";
+  if (op.kind == OpKind::kView || op.kind == OpKind::kResize || own_elementwise(op.kind)) return "";
   // oneDNN's int8 products without VNNI (AVX2, AVX-512 before Cascade Lake) multiply byte pairs into int16 sums
   // that saturate: results differ from ONNX Runtime's and native's (under ONEDNN_MAX_CPU_ISA=AVX2, every int8 test
   // here did). Where oneDNN runs no VNNI code, they stay native.

@@ -16,6 +16,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "plugin_util.h"
 
@@ -27,7 +28,8 @@ using tessera_plugin::fail;
 
 static_assert(std::endian::native == std::endian::little, "the blob format is little-endian");
 constexpr char kMagic[8] = {'T', 'S', 'R', 'D', 'N', 'N', 'L', '\0'};
-constexpr uint32_t kBlobVersion = 5;  // 5: QuantParams, DynConv, DynMatMul; 4: QConv, Lookup, integer values; 3: op flags (bf16); 2: an op names all its nodes
+constexpr uint32_t kBlobVersion = 6;  // 6: Resize; 5: QuantParams, DynConv, DynMatMul; 4: QConv, Lookup, integer
+                                      // values; 3: op flags (bf16); 2: an op names all its nodes
 
 bool own_eltwise(const Op& op) {
   return op.kind == OpKind::kEltwise && op.post.empty() &&
@@ -36,11 +38,10 @@ bool own_eltwise(const Op& op) {
 }
 
 const char* op_kind_name(OpKind k) {
-  static constexpr const char* kNames[] = {"Conv",    "Deconv",    "Pool",    "MatMul", "BatchNorm",
-                                           "Lrn",     "Softmax",   "LayerNorm", "Eltwise", "Binary",
-                                           "Sum",     "Concat",    "View",    "Transpose", "Reduce", "PRelu",
-                                           "Slice",   "QConv",     "Lookup",  "Quantize",  "Dequantize", "DqBinary", "QMatMul",
-                                           "QuantParams", "DynConv", "DynMatMul"};
+  static constexpr const char* kNames[] = {
+      "Conv",   "Deconv",   "Pool",       "MatMul",   "BatchNorm", "Lrn",         "Softmax", "LayerNorm", "Eltwise",
+      "Binary", "Sum",      "Concat",     "View",     "Transpose", "Reduce",      "PRelu",   "Slice",     "QConv",
+      "Lookup", "Quantize", "Dequantize", "DqBinary", "QMatMul",   "QuantParams", "DynConv", "DynMatMul", "Resize"};
   static_assert(std::size(kNames) == kNumOpKinds);
   return kNames[static_cast<size_t>(k)];
 }
@@ -512,6 +513,23 @@ std::string check_kind(const Op& op, const std::vector<Value>& v) {
     case OpKind::kQuantParams:
       if (!arity(1, 0, 0) || !present(0)) return "operands";
       return y == Dims{2} ? "" : "output shape";
+    case OpKind::kResize: {
+      if (op.in.size() != 1 || !present(0) || !op.floats.empty()) return "operands";
+      const Dims& x = dims(0);
+      if (x.size() < 3 || x.size() > 5 || y.size() != x.size() || op.ints.empty() ||
+          op.ints[0] != static_cast<int64_t>(x.size()) ||
+          static_cast<int64_t>(op.ints.size()) != 1 + std::accumulate(y.begin(), y.end(), int64_t{0})) {
+        return "index tables";
+      }
+      size_t at = 1;
+      for (size_t d = 0; d < y.size(); ++d) {
+        for (int64_t o = 0; o < y[d]; ++o, ++at) {
+          const int64_t i = op.ints[at];
+          if (i < 0 || i >= x[d] || (d < 2 && (i != o || y[d] != x[d]))) return "index tables";
+        }
+      }
+      return "";
+    }
     case OpKind::kDynConv: {
       if (op.in.size() != 3) return "operand count";
       Op conv = op;  // the shape rule of kConv (P is no convolution operand), then the weight scales
@@ -636,7 +654,7 @@ std::string check_dtypes(const Op& op, const std::vector<Value>& v) {
   }
   // Ops that move or select values (views, transposes, max pooling) take 8-bit values as they are: in and out of one
   // type, nothing after.
-  const bool moves = op.kind == OpKind::kView || op.kind == OpKind::kTranspose ||
+  const bool moves = op.kind == OpKind::kView || op.kind == OpKind::kTranspose || op.kind == OpKind::kResize ||
                      (op.kind == OpKind::kPool && op.alg == dnnl_pooling_max);
   if (moves && is_8bit(dt(op.out))) {
     if (!op.post.empty() || op.bf16) return "post-ops or bf16 on 8-bit values";

@@ -113,8 +113,11 @@ enum class OpKind : uint8_t {
   kQuantParams,
   kDynConv,
   kDynMatMul,
+  // A nearest Resize, copied by the plugin's own loop: ints = {rank, then for each axis the input index of each
+  // output index along it (the output's dims long)}; batch and channels unchanged (their tables the identity).
+  kResize,
 };
-constexpr uint8_t kNumOpKinds = static_cast<uint8_t>(OpKind::kDynMatMul) + 1;
+constexpr uint8_t kNumOpKinds = static_cast<uint8_t>(OpKind::kResize) + 1;
 
 // Whether the plugin runs `k` with its own loop over the elements (no oneDNN primitive), in the layout its first
 // operand is held in.

@@ -357,6 +357,55 @@ void run_concat_channels_last(std::unordered_map<int, dnnl::memory>& args) {
   }
 }
 
+// A nearest Resize (Step::resize_index) of X held as [outer][spatial...][run of step.inner elements] into a result
+// of the same layout: each output position copies the run of the input position its index tables pick. Rows of the
+// output (an outer index and all spatial indices but the last) are shared by the run's OpenMP team.
+void run_resize(const Step& step, std::unordered_map<int, dnnl::memory>& args) {
+  const dnnl::memory& xm = args.at(DNNL_ARG_SRC_0);
+  const dnnl::memory& ym = args.at(DNNL_ARG_DST);
+  const dnnl::memory::desc xmd = xm.get_desc(), ymd = ym.get_desc();
+  const auto r = static_cast<size_t>(xmd.data.ndims);
+  const Dims xd(xmd.data.dims, xmd.data.dims + r), yd(ymd.data.dims, ymd.data.dims + r);
+  const auto run = static_cast<size_t>(step.inner);
+  const auto padded = static_cast<size_t>(numel(Dims(xmd.data.padded_dims, xmd.data.padded_dims + r)));
+  const size_t bytes = run * (xmd.get_size() / padded);  // a run's bytes, channel padding included
+  // Each axis's index table (kResize in dnnl_program.h).
+  const int64_t* idx[8] = {};
+  size_t at = 1;
+  for (size_t d = 0; d < r; ++d) {
+    idx[d] = step.resize_index.data() + at;
+    at += static_cast<size_t>(yd[d]);
+  }
+  int64_t in_plane = 1, out_plane = 1;
+  for (size_t d = 2; d < r; ++d) in_plane *= xd[d], out_plane *= yd[d];
+  const int64_t outer = static_cast<int64_t>(padded / run) / in_plane;
+  const int64_t last = yd[r - 1], rows = out_plane / last;
+  const char* src = static_cast<const char*>(xm.get_data_handle());
+  char* dst = static_cast<char*>(ym.get_data_handle());
+#pragma omp parallel for schedule(static) if (outer * out_plane * static_cast <int64_t>(bytes) > \
+                                              4 * static_cast <int64_t>(kLookupChunk))
+  for (int64_t t = 0; t < outer * rows; ++t) {
+    // The input row this output row reads: the picked index along every spatial dim but the last.
+    int64_t pos[8] = {}, rest = t % rows;
+    for (size_t d = r - 1; d-- > 2;) {
+      pos[d] = rest % yd[d];
+      rest /= yd[d];
+    }
+    int64_t in_row = t / rows;
+    for (size_t d = 2; d + 1 < r; ++d) in_row = in_row * xd[d] + idx[d][pos[d]];
+    const char* in = src + static_cast<size_t>(in_row * xd[r - 1]) * bytes;
+    char* out = dst + static_cast<size_t>(t * last) * bytes;
+    const int64_t* col = idx[r - 1];
+    if (bytes == 4) {
+      for (int64_t j = 0; j < last; ++j) std::memcpy(out + j * 4, in + col[j] * 4, 4);
+    } else {
+      for (int64_t j = 0; j < last; ++j) {
+        std::memcpy(out + static_cast<size_t>(j) * bytes, in + static_cast<size_t>(col[j]) * bytes, bytes);
+      }
+    }
+  }
+}
+
 // A step the plugin runs itself (Step::own), over the elements of its operands in chunks across the run's OpenMP
 // team: a lookup y[i] = table[x[i] ^ flip0] or table[(x[i] ^ flip0) << 8 | (x2[i] ^ flip1)], a quantization (its
 // scale and zero point in `params` when computed at run time) or a dequantization, or DynamicQuantizeLinear's
@@ -364,6 +413,10 @@ void run_concat_channels_last(std::unordered_map<int, dnnl::memory>& args) {
 void run_own(const Step& step, const void* table, const float* params, std::unordered_map<int, dnnl::memory>& args) {
   if (step.kind == OpKind::kBatchNorm) {
     run_batch_norm(step, args);
+    return;
+  }
+  if (step.kind == OpKind::kResize) {
+    run_resize(step, args);
     return;
   }
   if (step.kind == OpKind::kSoftmax) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "ops/op_registry.h"
+#include "ops/resize_coords.h"
 #include "ops/resize_sampling.h"
 #include "ops/tensor_util.h"
 
@@ -27,8 +28,8 @@ namespace tessera {
 namespace {
 
 enum class Mode { kNearest, kLinear, kCubic };
-enum class Coord { kHalfPixel, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfHalfPixelForNn, kTfCropAndResize };
-enum class Nearest { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kSimple };
+using resize::Coord;
+using resize::Nearest;
 
 struct ResizeAttrs {
   Mode mode = Mode::kNearest;
@@ -61,19 +62,13 @@ Status parse_attrs(const Node& node, int64_t opset, ResizeAttrs* a) {
     return Status::Ok();
   }
   std::string coord = node.attr_string("coordinate_transformation_mode", "half_pixel");
-  if (coord == "half_pixel") a->coord = Coord::kHalfPixel;
-  else if (coord == "pytorch_half_pixel") a->coord = Coord::kPytorchHalfPixel;
-  else if (coord == "align_corners") a->coord = Coord::kAlignCorners;
-  else if (coord == "asymmetric") a->coord = Coord::kAsymmetric;
-  else if (coord == "tf_half_pixel_for_nn") a->coord = Coord::kTfHalfPixelForNn;
-  else if (coord == "tf_crop_and_resize") a->coord = Coord::kTfCropAndResize;
-  else return InvalidModel(node.describe() + ": unsupported coordinate_transformation_mode '" + coord + "'");
+  if (!resize::parse_coord(coord, &a->coord)) {
+    return InvalidModel(node.describe() + ": unsupported coordinate_transformation_mode '" + coord + "'");
+  }
   std::string nm = node.attr_string("nearest_mode", "round_prefer_floor");
-  if (nm == "round_prefer_floor") a->nearest = Nearest::kRoundPreferFloor;
-  else if (nm == "round_prefer_ceil") a->nearest = Nearest::kRoundPreferCeil;
-  else if (nm == "floor") a->nearest = Nearest::kFloor;
-  else if (nm == "ceil") a->nearest = Nearest::kCeil;
-  else return InvalidModel(node.describe() + ": unsupported nearest_mode '" + nm + "'");
+  if (!resize::parse_nearest(nm, &a->nearest)) {
+    return InvalidModel(node.describe() + ": unsupported nearest_mode '" + nm + "'");
+  }
   a->antialias = node.attr_int("antialias", 0) != 0 && a->mode != Mode::kNearest;
   const std::string policy = node.attr_string("keep_aspect_ratio_policy", "stretch");
   if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller") {
@@ -323,27 +318,11 @@ AxisTable make_axis(const ResizeAttrs& a, int64_t in, int64_t out, double scale,
   t.w.resize(static_cast<size_t>(out * t.taps));
   t.extrap.assign(static_cast<size_t>(out), 0);
   const double in_len = static_cast<double>(in);
-  // The reference implementation's "output width" is scale * input length,
-  // which differs from the floored output size when scales are given.
-  const double out_len = scale * in_len;
   auto clamp_idx = [&](int64_t i) { return std::min<int64_t>(std::max<int64_t>(i, 0), in - 1); };
   bool identity = in == out;
   for (int64_t o = 0; o < out; ++o) {
-    const double xr = static_cast<double>(o);
-    double x = 0;
-    switch (a.coord) {
-      case Coord::kHalfPixel: x = (xr + 0.5) / scale - 0.5; break;
-      case Coord::kPytorchHalfPixel: x = out_len > 1 ? (xr + 0.5) / scale - 0.5 : 0.0; break;
-      case Coord::kAlignCorners: x = out_len == 1 ? 0.0 : xr * (in_len - 1) / (out_len - 1); break;
-      case Coord::kAsymmetric: x = xr / scale; break;
-      case Coord::kTfHalfPixelForNn: x = (xr + 0.5) / scale; break;
-      case Coord::kTfCropAndResize:
-        x = out_len == 1 ? (roi_end - roi_start) * (in_len - 1) / 2
-                         : xr * (roi_end - roi_start) * (in_len - 1) / (out_len - 1);
-        x += roi_start * (in_len - 1);
-        if (x < 0 || x > in_len - 1) t.extrap[static_cast<size_t>(o)] = 1;
-        break;
-    }
+    const double x = resize::source_coordinate(a.coord, o, scale, in_len, roi_start, roi_end);
+    if (a.coord == Coord::kTfCropAndResize && (x < 0 || x > in_len - 1)) t.extrap[static_cast<size_t>(o)] = 1;
     int64_t* idx = &t.idx[static_cast<size_t>(o * t.taps)];
     double* w = &t.w[static_cast<size_t>(o * t.taps)];
     if (a.antialias) {
@@ -356,17 +335,7 @@ AxisTable make_axis(const ResizeAttrs& a, int64_t in, int64_t out, double scale,
     const int64_t xi = static_cast<int64_t>(fl);
     const double ratio = x - fl;
     if (a.mode == Mode::kNearest) {
-      int64_t n = xi;
-      if (!integral) {
-        switch (a.nearest) {
-          case Nearest::kRoundPreferFloor: n = ratio <= 0.5 ? xi : xi + 1; break;
-          case Nearest::kRoundPreferCeil: n = ratio < 0.5 ? xi : xi + 1; break;
-          case Nearest::kFloor: n = xi; break;
-          case Nearest::kCeil: n = xi + 1; break;
-          case Nearest::kSimple: n = scale < 1 ? xi + 1 : xi; break;
-        }
-      }
-      idx[0] = clamp_idx(n);
+      idx[0] = resize::nearest_index(a.nearest, x, scale, in);
       w[0] = 1.0;
       if (idx[0] != o) identity = false;
     } else if (a.mode == Mode::kLinear) {

@@ -565,6 +565,115 @@ TEST_F(DnnlBackend, SiluAfterAConvIsOneOwnStepEqualToNativeToTheBit) {
   EXPECT_EQ(binary, 0) << steps;
 }
 
+// Nearest Resize and Upsample as the plugin's own copy: every element equal to native's (the same source element
+// picked: ops/resize_coords.h) for each coordinate mode and rounding, scales and sizes, up and down, and for inputs
+// held plain (a region input), channels-last (after a Conv) or channel-blocked (after a ConvTranspose: 24 channels,
+// a padded block).
+TEST_F(DnnlBackend, NearestResizeCopiesWhatNativePicksInEveryLayout) {
+  struct Case {
+    const char* name;
+    std::string coord, rounding;
+    std::vector<float> scales;  // empty: sizes
+    Dims sizes;
+    bool after_conv;
+    int64_t opset = 13;
+  };
+  const Case cases[] = {
+      {"pytorch_nearest_x2", "asymmetric", "floor", {1, 1, 2, 2}, {}, false},
+      {"half_pixel_x2_after_conv", "half_pixel", "round_prefer_floor", {1, 1, 2, 2}, {}, true},
+      {"align_corners_sizes", "align_corners", "round_prefer_ceil", {}, {1, 24, 13, 7}, true},
+      {"tf_half_pixel_x1.5", "tf_half_pixel_for_nn", "floor", {1, 1, 1.5f, 1.5f}, {}, false, 11},
+      {"pytorch_half_pixel_down", "pytorch_half_pixel", "round_prefer_floor", {1, 1, 0.5f, 0.75f}, {}, true},
+      {"resize10_x3", "", "", {1, 1, 3, 2}, {}, true, 10},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Builder b(c.opset);
+    const int64_t ch = c.after_conv ? 24 : 5;
+    b.input("x0", {1, c.after_conv ? 32 : ch, 6, 10});
+    std::string x = "x0";
+    if (c.after_conv && c.opset == 10) {  // a ConvTranspose: oneDNN leaves its result channel-blocked
+      b.constant("w", random_tensor({32, ch, 1, 1}, 41));
+      Node& conv = b.node("deconv", "ConvTranspose", {"x0", "w"}, "x");
+      set_ints(conv, "kernel_shape", {1, 1});
+      x = "x";
+    } else if (c.after_conv) {  // a Conv: its result channels-last
+      b.constant("w", random_tensor({ch, 32, 3, 3}, 41));
+      Node& conv = b.node("conv", "Conv", {"x0", "w"}, "x");
+      set_ints(conv, "kernel_shape", {3, 3}), set_ints(conv, "pads", {1, 1, 1, 1});
+      x = "x";
+    }
+    Tensor sc(DType::kFloat32, {static_cast<int64_t>(c.scales.size())});
+    for (size_t i = 0; i < c.scales.size(); ++i) sc.data<float>()[i] = c.scales[i];
+    Tensor sz(DType::kInt64, {static_cast<int64_t>(c.sizes.size())});
+    for (size_t i = 0; i < c.sizes.size(); ++i) sz.data<int64_t>()[i] = c.sizes[i];
+    b.constant("scales", sc).constant("sizes", sz).constant("roi", Tensor(DType::kFloat32, {0}));
+    std::vector<std::string> in = {x, "scales"};
+    if (c.opset >= 11)
+      in = c.sizes.empty() ? std::vector<std::string>{x, "roi", "scales"}
+                           : std::vector<std::string>{x, "roi", "", "sizes"};
+    Node& r = b.node("resize", "Resize", in, "y");
+    if (!c.coord.empty()) set_string(r, "coordinate_transformation_mode", c.coord);
+    if (!c.rounding.empty()) set_string(r, "nearest_mode", c.rounding);
+    b.node("relu", "Relu", {"y"}, "out");  // a reader in the region: the copy's layout flows on
+    Graph g = b.done({"out"});
+    std::vector<Tensor> inputs{random_tensor({1, c.after_conv ? 32 : ch, 6, 10}, 42)};
+    plugintest::PluginClient::Profiled prof;
+    std::vector<Tensor> out = run_claimed(g, inputs, &prof);
+    ASSERT_EQ(out.size(), 1u);
+    std::vector<Tensor> ref = native(g, inputs);
+    ASSERT_EQ(out[0].dims(), ref[0].dims());
+    if (c.after_conv) {
+      expect_close_rel(out[0], ref[0]);  // the Conv's sums differ in order; the copy picks the same elements
+    } else {
+      EXPECT_EQ(bytes_differ(out[0], ref[0]), 0) << "of " << out[0].numel();
+    }
+    std::string steps;
+    int resize = 0;
+    for (const auto& st : prof.steps)
+      resize += st.what.find("nearest resize") != std::string::npos, steps += st.what + "; ";
+    EXPECT_EQ(resize, 1) << steps;
+  }
+}
+
+// Linear Resize, tf_crop_and_resize, opset 18's axes and a resized channel dim stay native, with the reason.
+TEST_F(DnnlBackend, ResizesOtherThanNearestOverSpaceAreRefusedWithTheReason) {
+  struct Case {
+    const char* name;
+    std::function<void(Node&)> set;
+    std::vector<float> scales;
+    const char* reason;
+  };
+  const Case cases[] = {
+      {"linear", [](Node& n) { set_string(n, "mode", "linear"); }, {1, 1, 2, 2}, "only nearest"},
+      {"crop",
+       [](Node& n) { set_string(n, "coordinate_transformation_mode", "tf_crop_and_resize"); },
+       {1, 1, 2, 2},
+       "tf_crop_and_resize"},
+      {"channels", [](Node&) {}, {1, 2, 1, 1}, "batch or channel"},
+      // The ONNX reference maps channel c to (c + 0.5) / 1 rounded up: c + 1. Native does; a copy of whole runs of
+      // channels cannot.
+      {"moved_channels",
+       [](Node& n) {
+         set_string(n, "coordinate_transformation_mode", "tf_half_pixel_for_nn"), set_string(n, "nearest_mode", "ceil");
+       },
+       {1, 1, 2, 2},
+       "moves the batch or channel dim"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Builder b;
+    b.input("x", {1, 4, 6, 6});
+    Tensor sc(DType::kFloat32, {4});
+    for (size_t i = 0; i < 4; ++i) sc.data<float>()[i] = c.scales[i];
+    b.constant("scales", sc).constant("roi", Tensor(DType::kFloat32, {8}));
+    c.set(b.node("resize", "Resize", {"x", "roi", "scales"}, "y"));
+    CapabilityReport cap = capability(model_bytes(b.done({"y"})));
+    ASSERT_EQ(cap.refused.size(), 1u);
+    EXPECT_NE(cap.refused.begin()->second.find(c.reason), std::string::npos) << cap.refused.begin()->second;
+  }
+}
+
 // ai.tessera.QLinearLookup on the plugin's own loop: unary and binary, either signedness, equal to the native
 // kernel and to the table read by hand; after a QLinearConv in one region (the table then reads the convolution's
 // layout) and before another, the chain equals native too.
