@@ -161,7 +161,7 @@ double op_us(const Op& op, const std::vector<Value>& v, const tessera_plugin::Ma
   // A binary table costs a dependent load per element; QLinearAdd's arithmetic (floats set; AVX-512 only, as the run
   // does) 16 lanes at a time.
   if (op.kind == OpKind::kLookup) {
-    const double cycles = op.in.size() == 3 ? (op.floats.size() == 3 && own_avx512_loops() ? 0.25 : 2.0) : 1.0;
+    const double cycles = op.in.size() == 3 ? (op.floats.size() >= 3 && own_avx512_loops() ? 0.25 : 2.0) : 1.0;
     function_us += elements * cycles / (f.cycles_per_us * f.threads);
   }
   if (op.kind == OpKind::kReduce || (op.kind == OpKind::kPool && elements * 16 < bytes / 4)) {

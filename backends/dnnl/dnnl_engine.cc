@@ -695,11 +695,15 @@ class Builder {
       if (t == 2) {
         s.args.emplace_back(DNNL_ARG_SRC_1, as_layout(op.in[1], retyped(op.in[1])));
         s.flip1 = is_int8(op.in[1]) ? 0x80 : 0;
-        if (op.floats.size() == 3 && own_avx512_loops()) {  // elsewhere the table, as native does
+        if ((op.floats.size() == 3 || op.floats.size() == 4) &&
+            own_avx512_loops()) {  // elsewhere the table, as native does
           s.qadd = true;
-          s.scale = op.floats[0], s.scale2 = op.floats[1], s.zero_point = op.floats[2];
+          s.qform = op.floats.size() == 3
+                        ? tessera::qadd::Form{op.floats[0], op.floats[1], op.floats[2]}
+                        : tessera::qadd::Form{op.floats[0], 0.f, op.floats[3], true, op.floats[1], op.floats[2]};
           s.int8 = is_int8(op.in[0]);
-          s.impl = "QLinearAdd arithmetic (own loop; its 65536-entry table checked)";
+          s.impl = std::string(s.qform.mul ? "QLinearMul" : "QLinearAdd") +
+                   " arithmetic (own loop; its 65536-entry table checked)";
         }
       }
       s.table = plan_.mems[static_cast<size_t>(canon(op.in[t]))].index;
@@ -708,7 +712,7 @@ class Builder {
       // plan, for sizes and estimates, has no constants to check.)
       const auto* tb = static_cast<const uint8_t*>(plan_.fixed[static_cast<size_t>(s.table)]);
       if (s.qadd && (is_int8(op.in[1]) != s.int8 || is_int8(op.in[2]) != s.int8 ||
-                     (tb && !tessera::qadd::matches_table({s.scale, s.scale2, s.zero_point}, s.int8, tb)))) {
+                     (tb && !tessera::qadd::matches_table(s.qform, s.int8, tb)))) {
         s.qadd = false;
         s.impl = "lookup table (65536 entries)";
       }

@@ -22,6 +22,7 @@
 
 #include "dnnl_memory_plan.h"
 #include "dnnl_program.h"
+#include "ops/qlinear_add_math.h"  // header-only, shared with native: the QLinearAdd/Mul forms
 #include "plugin_util.h"
 
 namespace tessera_dnnl {
@@ -65,6 +66,7 @@ struct Step {
   // A binary lookup whose table is ONNX Runtime's QLinearAdd: its form {r_a, r_b, fixed} in scale, scale2 and
   // zero_point, the operands' signedness in int8.
   bool qadd = false;
+  tessera::qadd::Form qform;  // with qadd: the QLinearAdd or QLinearMul form
   // A dynamically quantized convolution, or the Quantize of a
   // DynamicQuantizeLinear: the Mem of its kQuantParams value {scale, zero
   // point} (-1: none). The convolution's output scale is scale * w_scales[m],

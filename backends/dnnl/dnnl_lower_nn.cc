@@ -455,15 +455,16 @@ void lower_lookup(Lowering& l, const onnx::NodeProto& n) {
     op.floats = clamp_bounds(l.constant_ints(table, "the table"), l.model().type(n.input(0)).dtype,
                              l.model().type(n.output(0)).dtype);
   } else {
-    // A table of ONNX Runtime's QLinearAdd (operands and result of one type): its arithmetic, when the table holds it.
+    // A table of ONNX Runtime's QLinearAdd or QLinearMul (operands and result of one type): its arithmetic, when the
+    // table holds it.
     const int32_t dt = l.model().type(table).dtype;
     if (l.model().type(n.input(0)).dtype == dt && l.model().type(n.input(1)).dtype == dt) {
       std::vector<uint8_t> bytes;
       for (int64_t v : l.constant_ints(table, "the table")) bytes.push_back(static_cast<uint8_t>(v));
       if (bytes.size() == 65536) {
-        if (auto f =
-                tessera::qadd::checked_form(attr_floats(n, "qlinear_add"), dt == TESSERA_DTYPE_INT8, bytes.data())) {
-          op.floats = {f->ra, f->rb, f->fixed};
+        if (auto f = tessera::qadd::checked_form(attr_floats(n, "qlinear_add"), attr_floats(n, "qlinear_mul"),
+                                                 dt == TESSERA_DTYPE_INT8, bytes.data())) {
+          op.floats = tessera::qadd::form_floats(*f);
         }
       }
     }

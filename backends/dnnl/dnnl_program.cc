@@ -496,8 +496,9 @@ std::string check_kind(const Op& op, const std::vector<Value>& v) {
     case OpKind::kLookup: {
       if (op.in.size() != 2 && op.in.size() != 3) return "operands";
       if (!present(0) || !op.ints.empty()) return "operands";
-      if (op.in.size() == 3 && !op.floats.empty()) {  // a QLinearAdd form (dnnl_program.h); the engine checks its table
-        if (op.floats.size() != 3 ||
+      if (op.in.size() == 3 &&
+          !op.floats.empty()) {  // a QLinearAdd/Mul form (dnnl_program.h); the engine checks its table
+        if ((op.floats.size() != 3 && op.floats.size() != 4) ||
             !std::all_of(op.floats.begin(), op.floats.end(), [](float f) { return std::isfinite(f); })) {
           return "QLinearAdd form";
         }

@@ -65,8 +65,9 @@ constexpr int64_t kMaxElements = int64_t{1} << 40;  // per value; bounds what a 
 //                   Unary, floats {lo, hi} say the table clamps X to [lo, hi] (checked entry by entry at lowering):
 //                   the fusion pass folds it into the kQConv / kQMatMul computing X as one clip post-op on round(v),
 //                   to [lo - y_zp, hi - y_zp] (the only post-op such a product takes). Binary, floats {r_a, r_b,
-//                   fixed}: the table holds ONNX Runtime's QLinearAdd of that form (checked at every pair at lowering;
-//                   ops/qlinear_add_math.h), which the loop computes instead of looking the pairs up
+//                   fixed} or {ratio, z_a, z_b, z_y}: the table holds ONNX Runtime's QLinearAdd or QLinearMul of
+//                   that form (checked at every pair at lowering; ops/qlinear_add_math.h), which the loop computes
+//                   instead of looking the pairs up
 //   kQuantize       in {X, P?}  floats {scale, zero_point} (QuantizeLinear, per tensor), or none with P: the scale
 //                   and zero point computed at run time by kQuantParams (DynamicQuantizeLinear's uint8 Y)
 //   kDequantize     in {X}      floats {scale, zero_point}

@@ -507,7 +507,7 @@ void run_own(const Step& step, const void* table, const float* params, std::unor
         const auto* tb = static_cast<const uint8_t*>(table);
         const uint8_t f0 = step.flip0, f1 = step.flip1;
         if (x2 && step.qadd) {
-          tessera::qadd::run({step.scale, step.scale2, step.zero_point}, step.int8, x, x2 + begin, y, count);
+          tessera::qadd::run(step.qform, step.int8, x, x2 + begin, y, count);
         } else if (x2) {
           const uint8_t* b = x2 + begin;
           for (size_t i = 0; i < count; ++i) y[i] = tb[static_cast<size_t>(x[i] ^ f0) << 8 | (b[i] ^ f1)];

@@ -137,8 +137,10 @@ class QLinearLookupKernel final : public Kernel {
     const auto* bytes = static_cast<const uint8_t*>(t->raw());
     if (k->binary_) {
       k->table_.assign(bytes, bytes + want);
-      // The table may say it holds ONNX Runtime's QLinearAdd: computed 16 lanes at a time then, not looked up.
-      k->add_ = qadd::checked_form(node.attr_floats("qlinear_add"), k->dtype_ == DType::kInt8, bytes);
+      // The table may say it holds ONNX Runtime's QLinearAdd or QLinearMul: computed 16 lanes at a time then, not
+      // looked up.
+      k->add_ = qadd::checked_form(node.attr_floats("qlinear_add"), node.attr_floats("qlinear_mul"),
+                                   k->dtype_ == DType::kInt8, bytes);
     } else {
       for (int b = 0; b < 256; ++b) {
         k->by_byte_[0][static_cast<size_t>(b)] = bytes[b];
@@ -198,7 +200,7 @@ class QLinearLookupKernel final : public Kernel {
   DType dtype_ = DType::kUInt8;
   bool binary_ = false;
   std::vector<uint8_t> table_;         // binary: as given
-  std::optional<qadd::Form> add_;      // binary: the QLinearAdd form the table holds, when it says so
+  std::optional<qadd::Form> add_;      // binary: the QLinearAdd / QLinearMul form the table holds, when it says so
   std::array<Table256, 2> by_byte_{};  // unary: indexed by the stored byte of a uint8 [0] or int8 [1] X
 };
 

@@ -173,7 +173,7 @@ class Fuser {
     n.name = q.name;
     n.op_type = "QLinearLookup";
     n.domain = "ai.tessera";
-    if (form) n.attrs["qlinear_add"] = Attribute::Floats({form->ra, form->rb, form->fixed});
+    if (form) n.attrs[form->mul ? "qlinear_mul" : "qlinear_add"] = Attribute::Floats(qadd::form_floats(*form));
     n.inputs = {s.x.q};
     if (s.x2.node) n.inputs.push_back(s.x2.q);
     n.inputs.push_back(add_constant(q.outputs[0] + "_table", std::move(table)));
@@ -358,10 +358,11 @@ class Fuser {
   // The sandwich's result for every input (pair), in the order of QLinearLookup's table: each node run by its own
   // kernel on a tensor holding all 256 values of x (all 65536 pairs with x2), so the table holds exactly what the
   // unfused graph computes — except where ONNX Runtime's default level computes another arithmetic for the same
-  // nodes (qlinear_add_table). False when a node cannot run here or the result is not one 8-bit value per input.
+  // nodes (qlinear_add_table, qlinear_mul_table). False when a node cannot run here or the result is not one 8-bit
+  // value per input.
   bool lookup_table(const Sandwich& s, const Node& q, Tensor* table, std::optional<qadd::Form>* form) const {
     qadd::Form f;
-    if (qlinear_add_table(s, q, table, &f)) {
+    if (qlinear_add_table(s, q, table, &f) || qlinear_mul_table(s, q, table, &f)) {
       *form = f;
       return true;
     }
@@ -421,6 +422,33 @@ class Fuser {
     f.rb = sb / sy[0];
     f.fixed = static_cast<float>(zy) -
               std::fma(f.ra, static_cast<float>(za), normk::mul_unfused(f.rb, static_cast<float>(zb)));
+    if (!qadd::usable(f)) return false;
+    Tensor out(t, {kLookupBinaryEntries});
+    qadd::fill_table(f, t == DType::kInt8, static_cast<uint8_t*>(out.raw()));
+    *table = std::move(out);
+    *form = f;
+    return true;
+  }
+
+  // DQ(a) * DQ(b) -> Q, all three of one 8-bit type, per tensor: ONNX Runtime's default level runs it as
+  // com.microsoft QLinearMul (qlinear_add_math.h), whose arithmetic moves a step at some pairs from dequantize,
+  // multiply, quantize (247 of 65536 at scales 0.03, 0.05 -> 0.04). The table holds the form at every pair.
+  bool qlinear_mul_table(const Sandwich& s, const Node& q, Tensor* table, qadd::Form* form) const {
+    if (!s.x2.node || s.steps.size() != 1 || !q.has_input(2)) return false;
+    const Node& mul = g_.nodes[s.steps[0].node];
+    if (mul.op_type != "Mul" || mul.num_inputs() != 2) return false;
+    const Tensor* yz = g_.constant(q.inputs[2]);
+    const DType t = yz->dtype();
+    if (!is_8bit(t) || dtype_of(s.x) != t || dtype_of(s.x2) != t || s.x.zero.empty() || s.x2.zero.empty()) return false;
+    const std::vector<float> sy = floats_of(g_.constant(q.inputs[1]));
+    if (sy.size() != 1) return false;
+    const float sa = floats_of(g_.constant(s.x.scale))[0], sb = floats_of(g_.constant(s.x2.scale))[0];
+    qadd::Form f;
+    f.mul = true;
+    f.ra = normk::mul_unfused(sa, sb) / sy[0];  // MLAS: ScaleA * ScaleB / ScaleC, in float
+    f.za = static_cast<float>(g_.constant(s.x.zero)->as_double(0));
+    f.zb = static_cast<float>(g_.constant(s.x2.zero)->as_double(0));
+    f.fixed = static_cast<float>(yz->as_double(0));
     if (!qadd::usable(f)) return false;
     Tensor out(t, {kLookupBinaryEntries});
     qadd::fill_table(f, t == DType::kInt8, static_cast<uint8_t*>(out.raw()));

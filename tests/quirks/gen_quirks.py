@@ -723,6 +723,34 @@ def ort_all_qdq_add():
 
 
 @case
+def ort_all_qdq_mul():
+    """Products of a QDQ model (DequantizeLinear of both operands, Mul, QuantizeLinear; uint8 and int8), over all 65536
+    operand pairs. ONNX Runtime's level 'all' runs them as com.microsoft QLinearMul, whose arithmetic (the debiased
+    operands' integer product times s_a * s_b / s_y, plus z_y) moves a step at some pairs from dequantize, multiply,
+    quantize."""
+    nodes, inits, inputs, outputs, data = [], [], [], [], []
+    # Scales and zero points at which the two arithmetics differ (247 and some pairs of 65536), and a calibrated-like set.
+    for k, (t8, sa, sb, sy, za, zb, zy) in enumerate(((np.uint8, 0.03, 0.05, 0.04, 120, 90, 10),
+                                                      (np.int8, 0.02, 0.03, 0.05, 3, -7, 0),
+                                                      (np.uint8, 0.0187, 1 / 255.0, 0.0093, 131, 0, 17))):
+        lo = -128 if t8 is np.int8 else 0
+        tp = TensorProto.INT8 if t8 is np.int8 else TensorProto.UINT8
+        sa, sb, sy = np.float32(sa), np.float32(sb), np.float32(sy)
+        p = "m%d_" % k
+        inits += [const(p + "sa", np.array(sa)), const(p + "sb", np.array(sb)), const(p + "sy", np.array(sy)),
+                  const(p + "za", np.array(za, t8)), const(p + "zb", np.array(zb, t8)), const(p + "zy", np.array(zy, t8))]
+        nodes += [helper.make_node("DequantizeLinear", [p + "x", p + "sa", p + "za"], [p + "dx"]),
+                  helper.make_node("DequantizeLinear", [p + "x2", p + "sb", p + "zb"], [p + "dx2"]),
+                  helper.make_node("Mul", [p + "dx", p + "dx2"], [p + "s"]),
+                  helper.make_node("QuantizeLinear", [p + "s", p + "sy", p + "zy"], [p + "y"])]
+        inputs += [vi(p + "x", tp, [65536]), vi(p + "x2", tp, [65536])]
+        outputs.append(vi(p + "y", tp, None))
+        data += [(p + "x", (np.repeat(np.arange(256), 256) + lo).astype(t8)),
+                 (p + "x2", (np.tile(np.arange(256), 256) + lo).astype(t8))]
+    return model(nodes, inputs, outputs, 13, inits=inits), data
+
+
+@case
 def ort_all_qdq_softmax():
     """Softmax between a DequantizeLinear and a QuantizeLinear (uint8 at 1/255, int8 at an odd scale, uint8 along axis
     1). ONNX Runtime's level 'all' fuses each into com.microsoft QLinearSoftmax, whose kernel (a table of exps from

@@ -735,9 +735,13 @@ TEST_F(DnnlBackend, QLinearLookupTablesEqualNative) {
 TEST_F(DnnlBackend, QLinearAddFormTablesComputeTheFormAndEqualNative) {
   unsigned seed = 900;
   for (DType t : {DType::kUInt8, DType::kInt8}) {
-    for (bool disagree : {false, true}) {
-      SCOPED_TRACE(std::string(dtype_name(t)) + (disagree ? " table changed" : ""));
-      const tessera::qadd::Form f{0.8125f, 1.375f, t == DType::kInt8 ? 3.25f : -41.5f};
+    for (int variant = 0; variant < 4; ++variant) {
+      const bool disagree = variant & 1, mul = variant & 2;
+      SCOPED_TRACE(std::string(dtype_name(t)) + (mul ? " QLinearMul" : " QLinearAdd") +
+                   (disagree ? " table changed" : ""));
+      const tessera::qadd::Form f =
+          mul ? tessera::qadd::Form{0.0173f, 0.f, 9.f, true, 3.f, t == DType::kInt8 ? -7.f : 131.f}
+              : tessera::qadd::Form{0.8125f, 1.375f, t == DType::kInt8 ? 3.25f : -41.5f};
       Tensor table(t, {65536});
       tessera::qadd::fill_table(f, t == DType::kInt8, table.data<uint8_t>());
       if (disagree) table.data<uint8_t>()[1234] ^= 1;
@@ -746,7 +750,7 @@ TEST_F(DnnlBackend, QLinearAddFormTablesComputeTheFormAndEqualNative) {
       b.input("a", dims, t).input("b", dims, t).constant("table", table);
       b.node("lut", "QLinearLookup", {"a", "b", "table"}, "y").domain = "ai.tessera";
       Graph g = b.done({"y"});
-      g.nodes[0].attrs["qlinear_add"] = Attribute::Floats({f.ra, f.rb, f.fixed});
+      g.nodes[0].attrs[mul ? "qlinear_mul" : "qlinear_add"] = Attribute::Floats(tessera::qadd::form_floats(f));
       std::vector<Tensor> inputs{int8_tensor(t, dims, ++seed), int8_tensor(t, dims, ++seed)};
       inputs[0].data<uint8_t>()[0] = static_cast<uint8_t>(1234 >> 8);  // the changed entry's pair, at element 0
       inputs[1].data<uint8_t>()[0] = static_cast<uint8_t>(1234 & 255);
@@ -766,7 +770,9 @@ TEST_F(DnnlBackend, QLinearAddFormTablesComputeTheFormAndEqualNative) {
       std::string steps;
       for (const auto& st : prof.steps) steps += st.what + "; ";
       // (Without AVX-512 the plugin looks the pairs up, as native does.)
-      EXPECT_EQ(steps.find("QLinearAdd arithmetic") != std::string::npos, !disagree && cpu::avx512()) << steps;
+      EXPECT_EQ(steps.find(mul ? "QLinearMul arithmetic" : "QLinearAdd arithmetic") != std::string::npos,
+                !disagree && cpu::avx512())
+          << steps;
     }
   }
 }

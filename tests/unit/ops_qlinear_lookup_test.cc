@@ -98,18 +98,25 @@ TEST(QLinearLookup, EveryElementMatchesTheContractSeriallyAndOnAPool) {
   }
 }
 
-// A binary table that names ONNX Runtime's QLinearAdd form (qlinear_add) is computed, not looked up (16 lanes at a
-// time, on the vector path): every operand pair, at a length with a ragged end, gives the table's byte, for uint8
-// and int8, serially and on a pool. A form the table does not hold (one entry changed) is ignored: the table wins.
+// A binary table that names ONNX Runtime's QLinearAdd form (qlinear_add) or QLinearMul form (qlinear_mul) is
+// computed, not looked up (16 lanes at a time, on the vector path): every operand pair, at a length with a ragged
+// end, gives the table's byte, for uint8 and int8, serially and on a pool. A form the table does not hold (one entry
+// changed) is ignored: the table wins.
 TEST(QLinearLookup, AQLinearAddFormGivesTheTablesBytesAndATableThatDisagreesWins) {
   ThreadPool pool(2);
-  const qadd::Form forms[] = {{0.75f, 1.3f, 12.345f}, {0.5f, 0.5f, -0.5f}, {2.1f, 0.9f, -37.5f}};
+  const qadd::Form forms[] = {{0.75f, 1.3f, 12.345f},
+                              {0.5f, 0.5f, -0.5f},
+                              {2.1f, 0.9f, -37.5f},
+                              {0.0123f, 0.f, 3.f, true, 0.f, 7.f},  // QLinearMul: ratio, -, z_y; z_a, z_b
+                              {0.5f, 0.f, 0.f, true, 0.f, 0.f},     // ties: p / 2 rounds to even
+                              {0.00917f, 0.f, -20.f, true, -5.f, 100.f}};
   const int64_t n = 65536 + 13;
   for (DType t : {DType::kUInt8, DType::kInt8}) {
     for (const qadd::Form& f : forms) {
       Tensor tab(t, {65536});
       qadd::fill_table(f, t == DType::kInt8, static_cast<uint8_t*>(tab.raw()));
       Tensor x(t, {n}), x2(t, {n});
+      if (f.mul && t == DType::kUInt8 && (f.za < 0 || f.fixed < 0)) continue;  // zero points of the other type
       for (int64_t i = 0; i < n; ++i) {
         static_cast<uint8_t*>(x.raw())[i] = static_cast<uint8_t>(i >> 8);
         static_cast<uint8_t*>(x2.raw())[i] = static_cast<uint8_t>(i * 7 + 3);
@@ -125,7 +132,7 @@ TEST(QLinearLookup, AQLinearAddFormGivesTheTablesBytesAndATableThatDisagreesWins
           static_cast<uint8_t*>(tb.raw())[changed] ^= 1;
         }
         Node node = lookup_node(true);
-        node.attrs["qlinear_add"] = Attribute::Floats({f.ra, f.rb, f.fixed});
+        node.attrs[f.mul ? "qlinear_mul" : "qlinear_add"] = Attribute::Floats(qadd::form_floats(f));
         for (Parallel* p : {static_cast<Parallel*>(nullptr), static_cast<Parallel*>(&pool)}) {
           auto y = run_node_once(node, 13, {x, x2, tb}, p);
           ASSERT_TRUE(y.ok()) << y.status().message();
@@ -134,8 +141,8 @@ TEST(QLinearLookup, AQLinearAddFormGivesTheTablesBytesAndATableThatDisagreesWins
             const unsigned k = ((byte_at(x, i) ^ flip) << 8) | (byte_at(x2, i) ^ flip);
             wrong += byte_at((*y)[0], i) != byte_at(tb, k);
           }
-          EXPECT_EQ(wrong, 0) << dtype_name(t) << " form " << f.ra << "," << f.rb << "," << f.fixed
-                              << (disagree ? " (table changed)" : "") << (p ? " pool" : " serial");
+          EXPECT_EQ(wrong, 0) << dtype_name(t) << (f.mul ? " mul" : " add") << " form " << f.ra << "," << f.rb << ","
+                              << f.fixed << (disagree ? " (table changed)" : "") << (p ? " pool" : " serial");
         }
       }
     }

@@ -318,10 +318,10 @@ TEST(QdqFusion, Uint8AddOfTwoScalesThenReluBecomesAPairLookupWithTheSameBits) {
   expect_exact_lookups(b.done({"yq"}), every_pair(DType::kUInt8, DType::kUInt8), 1);
 }
 
-// An Add of two dequantized values of one type, quantized to it, gets ONNX Runtime's QLinearAdd as its table, and
-// the node names that form (qlinear_add), which the kernels check against the table and then compute; a Mul's table
-// names none.
-TEST(QdqFusion, AnAddOfOneTypeNamesTheQLinearAddFormItsTableHolds) {
+// An Add or a Mul of two dequantized values of one type, quantized to it, gets ONNX Runtime's QLinearAdd or
+// QLinearMul as its table (its default level fuses them so), and the node names that form (qlinear_add,
+// qlinear_mul), which the kernels check against the table and then compute.
+TEST(QdqFusion, AnAddOrMulOfOneTypeNamesTheFormItsTableHolds) {
   for (const char* op : {"Add", "Mul"}) {
     Builder b = uint8_pair({4, 64});
     b.node("op", op, {"a", "b"}, "s");
@@ -330,20 +330,30 @@ TEST(QdqFusion, AnAddOfOneTypeNamesTheQLinearAddFormItsTableHolds) {
     ASSERT_TRUE(optimize_graph(g, OptimizeOptions{}).ok());
     ASSERT_EQ(count_op(g, "QLinearLookup"), 1) << print_graph(g);
     const Node& n = g.nodes[0];
-    const std::vector<float> form = n.attr_floats("qlinear_add");
+    const std::vector<float> add = n.attr_floats("qlinear_add"), mul = n.attr_floats("qlinear_mul");
+    const auto* table = static_cast<const uint8_t*>(g.constants.at(n.inputs.back()).raw());
     if (std::string(op) == "Mul") {
-      EXPECT_TRUE(form.empty());
+      EXPECT_TRUE(add.empty());
+      ASSERT_EQ(mul.size(), 4u);
+      EXPECT_EQ(mul[0], 0.03f * 0.05f / 0.04f);
+      EXPECT_EQ(mul[1], 120.f);
+      EXPECT_EQ(mul[2], 90.f);
+      EXPECT_EQ(mul[3], 10.f);
+      EXPECT_TRUE(qadd::checked_form({}, mul, false, table).has_value());
       continue;
     }
-    ASSERT_EQ(form.size(), 3u);
-    EXPECT_FLOAT_EQ(form[0], 0.03f / 0.04f);
-    EXPECT_FLOAT_EQ(form[1], 0.05f / 0.04f);
-    const Tensor& table = g.constants.at(n.inputs.back());
-    EXPECT_TRUE(qadd::checked_form(form, false, static_cast<const uint8_t*>(table.raw())).has_value());
+    EXPECT_TRUE(mul.empty());
+    ASSERT_EQ(add.size(), 3u);
+    EXPECT_FLOAT_EQ(add[0], 0.03f / 0.04f);
+    EXPECT_FLOAT_EQ(add[1], 0.05f / 0.04f);
+    EXPECT_TRUE(qadd::checked_form(add, {}, false, table).has_value());
   }
 }
 
-TEST(QdqFusion, Int8MulBecomesAPairLookupWithTheSameBits) {
+// An int8 Mul sandwich becomes ONNX Runtime's QLinearMul: at every operand pair the fused graph gives the form's
+// value (the product of the debiased operands in int32, times s_a * s_b / s_y, plus z_y, rounded apart), and at most
+// one step from dequantize, multiply, quantize (which it differs from at some pairs).
+TEST(QdqFusion, Int8MulBecomesOnnxRuntimesQLinearMulWithinAStepOfTheUnfusedNodes) {
   Builder b;
   b.input("aq", {256, 256}, DType::kInt8).input("bq", {256, 256}, DType::kInt8);
   b.constant("as", scalar_f(0.02f)).constant("az", scalar_q<int8_t>(3));
@@ -353,7 +363,24 @@ TEST(QdqFusion, Int8MulBecomesAPairLookupWithTheSameBits) {
   b.node("dqb", "DequantizeLinear", {"bq", "bs", "bz"}, "b");
   b.node("mul", "Mul", {"a", "b"}, "m");
   b.node("q", "QuantizeLinear", {"m", "ys", "yz"}, "yq");
-  expect_exact_lookups(b.done({"yq"}), every_pair(DType::kInt8, DType::kInt8), 1);
+  Graph g = b.done({"yq"});
+  const std::vector<Tensor> in = every_pair(DType::kInt8, DType::kInt8);
+  const std::vector<Tensor> plain = run_session(g, in, /*optimize=*/false);
+  const std::vector<Tensor> fused = run_session(g, in, /*optimize=*/true);
+  ASSERT_EQ(plain.size(), 1u);
+  ASSERT_EQ(fused.size(), 1u);
+  const qadd::Form f{0.02f * 0.03f / 0.05f, 0.f, 0.f, true, 3.f, -7.f};
+  int64_t off_form = 0, apart = 0, far = 0;
+  for (int64_t e = 0; e < plain[0].numel(); ++e) {
+    const int a = static_cast<const int8_t*>(in[0].raw())[e], bb = static_cast<const int8_t*>(in[1].raw())[e];
+    const int got = static_cast<const int8_t*>(fused[0].raw())[e], want = static_cast<const int8_t*>(plain[0].raw())[e];
+    off_form += got != qadd::value(f, a, bb, -128, 127);
+    apart += got != want;
+    far += std::abs(got - want) > 1;
+  }
+  EXPECT_EQ(off_form, 0);
+  EXPECT_EQ(far, 0);
+  EXPECT_GT(apart, 0) << "the two arithmetics should differ somewhere at these scales";
 }
 
 TEST(QdqFusion, ADequantizeLinearReadElsewhereStaysForItsOtherReader) {
