@@ -24,7 +24,7 @@ using Clock = std::chrono::steady_clock;
 
 // The plans a single backend gives, from the set search's prices.
 bool single_backend_plan(const SetOption& s) {
-  return (s.backends.size() == 1) || (s.backends.size() == 2 && s.plan == "engine first");
+  return (s.backends.size() == 1) || (s.backends.size() == 2 && s.plan != "cost");
 }
 
 std::string plan_name(const SetOption& s) {
@@ -225,7 +225,7 @@ Expected<Program> check_plan(Program chosen, const Graph& g, const PartitionOpti
   cands.push_back(Candidate{"chosen (" + plan_name(*picked) + ")", std::move(chosen), *report, nullptr, {}, {}});
   auto build = [&](const SetOption& s, PartitionReport* rep) {
     PartitionOptions alt = po;
-    alt.force = PartitionOptions::ForcedPlan{s.backends, s.plan == "engine first"};
+    alt.force = PartitionOptions::ForcedPlan{s.backends, s.plan != "cost", s.plan == kEngineFirstCliffsNative};
     alt.progress = nullptr;
     return partition_and_compile(g, alt, rep);
   };

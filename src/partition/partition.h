@@ -83,6 +83,7 @@ struct PartitionOptions {
   struct ForcedPlan {
     std::vector<std::string> backends;
     bool engine_first = false;
+    bool cliffs_to_native = false;  // with engine_first: the variant that leaves the engine's cliffs to native
   };
   std::optional<ForcedPlan> force;
 };
@@ -116,11 +117,14 @@ struct SetOption {
   std::vector<std::string> backends;
   double us = 0;
   bool chosen = false;
-  // The plan: "cost" (each node's cheapest backend, then relocation) or
+  // The plan: "cost" (each node's cheapest backend, then relocation),
   // "engine first" (the one engine takes every node it runs, as
-  // `--backends ENGINE,native --placement priority` would).
+  // `--backends ENGINE,native --placement priority` would) or
+  // kEngineFirstCliffsNative (that, but for the nodes priced over 4x native
+  // on the engine).
   std::string plan = "cost";
 };
+inline constexpr const char* kEngineFirstCliffsNative = "engine first, cliffs native";
 
 // One measured candidate: a node alone, or a region, on one backend.
 struct MeasurementInfo {

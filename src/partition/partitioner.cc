@@ -151,7 +151,7 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const Scope* o
   std::map<RegionKey, Blob>& blobs = lv.blobs;
   std::set<RegionKey> compiled_ok;
   for (;;) {
-    p = plan(lv, allowed, passive(in_set_), /*quiet=*/false, lv.engine_first);
+    p = plan(lv, allowed, passive(in_set_), /*quiet=*/false, lv.engine_first, lv.cliffs_to_native);
     const std::vector<Region>& regions = p.regions;
 
     // 5. trial compile

@@ -76,6 +76,7 @@ class Partitioner {
     std::map<RegionKey, double> region_priors;     // estimate before any measurement
     std::set<RegionKey> recorded;                   // measurements already in the report
     bool engine_first = false;                      // the chosen plan is an engine-first one
+    bool cliffs_to_native = false;                  // ... that leaves the engine's cliffs to native
     std::unordered_map<std::string, int> producer;  // value -> the node writing it
   };
 
@@ -106,12 +107,15 @@ class Partitioner {
   std::optional<double> measure_candidate(Level& lv, const RegionKey& key, const std::string& content_key,
                                           const Graph& rg, double prior_us, double give_up_us, bool allow_measuring);
   // `engine_first`: the backends' list order for every node and no
-  // relocation (the plan a single-engine priority placement makes), but for
-  // the engine's cliffs (leave_cliffs_to_native).
-  Plan plan(Level& lv, std::vector<std::vector<char>>& allowed, bool passive, bool quiet, bool engine_first = false);
+  // relocation (the plan a single-engine priority placement makes); with
+  // `cliffs_to_native`, but for the engine's cliffs (leave_cliffs_to_native).
+  Plan plan(Level& lv, std::vector<std::vector<char>>& allowed, bool passive, bool quiet, bool engine_first = false,
+            bool cliffs_to_native = false);
   // Disallows an engine on the nodes it is priced (estimated or measured) at over kCliff times native's price: an
-  // engine-first plan gives such a node (oneDNN's reference Softmax over a middle axis: 13.7 ms against native's
-  // 0.44) to native and keeps the engine everywhere else. Nodes pinned to the engine by --place stay on it.
+  // engine-first plan's second variant gives such a node (oneDNN's reference Softmax over a middle axis: 13.7 ms
+  // against native's 0.44) to native and keeps the engine everywhere else. Nodes pinned to the engine by --place stay
+  // on it. Both variants are priced, and the end-to-end check times them: the prices are often estimates, and a
+  // wrong one (native's QLinearConv at 3 us) would otherwise cut a whole-model region into dozens.
   void leave_cliffs_to_native(Level& lv, std::vector<std::vector<char>>& allowed, bool quiet);
   bool prune_small(Level& lv, const std::vector<Region>& regions, std::vector<std::vector<char>>& allowed, bool quiet);
   bool relocate(Level& lv, const Plan& p, const std::vector<std::vector<char>>& allowed,

@@ -160,10 +160,10 @@ void Partitioner::leave_cliffs_to_native(Level& lv, std::vector<std::vector<char
   }
 }
 
-Partitioner::Plan Partitioner::plan(Level& lv, std::vector<std::vector<char>>& allowed,
-                                    bool passive, bool quiet, bool engine_first) {
+Partitioner::Plan Partitioner::plan(Level& lv, std::vector<std::vector<char>>& allowed, bool passive, bool quiet,
+                                    bool engine_first, bool cliffs_to_native) {
   Plan p;
-  if (cost_based() && engine_first) leave_cliffs_to_native(lv, allowed, quiet);
+  if (cost_based() && engine_first && cliffs_to_native) leave_cliffs_to_native(lv, allowed, quiet);
   std::vector<std::vector<int>> order = cost_based() && !engine_first ? lv.order : std::vector<std::vector<int>>{};
   // Relocation rounds are bounded: estimates are not additive, so moves
   // could otherwise chase each other.
@@ -272,12 +272,20 @@ void Partitioner::choose_backend_set(Level& lv, std::vector<std::vector<char>>& 
     // With one engine, also the plan in which it takes every node it runs:
     // a whole-model region is priced (and measured) as a whole, where the
     // node-by-node choice may split it at nodes that are cheap only alone.
-    for (bool engine_first : {false, true}) {
+    // ... and the variant of it that leaves the engine's cliffs to native.
+    for (int variant : {0, 1, 2}) {
+      const bool engine_first = variant > 0, cliffs = variant == 2;
       if (engine_first && engines != 1) continue;
-      if (opts_.force && engines == 1 && engine_first != opts_.force->engine_first) continue;
+      if (opts_.force && engines == 1 &&
+          (engine_first != opts_.force->engine_first || (engine_first && cliffs != opts_.force->cliffs_to_native))) {
+        continue;
+      }
       auto trial_copy = trial;
-      Plan p = plan(lv, trial_copy, passive(set), /*quiet=*/true, engine_first);
-      priced.push_back({set_names(set), p.us, false, engine_first ? "engine first" : "cost"});
+      Plan p = plan(lv, trial_copy, passive(set), /*quiet=*/true, engine_first, cliffs);
+      priced.push_back({set_names(set), p.us, false,
+                        cliffs         ? kEngineFirstCliffsNative
+                        : engine_first ? "engine first"
+                                       : "cost"});
       plan_sets.push_back(set);
       // A later (larger) set must win by 1 %: estimates and measurements
       // are not finer than that.
@@ -289,7 +297,8 @@ void Partitioner::choose_backend_set(Level& lv, std::vector<std::vector<char>>& 
   }
   in_set_ = plan_sets[best];
   priced[best].chosen = true;
-  lv.engine_first = priced[best].plan == "engine first";
+  lv.engine_first = priced[best].plan != "cost";
+  lv.cliffs_to_native = priced[best].plan == kEngineFirstCliffsNative;
   if (report) {
     report_->sets = priced;
   } else if (sets.size() > 1) {

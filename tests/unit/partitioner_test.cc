@@ -1390,11 +1390,16 @@ TEST_F(Partitioner, cost_placement_takes_the_cheapest_backend_not_the_first_list
   EXPECT_EQ(r.decision, "least estimated time");
   EXPECT_NE(report_text(cost).find("-> beta: least estimated time"), std::string::npos) << report_text(cost);
   // Every subset of {alpha, beta} was priced, the single-engine ones also
-  // engine first; the chosen one holds beta only.
-  ASSERT_EQ(cost.sets.size(), 6u);
-  int engine_first = 0;
-  for (const auto& set : cost.sets) engine_first += set.plan == "engine first" ? 1 : 0;
+  // engine first (whole, and with the engine's cliffs left to native); the
+  // chosen one holds beta only.
+  ASSERT_EQ(cost.sets.size(), 8u);
+  int engine_first = 0, cliffs = 0;
+  for (const auto& set : cost.sets) {
+    engine_first += set.plan == "engine first" ? 1 : 0;
+    cliffs += set.plan == kEngineFirstCliffsNative ? 1 : 0;
+  }
   EXPECT_EQ(engine_first, 2);
+  EXPECT_EQ(cliffs, 2);
   int chosen = 0;
   for (const auto& set : cost.sets) {
     if (!set.chosen) continue;
@@ -1405,9 +1410,9 @@ TEST_F(Partitioner, cost_placement_takes_the_cheapest_backend_not_the_first_list
   EXPECT_GT(cost.estimated_us, 0);
 }
 
-// The engine-first plan leaves the engine's cliffs to native: a node the engine is priced at over 4x native's price
-// (oneDNN's reference Softmax over a middle axis) runs on native, the rest stays on the engine. Without that, the
-// plan carries the cliff's price and is never chosen.
+// The engine-first plan's second variant leaves the engine's cliffs to native: a node the engine is priced at over 4x
+// native's price (oneDNN's reference Softmax over a middle axis) runs on native, the rest stays on the engine. The
+// whole engine-first plan carries the cliff's price.
 TEST_F(Partitioner, engine_first_plans_leave_the_engines_cliffs_to_native) {
   g_slots[0].ops = kAllOps;
   g_slots[0].est_us_per_node = 0.01;
@@ -1415,12 +1420,15 @@ TEST_F(Partitioner, engine_first_plans_leave_the_engines_cliffs_to_native) {
   Graph g = chain_graph();
   PartitionReport cost;
   round_trip(g, cost_options({"alpha"}), &cost, 31);
-  const SetOption* first = nullptr;
+  const SetOption *whole = nullptr, *cliffs = nullptr;
   for (const auto& set : cost.sets) {
-    if (set.plan == "engine first") first = &set;
+    if (set.plan == "engine first") whole = &set;
+    if (set.plan == kEngineFirstCliffsNative) cliffs = &set;
   }
-  ASSERT_NE(first, nullptr) << report_text(cost);
-  EXPECT_LT(first->us, 50000) << report_text(cost);
+  ASSERT_NE(whole, nullptr) << report_text(cost);
+  ASSERT_NE(cliffs, nullptr) << report_text(cost);
+  EXPECT_GE(whole->us, 50000) << report_text(cost);
+  EXPECT_LT(cliffs->us, 50000) << report_text(cost);
   EXPECT_EQ(backend_of(cost, "tanh_0"), "native") << report_text(cost);
   EXPECT_EQ(backend_of(cost, "mul_0"), "alpha") << report_text(cost);
 }
