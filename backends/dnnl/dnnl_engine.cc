@@ -564,6 +564,7 @@ class Builder {
     const memory::desc held = plan_.mems[static_cast<size_t>(x)].md;
     memory::desc out = plain(op.out);
     int64_t run = 1;
+    const char* layout = "plain";
     auto blocked = [&](const Dims& d, int64_t b) {
       using tag = memory::format_tag;
       const tag t = b == 16 ? (r == 3   ? tag::aBc16b
@@ -577,18 +578,16 @@ class Builder {
     if (held == channels_last_md(xv.dims, dt)) {
       run = xv.dims[1];
       out = channels_last_md(yd, dt);
+      layout = "channels-last";
     } else if (held == blocked(xv.dims, 16) || held == blocked(xv.dims, 8)) {
       run = held == blocked(xv.dims, 16) ? 16 : 8;
       out = blocked(yd, run);
+      layout = "blocked";
     } else if (held != plain(op.in[0])) {
       x = as_layout(op.in[0], plain(op.in[0]));
     }
     Step s = own_step(op, what);
-    s.impl = std::string("nearest resize, ") +
-             (run == 1            ? "plain"
-              : run == xv.dims[1] ? "channels-last"
-                                  : "blocked") +
-             " (own loop)";
+    s.impl = std::string("nearest resize, ") + layout + " (own loop)";
     s.inner = run;
     s.resize_index = op.ints;
     s.args.emplace_back(DNNL_ARG_SRC_0, x);
@@ -695,12 +694,10 @@ class Builder {
       if (t == 2) {
         s.args.emplace_back(DNNL_ARG_SRC_1, as_layout(op.in[1], retyped(op.in[1])));
         s.flip1 = is_int8(op.in[1]) ? 0x80 : 0;
-        if ((op.floats.size() == 3 || op.floats.size() == 4) &&
-            own_avx512_loops()) {  // elsewhere the table, as native does
+        const auto form = tessera::qadd::form_of(op.floats);
+        if (form && own_avx512_loops()) {  // elsewhere the table, as native does
           s.qadd = true;
-          s.qform = op.floats.size() == 3
-                        ? tessera::qadd::Form{op.floats[0], op.floats[1], op.floats[2]}
-                        : tessera::qadd::Form{op.floats[0], 0.f, op.floats[3], true, op.floats[1], op.floats[2]};
+          s.qform = *form;
           s.int8 = is_int8(op.in[0]);
           s.impl = std::string(s.qform.mul ? "QLinearMul" : "QLinearAdd") +
                    " arithmetic (own loop; its 65536-entry table checked)";

@@ -63,10 +63,10 @@ struct Step {
   float scale2 = 0.f, zero_point2 = 0.f;
   bool int8_2 = false, relu = false;
   int32_t alg = 0;
-  // A binary lookup whose table is ONNX Runtime's QLinearAdd: its form {r_a, r_b, fixed} in scale, scale2 and
-  // zero_point, the operands' signedness in int8.
+  // A binary lookup whose table is ONNX Runtime's QLinearAdd or QLinearMul: computed from its form, the operands'
+  // signedness in int8.
   bool qadd = false;
-  tessera::qadd::Form qform;  // with qadd: the QLinearAdd or QLinearMul form
+  tessera::qadd::Form qform;
   // A dynamically quantized convolution, or the Quantize of a
   // DynamicQuantizeLinear: the Mem of its kQuantParams value {scale, zero
   // point} (-1: none). The convolution's output scale is scale * w_scales[m],

@@ -53,7 +53,8 @@ bool fold(const Program& p, const Op& producer, const Op& r, Op* fused) {
   if (r.kind == OpKind::kEltwise) {
     // A dynamically quantized product and a binary op (exact themselves) keep ONNX Runtime's bits, which a
     // requantization after them needs: the Sigmoid, HardSwish and linear step (HardSigmoid) after them run as the
-    // plugin's own loops (own_eltwise) with native's formulas, not as oneDNN's post-ops.
+    // plugin's own loops (own_eltwise) with native's formulas, not as oneDNN's post-ops; so does the swish step of
+    // absorb_swish, after any producer.
     if ((producer.kind == OpKind::kDynConv || producer.kind == OpKind::kDynMatMul || producer.kind == OpKind::kBinary ||
          r.alg == dnnl_eltwise_swish) &&
         own_eltwise(r)) {
@@ -209,9 +210,9 @@ void absorb_lookups(Program& p, const dnnl::engine& eng) {
 }
 
 // x * Sigmoid(x) after a float Conv, ConvTranspose or MatMul (SiLU as PyTorch exports it: YOLO, EfficientNet) becomes
-// the product's swish post-op: x is read by the Sigmoid and the Mul alone, the Sigmoid by the Mul alone. Not after a
-// dynamically quantized product, whose SiLU keeps ONNX Runtime's bits in the plugin's own loops (as fold() keeps its
-// Sigmoid); a float product is never claimed where its result reaches a quantization.
+// one own swish step with native's logistic (own_eltwise; fold() keeps it out of the product's post-ops, whose
+// oneDNN swish was slower and gives other bits): x is read by the Sigmoid and the Mul alone, the Sigmoid by the Mul
+// alone.
 void absorb_swish(Program& p, const dnnl::engine& eng) {
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const Op& prod = p.ops[i];
@@ -242,10 +243,8 @@ void absorb_swish(Program& p, const dnnl::engine& eng) {
     fused.alg = dnnl_eltwise_swish;
     fused.floats = {1.f, 0.f};
     if (!probe(fused, p.values, eng).empty()) continue;
-    for (const Op* o : {&mul}) {
-      for (const std::string& n : o->nodes) {
-        if (std::find(fused.nodes.begin(), fused.nodes.end(), n) == fused.nodes.end()) fused.nodes.push_back(n);
-      }
+    for (const std::string& n : mul.nodes) {
+      if (std::find(fused.nodes.begin(), fused.nodes.end(), n) == fused.nodes.end()) fused.nodes.push_back(n);
     }
     p.ops[m] = std::move(fused);
     p.ops.erase(p.ops.begin() + static_cast<std::ptrdiff_t>(l));

@@ -159,26 +159,28 @@ inline bool matches_table(const Form& f, bool int8, const uint8_t* table) {
   return std::equal(want.begin(), want.end(), table);
 }
 
+// The attribute values of a form: {r_a, r_b, fixed} (qlinear_add) or {ratio, z_a, z_b, z_y} (qlinear_mul).
+inline std::vector<float> form_floats(const Form& f) {
+  return f.mul ? std::vector<float>{f.ra, f.za, f.zb, f.fixed} : std::vector<float>{f.ra, f.rb, f.fixed};
+}
+
+// The form form_floats() wrote: three values an Add's, four a Mul's; none for another count.
+inline std::optional<Form> form_of(const std::vector<float>& v) {
+  if (v.size() == 3) return Form{v[0], v[1], v[2]};
+  if (v.size() == 4) return Form{v[0], 0.f, v[3], true, v[1], v[2]};
+  return std::nullopt;
+}
+
 // The form a QLinearLookup's qlinear_add attribute ({r_a, r_b, fixed}) or qlinear_mul attribute ({ratio, z_a, z_b,
 // z_y}) names, where its table (stored bytes) holds exactly that at every pair; otherwise none, and the kernel looks
 // the pairs up.
 inline std::optional<Form> checked_form(const std::vector<float>& add, const std::vector<float>& mul, bool int8,
                                         const uint8_t* table) {
-  Form f;
-  if (add.size() == 3 && mul.empty()) {
-    f = Form{add[0], add[1], add[2]};
-  } else if (mul.size() == 4 && add.empty()) {
-    f = Form{mul[0], 0.f, mul[3], true, mul[1], mul[2]};
-  } else {
-    return std::nullopt;
-  }
-  if (!matches_table(f, int8, table)) return std::nullopt;
+  std::optional<Form> f;
+  if (add.size() == 3 && mul.empty()) f = form_of(add);
+  if (mul.size() == 4 && add.empty()) f = form_of(mul);
+  if (!f || !matches_table(*f, int8, table)) return std::nullopt;
   return f;
-}
-
-// The attribute values of a form: {r_a, r_b, fixed} (qlinear_add) or {ratio, z_a, z_b, z_y} (qlinear_mul).
-inline std::vector<float> form_floats(const Form& f) {
-  return f.mul ? std::vector<float>{f.ra, f.za, f.zb, f.fixed} : std::vector<float>{f.ra, f.rb, f.fixed};
 }
 
 }  // namespace tessera::qadd

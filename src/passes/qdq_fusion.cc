@@ -358,11 +358,10 @@ class Fuser {
   // The sandwich's result for every input (pair), in the order of QLinearLookup's table: each node run by its own
   // kernel on a tensor holding all 256 values of x (all 65536 pairs with x2), so the table holds exactly what the
   // unfused graph computes — except where ONNX Runtime's default level computes another arithmetic for the same
-  // nodes (qlinear_add_table, qlinear_mul_table). False when a node cannot run here or the result is not one 8-bit
-  // value per input.
+  // nodes (qlinear_binary_table). False when a node cannot run here or the result is not one 8-bit value per input.
   bool lookup_table(const Sandwich& s, const Node& q, Tensor* table, std::optional<qadd::Form>* form) const {
     qadd::Form f;
-    if (qlinear_add_table(s, q, table, &f) || qlinear_mul_table(s, q, table, &f)) {
+    if (qlinear_binary_table(s, q, table, &f)) {
       *form = f;
       return true;
     }
@@ -395,20 +394,23 @@ class Fuser {
     return true;
   }
 
-  // DQ(a) + DQ(b) -> Q, all three of one 8-bit type, per tensor: ONNX Runtime's default level (QDQ fusion) runs it as
-  // com.microsoft QLinearAdd, whose arithmetic (qlinear_add_math.h) differs from dequantize, add, quantize by a step
-  // at some pairs. A Relu between the Add and a Q whose zero point is its type's minimum is dropped by ONNX Runtime
-  // first (it changes nothing there), so that form too. The table holds the form at every pair; *form is it, for
-  // kernels that compute it instead.
-  bool qlinear_add_table(const Sandwich& s, const Node& q, Tensor* table, qadd::Form* form) const {
+  // DQ(a) + DQ(b) -> Q or DQ(a) * DQ(b) -> Q, all three of one 8-bit type, per tensor: ONNX Runtime's default level
+  // (QDQ fusion) runs them as com.microsoft QLinearAdd / QLinearMul, whose arithmetic (qlinear_add_math.h) differs
+  // from dequantize, add or multiply, quantize by a step at some pairs (a Mul at 247 of 65536 at scales 0.03, 0.05 ->
+  // 0.04). A Relu between the Add and a Q whose zero point is its type's minimum is dropped by ONNX Runtime first (it
+  // changes nothing there), so that form too. The table holds the form at every pair; *form is it, for kernels that
+  // compute it instead.
+  bool qlinear_binary_table(const Sandwich& s, const Node& q, Tensor* table, qadd::Form* form) const {
     if (!s.x2.node || s.steps.empty() || s.steps.size() > 2) return false;
-    const Node& add = g_.nodes[s.steps[0].node];
-    if (add.op_type != "Add" || add.num_inputs() != 2 || !q.has_input(2)) return false;
+    const Node& op = g_.nodes[s.steps[0].node];
+    const bool mul = op.op_type == "Mul";
+    if ((op.op_type != "Add" && !mul) || op.num_inputs() != 2 || !q.has_input(2)) return false;
     const Tensor* yz = g_.constant(q.inputs[2]);
     const DType t = yz->dtype();
     if (!is_8bit(t) || dtype_of(s.x) != t || dtype_of(s.x2) != t || s.x.zero.empty() || s.x2.zero.empty()) return false;
     const int zy = static_cast<int>(yz->as_double(0));
-    if (s.steps.size() == 2 && (g_.nodes[s.steps[1].node].op_type != "Relu" || zy != (t == DType::kInt8 ? -128 : 0))) {
+    if (s.steps.size() == 2 &&
+        (mul || g_.nodes[s.steps[1].node].op_type != "Relu" || zy != (t == DType::kInt8 ? -128 : 0))) {
       return false;
     }
     const float sa = floats_of(g_.constant(s.x.scale))[0], sb = floats_of(g_.constant(s.x2.scale))[0];
@@ -416,39 +418,20 @@ class Fuser {
     if (sy.size() != 1) return false;
     const int za = static_cast<int>(g_.constant(s.x.zero)->as_double(0));
     const int zb = static_cast<int>(g_.constant(s.x2.zero)->as_double(0));
-    // x is the Add's first input (A), x2 its second (B): find_sandwich takes the live operands in order.
+    // x is the op's first input (A), x2 its second (B): find_sandwich takes the live operands in order.
     qadd::Form f;
-    f.ra = sa / sy[0];
-    f.rb = sb / sy[0];
-    f.fixed = static_cast<float>(zy) -
-              std::fma(f.ra, static_cast<float>(za), normk::mul_unfused(f.rb, static_cast<float>(zb)));
-    if (!qadd::usable(f)) return false;
-    Tensor out(t, {kLookupBinaryEntries});
-    qadd::fill_table(f, t == DType::kInt8, static_cast<uint8_t*>(out.raw()));
-    *table = std::move(out);
-    *form = f;
-    return true;
-  }
-
-  // DQ(a) * DQ(b) -> Q, all three of one 8-bit type, per tensor: ONNX Runtime's default level runs it as
-  // com.microsoft QLinearMul (qlinear_add_math.h), whose arithmetic moves a step at some pairs from dequantize,
-  // multiply, quantize (247 of 65536 at scales 0.03, 0.05 -> 0.04). The table holds the form at every pair.
-  bool qlinear_mul_table(const Sandwich& s, const Node& q, Tensor* table, qadd::Form* form) const {
-    if (!s.x2.node || s.steps.size() != 1 || !q.has_input(2)) return false;
-    const Node& mul = g_.nodes[s.steps[0].node];
-    if (mul.op_type != "Mul" || mul.num_inputs() != 2) return false;
-    const Tensor* yz = g_.constant(q.inputs[2]);
-    const DType t = yz->dtype();
-    if (!is_8bit(t) || dtype_of(s.x) != t || dtype_of(s.x2) != t || s.x.zero.empty() || s.x2.zero.empty()) return false;
-    const std::vector<float> sy = floats_of(g_.constant(q.inputs[1]));
-    if (sy.size() != 1) return false;
-    const float sa = floats_of(g_.constant(s.x.scale))[0], sb = floats_of(g_.constant(s.x2.scale))[0];
-    qadd::Form f;
-    f.mul = true;
-    f.ra = normk::mul_unfused(sa, sb) / sy[0];  // MLAS: ScaleA * ScaleB / ScaleC, in float
-    f.za = static_cast<float>(g_.constant(s.x.zero)->as_double(0));
-    f.zb = static_cast<float>(g_.constant(s.x2.zero)->as_double(0));
-    f.fixed = static_cast<float>(yz->as_double(0));
+    if (mul) {
+      f.mul = true;
+      f.ra = normk::mul_unfused(sa, sb) / sy[0];  // MLAS: ScaleA * ScaleB / ScaleC, in float
+      f.za = static_cast<float>(za);
+      f.zb = static_cast<float>(zb);
+      f.fixed = static_cast<float>(zy);
+    } else {
+      f.ra = sa / sy[0];
+      f.rb = sb / sy[0];
+      f.fixed = static_cast<float>(zy) -
+                std::fma(f.ra, static_cast<float>(za), normk::mul_unfused(f.rb, static_cast<float>(zb)));
+    }
     if (!qadd::usable(f)) return false;
     Tensor out(t, {kLookupBinaryEntries});
     qadd::fill_table(f, t == DType::kInt8, static_cast<uint8_t*>(out.raw()));
