@@ -1,6 +1,7 @@
 #include "ops/conv_im2col.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <optional>
 #include <vector>
@@ -421,6 +422,20 @@ DwPlan dw_plan(int64_t iw, int64_t ow, int64_t kw, int64_t sw, int64_t pw, int64
   return plan;
 }
 
+// dw_plan for this geometry, built once per thread while the geometry repeats: a convolution calls
+// depthwise_conv2d once per channel, and at wide kernels (a Conformer's 31 taps over 200 columns) building the plan
+// for each took longer than the channel's product.
+const DwPlan& cached_dw_plan(int64_t iw, int64_t ow, int64_t kw, int64_t sw, int64_t pw, int64_t dw) {
+  thread_local std::array<int64_t, 6> key{-1, -1, -1, -1, -1, -1};
+  thread_local DwPlan plan;
+  const std::array<int64_t, 6> want{iw, ow, kw, sw, pw, dw};
+  if (want != key) {
+    plan = dw_plan(iw, ow, kw, sw, pw, dw);
+    key = want;
+  }
+  return plan;
+}
+
 // Computes output rows [o, o + R) of one column block. src[0..1] are the
 // source planes (row strides plan.width[]). Every loaded input vector feeds
 // each of the R rows whose window covers its row.
@@ -713,8 +728,54 @@ void dw_fast_plane(const float* x, const float* w, const float* bias, int64_t mu
 
 }  // namespace
 
-// The AVX-512 depthwise paths (kernels 3 and 5 with equal strides 1 or 2; any kernel up to kDwMaxKW wide at
-// horizontal strides 1 and 2); false where none applies. `act` has no bias.
+// Horizontal stride 1, one kernel row or a kernel wider than kDwMaxKW (a speech model's 1-D depthwise convolution
+// over time: a Conformer's 31 taps, QuartzNet's up to 87): the plane copied zero-padded once, then per output row
+// blocks of 64 outputs whose 4 accumulators stay in registers over every tap, each tap one broadcast weight and 4
+// unaligned loads. The sum's order is the general path's: the bias, then the taps row by row.
+void dw_plane_padded_rows(const float* x, const float* w, const float* bias, int64_t mult, const Geometry& g,
+                          bool accumulate, const kernels::Epilogue& act, float* y) {
+  const auto [ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw] = plane2d(g);
+  (void)sw;
+  constexpr int64_t kBlock = 64;
+  const int64_t rows = (oh - 1) * sh + (kh - 1) * dh + 1;
+  const int64_t cols = (ow + kBlock - 1) / kBlock * kBlock + (kw - 1) * dw;
+  const PaddedPlane pp = pad_plane(x, ih, iw, ph, pw, rows, cols, 1);
+  for (int64_t m = 0; m < mult; ++m) {
+    const float* wm = w + m * kh * kw;
+    float* ym = y + m * oh * ow;
+    const __m512 b = _mm512_set1_ps(bias ? bias[m] : 0.f);
+    for (int64_t o = 0; o < oh; ++o) {
+      float* yr = ym + o * ow;
+      for (int64_t j0 = 0; j0 < ow; j0 += kBlock) {
+        __mmask16 out[4];
+        __m512 acc[4];
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) {
+          const int64_t left = std::clamp<int64_t>(ow - j0 - 16 * v, 0, 16);
+          out[v] = static_cast<__mmask16>((1u << left) - 1u);
+          acc[v] = accumulate ? _mm512_add_ps(b, _mm512_maskz_loadu_ps(out[v], yr + j0 + 16 * v)) : b;
+        }
+        for (int64_t a = 0; a < kh; ++a) {
+          const float* row = pp.src[0] + (o * sh + a * dh) * pp.stride + j0;
+          const float* wr = wm + a * kw;
+          for (int64_t k = 0; k < kw; ++k) {
+            const __m512 wv = _mm512_set1_ps(wr[k]);
+            const float* p = row + k * dw;
+#pragma GCC unroll 4
+            for (int v = 0; v < 4; ++v) acc[v] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(p + 16 * v), acc[v]);
+          }
+        }
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(yr + j0 + 16 * v, out[v], acc[v]);
+      }
+      kernels::apply_activation(act, yr, ow);
+    }
+  }
+}
+
+// The AVX-512 depthwise paths (kernels 3 and 5 with equal strides 1 or 2; at horizontal stride 1 one kernel row
+// or any width; any kernel up to kDwMaxKW wide at horizontal strides 1 and 2); false where none applies. `act` has no
+// bias.
 bool depthwise_conv2d(const float* x, const float* w, const float* bias, int64_t mult, const Geometry& g,
                       bool accumulate, const kernels::Epilogue& act, float* y) {
   const auto [ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw] = plane2d(g);
@@ -724,8 +785,12 @@ bool depthwise_conv2d(const float* x, const float* w, const float* bias, int64_t
     fast(x, w, bias, mult, ih, iw, oh, ow, ph, pw, accumulate, act, y);
     return true;
   }
+  if (sw == 1 && (kh == 1 || kw > kDwMaxKW)) {
+    dw_plane_padded_rows(x, w, bias, mult, g, accumulate, act, y);
+    return true;
+  }
   if ((sw == 1 || sw == 2) && kw <= kDwMaxKW) {
-    const DwPlan plan = dw_plan(iw, ow, kw, sw, pw, dw);
+    const DwPlan& plan = cached_dw_plan(iw, ow, kw, sw, pw, dw);
     const float* src[2] = {x, nullptr};
     if (sw == 2) {
       t_dw_scratch.resize(static_cast<size_t>(ih * iw));

@@ -357,28 +357,64 @@ TEST(Conv, DepthwiseFastPathsMatchReference) {
 }
 
 TEST(Conv, LongDepthwiseKernelsMatchReference) {
-  // 1-D depthwise kernels longer than the vector paths take (31 taps, as in
-  // speech encoders), with strides, dilations and every padding.
+  // 1-D depthwise kernels of every length (31 taps, as in Conformers; 87, as in QuartzNet), with strides, dilations,
+  // every padding, channel multipliers and rows of several 64-output blocks; then 2-D kernels of one row or wider
+  // than the masked path takes, and a summand with an activation after (FusedConv).
   std::mt19937 rng(37);
   ThreadPool pool(2);
-  for (int64_t k : {9, 31}) {
+  for (int64_t k : {5, 9, 31, 87}) {
     for (int64_t s : {1, 2, 3}) {
       for (int64_t d : {1, 2}) {
         for (int64_t pad : {int64_t{0}, k / 2, k}) {
-          const int64_t len = 70;
-          if (len + 2 * pad < (k - 1) * d + 1) continue;
-          ConvParams p{1, 1, 4, 1, 1, {len}, {k}, {s}, {d}, {pad}, {pad / 2}, "NOTSET"};
-          Dims out;
-          conv_out(p, &out);
-          if (out[0] <= 0) continue;
-          Tensor x = random_tensor({1, 4, len}, rng), wt = random_tensor({4, 1, k}, rng), b = random_tensor({4}, rng);
-          auto res = run_node(conv_node(p, true), {x, wt, b}, true, &pool);
-          ASSERT_TRUE(res.ok()) << res.status().message();
-          expect_close(res->at(0), ref_conv(p, out, x, wt, &b), describe(p));
+          for (int64_t len : {70, 200}) {
+            const int64_t mult = len == 200 ? 2 : 1;
+            if (len + 2 * pad < (k - 1) * d + 1) continue;
+            ConvParams p{1, 1, 4, 1, mult, {len}, {k}, {s}, {d}, {pad}, {pad / 2}, "NOTSET"};
+            Dims out;
+            conv_out(p, &out);
+            if (out[0] <= 0) continue;
+            Tensor x = random_tensor({1, 4, len}, rng), wt = random_tensor({4 * mult, 1, k}, rng),
+                   b = random_tensor({4 * mult}, rng);
+            auto res = run_node(conv_node(p, true), {x, wt, b}, true, &pool);
+            ASSERT_TRUE(res.ok()) << res.status().message();
+            expect_close(res->at(0), ref_conv(p, out, x, wt, &b), describe(p));
+          }
         }
       }
     }
   }
+  struct Plane {
+    Dims in, kernel, strides, dilations, pb, pe;
+  };
+  const Plane planes[] = {
+      {{6, 75}, {1, 5}, {1, 1}, {1, 1}, {0, 2}, {0, 2}},
+      {{5, 40}, {3, 11}, {1, 1}, {1, 1}, {1, 5}, {1, 5}},
+      {{9, 33}, {2, 13}, {2, 1}, {2, 2}, {1, 0}, {0, 12}},
+  };
+  for (const Plane& pl : planes) {
+    ConvParams p{2, 2, 3, 1, 1, pl.in, pl.kernel, pl.strides, pl.dilations, pl.pb, pl.pe, "NOTSET"};
+    Dims out;
+    conv_out(p, &out);
+    Tensor x = random_tensor({2, 3, pl.in[0], pl.in[1]}, rng),
+           wt = random_tensor({3, 1, pl.kernel[0], pl.kernel[1]}, rng), b = random_tensor({3}, rng);
+    auto res = run_node(conv_node(p, true), {x, wt, b}, true, &pool);
+    ASSERT_TRUE(res.ok()) << res.status().message();
+    expect_close(res->at(0), ref_conv(p, out, x, wt, &b), describe(p));
+  }
+  ConvParams p{1, 1, 8, 1, 1, {130}, {31}, {1}, {1}, {15}, {15}, "NOTSET"};
+  Dims out;
+  conv_out(p, &out);
+  Tensor x = random_tensor({1, 8, 130}, rng), wt = random_tensor({8, 1, 31}, rng), b = random_tensor({8}, rng),
+         z = random_tensor({1, 8, out[0]}, rng);
+  Node node = conv_node(p, true, "FusedConv");
+  node.inputs.push_back("z");
+  node.attrs["activation"] = str_attr("Clip");
+  node.attrs["activation_params"] = floats_attr({-0.5f, 0.6f});
+  auto res = run_node(node, {x, wt, b, z}, true, &pool);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  std::vector<float> want = ref_conv(p, out, x, wt, &b);
+  for (size_t i = 0; i < want.size(); ++i) want[i] = std::min(std::max(want[i] + z.data<float>()[i], -0.5f), 0.6f);
+  expect_close(res->at(0), want, "1-D depthwise with a summand and Clip");
 }
 
 TEST(Conv, InferenceKeepsUnknownDims) {
