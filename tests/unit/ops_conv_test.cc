@@ -246,6 +246,10 @@ TEST(Conv, BandsOfOutputRowsMatchReference) {
       {2, 2, 1, 40, 17, {33, 150}, {3, 5}, {1, 3}, {2, 1}, {2, 0}, {1, 3}, "NOTSET"},
       {2, 1, 1, 32, 8, {70, 90}, {1, 1}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, "NOTSET"},
       {1, 1, 1, 96, 13, {5000}, {4}, {3}, {2}, {3}, {1}, "NOTSET"},
+      // 1-D rows whose copy exceeds the band budget are cut into pieces of output columns (a speech encoder's
+      // strided layer; two images, a dilation and pads wider than a tap): wide kernel for constant weights too.
+      {1, 1, 1, 64, 64, {3001}, {3}, {2}, {1}, {1}, {1}, "NOTSET"},
+      {1, 2, 1, 48, 40, {2500}, {5}, {1}, {3}, {6}, {7}, "NOTSET"},
       // Rows of 52 columns, 2 dropped: nearly every tile of 48 columns has dropped ones inside.
       {2, 1, 1, 24, 40, {12, 50}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, "NOTSET"},
       // One output row: two threads take slices of the output channels, not bands (rows of 32, 2 dropped).
