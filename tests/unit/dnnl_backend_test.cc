@@ -1936,5 +1936,25 @@ TEST_F(DnnlBackend, StridedDeconvolutionOnPaddedChannelsIsPricedAsTheCliffItIs) 
   EXPECT_GT(cost(24, 2), 10 * cost(24, 1));
 }
 
+// oneDNN 2.6 runs a depthwise convolution over one spatial axis on its gemm fallback (a Conformer's: 20x native):
+// priced as the cliff it is, against the same work over two axes.
+TEST_F(DnnlBackend, OneAxisDepthwiseConvolutionIsPricedAsTheCliffItIs) {
+  auto cost = [](bool one_axis) {
+    Builder b;
+    const Dims x = one_axis ? Dims{1, 256, 200} : Dims{1, 256, 10, 20};
+    const Dims w = one_axis ? Dims{256, 1, 31} : Dims{256, 1, 1, 31};
+    b.input("x", x).constant("w", random_tensor(w, 67));
+    Node& c = b.node("c", "Conv", {"x", "w"}, "y");
+    set_int(c, "group", 256);
+    set_ints(c, "pads", one_axis ? std::vector<int64_t>{15, 15} : std::vector<int64_t>{0, 15, 0, 15});
+    std::string model = model_bytes(b.done({"y"}));
+    double us = -1;
+    char msg[256];
+    EXPECT_EQ(table()->estimate_cost(model.data(), model.size(), 1, &us, msg, sizeof(msg)), TESSERA_OK) << msg;
+    return us;
+  };
+  EXPECT_GT(cost(true), 5 * cost(false));
+}
+
 }  // namespace
 }  // namespace tessera
