@@ -1056,25 +1056,28 @@ bool conv_1d_in_pieces(Parallel* pool, int64_t m, const kernels::GemmA& a, const
   const int threads = pool && !pool->in_parallel_region() ? pool->num_threads() : 1;
   int64_t pieces = (ow + fit - 1) / fit;
   pieces = (pieces + threads - 1) / threads * threads;
-  std::vector<Geometry> geo(static_cast<size_t>(pieces));
-  std::vector<int64_t> first(static_cast<size_t>(pieces)), start(static_cast<size_t>(pieces));
+  struct Piece {
+    Geometry g;
+    int64_t first = 0, start = 0;  // its first output column, its first input column
+  };
+  std::vector<Piece> parts(static_cast<size_t>(pieces));
   for (int64_t t = 0; t < pieces; ++t) {
     const int64_t j0 = t * ow / pieces, j1 = (t + 1) * ow / pieces;
     const int64_t from = j0 * sw - g.pad_begin[0], to = (j1 - 1) * sw - g.pad_begin[0] + span + 1;
     const int64_t lo = std::clamp<int64_t>(from, 0, iw), hi = std::clamp<int64_t>(to, lo, iw);
     if (j1 <= j0 || hi <= lo) return false;
-    Geometry& c = geo[static_cast<size_t>(t)];
-    c = g;
-    c.in = {hi - lo};
-    c.out = {j1 - j0};
-    c.pad_begin = {lo - from};
-    c.pad_end = {to - hi};
-    first[static_cast<size_t>(t)] = j0;
-    start[static_cast<size_t>(t)] = lo;
+    Piece& pc = parts[static_cast<size_t>(t)];
+    pc.g = g;
+    pc.g.in = {hi - lo};
+    pc.g.out = {j1 - j0};
+    pc.g.pad_begin = {lo - from};
+    pc.g.pad_end = {to - hi};
+    pc.first = j0;
+    pc.start = lo;
   }
   auto piece = [&](int64_t t) {
-    const auto i = static_cast<size_t>(t);
-    conv_by_rows_in(nullptr, m, a, x + start[i], iw, channels, geo[i], beta, y + first[i], ow, ep);
+    const Piece& pc = parts[static_cast<size_t>(t)];
+    conv_by_rows_in(nullptr, m, a, x + pc.start, iw, channels, pc.g, beta, y + pc.first, ow, ep);
   };
   if (threads <= 1) {
     for (int64_t t = 0; t < pieces; ++t) piece(t);

@@ -305,6 +305,20 @@ TEST(Conv, BandsOfOutputRowsMatchReference) {
   }
 }
 
+// FusedConv of p with summand z and Clip(-0.5, 0.6) after it, against ref_conv + z clipped.
+void expect_summand_then_clip(const ConvParams& p, const Dims& out, const Tensor& x, const Tensor& w, const Tensor& b,
+                              const Tensor& z, ThreadPool* pool, const std::string& what) {
+  Node node = conv_node(p, true, "FusedConv");
+  node.inputs.push_back("z");
+  node.attrs["activation"] = str_attr("Clip");
+  node.attrs["activation_params"] = floats_attr({-0.5f, 0.6f});
+  auto res = run_node(node, {x, w, b, z}, true, pool);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  std::vector<float> want = ref_conv(p, out, x, w, &b);
+  for (size_t i = 0; i < want.size(); ++i) want[i] = std::min(std::max(want[i] + z.data<float>()[i], -0.5f), 0.6f);
+  expect_close(res->at(0), want, what);
+}
+
 TEST(Conv, FusedConvAppliesSummandThenActivation) {
   std::mt19937 rng(9);
   ThreadPool pool(2);
@@ -318,17 +332,8 @@ TEST(Conv, FusedConvAppliesSummandThenActivation) {
     const int64_t c = p.group * p.cg, m = p.group * p.mg;
     Tensor x = random_tensor({2, c, 7, 6}, rng), w = random_tensor({m, p.cg, 3, 3}, rng),
            b = random_tensor({m}, rng);
-    Dims yd = {2, m, out[0], out[1]};
-    Tensor z = random_tensor(yd, rng);
-    Node node = conv_node(p, true, "FusedConv");
-    node.inputs.push_back("z");
-    node.attrs["activation"] = str_attr("Clip");
-    node.attrs["activation_params"] = floats_attr({-0.5f, 0.6f});
-    auto res = run_node(node, {x, w, b, z}, true, &pool);
-    ASSERT_TRUE(res.ok()) << res.status().message();
-    std::vector<float> want = ref_conv(p, out, x, w, &b);
-    for (size_t i = 0; i < want.size(); ++i) want[i] = std::min(std::max(want[i] + z.data<float>()[i], -0.5f), 0.6f);
-    expect_close(res->at(0), want, depthwise ? "depthwise" : "gemm");
+    Tensor z = random_tensor({2, m, out[0], out[1]}, rng);
+    expect_summand_then_clip(p, out, x, w, b, z, &pool, depthwise ? "depthwise" : "gemm");
   }
 }
 
@@ -410,15 +415,7 @@ TEST(Conv, LongDepthwiseKernelsMatchReference) {
   conv_out(p, &out);
   Tensor x = random_tensor({1, 8, 130}, rng), wt = random_tensor({8, 1, 31}, rng), b = random_tensor({8}, rng),
          z = random_tensor({1, 8, out[0]}, rng);
-  Node node = conv_node(p, true, "FusedConv");
-  node.inputs.push_back("z");
-  node.attrs["activation"] = str_attr("Clip");
-  node.attrs["activation_params"] = floats_attr({-0.5f, 0.6f});
-  auto res = run_node(node, {x, wt, b, z}, true, &pool);
-  ASSERT_TRUE(res.ok()) << res.status().message();
-  std::vector<float> want = ref_conv(p, out, x, wt, &b);
-  for (size_t i = 0; i < want.size(); ++i) want[i] = std::min(std::max(want[i] + z.data<float>()[i], -0.5f), 0.6f);
-  expect_close(res->at(0), want, "1-D depthwise with a summand and Clip");
+  expect_summand_then_clip(p, out, x, wt, b, z, &pool, "1-D depthwise with a summand and Clip");
 }
 
 TEST(Conv, InferenceKeepsUnknownDims) {
