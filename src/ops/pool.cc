@@ -274,12 +274,12 @@ void pool_block_avx512(const float* x, int64_t iw, int64_t row0, int64_t nrows, 
 }
 
 template <bool kMax, int S>
-void pool2d_plane(const float* x, const Pool3& g, bool include_pad, const int64_t* col_lo,
-                         const int64_t* col_hi, const float* inv_cols, float* y) {
-  const int64_t ih = g.in[1], iw = g.in[2], oh = g.out[1], ow = g.out[2];
+void pool2d_plane(const float* x, const Pool3& g, bool include_pad, const int64_t* col_lo, const int64_t* col_hi,
+                  const float* inv_cols, float* y, int64_t r0, int64_t r1) {
+  const int64_t ih = g.in[1], iw = g.in[2], ow = g.out[2];
   const int64_t kh = g.k[1], kw = g.k[2], sh = g.s[1], dh = g.d[1], dw = g.d[2];
   const int64_t ph = g.pb[1], pw = g.pb[2];
-  for (int64_t r = 0; r < oh; ++r) {
+  for (int64_t r = r0; r < r1; ++r) {
     const int64_t start = r * sh - ph;
     int64_t alo, ahi;
     tap_range(start, dh, kh, ih, &alo, &ahi);
@@ -311,10 +311,10 @@ void pool2d_plane(const float* x, const Pool3& g, bool include_pad, const int64_
 // padding or dilation, every window inside. Each row of the window is read as whole vectors; a pair of columns is
 // split into its even and odd lanes with two permutes (2x2 over 32 planes of 48x1320, 2 threads: 0.31 -> 0.21 ms).
 template <int KW>
-void max_pool_tiles(const float* x, int64_t iw, int64_t kh, int64_t oh, int64_t ow, float* y) {
+void max_pool_tiles(const float* x, int64_t iw, int64_t kh, int64_t r0, int64_t r1, int64_t ow, float* y) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  for (int64_t r = 0; r < oh; ++r) {
+  for (int64_t r = r0; r < r1; ++r) {
     const float* x0 = x + r * kh * iw;
     float* yr = y + r * ow;
     for (int64_t c = 0; c < ow; c += 16) {
@@ -360,12 +360,12 @@ bool windows_tile_plane(const Pool3& g) {
 // bounds-check free and vectorise. Window counts are separable (rows x
 // columns).
 void pool2d_plane_f32(const float* __restrict x, const Pool3& g, const PoolOptions& o, float* __restrict y,
-                      float* __restrict acc,
-                      const int64_t* col_lo, const int64_t* col_hi, const float* col_count) {
-  const int64_t ih = g.in[1], iw = g.in[2], oh = g.out[1], ow = g.out[2];
+                      float* __restrict acc, const int64_t* col_lo, const int64_t* col_hi, const float* col_count,
+                      int64_t r0, int64_t r1) {
+  const int64_t ih = g.in[1], iw = g.in[2], ow = g.out[2];
   const int64_t kh = g.k[1], kw = g.k[2], sh = g.s[1], sw = g.s[2], dh = g.d[1], dw = g.d[2];
   const int64_t ph = g.pb[1], pw = g.pb[2];
-  for (int64_t r = 0; r < oh; ++r) {
+  for (int64_t r = r0; r < r1; ++r) {
     const int64_t start = r * sh - ph;
     int64_t alo, ahi;
     tap_range(start, dh, kh, ih, &alo, &ahi);
@@ -493,28 +493,31 @@ Status run_pool(KernelContext& ctx) {
       inv_cols[static_cast<size_t>(c)] = n > 0 ? 1.f / n : 0.f;
     }
     const bool mx = o.kind == PoolKind::kMax;
-    // One plane, float in and out; acc: ow floats of scratch.
-    std::function<void(const float*, float*, float*)> plane;
+    // Rows [r0, r1) of one plane, float in and out; acc: ow floats of scratch.
+    std::function<void(const float*, float*, float*, int64_t, int64_t)> plane;
     if (cpu::avx512() && mx && windows_tile_plane(g)) {
       auto tiles = g.k[2] == 1 ? &avx512::max_pool_tiles<1> : &avx512::max_pool_tiles<2>;
-      plane = [&, tiles](const float* xi, float* yo, float*) { tiles(xi, g.in[2], g.k[1], g.out[1], g.out[2], yo); };
+      plane = [&, tiles](const float* xi, float* yo, float*, int64_t r0, int64_t r1) {
+        tiles(xi, g.in[2], g.k[1], r0, r1, g.out[2], yo);
+      };
     } else if (cpu::avx512() && o.kind != PoolKind::kLp && (g.s[2] == 1 || g.s[2] == 2)) {
       auto rows = mx ? (g.s[2] == 1 ? &avx512::pool2d_plane<true, 1> : &avx512::pool2d_plane<true, 2>)
                      : (g.s[2] == 1 ? &avx512::pool2d_plane<false, 1> : &avx512::pool2d_plane<false, 2>);
-      plane = [&, rows](const float* xi, float* yo, float*) {
-        rows(xi, g, o.count_include_pad, col_lo.data(), col_hi.data(), inv_cols.data(), yo);
+      plane = [&, rows](const float* xi, float* yo, float*, int64_t r0, int64_t r1) {
+        rows(xi, g, o.count_include_pad, col_lo.data(), col_hi.data(), inv_cols.data(), yo, r0, r1);
       };
     } else {
-      plane = [&](const float* xi, float* yo, float* acc) {
-        pool2d_plane_f32(xi, g, o, yo, acc, col_lo.data(), col_hi.data(), col_count.data());
+      plane = [&](const float* xi, float* yo, float* acc, int64_t r0, int64_t r1) {
+        pool2d_plane_f32(xi, g, o, yo, acc, col_lo.data(), col_hi.data(), col_count.data(), r0, r1);
       };
     }
     if (!bytes) {
       const float* xp = x.data<float>();
       float* yp = y.data<float>();
-      ctx.pool().parallel_for(planes, 1, [&](int64_t begin, int64_t end) {
-        std::vector<float> acc(static_cast<size_t>(ow));
-        for (int64_t i = begin; i < end; ++i) plane(xp + i * isz, yp + i * osz, acc.data());
+      parallel_plane_rows(ctx.pool(), planes, g.out[1], [&](int64_t p, int64_t r0, int64_t r1) {
+        thread_local std::vector<float> acc;
+        acc.resize(static_cast<size_t>(ow));
+        plane(xp + p * isz, yp + p * osz, acc.data(), r0, r1);
       });
       return Status::Ok();
     }
@@ -526,7 +529,7 @@ Status run_pool(KernelContext& ctx) {
       for (int64_t i = begin; i < end; ++i) {
         const uint8_t* src = xb + i * isz;
         for (int64_t k = 0; k < isz; ++k) xi[k] = s8 ? static_cast<float>(static_cast<int8_t>(src[k])) : src[k];
-        plane(xi.data(), yo.data(), acc.data());
+        plane(xi.data(), yo.data(), acc.data(), 0, g.out[1]);
         uint8_t* dst = yb + i * osz;
         for (int64_t k = 0; k < osz; ++k) {
           dst[k] = s8 ? static_cast<uint8_t>(static_cast<int8_t>(yo[k])) : static_cast<uint8_t>(yo[k]);

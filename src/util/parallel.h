@@ -4,6 +4,7 @@
 // the chunks run.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 
@@ -31,6 +32,23 @@ class Parallel {
   // little: kernels then split smaller work.
   virtual bool spins() const { return false; }
 };
+
+// Calls fn(plane, begin, end) for rows [begin, end) of each of `planes` planes of `rows` rows, every thread of the
+// pool taking the same block of rows in every plane (the ThreadPool gives thread b block b of each range). That is how
+// a convolution by rows shares its output (a band of rows of every channel per thread), so an op that follows one
+// reads what its own core wrote. Split by planes instead, each thread read half its input from the other core: a 2x2
+// max pool after a 3->32 convolution at 48x1278 took 0.33 ms there, 0.08 ms alone (on a two-core VM whose cores read
+// each other's writes at half the speed of their own).
+inline void parallel_plane_rows(Parallel& pool, int64_t planes, int64_t rows,
+                                const std::function<void(int64_t, int64_t, int64_t)>& fn) {
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(pool.num_threads(), rows));
+  pool.parallel_for(planes * parts, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t part = i / planes, plane = i % planes;
+      fn(plane, rows * part / parts, rows * (part + 1) / parts);
+    }
+  });
+}
 
 // Runs every chunk on the calling thread.
 class SerialParallel final : public Parallel {
