@@ -212,12 +212,14 @@ void absorb_lookups(Program& p, const dnnl::engine& eng) {
 // x * Sigmoid(x) after a float Conv, ConvTranspose or MatMul (SiLU as PyTorch exports it: YOLO, EfficientNet) becomes
 // one own swish step with native's logistic (own_eltwise; fold() keeps it out of the product's post-ops, whose
 // oneDNN swish was slower and gives other bits): x is read by the Sigmoid and the Mul alone, the Sigmoid by the Mul
-// alone.
-void absorb_swish(Program& p, const dnnl::engine& eng) {
+// alone. `with_post`: also after a product that carries post-ops (run again once they are folded: a Conformer's
+// feed-forward Linear, MatMul + bias Add, then SiLU).
+void absorb_swish(Program& p, const dnnl::engine& eng, bool with_post) {
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const Op& prod = p.ops[i];
     if ((prod.kind != OpKind::kConv && prod.kind != OpKind::kDeconv && prod.kind != OpKind::kMatMul) ||
-        !prod.post.empty() || prod.bf16_dst) {
+        (!with_post && !prod.post.empty()) || prod.bf16_dst ||
+        p.values[static_cast<size_t>(prod.out)].dtype != TESSERA_DTYPE_FLOAT32) {
       continue;
     }
     const Uses u = uses_of(p);
@@ -256,7 +258,7 @@ void absorb_swish(Program& p, const dnnl::engine& eng) {
 void fuse(Program& p, const dnnl::engine& eng) {
   absorb_lookups(p, eng);
   absorb_transposes(p, eng);
-  absorb_swish(p, eng);
+  absorb_swish(p, eng, false);
   for (size_t i = 0; i < p.ops.size(); ++i) {
     while (can_take_post_ops(p.ops[i].kind) && p.ops[i].post.size() < 8) {
       const Uses u = uses_of(p);
@@ -274,6 +276,7 @@ void fuse(Program& p, const dnnl::engine& eng) {
       i = j - 1;  // the fused op, at the reader's place; try to extend it
     }
   }
+  absorb_swish(p, eng, true);
   absorb_dequantizes(p);
 }
 

@@ -534,22 +534,15 @@ TEST_F(DnnlBackend, OwnSigmoidHardSwishAndHardSigmoidEqualNativeToTheBit) {
 // x * Sigmoid(x) after a Conv (SiLU as PyTorch exports it: YOLO's every layer) is one step, the plugin's own loop
 // with native's logistic: no binary step, and every element equal to native's where the products are exact (integer
 // operands), on either loop (AVX-512 and the scalar one under TESSERA_ISA=avx2 are checked to the same bits).
-TEST_F(DnnlBackend, SiluAfterAConvIsOneOwnStepEqualToNativeToTheBit) {
-  auto integers = [](Dims d, unsigned seed, float lo, float hi) {
-    Tensor t = random_tensor(std::move(d), seed, lo, hi);
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::round(t.data<float>()[i]);
-    return t;
-  };
-  Builder b;
-  b.input("x", {1, 16, 9, 11});
-  b.constant("w", integers({32, 16, 3, 3}, 31, -2.f, 2.f));
-  Node& conv = b.node("conv", "Conv", {"x", "w"}, "c");
-  set_ints(conv, "kernel_shape", {3, 3}), set_ints(conv, "pads", {1, 1, 1, 1});
-  b.node("sig", "Sigmoid", {"c"}, "s");
-  b.node("mul", "Mul", {"s", "c"}, "out");
-  Graph g = b.done({"out"});
-  // Sums of up to 144 products of integers in [-2, 2] by ones: the sigmoid sees values far into both tails.
-  std::vector<Tensor> in{integers({1, 16, 9, 11}, 32, -1.f, 1.f)};
+Tensor integer_tensor(Dims d, unsigned seed, float lo, float hi) {
+  Tensor t = random_tensor(std::move(d), seed, lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::round(t.data<float>()[i]);
+  return t;
+}
+
+// Runs g (a product, then x * Sigmoid(x)) on the plugin: one own swish step with native's logistic, no binary step,
+// and every element equal to native's (the products are exact on integer operands).
+void expect_silu_is_one_own_step(const Graph& g, const std::vector<Tensor>& in) {
   plugintest::PluginClient::Profiled prof;
   std::vector<Tensor> out = run_claimed(g, in, &prof);
   ASSERT_EQ(out.size(), 1u);
@@ -563,6 +556,32 @@ TEST_F(DnnlBackend, SiluAfterAConvIsOneOwnStepEqualToNativeToTheBit) {
   }
   EXPECT_EQ(swish, 1) << steps;
   EXPECT_EQ(binary, 0) << steps;
+}
+
+TEST_F(DnnlBackend, SiluAfterAConvIsOneOwnStepEqualToNativeToTheBit) {
+  Builder b;
+  b.input("x", {1, 16, 9, 11});
+  b.constant("w", integer_tensor({32, 16, 3, 3}, 31, -2.f, 2.f));
+  Node& conv = b.node("conv", "Conv", {"x", "w"}, "c");
+  set_ints(conv, "kernel_shape", {3, 3}), set_ints(conv, "pads", {1, 1, 1, 1});
+  b.node("sig", "Sigmoid", {"c"}, "s");
+  b.node("mul", "Mul", {"s", "c"}, "out");
+  // Sums of up to 144 products of integers in [-2, 2] by ones: the sigmoid sees values far into both tails.
+  expect_silu_is_one_own_step(b.done({"out"}), {integer_tensor({1, 16, 9, 11}, 32, -1.f, 1.f)});
+}
+
+// The same after a product that carries a post-op: a Conformer's feed-forward Linear (MatMul, bias Add) then SiLU.
+// Before the swish was absorbed after post-ops, it ran as a logistic step and a binary one.
+TEST_F(DnnlBackend, SiluAfterAProductWithABiasIsOneOwnStep) {
+  Builder b;
+  b.input("x", {1, 20, 48});
+  b.constant("w", integer_tensor({48, 64}, 33, -2.f, 2.f));
+  b.constant("bias", integer_tensor({64}, 34, -3.f, 3.f));
+  b.node("mm", "MatMul", {"x", "w"}, "m");
+  b.node("add", "Add", {"m", "bias"}, "c");
+  b.node("sig", "Sigmoid", {"c"}, "s");
+  b.node("mul", "Mul", {"c", "s"}, "out");
+  expect_silu_is_one_own_step(b.done({"out"}), {integer_tensor({1, 20, 48}, 35, -1.f, 1.f)});
 }
 
 // Nearest Resize and Upsample as the plugin's own copy: every element equal to native's (the same source element
