@@ -63,6 +63,7 @@ class ExecutionPlan {
     bool shapes_first = false;  // a shape-generic plan's step: try inference from shapes and constants alone first
     bool has_subgraphs = false;
     std::vector<int> release;  // run-time tensors whose last use is this step: freed after it
+    bool view = false;         // its output is its input's arena bytes under other dims: nothing to run
     // A device engine's step: its engine, and per input then output the offset of its staging buffer in the device
     // arena, or kNoStage for a value that already lives there.
     const Engine* device = nullptr;

@@ -371,5 +371,49 @@ TEST(InferenceSession, ReportsPeakArenaBelowNaiveSum) {
   EXPECT_EQ(st->naive_bytes, 5 * 4096u);
 }
 
+// A Reshape between arena values is a view: its output takes its input's bytes, which then stay live until the last
+// read of either. Here `a` is read last by its Reshape (step 1), while its view `b` is read at the end: had a's bytes
+// been freed after step 1, c, d or e would have taken them and the product would be wrong.
+TEST(InferenceSession, ReshapesViewTheirInputAndKeepItLiveForEveryReader) {
+  Graph g;
+  g.opset = 13;
+  g.inputs = {"x"};
+  g.values["x"] = ValueInfo{DType::kFloat32, Shape::FromDims({1024})};
+  g.constants["square"] = Tensor::FromVector<int64_t>({32, 32}, {2});
+  auto node = [&](const char* name, const char* op, std::vector<std::string> in, const char* out) {
+    Node n;
+    n.name = name;
+    n.op_type = op;
+    n.inputs = std::move(in);
+    n.outputs = {out};
+    g.nodes.push_back(n);
+  };
+  node("neg", "Neg", {"x"}, "a");
+  node("view_a", "Reshape", {"a", "square"}, "b");
+  node("abs", "Abs", {"x"}, "c");
+  node("relu", "Relu", {"c"}, "d");
+  node("sigmoid", "Sigmoid", {"d"}, "e");
+  node("view_e", "Reshape", {"e", "square"}, "r");
+  node("mul", "Mul", {"r", "b"}, "out");
+  g.outputs = {"out"};
+  SessionOptions o;
+  o.optimize = false;
+  o.fuse = false;
+  auto s = InferenceSession::Create(g, o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  std::vector<float> xs(1024);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i % 37) * 0.25f - 4.f;
+  auto out = (*s)->run(std::vector<Tensor>{Tensor::FromVector<float>(xs, {1024})});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ASSERT_EQ((*out)[0].dims(), (Dims{32, 32}));
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const float e = 1.f / (1.f + std::exp(-std::fabs(xs[i])));
+    ASSERT_NEAR((*out)[0].data<float>()[i], e * -xs[i], 1e-6f) << "at " << i;
+  }
+  auto st = (*s)->stats({{1024}});
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->naive_bytes, 4 * 4096u);  // a, c, d, e: the two views take no bytes of their own
+}
+
 }  // namespace
 }  // namespace tessera
