@@ -973,10 +973,13 @@ bool rows_conv_applies(const Geometry& g, int64_t channels) {
 
 namespace {
 
-// How conv_by_rows shares its work: `bands` bands of `rows` output rows (the last one may be shorter), each cut into
-// `slices` slices of output channels; item t is band t / slices, slice t % slices.
+// How conv_by_rows shares its work: `bands` bands of the `oh` output rows, as even as they go (band b is rows
+// [first(b), first(b + 1))), each cut into `slices` slices of output channels; item t is band t / slices, slice
+// t % slices. Bands of equal rows but the last left the threads unequal shares: 44 rows as 6 bands of 8 gave one
+// thread 24 rows and the other 20.
 struct RowsSplit {
-  int64_t bands = 1, rows = 1, slices = 1;
+  int64_t oh = 1, bands = 1, slices = 1;
+  int64_t first(int64_t b) const { return b * oh / bands; }
 };
 
 // Bands whose copies fit the L2 cache (`fit` output rows at most); with several threads, as many per thread (each
@@ -985,10 +988,7 @@ struct RowsSplit {
 // columns, 256x768 weights, two threads: 250 -> 350 GFLOP/s against one GEMM split between them (which read one
 // thread's copy). Slices where bands would do were slower (6x96 output rows: 5 %).
 RowsSplit split_rows(int64_t oh, int64_t fit, int64_t m, int64_t mr, int threads) {
-  auto make = [&](int64_t bands, int64_t slices) {
-    const int64_t rows = (oh + bands - 1) / bands;
-    return RowsSplit{(oh + rows - 1) / rows, rows, slices};
-  };
+  auto make = [&](int64_t bands, int64_t slices) { return RowsSplit{oh, std::clamp<int64_t>(bands, 1, oh), slices}; };
   const int64_t bands = (oh + fit - 1) / fit;
   if (threads <= 1) return make(bands, 1);
   if (oh >= threads) return make(std::min(oh, (bands + threads - 1) / threads * threads), 1);
@@ -1018,10 +1018,10 @@ void conv_by_rows_in(Parallel* pool, int64_t m, const kernels::GemmA& a, const f
     std::optional<PaddedBand> in;
     int64_t copied = -1;
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t band = t / s.slices, slice = t % s.slices, oh0 = band * s.rows;
+      const int64_t band = t / s.slices, slice = t % s.slices, oh0 = s.first(band);
       if (band != copied) {
         in.reset();
-        in.emplace(l, x, x_channel, channels, oh0, std::min(s.rows, oh - oh0));
+        in.emplace(l, x, x_channel, channels, oh0, s.first(band + 1) - oh0);
         copied = band;
       }
       const int64_t r0 = slice * panels / s.slices * mr, r1 = std::min(m, (slice + 1) * panels / s.slices * mr);
