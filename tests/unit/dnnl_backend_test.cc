@@ -531,9 +531,7 @@ TEST_F(DnnlBackend, OwnSigmoidHardSwishAndHardSigmoidEqualNativeToTheBit) {
   EXPECT_EQ(own, 4) << "batch normalization, hardswish, linear, logistic: " << steps;
 }
 
-// x * Sigmoid(x) after a Conv (SiLU as PyTorch exports it: YOLO's every layer) is one step, the plugin's own loop
-// with native's logistic: no binary step, and every element equal to native's where the products are exact (integer
-// operands), on either loop (AVX-512 and the scalar one under TESSERA_ISA=avx2 are checked to the same bits).
+// A random tensor of whole numbers in [lo, hi]: products and sums of them are exact in float.
 Tensor integer_tensor(Dims d, unsigned seed, float lo, float hi) {
   Tensor t = random_tensor(std::move(d), seed, lo, hi);
   for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::round(t.data<float>()[i]);
@@ -558,6 +556,9 @@ void expect_silu_is_one_own_step(const Graph& g, const std::vector<Tensor>& in) 
   EXPECT_EQ(binary, 0) << steps;
 }
 
+// x * Sigmoid(x) after a Conv (SiLU as PyTorch exports it: YOLO's every layer) is one step, the plugin's own loop
+// with native's logistic: no binary step, and every element equal to native's where the products are exact (integer
+// operands), on either loop (AVX-512 and the scalar one under TESSERA_ISA=avx2 are checked to the same bits).
 TEST_F(DnnlBackend, SiluAfterAConvIsOneOwnStepEqualToNativeToTheBit) {
   Builder b;
   b.input("x", {1, 16, 9, 11});
