@@ -34,7 +34,14 @@ def load_expectations(path):
     return exp
 
 
+def engines_of(line, engines):
+    for tok in line.split()[1:]:
+        name, _, count = tok.partition("=")
+        engines[name] = int(count or 0)
+
+
 def run_case(tessera, case_dir, timeout, extra):
+    """One case in a process of its own: (status, message, engines)."""
     cmd = [tessera, "check", case_dir, "--threads", "1"] + extra
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -43,9 +50,7 @@ def run_case(tessera, case_dir, timeout, extra):
     engines = {}
     for line in p.stdout.splitlines():
         if line.startswith("engines:"):
-            for tok in line.split()[1:]:
-                name, _, count = tok.partition("=")
-                engines[name] = int(count or 0)
+            engines_of(line, engines)
     msg = (p.stdout + p.stderr).strip().splitlines()
     msg = msg[-1] if msg else ""
     if p.returncode == 0:
@@ -53,6 +58,33 @@ def run_case(tessera, case_dir, timeout, extra):
     if p.returncode < 0:
         return "fail", f"crashed with signal {-p.returncode}", engines
     return "fail", msg[:300], engines
+
+
+def run_chunk(tessera, case_dirs, timeout, extra):
+    """Several cases in one process (`tessera check DIR..`: the plugins load once), a result per case in order. Each
+    case ends with "PASS DIR .." or "FAIL DIR: REASON"; the cases a process that crashed or timed out did not report
+    run again one per process, so that a crash is its own case's."""
+    cmd = [tessera, "check", *case_dirs, "--threads", "1"] + extra
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout * len(case_dirs))
+        out = p.stdout
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+    results = []
+    engines = {}
+    for line in out.splitlines():
+        if len(results) == len(case_dirs):
+            break
+        d = case_dirs[len(results)]
+        if line.startswith("engines:"):
+            engines_of(line, engines)
+        elif line.startswith(f"PASS {d} "):
+            results.append(("pass", "", engines))
+            engines = {}
+        elif line.startswith(f"FAIL {d}: "):
+            results.append(("fail", line[len(f"FAIL {d}: "):][:300], engines))
+            engines = {}
+    return results + [run_case(tessera, d, timeout, extra) for d in case_dirs[len(results):]]
 
 
 def float_cases(root):
@@ -81,7 +113,8 @@ def main():
     ap.add_argument("--suites", default=",".join(SUITES))
     ap.add_argument("--expectations", default=os.path.join(os.path.dirname(__file__), "expectations.txt"))
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
-    ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--timeout", type=int, default=300, help="seconds per case")
+    ap.add_argument("--chunk", type=int, default=16, help="cases per tessera process")
     ap.add_argument("--filter", default="", help="only cases whose name contains this")
     ap.add_argument("--backends", default="", help="passed to tessera check --backends")
     ap.add_argument("--min-region-nodes", default="", help="passed to tessera check (1: offload single-node cases)")
@@ -111,15 +144,21 @@ def main():
         extra += ["--placement", args.placement]
     results = {}
     skipped = []
+    to_run = []
+    for name, path in cases:
+        if exp.get(name, ("",))[0] == "skip":
+            skipped.append(name)
+        else:
+            to_run.append((name, path))
+    # Chunks dealt round-robin, so that each holds cases from all over the suites (the slow ones are spread out).
+    n_chunks = max(1, -(-len(to_run) // max(1, args.chunk)))
+    chunks = [to_run[i::n_chunks] for i in range(n_chunks)]
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futs = {}
-        for name, path in cases:
-            if exp.get(name, ("",))[0] == "skip":
-                skipped.append(name)
-                continue
-            futs[pool.submit(run_case, args.tessera, path, args.timeout, extra)] = name
+        futs = {pool.submit(run_chunk, args.tessera, [p for _, p in chunk], args.timeout, extra): chunk
+                for chunk in chunks}
         for fut in concurrent.futures.as_completed(futs):
-            results[futs[fut]] = fut.result()
+            for (name, _), result in zip(futs[fut], fut.result()):
+                results[name] = result
 
     passed = sorted(n for n, (s, _, _) in results.items() if s == "pass")
     failed = sorted(n for n, (s, _, _) in results.items() if s != "pass")

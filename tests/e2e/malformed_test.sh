@@ -114,6 +114,32 @@ fi
 run_case "run_directory_as_model" "" -- run "$models" --input-dir "$good_in" --output-dir "$work/out/dir"
 run_case "check_missing_case_dir" "no_such_case" -- check "$work/no_such_case"
 
+# Several cases in one `check`: each ends with its own line, a case that fails or cannot be read does not stop the
+# ones after it, and the exit code is the worst case's (2: one was bad input). Cases from the MLP control: its
+# expected output, and the BERT control's output where the MLP's is expected.
+if [ "$control_ok" = 1 ]; then
+  for c in good wrong; do
+    mkdir -p "$work/cases/$c/test_data_set_0"
+    cp "$models/mlp.onnx" "$work/cases/$c/model.onnx"
+    cp "$good_in"/input_*.pb "$work/cases/$c/test_data_set_0/"
+  done
+  cp "$work/out/control_mlp/output_0.pb" "$work/cases/good/test_data_set_0/"
+  cp "$work/out/control_bert_tiny/output_0.pb" "$work/cases/wrong/test_data_set_0/"
+  c="$work/cases"
+  timeout --kill-after=10 "$timeout_s" "$tessera" check "$c/good" "$c/wrong" "$c/missing" "$c/good" \
+    >"$work/stdout.txt" 2>"$work/stderr.txt" </dev/null
+  rc=$?
+  if [ "$rc" -eq 2 ] && [ "$(grep -c '^PASS '"$c"'/good ' "$work/stdout.txt")" -eq 2 ] \
+     && grep -q "^FAIL $c/wrong: test_data_set_0 output 0 " "$work/stdout.txt" \
+     && grep -q "^FAIL $c/missing: .*does not exist" "$work/stdout.txt" && [ "$(grep -c '^\(PASS\|FAIL\) '"$c"'/' \
+     "$work/stdout.txt")" -eq 4 ]; then
+    passes=$((passes + 1))
+    echo "ok   check_several_cases: a line per case, exit 2"
+  else
+    fail "check_several_cases: exit $rc; stdout: $(tr '\n' '|' <"$work/stdout.txt" | cut -c1-400)"
+  fi
+fi
+
 # --- bad inputs ----------------------------------------------------------------------------------------------------
 for d in "$inputs"/mlp_*; do
   set_name="$(basename "$d")"

@@ -1,7 +1,7 @@
 // The tessera command line. Contract (see the README and the design):
 //   tessera compile MODEL.onnx -o OUT.tsr [--backends L] [--shape N=D,..] [--place K=B] ...
 //   tessera run MODEL(.onnx|.tsr) [--input-dir DIR --output-dir DIR] [--backends L] [--threads N] [--trace F]
-//   tessera check CASE_DIR [--backends L] [--rtol R] [--atol A]
+//   tessera check CASE_DIR.. [--backends L] [--rtol R] [--atol A]
 //   tessera bench MODEL [--backends L] [--threads N] [--runs R] [--warmup W] [--json] [--profile] [--trace F]
 //   tessera partition MODEL [--backends L] [--json] [--dot F] [--svg F]
 //   tessera inspect OUT.tsr [--json]
@@ -29,11 +29,8 @@ using namespace tessera::cli;
 
 namespace {
 
-// Prints "tessera: error: <message>" on one line; returns the exit code: 2 for bad input, 1 for a failed run.
-int fail(tessera_code_t code, const std::string& message) {
-  std::string msg = message;
-  std::replace(msg.begin(), msg.end(), '\n', ' ');
-  std::fprintf(stderr, "tessera: error: %s\n", msg.c_str());
+// The exit code for an error: 2 for bad input, 1 for a failed run.
+int fail_code(tessera_code_t code) {
   switch (code) {
     case TESSERA_CODE_INVALID_ARGUMENT:
     case TESSERA_CODE_INVALID_MODEL:
@@ -43,6 +40,14 @@ int fail(tessera_code_t code, const std::string& message) {
     default:
       return 1;
   }
+}
+
+// Prints "tessera: error: <message>" on one line; returns fail_code(code).
+int fail(tessera_code_t code, const std::string& message) {
+  std::string msg = message;
+  std::replace(msg.begin(), msg.end(), '\n', ' ');
+  std::fprintf(stderr, "tessera: error: %s\n", msg.c_str());
+  return fail_code(code);
 }
 
 // input_<i>.pb of DIR for every input of the session, in graph order.
@@ -159,18 +164,14 @@ Value as_bfloat16_if_stored_as_uint16(Value& t, int32_t declared) {
   return Value::WrapRaw(TESSERA_DTYPE_BFLOAT16, t.Dims(), t.RawData(), t.SizeBytes());
 }
 
-int cmd_check(const Args& a) {
-  if (a.positional.size() != 1) usage_error("check: expected exactly one CASE_DIR argument");
-  std::string dir = a.positional[0];
-  const double rtol = float_opt(a, "--rtol", 1e-3);
-  const double atol = float_opt(a, "--atol", 1e-7);
+// Runs one ONNX backend test case on `env`: prints "engines: B=N .." (which external engines share the work; the
+// conformance runner counts them per backend) and a FAIL line per output that differs; returns the first of those
+// ("" when all match). An error (bad case, failed run) is thrown, the data set named.
+std::string check_case(const Env& env, const SessionOptions& opts, const std::string& dir, const std::string& model,
+                       double rtol, double atol) {
   if (!fs::is_directory(dir)) throw Error(TESSERA_CODE_IO, "case directory '" + dir + "' does not exist");
-  std::string model = a.opts.count("--model") ? a.opts.at("--model") : dir + "/model.onnx";
-  const Env env = make_env();
-  const SessionOptions opts = session_options(a, false);
   Session s(env, model, &opts);
   const std::vector<IoInfo> ins = s.Inputs(), outs = s.Outputs();
-  // Which external engines share the work (the conformance runner counts them per backend).
   if (const std::vector<std::string> engines = s.EngineBackends(); !engines.empty()) {
     std::map<std::string, int> per_backend;
     for (const auto& b : engines) per_backend[b]++;
@@ -185,7 +186,7 @@ int cmd_check(const Args& a) {
   }
   std::sort(sets.begin(), sets.end());
   if (sets.empty()) usage_error("case '" + dir + "' has no test_data_set_* directory");
-  int failures = 0;
+  std::string first;
   for (const auto& set : sets) {
     std::vector<Value> inputs = read_inputs(set, ins);
     std::vector<Value> views(inputs.size());
@@ -198,22 +199,63 @@ int cmd_check(const Args& a) {
     try {
       out = s.Run(args);
     } catch (const Error& e) {
-      return fail(e.code(), set + ": " + e.what());  // which data set failed
+      throw Error(e.code(), set + ": " + e.what());  // which data set failed
     }
     for (size_t i = 0; i < out.size(); ++i) {
       Value expected = Value::ReadFile(set + "/output_" + std::to_string(i) + ".pb");
       Value view = as_bfloat16_if_stored_as_uint16(expected, out[i].DType());
       std::string diff = out[i].CompareTo(view ? view : expected, rtol, atol);
-      if (!diff.empty()) {
-        std::printf("FAIL %s output %zu '%s': %s\n", fs::path(set).filename().c_str(), i, outs[i].name.c_str(),
-                    diff.c_str());
-        ++failures;
-      }
+      if (diff.empty()) continue;
+      const std::string line =
+          fs::path(set).filename().string() + " output " + std::to_string(i) + " '" + outs[i].name + "': " + diff;
+      std::printf("FAIL %s\n", line.c_str());
+      if (first.empty()) first = line;
     }
   }
-  if (failures) return 1;
-  std::printf("PASS %s (%zu data sets)\n", dir.c_str(), sets.size());
-  return 0;
+  if (first.empty()) std::printf("PASS %s (%zu data sets)\n", dir.c_str(), sets.size());
+  return first;
+}
+
+// check CASE_DIR..: one case as before (an error ends it with its exit code). Several cases share one Env (the
+// plugins load once: most of a small case's time) and each ends with one line, "PASS DIR (N data sets)" or
+// "FAIL DIR: REASON", flushed, so that a runner can tell where a process that died stopped. Exits 0 only if every
+// case passed, 2 if any case was bad input, else 1.
+int cmd_check(const Args& a) {
+  if (a.positional.empty()) usage_error("check: expected a CASE_DIR argument");
+  if (a.positional.size() > 1 && a.opts.count("--model")) usage_error("check: --model takes exactly one CASE_DIR");
+  const double rtol = float_opt(a, "--rtol", 1e-3);
+  const double atol = float_opt(a, "--atol", 1e-7);
+  const Env env = make_env();
+  const SessionOptions opts = session_options(a, false);
+  if (a.positional.size() == 1) {
+    const std::string& dir = a.positional[0];
+    const std::string model = a.opts.count("--model") ? a.opts.at("--model") : dir + "/model.onnx";
+    return check_case(env, opts, dir, model, rtol, atol).empty() ? 0 : 1;
+  }
+  int worst = 0;
+  for (const std::string& dir : a.positional) {
+    int code = 0;
+    try {
+      if (const std::string differ = check_case(env, opts, dir, dir + "/model.onnx", rtol, atol); !differ.empty()) {
+        std::printf("FAIL %s: %s\n", dir.c_str(), differ.c_str());
+        code = 1;
+      }
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      std::replace(msg.begin(), msg.end(), '\n', ' ');
+      std::printf("FAIL %s: %s\n", dir.c_str(), msg.c_str());
+      code = fail_code(e.code());
+    } catch (const std::bad_alloc&) {
+      std::printf("FAIL %s: out of memory\n", dir.c_str());
+      code = 2;
+    } catch (const std::exception& e) {
+      std::printf("FAIL %s: %s\n", dir.c_str(), e.what());
+      code = 1;
+    }
+    std::fflush(stdout);
+    worst = std::max(worst, code);
+  }
+  return worst;
 }
 
 // Bench's profiled runs, after the timed ones so that the median is a plain
