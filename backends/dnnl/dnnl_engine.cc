@@ -587,9 +587,10 @@ class Builder {
       x = as_layout(op.in[0], plain(op.in[0]));
     }
     Step s = own_step(op, what);
-    s.impl = std::string("nearest resize, ") + layout + " (own loop)";
+    s.impl = std::string(op.floats.empty() ? "nearest" : "bilinear") + " resize, " + layout + " (own loop)";
     s.inner = run;
     s.resize_index = op.ints;
+    s.resize_weights = op.floats;
     s.args.emplace_back(DNNL_ARG_SRC_0, x);
     const int dst = new_dst(op.out, out);
     s.args.emplace_back(DNNL_ARG_DST, dst);

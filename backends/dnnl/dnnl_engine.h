@@ -83,8 +83,9 @@ struct Step {
   // Softmax: the row length (alg: dnnl_softmax_accurate or dnnl_softmax_log). A Resize: the elements copied as one
   // run (a position's channels or channel block; 1 plain).
   int64_t inner = 0;
-  // A Resize: its op's index tables (kResize in dnnl_program.h).
+  // A Resize: its op's index tables, and a bilinear one's weights (kResize in dnnl_program.h).
   std::vector<int64_t> resize_index;
+  std::vector<float> resize_weights;
 };
 
 // Work no primitive does: a view (Reshape, Flatten...) or a Concatenation

@@ -511,34 +511,43 @@ void lower_conv_transpose(Lowering& l, const onnx::NodeProto& n) {
 
 // A nearest Resize (or Upsample) over the spatial dims of a 3-D to 5-D input, with constant scales or sizes: each
 // output element copies the input element native picks (ops/resize_coords.h), as the index tables of a kResize op.
-// Data movement, so 8-bit values too (the QDQ pass's Resize of quantized values). Linear and cubic modes, the `axes`
-// and keep_aspect_ratio_policy attributes (opset 18), tf_crop_and_resize and a batch or channel dim that changes
-// (or whose elements the transform moves) are refused (native runs them).
+// Data movement, so 8-bit values too (the QDQ pass's Resize of quantized values). A bilinear one of a 4-D float
+// input over its last two dims, with the neighbours and weights native's kernel computes as ONNX Runtime does
+// (ops/resize_coords.h), so that the result is native's to the bit (a QDQ model requantizes it): the same kResize
+// op with weights. Cubic mode, linear modes on other dims or transforms, antialias, the `axes` and
+// keep_aspect_ratio_policy attributes (opset 18), tf_crop_and_resize and a batch or channel dim that changes (or
+// whose elements the transform moves) are refused (native runs them).
 void lower_resize(Lowering& l, const onnx::NodeProto& n) {
-  constexpr uint32_t kAny = Lowering::kFloat32 | Lowering::k8Bit;
+  namespace rs = tessera::resize;
   const std::string& name = n.op_type();
   const bool legacy = name == "Upsample" || l.opset() < 11;  // (X, scales), asymmetric, Upsample's rounding
   const std::string mode = attr_string(n, "mode", "nearest");
-  if (mode != "nearest") throw Refusal{name + " mode " + mode + " (only nearest)"};
+  const bool linear = mode == "linear" || (legacy && mode == "bilinear");
+  if (mode != "nearest" && !linear) throw Refusal{name + " mode " + mode + " (only nearest and bilinear)"};
   if (has_attr(n, "axes")) throw Refusal{name + " with axes"};
   if (attr_string(n, "keep_aspect_ratio_policy", "stretch") != "stretch") {
     throw Refusal{name + " with keep_aspect_ratio_policy " + attr_string(n, "keep_aspect_ratio_policy", "")};
   }
-  tessera::resize::Coord coord = tessera::resize::Coord::kAsymmetric;
-  tessera::resize::Nearest rounding = tessera::resize::Nearest::kSimple;
+  if (linear && attr_int(n, "antialias", 0) != 0) throw Refusal{name + " with antialias"};
+  rs::Coord coord = rs::Coord::kAsymmetric;
+  rs::Nearest rounding = rs::Nearest::kSimple;
   if (!legacy) {
     const std::string c = attr_string(n, "coordinate_transformation_mode", "half_pixel");
     const std::string r = attr_string(n, "nearest_mode", "round_prefer_floor");
-    if (!tessera::resize::parse_coord(c, &coord) || coord == tessera::resize::Coord::kTfCropAndResize) {
-      throw Refusal{name + " with coordinate_transformation_mode " + c};
+    if (!rs::parse_coord(c, &coord) || coord == rs::Coord::kTfCropAndResize ||
+        (linear && !rs::linear_coord_like_onnx_runtime(coord))) {
+      throw Refusal{name + " " + mode + " with coordinate_transformation_mode " + c};
     }
-    if (!tessera::resize::parse_nearest(r, &rounding)) throw Refusal{name + " with nearest_mode " + r};
+    if (!rs::parse_nearest(r, &rounding)) throw Refusal{name + " with nearest_mode " + r};
   }
-  const int32_t x = l.value(n.input(0), "input", kAny);
+  // Bilinear weights are float (8-bit values would need ONNX Runtime's integer kernel).
+  const uint32_t types = linear ? Lowering::kFloat32 : Lowering::kFloat32 | Lowering::k8Bit;
+  const int32_t x = l.value(n.input(0), "input", types);
   const Dims xd = l.dims(x);
-  const int32_t y = l.output(n, 0, kAny);
+  const int32_t y = l.output(n, 0, types);
   const Dims yd = l.dims(y);
   if (xd.size() < 3 || xd.size() > 5 || yd.size() != xd.size()) throw Refusal{name + " of a rank other than 3-5"};
+  if (linear && xd.size() != 4) throw Refusal{name + " " + mode + " of a rank other than 4"};
   // The scale of each axis in the coordinate transform: the given scale (a float), else output / input size.
   std::vector<double> scale(xd.size());
   std::vector<float> given;
@@ -553,17 +562,30 @@ void lower_resize(Lowering& l, const onnx::NodeProto& n) {
   if (!sizes && given.size() != xd.size()) throw Refusal{name + " scales of length " + std::to_string(given.size())};
   for (size_t d = 0; d < xd.size(); ++d) {
     scale[d] = sizes ? static_cast<double>(yd[d]) / static_cast<double>(xd[d]) : static_cast<double>(given[d]);
-    if (d < 2 && yd[d] != xd[d]) throw Refusal{name + " that resizes the batch or channel dim"};
+    if (d < 2 && (yd[d] != xd[d] || (linear && scale[d] != 1.0)))
+      throw Refusal{name + " that resizes the batch or channel dim"};
   }
   Op op;
   op.kind = OpKind::kResize;
   op.in = {x};
   op.out = y;
   op.ints = {static_cast<int64_t>(xd.size())};
+  if (linear) {
+    if (xd[2] > (int64_t{1} << 30) || xd[3] > (int64_t{1} << 30)) throw Refusal{name + " of an axis over 2^30"};
+    for (size_t d = 2; d < 4; ++d) {
+      const rs::LinearAxis t = rs::linear_axis_like_onnx_runtime(coord, xd[d], yd[d], sizes, scale[d]);
+      op.ints.insert(op.ints.end(), t.i1.begin(), t.i1.end());
+      op.ints.insert(op.ints.end(), t.i2.begin(), t.i2.end());
+      op.floats.insert(op.floats.end(), t.d1.begin(), t.d1.end());
+      op.floats.insert(op.floats.end(), t.d2.begin(), t.d2.end());
+    }
+    l.emit(std::move(op));
+    return;
+  }
   for (size_t d = 0; d < xd.size(); ++d) {
     for (int64_t o = 0; o < yd[d]; ++o) {
-      const double at = tessera::resize::source_coordinate(coord, o, scale[d], static_cast<double>(xd[d]));
-      op.ints.push_back(tessera::resize::nearest_index(rounding, at, scale[d], xd[d]));
+      const double at = rs::source_coordinate(coord, o, scale[d], static_cast<double>(xd[d]));
+      op.ints.push_back(rs::nearest_index(rounding, at, scale[d], xd[d]));
       // The transform applies to every axis: tf_half_pixel_for_nn with ceil moves even an axis of scale 1.
       if (d < 2 && op.ints.back() != o) throw Refusal{name + " that moves the batch or channel dim"};
     }

@@ -28,8 +28,8 @@ using tessera_plugin::fail;
 
 static_assert(std::endian::native == std::endian::little, "the blob format is little-endian");
 constexpr char kMagic[8] = {'T', 'S', 'R', 'D', 'N', 'N', 'L', '\0'};
-constexpr uint32_t kBlobVersion = 6;  // 6: Resize; 5: QuantParams, DynConv, DynMatMul; 4: QConv, Lookup, integer
-                                      // values; 3: op flags (bf16); 2: an op names all its nodes
+constexpr uint32_t kBlobVersion = 7;  // 7: bilinear Resize; 6: Resize; 5: QuantParams, DynConv, DynMatMul; 4: QConv,
+                                      // Lookup, integer values; 3: op flags (bf16); 2: an op names all its nodes
 
 bool own_eltwise(const Op& op) {
   return op.kind == OpKind::kEltwise && op.post.empty() &&
@@ -515,8 +515,25 @@ std::string check_kind(const Op& op, const std::vector<Value>& v) {
       if (!arity(1, 0, 0) || !present(0)) return "operands";
       return y == Dims{2} ? "" : "output shape";
     case OpKind::kResize: {
-      if (op.in.size() != 1 || !present(0) || !op.floats.empty()) return "operands";
+      if (op.in.size() != 1 || !present(0)) return "operands";
       const Dims& x = dims(0);
+      if (!op.floats.empty()) {  // bilinear: H and W's neighbours and weights
+        if (x.size() != 4 || y.size() != 4 || y[0] != x[0] || y[1] != x[1] || op.ints.empty() || op.ints[0] != 4 ||
+            op.ints.size() != 1 + 2 * static_cast<size_t>(y[2] + y[3]) ||
+            op.floats.size() != 2 * static_cast<size_t>(y[2] + y[3])) {
+          return "bilinear tables";
+        }
+        size_t at = 1;
+        for (size_t d = 2; d < 4; ++d) {
+          for (int64_t k = 0; k < 2 * y[d]; ++k, ++at) {
+            if (op.ints[at] < 0 || op.ints[at] >= x[d]) return "bilinear tables";
+          }
+        }
+        if (!std::all_of(op.floats.begin(), op.floats.end(), [](float f) { return f >= 0.f && f <= 1.f; })) {
+          return "bilinear weights";
+        }
+        return "";
+      }
       if (x.size() < 3 || x.size() > 5 || y.size() != x.size() || op.ints.empty() ||
           op.ints[0] != static_cast<int64_t>(x.size()) ||
           static_cast<int64_t>(op.ints.size()) != 1 + std::accumulate(y.begin(), y.end(), int64_t{0})) {
@@ -655,7 +672,8 @@ std::string check_dtypes(const Op& op, const std::vector<Value>& v) {
   }
   // Ops that move or select values (views, transposes, max pooling) take 8-bit values as they are: in and out of one
   // type, nothing after.
-  const bool moves = op.kind == OpKind::kView || op.kind == OpKind::kTranspose || op.kind == OpKind::kResize ||
+  const bool moves = op.kind == OpKind::kView || op.kind == OpKind::kTranspose ||
+                     (op.kind == OpKind::kResize && op.floats.empty()) ||
                      (op.kind == OpKind::kPool && op.alg == dnnl_pooling_max);
   if (moves && is_8bit(dt(op.out))) {
     if (!op.post.empty() || op.bf16) return "post-ops or bf16 on 8-bit values";
@@ -836,8 +854,9 @@ Program deserialize(const void* blob, size_t size) {
     for (uint32_t k = count(r, 1024, "node names"); k > 0; --k) op.nodes.push_back(r.str(1 << 16));
     for (uint32_t k = count(r, 1024, "operands"); k > 0; --k) op.in.push_back(r.i32());
     op.out = r.i32();
-    for (uint32_t k = count(r, 1024, "parameters"); k > 0; --k) op.ints.push_back(r.i64());
-    // Floats hold a scale per output channel (QConv): as many as the blob's bytes allow.
+    // Ints hold a Resize's index tables (an entry per output index of each axis), floats a scale per output channel
+    // (QConv) or a bilinear Resize's weights: as many as the blob's bytes allow.
+    for (uint32_t k = count(r, limit / 8, "parameters"); k > 0; --k) op.ints.push_back(r.i64());
     for (uint32_t k = count(r, limit / 4, "parameters"); k > 0; --k) op.floats.push_back(r.f32());
     for (uint32_t k = count(r, 64, "post-ops"); k > 0; --k) {
       PostOp po;

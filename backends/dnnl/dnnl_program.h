@@ -114,8 +114,11 @@ enum class OpKind : uint8_t {
   kQuantParams,
   kDynConv,
   kDynMatMul,
-  // A nearest Resize, copied by the plugin's own loop: ints = {rank, then for each axis the input index of each
-  // output index along it (the output's dims long)}; batch and channels unchanged (their tables the identity).
+  // A Resize by the plugin's own loop; batch and channels unchanged. Nearest: ints = {rank, then for each axis the
+  // input index of each output index along it (the output's dims long; batch and channel tables the identity)},
+  // no floats. Bilinear (4-D float, over the last two axes): ints = {4, then for H and for W the neighbours i1 of
+  // each output index, then their i2}, floats = {for H and for W the weights d1, then d2}
+  // (ops/resize_coords.h's LinearAxis).
   kResize,
 };
 constexpr uint8_t kNumOpKinds = static_cast<uint8_t>(OpKind::kResize) + 1;

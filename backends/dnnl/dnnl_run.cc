@@ -406,6 +406,46 @@ void run_resize(const Step& step, std::unordered_map<int, dnnl::memory>& args) {
   }
 }
 
+// A bilinear Resize (Step::resize_index and resize_weights) of a 4-D float X held as [outer][H][W][run of
+// step.inner elements] (plain: a run of 1; channels-last: all channels; blocked: a channel block) into a result of
+// the same layout, as native's kernel computes it (ops/resize.cc, ONNX Runtime's arithmetic): per output position
+// the four neighbours' runs weighted by d2x d2y, d1x d2y, d2x d1y, d1x d1y, each weight product and term rounded
+// and summed in that order (this file is built with -ffp-contract=off). Rows of the output are shared by the run's
+// OpenMP team.
+void run_resize_bilinear(const Step& step, std::unordered_map<int, dnnl::memory>& args) {
+  const dnnl::memory& xm = args.at(DNNL_ARG_SRC_0);
+  const dnnl::memory& ym = args.at(DNNL_ARG_DST);
+  const dnnl::memory::desc xmd = xm.get_desc(), ymd = ym.get_desc();
+  const Dims xd(xmd.data.dims, xmd.data.dims + 4), yd(ymd.data.dims, ymd.data.dims + 4);
+  const int64_t ih = xd[2], iw = xd[3], oh = yd[2], ow = yd[3];
+  const int64_t run = step.inner;
+  const auto padded = numel(Dims(xmd.data.padded_dims, xmd.data.padded_dims + 4));
+  const int64_t outer = padded / run / (ih * iw);
+  // H's then W's neighbours (i1 then i2) and weights (d1 then d2), each table the output dim long.
+  const int64_t* hi1 = step.resize_index.data() + 1;
+  const int64_t *hi2 = hi1 + oh, *wi1 = hi2 + oh, *wi2 = wi1 + ow;
+  const float* hd1 = step.resize_weights.data();
+  const float *hd2 = hd1 + oh, *wd1 = hd2 + oh, *wd2 = wd1 + ow;
+  const float* src = static_cast<const float*>(xm.get_data_handle());
+  float* dst = static_cast<float*>(ym.get_data_handle());
+#pragma omp parallel for schedule(static) if (outer * oh * ow * run > 4 * static_cast <int64_t>(kLookupChunk))
+  for (int64_t t = 0; t < outer * oh; ++t) {
+    const int64_t o = t / oh, oy = t % oh;
+    const float* row1 = src + (o * ih + hi1[oy]) * iw * run;
+    const float* row2 = src + (o * ih + hi2[oy]) * iw * run;
+    const float dy1 = hd1[oy], dy2 = hd2[oy];
+    float* out = dst + t * ow * run;
+    for (int64_t ox = 0; ox < ow; ++ox, out += run) {
+      const float w11 = wd2[ox] * dy2, w12 = wd1[ox] * dy2, w21 = wd2[ox] * dy1, w22 = wd1[ox] * dy1;
+      const float* a = row1 + wi1[ox] * run;
+      const float* b = row1 + wi2[ox] * run;
+      const float* c = row2 + wi1[ox] * run;
+      const float* d = row2 + wi2[ox] * run;
+      for (int64_t k = 0; k < run; ++k) out[k] = w11 * a[k] + w12 * b[k] + w21 * c[k] + w22 * d[k];
+    }
+  }
+}
+
 // A step the plugin runs itself (Step::own), over the elements of its operands in chunks across the run's OpenMP
 // team: a lookup y[i] = table[x[i] ^ flip0] or table[(x[i] ^ flip0) << 8 | (x2[i] ^ flip1)], a quantization (its
 // scale and zero point in `params` when computed at run time) or a dequantization, or DynamicQuantizeLinear's
@@ -416,7 +456,10 @@ void run_own(const Step& step, const void* table, const float* params, std::unor
     return;
   }
   if (step.kind == OpKind::kResize) {
-    run_resize(step, args);
+    if (step.resize_weights.empty())
+      run_resize(step, args);
+    else
+      run_resize_bilinear(step, args);
     return;
   }
   if (step.kind == OpKind::kSoftmax) {

@@ -560,57 +560,14 @@ void run_passes_bytes(Parallel& pool, const std::vector<AxisTable>& axes, const 
 bool bilinear_2d_like_onnx_runtime(Parallel& pool, const ResizeAttrs& a, const ResizePlan& plan, bool from_sizes,
                                    const Tensor& x, Tensor& y) {
   if (x.dtype() != DType::kFloat32 || x.rank() != 4 || a.mode != Mode::kLinear || a.antialias) return false;
-  if (a.coord != Coord::kHalfPixel && a.coord != Coord::kPytorchHalfPixel && a.coord != Coord::kAlignCorners &&
-      a.coord != Coord::kAsymmetric) {
-    return false;
-  }
+  if (!resize::linear_coord_like_onnx_runtime(a.coord)) return false;
   const Dims& in = x.dims();
   if (plan.out[0] != in[0] || plan.out[1] != in[1] || plan.scales[0] != 1.0 || plan.scales[1] != 1.0) return false;
   if (in[2] > (int64_t{1} << 30) || in[3] > (int64_t{1} << 30)) return false;
-  struct Axis {
-    std::vector<int32_t> i1, i2;  // inputs of at most 2^30 along the axis
-    std::vector<float> d1, d2;
+  auto axis = [&](size_t k) {
+    return resize::linear_axis_like_onnx_runtime(a.coord, in[k], plan.out[k], from_sizes, plan.scales[k]);
   };
-  auto axis = [&](int k) {
-    const int64_t n_in = in[static_cast<size_t>(k)], n_out = plan.out[static_cast<size_t>(k)];
-    const float scale = from_sizes ? static_cast<float>(n_out) / static_cast<float>(n_in)
-                                   : static_cast<float>(plan.scales[static_cast<size_t>(k)]);
-    // The resized length align_corners and pytorch_half_pixel read: scale * in when scales are given (ONNX's
-    // reference; the floored output size can be smaller).
-    const float len_in = static_cast<float>(n_in);
-    const float len_out = from_sizes
-                              ? static_cast<float>(n_out)
-                              : static_cast<float>(plan.scales[static_cast<size_t>(k)] * static_cast<double>(n_in));
-    Axis t;
-    for (int64_t o = 0; o < n_out; ++o) {
-      const float r = static_cast<float>(o);
-      float c = r;
-      if (scale != 1.f) {
-        switch (a.coord) {
-          case Coord::kHalfPixel:
-            c = (r + 0.5f) / scale - 0.5f;
-            break;
-          case Coord::kPytorchHalfPixel:
-            c = len_out > 1 ? (r + 0.5f) / scale - 0.5f : 0.f;
-            break;
-          case Coord::kAlignCorners:
-            c = len_out == 1 ? 0.f : r * (len_in - 1) / (len_out - 1);
-            break;
-          default:
-            c = r / scale;
-            break;
-        }
-      }
-      c = std::max(0.f, std::min(c, static_cast<float>(n_in - 1)));
-      const int64_t i1 = std::min(static_cast<int64_t>(c), n_in - 1), i2 = std::min(i1 + 1, n_in - 1);
-      t.i1.push_back(static_cast<int32_t>(i1));
-      t.i2.push_back(static_cast<int32_t>(i2));
-      t.d1.push_back(i1 == i2 ? 0.5f : std::fabs(c - static_cast<float>(i1)));
-      t.d2.push_back(i1 == i2 ? 0.5f : std::fabs(c - static_cast<float>(i2)));
-    }
-    return t;
-  };
-  const Axis ty = axis(2), tx = axis(3);
+  const resize::LinearAxis ty = axis(2), tx = axis(3);
   const int64_t ih = in[2], iw = in[3], oh = plan.out[2], ow = plan.out[3];
   const float* xp = x.data<float>();
   float* yp = y.data<float>();

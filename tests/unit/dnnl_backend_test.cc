@@ -534,7 +534,8 @@ TEST_F(DnnlBackend, OwnSigmoidHardSwishAndHardSigmoidEqualNativeToTheBit) {
 // A random tensor of whole numbers in [lo, hi]: products and sums of them are exact in float.
 Tensor integer_tensor(Dims d, unsigned seed, float lo, float hi) {
   Tensor t = random_tensor(std::move(d), seed, lo, hi);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::round(t.data<float>()[i]);
+  // (+ 0: no -0, whose sign a Relu may keep or not)
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::round(t.data<float>()[i]) + 0.f;
   return t;
 }
 
@@ -585,40 +586,56 @@ TEST_F(DnnlBackend, SiluAfterAProductWithABiasIsOneOwnStep) {
   expect_silu_is_one_own_step(b.done({"out"}), {integer_tensor({1, 20, 48}, 35, -1.f, 1.f)});
 }
 
-// Nearest Resize and Upsample as the plugin's own copy: every element equal to native's (the same source element
-// picked: ops/resize_coords.h) for each coordinate mode and rounding, scales and sizes, up and down, and for inputs
-// held plain (a region input), channels-last (after a Conv) or channel-blocked (after a ConvTranspose: 24 channels,
-// a padded block).
-TEST_F(DnnlBackend, NearestResizeCopiesWhatNativePicksInEveryLayout) {
+// Nearest and bilinear Resize (and Upsample) as the plugin's own loops: every element equal to native's to the bit
+// (the same source elements picked and, bilinear, the same weights and order of sums: ops/resize_coords.h) for each
+// coordinate mode and rounding, scales and sizes, up and down, and for inputs held plain (a region input),
+// channels-last (after a Conv) or channel-blocked (after a ConvTranspose: 24 channels, a padded block). The
+// convolutions' operands are integers, so that their sums are exact whatever their order.
+TEST_F(DnnlBackend, ResizeOwnLoopsEqualNativeInEveryLayout) {
+  enum Producer { kInput, kConv, kDeconv };
   struct Case {
     const char* name;
-    std::string coord, rounding;
+    std::string mode, coord, rounding;
     std::vector<float> scales;  // empty: sizes
     Dims sizes;
-    bool after_conv;
+    Producer producer;
     int64_t opset = 13;
   };
   const Case cases[] = {
-      {"pytorch_nearest_x2", "asymmetric", "floor", {1, 1, 2, 2}, {}, false},
-      {"half_pixel_x2_after_conv", "half_pixel", "round_prefer_floor", {1, 1, 2, 2}, {}, true},
-      {"align_corners_sizes", "align_corners", "round_prefer_ceil", {}, {1, 24, 13, 7}, true},
-      {"tf_half_pixel_x1.5", "tf_half_pixel_for_nn", "floor", {1, 1, 1.5f, 1.5f}, {}, false, 11},
-      {"pytorch_half_pixel_down", "pytorch_half_pixel", "round_prefer_floor", {1, 1, 0.5f, 0.75f}, {}, true},
-      {"resize10_x3", "", "", {1, 1, 3, 2}, {}, true, 10},
+      {"pytorch_nearest_x2", "nearest", "asymmetric", "floor", {1, 1, 2, 2}, {}, kInput},
+      {"half_pixel_x2_after_conv", "nearest", "half_pixel", "round_prefer_floor", {1, 1, 2, 2}, {}, kConv},
+      {"align_corners_sizes", "nearest", "align_corners", "round_prefer_ceil", {}, {1, 24, 13, 7}, kConv},
+      {"tf_half_pixel_x1.5", "nearest", "tf_half_pixel_for_nn", "floor", {1, 1, 1.5f, 1.5f}, {}, kInput, 11},
+      {"pytorch_half_pixel_down",
+       "nearest",
+       "pytorch_half_pixel",
+       "round_prefer_floor",
+       {1, 1, 0.5f, 0.75f},
+       {},
+       kConv},
+      {"resize10_x3_blocked", "nearest", "", "", {1, 1, 3, 2}, {}, kDeconv, 10},
+      {"bilinear_half_pixel_x2", "linear", "half_pixel", "", {1, 1, 2, 2}, {}, kInput},
+      {"bilinear_half_pixel_x2_after_conv", "linear", "half_pixel", "", {1, 1, 2, 2}, {}, kConv},
+      {"bilinear_align_corners_sizes_blocked", "linear", "align_corners", "", {}, {1, 24, 13, 7}, kDeconv},
+      {"bilinear_pytorch_half_pixel_down", "linear", "pytorch_half_pixel", "", {1, 1, 0.5f, 0.75f}, {}, kConv},
+      {"bilinear_pytorch_half_pixel_to_one_row", "linear", "pytorch_half_pixel", "", {}, {1, 24, 1, 9}, kConv},
+      {"bilinear_asymmetric_x1.7", "linear", "asymmetric", "", {1, 1, 1.7f, 2.3f}, {}, kDeconv},
+      {"bilinear_resize10_x2", "linear", "", "", {1, 1, 2, 2}, {}, kConv, 10},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     Builder b(c.opset);
-    const int64_t ch = c.after_conv ? 24 : 5;
-    b.input("x0", {1, c.after_conv ? 32 : ch, 6, 10});
+    const int64_t ch = c.producer == kInput ? 5 : 24;
+    const Dims x_dims = {1, c.producer == kInput ? ch : 32, 6, 10};
+    b.input("x0", x_dims);
     std::string x = "x0";
-    if (c.after_conv && c.opset == 10) {  // a ConvTranspose: oneDNN leaves its result channel-blocked
-      b.constant("w", random_tensor({32, ch, 1, 1}, 41));
+    if (c.producer == kDeconv) {  // a ConvTranspose: oneDNN leaves its result channel-blocked
+      b.constant("w", integer_tensor({32, ch, 1, 1}, 41, -2.f, 2.f));
       Node& conv = b.node("deconv", "ConvTranspose", {"x0", "w"}, "x");
       set_ints(conv, "kernel_shape", {1, 1});
       x = "x";
-    } else if (c.after_conv) {  // a Conv: its result channels-last
-      b.constant("w", random_tensor({ch, 32, 3, 3}, 41));
+    } else if (c.producer == kConv) {  // a Conv: its result channels-last
+      b.constant("w", integer_tensor({ch, 32, 3, 3}, 41, -2.f, 2.f));
       Node& conv = b.node("conv", "Conv", {"x0", "w"}, "x");
       set_ints(conv, "kernel_shape", {3, 3}), set_ints(conv, "pads", {1, 1, 1, 1});
       x = "x";
@@ -633,30 +650,29 @@ TEST_F(DnnlBackend, NearestResizeCopiesWhatNativePicksInEveryLayout) {
       in = c.sizes.empty() ? std::vector<std::string>{x, "roi", "scales"}
                            : std::vector<std::string>{x, "roi", "", "sizes"};
     Node& r = b.node("resize", "Resize", in, "y");
+    set_string(r, "mode", c.mode);
     if (!c.coord.empty()) set_string(r, "coordinate_transformation_mode", c.coord);
     if (!c.rounding.empty()) set_string(r, "nearest_mode", c.rounding);
-    b.node("relu", "Relu", {"y"}, "out");  // a reader in the region: the copy's layout flows on
+    b.node("relu", "Relu", {"y"}, "out");  // a reader in the region: the result's layout flows on
     Graph g = b.done({"out"});
-    std::vector<Tensor> inputs{random_tensor({1, c.after_conv ? 32 : ch, 6, 10}, 42)};
+    // Inputs and weights in [-2, 2]: sums of at most 288 products of at most 4, exact in float.
+    std::vector<Tensor> inputs{integer_tensor(x_dims, 42, -2.f, 2.f)};
     plugintest::PluginClient::Profiled prof;
     std::vector<Tensor> out = run_claimed(g, inputs, &prof);
     ASSERT_EQ(out.size(), 1u);
     std::vector<Tensor> ref = native(g, inputs);
     ASSERT_EQ(out[0].dims(), ref[0].dims());
-    if (c.after_conv) {
-      expect_close_rel(out[0], ref[0]);  // the Conv's sums differ in order; the copy picks the same elements
-    } else {
-      EXPECT_EQ(bytes_differ(out[0], ref[0]), 0) << "of " << out[0].numel();
-    }
+    EXPECT_EQ(bytes_differ(out[0], ref[0]), 0) << "of " << out[0].numel();
     std::string steps;
     int resize = 0;
-    for (const auto& st : prof.steps)
-      resize += st.what.find("nearest resize") != std::string::npos, steps += st.what + "; ";
+    const std::string kind = (c.mode == "nearest" ? "nearest" : "bilinear") + std::string(" resize");
+    for (const auto& st : prof.steps) resize += st.what.find(kind) != std::string::npos, steps += st.what + "; ";
     EXPECT_EQ(resize, 1) << steps;
   }
 }
 
-// Linear Resize, tf_crop_and_resize, opset 18's axes and a resized channel dim stay native, with the reason.
+// Cubic Resize, bilinear Resize with a transform or antialias native's ONNX Runtime arithmetic does not cover,
+// tf_crop_and_resize and a resized channel dim stay native, with the reason.
 TEST_F(DnnlBackend, ResizesOtherThanNearestOverSpaceAreRefusedWithTheReason) {
   struct Case {
     const char* name;
@@ -665,7 +681,18 @@ TEST_F(DnnlBackend, ResizesOtherThanNearestOverSpaceAreRefusedWithTheReason) {
     const char* reason;
   };
   const Case cases[] = {
-      {"linear", [](Node& n) { set_string(n, "mode", "linear"); }, {1, 1, 2, 2}, "only nearest"},
+      {"cubic", [](Node& n) { set_string(n, "mode", "cubic"); }, {1, 1, 2, 2}, "only nearest and bilinear"},
+      {"linear_tf_half_pixel_for_nn",
+       [](Node& n) {
+         set_string(n, "mode", "linear"), set_string(n, "coordinate_transformation_mode", "tf_half_pixel_for_nn");
+       },
+       {1, 1, 2, 2},
+       "linear with coordinate_transformation_mode"},
+      {"linear_antialias",
+       [](Node& n) { set_string(n, "mode", "linear"), set_int(n, "antialias", 1); },
+       {1, 1, 0.5f, 0.5f},
+       "antialias"},
+      {"linear_channels", [](Node& n) { set_string(n, "mode", "linear"); }, {1, 2, 1, 1}, "batch or channel"},
       {"crop",
        [](Node& n) { set_string(n, "coordinate_transformation_mode", "tf_crop_and_resize"); },
        {1, 1, 2, 2},
