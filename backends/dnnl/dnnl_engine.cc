@@ -552,9 +552,29 @@ class Builder {
     return true;
   }
 
-  // A nearest Resize as the plugin's own loop: X held as [outer][spatial...][run] (channels-last: a position's
-  // channels; channel-blocked, as oneDNN's convolutions leave it: a block's 8 or 16 channels, padding included;
-  // plain: one element) is copied a run at a time into a result of the same layout; any other layout is read plain.
+  // Whether value v leaves the region as it is or through own elementwise loops alone (Quantize, Dequantize, a
+  // unary table lookup: each keeps its operand's layout), so that writing v plain spares a reorder of what leaves.
+  bool leaves_through_own_loops(int32_t v, int depth = 0) const {
+    if (first_output_[static_cast<size_t>(v)] >= 0) return true;
+    bool read = false;
+    for (const Op& op : p_.ops) {
+      const bool operand = std::find(op.in.begin(), op.in.end(), v) != op.in.end();
+      const bool post = std::any_of(op.post.begin(), op.post.end(), [&](const PostOp& po) { return po.operand == v; });
+      if (!operand && !post) continue;
+      const bool own = op.kind == OpKind::kQuantize || op.kind == OpKind::kDequantize ||
+                       (op.kind == OpKind::kLookup && op.in.size() == 2);
+      if (post || !own || op.in[0] != v || depth >= 8 || !leaves_through_own_loops(op.out, depth + 1)) return false;
+      read = true;
+    }
+    return read;
+  }
+
+  // A Resize as the plugin's own loop: X held as [outer][spatial...][run] (channels-last: a position's channels;
+  // channel-blocked, as oneDNN's convolutions leave it: a block's 8 or 16 channels, padding included; plain: one
+  // element) is resized a run at a time into a result of the same layout; any other layout is read plain. A bilinear
+  // one that leaves the region (a segmentation net's last upsampling, the largest tensor of the net) writes it plain
+  // instead (also when only Quantize, Dequantize and lookups stand between it and the region's end: they keep its
+  // layout): a reorder of it afterwards took longer than the resize.
   void build_own_resize(const Op& op, const std::string& what) {
     const Value& xv = p_.values[static_cast<size_t>(op.in[0])];
     const Dims& yd = p_.values[static_cast<size_t>(op.out)].dims;
@@ -587,7 +607,10 @@ class Builder {
       x = as_layout(op.in[0], plain(op.in[0]));
     }
     Step s = own_step(op, what);
-    s.impl = std::string(op.floats.empty() ? "nearest" : "bilinear") + " resize, " + layout + " (own loop)";
+    s.plain_dst = !op.floats.empty() && run > 1 && leaves_through_own_loops(op.out);
+    if (s.plain_dst) out = plain(op.out);
+    s.impl = std::string(op.floats.empty() ? "nearest" : "bilinear") + " resize, " + layout +
+             (s.plain_dst ? " to plain" : "") + " (own loop)";
     s.inner = run;
     s.resize_index = op.ints;
     s.resize_weights = op.floats;

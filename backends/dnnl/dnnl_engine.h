@@ -86,6 +86,7 @@ struct Step {
   // A Resize: its op's index tables, and a bilinear one's weights (kResize in dnnl_program.h).
   std::vector<int64_t> resize_index;
   std::vector<float> resize_weights;
+  bool plain_dst = false;  // a bilinear Resize: its result plain, whatever the layout of its input
 };
 
 // Work no primitive does: a view (Reshape, Flatten...) or a Concatenation

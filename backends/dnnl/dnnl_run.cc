@@ -408,19 +408,19 @@ void run_resize(const Step& step, std::unordered_map<int, dnnl::memory>& args) {
 
 // A bilinear Resize (Step::resize_index and resize_weights) of a 4-D float X held as [outer][H][W][run of
 // step.inner elements] (plain: a run of 1; channels-last: all channels; blocked: a channel block) into a result of
-// the same layout, as native's kernel computes it (ops/resize.cc, ONNX Runtime's arithmetic): per output position
-// the four neighbours' runs weighted by d2x d2y, d1x d2y, d2x d1y, d1x d1y, each weight product and term rounded
-// and summed in that order (this file is built with -ffp-contract=off). Rows of the output are shared by the run's
-// OpenMP team.
+// the same layout, or plain (Step::plain_dst), as native's kernel computes it (ops/resize.cc, ONNX Runtime's
+// arithmetic): per output position the four neighbours weighted by d2x d2y, d1x d2y, d2x d1y, d1x d1y, each weight
+// product and term rounded and summed in that order (this file is built with -ffp-contract=off). Rows of the output
+// are shared by the run's OpenMP team.
 void run_resize_bilinear(const Step& step, std::unordered_map<int, dnnl::memory>& args) {
   const dnnl::memory& xm = args.at(DNNL_ARG_SRC_0);
   const dnnl::memory& ym = args.at(DNNL_ARG_DST);
   const dnnl::memory::desc xmd = xm.get_desc(), ymd = ym.get_desc();
   const Dims xd(xmd.data.dims, xmd.data.dims + 4), yd(ymd.data.dims, ymd.data.dims + 4);
-  const int64_t ih = xd[2], iw = xd[3], oh = yd[2], ow = yd[3];
+  const int64_t ih = xd[2], iw = xd[3], oh = yd[2], ow = yd[3], channels = xd[1];
   const int64_t run = step.inner;
   const auto padded = numel(Dims(xmd.data.padded_dims, xmd.data.padded_dims + 4));
-  const int64_t outer = padded / run / (ih * iw);
+  const int64_t outer = padded / run / (ih * iw), blocks = outer / xd[0];  // runs of channels per image
   // H's then W's neighbours (i1 then i2) and weights (d1 then d2), each table the output dim long.
   const int64_t* hi1 = step.resize_index.data() + 1;
   const int64_t *hi2 = hi1 + oh, *wi1 = hi2 + oh, *wi2 = wi1 + ow;
@@ -434,7 +434,11 @@ void run_resize_bilinear(const Step& step, std::unordered_map<int, dnnl::memory>
     const float* row1 = src + (o * ih + hi1[oy]) * iw * run;
     const float* row2 = src + (o * ih + hi2[oy]) * iw * run;
     const float dy1 = hd1[oy], dy2 = hd2[oy];
-    float* out = dst + t * ow * run;
+    // The row in the input's layout (into a buffer of the thread's when the result is plain), then, plain, each
+    // channel of the run copied out to its row of the result.
+    thread_local std::vector<float> buffer;
+    if (step.plain_dst) buffer.resize(static_cast<size_t>(ow * run));
+    float* out = step.plain_dst ? buffer.data() : dst + t * ow * run;
     for (int64_t ox = 0; ox < ow; ++ox, out += run) {
       const float w11 = wd2[ox] * dy2, w12 = wd1[ox] * dy2, w21 = wd2[ox] * dy1, w22 = wd1[ox] * dy1;
       const float* a = row1 + wi1[ox] * run;
@@ -442,6 +446,12 @@ void run_resize_bilinear(const Step& step, std::unordered_map<int, dnnl::memory>
       const float* c = row2 + wi1[ox] * run;
       const float* d = row2 + wi2[ox] * run;
       for (int64_t k = 0; k < run; ++k) out[k] = w11 * a[k] + w12 * b[k] + w21 * c[k] + w22 * d[k];
+    }
+    if (!step.plain_dst) continue;
+    const int64_t c0 = (o % blocks) * run, n = o / blocks;
+    for (int64_t k = 0; k < std::min(run, channels - c0); ++k) {
+      float* row = dst + ((n * channels + c0 + k) * oh + oy) * ow;
+      for (int64_t ox = 0; ox < ow; ++ox) row[ox] = buffer[static_cast<size_t>(ox * run + k)];
     }
   }
 }

@@ -600,6 +600,7 @@ TEST_F(DnnlBackend, ResizeOwnLoopsEqualNativeInEveryLayout) {
     Dims sizes;
     Producer producer;
     int64_t opset = 13;
+    bool leaves = false;  // the resize's result is the region's output (a bilinear one then writes it plain)
   };
   const Case cases[] = {
       {"pytorch_nearest_x2", "nearest", "asymmetric", "floor", {1, 1, 2, 2}, {}, kInput},
@@ -621,6 +622,8 @@ TEST_F(DnnlBackend, ResizeOwnLoopsEqualNativeInEveryLayout) {
       {"bilinear_pytorch_half_pixel_to_one_row", "linear", "pytorch_half_pixel", "", {}, {1, 24, 1, 9}, kConv},
       {"bilinear_asymmetric_x1.7", "linear", "asymmetric", "", {1, 1, 1.7f, 2.3f}, {}, kDeconv},
       {"bilinear_resize10_x2", "linear", "", "", {1, 1, 2, 2}, {}, kConv, 10},
+      {"bilinear_channels_last_to_plain_output", "linear", "half_pixel", "", {1, 1, 2.5f, 1.5f}, {}, kConv, 13, true},
+      {"bilinear_blocked_to_plain_output", "linear", "half_pixel", "", {}, {1, 24, 9, 17}, kDeconv, 13, true},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -653,8 +656,8 @@ TEST_F(DnnlBackend, ResizeOwnLoopsEqualNativeInEveryLayout) {
     set_string(r, "mode", c.mode);
     if (!c.coord.empty()) set_string(r, "coordinate_transformation_mode", c.coord);
     if (!c.rounding.empty()) set_string(r, "nearest_mode", c.rounding);
-    b.node("relu", "Relu", {"y"}, "out");  // a reader in the region: the result's layout flows on
-    Graph g = b.done({"out"});
+    if (!c.leaves) b.node("relu", "Relu", {"y"}, "out");  // a reader in the region: the result's layout flows on
+    Graph g = b.done({c.leaves ? "y" : "out"});
     // Inputs and weights in [-2, 2]: sums of at most 288 products of at most 4, exact in float.
     std::vector<Tensor> inputs{integer_tensor(x_dims, 42, -2.f, 2.f)};
     plugintest::PluginClient::Profiled prof;
@@ -668,6 +671,11 @@ TEST_F(DnnlBackend, ResizeOwnLoopsEqualNativeInEveryLayout) {
     const std::string kind = (c.mode == "nearest" ? "nearest" : "bilinear") + std::string(" resize");
     for (const auto& st : prof.steps) resize += st.what.find(kind) != std::string::npos, steps += st.what + "; ";
     EXPECT_EQ(resize, 1) << steps;
+    EXPECT_EQ(steps.find("to plain") != std::string::npos, c.leaves) << steps;
+    // Nothing reorders the result afterwards.
+    if (c.leaves) {
+      EXPECT_EQ(steps.find("reorder of output"), std::string::npos) << steps;
+    }
   }
 }
 
