@@ -679,6 +679,40 @@ TEST_F(DnnlBackend, ResizeOwnLoopsEqualNativeInEveryLayout) {
   }
 }
 
+// A QDQ segmentation net's last upsampling: Conv -> Q -> DQ -> bilinear Resize -> Q -> DQ, one oneDNN region equal
+// to native to the bit (the quantized tensors and the float result). The resize's input is held channels-last (the
+// Conv's layout, kept by the quantizations) and its result leaves the region through a Quantize and a Dequantize
+// alone: it is written plain, with no reorder of the output.
+TEST_F(DnnlBackend, QuantizedBilinearUpsamplingIsOneRegionEqualToNative) {
+  Builder b;
+  b.input("x", {1, 16, 7, 9});
+  b.constant("w", integer_tensor({21, 16, 3, 3}, 51, -2.f, 2.f));
+  b.constant("s1", scalar_tensor(DType::kFloat32, 0.37f)).constant("z1", scalar_tensor(DType::kUInt8, 131));
+  b.constant("s2", scalar_tensor(DType::kFloat32, 0.29f)).constant("z2", scalar_tensor(DType::kUInt8, 127));
+  Tensor sz(DType::kInt64, {4});
+  const int64_t sizes[] = {1, 21, 31, 40};
+  std::copy(sizes, sizes + 4, sz.data<int64_t>());
+  b.constant("sizes", sz).constant("roi", Tensor(DType::kFloat32, {0}));
+  Node& conv = b.node("conv", "Conv", {"x", "w"}, "c");
+  set_ints(conv, "kernel_shape", {3, 3}), set_ints(conv, "pads", {1, 1, 1, 1});
+  b.node("q1", "QuantizeLinear", {"c", "s1", "z1"}, "cq");
+  b.node("dq1", "DequantizeLinear", {"cq", "s1", "z1"}, "cf");
+  set_string(b.node("resize", "Resize", {"cf", "roi", "", "sizes"}, "r"), "mode", "linear");
+  b.node("q2", "QuantizeLinear", {"r", "s2", "z2"}, "rq");
+  b.node("dq2", "DequantizeLinear", {"rq", "s2", "z2"}, "y");
+  Graph g = b.done({"rq", "y"});
+  const std::vector<Tensor> in{integer_tensor({1, 16, 7, 9}, 52, -2.f, 2.f)};
+  plugintest::PluginClient::Profiled prof;
+  std::vector<Tensor> out = run_claimed(g, in, &prof);
+  ASSERT_EQ(out.size(), 2u);
+  std::vector<Tensor> ref = native(g, in);
+  for (size_t o = 0; o < 2; ++o) EXPECT_EQ(bytes_differ(out[o], ref[o]), 0) << "output " << o;
+  std::string steps;
+  for (const auto& st : prof.steps) steps += st.what + "; ";
+  EXPECT_NE(steps.find("bilinear resize, channels-last to plain"), std::string::npos) << steps;
+  EXPECT_EQ(steps.find("reorder of output"), std::string::npos) << steps;
+}
+
 // Cubic Resize, bilinear Resize with a transform or antialias native's ONNX Runtime arithmetic does not cover,
 // tf_crop_and_resize and a resized channel dim stay native, with the reason.
 TEST_F(DnnlBackend, ResizesOtherThanNearestOverSpaceAreRefusedWithTheReason) {
