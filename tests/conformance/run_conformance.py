@@ -1,5 +1,7 @@
 #!/usr/bin/python3
-"""Runs ONNX's backend test cases through `tessera check` in parallel.
+"""Runs ONNX's backend test cases through `tessera check` in parallel, 16 cases per process (--chunk; the plugins
+load once per process, which was most of a small case's time); a case a crashed process did not report runs again
+alone.
 
 Suites come from Debian's libonnx-testdata (node, pytorch-converted,
 pytorch-operator, simple). Every case is run; the outcome is compared with
