@@ -601,6 +601,7 @@ TEST_F(DnnlBackend, ResizeOwnLoopsEqualNativeInEveryLayout) {
     Producer producer;
     int64_t opset = 13;
     bool leaves = false;  // the resize's result is the region's output (a bilinear one then writes it plain)
+    int64_t batch = 1;
   };
   const Case cases[] = {
       {"pytorch_nearest_x2", "nearest", "asymmetric", "floor", {1, 1, 2, 2}, {}, kInput},
@@ -622,14 +623,24 @@ TEST_F(DnnlBackend, ResizeOwnLoopsEqualNativeInEveryLayout) {
       {"bilinear_pytorch_half_pixel_to_one_row", "linear", "pytorch_half_pixel", "", {}, {1, 24, 1, 9}, kConv},
       {"bilinear_asymmetric_x1.7", "linear", "asymmetric", "", {1, 1, 1.7f, 2.3f}, {}, kDeconv},
       {"bilinear_resize10_x2", "linear", "", "", {1, 1, 2, 2}, {}, kConv, 10},
-      {"bilinear_channels_last_to_plain_output", "linear", "half_pixel", "", {1, 1, 2.5f, 1.5f}, {}, kConv, 13, true},
-      {"bilinear_blocked_to_plain_output", "linear", "half_pixel", "", {}, {1, 24, 9, 17}, kDeconv, 13, true},
+      {"bilinear_channels_last_to_plain_output",
+       "linear",
+       "half_pixel",
+       "",
+       {1, 1, 2.5f, 1.5f},
+       {},
+       kConv,
+       13,
+       true,
+       3},
+      {"bilinear_blocked_to_plain_output", "linear", "half_pixel", "", {}, {2, 24, 9, 17}, kDeconv, 13, true, 2},
+      {"nearest_batch_of_two_blocked", "nearest", "asymmetric", "floor", {1, 1, 2, 3}, {}, kDeconv, 13, false, 2},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     Builder b(c.opset);
     const int64_t ch = c.producer == kInput ? 5 : 24;
-    const Dims x_dims = {1, c.producer == kInput ? ch : 32, 6, 10};
+    const Dims x_dims = {c.batch, c.producer == kInput ? ch : 32, 6, 10};
     b.input("x0", x_dims);
     std::string x = "x0";
     if (c.producer == kDeconv) {  // a ConvTranspose: oneDNN leaves its result channel-blocked
