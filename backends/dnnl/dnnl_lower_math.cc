@@ -429,6 +429,31 @@ void lower_split(Lowering& l, const onnx::NodeProto& n) {
   }
 }
 
+// Gather of one constant index along an axis (`x[i]`, `x[:, i]`: q, k, v = qkv[0], qkv[1], qkv[2] as PyTorch
+// exports attention's unpacking, a class token taken from the sequence): the box of extent 1 at that index, viewed
+// without the axis (a scalar index) or as it is (an index of one element). Other indices stay native.
+void lower_gather(Lowering& l, const onnx::NodeProto& n) {
+  const int32_t x = l.value(n.input(0));
+  const Dims xd = l.dims(x);
+  const auto axis = static_cast<size_t>(normalize_axis(attr_int(n, "axis", 0), xd.size(), "axis"));
+  const std::vector<int64_t> idx = l.constant_ints(n.input(1), "Gather indices");
+  if (idx.size() != 1) throw Refusal{"Gather of " + std::to_string(idx.size()) + " indices (only one)"};
+  const int64_t i = idx[0] < 0 ? idx[0] + xd[axis] : idx[0];
+  if (i < 0 || i >= xd[axis]) throw Refusal{"Gather index " + std::to_string(idx[0]) + " out of range"};
+  const int32_t y = l.output(n);
+  Dims box = xd;
+  box[axis] = 1;
+  Dims offsets(xd.size(), 0);
+  offsets[axis] = i;
+  if (l.dims(y) == box) {
+    emit_slice(l, x, y, offsets);
+    return;
+  }
+  const int32_t t = l.temp(n, box);
+  emit_slice(l, x, t, offsets);
+  emit_view(l, t, y);
+}
+
 // Slice with unit steps and constant starts: one box. The ends are implied
 // by the output's static dims.
 void lower_slice(Lowering& l, const onnx::NodeProto& n) {

@@ -47,6 +47,7 @@ constexpr OpEntry kOps[] = {
     {"Transpose", lower_transpose},
     {"Split", lower_split},
     {"Slice", lower_slice},
+    {"Gather", lower_gather},
     {"PRelu", lower_prelu},
     {"QLinearConv", lower_qlinear_conv},
     {"QLinearMatMul", lower_qlinear_matmul},

@@ -109,6 +109,7 @@ void lower_concat(Lowering& l, const onnx::NodeProto& n);
 void lower_view(Lowering& l, const onnx::NodeProto& n);
 void lower_split(Lowering& l, const onnx::NodeProto& n);
 void lower_slice(Lowering& l, const onnx::NodeProto& n);
+void lower_gather(Lowering& l, const onnx::NodeProto& n);
 void lower_transpose(Lowering& l, const onnx::NodeProto& n);
 void lower_reduce(Lowering& l, const onnx::NodeProto& n);
 void lower_prelu(Lowering& l, const onnx::NodeProto& n);

@@ -1652,6 +1652,33 @@ TEST_F(DnnlBackend, SplitAndSliceMatchNative) {
   expect_matches_native(b.done({"a", "bt", "pu", "q", "c"}), {random_tensor({2, 12, 5, 6}, 56)});
 }
 
+// Gather of one constant index: a box of extent 1 at the index, without the axis for a scalar index (q, k, v =
+// qkv[0], qkv[1], qkv[2] after the heads' Transpose, as PyTorch exports attention's unpacking; a negative index
+// from the end) or keeping it for an index of one element; several indices stay native, with the reason.
+TEST_F(DnnlBackend, GatherOfOneConstantIndexIsABoxOfTheInput) {
+  Builder b;
+  b.input("x", {2, 5, 3, 4, 6});
+  b.constant("zero", Tensor::FromVector(std::vector<int64_t>{0}, Dims{}));
+  b.constant("last", Tensor::FromVector(std::vector<int64_t>{-1}, Dims{}));
+  b.constant("one", testutil::i64({1}));
+  b.node("relu", "Relu", {"x"}, "r");
+  Node& t = b.node("heads", "Transpose", {"r"}, "qkv");  // [3, 2, 4, 5, 6]
+  set_ints(t, "perm", {2, 0, 3, 1, 4});
+  set_int(b.node("q", "Gather", {"qkv", "zero"}, "q"), "axis", 0);
+  set_int(b.node("v", "Gather", {"qkv", "last"}, "v"), "axis", 0);
+  set_int(b.node("k1", "Gather", {"qkv", "one"}, "k1"), "axis", -2);  // [3, 2, 4, 1, 6]
+  b.node("qv", "Add", {"q", "v"}, "qv");
+  expect_matches_native(b.done({"qv", "k1"}), {random_tensor({2, 5, 3, 4, 6}, 57)});
+
+  Builder two;
+  two.input("x", {4, 6}).constant("idx", testutil::i64({0, 2}));
+  two.node("relu", "Relu", {"x"}, "r");
+  two.node("g", "Gather", {"r", "idx"}, "y");
+  CapabilityReport cap = capability(model_bytes(two.done({"y"})));
+  ASSERT_EQ(cap.status, TESSERA_OK) << cap.msg;
+  EXPECT_EQ(cap.refused[1], "Gather of 2 indices (only one)");
+}
+
 TEST_F(DnnlBackend, SliceRefusesStepsOtherThanOne) {
   Builder b;
   b.input("x", {4, 6}).constant("starts", testutil::i64({0})).constant("ends", testutil::i64({6}));
