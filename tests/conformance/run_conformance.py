@@ -65,10 +65,11 @@ def run_case(tessera, case_dir, timeout, extra):
 def run_chunk(tessera, case_dirs, timeout, extra):
     """Several cases in one process (`tessera check DIR..`: the plugins load once), a result per case in order. Each
     case ends with "PASS DIR .." or "FAIL DIR: REASON"; the cases a process that crashed or timed out did not report
-    run again one per process, so that a crash is its own case's."""
+    run again one per process, so that a crash is its own case's. The chunk gets one case's timeout: a case that
+    hangs costs that, then its own run."""
     cmd = [tessera, "check", *case_dirs, "--threads", "1"] + extra
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout * len(case_dirs))
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         out = p.stdout
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
