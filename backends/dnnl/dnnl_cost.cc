@@ -156,10 +156,10 @@ double op_us(const Op& op, const std::vector<Value>& v, const tessera_plugin::Ma
   }
   double function_us = elements * cycles / (f.cycles_per_us * f.threads);
   if (op.kind == OpKind::kTranspose) function_us += elements * kTransposeCycles / (f.cycles_per_us * f.threads);
-  // A table lookup per element: a byte load, and for two operands a gather from a 64 KiB table.
-  if (op.kind == OpKind::kQuantize) function_us += elements * 0.5 / (f.cycles_per_us * f.threads);  // a vector division
   // A bilinear Resize: four loads, four products and three sums per element.
   if (op.kind == OpKind::kResize && !op.floats.empty()) function_us += elements * 1.0 / (f.cycles_per_us * f.threads);
+  // A table lookup per element: a byte load, and for two operands a gather from a 64 KiB table.
+  if (op.kind == OpKind::kQuantize) function_us += elements * 0.5 / (f.cycles_per_us * f.threads);  // a vector division
   if (op.kind == OpKind::kQuantParams) {  // a min and a max per element of its input
     function_us += static_cast<double>(numel(v[static_cast<size_t>(op.in[0])].dims)) * 0.25 / (f.cycles_per_us * f.threads);
   }
