@@ -15,12 +15,10 @@ twenty-fifth and twenty-sixth sessions' figures in bench/RESULTS.md).
 import os
 import sys
 
-import numpy as np
 import onnx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "zoo"))
-import gen_zoo  # noqa: E402,F401  (puts tests/e2e on the path)
 from gen_zoo import ZooBuilder, conv, FLOAT  # noqa: E402
 import gen_models  # noqa: E402
 
