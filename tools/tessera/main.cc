@@ -42,12 +42,23 @@ int fail_code(tessera_code_t code) {
   }
 }
 
-// Prints "tessera: error: <message>" on one line; returns fail_code(code).
-int fail(tessera_code_t code, const std::string& message) {
-  std::string msg = message;
-  std::replace(msg.begin(), msg.end(), '\n', ' ');
-  std::fprintf(stderr, "tessera: error: %s\n", msg.c_str());
-  return fail_code(code);
+// Called inside a catch block of a std::exception: its exit code (fail_code of an Error's code; running out of
+// memory is bad input, anything else a failed run) and its message on one line.
+int current_error(std::string* message) {
+  int code = 1;
+  try {
+    throw;
+  } catch (const Error& e) {
+    *message = e.what();
+    code = fail_code(e.code());
+  } catch (const std::bad_alloc&) {
+    *message = "out of memory (is a dimension in the model or input absurdly large?)";
+    code = 2;
+  } catch (const std::exception& e) {
+    *message = e.what();
+  }
+  std::replace(message->begin(), message->end(), '\n', ' ');
+  return code;
 }
 
 // input_<i>.pb of DIR for every input of the session, in graph order.
@@ -240,17 +251,10 @@ int cmd_check(const Args& a) {
         std::printf("FAIL %s: %s\n", dir.c_str(), differ.c_str());
         code = 1;
       }
-    } catch (const Error& e) {
-      std::string msg = e.what();
-      std::replace(msg.begin(), msg.end(), '\n', ' ');
+    } catch (const std::exception&) {
+      std::string msg;
+      code = current_error(&msg);
       std::printf("FAIL %s: %s\n", dir.c_str(), msg.c_str());
-      code = fail_code(e.code());
-    } catch (const std::bad_alloc&) {
-      std::printf("FAIL %s: out of memory\n", dir.c_str());
-      code = 2;
-    } catch (const std::exception& e) {
-      std::printf("FAIL %s: %s\n", dir.c_str(), e.what());
-      code = 1;
     }
     std::fflush(stdout);
     worst = std::max(worst, code);
@@ -516,11 +520,10 @@ int main(int argc, char** argv) {
     const Args args = parse_args(argc, argv);
     if (args.command == "--help") return 0;  // `tessera CMD --help` printed the command's help
     return dispatch(args);
-  } catch (const Error& e) {
-    return fail(e.code(), e.what());
-  } catch (const std::bad_alloc&) {
-    return fail(TESSERA_CODE_INVALID_ARGUMENT, "out of memory (is a dimension in the model or input absurdly large?)");
-  } catch (const std::exception& e) {
-    return fail(TESSERA_CODE_INTERNAL, e.what());
+  } catch (const std::exception&) {
+    std::string msg;
+    const int code = current_error(&msg);
+    std::fprintf(stderr, "tessera: error: %s\n", msg.c_str());
+    return code;
   }
 }
