@@ -14,11 +14,10 @@ import sys
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "zoo"))
-from gen_zoo import ZooBuilder, conv, FLOAT  # noqa: E402
+from gen_zoo import ZooBuilder, bilstm_layer, conv, FLOAT  # noqa: E402
 
 
 def inorm(b, x, name, c):
@@ -37,19 +36,9 @@ def build():
         y = b.node("LeakyRelu", [inorm(b, y, "sincnet.norm1d.%d" % i, chans[i])], alpha=0.01)
     seq = b.node("Transpose", [y], perm=[2, 0, 1])  # [T, B, 60]
     H, c_in = 128, 60
-    batch = b.node("Unsqueeze", [b.node("Gather", [b.node("Shape", [x]), b.i64(0)], axis=0), b.i64([0])])
+    batch = b.dim(x, 0)
     for layer in range(4):
-        p = "lstm.%d" % layer
-        bound = 2.0 / np.sqrt(H)
-        w = b.uniform(p + ".w", (2, 4 * H, c_in), -bound, bound)
-        r = b.uniform(p + ".r", (2, 4 * H, H), -bound, bound)
-        bias = b.uniform(p + ".b", (2, 8 * H), -bound, bound)
-        shape = b.node("Concat", [b.i64([2]), batch, b.i64([H])], axis=0)
-        zero = numpy_helper.from_array(np.array([0.0], dtype=np.float32))
-        h0 = b.node("ConstantOfShape", [shape], value=zero)
-        c0 = b.node("ConstantOfShape", [shape], value=zero)
-        ys = b.node("LSTM", [seq, w, r, bias, "", h0, c0], name=p, n_out=3, direction="bidirectional", hidden_size=H)
-        seq = b.node("Reshape", [b.node("Transpose", [ys[0]], perm=[0, 2, 1, 3]), b.i64([0, 0, -1])])
+        seq = bilstm_layer(b, seq, "lstm.%d" % layer, c_in, H, batch)
         c_in = 2 * H
     y = b.node("Transpose", [seq], perm=[1, 0, 2])  # [B, T, 256]
     for i, (fi, fo) in enumerate(((256, 128), (128, 128))):

@@ -354,6 +354,24 @@ def build_dbnet():
 # crnn: PaddleOCR rec (PP-OCRv2 style: MobileNetV3-small with (2,1) strides, Im2Seq, 2-layer BiLSTM, CTC head)
 # ---------------------------------------------------------------------------------------------------------------------
 
+def bilstm_layer(b, seq, p, c_in, hidden, batch):
+    """One bidirectional nn.LSTM layer over a time-major [T, B, c_in] sequence as torch.onnx writes it: zero initial
+    states sized from the run-time batch (ConstantOfShape(Concat([2], batch, [hidden]))), then Y [T, 2, B, H] ->
+    [T, B, 2, H] -> Reshape [0, 0, -1] (0 copies the dim): [T, B, 2 * hidden]. Weights at twice torch's init bound:
+    a trained network's gates are not all near 0.5."""
+    bound = 2.0 / np.sqrt(hidden)
+    w = b.uniform(p + ".weight_ih", (2, 4 * hidden, c_in), -bound, bound)
+    r = b.uniform(p + ".weight_hh", (2, 4 * hidden, hidden), -bound, bound)
+    bias = b.uniform(p + ".bias", (2, 8 * hidden), -bound, bound)
+    shape = b.node("Concat", [b.i64([2]), batch, b.i64([hidden])], axis=0)
+    zero = numpy_helper.from_array(np.array([0.0], dtype=np.float32))
+    h0 = b.node("ConstantOfShape", [shape], value=zero)
+    c0 = b.node("ConstantOfShape", [shape], value=zero)
+    ys = b.node("LSTM", [seq, w, r, bias, "", h0, c0], name=p, n_out=3, direction="bidirectional",
+                hidden_size=hidden)
+    return b.node("Reshape", [b.node("Transpose", [ys[0]], perm=[0, 2, 1, 3]), b.i64([0, 0, -1])])
+
+
 def build_crnn():
     b = ZooBuilder("crnn", seed=8003, opset=13)
     x = b.add_input("x", FLOAT, ["p2o.DynamicDimension.0", 3, 48, "p2o.DynamicDimension.1"])
@@ -382,20 +400,7 @@ def build_crnn():
     batch = b.dim(x, 0)
     c_in = c_last
     for layer in range(2):
-        p = "neck.encoder.lstm.%d" % layer
-        bound = 2.0 / np.sqrt(hidden)  # twice torch's init: a trained recogniser's gates are not all near 0.5
-        w = b.uniform(p + ".weight_ih", (2, 4 * hidden, c_in), -bound, bound)
-        r = b.uniform(p + ".weight_hh", (2, 4 * hidden, hidden), -bound, bound)
-        bias = b.uniform(p + ".bias", (2, 8 * hidden), -bound, bound)
-        # zero initial states sized from the run-time batch: ConstantOfShape(Concat([2], batch, [48]))
-        shape = b.node("Concat", [b.i64([2]), batch, b.i64([hidden])], axis=0)
-        zero = numpy_helper.from_array(np.array([0.0], dtype=np.float32))
-        h0 = b.node("ConstantOfShape", [shape], value=zero)
-        c0 = b.node("ConstantOfShape", [shape], value=zero)
-        ys = b.node("LSTM", [seq, w, r, bias, "", h0, c0], name=p, n_out=3, direction="bidirectional",
-                    hidden_size=hidden)
-        # Y [T, 2, B, H] -> [T, B, 2, H] -> Reshape [0, 0, -1] (0 copies the dim)
-        seq = b.node("Reshape", [b.node("Transpose", [ys[0]], perm=[0, 2, 1, 3]), b.i64([0, 0, -1])])
+        seq = bilstm_layer(b, seq, "neck.encoder.lstm.%d" % layer, c_in, hidden, batch)
         c_in = 2 * hidden
 
     # CTC head: batch-first, Linear to 97 classes (PaddleOCR en dictionary + blank + space), Softmax
