@@ -21,7 +21,9 @@
 #include "ops/kernels/fused_activation.h"
 #include "ops/kernels/gemm.h"
 #include "ops/op_registry.h"
+#include "ops/pool_tiles.h"
 #include "ops/tensor_util.h"
+#include "util/cpu_isa.h"
 
 namespace tessera {
 
@@ -60,12 +62,40 @@ std::vector<int64_t> weight_kernel(const Shape& w, int spatial) {
 
 Status infer_conv(InferContext& ctx) { return infer_conv_output(ctx, 0, 1, ctx.in_dtype(0)); }
 
+// ai.tessera FusedConvMaxPool's window: pool_kernel = [kh, kw], strides equal to it, no padding (native_fusion.cc).
+Status read_max_pool(const Node& node, int64_t* kh, int64_t* kw) {
+  const std::vector<int64_t> k = node.attr_ints("pool_kernel");
+  if (k.size() != 2 || k[0] < 1 || k[1] < 1) {
+    return InvalidModel(node.describe() + ": pool_kernel must be two positive sizes");
+  }
+  *kh = k[0];
+  *kw = k[1];
+  return Status::Ok();
+}
+
+// The convolution's output, then its max pool's: floor(size / window) on each axis (symbols unknown).
+Status infer_conv_max_pool(InferContext& ctx) {
+  TSR_RETURN_IF_ERROR(infer_conv_output(ctx, 0, 1, ctx.in_dtype(0)));
+  int64_t kh = 0, kw = 0;
+  TSR_RETURN_IF_ERROR(read_max_pool(ctx.node(), &kh, &kw));
+  Shape y = ctx.outputs()[0].shape;
+  if (!y.rank_known) return Status::Ok();
+  if (y.rank() != 4) return ctx.error("a max pool joins a 2-D convolution only, got output " + y.str());
+  for (int i = 2; i < 4; ++i) {
+    const int64_t k = i == 2 ? kh : kw;
+    y.dims[static_cast<size_t>(i)] = y[i].known() ? Dim(y[i].value / k) : Dim();
+  }
+  ctx.set_output(0, ctx.outputs()[0].dtype, std::move(y));
+  return Status::Ok();
+}
+
 class ConvKernel final : public Kernel {
  public:
   static Expected<std::unique_ptr<Kernel>> Create(const KernelInit& init) {
     auto k = std::make_unique<ConvKernel>();
     const Node& node = init.node;
-    if (node.op_type == "FusedConv") TSR_RETURN_IF_ERROR(kernels::activation_from_conv_attrs(node, &k->act_));
+    if (node.op_type != "Conv") TSR_RETURN_IF_ERROR(kernels::activation_from_conv_attrs(node, &k->act_));
+    if (node.op_type == "FusedConvMaxPool") TSR_RETURN_IF_ERROR(read_max_pool(node, &k->pool_h_, &k->pool_w_));
     const Tensor* w = init.const_inputs.size() > 1 ? init.const_inputs[1] : nullptr;
     const int64_t group = node.attr_int("group", 1);
     if (w && w->dtype() == DType::kFloat32 && w->rank() >= 3 && group > 0 && w->dim(0) % group == 0 &&
@@ -105,6 +135,11 @@ class ConvKernel final : public Kernel {
     }
     Dims yd = {s.n, s.m};
     yd.insert(yd.end(), s.g.out.begin(), s.g.out.end());
+    if (pool_h_ > 0) {
+      if (s.g.out.size() != 2 || s.group != 1) return ctx.error("a max pool joins a 2-D convolution of one group only");
+      yd[2] /= pool_h_;
+      yd[3] /= pool_w_;
+    }
     if (y.dims() != yd) return ctx.error("output is " + dims_str(y.dims()) + ", expected " + dims_str(yd));
     if (z && z->dims() != yd) return ctx.error("summand Z " + dims_str(z->dims()) + " must match the output");
     if (y.numel() == 0) return Status::Ok();
@@ -155,9 +190,8 @@ class ConvKernel final : public Kernel {
 
     const bool pointwise = is_pointwise(g);
     const bool by_rows = !pointwise && kdim > 0 && rows_conv_applies(g, s.cg);
-    auto one = [&](int64_t t, Parallel* p) {
-      const int64_t n = t / s.group, gi = t % s.group;
-      const float* xg = x + (n * s.c + gi * s.cg) * isz;
+    // Group gi's weights as the GEMM takes them, and its epilogue.
+    auto weights = [&](int64_t gi) {
       GemmA ga{w + gi * s.mg * kdim, kdim, false, nullptr};
       // A 1x1 output is a matrix-vector product, cheaper on the raw weights. (W packed wide only: see Create.)
       if (use_packed && !(pointwise && osz == 1) && !packed_.empty()) {
@@ -166,11 +200,25 @@ class ConvKernel final : public Kernel {
       if (by_rows && use_packed && use_wide(s.mg, kdim)) {
         ga = GemmA{nullptr, 0, false, &wide_for(w, s, kdim)[static_cast<size_t>(gi)]};
       }
+      return ga;
+    };
+    auto epilogue = [&](int64_t gi) {
       Epilogue ep = act_;
       if (bias) {
         ep.bias_kind = Epilogue::Bias::kPerRow;
         ep.bias = bias + gi * s.mg;
       }
+      return ep;
+    };
+    if (pool_h_ > 0) {
+      run_max_pooled(pool, s, x, weights(0), epilogue(0), pointwise || by_rows, y);
+      return;
+    }
+    auto one = [&](int64_t t, Parallel* p) {
+      const int64_t n = t / s.group, gi = t % s.group;
+      const float* xg = x + (n * s.c + gi * s.cg) * isz;
+      const GemmA ga = weights(gi);
+      const Epilogue ep = epilogue(gi);
       float* yg = y + (n * s.m + gi * s.mg) * osz;
       const float beta = accumulate ? 1.f : 0.f;
       if (by_rows) {
@@ -192,6 +240,70 @@ class ConvKernel final : public Kernel {
     }
   }
 
+  // FusedConvMaxPool (one group, 2-D): the convolution's output rows are pooled while they are in the cache, band by
+  // band, into y [n, m, oh / pool_h_, ow / pool_w_]; the rows and columns no window covers are not kept. Bands hold
+  // whole windows' rows and fit, with their input copy, in half the L2 cache; with fewer bands than threads they are
+  // cut by output channels too. The convolution's values and the pool's are those of Conv and MaxPool apart
+  // (conv_band, TiledMaxPool): a CRNN's 32 x 48 x 1450 convolution output, 8.9 MB, was written and read back.
+  void run_max_pooled(Parallel& pool, const ConvSetup& s, const float* x, const GemmA& ga, const Epilogue& ep,
+                      bool in_bands, float* y) const {
+    const Geometry& g = s.g;
+    const int64_t oh = g.out[0], ow = g.out[1], ph = pool_h_, pw = pool_w_;
+    const int64_t poh = oh / ph, pow = ow / pw, used = poh * ph, m = s.m, kdim = s.cg * g.kernel_size();
+    const int64_t isz = g.in_size(), osz = g.out_size(), psz = poh * pow;
+    if (psz == 0) return;
+    const TiledMaxPool mp(used, ow, ph, pw);
+    if (!in_bands) {
+      // im2col (outputs too narrow to run by rows): each image's whole output, then the pool.
+      std::vector<float> conv(static_cast<size_t>(m * osz));
+      for (int64_t n = 0; n < s.n; ++n) {
+        Im2colSource src(x + n * s.c * isz, s.cg, g);
+        kernels::gemm(&pool, m, osz, kdim, 1.f, ga, GemmB{nullptr, 0, false, nullptr, &src}, 0.f, conv.data(), osz, ep);
+        pool.parallel_for(m, 1, [&](int64_t c0, int64_t c1) {
+          for (int64_t c = c0; c < c1; ++c) mp.rows(conv.data() + c * osz, y + (n * m + c) * psz, 0, poh);
+        });
+      }
+      return;
+    }
+    const int64_t fit_out = cpu::l2_cache_bytes() / 2 / static_cast<int64_t>(sizeof(float)) / (m * ow);
+    const int64_t fit = std::min(is_pointwise(g) ? used : conv_band_rows(g, s.cg), fit_out);
+    const int64_t step = std::max<int64_t>(fit / ph, 1) * ph;  // conv rows a band takes: whole windows
+    int64_t bands = std::clamp<int64_t>((used + step - 1) / step, 1, poh);
+    const int64_t threads = pool.in_parallel_region() ? 1 : std::max(pool.num_threads(), 1);
+    int64_t slices = 1;
+    const int64_t mr = kernels::panel_rows(ga), panels = (m + mr - 1) / mr;
+    if ((s.n * bands) % threads != 0) {
+      // More bands (each at least one window high) where that evens the shares, else cut every band by channels.
+      int64_t more = bands;
+      while (more <= poh && (s.n * more) % threads != 0) ++more;
+      if (more <= poh && more <= 2 * bands) {
+        bands = more;
+      } else {
+        slices = std::min<int64_t>(threads, panels);
+      }
+    }
+    const int64_t items = s.n * bands * slices;
+    pool.parallel_for(items, 1, [&](int64_t t0, int64_t t1) {
+      thread_local std::vector<float> rows_out;
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t n = t / (bands * slices), band = t / slices % bands, slice = t % slices;
+        const int64_t pr0 = band * poh / bands, pr1 = (band + 1) * poh / bands;  // pooled rows
+        const int64_t r0 = pr0 * ph, rows = (pr1 - pr0) * ph;
+        const int64_t c0 = slice * panels / slices * mr, c1 = std::min(m, (slice + 1) * panels / slices * mr);
+        if (c1 <= c0 || rows == 0) continue;
+        const int64_t ld = rows * ow;
+        if (static_cast<int64_t>(rows_out.size()) < (c1 - c0) * ld)
+          rows_out.resize(static_cast<size_t>((c1 - c0) * ld));
+        Epilogue e = ep;
+        if (e.bias_kind == Epilogue::Bias::kPerRow) e.bias += c0;
+        conv_band(c1 - c0, kernels::rows_of(ga, c0), x + n * s.c * isz, s.cg, g, r0, rows, rows_out.data(), ld, e);
+        for (int64_t c = c0; c < c1; ++c) {
+          mp.rows(rows_out.data() + (c - c0) * ld, y + (n * m + c) * psz + pr0 * pow, 0, pr1 - pr0);
+        }
+      }
+    });
+  }
+
   // Whether a convolution by rows takes W packed wide (gemm.h: PackConstantAWide): fp32 products on an instruction
   // set that has the wide kernel, enough K to amortise its transposed store (from a 3x3 over 3 channels: as fast
   // as the row kernel at 48x1320, faster at 48x200), and panels of output channels that waste at most 1/8 of their
@@ -211,6 +323,7 @@ class ConvKernel final : public Kernel {
   }
 
   Epilogue act_;
+  int64_t pool_h_ = 0, pool_w_ = 0;   // FusedConvMaxPool's window (0: none)
   std::vector<PackedMatrix> packed_;  // per group, when W is a constant float32 tensor (unless packed wide only)
   Dims packed_dims_;                  // W's dims when packed, either way
   bool bf16_ = false;                 // products in bf16 (packed_ holds bf16 pairs where the CPU has them)
@@ -491,6 +604,7 @@ Status run_col2im(KernelContext& ctx) {
 TSR_REGISTER_OPS(conv) {
   reg.add(OpSchema{"Conv", "", infer_conv, ConvKernel::Create, nullptr, {}});
   reg.add(OpSchema{"FusedConv", "com.microsoft", infer_conv, ConvKernel::Create, nullptr, {}});
+  reg.add(OpSchema{"FusedConvMaxPool", "ai.tessera", infer_conv_max_pool, ConvKernel::Create, nullptr, {}});
   reg.add(OpSchema{"ConvTranspose", "", infer_convtranspose, ConvTransposeKernel::Create, nullptr, {}});
   reg.add(OpSchema{"Col2Im", "", infer_col2im, nullptr, run_col2im, {1, 2}});
 }

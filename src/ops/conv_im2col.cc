@@ -973,6 +973,12 @@ bool rows_conv_applies(const Geometry& g, int64_t channels) {
 
 namespace {
 
+// Output rows of a band whose copy fits in half the L2 cache (at least 1, at most all).
+int64_t rows_in_band(const PaddedLayout& l, int64_t channels) {
+  const int64_t per_row = channels * l.phases() * l.wq;
+  return std::clamp<int64_t>(band_floats() / std::max<int64_t>(per_row, 1) - l.halo, 1, l.p.oh);
+}
+
 // How conv_by_rows shares its work: `bands` bands of the `oh` output rows, as even as they go (band b is rows
 // [first(b), first(b + 1))), each cut into `slices` slices of output channels; item t is band t / slices, slice
 // t % slices. Bands of equal rows but the last left the threads unequal shares: 44 rows as 6 bands of 8 gave one
@@ -1009,8 +1015,7 @@ void conv_by_rows_in(Parallel* pool, int64_t m, const kernels::GemmA& a, const f
   // Bands of output rows whose copies fit in half the L2 cache; a thread's copy stays in its own cache (a GEMM
   // split between threads that read one copy scaled worse: 3x3 128->128 at 28x28, two threads, 230 against 275
   // GFLOP/s with im2col). See split_rows.
-  const int64_t per_row = channels * l.phases() * l.wq;
-  const int64_t fit = std::clamp<int64_t>(band_floats() / std::max<int64_t>(per_row, 1) - l.halo, 1, oh);
+  const int64_t fit = rows_in_band(l, channels);
   const int threads = pool && !pool->in_parallel_region() ? pool->num_threads() : 1;
   const int64_t mr = kernels::panel_rows(a), panels = (m + mr - 1) / mr;
   const RowsSplit s = split_rows(oh, fit, m, mr, threads);
@@ -1095,6 +1100,21 @@ void conv_by_rows(Parallel* pool, int64_t m, const kernels::GemmA& a, const floa
                   const Geometry& g, float beta, float* y, const kernels::Epilogue& ep) {
   if (conv_1d_in_pieces(pool, m, a, x, channels, g, beta, y, ep)) return;
   conv_by_rows_in(pool, m, a, x, g.in_size(), channels, g, beta, y, g.out_size(), ep);
+}
+
+int64_t conv_band_rows(const Geometry& g, int64_t channels) { return rows_in_band(PaddedLayout(g), channels); }
+
+void conv_band(int64_t m, const kernels::GemmA& a, const float* x, int64_t channels, const Geometry& g, int64_t oh0,
+               int64_t rows, float* y, int64_t ldc, const kernels::Epilogue& ep) {
+  if (is_pointwise(g)) {
+    const int64_t ow = g.out.back();
+    const kernels::GemmB b{x + oh0 * ow, g.in_size(), false, nullptr, nullptr};
+    kernels::gemm(nullptr, m, rows * ow, channels, 1.f, a, b, 0.f, y, ldc, ep);
+    return;
+  }
+  const PaddedLayout l(g);
+  const PaddedBand in(l, x, g.in_size(), channels, oh0, rows);
+  kernels::gemm(nullptr, m, in.columns(), channels * l.p.kh * l.p.kw, 1.f, a, in.operand(), 0.f, y, ldc, ep);
 }
 
 bool convtranspose_tiles(const Geometry& g) {

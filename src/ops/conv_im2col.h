@@ -47,6 +47,16 @@ bool rows_conv_applies(const Geometry& g, int64_t channels);
 void conv_by_rows(Parallel* pool, int64_t m, const kernels::GemmA& a, const float* x, int64_t channels,
                   const Geometry& g, float beta, float* y, const kernels::Epilogue& ep);
 
+// Output rows [oh0, oh0 + rows) of a 2-D convolution that runs by rows (rows_conv_applies) or is pointwise
+// (is_pointwise), on the calling thread: y[c, r, :] (channel c at y + c * ldc, rows ow floats apart) = (a * im2col(x))
+// with the epilogue, as conv_by_rows computes them (the same kernels and order of sums, so the same bits). For
+// kernels that use the rows while they are in the cache (a max pool after the convolution).
+void conv_band(int64_t m, const kernels::GemmA& a, const float* x, int64_t channels, const Geometry& g, int64_t oh0,
+               int64_t rows, float* y, int64_t ldc, const kernels::Epilogue& ep);
+// The output rows of a band by rows whose input copy stays in half the L2 cache, as conv_by_rows bands them (at
+// least 1).
+int64_t conv_band_rows(const Geometry& g, int64_t channels);
+
 // True when the convolution is a plain GEMM on the input planes (every kernel
 // extent 1, stride 1, no padding).
 bool is_pointwise(const Geometry& g);

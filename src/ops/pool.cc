@@ -14,6 +14,7 @@
 #include "ops/conv_util.h"
 #include "ops/kernels/lane_fold.h"
 #include "ops/op_registry.h"
+#include "ops/pool_tiles.h"
 #include "ops/quantize_ops.h"
 #include "ops/tensor_util.h"
 #include "util/cpu_isa.h"
@@ -429,6 +430,78 @@ void pool2d_plane_f32(const float* __restrict x, const Pool3& g, const PoolOptio
   }
 }
 
+// The float fast path's rows of one 2-D (or 1-D) plane without Indices: per-column tap ranges and counts, made once
+// and shared by every plane, and the kernel chosen for the geometry and the CPU. Windows not far wider than the input
+// only (fast_path_applies): a window of 2^31 columns over padding would ask for 16 GB of tables.
+class FloatPlaneRows {
+ public:
+  static bool fast_path_applies(const Pool3& g) { return g.in[0] == 1 && g.k[0] == 1 && g.k[2] <= 2 * g.in[2] + 64; }
+
+  FloatPlaneRows(const Pool3& g, const PoolOptions& o) : g_(g), o_(o) {
+    const int64_t ow = g.out[2];
+    col_lo_.resize(static_cast<size_t>(g.k[2]));
+    col_hi_.resize(static_cast<size_t>(g.k[2]));
+    for (int64_t b = 0; b < g.k[2]; ++b) {
+      // Output columns c with 0 <= c*s - pb + b*d < in.
+      const int64_t off = b * g.d[2] - g.pb[2];
+      int64_t lo = off >= 0 ? 0 : (-off + g.s[2] - 1) / g.s[2];
+      int64_t hi = g.in[2] - 1 - off < 0 ? 0 : (g.in[2] - 1 - off) / g.s[2] + 1;
+      lo = std::min(lo, ow);
+      col_lo_[static_cast<size_t>(b)] = lo;
+      col_hi_[static_cast<size_t>(b)] = std::max(lo, std::min(hi, ow));
+    }
+    col_count_.resize(static_cast<size_t>(ow));
+    inv_cols_.resize(static_cast<size_t>(ow));
+    for (int64_t c = 0; c < ow; ++c) {
+      const int64_t start = c * g.s[2] - g.pb[2];
+      int64_t lo, hi;
+      if (o.count_include_pad) {
+        tap_range(start + g.pb[2], g.d[2], g.k[2], g.in[2] + g.pb[2] + g.pe[2], &lo, &hi);
+      } else {
+        tap_range(start, g.d[2], g.k[2], g.in[2], &lo, &hi);
+      }
+      const auto n = static_cast<float>(hi - lo);
+      col_count_[static_cast<size_t>(c)] = n;
+      inv_cols_[static_cast<size_t>(c)] = n > 0 ? 1.f / n : 0.f;
+    }
+    const bool mx = o.kind == PoolKind::kMax;
+    if (cpu::avx512() && mx && windows_tile_plane(g)) {
+      kind_ = Kernel::kTiles;
+    } else if (cpu::avx512() && o.kind != PoolKind::kLp && (g.s[2] == 1 || g.s[2] == 2)) {
+      kind_ = Kernel::kRowsAvx512;
+    }
+  }
+
+  // Output rows [r0, r1) of the plane at x into y (at output row 0); acc: out[2] floats of scratch.
+  void operator()(const float* x, float* y, float* acc, int64_t r0, int64_t r1) const {
+    const Pool3& g = g_;
+    const bool mx = o_.kind == PoolKind::kMax;
+    switch (kind_) {
+      case Kernel::kTiles:
+        (g.k[2] == 1 ? &avx512::max_pool_tiles<1> : &avx512::max_pool_tiles<2>)(x, g.in[2], g.k[1], r0, r1, g.out[2],
+                                                                                y);
+        return;
+      case Kernel::kRowsAvx512: {
+        auto rows = mx ? (g.s[2] == 1 ? &avx512::pool2d_plane<true, 1> : &avx512::pool2d_plane<true, 2>)
+                       : (g.s[2] == 1 ? &avx512::pool2d_plane<false, 1> : &avx512::pool2d_plane<false, 2>);
+        rows(x, g, o_.count_include_pad, col_lo_.data(), col_hi_.data(), inv_cols_.data(), y, r0, r1);
+        return;
+      }
+      case Kernel::kRows:
+        pool2d_plane_f32(x, g, o_, y, acc, col_lo_.data(), col_hi_.data(), col_count_.data(), r0, r1);
+        return;
+    }
+  }
+
+ private:
+  enum class Kernel { kRows, kRowsAvx512, kTiles };
+  Pool3 g_;
+  PoolOptions o_;
+  std::vector<int64_t> col_lo_, col_hi_;
+  std::vector<float> col_count_, inv_cols_;
+  Kernel kind_ = Kernel::kRows;
+};
+
 Status run_pool(KernelContext& ctx) {
   const Node& node = ctx.node();
   const Tensor& x = *ctx.input(0);
@@ -457,60 +530,14 @@ Status run_pool(KernelContext& ctx) {
   const int64_t planes = x.dim(0) * x.dim(1);
   const int64_t isz = g.in_size(), osz = g.out_size();
   int64_t* ip = ind && ind->defined() ? ind->data<int64_t>() : nullptr;
-  // The 2-D fast path keeps a table per kernel column: for windows not far wider than the input (a window of 2^31
-  // columns over padding would ask for 16 GB of tables); others take the general loop.
+  // The 2-D fast path (FloatPlaneRows); windows far wider than the input take the general loop.
   // 8-bit max pooling (what the QDQ pass leaves of DQ -> MaxPool -> Q at one scale) takes the float path a plane at a
   // time: bytes widen to floats exactly, and the max of them narrows back exactly.
   const bool bytes = x.dtype() == DType::kUInt8 || x.dtype() == DType::kInt8;
-  if ((x.dtype() == DType::kFloat32 || (bytes && kind == PoolKind::kMax)) && !ip && g.in[0] == 1 && g.k[0] == 1 &&
-      g.k[2] <= 2 * g.in[2] + 64) {
-    // Per-column tap ranges and column counts, shared by every plane.
+  if ((x.dtype() == DType::kFloat32 || (bytes && kind == PoolKind::kMax)) && !ip &&
+      FloatPlaneRows::fast_path_applies(g)) {
+    const FloatPlaneRows plane(g, o);
     const int64_t ow = g.out[2];
-    std::vector<int64_t> col_lo(static_cast<size_t>(g.k[2])), col_hi(static_cast<size_t>(g.k[2]));
-    for (int64_t b = 0; b < g.k[2]; ++b) {
-      // Output columns c with 0 <= c*s - pb + b*d < in.
-      const int64_t off = b * g.d[2] - g.pb[2];
-      int64_t lo = off >= 0 ? 0 : (-off + g.s[2] - 1) / g.s[2];
-      int64_t hi = g.in[2] - 1 - off < 0 ? 0 : (g.in[2] - 1 - off) / g.s[2] + 1;
-      lo = std::min(lo, ow);
-      col_lo[static_cast<size_t>(b)] = lo;
-      col_hi[static_cast<size_t>(b)] = std::max(lo, std::min(hi, ow));
-    }
-    std::vector<float> col_count(static_cast<size_t>(ow));
-    for (int64_t c = 0; c < ow; ++c) {
-      const int64_t start = c * g.s[2] - g.pb[2];
-      int64_t lo, hi;
-      if (o.count_include_pad) {
-        tap_range(start + g.pb[2], g.d[2], g.k[2], g.in[2] + g.pb[2] + g.pe[2], &lo, &hi);
-      } else {
-        tap_range(start, g.d[2], g.k[2], g.in[2], &lo, &hi);
-      }
-      col_count[static_cast<size_t>(c)] = static_cast<float>(hi - lo);
-    }
-    std::vector<float> inv_cols(static_cast<size_t>(ow));
-    for (int64_t c = 0; c < ow; ++c) {
-      const float n = col_count[static_cast<size_t>(c)];
-      inv_cols[static_cast<size_t>(c)] = n > 0 ? 1.f / n : 0.f;
-    }
-    const bool mx = o.kind == PoolKind::kMax;
-    // Rows [r0, r1) of one plane, float in and out; acc: ow floats of scratch.
-    std::function<void(const float*, float*, float*, int64_t, int64_t)> plane;
-    if (cpu::avx512() && mx && windows_tile_plane(g)) {
-      auto tiles = g.k[2] == 1 ? &avx512::max_pool_tiles<1> : &avx512::max_pool_tiles<2>;
-      plane = [&, tiles](const float* xi, float* yo, float*, int64_t r0, int64_t r1) {
-        tiles(xi, g.in[2], g.k[1], r0, r1, g.out[2], yo);
-      };
-    } else if (cpu::avx512() && o.kind != PoolKind::kLp && (g.s[2] == 1 || g.s[2] == 2)) {
-      auto rows = mx ? (g.s[2] == 1 ? &avx512::pool2d_plane<true, 1> : &avx512::pool2d_plane<true, 2>)
-                     : (g.s[2] == 1 ? &avx512::pool2d_plane<false, 1> : &avx512::pool2d_plane<false, 2>);
-      plane = [&, rows](const float* xi, float* yo, float*, int64_t r0, int64_t r1) {
-        rows(xi, g, o.count_include_pad, col_lo.data(), col_hi.data(), inv_cols.data(), yo, r0, r1);
-      };
-    } else {
-      plane = [&](const float* xi, float* yo, float* acc, int64_t r0, int64_t r1) {
-        pool2d_plane_f32(xi, g, o, yo, acc, col_lo.data(), col_hi.data(), col_count.data(), r0, r1);
-      };
-    }
     if (!bytes) {
       const float* xp = x.data<float>();
       float* yp = y.data<float>();
@@ -553,6 +580,38 @@ Status run_pool(KernelContext& ctx) {
   });
   return Status::Ok();
 }
+
+}  // namespace
+
+struct TiledMaxPool::Impl {
+  FloatPlaneRows rows;
+};
+
+TiledMaxPool::TiledMaxPool(int64_t ih, int64_t iw, int64_t kh, int64_t kw) {
+  Pool3 g{};
+  const int64_t in[3] = {1, ih, iw}, k[3] = {1, kh, kw}, out[3] = {1, ih / kh, iw / kw};
+  for (int i = 0; i < 3; ++i) {
+    g.in[i] = in[i];
+    g.k[i] = g.s[i] = k[i];
+    g.out[i] = out[i];
+    g.d[i] = 1;
+    g.pb[i] = g.pe[i] = 0;
+  }
+  PoolOptions o;
+  o.kind = PoolKind::kMax;
+  impl_ = std::make_unique<Impl>(Impl{FloatPlaneRows(g, o)});
+  out_w_ = out[2];
+}
+
+TiledMaxPool::~TiledMaxPool() = default;
+
+void TiledMaxPool::rows(const float* x, float* y, int64_t r0, int64_t r1) const {
+  thread_local std::vector<float> acc;
+  acc.resize(static_cast<size_t>(out_w_));
+  impl_->rows(x, y, acc.data(), r0, r1);
+}
+
+namespace {
 
 // ---- com.microsoft QLinearAveragePool ---------------------------------------------------------------------------
 //

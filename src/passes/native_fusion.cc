@@ -1,6 +1,7 @@
 // Native operator fusion (see native_fusion.h). Three passes over the node
 // list, each followed by a recount of uses:
 //   1. Conv -> [Add(Z)] -> [activation]  => FusedConv
+//      Conv -> [activation] -> MaxPool (windows that tile) => FusedConvMaxPool
 //   2. Gemm -> activation => FusedGemm;
 //      MatMul(constant B) -> [Add(bias)] -> [activation] => FusedMatMul;
 //      MatMul -> Mul(scalar) => FusedMatMul with alpha
@@ -316,7 +317,35 @@ Epilogue follow_epilogue(const Graph& g, const Scope& sc, const Uses& uses, cons
   return e;
 }
 
-// ---- 1. Conv -> [Add(Z)] -> [activation] ---------------------------------
+// ---- 1. Conv -> [Add(Z)] -> [activation] [-> MaxPool] ---------------------
+
+// A float MaxPool over a 4-D tensor whose windows tile it: kernel_shape [kh, kw] (not 1x1), strides equal to it, no
+// padding, dilation or ceil mode, and no Indices output. FusedConvMaxPool pools a convolution's rows while they are in
+// the cache (ops/conv.cc).
+bool tiled_max_pool(const Scope& sc, const Node& n, int64_t* kh, int64_t* kw) {
+  if (n.op_type != "MaxPool" || !plain_f32_node(sc, n) || n.num_inputs() != 1 || rank_of(sc, n.inputs[0]) != 4) {
+    return false;
+  }
+  const std::vector<int64_t> k = n.attr_ints("kernel_shape");
+  if (k.size() != 2 || k[0] < 1 || k[1] < 1 || k[0] * k[1] < 2 || n.attr_ints("strides") != k) return false;
+  for (int64_t p : n.attr_ints("pads")) {
+    if (p != 0) return false;
+  }
+  for (int64_t d : n.attr_ints("dilations")) {
+    if (d != 1) return false;
+  }
+  const std::string pad = n.attr_string("auto_pad", "NOTSET");
+  if ((pad != "NOTSET" && pad != "VALID") || n.attr_int("ceil_mode", 0) != 0) return false;
+  *kh = k[0];
+  *kw = k[1];
+  return true;
+}
+
+// One group of 2-D weights known now: what FusedConvMaxPool takes.
+bool one_group_2d(const Scope& sc, const Node& conv) {
+  const Tensor* w = conv.num_inputs() > 1 ? sc.constant(conv.inputs[1]) : nullptr;
+  return w && w->rank() == 4 && conv.attr_int("group", 1) == 1;
+}
 
 int fuse_conv(Graph& g, const Scope* outer, NativeFusionStats* st) {
   Uses uses(g);
@@ -333,6 +362,14 @@ int fuse_conv(Graph& g, const Scope* outer, NativeFusionStats* st) {
       Shape zd;
       return known && named_shape(sc, other, &zd) && same_shape(zd, ydims);
     });
+    // A max pool after it, without a summand: its output only.
+    int64_t kh = 0, kw = 0;
+    const int pool = ep.addend.empty() ? uses.sole_consumer(ep.out) : -1;
+    if (pool >= 0 && !rw.taken[static_cast<size_t>(pool)] && one_group_2d(sc, conv) &&
+        tiled_max_pool(sc, g.nodes[static_cast<size_t>(pool)], &kh, &kw)) {
+      ep.out = g.nodes[static_cast<size_t>(pool)].outputs[0];
+      ep.group.push_back(pool);
+    }
     const std::string& z = ep.addend;
     const std::string& out = ep.out;
     const std::string& act = ep.act;
@@ -341,9 +378,10 @@ int fuse_conv(Graph& g, const Scope* outer, NativeFusionStats* st) {
     if (group.empty()) continue;
     Node f;
     f.name = conv.name;
-    f.op_type = "FusedConv";
-    f.domain = kMsDomain;
+    f.op_type = kh > 0 ? "FusedConvMaxPool" : "FusedConv";
+    f.domain = kh > 0 ? kTesseraDomain : kMsDomain;
     f.attrs = conv.attrs;
+    if (kh > 0) f.attrs["pool_kernel"] = Attribute::Ints({kh, kw});
     f.inputs = conv.inputs;
     f.inputs.resize(3);
     if (!z.empty()) f.inputs.push_back(z);

@@ -5,6 +5,8 @@
 // alone). Output: the same graph with groups of nodes replaced by one fused
 // node each, so the group's intermediates are never written to memory:
 //   Conv [-> Add(same-shape Z)] [-> activation]  => com.microsoft FusedConv
+//   Conv [-> activation] -> MaxPool whose windows tile its input (2-D, one group)
+//                                                 => ai.tessera FusedConvMaxPool
 //   Gemm -> activation                            => com.microsoft FusedGemm
 //   MatMul(constant [K,N] B) [-> Add(bias [N])] [-> activation]
 //                                                 => ai.tessera FusedMatMul

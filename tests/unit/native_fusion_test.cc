@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -454,6 +455,139 @@ TEST(NativeFusion, SymbolicResidualAddJoinsTheConv) {
     expect_same_outputs(**f, **p, ins, std::to_string(h) + "x" + std::to_string(w), false);
   }
   EXPECT_GT((*f)->runs_generic(), 0u);
+}
+
+// Conv [-> activation] -> MaxPool whose windows tile the output is one FusedConvMaxPool step, equal to the two or
+// three steps to the bit: by rows (the row and the wide kernel), pointwise, im2col (too narrow to run by rows),
+// strided, windows of 2x2, 2x1, 1x2 and 3x3 over sizes they do not divide, batches, bands cut by output channels
+// (fewer pooled rows than threads), 1 to 3 threads, and symbolic sizes in the shape-generic plan. Pools that do not
+// tile (padding, overlap, ceil mode), a second reader, two groups or a summand keep MaxPool apart.
+struct PoolCase {
+  Dims x;
+  int64_t cout, k, stride, pad;
+  std::string act;
+  std::vector<int64_t> window;
+};
+
+Graph conv_max_pool_graph(const PoolCase& c, const std::vector<Dim>& x_dims, unsigned seed) {
+  GraphBuilder b;
+  b.g.inputs.push_back("x");
+  b.g.values["x"] = ValueInfo{DType::kFloat32, Shape(x_dims)};
+  std::mt19937 rng(seed);
+  const float scale = 1.f / std::sqrt(static_cast<float>(c.x[1] * c.k * c.k));
+  b.constant("w", random_tensor(DType::kFloat32, {c.cout, c.x[1], c.k, c.k}, rng, -scale, scale));
+  b.constant("b", random_tensor(DType::kFloat32, {c.cout}, rng));
+  Node& conv = b.node("Conv", {"x", "w", "b"}, {"c"});
+  conv.attrs["pads"] = ints({c.pad, c.pad, c.pad, c.pad});
+  conv.attrs["strides"] = ints({c.stride, c.stride});
+  std::string y = "c";
+  if (!c.act.empty()) {
+    b.node(c.act, {"c"}, {"a"});
+    y = "a";
+  }
+  Node& mp = b.node("MaxPool", {y}, {"y"});
+  mp.attrs["kernel_shape"] = ints(c.window);
+  mp.attrs["strides"] = ints(c.window);
+  b.output("y");
+  return b.g;
+}
+
+void expect_equal_bits(InferenceSession& fused, InferenceSession& plain, const std::vector<Tensor>& ins,
+                       const std::string& what) {
+  auto x = fused.run(ins);
+  auto y = plain.run(ins);
+  ASSERT_TRUE(x.ok()) << what << ": " << x.status().message();
+  ASSERT_TRUE(y.ok()) << what << ": " << y.status().message();
+  ASSERT_EQ((*x)[0].dims(), (*y)[0].dims()) << what;
+  ASSERT_GT((*x)[0].numel(), 0) << what;
+  EXPECT_EQ(std::memcmp((*x)[0].raw(), (*y)[0].raw(), (*x)[0].nbytes()), 0) << what;
+}
+
+TEST(NativeFusion, ConvThenAMaxPoolWhoseWindowsTileIsOneStepEqualToTheBits) {
+  const PoolCase cases[] = {
+      {{1, 3, 24, 150}, 32, 3, 1, 1, "Relu", {2, 2}},      // by rows, wide kernel
+      {{1, 5, 20, 70}, 12, 3, 1, 1, "", {2, 2}},           // by rows, row kernel, no activation
+      {{2, 4, 9, 9}, 8, 3, 1, 1, "Relu", {2, 2}},          // im2col; 9 rows and columns: the last of each dropped
+      {{1, 16, 10, 30}, 24, 1, 1, 0, "Relu", {2, 1}},      // pointwise
+      {{1, 6, 33, 65}, 16, 3, 2, 1, "Sigmoid", {1, 2}},    // strided, an activation after the store
+      {{1, 40, 7, 60}, 48, 3, 1, 1, "Relu", {2, 1}},       // 3 pooled rows: bands cut by channels
+      {{3, 8, 12, 40}, 32, 3, 1, 1, "LeakyRelu", {3, 3}},  // 3x3 windows, 3 images
+  };
+  int index = 0;
+  for (const PoolCase& c : cases) {
+    SCOPED_TRACE("case " + std::to_string(index++));
+    std::vector<Dim> dims(c.x.begin(), c.x.end());
+    const Graph g = conv_max_pool_graph(c, dims, 7);
+    Graph fused_graph = g;
+    ASSERT_TRUE(infer_shapes(fused_graph).ok());
+    ASSERT_TRUE(fuse_for_native(fused_graph).ok());
+    ASSERT_EQ(fused_graph.nodes.size(), 1u);
+    EXPECT_EQ(fused_graph.nodes[0].op_type, "FusedConvMaxPool");
+    for (int threads : {1, 2, 3}) {
+      SessionOptions on, off;
+      on.num_threads = off.num_threads = threads;
+      off.fuse = false;
+      auto f = InferenceSession::Create(g, on);
+      auto p = InferenceSession::Create(g, off);
+      ASSERT_TRUE(f.ok() && p.ok());
+      std::mt19937 rng(static_cast<unsigned>(threads));
+      expect_equal_bits(**f, **p, {random_tensor(DType::kFloat32, c.x, rng)}, std::to_string(threads) + " threads");
+    }
+  }
+}
+
+TEST(NativeFusion, ConvThenAMaxPoolWithSymbolicSizesRunsEveryShapeEqualToTheBits) {
+  const PoolCase c{{1, 3, 0, 0}, 32, 3, 1, 1, "Relu", {2, 2}};
+  const Graph g = conv_max_pool_graph(c, {1, 3, Dim::Symbol("H"), Dim::Symbol("W")}, 9);
+  SessionOptions on, off;
+  on.num_threads = off.num_threads = 2;
+  off.fuse = false;
+  auto f = InferenceSession::Create(g, on);
+  auto p = InferenceSession::Create(g, off);
+  ASSERT_TRUE(f.ok() && p.ok());
+  std::mt19937 rng(5);
+  for (auto [h, w] : {std::pair<int64_t, int64_t>{48, 97}, {5, 300}, {2, 2}, {17, 33}, {48, 97}}) {
+    expect_equal_bits(**f, **p, {random_tensor(DType::kFloat32, {1, 3, h, w}, rng)},
+                      std::to_string(h) + "x" + std::to_string(w));
+  }
+  EXPECT_GT((*f)->runs_generic(), 0u);
+}
+
+TEST(NativeFusion, MaxPoolsThatDoNotTileOrConvolutionsItCannotJoinStayApart) {
+  for (int form = 0; form < 7; ++form) {
+    SCOPED_TRACE("form " + std::to_string(form));
+    PoolCase c{{1, 4, 12, 20}, 8, 3, 1, 1, "Relu", {2, 2}};
+    Graph g = conv_max_pool_graph(c, std::vector<Dim>(c.x.begin(), c.x.end()), 3);
+    Node& mp = g.nodes.back();
+    if (form == 0) mp.attrs["pads"] = ints({1, 1, 1, 1});
+    if (form == 1) mp.attrs["strides"] = ints({1, 1});  // overlapping windows
+    if (form == 2) mp.attrs["ceil_mode"] = Attribute::Int(1);
+    if (form == 3) g.outputs.push_back("a");  // a second reader of the activation
+    if (form == 4) {                          // two groups
+      g.nodes[0].attrs["group"] = Attribute::Int(2);
+      std::mt19937 rng(1);
+      g.constants["w"] = random_tensor(DType::kFloat32, {8, 2, 3, 3}, rng);
+    }
+    if (form == 5) mp.attrs["kernel_shape"] = mp.attrs["strides"] = ints({1, 1});
+    if (form == 6) {  // a summand before the activation
+      g.inputs.push_back("r");
+      g.values["r"] = ValueInfo{DType::kFloat32, Shape::FromDims({1, 8, 12, 20})};
+      g.nodes[1].inputs = {"s"};
+      Node add;
+      add.name = "add";
+      add.op_type = "Add";
+      add.inputs = {"c", "r"};
+      add.outputs = {"s"};
+      g.nodes.insert(g.nodes.begin() + 1, add);
+    }
+    Graph fused = g;
+    ASSERT_TRUE(infer_shapes(fused).ok());
+    ASSERT_TRUE(fuse_for_native(fused).ok());
+    for (const Node& n : fused.nodes) EXPECT_NE(n.op_type, "FusedConvMaxPool");
+    EXPECT_EQ(fused.nodes.back().op_type, "MaxPool");
+    Runs r = compare(g, 3);
+    EXPECT_GT(r.fused_steps, 1);
+  }
 }
 
 TEST(NativeFusion, IntermediateWithTwoConsumersIsNotFused) {
