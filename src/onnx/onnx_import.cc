@@ -68,6 +68,12 @@ Status check_arity(const Node& n, int64_t opset) {
     auto it = kContrib.find(n.op_type);
     return it == kContrib.end() ? Status::Ok() : check_fixed_arity(n, it->second.first, it->second.second);
   }
+  if (n.domain == "ai.tessera") {  // Tessera's own ops whose kernels take fixed inputs (the others check their own)
+    static const std::map<std::string, std::pair<int, int>> kOwn = {{"FusedMatMul", {2, 3}},
+                                                                    {"FusedConvMaxPool", {2, 3}}};
+    auto it = kOwn.find(n.op_type);
+    return it == kOwn.end() ? Status::Ok() : check_fixed_arity(n, it->second.first, it->second.second);
+  }
   if (!n.domain.empty()) return Status::Ok();
   const onnx::OpSchema* schema = schema_at(n.op_type, opset);
   // ONNX Runtime runs LayerNormalization in the default domain at every opset (it registers its own kernel from

@@ -128,6 +128,16 @@ def main(out):
         "huge_expand", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 1])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]), opset_imports=[helper.make_opsetid("", 13)])
     write(os.path.join(models, "bad_huge_expand.onnx"), expand.SerializeToString())
+    # Ops of Tessera's own fusions and ONNX Runtime's contrib ops with fewer inputs than their kernels index (x as the
+    # MLP's input, so that `run` with its inputs reaches the kernel).
+    for domain, op in (("ai.tessera", "FusedMatMul"), ("ai.tessera", "FusedConvMaxPool"), ("com.microsoft", "FusedConv")):
+        attrs = {"pool_kernel": [2, 2]} if op == "FusedConvMaxPool" else {}
+        one_input = helper.make_model(helper.make_graph(
+            [helper.make_node(op, ["x"], ["y"], domain=domain, **attrs)], "one_input",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]),
+            opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(domain, 1)])
+        write(os.path.join(models, "bad_%s_with_one_input.onnx" % op), one_input.SerializeToString())
 
     def tensor_set(case, tensors):
         d = os.path.join(inputs, case)
