@@ -553,6 +553,54 @@ TEST(NativeFusion, ConvThenAMaxPoolWithSymbolicSizesRunsEveryShapeEqualToTheBits
   EXPECT_GT((*f)->runs_generic(), 0u);
 }
 
+// Random geometries (kernels, strides, dilations and pads of the convolution, sizes the window does not divide,
+// channel counts that fill no panel, 1 to 3 threads): the fused step equals the unfused ones to the bit.
+TEST(NativeFusion, ConvThenATilingMaxPoolOverRandomGeometriesEqualsTheBits) {
+  std::mt19937 rng(2027);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const int64_t channels[] = {1, 3, 4, 8, 16, 33}, outputs[] = {1, 5, 16, 32, 40, 64};
+  const char* acts[] = {"", "Relu", "Sigmoid", "LeakyRelu"};
+  int fused = 0;
+  for (int i = 0; i < 40; ++i) {
+    const int64_t n = pick(1, 2), c = channels[pick(0, 5)], m = outputs[pick(0, 5)], kh = pick(1, 3), kw = pick(1, 3);
+    const int64_t sh = pick(1, 2), sw = pick(1, 2), dh = pick(1, 2), dw = pick(1, 2), h = pick(2, 40), w = pick(2, 300);
+    const std::vector<int64_t> pads = {pick(0, 1), pick(0, 1), pick(0, 1), pick(0, 1)};
+    int64_t ph = pick(1, 3), pw = pick(1, 3);
+    if (ph * pw < 2) pw = 2;
+    const int64_t oh = (h + pads[0] + pads[2] - (kh - 1) * dh - 1) / sh + 1;
+    const int64_t ow = (w + pads[1] + pads[3] - (kw - 1) * dw - 1) / sw + 1;
+    if (oh < ph || ow < pw) continue;
+    const std::string what = "case " + std::to_string(i);
+    GraphBuilder b;
+    b.input("x", {n, c, h, w});
+    const float scale = 1.f / std::sqrt(static_cast<float>(c * kh * kw));
+    b.constant("w", random_tensor(DType::kFloat32, {m, c, kh, kw}, rng, -scale, scale));
+    b.constant("b", random_tensor(DType::kFloat32, {m}, rng));
+    Node& conv = b.node("Conv", {"x", "w", "b"}, {"c"});
+    conv.attrs["kernel_shape"] = ints({kh, kw});
+    conv.attrs["strides"] = ints({sh, sw});
+    conv.attrs["dilations"] = ints({dh, dw});
+    conv.attrs["pads"] = ints(pads);
+    const std::string act = acts[pick(0, 3)];
+    if (!act.empty()) b.node(act, {"c"}, {"a"});
+    Node& mp = b.node("MaxPool", {act.empty() ? "c" : "a"}, {"y"});
+    mp.attrs["kernel_shape"] = mp.attrs["strides"] = ints({ph, pw});
+    b.output("y");
+    SessionOptions on, off;
+    on.num_threads = off.num_threads = 1 + i % 3;
+    off.fuse = false;
+    auto f = InferenceSession::Create(b.g, on);
+    auto p = InferenceSession::Create(b.g, off);
+    ASSERT_TRUE(f.ok() && p.ok()) << what;
+    auto stats = (*f)->stats({{n, c, h, w}});
+    ASSERT_TRUE(stats.ok()) << what;
+    EXPECT_EQ(stats->num_steps, 1) << what;
+    expect_equal_bits(**f, **p, {random_tensor(DType::kFloat32, {n, c, h, w}, rng)}, what);
+    ++fused;
+  }
+  EXPECT_GT(fused, 25);
+}
+
 TEST(NativeFusion, MaxPoolsThatDoNotTileOrConvolutionsItCannotJoinStayApart) {
   for (int form = 0; form < 7; ++form) {
     SCOPED_TRACE("form " + std::to_string(form));
