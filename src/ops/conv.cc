@@ -21,7 +21,7 @@
 #include "ops/kernels/fused_activation.h"
 #include "ops/kernels/gemm.h"
 #include "ops/op_registry.h"
-#include "ops/pool_tiles.h"
+#include "ops/pool_plane.h"
 #include "ops/tensor_util.h"
 #include "util/cpu_isa.h"
 
@@ -62,29 +62,42 @@ std::vector<int64_t> weight_kernel(const Shape& w, int spatial) {
 
 Status infer_conv(InferContext& ctx) { return infer_conv_output(ctx, 0, 1, ctx.in_dtype(0)); }
 
-// ai.tessera FusedConvMaxPool's window: pool_kernel = [kh, kw], strides equal to it, no padding (native_fusion.cc).
-Status read_max_pool(const Node& node, int64_t* kh, int64_t* kw) {
+// ai.tessera FusedConvMaxPool's window (native_fusion.cc): pool_kernel [kh, kw], pool_strides [sh, sw] (default: the
+// kernel), pool_pads [top, left, bottom, right] (default 0), each pad below its kernel size.
+Status read_max_pool(const Node& node, MaxPoolWindow* w) {
   const std::vector<int64_t> k = node.attr_ints("pool_kernel");
-  if (k.size() != 2 || k[0] < 1 || k[1] < 1) {
-    return InvalidModel(node.describe() + ": pool_kernel must be two positive sizes");
+  const std::vector<int64_t> s = node.has_attr("pool_strides") ? node.attr_ints("pool_strides") : k;
+  const std::vector<int64_t> p = node.has_attr("pool_pads") ? node.attr_ints("pool_pads") : std::vector<int64_t>(4, 0);
+  bool ok = k.size() == 2 && s.size() == 2 && p.size() == 4;
+  for (size_t i = 0; ok && i < 4; ++i) ok = (i >= 2 || (k[i] >= 1 && s[i] >= 1)) && p[i] >= 0 && p[i] < k[i % 2];
+  if (!ok) {
+    return InvalidModel(
+        node.describe() +
+        ": pool_kernel, pool_strides and pool_pads must be 2, 2 and 4 sizes, each pad below its kernel");
   }
-  *kh = k[0];
-  *kw = k[1];
+  *w = MaxPoolWindow{k[0], k[1], s[0], s[1], p[0], p[1], p[2], p[3]};
   return Status::Ok();
 }
 
-// The convolution's output, then its max pool's: floor(size / window) on each axis (symbols unknown).
+// Outputs of a max pool's axis over `size` values (floor mode), or -1 where its window does not fit.
+int64_t pooled_size(int64_t size, int64_t k, int64_t s, int64_t pad_begin, int64_t pad_end) {
+  const int64_t span = size + pad_begin + pad_end - k;
+  return span < 0 ? -1 : span / s + 1;
+}
+
+// The convolution's output, then its max pool's (symbols unknown).
 Status infer_conv_max_pool(InferContext& ctx) {
   TSR_RETURN_IF_ERROR(infer_conv_output(ctx, 0, 1, ctx.in_dtype(0)));
-  int64_t kh = 0, kw = 0;
-  TSR_RETURN_IF_ERROR(read_max_pool(ctx.node(), &kh, &kw));
+  MaxPoolWindow w;
+  TSR_RETURN_IF_ERROR(read_max_pool(ctx.node(), &w));
   Shape y = ctx.outputs()[0].shape;
   if (!y.rank_known) return Status::Ok();
   if (y.rank() != 4) return ctx.error("a max pool joins a 2-D convolution only, got output " + y.str());
-  for (int i = 2; i < 4; ++i) {
-    const int64_t k = i == 2 ? kh : kw;
-    y.dims[static_cast<size_t>(i)] = y[i].known() ? Dim(y[i].value / k) : Dim();
-  }
+  const int64_t h = y[2].known() ? pooled_size(y[2].value, w.kh, w.sh, w.pad_top, w.pad_bottom) : 0;
+  const int64_t v = y[3].known() ? pooled_size(y[3].value, w.kw, w.sw, w.pad_left, w.pad_right) : 0;
+  if (h < 0 || v < 0) return ctx.error("the max pool's window does not fit the convolution's output " + y.str());
+  y.dims[2] = y[2].known() ? Dim(h) : Dim();
+  y.dims[3] = y[3].known() ? Dim(v) : Dim();
   ctx.set_output(0, ctx.outputs()[0].dtype, std::move(y));
   return Status::Ok();
 }
@@ -95,7 +108,10 @@ class ConvKernel final : public Kernel {
     auto k = std::make_unique<ConvKernel>();
     const Node& node = init.node;
     if (node.op_type != "Conv") TSR_RETURN_IF_ERROR(kernels::activation_from_conv_attrs(node, &k->act_));
-    if (node.op_type == "FusedConvMaxPool") TSR_RETURN_IF_ERROR(read_max_pool(node, &k->pool_h_, &k->pool_w_));
+    if (node.op_type == "FusedConvMaxPool") {
+      TSR_RETURN_IF_ERROR(read_max_pool(node, &k->pool_));
+      k->pooled_ = true;
+    }
     const Tensor* w = init.const_inputs.size() > 1 ? init.const_inputs[1] : nullptr;
     const int64_t group = node.attr_int("group", 1);
     if (w && w->dtype() == DType::kFloat32 && w->rank() >= 3 && group > 0 && w->dim(0) % group == 0 &&
@@ -135,10 +151,11 @@ class ConvKernel final : public Kernel {
     }
     Dims yd = {s.n, s.m};
     yd.insert(yd.end(), s.g.out.begin(), s.g.out.end());
-    if (pool_h_ > 0) {
+    if (pooled_) {
       if (s.g.out.size() != 2 || s.group != 1) return ctx.error("a max pool joins a 2-D convolution of one group only");
-      yd[2] /= pool_h_;
-      yd[3] /= pool_w_;
+      yd[2] = pooled_size(yd[2], pool_.kh, pool_.sh, pool_.pad_top, pool_.pad_bottom);
+      yd[3] = pooled_size(yd[3], pool_.kw, pool_.sw, pool_.pad_left, pool_.pad_right);
+      if (yd[2] < 0 || yd[3] < 0) return ctx.error("the max pool's window does not fit the convolution's output");
     }
     if (y.dims() != yd) return ctx.error("output is " + dims_str(y.dims()) + ", expected " + dims_str(yd));
     if (z && z->dims() != yd) return ctx.error("summand Z " + dims_str(z->dims()) + " must match the output");
@@ -210,7 +227,7 @@ class ConvKernel final : public Kernel {
       }
       return ep;
     };
-    if (pool_h_ > 0) {
+    if (pooled_) {
       run_max_pooled(pool, s, x, weights(0), epilogue(0), pointwise || by_rows, y);
       return;
     }
@@ -241,39 +258,46 @@ class ConvKernel final : public Kernel {
   }
 
   // FusedConvMaxPool (one group, 2-D): the convolution's output rows are pooled while they are in the cache, band by
-  // band, into y [n, m, oh / pool_h_, ow / pool_w_]; the rows and columns no window covers are not kept. Bands hold
-  // whole windows' rows and fit, with their input copy, in half the L2 cache; with fewer bands than threads they are
-  // cut by output channels too. The convolution's values and the pool's are those of Conv and MaxPool apart
-  // (conv_band, TiledMaxPool): a CRNN's 32 x 48 x 1450 convolution output, 8.9 MB, was written and read back.
+  // band of pooled rows, into y [n, m, pooled rows, pooled columns]; convolution rows no window reads are not
+  // computed, and those two bands' windows share (overlapping windows) are computed for each. A band's input copy
+  // fits in half the L2 cache and its convolution rows in all of it; with fewer bands than threads they are cut by
+  // output channels too. The
+  // convolution's values and the pool's are those of Conv and MaxPool apart (conv_band, MaxPoolBand): a CRNN's
+  // 32 x 48 x 1450 convolution output, 8.9 MB, was written and read back.
   void run_max_pooled(Parallel& pool, const ConvSetup& s, const float* x, const GemmA& ga, const Epilogue& ep,
                       bool in_bands, float* y) const {
     const Geometry& g = s.g;
-    const int64_t oh = g.out[0], ow = g.out[1], ph = pool_h_, pw = pool_w_;
-    const int64_t poh = oh / ph, pow = ow / pw, used = poh * ph, m = s.m, kdim = s.cg * g.kernel_size();
+    const MaxPoolWindow& w = pool_;
+    const int64_t oh = g.out[0], ow = g.out[1], m = s.m, kdim = s.cg * g.kernel_size();
+    const int64_t poh = pooled_size(oh, w.kh, w.sh, w.pad_top, w.pad_bottom);
+    const int64_t pow = pooled_size(ow, w.kw, w.sw, w.pad_left, w.pad_right);
     const int64_t isz = g.in_size(), osz = g.out_size(), psz = poh * pow;
-    if (psz == 0) return;
-    const TiledMaxPool mp(used, ow, ph, pw);
+    if (poh <= 0 || pow <= 0) return;
     if (!in_bands) {
       // im2col (outputs too narrow to run by rows): each image's whole output, then the pool.
+      const MaxPoolBand all(w, oh, ow, poh, pow, 0, poh);
       std::vector<float> conv(static_cast<size_t>(m * osz));
       for (int64_t n = 0; n < s.n; ++n) {
         Im2colSource src(x + n * s.c * isz, s.cg, g);
         kernels::gemm(&pool, m, osz, kdim, 1.f, ga, GemmB{nullptr, 0, false, nullptr, &src}, 0.f, conv.data(), osz, ep);
         pool.parallel_for(m, 1, [&](int64_t c0, int64_t c1) {
-          for (int64_t c = c0; c < c1; ++c) mp.rows(conv.data() + c * osz, y + (n * m + c) * psz, 0, poh);
+          for (int64_t c = c0; c < c1; ++c) all.run(conv.data() + c * osz, y + (n * m + c) * psz);
         });
       }
       return;
     }
-    const int64_t fit_out = cpu::l2_cache_bytes() / 2 / static_cast<int64_t>(sizeof(float)) / (m * ow);
-    const int64_t fit = std::min(is_pointwise(g) ? used : conv_band_rows(g, s.cg), fit_out);
-    const int64_t step = std::max<int64_t>(fit / ph, 1) * ph;  // conv rows a band takes: whole windows
-    int64_t bands = std::clamp<int64_t>((used + step - 1) / step, 1, poh);
+    // Pooled rows per band: their convolution rows ((rows - 1) * sh + kh) within what fits. The rows computed fit in
+    // the whole L2 cache (half of it: a ResNet stem, 64 x 320 x 320 pooled 3x3 / 2, recomputed a quarter of its rows
+    // at band edges, 9.2 against 8.4 ms; the CRNN stream model 1-2 % slower).
+    const int64_t fit_out = cpu::l2_cache_bytes() / static_cast<int64_t>(sizeof(float)) / (m * ow);
+    const int64_t fit = std::min(is_pointwise(g) ? oh : conv_band_rows(g, s.cg), fit_out);
+    const int64_t per_band = std::max<int64_t>((fit - w.kh) / w.sh + 1, 1);
+    int64_t bands = std::clamp<int64_t>((poh + per_band - 1) / per_band, 1, poh);
     const int64_t threads = pool.in_parallel_region() ? 1 : std::max(pool.num_threads(), 1);
     int64_t slices = 1;
     const int64_t mr = kernels::panel_rows(ga), panels = (m + mr - 1) / mr;
     if ((s.n * bands) % threads != 0) {
-      // More bands (each at least one window high) where that evens the shares, else cut every band by channels.
+      // More bands (each at least one pooled row) where that evens the shares, else cut every band by channels.
       int64_t more = bands;
       while (more <= poh && (s.n * more) % threads != 0) ++more;
       if (more <= poh && more <= 2 * bands) {
@@ -282,24 +306,27 @@ class ConvKernel final : public Kernel {
         slices = std::min<int64_t>(threads, panels);
       }
     }
+    std::vector<std::unique_ptr<MaxPoolBand>> band_pools;
+    for (int64_t b = 0; b < bands; ++b) {
+      band_pools.push_back(std::make_unique<MaxPoolBand>(w, oh, ow, poh, pow, b * poh / bands, (b + 1) * poh / bands));
+    }
     const int64_t items = s.n * bands * slices;
     pool.parallel_for(items, 1, [&](int64_t t0, int64_t t1) {
       thread_local std::vector<float> rows_out;
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t n = t / (bands * slices), band = t / slices % bands, slice = t % slices;
-        const int64_t pr0 = band * poh / bands, pr1 = (band + 1) * poh / bands;  // pooled rows
-        const int64_t r0 = pr0 * ph, rows = (pr1 - pr0) * ph;
+        const MaxPoolBand& mp = *band_pools[static_cast<size_t>(band)];
+        const int64_t pr0 = band * poh / bands, r0 = mp.in_begin(), rows = mp.in_end() - mp.in_begin();
         const int64_t c0 = slice * panels / slices * mr, c1 = std::min(m, (slice + 1) * panels / slices * mr);
         if (c1 <= c0 || rows == 0) continue;
         const int64_t ld = rows * ow;
-        if (static_cast<int64_t>(rows_out.size()) < (c1 - c0) * ld)
+        if (static_cast<int64_t>(rows_out.size()) < (c1 - c0) * ld) {
           rows_out.resize(static_cast<size_t>((c1 - c0) * ld));
+        }
         Epilogue e = ep;
         if (e.bias_kind == Epilogue::Bias::kPerRow) e.bias += c0;
         conv_band(c1 - c0, kernels::rows_of(ga, c0), x + n * s.c * isz, s.cg, g, r0, rows, rows_out.data(), ld, e);
-        for (int64_t c = c0; c < c1; ++c) {
-          mp.rows(rows_out.data() + (c - c0) * ld, y + (n * m + c) * psz + pr0 * pow, 0, pr1 - pr0);
-        }
+        for (int64_t c = c0; c < c1; ++c) mp.run(rows_out.data() + (c - c0) * ld, y + (n * m + c) * psz + pr0 * pow);
       }
     });
   }
@@ -323,7 +350,8 @@ class ConvKernel final : public Kernel {
   }
 
   Epilogue act_;
-  int64_t pool_h_ = 0, pool_w_ = 0;   // FusedConvMaxPool's window (0: none)
+  bool pooled_ = false;  // FusedConvMaxPool: a max pool of pool_ after the convolution
+  MaxPoolWindow pool_;
   std::vector<PackedMatrix> packed_;  // per group, when W is a constant float32 tensor (unless packed wide only)
   Dims packed_dims_;                  // W's dims when packed, either way
   bool bf16_ = false;                 // products in bf16 (packed_ holds bf16 pairs where the CPU has them)

@@ -14,7 +14,7 @@
 #include "ops/conv_util.h"
 #include "ops/kernels/lane_fold.h"
 #include "ops/op_registry.h"
-#include "ops/pool_tiles.h"
+#include "ops/pool_plane.h"
 #include "ops/quantize_ops.h"
 #include "ops/tensor_util.h"
 #include "util/cpu_isa.h"
@@ -437,7 +437,9 @@ class FloatPlaneRows {
  public:
   static bool fast_path_applies(const Pool3& g) { return g.in[0] == 1 && g.k[0] == 1 && g.k[2] <= 2 * g.in[2] + 64; }
 
-  FloatPlaneRows(const Pool3& g, const PoolOptions& o) : g_(g), o_(o) {
+  FloatPlaneRows(const Pool3& g, const PoolOptions& o) : FloatPlaneRows(g, o, g) {}
+  // A band of the plane `whole` (MaxPoolBand): the kernel the whole plane would run, so that the bits are its own.
+  FloatPlaneRows(const Pool3& g, const PoolOptions& o, const Pool3& whole) : g_(g), o_(o) {
     const int64_t ow = g.out[2];
     col_lo_.resize(static_cast<size_t>(g.k[2]));
     col_hi_.resize(static_cast<size_t>(g.k[2]));
@@ -465,7 +467,7 @@ class FloatPlaneRows {
       inv_cols_[static_cast<size_t>(c)] = n > 0 ? 1.f / n : 0.f;
     }
     const bool mx = o.kind == PoolKind::kMax;
-    if (cpu::avx512() && mx && windows_tile_plane(g)) {
+    if (cpu::avx512() && mx && windows_tile_plane(whole)) {
       kind_ = Kernel::kTiles;
     } else if (cpu::avx512() && o.kind != PoolKind::kLp && (g.s[2] == 1 || g.s[2] == 2)) {
       kind_ = Kernel::kRowsAvx512;
@@ -583,32 +585,37 @@ Status run_pool(KernelContext& ctx) {
 
 }  // namespace
 
-struct TiledMaxPool::Impl {
+struct MaxPoolBand::Impl {
   FloatPlaneRows rows;
 };
 
-TiledMaxPool::TiledMaxPool(int64_t ih, int64_t iw, int64_t kh, int64_t kw) {
-  Pool3 g{};
-  const int64_t in[3] = {1, ih, iw}, k[3] = {1, kh, kw}, out[3] = {1, ih / kh, iw / kw};
-  for (int i = 0; i < 3; ++i) {
-    g.in[i] = in[i];
-    g.k[i] = g.s[i] = k[i];
-    g.out[i] = out[i];
-    g.d[i] = 1;
-    g.pb[i] = g.pe[i] = 0;
-  }
+MaxPoolBand::MaxPoolBand(const MaxPoolWindow& w, int64_t ih, int64_t iw, int64_t oh, int64_t ow, int64_t r0, int64_t r1)
+    : rows_(r1 - r0), ow_(ow) {
+  // The band is a plane of its own: the input rows its windows reach, and the padding they reach above and below.
+  const int64_t start = r0 * w.sh - w.pad_top, end = (r1 - 1) * w.sh - w.pad_top + w.kh;
+  in_begin_ = std::clamp<int64_t>(start, 0, ih);
+  in_end_ = std::clamp<int64_t>(end, in_begin_, ih);
+  const int64_t above = in_begin_ - start, below = std::max<int64_t>(0, end - in_end_);
+  const Pool3 whole{{1, ih, iw},
+                    {1, oh, ow},
+                    {1, w.kh, w.kw},
+                    {1, w.sh, w.sw},
+                    {1, 1, 1},
+                    {0, w.pad_top, w.pad_left},
+                    {0, w.pad_bottom, w.pad_right}};
+  const Pool3 band{{1, in_end_ - in_begin_, iw}, {1, rows_, ow},         {1, w.kh, w.kw}, {1, w.sh, w.sw}, {1, 1, 1},
+                   {0, above, w.pad_left},       {0, below, w.pad_right}};
   PoolOptions o;
   o.kind = PoolKind::kMax;
-  impl_ = std::make_unique<Impl>(Impl{FloatPlaneRows(g, o)});
-  out_w_ = out[2];
+  impl_ = std::make_unique<Impl>(Impl{FloatPlaneRows(band, o, whole)});
 }
 
-TiledMaxPool::~TiledMaxPool() = default;
+MaxPoolBand::~MaxPoolBand() = default;
 
-void TiledMaxPool::rows(const float* x, float* y, int64_t r0, int64_t r1) const {
+void MaxPoolBand::run(const float* x, float* y) const {
   thread_local std::vector<float> acc;
-  acc.resize(static_cast<size_t>(out_w_));
-  impl_->rows(x, y, acc.data(), r0, r1);
+  acc.resize(static_cast<size_t>(ow_));
+  impl_->rows(x, y, acc.data(), 0, rows_);
 }
 
 namespace {

@@ -1,7 +1,7 @@
 // Native operator fusion (see native_fusion.h). Three passes over the node
 // list, each followed by a recount of uses:
 //   1. Conv -> [Add(Z)] -> [activation]  => FusedConv
-//      Conv -> [activation] -> MaxPool (windows that tile) => FusedConvMaxPool
+//      Conv -> [activation] -> MaxPool (2-D, no dilation or ceil mode) => FusedConvMaxPool
 //   2. Gemm -> activation => FusedGemm;
 //      MatMul(constant B) -> [Add(bias)] -> [activation] => FusedMatMul;
 //      MatMul -> Mul(scalar) => FusedMatMul with alpha
@@ -319,26 +319,29 @@ Epilogue follow_epilogue(const Graph& g, const Scope& sc, const Uses& uses, cons
 
 // ---- 1. Conv -> [Add(Z)] -> [activation] [-> MaxPool] ---------------------
 
-// A float MaxPool over a 4-D tensor whose windows tile it: kernel_shape [kh, kw] (not 1x1), strides equal to it, no
-// padding, dilation or ceil mode, and no Indices output. FusedConvMaxPool pools a convolution's rows while they are in
-// the cache (ops/conv.cc).
-bool tiled_max_pool(const Scope& sc, const Node& n, int64_t* kh, int64_t* kw) {
+// A float 2-D MaxPool FusedConvMaxPool can take (ops/conv.cc: it pools a convolution's rows while they are in the
+// cache): kernel_shape [kh, kw] up to 64 each, any strides, explicit pads below the kernel (or VALID), no dilation,
+// ceil mode or Indices output, and not the identity (1x1, stride 1). Its window as pool_kernel, pool_strides and
+// pool_pads.
+bool fusable_max_pool(const Scope& sc, const Node& n, std::vector<int64_t>* k, std::vector<int64_t>* s,
+                      std::vector<int64_t>* p) {
   if (n.op_type != "MaxPool" || !plain_f32_node(sc, n) || n.num_inputs() != 1 || rank_of(sc, n.inputs[0]) != 4) {
     return false;
   }
-  const std::vector<int64_t> k = n.attr_ints("kernel_shape");
-  if (k.size() != 2 || k[0] < 1 || k[1] < 1 || k[0] * k[1] < 2 || n.attr_ints("strides") != k) return false;
-  for (int64_t p : n.attr_ints("pads")) {
-    if (p != 0) return false;
+  *k = n.attr_ints("kernel_shape");
+  *s = n.has_attr("strides") ? n.attr_ints("strides") : std::vector<int64_t>{1, 1};
+  const std::string pad = n.attr_string("auto_pad", "NOTSET");
+  *p = n.has_attr("pads") && pad == "NOTSET" ? n.attr_ints("pads") : std::vector<int64_t>(4, 0);
+  if (k->size() != 2 || s->size() != 2 || p->size() != 4) return false;
+  for (size_t i = 0; i < 4; ++i) {
+    if (i < 2 && ((*k)[i] < 1 || (*k)[i] > 64 || (*s)[i] < 1)) return false;
+    if ((*p)[i] < 0 || (*p)[i] >= (*k)[i % 2]) return false;
   }
   for (int64_t d : n.attr_ints("dilations")) {
     if (d != 1) return false;
   }
-  const std::string pad = n.attr_string("auto_pad", "NOTSET");
-  if ((pad != "NOTSET" && pad != "VALID") || n.attr_int("ceil_mode", 0) != 0) return false;
-  *kh = k[0];
-  *kw = k[1];
-  return true;
+  const bool identity = (*k)[0] * (*k)[1] == 1 && (*s)[0] * (*s)[1] == 1;
+  return (pad == "NOTSET" || pad == "VALID") && n.attr_int("ceil_mode", 0) == 0 && !identity;
 }
 
 // One group of 2-D weights known now: what FusedConvMaxPool takes.
@@ -363,10 +366,11 @@ int fuse_conv(Graph& g, const Scope* outer, NativeFusionStats* st) {
       return known && named_shape(sc, other, &zd) && same_shape(zd, ydims);
     });
     // A max pool after it, without a summand: its output only.
-    int64_t kh = 0, kw = 0;
+    std::vector<int64_t> pool_k, pool_s, pool_p;
     const int pool = ep.addend.empty() ? uses.sole_consumer(ep.out) : -1;
-    if (pool >= 0 && !rw.taken[static_cast<size_t>(pool)] && one_group_2d(sc, conv) &&
-        tiled_max_pool(sc, g.nodes[static_cast<size_t>(pool)], &kh, &kw)) {
+    const bool pooled = pool >= 0 && !rw.taken[static_cast<size_t>(pool)] && one_group_2d(sc, conv) &&
+                        fusable_max_pool(sc, g.nodes[static_cast<size_t>(pool)], &pool_k, &pool_s, &pool_p);
+    if (pooled) {
       ep.out = g.nodes[static_cast<size_t>(pool)].outputs[0];
       ep.group.push_back(pool);
     }
@@ -378,10 +382,14 @@ int fuse_conv(Graph& g, const Scope* outer, NativeFusionStats* st) {
     if (group.empty()) continue;
     Node f;
     f.name = conv.name;
-    f.op_type = kh > 0 ? "FusedConvMaxPool" : "FusedConv";
-    f.domain = kh > 0 ? kTesseraDomain : kMsDomain;
+    f.op_type = pooled ? "FusedConvMaxPool" : "FusedConv";
+    f.domain = pooled ? kTesseraDomain : kMsDomain;
     f.attrs = conv.attrs;
-    if (kh > 0) f.attrs["pool_kernel"] = Attribute::Ints({kh, kw});
+    if (pooled) {
+      f.attrs["pool_kernel"] = Attribute::Ints(pool_k);
+      f.attrs["pool_strides"] = Attribute::Ints(pool_s);
+      f.attrs["pool_pads"] = Attribute::Ints(pool_p);
+    }
     f.inputs = conv.inputs;
     f.inputs.resize(3);
     if (!z.empty()) f.inputs.push_back(z);

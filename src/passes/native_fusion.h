@@ -5,7 +5,7 @@
 // alone). Output: the same graph with groups of nodes replaced by one fused
 // node each, so the group's intermediates are never written to memory:
 //   Conv [-> Add(same-shape Z)] [-> activation]  => com.microsoft FusedConv
-//   Conv [-> activation] -> MaxPool whose windows tile its input (2-D, one group)
+//   Conv [-> activation] -> MaxPool (2-D, one group; no dilation or ceil mode)
 //                                                 => ai.tessera FusedConvMaxPool
 //   Gemm -> activation                            => com.microsoft FusedGemm
 //   MatMul(constant [K,N] B) [-> Add(bias [N])] [-> activation]

@@ -457,16 +457,19 @@ TEST(NativeFusion, SymbolicResidualAddJoinsTheConv) {
   EXPECT_GT((*f)->runs_generic(), 0u);
 }
 
-// Conv [-> activation] -> MaxPool whose windows tile the output is one FusedConvMaxPool step, equal to the two or
-// three steps to the bit: by rows (the row and the wide kernel), pointwise, im2col (too narrow to run by rows),
-// strided, windows of 2x2, 2x1, 1x2 and 3x3 over sizes they do not divide, batches, bands cut by output channels
-// (fewer pooled rows than threads), 1 to 3 threads, and symbolic sizes in the shape-generic plan. Pools that do not
-// tile (padding, overlap, ceil mode), a second reader, two groups or a summand keep MaxPool apart.
+// Conv [-> activation] -> MaxPool is one FusedConvMaxPool step, equal to the two or three steps to the bit: by rows
+// (the row and the wide kernel), pointwise, im2col (too narrow to run by rows), strided, windows of 2x2, 2x1, 1x2 and
+// 3x3 that tile sizes they do not divide, overlapping and padded windows (a ResNet stem's 3x3 / 2 with pads of 1;
+// 3x3 / 1; 2x2 / 1), a subsampling 1x1 / 2, batches, bands cut by output channels (fewer pooled rows than threads),
+// 1 to 3 threads, and symbolic sizes in the shape-generic plan. Dilated windows, ceil mode, SAME padding, a second
+// reader, two groups, the identity or a summand keep MaxPool apart.
 struct PoolCase {
   Dims x;
   int64_t cout, k, stride, pad;
   std::string act;
   std::vector<int64_t> window;
+  std::vector<int64_t> pool_strides = {};  // the window's when empty
+  std::vector<int64_t> pool_pads = {};
 };
 
 Graph conv_max_pool_graph(const PoolCase& c, const std::vector<Dim>& x_dims, unsigned seed) {
@@ -487,7 +490,8 @@ Graph conv_max_pool_graph(const PoolCase& c, const std::vector<Dim>& x_dims, uns
   }
   Node& mp = b.node("MaxPool", {y}, {"y"});
   mp.attrs["kernel_shape"] = ints(c.window);
-  mp.attrs["strides"] = ints(c.window);
+  mp.attrs["strides"] = ints(c.pool_strides.empty() ? c.window : c.pool_strides);
+  if (!c.pool_pads.empty()) mp.attrs["pads"] = ints(c.pool_pads);
   b.output("y");
   return b.g;
 }
@@ -503,7 +507,7 @@ void expect_equal_bits(InferenceSession& fused, InferenceSession& plain, const s
   EXPECT_EQ(std::memcmp((*x)[0].raw(), (*y)[0].raw(), (*x)[0].nbytes()), 0) << what;
 }
 
-TEST(NativeFusion, ConvThenAMaxPoolWhoseWindowsTileIsOneStepEqualToTheBits) {
+TEST(NativeFusion, ConvThenAMaxPoolIsOneStepEqualToTheBits) {
   const PoolCase cases[] = {
       {{1, 3, 24, 150}, 32, 3, 1, 1, "Relu", {2, 2}},      // by rows, wide kernel
       {{1, 5, 20, 70}, 12, 3, 1, 1, "", {2, 2}},           // by rows, row kernel, no activation
@@ -512,6 +516,11 @@ TEST(NativeFusion, ConvThenAMaxPoolWhoseWindowsTileIsOneStepEqualToTheBits) {
       {{1, 6, 33, 65}, 16, 3, 2, 1, "Sigmoid", {1, 2}},    // strided, an activation after the store
       {{1, 40, 7, 60}, 48, 3, 1, 1, "Relu", {2, 1}},       // 3 pooled rows: bands cut by channels
       {{3, 8, 12, 40}, 32, 3, 1, 1, "LeakyRelu", {3, 3}},  // 3x3 windows, 3 images
+      {{2, 3, 45, 67}, 16, 7, 2, 3, "Relu", {3, 3}, {2, 2}, {1, 1, 1, 1}},     // a ResNet stem
+      {{1, 8, 30, 90}, 32, 3, 1, 1, "Relu", {3, 3}, {1, 1}, {1, 1, 1, 1}},     // 3x3 / 1, padded: the same size
+      {{1, 5, 17, 33}, 12, 3, 1, 1, "", {2, 2}, {1, 1}},                       // 2x2 / 1: overlapping, no padding
+      {{1, 40, 7, 60}, 48, 3, 1, 1, "Sigmoid", {3, 2}, {2, 1}, {1, 0, 0, 1}},  // few pooled rows: channel slices
+      {{1, 16, 10, 30}, 24, 1, 1, 0, "Relu", {1, 1}, {2, 2}},                  // pointwise, subsampled
   };
   int index = 0;
   for (const PoolCase& c : cases) {
@@ -553,9 +562,10 @@ TEST(NativeFusion, ConvThenAMaxPoolWithSymbolicSizesRunsEveryShapeEqualToTheBits
   EXPECT_GT((*f)->runs_generic(), 0u);
 }
 
-// Random geometries (kernels, strides, dilations and pads of the convolution, sizes the window does not divide,
-// channel counts that fill no panel, 1 to 3 threads): the fused step equals the unfused ones to the bit.
-TEST(NativeFusion, ConvThenATilingMaxPoolOverRandomGeometriesEqualsTheBits) {
+// Random geometries (kernels, strides, dilations and pads of the convolution; windows that tile sizes they do not
+// divide, or any strides and pads; channel counts that fill no panel; 1 to 3 threads): the fused step equals the
+// unfused ones to the bit.
+TEST(NativeFusion, ConvThenAMaxPoolOverRandomGeometriesEqualsTheBits) {
   std::mt19937 rng(2027);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const int64_t channels[] = {1, 3, 4, 8, 16, 33}, outputs[] = {1, 5, 16, 32, 40, 64};
@@ -567,9 +577,17 @@ TEST(NativeFusion, ConvThenATilingMaxPoolOverRandomGeometriesEqualsTheBits) {
     const std::vector<int64_t> pads = {pick(0, 1), pick(0, 1), pick(0, 1), pick(0, 1)};
     int64_t ph = pick(1, 3), pw = pick(1, 3);
     if (ph * pw < 2) pw = 2;
+    // Windows that tile half the time, else any strides and pads below the window.
+    const bool tile = pick(0, 1) == 0;
+    const std::vector<int64_t> ps = tile ? std::vector<int64_t>{ph, pw} : std::vector<int64_t>{pick(1, 3), pick(1, 3)};
+    const std::vector<int64_t> pp =
+        tile ? std::vector<int64_t>{0, 0, 0, 0}
+             : std::vector<int64_t>{pick(0, static_cast<int>(ph) - 1), pick(0, static_cast<int>(pw) - 1),
+                                    pick(0, static_cast<int>(ph) - 1), pick(0, static_cast<int>(pw) - 1)};
     const int64_t oh = (h + pads[0] + pads[2] - (kh - 1) * dh - 1) / sh + 1;
     const int64_t ow = (w + pads[1] + pads[3] - (kw - 1) * dw - 1) / sw + 1;
-    if (oh < ph || ow < pw) continue;
+    const bool conv_fits = h + pads[0] + pads[2] >= (kh - 1) * dh + 1 && w + pads[1] + pads[3] >= (kw - 1) * dw + 1;
+    if (!conv_fits || oh + pp[0] + pp[2] < ph || ow + pp[1] + pp[3] < pw) continue;
     const std::string what = "case " + std::to_string(i);
     GraphBuilder b;
     b.input("x", {n, c, h, w});
@@ -584,7 +602,9 @@ TEST(NativeFusion, ConvThenATilingMaxPoolOverRandomGeometriesEqualsTheBits) {
     const std::string act = acts[pick(0, 3)];
     if (!act.empty()) b.node(act, {"c"}, {"a"});
     Node& mp = b.node("MaxPool", {act.empty() ? "c" : "a"}, {"y"});
-    mp.attrs["kernel_shape"] = mp.attrs["strides"] = ints({ph, pw});
+    mp.attrs["kernel_shape"] = ints({ph, pw});
+    mp.attrs["strides"] = ints(ps);
+    mp.attrs["pads"] = ints(pp);
     b.output("y");
     SessionOptions on, off;
     on.num_threads = off.num_threads = 1 + i % 3;
@@ -607,8 +627,8 @@ TEST(NativeFusion, MaxPoolsThatDoNotTileOrConvolutionsItCannotJoinStayApart) {
     PoolCase c{{1, 4, 12, 20}, 8, 3, 1, 1, "Relu", {2, 2}};
     Graph g = conv_max_pool_graph(c, std::vector<Dim>(c.x.begin(), c.x.end()), 3);
     Node& mp = g.nodes.back();
-    if (form == 0) mp.attrs["pads"] = ints({1, 1, 1, 1});
-    if (form == 1) mp.attrs["strides"] = ints({1, 1});  // overlapping windows
+    if (form == 0) mp.attrs["dilations"] = ints({2, 2});
+    if (form == 1) mp.attrs["auto_pad"] = Attribute::String("SAME_UPPER");
     if (form == 2) mp.attrs["ceil_mode"] = Attribute::Int(1);
     if (form == 3) g.outputs.push_back("a");  // a second reader of the activation
     if (form == 4) {                          // two groups
