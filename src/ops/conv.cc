@@ -62,9 +62,10 @@ std::vector<int64_t> weight_kernel(const Shape& w, int spatial) {
 
 Status infer_conv(InferContext& ctx) { return infer_conv_output(ctx, 0, 1, ctx.in_dtype(0)); }
 
-// ai.tessera FusedConvMaxPool's window (native_fusion.cc): pool_kernel [kh, kw], pool_strides [sh, sw] (default: the
-// kernel), pool_pads [top, left, bottom, right] (default 0), each pad below its kernel size.
-Status read_max_pool(const Node& node, MaxPoolWindow* w) {
+// ai.tessera FusedConvMaxPool's window (native_fusion.cc) as a 2-D pool's attributes: pool_kernel [kh, kw],
+// pool_strides [sh, sw] (default: the kernel), pool_pads [top, left, bottom, right] (default 0), each pad below its
+// kernel size; no dilation or ceil mode. Its sizes come from conv_axis, as MaxPool's do.
+Status read_max_pool(const Node& node, SpatialAttrs* a) {
   const std::vector<int64_t> k = node.attr_ints("pool_kernel");
   const std::vector<int64_t> s = node.has_attr("pool_strides") ? node.attr_ints("pool_strides") : k;
   const std::vector<int64_t> p = node.has_attr("pool_pads") ? node.attr_ints("pool_pads") : std::vector<int64_t>(4, 0);
@@ -75,29 +76,27 @@ Status read_max_pool(const Node& node, MaxPoolWindow* w) {
         node.describe() +
         ": pool_kernel, pool_strides and pool_pads must be 2, 2 and 4 sizes, each pad below its kernel");
   }
-  *w = MaxPoolWindow{k[0], k[1], s[0], s[1], p[0], p[1], p[2], p[3]};
+  a->rank = 2;
+  a->auto_pad = AutoPad::kNotSet;
+  a->kernel = k;
+  a->strides = s;
+  a->dilations = {1, 1};
+  a->pads = p;
+  a->ceil_mode = false;
   return Status::Ok();
 }
 
-// Outputs of a max pool's axis over `size` values (floor mode), or -1 where its window does not fit.
-int64_t pooled_size(int64_t size, int64_t k, int64_t s, int64_t pad_begin, int64_t pad_end) {
-  const int64_t span = size + pad_begin + pad_end - k;
-  return span < 0 ? -1 : span / s + 1;
-}
-
-// The convolution's output, then its max pool's (symbols unknown).
+// The convolution's output, then its max pool's, as MaxPool infers it (conv_output_dims).
 Status infer_conv_max_pool(InferContext& ctx) {
   TSR_RETURN_IF_ERROR(infer_conv_output(ctx, 0, 1, ctx.in_dtype(0)));
-  MaxPoolWindow w;
-  TSR_RETURN_IF_ERROR(read_max_pool(ctx.node(), &w));
+  SpatialAttrs a;
+  TSR_RETURN_IF_ERROR(read_max_pool(ctx.node(), &a));
   Shape y = ctx.outputs()[0].shape;
   if (!y.rank_known) return Status::Ok();
   if (y.rank() != 4) return ctx.error("a max pool joins a 2-D convolution only, got output " + y.str());
-  const int64_t h = y[2].known() ? pooled_size(y[2].value, w.kh, w.sh, w.pad_top, w.pad_bottom) : 0;
-  const int64_t v = y[3].known() ? pooled_size(y[3].value, w.kw, w.sw, w.pad_left, w.pad_right) : 0;
-  if (h < 0 || v < 0) return ctx.error("the max pool's window does not fit the convolution's output " + y.str());
-  y.dims[2] = y[2].known() ? Dim(h) : Dim();
-  y.dims[3] = y[3].known() ? Dim(v) : Dim();
+  const std::vector<Dim> pooled = conv_output_dims(y, a);
+  y.dims[2] = pooled[0];
+  y.dims[3] = pooled[1];
   ctx.set_output(0, ctx.outputs()[0].dtype, std::move(y));
   return Status::Ok();
 }
@@ -153,9 +152,9 @@ class ConvKernel final : public Kernel {
     yd.insert(yd.end(), s.g.out.begin(), s.g.out.end());
     if (pooled_) {
       if (s.g.out.size() != 2 || s.group != 1) return ctx.error("a max pool joins a 2-D convolution of one group only");
-      yd[2] = pooled_size(yd[2], pool_.kh, pool_.sh, pool_.pad_top, pool_.pad_bottom);
-      yd[3] = pooled_size(yd[3], pool_.kw, pool_.sw, pool_.pad_left, pool_.pad_right);
-      if (yd[2] < 0 || yd[3] < 0) return ctx.error("the max pool's window does not fit the convolution's output");
+      TSR_ASSIGN_OR_RETURN(Geometry pg, conv_geometry(s.g.out, pool_, ctx.node().describe()));
+      yd[2] = pg.out[0];
+      yd[3] = pg.out[1];
     }
     if (y.dims() != yd) return ctx.error("output is " + dims_str(y.dims()) + ", expected " + dims_str(yd));
     if (z && z->dims() != yd) return ctx.error("summand Z " + dims_str(z->dims()) + " must match the output");
@@ -267,12 +266,11 @@ class ConvKernel final : public Kernel {
   void run_max_pooled(Parallel& pool, const ConvSetup& s, const float* x, const GemmA& ga, const Epilogue& ep,
                       bool in_bands, float* y) const {
     const Geometry& g = s.g;
-    const MaxPoolWindow& w = pool_;
+    const MaxPoolWindow w{pool_.kernel[0], pool_.kernel[1], pool_.strides[0], pool_.strides[1],
+                          pool_.pads[0],   pool_.pads[1],   pool_.pads[2],    pool_.pads[3]};
     const int64_t oh = g.out[0], ow = g.out[1], m = s.m, kdim = s.cg * g.kernel_size();
-    const int64_t poh = pooled_size(oh, w.kh, w.sh, w.pad_top, w.pad_bottom);
-    const int64_t pow = pooled_size(ow, w.kw, w.sw, w.pad_left, w.pad_right);
+    const int64_t poh = conv_axis(oh, pool_, 0).out, pow = conv_axis(ow, pool_, 1).out;  // run() checked they fit
     const int64_t isz = g.in_size(), osz = g.out_size(), psz = poh * pow;
-    if (poh <= 0 || pow <= 0) return;
     if (!in_bands) {
       // im2col (outputs too narrow to run by rows): each image's whole output, then the pool.
       const MaxPoolBand all(w, oh, ow, poh, pow, 0, poh);
@@ -351,7 +349,7 @@ class ConvKernel final : public Kernel {
 
   Epilogue act_;
   bool pooled_ = false;  // FusedConvMaxPool: a max pool of pool_ after the convolution
-  MaxPoolWindow pool_;
+  SpatialAttrs pool_;
   std::vector<PackedMatrix> packed_;  // per group, when W is a constant float32 tensor (unless packed wide only)
   Dims packed_dims_;                  // W's dims when packed, either way
   bool bf16_ = false;                 // products in bf16 (packed_ holds bf16 pairs where the CPU has them)
