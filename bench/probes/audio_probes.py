@@ -1,0 +1,161 @@
+#!/usr/bin/python3
+"""Probes of three audio nets not in the zoo, shaped as their exporters write them (random weights):
+
+  audio_probes.py OUT_DIR      writes OUT_DIR/denoiser.onnx, OUT_DIR/dscnn.onnx, OUT_DIR/gru_kws.onnx
+
+denoiser  a Demucs-style speech enhancer (facebookresearch/denoiser, torch.onnx at opset 13): the waveform is divided by
+          its standard deviation, five encoder levels of Conv1d(k=8, s=4) + ReLU + Conv1d(1x1, 2C) + GLU (Split,
+          Sigmoid, Mul), a two-layer causal LSTM of 768 over the bottleneck (batch_first through Transposes), five
+          decoder levels that add the encoder's output cut to their length (Slice to Shape) and run Conv1d(1x1, 2C) +
+          GLU + ConvTranspose1d(k=8, s=4) [+ ReLU]; input [1, 1, samples].
+dscnn     the DS-CNN keyword spotter (ARM's ML-KWS, a Keras model through tf2onnx at opset 13): NHWC MFCC input
+          [batch, 49, 10, 1], a Transpose to NCHW, Conv 10x4 / 2 to 64 channels with explicit asymmetric Pad (Keras
+          'same'), BatchNorm folded to Mul + Add, four depthwise-separable blocks, ReduceMean over H and W, MatMul +
+          Add, Softmax.
+gru_kws   a GRU wake-word detector (torch.onnx at opset 13): log-mel frames [batch, frames, 40], Conv1d 40 -> 64 k=3
+          through Transposes, two GRU layers of 128 (linear_before_reset=1, zero states from the run-time batch),
+          Linear(1) + Sigmoid on every frame.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "zoo"))
+from gen_zoo import ZooBuilder, conv, FLOAT  # noqa: E402
+
+
+def glu(b, x, c):
+    """F.glu(x, dim=1) as torch.onnx writes it: Split in two halves, the first times Sigmoid of the second."""
+    a, g = b.node("Split", [x, b.i64([c, c])], n_out=2, axis=1)
+    return b.node("Mul", [a, b.node("Sigmoid", [g])])
+
+
+def conv_transpose1d(b, x, name, cin, cout, k, stride):
+    fan_in = cin * k
+    w = b.normal(name + ".weight", (cin, cout, k), np.sqrt(1.0 / fan_in))
+    bias = b.normal(name + ".bias", (cout,), 0.05)
+    return b.node("ConvTranspose", [x, w, bias], name=name, kernel_shape=[k], strides=[stride], pads=[0, 0],
+                  dilations=[1], group=1)
+
+
+def lstm_layer(b, seq, p, c_in, hidden, batch):
+    """A unidirectional nn.LSTM layer over a time-major [T, B, c_in] sequence with zero states sized from the
+    run-time batch; Y [T, 1, B, H] squeezed to [T, B, H]."""
+    bound = 1.0 / np.sqrt(hidden)
+    w = b.uniform(p + ".weight_ih", (1, 4 * hidden, c_in), -bound, bound)
+    r = b.uniform(p + ".weight_hh", (1, 4 * hidden, hidden), -bound, bound)
+    bias = b.uniform(p + ".bias", (1, 8 * hidden), -bound, bound)
+    shape = b.node("Concat", [b.i64([1]), batch, b.i64([hidden])], axis=0)
+    zero = numpy_helper.from_array(np.array([0.0], dtype=np.float32))
+    h0 = b.node("ConstantOfShape", [shape], value=zero)
+    c0 = b.node("ConstantOfShape", [shape], value=zero)
+    ys = b.node("LSTM", [seq, w, r, bias, "", h0, c0], name=p, n_out=3, hidden_size=hidden)
+    return b.node("Squeeze", [ys[0], b.i64([1])])
+
+
+def build_denoiser(hidden=48, depth=5, k=8, s=4):
+    b = ZooBuilder("denoiser", seed=9300, opset=13)
+    x = b.add_input("noisy", FLOAT, [1, 1, "samples"])
+    mono = b.node("ReduceMean", [x], axes=[1], keepdims=1)
+    std = b.node("Sqrt", [b.node("ReduceMean", [b.node("Pow", [b.node("Sub", [mono, b.node("ReduceMean", [mono], axes=[-1], keepdims=1)]), b.f32(2.0)])], axes=[-1], keepdims=1)])
+    std = b.node("Add", [std, b.f32(1e-3)])
+    y = b.node("Div", [x, std])
+    skips, chans = [], []
+    cin, c = 1, hidden
+    for i in range(depth):
+        y = b.node("Relu", [conv(b, y, "encoder.%d.0" % i, cin, c, (k,), stride=(s,), pad=(0,), bias=True)])
+        y = glu(b, conv(b, y, "encoder.%d.2" % i, c, 2 * c, (1,), pad=(0,), bias=True, gain=1.0), c)
+        skips.append(y)
+        chans.append((cin, c))
+        cin, c = c, 2 * c
+    batch = b.dim(y, 0)
+    seq = b.node("Transpose", [y], perm=[2, 0, 1])  # [T, B, C]
+    for layer in range(2):
+        seq = lstm_layer(b, seq, "lstm.lstm.l%d" % layer, cin, cin, batch)
+    y = b.node("Transpose", [seq], perm=[1, 2, 0])  # [B, C, T]
+    for i in reversed(range(depth)):
+        ci, co = chans[i]
+        skip = skips[i]
+        length = b.node("Gather", [b.node("Shape", [y]), b.i64([2])], axis=0)
+        skip = b.node("Slice", [skip, b.i64([0]), length, b.i64([2])])
+        y = b.node("Add", [y, skip])
+        y = glu(b, conv(b, y, "decoder.%d.0" % i, co, 2 * co, (1,), pad=(0,), bias=True, gain=1.0), co)
+        y = conv_transpose1d(b, y, "decoder.%d.2" % i, co, ci, k, s)
+        if i > 0:
+            y = b.node("Relu", [y])
+    y = b.node("Mul", [y, std])
+    b.add_output(y, "enhanced", FLOAT, [1, 1, "out_samples"])
+    return b.model()
+
+
+def keras_same_pads(size, k, s):
+    """Keras/TF 'same' padding along one axis: total = max((ceil(size / s) - 1) * s + k - size, 0), the odd unit
+    at the end; tf2onnx writes it as an explicit Pad when the input size is known."""
+    out = -(-size // s)
+    total = max((out - 1) * s + k - size, 0)
+    return total // 2, total - total // 2
+
+
+def build_dscnn(filters=64, blocks=4):
+    b = ZooBuilder("dscnn", seed=9400, opset=13)
+    x = b.add_input("input_1", FLOAT, ["unk__0", 49, 10, 1])
+    y = b.node("Transpose", [x], perm=[0, 3, 1, 2])  # tf2onnx's NHWC -> NCHW
+    ph, pw = keras_same_pads(49, 10, 2), keras_same_pads(10, 4, 2)
+    y = b.node("Pad", [y, b.i64([0, 0, ph[0], pw[0], 0, 0, ph[1], pw[1]])], mode="constant")
+
+    def bn_relu(t, name, c):  # BatchNorm folded by tf2onnx into Mul + Add
+        t = b.node("Mul", [t, b.uniform(name + "/mul", (1, c, 1, 1), 0.8, 1.2)])
+        return b.node("Relu", [b.node("Add", [t, b.normal(name + "/add", (1, c, 1, 1), 0.05)])])
+
+    y = bn_relu(conv(b, y, "conv_1", 1, filters, (10, 4), stride=(2, 2), pad=(0, 0), bias=True), "bn_1", filters)
+    for i in range(blocks):
+        y = bn_relu(conv(b, y, "dw_%d" % i, filters, filters, 3, group=filters, bias=True), "dw_bn_%d" % i, filters)
+        y = bn_relu(conv(b, y, "pw_%d" % i, filters, filters, 1, pad=0, bias=True), "pw_bn_%d" % i, filters)
+    y = b.node("ReduceMean", [y], axes=[2, 3], keepdims=0)  # [B, 64]
+    w = b.normal("dense/kernel", (filters, 12), np.sqrt(1.0 / filters))
+    y = b.node("Softmax", [b.node("Add", [b.node("MatMul", [y, w]), b.normal("dense/bias", (12,), 0.05)])], axis=-1)
+    b.add_output(y, "dense", FLOAT, ["unk__1", 12])
+    return b.model()
+
+
+def gru_layer(b, seq, p, c_in, hidden, batch):
+    bound = 1.0 / np.sqrt(hidden)
+    w = b.uniform(p + ".weight_ih", (1, 3 * hidden, c_in), -2 * bound, 2 * bound)
+    r = b.uniform(p + ".weight_hh", (1, 3 * hidden, hidden), -2 * bound, 2 * bound)
+    bias = b.uniform(p + ".bias", (1, 6 * hidden), -bound, bound)
+    shape = b.node("Concat", [b.i64([1]), batch, b.i64([hidden])], axis=0)
+    zero = numpy_helper.from_array(np.array([0.0], dtype=np.float32))
+    h0 = b.node("ConstantOfShape", [shape], value=zero)
+    ys = b.node("GRU", [seq, w, r, bias, "", h0], name=p, n_out=2, hidden_size=hidden, linear_before_reset=1)
+    return b.node("Squeeze", [ys[0], b.i64([1])])
+
+
+def build_gru_kws(mels=40, hidden=128):
+    b = ZooBuilder("gru_kws", seed=9500, opset=13)
+    x = b.add_input("mel", FLOAT, ["batch", "frames", mels])
+    y = b.node("Relu", [conv(b, b.node("Transpose", [x], perm=[0, 2, 1]), "conv", mels, 64, (3,), bias=True)])
+    batch = b.dim(x, 0)
+    seq = b.node("Transpose", [y], perm=[2, 0, 1])  # [T, B, 64]
+    c_in = 64
+    for layer in range(2):
+        seq = gru_layer(b, seq, "gru.l%d" % layer, c_in, hidden, batch)
+        c_in = hidden
+    y = b.node("Transpose", [seq], perm=[1, 0, 2])
+    w = b.normal("head.weight", (hidden, 1), np.sqrt(1.0 / hidden))
+    y = b.node("Sigmoid", [b.node("Add", [b.node("MatMul", [y, w]), b.normal("head.bias", (1,), 0.05)])])
+    b.add_output(y, "prob", FLOAT, ["batch", "frames", 1])
+    return b.model()
+
+
+if __name__ == "__main__":
+    os.makedirs(sys.argv[1], exist_ok=True)
+    for name, build in (("denoiser", build_denoiser), ("dscnn", build_dscnn), ("gru_kws", build_gru_kws)):
+        m = build()
+        onnx.checker.check_model(m)
+        path = os.path.join(sys.argv[1], name + ".onnx")
+        onnx.save(m, path)
+        print("wrote", path, len(m.graph.node), "nodes")
