@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Probes of three audio nets not in the zoo, shaped as their exporters write them (random weights):
 
-  audio_probes.py OUT_DIR      writes OUT_DIR/denoiser.onnx, OUT_DIR/dscnn.onnx, OUT_DIR/gru_kws.onnx
+  audio_probes.py OUT_DIR      writes OUT_DIR/denoiser.onnx, dscnn.onnx, gru_kws.onnx and hifigan.onnx
 
 denoiser  a Demucs-style speech enhancer (facebookresearch/denoiser, torch.onnx at opset 13): the waveform is divided by
           its standard deviation, five encoder levels of Conv1d(k=8, s=4) + ReLU + Conv1d(1x1, 2C) + GLU (Split,
@@ -15,6 +15,11 @@ dscnn     the DS-CNN keyword spotter (ARM's ML-KWS, a Keras model through tf2onn
 gru_kws   a GRU wake-word detector (torch.onnx at opset 13): log-mel frames [batch, frames, 40], Conv1d 40 -> 64 k=3
           through Transposes, two GRU layers of 128 (linear_before_reset=1, zero states from the run-time batch),
           Linear(1) + Sigmoid on every frame.
+hifigan   a HiFi-GAN V2-style vocoder (the decoder of VITS/Piper voices, torch.onnx at opset 15, weight norm folded
+          into the weights as export folds it): mel [1, 80, frames], Conv1d k=7 to 128 channels, four upsampling
+          stages of LeakyReLU(0.1) + ConvTranspose1d (k=16/8, 16/8, 4/2, 4/2, padding (k - s) / 2), each followed by
+          the mean of three ResBlock1s (k=3, 7, 11; dilations 1, 3, 5 with LeakyReLU between the convolutions),
+          LeakyReLU(0.01), Conv1d k=7 to one channel, Tanh; 256 samples per frame.
 """
 import os
 import sys
@@ -151,9 +156,39 @@ def build_gru_kws(mels=40, hidden=128):
     return b.model()
 
 
+def build_hifigan(mels=80, ch=128, rates=(8, 8, 2, 2), kernels=(16, 16, 4, 4), rb_k=(3, 7, 11), rb_d=(1, 3, 5)):
+    b = ZooBuilder("hifigan", seed=9600, opset=15)
+    x = b.add_input("input", FLOAT, [1, mels, "frames"])
+    y = conv(b, x, "dec.conv_pre", mels, ch, (7,), bias=True, gain=1.0)
+    c = ch
+    for i, (u, k) in enumerate(zip(rates, kernels)):
+        y = b.node("LeakyRelu", [y], alpha=0.1)
+        w = b.normal("dec.ups.%d.weight" % i, (c, c // 2, k), np.sqrt(1.0 / (c * k / u)))
+        y = b.node("ConvTranspose", [y, w, b.normal("dec.ups.%d.bias" % i, (c // 2,), 0.05)], kernel_shape=[k],
+                   strides=[u], pads=[(k - u) // 2, (k - u) // 2], dilations=[1], group=1)
+        c //= 2
+        xs = None
+        for j, kr in enumerate(rb_k):
+            z = y
+            for m, d in enumerate(rb_d):
+                p = "dec.resblocks.%d" % (i * len(rb_k) + j)
+                t = b.node("LeakyRelu", [z], alpha=0.1)
+                t = conv(b, t, p + ".convs1.%d" % m, c, c, (kr,), dil=(d,), bias=True, gain=0.5)
+                t = b.node("LeakyRelu", [t], alpha=0.1)
+                t = conv(b, t, p + ".convs2.%d" % m, c, c, (kr,), bias=True, gain=0.5)
+                z = b.node("Add", [t, z])
+            xs = z if xs is None else b.node("Add", [xs, z])
+        y = b.node("Div", [xs, b.f32(float(len(rb_k)))])
+    y = b.node("LeakyRelu", [y], alpha=0.01)
+    y = b.node("Tanh", [conv(b, y, "dec.conv_post", c, 1, (7,), bias=True, gain=1.0)])
+    b.add_output(y, "output", FLOAT, [1, 1, "samples"])
+    return b.model()
+
+
 if __name__ == "__main__":
     os.makedirs(sys.argv[1], exist_ok=True)
-    for name, build in (("denoiser", build_denoiser), ("dscnn", build_dscnn), ("gru_kws", build_gru_kws)):
+    for name, build in (("denoiser", build_denoiser), ("dscnn", build_dscnn), ("gru_kws", build_gru_kws),
+                        ("hifigan", build_hifigan)):
         m = build()
         onnx.checker.check_model(m)
         path = os.path.join(sys.argv[1], name + ".onnx")
