@@ -90,6 +90,12 @@ Status run_unary(KernelContext& ctx) {
           } else {
             for (int64_t i = b; i < e; ++i) py[i] = op(px[i]);
           }
+          if constexpr (requires { Op::libm(0.0f); }) fm::sin_cos_fixup(px, py, b, e, Op::libm);
+        } else if constexpr (requires { Op::libm(0.0f); } && std::is_same_v<C, float>) {  // the half types
+          for (int64_t i = b; i < e; ++i) {
+            const float v = static_cast<float>(px[i]);
+            py[i] = to_storage<T>(std::fabs(v) <= fm::kSinCosRange ? op(v) : Op::libm(v));
+          }
         } else {
           for (int64_t i = b; i < e; ++i) py[i] = to_storage<T>(op(static_cast<C>(px[i])));
         }
@@ -138,9 +144,9 @@ TSR_FLOAT_UNARY(Asin, std::asin(x))
 TSR_FLOAT_UNARY(Asinh, std::asinh(x))
 TSR_FLOAT_UNARY(Atan, std::atan(x))
 TSR_FLOAT_UNARY(Atanh, std::atanh(x))
-TSR_FLOAT_UNARY(Cos, std::cos(x))
+
 TSR_FLOAT_UNARY(Cosh, std::cosh(x))
-TSR_FLOAT_UNARY(Sin, std::sin(x))
+
 TSR_FLOAT_UNARY(Sinh, std::sinh(x))
 TSR_FLOAT_UNARY(Tan, std::tan(x))
 TSR_FLOAT_UNARY(Sqrt, std::sqrt(x))
@@ -151,6 +157,23 @@ TSR_FLOAT_UNARY(Round, std::rint(x))
 TSR_FLOAT_UNARY(Floor, std::rint(x) - (std::rint(x) > x ? C(1) : C(0)))
 TSR_FLOAT_UNARY(Ceil, -(std::rint(-x) - (std::rint(-x) > -x ? C(1) : C(0))))  // -floor(-x) keeps -0
 #undef TSR_FLOAT_UNARY
+
+// Sin and Cos: fastmath's vectorizing forms; run_unary recomputes |x| beyond their range with libm (kLibm).
+struct SinOp {
+  static constexpr uint32_t kTypes = kFloatTypes;
+  static float libm(float x) { return std::sin(x); }
+  explicit SinOp(const Node&) {}
+  float operator()(float x) const { return fm::sin(x); }
+  double operator()(double x) const { return std::sin(x); }
+};
+
+struct CosOp {
+  static constexpr uint32_t kTypes = kFloatTypes;
+  static float libm(float x) { return std::cos(x); }
+  explicit CosOp(const Node&) {}
+  float operator()(float x) const { return fm::cos(x); }
+  double operator()(double x) const { return std::cos(x); }
+};
 
 struct ExpOp {
   static constexpr uint32_t kTypes = kFloatTypes;

@@ -235,6 +235,44 @@ inline float gelu_tanh(float x) {
   return is_nan(x) ? x : res;
 }
 
+// sin and cos by Cephes' single-precision method, branch-free so that loops over them vectorize: |x| reduced by the
+// even multiple j of pi/4 nearest it (pi/4 in three parts), a degree-7 odd (sin) or degree-8 even (cos) polynomial
+// on the remainder, the polynomial and the sign chosen by the octant; cos is sin one quadrant on (j + 2). Within a
+// few ulp of libm for |x| <= kSinCosRange. Beyond it (and for infinities and NaN) the result is not meaningful:
+// callers recompute those elements with libm (sin_cos_fixup).
+inline constexpr float kSinCosRange = 8192.0f;
+inline float sin_cos_octant(float x, int32_t quadrant_shift, bool odd) {
+  const float ax = std::fabs(x);
+  const float a = select(ax <= kSinCosRange, ax, 0.0f);           // keeps the integer conversion in range
+  int32_t j = static_cast<int32_t>(a * 1.27323954473516268615f);  // 4 / pi
+  j = (j + 1) & ~1;
+  const float y = static_cast<float>(j);
+  const float r = ((a - y * 0.78515625f) - y * 2.4187564849853515625e-4f) - y * 3.77489497744594108e-8f;
+  const float z = r * r;
+  float ps = -1.9515295891e-4f;
+  ps = ps * z + 8.3321608736e-3f;
+  ps = ps * z - 1.6666654611e-1f;
+  ps = ps * z * r + r;
+  float pc = 2.443315711809948e-5f;
+  pc = pc * z - 1.388731625493765e-3f;
+  pc = pc * z + 4.166664568298827e-2f;
+  pc = pc * z * z - 0.5f * z + 1.0f;
+  const int32_t q = j + quadrant_shift;
+  const float v = select((q & 2) != 0, pc, ps);
+  // The octant's sign, and for sin (odd) the sign of x.
+  const uint32_t sign = (static_cast<uint32_t>(q & 4) << 29) ^ (odd ? std::bit_cast<uint32_t>(x) & 0x80000000u : 0u);
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(v) ^ sign);
+}
+inline float sin(float x) { return sin_cos_octant(x, 0, true); }
+inline float cos(float x) { return sin_cos_octant(x, 2, false); }
+// Elements [b, e) of y = f(x) whose |x| is beyond kSinCosRange, infinite or NaN, recomputed with libm's f.
+template <class F>
+void sin_cos_fixup(const float* x, float* y, int64_t b, int64_t e, F f) {
+  for (int64_t i = b; i < e; ++i) {
+    if (!(std::fabs(x[i]) <= kSinCosRange)) y[i] = f(x[i]);
+  }
+}
+
 // Generic select for code templated on the compute type: the bit-mask form
 // for float, a plain conditional otherwise.
 template <class T>
