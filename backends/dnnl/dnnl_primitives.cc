@@ -1,6 +1,14 @@
 #include "dnnl_primitives.h"
 
+#include <malloc.h>
+
 #include <algorithm>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
 
 namespace tessera_dnnl {
 
@@ -370,8 +378,11 @@ bool takes_dst_layout(const Op& op) {
 
 int first_post_arg(const Op& op) { return op.kind == OpKind::kDynConv || op.kind == OpKind::kDynMatMul ? 1 : 0; }
 
-dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, const std::vector<memory::desc>& in,
-                               const dnnl::engine& eng, const memory::desc* dst) {
+namespace {
+
+dnnl::primitive_desc_base create_pd_uncached(const Op& op, const std::vector<Value>& v,
+                                             const std::vector<memory::desc>& in, const dnnl::engine& eng,
+                                             const memory::desc* dst) {
   const dnnl::primitive_attr attr = attr_for(op, v);
   const memory::data_type dst_type = op.bf16_dst ? memory::data_type::bf16 : type_of(v, op.out);
   const memory::desc dst_any = dst ? *dst : any_md(dst_dims(op, v), dst_type);
@@ -474,6 +485,8 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, c
   throw dnnl::error(dnnl_invalid_arguments, "op kind without a primitive");
 }
 
+}  // namespace
+
 bool dyn_u8(const Op& op, const std::vector<Value>& v) {
   return (op.kind == OpKind::kDynConv || op.kind == OpKind::kDynMatMul) &&
          v[static_cast<size_t>(op.in[1])].dtype == TESSERA_DTYPE_UINT8;
@@ -510,6 +523,141 @@ dnnl::primitive_desc_base dyn_u8_pd(const Op& op, const std::vector<Value>& v, c
 const dnnl::engine& probe_engine() {
   static const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   return eng;
+}
+
+namespace {
+
+// create_pd remembers what oneDNN answered. Placement prices many overlapping regions of one model, and each price
+// builds its region's plan: the same primitive descriptors over and over (a HiFi-GAN vocoder's compile spent 20 s
+// creating 6943 of them, 464 distinct). The key is everything create_pd_uncached reads: the op's fields, the dims and
+// types of the values it names, the operands' descriptors, the destination's and the engine. An entry holds the
+// descriptor (handed out as a clone, so no two plans share one) or oneDNN's refusal. A brgemm convolution's
+// descriptor holds up to 38 MB, so the cache keeps the most recently used within kBudgetBytes, each entry costed by
+// the heap its creation kept (mallinfo2's bytes in use before and after, mmapped chunks included; 0 where a sanitizer
+// owns the heap), and at most kMaxEntries of them.
+struct PdEntry {
+  std::string key;
+  std::vector<memory::desc> in;
+  bool has_dst = false;
+  memory::desc dst;
+  std::optional<dnnl::primitive_desc_base> pd;
+  dnnl_status_t status = dnnl_success;
+  std::unique_ptr<std::string> message;  // dnnl::error keeps a pointer to its message
+  size_t bytes = 0;
+};
+
+class PdCache {
+ public:
+  dnnl::primitive_desc_base get(const Op& op, const std::vector<Value>& v, const std::vector<memory::desc>& in,
+                                const dnnl::engine& eng, const memory::desc* dst) {
+    std::string key = key_of(op, v, eng);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto found = map_.find(key);
+    if (found != map_.end()) {
+      for (std::list<PdEntry>::iterator e : found->second) {
+        if (e->in == in && e->has_dst == (dst != nullptr) && (!dst || e->dst == *dst)) {
+          lru_.splice(lru_.begin(), lru_, e);
+          return answer(*e);
+        }
+      }
+    }
+    PdEntry& e = lru_.emplace_front();
+    e.key = std::move(key);
+    e.in = in;
+    e.has_dst = dst != nullptr;
+    if (dst) e.dst = *dst;
+    const size_t before = heap_in_use();
+    try {
+      e.pd = create_pd_uncached(op, v, in, eng, dst);
+    } catch (const dnnl::error& err) {
+      e.status = err.status;
+      e.message = std::make_unique<std::string>(err.what());
+    }
+    const size_t after = heap_in_use();
+    e.bytes = after > before ? after - before : 0;
+    bytes_ += e.bytes;
+    map_[e.key].push_back(lru_.begin());
+    dnnl::primitive_desc_base out = answer(e);
+    while (lru_.size() > 1 && (bytes_ > kBudgetBytes || lru_.size() > kMaxEntries)) evict_oldest();
+    return out;
+  }
+
+ private:
+  static constexpr size_t kBudgetBytes = size_t{512} << 20;
+  static constexpr size_t kMaxEntries = 4096;
+
+  static size_t heap_in_use() {
+    const struct mallinfo2 m = mallinfo2();
+    return m.uordblks + m.hblkhd;  // chunks in the arenas and chunks mmapped on their own
+  }
+
+  void evict_oldest() {
+    const std::list<PdEntry>::iterator last = std::prev(lru_.end());
+    auto bucket = map_.find(last->key);
+    std::erase(bucket->second, last);
+    if (bucket->second.empty()) map_.erase(bucket);
+    bytes_ -= last->bytes;
+    lru_.erase(last);
+  }
+
+  static dnnl::primitive_desc_base answer(const PdEntry& e) {
+    if (!e.pd) throw dnnl::error(e.status, e.message->c_str());
+    dnnl_primitive_desc_t clone = nullptr;
+    dnnl::error::wrap_c_api(dnnl_primitive_desc_clone(&clone, e.pd->get()), "could not clone a primitive descriptor");
+    return dnnl::primitive_desc_base(clone);
+  }
+
+  static void put(std::string& k, const void* p, size_t n) { k.append(static_cast<const char*>(p), n); }
+  template <class T>
+  static void put_all(std::string& k, const std::vector<T>& xs) {
+    const size_t n = xs.size();
+    put(k, &n, sizeof n);
+    if (n) put(k, xs.data(), n * sizeof(T));
+  }
+  // A value by what it is, not by its id: one node priced in many regions has other ids in each.
+  static void put_value(std::string& k, const std::vector<Value>& v, int32_t id) {
+    const bool known = id >= 0 && static_cast<size_t>(id) < v.size();
+    put(k, &known, sizeof known);
+    if (!known) return;
+    const Value& x = v[static_cast<size_t>(id)];
+    put(k, &x.kind, sizeof x.kind);
+    put(k, &x.dtype, sizeof x.dtype);
+    put_all(k, x.dims);
+  }
+  static std::string key_of(const Op& op, const std::vector<Value>& v, const dnnl::engine& eng) {
+    std::string k;
+    const dnnl_engine_t e = eng.get();
+    put(k, &e, sizeof e);
+    put(k, &op.kind, sizeof op.kind);
+    put(k, &op.alg, sizeof op.alg);
+    put(k, &op.bf16, sizeof op.bf16);
+    put(k, &op.bf16_dst, sizeof op.bf16_dst);
+    put_all(k, op.ints);
+    put_all(k, op.floats);
+    for (int32_t id : op.in) put_value(k, v, id);
+    put_value(k, v, op.out);
+    for (const PostOp& p : op.post) {
+      put(k, &p.kind, sizeof p.kind);
+      put(k, &p.alg, sizeof p.alg);
+      put(k, &p.alpha, sizeof p.alpha);
+      put(k, &p.beta, sizeof p.beta);
+      put_value(k, v, p.operand);
+    }
+    return k;
+  }
+
+  std::mutex mu_;
+  std::list<PdEntry> lru_;  // most recently used first
+  std::unordered_map<std::string, std::vector<std::list<PdEntry>::iterator>> map_;
+  size_t bytes_ = 0;
+};
+
+}  // namespace
+
+dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, const std::vector<memory::desc>& in,
+                                    const dnnl::engine& eng, const memory::desc* dst) {
+  static PdCache cache;
+  return cache.get(op, v, in, eng, dst);
 }
 
 std::string probe(const Op& op, const std::vector<Value>& v, const dnnl::engine& eng, std::string* impl) {

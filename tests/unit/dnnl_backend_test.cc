@@ -1218,6 +1218,37 @@ TEST_F(DnnlBackend, ConvBiasReluIsOneCompositeFusedIntoOnePrimitive) {
   expect_matches_native(g, {random_tensor({1, 16, 8, 8}, 5)}, "fusion=0");
 }
 
+// The plugin remembers oneDNN's primitive descriptors (create_pd's cache): convolutions alike in every shape but one
+// attribute (a LeakyRelu's alpha, the dilations, where the padding goes) each get their own, in one
+// region and again after another region with other value ids priced them. Fails when the cache's key leaves out a
+// post-op's alpha or the op's ints.
+TEST_F(DnnlBackend, ConvolutionsAlikeButForOneAttributeEachGetTheirOwnPrimitive) {
+  for (int order = 0; order < 2; ++order) {
+    Builder b;
+    b.input("x", {1, 8, 12, 12});
+    b.constant("w", random_tensor({8, 8, 3, 3}, 21, -.3f, .3f)).constant("bias", random_tensor({8}, 22));
+    const float alphas[] = {0.1f, 0.3f};
+    std::vector<std::string> outs;
+    for (int i = 0; i < 2; ++i) {  // same shapes, other alpha
+      const std::string c = "c" + std::to_string(i), y = "y" + std::to_string(i);
+      set_ints(b.node("conv" + std::to_string(i), "Conv", {"x", "w", "bias"}, c), "pads", {1, 1, 1, 1});
+      set_float(b.node("lrelu" + std::to_string(i), "LeakyRelu", {c}, y), "alpha", alphas[order == 0 ? i : 1 - i]);
+      outs.push_back(y);
+    }
+    // Other dilations, or the padding moved to the top left: the destination's shape is conv0's, and so is the
+    // post-op.
+    Node& dil = b.node("dilated", "Conv", {"x", "w", "bias"}, "d");
+    set_ints(dil, "pads", {2, 2, 2, 2});
+    set_ints(dil, "dilations", {2, 2});
+    set_float(b.node("lrelu_d", "LeakyRelu", {"d"}, "yd"), "alpha", alphas[order]);
+    set_ints(b.node("shifted", "Conv", {"x", "w", "bias"}, "s"), "pads", {2, 2, 0, 0});
+    set_float(b.node("lrelu_s", "LeakyRelu", {"s"}, "ys"), "alpha", alphas[order]);
+    outs.push_back("yd");
+    outs.push_back("ys");
+    expect_matches_native(b.done(outs), {random_tensor({1, 8, 12, 12}, 23)});
+  }
+}
+
 // A residual block: r = relu(conv1(x)), a = relu(conv2(r)),
 // y = relu(conv3(a) + r). The sum post-op writes conv3's result onto r in
 // place when r dies there; with r also leaving the region it is copied first.
