@@ -5,8 +5,10 @@
 #include <thread>
 
 #include "ir/graph.h"
+#include "ops/elementwise_math.h"
 #include "runtime/memory_planner.h"
 #include "runtime/session.h"
+#include "unit/op_test_util.h"
 #include "util/thread_pool.h"
 
 namespace tessera {
@@ -413,6 +415,67 @@ TEST(InferenceSession, ReshapesViewTheirInputAndKeepItLiveForEveryReader) {
   auto st = (*s)->stats({{1024}});
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->naive_bytes, 4 * 4096u);  // a, c, d, e: the two views take no bytes of their own
+}
+
+// A Split along an axis with only 1s before it is a view too: each output is a piece of its input at its byte offset
+// (a GLU's halves). `a` [1, 3, 256] splits into [1, 1, 256] and [1, 2, 256] pieces; its last reader is the Split, yet
+// both pieces are read at the end, after c, d and e could have reused freed bytes. A Split with a 2 before its axis
+// (pieces strided in the input) and a Split whose piece is a graph output still copy, and the results are exact.
+TEST(InferenceSession, SplitsAlongAnOuterAxisViewTheirInput) {
+  Graph g;
+  g.opset = 13;
+  g.inputs = {"x"};
+  g.values["x"] = ValueInfo{DType::kFloat32, Shape::FromDims({1, 3, 256})};
+  g.constants["parts"] = Tensor::FromVector<int64_t>({1, 2}, {2});
+  g.constants["flat"] = Tensor::FromVector<int64_t>({2, 384}, {2});
+  auto node = [&](const char* name, const char* op, std::vector<std::string> in, std::vector<std::string> out) {
+    Node n;
+    n.name = name;
+    n.op_type = op;
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    g.nodes.push_back(n);
+  };
+  node("neg", "Neg", {"x"}, {"a"});
+  node("split", "Split", {"a", "parts"}, {"p", "q"});
+  g.nodes.back().attrs["axis"] = testutil::int_attr(1);
+  node("abs", "Abs", {"x"}, {"c"});
+  node("relu", "Relu", {"c"}, {"d"});
+  node("sigmoid", "Sigmoid", {"d"}, {"e"});
+  node("mul", "Mul", {"e", "p"}, {"y"});  // [1, 3, 256] * [1, 1, 256]
+  node("square", "Mul", {"q", "q"}, {"z"});
+  node("view", "Reshape", {"e", "flat"}, {"f"});  // [2, 384]: the pieces of this Split are strided
+  node("split2", "Split", {"f", "parts2"}, {"f0", "f1"});
+  g.nodes.back().attrs["axis"] = testutil::int_attr(1);
+  g.constants["parts2"] = Tensor::FromVector<int64_t>({128, 256}, {2});
+  node("neg2", "Neg", {"f1"}, {"w"});
+  g.outputs = {"y", "z", "f0", "w"};
+  SessionOptions o;
+  o.optimize = false;
+  o.fuse = false;
+  auto s = InferenceSession::Create(g, o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  std::vector<float> xs(768);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i % 41) * 0.25f - 5.f;
+  auto out = (*s)->run(std::vector<Tensor>{Tensor::FromVector<float>(xs, {1, 3, 256})});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  const auto sig = [&](size_t i) { return fastmath::logistic(std::fabs(xs[i])); };
+  for (size_t i = 0; i < 768; ++i) ASSERT_EQ((*out)[0].data<float>()[i], sig(i) * -xs[i % 256]) << "y at " << i;
+  for (size_t i = 0; i < 512; ++i) ASSERT_EQ((*out)[1].data<float>()[i], xs[256 + i] * xs[256 + i]) << "z at " << i;
+  for (size_t r = 0; r < 2; ++r) {
+    for (size_t k = 0; k < 384; ++k) {
+      const float e = sig(r * 384 + k);
+      if (k < 128)
+        ASSERT_EQ((*out)[2].data<float>()[r * 128 + k], e) << "f0 at " << r << "," << k;
+      else
+        ASSERT_EQ((*out)[3].data<float>()[r * 256 + k - 128], -e) << "w at " << r << "," << k;
+    }
+  }
+  auto st = (*s)->stats({{1, 3, 256}});
+  ASSERT_TRUE(st.ok());
+  // Arena values a, c, d, e and f1: p and q take a's bytes, f takes e's, and f's Split copies f1 (y, z, f0 and w
+  // are outputs).
+  EXPECT_EQ(st->naive_bytes, (4 * 768 + 512) * 4u);
 }
 
 }  // namespace
