@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Probes of three audio nets not in the zoo, shaped as their exporters write them (random weights):
 
-  audio_probes.py OUT_DIR      writes OUT_DIR/denoiser.onnx, dscnn.onnx, gru_kws.onnx and hifigan.onnx
+  audio_probes.py OUT_DIR      writes OUT_DIR/denoiser.onnx, dscnn.onnx, gru_kws.onnx, hifigan.onnx and istftnet.onnx
 
 denoiser  a Demucs-style speech enhancer (facebookresearch/denoiser, torch.onnx at opset 13): the waveform is divided by
           its standard deviation, five encoder levels of Conv1d(k=8, s=4) + ReLU + Conv1d(1x1, 2C) + GLU (Split,
@@ -20,6 +20,12 @@ hifigan   a HiFi-GAN V2-style vocoder (the decoder of VITS/Piper voices, torch.o
           stages of LeakyReLU(0.1) + ConvTranspose1d (k=16/8, 16/8, 4/2, 4/2, padding (k - s) / 2), each followed by
           the mean of three ResBlock1s (k=3, 7, 11; dilations 1, 3, 5 with LeakyReLU between the convolutions),
           LeakyReLU(0.01), Conv1d k=7 to one channel, Tanh; 256 samples per frame.
+istftnet  an iSTFTNet-style decoder with Snake activations and style-conditioned AdaIN (as in StyleTTS2 / Kokoro,
+          torch.onnx at opset 17): features [1, 256, frames] and a style vector [1, 128]; frames past a run-time length
+          masked (Range < length, Where); AdaIN1d (InstanceNorm, then * (1 + gamma) + beta from Linear(style));
+          Snake x + 1/(alpha + 1e-9) * sin(alpha x)^2; two upsamplings (ConvTranspose1d k=20/10, k=12/6) with
+          dilated Snake resblocks; a head of magnitude exp() and phase sin(), cos(); the inverse STFT as a
+          ConvTranspose1d over a windowed basis (n_fft 16, hop 4), trimmed by Slice; 240 samples per frame.
 """
 import os
 import sys
@@ -30,7 +36,7 @@ from onnx import numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "zoo"))
-from gen_zoo import ZooBuilder, conv, FLOAT  # noqa: E402
+from gen_zoo import ZooBuilder, conv, stft_basis, FLOAT  # noqa: E402
 
 
 def glu(b, x, c):
@@ -185,10 +191,68 @@ def build_hifigan(mels=80, ch=128, rates=(8, 8, 2, 2), kernels=(16, 16, 4, 4), r
     return b.model()
 
 
+def snake(b, x, name, c):
+    """Snake: x + 1 / (alpha + 1e-9) * sin(alpha * x)^2, alpha [1, C, 1] (exported as written, no fused op)."""
+    a = b.uniform(name + ".alpha", (1, c, 1), 0.5, 1.5)
+    s2 = b.node("Pow", [b.node("Sin", [b.node("Mul", [x, a])]), b.f32(2.0)])
+    return b.node("Add", [x, b.node("Mul", [b.node("Reciprocal", [b.node("Add", [a, b.f32(1e-9)])]), s2])])
+
+
+def adain(b, x, s, name, c, style):
+    n = b.node("InstanceNormalization", [x, b.f32([1.0] * c), b.f32([0.0] * c)], epsilon=1e-5)
+    h = b.node("Add", [b.node("MatMul", [s, b.normal(name + ".fc.weight", (style, 2 * c), 0.3 / np.sqrt(style))]),
+                       b.normal(name + ".fc.bias", (2 * c,), 0.05)])
+    h = b.node("Unsqueeze", [h, b.i64([2])])  # [1, 2C, 1]
+    gamma, beta = b.node("Split", [h, b.i64([c, c])], n_out=2, axis=1)
+    return b.node("Add", [b.node("Mul", [n, b.node("Add", [gamma, b.f32(1.0)])]), beta])
+
+
+def build_istftnet(ch=256, style=128, n_fft=16, hop=4):
+    b = ZooBuilder("istftnet", seed=9700, opset=17)
+    x = b.add_input("features", FLOAT, [1, ch, "frames"])
+    s = b.add_input("style", FLOAT, [1, style])
+    length = b.add_input("length", onnx.TensorProto.INT64, [1])
+    # frames at or past `length` are zeroed: Range(0, T) < length, as a length-masked decoder exports it
+    t = b.node("Squeeze", [b.node("Gather", [b.node("Shape", [x]), b.i64([2])], axis=0), b.i64([0])])
+    pos = b.node("Range", [b.i64(0), t, b.i64(1)])
+    mask = b.node("Unsqueeze", [b.node("Less", [pos, length]), b.i64([0, 1])])
+    y = b.node("Where", [mask, x, b.f32(0.0)])
+    c = ch
+    for i, (k, u) in enumerate(((20, 10), (12, 6))):
+        y = snake(b, adain(b, y, s, "ups.%d.norm" % i, c, style), "ups.%d.snake" % i, c)
+        w = b.normal("ups.%d.weight" % i, (c, c // 2, k), np.sqrt(1.0 / (c * k / u)))
+        y = b.node("ConvTranspose", [y, w, b.normal("ups.%d.bias" % i, (c // 2,), 0.05)], kernel_shape=[k],
+                   strides=[u], pads=[(k - u) // 2, (k - u) // 2])
+        c //= 2
+        for j, d in enumerate((1, 3)):
+            p = "ups.%d.res.%d" % (i, j)
+            z = snake(b, adain(b, y, s, p + ".n1", c, style), p + ".s1", c)
+            z = conv(b, z, p + ".c1", c, c, (7,), dil=(d,), bias=True, gain=0.5)
+            z = snake(b, adain(b, z, s, p + ".n2", c, style), p + ".s2", c)
+            z = conv(b, z, p + ".c2", c, c, (7,), bias=True, gain=0.5)
+            y = b.node("Add", [y, z])
+    bins = n_fft // 2 + 1
+    y = b.node("LeakyRelu", [y], alpha=0.01)
+    head = conv(b, y, "conv_post", c, 2 * bins, (7,), bias=True, gain=0.5)
+    mag_l, phase = b.node("Split", [head, b.i64([bins, bins])], n_out=2, axis=1)
+    mag = b.node("Exp", [b.node("Clip", [mag_l, b.f32(-10.0), b.f32(4.0)])])
+    ph = b.node("Mul", [b.node("Sin", [phase]), b.f32(np.pi)])
+    re = b.node("Mul", [mag, b.node("Cos", [ph])])
+    im = b.node("Mul", [mag, b.node("Sin", [ph])])
+    spec = b.node("Concat", [re, im], axis=1)  # [1, 2 * bins, T']
+    basis = stft_basis(n_fft)[:, :, :]  # [2 * bins, 1, n_fft]: the inverse is its transpose, windowed
+    w = b.init("istft.basis", (basis / n_fft).astype(np.float32))
+    wav = b.node("ConvTranspose", [spec, w], kernel_shape=[n_fft], strides=[hop])
+    tlen = b.node("Gather", [b.node("Shape", [wav]), b.i64([2])], axis=0)
+    wav = b.node("Slice", [wav, b.i64([n_fft // 2]), b.node("Sub", [tlen, b.i64([n_fft // 2])]), b.i64([2])])
+    b.add_output(b.node("Tanh", [wav]), "audio", FLOAT, [1, 1, "samples"])
+    return b.model()
+
+
 if __name__ == "__main__":
     os.makedirs(sys.argv[1], exist_ok=True)
     for name, build in (("denoiser", build_denoiser), ("dscnn", build_dscnn), ("gru_kws", build_gru_kws),
-                        ("hifigan", build_hifigan)):
+                        ("hifigan", build_hifigan), ("istftnet", build_istftnet)):
         m = build()
         onnx.checker.check_model(m)
         path = os.path.join(sys.argv[1], name + ".onnx")
