@@ -29,8 +29,27 @@ constexpr int64_t kBlock = 1024;
 constexpr int64_t kGrain = 8 * kBlock;
 
 enum class Op : uint8_t {
-  kAdd, kSub, kMul, kDiv, kPow, kRelu, kLeakyRelu, kSigmoid, kHardSigmoid, kTanh, kErf, kExp, kLog, kSqrt, kNeg,
-  kAbs, kReciprocal, kClip, kGelu,
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kPow,
+  kRelu,
+  kLeakyRelu,
+  kSigmoid,
+  kHardSigmoid,
+  kTanh,
+  kErf,
+  kExp,
+  kLog,
+  kSqrt,
+  kNeg,
+  kAbs,
+  kReciprocal,
+  kClip,
+  kGelu,
+  kSin,
+  kCos,
 };
 
 struct OpName {
@@ -40,16 +59,27 @@ struct OpName {
 };
 
 constexpr OpName kOps[] = {
-    {"Add", Op::kAdd, true},          {"Sub", Op::kSub, true},
-    {"Mul", Op::kMul, true},          {"Div", Op::kDiv, true},
-    {"Pow", Op::kPow, false},         {"Relu", Op::kRelu, false},
-    {"LeakyRelu", Op::kLeakyRelu, false}, {"Sigmoid", Op::kSigmoid, false},
-    {"HardSigmoid", Op::kHardSigmoid, false}, {"Tanh", Op::kTanh, false},
-    {"Erf", Op::kErf, false},         {"Exp", Op::kExp, false},
-    {"Log", Op::kLog, false},         {"Sqrt", Op::kSqrt, false},
-    {"Neg", Op::kNeg, false},         {"Abs", Op::kAbs, false},
-    {"Reciprocal", Op::kReciprocal, false}, {"Clip", Op::kClip, false},
+    {"Add", Op::kAdd, true},
+    {"Sub", Op::kSub, true},
+    {"Mul", Op::kMul, true},
+    {"Div", Op::kDiv, true},
+    {"Pow", Op::kPow, false},
+    {"Relu", Op::kRelu, false},
+    {"LeakyRelu", Op::kLeakyRelu, false},
+    {"Sigmoid", Op::kSigmoid, false},
+    {"HardSigmoid", Op::kHardSigmoid, false},
+    {"Tanh", Op::kTanh, false},
+    {"Erf", Op::kErf, false},
+    {"Exp", Op::kExp, false},
+    {"Log", Op::kLog, false},
+    {"Sqrt", Op::kSqrt, false},
+    {"Neg", Op::kNeg, false},
+    {"Abs", Op::kAbs, false},
+    {"Reciprocal", Op::kReciprocal, false},
+    {"Clip", Op::kClip, false},
     {"Gelu", Op::kGelu, false},
+    {"Sin", Op::kSin, false},
+    {"Cos", Op::kCos, false},
 };
 
 const OpName* find_op(const std::string& name) {

@@ -353,11 +353,37 @@ TEST(NativeFusion, LongChainOfEveryInstructionMatchesUnfusedKernels) {
   b.node("Pow", {"v19", "cubic"}, {"v20"});
   b.node("Div", {"v20", "full"}, {"v21"});
   b.node("Relu", {"v21"}, {"v22"});
-  b.node("Gelu", {"v22"}, {"y"});
+  b.node("Sin", {"v22"}, {"v23"});
+  b.node("Cos", {"v23"}, {"v24"});
+  b.node("Gelu", {"v24"}, {"y"});
   b.output("y");
   Runs r = compare(b.g, 10);
-  EXPECT_EQ(r.unfused_steps, 24);
+  EXPECT_EQ(r.unfused_steps, 26);
   EXPECT_EQ(r.fused_steps, 1);
+}
+
+// A Snake activation (x + 1 / a * sin(a x)^2) and a Cos is one chain with the unfused kernels' bits, also where
+// some |a x| is beyond the vector forms' range (libm there, in those blocks alone).
+TEST(NativeFusion, SnakeActivationIsOneChainEqualToTheUnfusedKernels) {
+  std::mt19937 rng(11);
+  for (const float scale : {1.f, 3e4f}) {
+    SCOPED_TRACE(scale);
+    GraphBuilder b;
+    b.input("x", {2, 3, 4000});
+    Tensor a = random_tensor(DType::kFloat32, {1, 3, 1}, rng);
+    for (int64_t i = 0; i < 3; ++i) a.data<float>()[i] = scale * (1.5f + a.data<float>()[i]);
+    b.constant("alpha", a).constant("two", Tensor::Scalar<float>(2.f));
+    b.node("Mul", {"x", "alpha"}, {"ax"});
+    b.node("Sin", {"ax"}, {"s"});
+    b.node("Pow", {"s", "two"}, {"s2"});
+    b.node("Reciprocal", {"alpha"}, {"inv"});
+    b.node("Mul", {"s2", "inv"}, {"t"});
+    b.node("Add", {"x", "t"}, {"snake"});
+    b.node("Cos", {"snake"}, {"y"});
+    b.output("y");
+    Runs r = compare(b.g, 3);
+    EXPECT_EQ(r.fused_steps, 1);  // the Reciprocal of the constant is folded
+  }
 }
 
 // Runs `fused` and `plain` on the same float inputs: every output has the same dims and agrees within 1e-5 (relative:
