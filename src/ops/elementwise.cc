@@ -67,9 +67,21 @@ TSR_AVX512_END
 namespace ew {
 namespace {
 
+// Sin and Cos of a half type, element by element: the vector form within its range, libm beyond. A function of its
+// own, so that Op::libm is named only where the op has it (clang checks a generic lambda's value-dependent branches
+// against the enclosing template's arguments).
+template <class Op, class T>
+void unary_with_libm(const Op& op, const T* px, T* py, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; ++i) {
+    const float v = static_cast<float>(px[i]);
+    py[i] = to_storage<T>(std::fabs(v) <= fm::kSinCosRange ? op(v) : Op::libm(v));
+  }
+}
+
 // y = op(x) for every element; Op(node) reads the attributes.
 template <class Op>
 Status run_unary(KernelContext& ctx) {
+  constexpr bool kLibm = requires { Op::libm(0.0f); };
   const Tensor& x = *ctx.input(0);
   Tensor& y = *ctx.output(0);
   TSR_RETURN_IF_ERROR(check_tensor_dtype(ctx, x, Op::kTypes));
@@ -90,12 +102,9 @@ Status run_unary(KernelContext& ctx) {
           } else {
             for (int64_t i = b; i < e; ++i) py[i] = op(px[i]);
           }
-          if constexpr (requires { Op::libm(0.0f); }) fm::sin_cos_fixup(px, py, b, e, Op::libm);
-        } else if constexpr (requires { Op::libm(0.0f); } && std::is_same_v<C, float>) {  // the half types
-          for (int64_t i = b; i < e; ++i) {
-            const float v = static_cast<float>(px[i]);
-            py[i] = to_storage<T>(std::fabs(v) <= fm::kSinCosRange ? op(v) : Op::libm(v));
-          }
+          if constexpr (kLibm) fm::sin_cos_fixup(px, py, b, e, Op::libm);
+        } else if constexpr (kLibm && std::is_same_v<C, float>) {  // the half types
+          unary_with_libm(op, px, py, b, e);
         } else {
           for (int64_t i = b; i < e; ++i) py[i] = to_storage<T>(op(static_cast<C>(px[i])));
         }
