@@ -572,6 +572,9 @@ class PdCache {
     } catch (const dnnl::error& err) {
       e.status = err.status;
       e.message = std::make_unique<std::string>(err.what());
+    } catch (...) {  // not oneDNN's answer (out of memory): nothing to remember
+      lru_.pop_front();
+      throw;
     }
     const size_t after = heap_in_use();
     e.bytes = after > before ? after - before : 0;

@@ -153,9 +153,7 @@ TSR_FLOAT_UNARY(Asin, std::asin(x))
 TSR_FLOAT_UNARY(Asinh, std::asinh(x))
 TSR_FLOAT_UNARY(Atan, std::atan(x))
 TSR_FLOAT_UNARY(Atanh, std::atanh(x))
-
 TSR_FLOAT_UNARY(Cosh, std::cosh(x))
-
 TSR_FLOAT_UNARY(Sinh, std::sinh(x))
 TSR_FLOAT_UNARY(Tan, std::tan(x))
 TSR_FLOAT_UNARY(Sqrt, std::sqrt(x))
