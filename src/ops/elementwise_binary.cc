@@ -481,9 +481,9 @@ Status run_pow(KernelContext& ctx) {
 template <class T, bool SC, bool SX, bool SY>
 void where_run(const bool* c, const T* x, const T* y, T* o, int64_t n) {
   static_assert(std::is_unsigned_v<T>);
-  const auto* cb = reinterpret_cast<const uint8_t*>(c);  // a bool's byte is 0 or 1
+  const auto* cb = reinterpret_cast<const uint8_t*>(c);  // any byte but 0 is true, as a user's raw bytes may hold
   for (int64_t i = 0; i < n; ++i) {
-    const T m = static_cast<T>(T(0) - static_cast<T>(cb[SC ? i : 0]));
+    const T m = static_cast<T>(T(0) - static_cast<T>(cb[SC ? i : 0] != 0));
     o[i] = static_cast<T>((x[SX ? i : 0] & m) | (y[SY ? i : 0] & static_cast<T>(~m)));
   }
 }

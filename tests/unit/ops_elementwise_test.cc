@@ -331,6 +331,13 @@ TEST(ElementwiseUnary, VectorLoopsGiveTheScalarFunctionsBitsOnEveryLane) {
     EXPECT_EQ(w16[i], cond[i] ? a16[i] : int16_t(-1)) << i;
     EXPECT_EQ(w8[i], cond[i] ? uint8_t(200) : u8[i]) << i;
   }
+  // Conditions read from a user's raw bytes may hold any non-zero byte for true.
+  Tensor raw = cv.clone();
+  auto* bytes = static_cast<uint8_t*>(raw.raw());
+  for (size_t i = 0; i < cond.size(); ++i) bytes[i] = cond[i] ? static_cast<uint8_t>(2 + i % 254) : 0;
+  const std::vector<float> wr =
+      values<float>(run1(make_node("Where", 3), {raw, x, Tensor::Scalar<float>(-7.f)}, 17, &pool));
+  for (size_t i = 0; i < xv.size(); ++i) EXPECT_TRUE(same(wr[i], cond[i] ? xv[i] : -7.f)) << "raw byte at " << i;
 }
 
 // x * clamp(x * (1/6)f + 0.5, 0, 1) with the product rounded before the add, as ONNX Runtime computes it: a model that
