@@ -59,7 +59,11 @@ TSR_AVX512_BEGIN
 namespace ew::avx512 {
 template <class Op>
 void unary_f32(const Op& op, const float* __restrict x, float* __restrict y, int64_t b, int64_t e) {
-  for (int64_t i = b; i < e; ++i) y[i] = op(x[i]);
+  if constexpr (requires { Op::kCosine; }) {
+    fastmath::sin_cos_elements(x + b, y + b, e - b, Op::kCosine);
+  } else {
+    for (int64_t i = b; i < e; ++i) y[i] = op(x[i]);
+  }
 }
 }  // namespace ew::avx512
 TSR_AVX512_END
@@ -99,10 +103,11 @@ Status run_unary(KernelContext& ctx) {
         } else if constexpr (std::is_same_v<T, float>) {
           if (wide) {
             avx512::unary_f32(op, px, py, b, e);
+          } else if constexpr (kLibm) {
+            fm::sin_cos_elements(px + b, py + b, e - b, Op::kCosine);
           } else {
             for (int64_t i = b; i < e; ++i) py[i] = op(px[i]);
           }
-          if constexpr (kLibm) fm::sin_cos_fixup(px, py, b, e, Op::libm);
         } else if constexpr (kLibm && std::is_same_v<C, float>) {  // the half types
           unary_with_libm(op, px, py, b, e);
         } else {
@@ -165,9 +170,11 @@ TSR_FLOAT_UNARY(Floor, std::rint(x) - (std::rint(x) > x ? C(1) : C(0)))
 TSR_FLOAT_UNARY(Ceil, -(std::rint(-x) - (std::rint(-x) > -x ? C(1) : C(0))))  // -floor(-x) keeps -0
 #undef TSR_FLOAT_UNARY
 
-// Sin and Cos: fastmath's vectorizing forms; run_unary recomputes |x| beyond their range with libm (kLibm).
+// Sin and Cos: fastmath's vectorizing forms, libm beyond their range (fastmath::sin_cos_elements; libm for the half
+// types' path).
 struct SinOp {
   static constexpr uint32_t kTypes = kFloatTypes;
+  static constexpr bool kCosine = false;
   static float libm(float x) { return std::sin(x); }
   explicit SinOp(const Node&) {}
   float operator()(float x) const { return fm::sin(x); }
@@ -176,6 +183,7 @@ struct SinOp {
 
 struct CosOp {
   static constexpr uint32_t kTypes = kFloatTypes;
+  static constexpr bool kCosine = true;
   static float libm(float x) { return std::cos(x); }
   explicit CosOp(const Node&) {}
   float operator()(float x) const { return fm::cos(x); }
