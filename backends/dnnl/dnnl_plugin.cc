@@ -226,8 +226,10 @@ void keep_bf16_between_ops(Program& p) {
 }
 
 // The lowered, fused program of a region; fails naming the first node oneDNN
-// cannot run. `bf16`: the precision=bf16 option (Op::bf16).
-Program lower_region(const ModelView& m, bool fusion, bool bf16) {
+// cannot run. `bf16`: the precision=bf16 option (Op::bf16). `impl`: the impl option: "" (or "time") times the
+// implementations of each product (choose_impl) on `threads` threads, "first" keeps oneDNN's first choice, anything
+// else names the implementation every product builds where oneDNN offers it.
+Program lower_region(const ModelView& m, bool fusion, bool bf16, const std::string& impl = "first", int threads = 1) {
   Program p = Lowering::lower_all(m);
   for (Op& op : p.ops) {
     std::string why = probe(op, p.values, probe_engine());
@@ -240,6 +242,14 @@ Program lower_region(const ModelView& m, bool fusion, bool bf16) {
   }
   if (fusion) fuse(p, probe_engine());
   if (bf16) keep_bf16_between_ops(p);
+  for (Op& op : p.ops) {
+    if (!impl_choice_kind(op.kind) || impl == "first") continue;
+    if (impl.empty() || impl == "time") {
+      choose_impl(op, p.values, probe_engine(), threads);
+    } else {
+      op.impl = impl;
+    }
+  }
   return p;
 }
 
@@ -253,7 +263,9 @@ tessera_status_t compile(const void* model, size_t size, const char* options, te
     if (!precision.empty() && precision != "fp32" && precision != "bf16") {
       fail(TESSERA_ERROR_INVALID_ARGUMENT, "precision=" + precision + ": this backend computes in fp32 or bf16");
     }
-    const Program p = lower_region(m, option(options, "fusion") != "0", precision == "bf16");
+    const std::string threads = option(options, "threads");
+    const Program p = lower_region(m, option(options, "fusion") != "0", precision == "bf16", option(options, "impl"),
+                                   threads.empty() ? 1 : std::max(1, std::atoi(threads.c_str())));
     tessera_plugin::BlobWriter w;
     const std::string bytes = serialize(p);
     // What load would reject must fail here, at build time: re-read the blob

@@ -1,8 +1,12 @@
 #include "dnnl_primitives.h"
 
 #include <malloc.h>
+#include <omp.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <limits>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -380,9 +384,29 @@ int first_post_arg(const Op& op) { return op.kind == OpKind::kDynConv || op.kind
 
 namespace {
 
+// `pd` moved on to the implementation named `want` (Op::impl) where oneDNN offers it for these descriptors, else
+// left at oneDNN's first choice. With `all`, every implementation offered is listed there (and the first returned).
+template <class Pd>
+dnnl::primitive_desc_base with_impl(Pd pd, const std::string& want, std::vector<ImplOffer>* all) {
+  if (all) {
+    Pd first = pd;  // a copy keeps the current implementation; the iterator is shared
+    do {
+      all->push_back(ImplOffer{pd.impl_info_str(), pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_SRC),
+                               pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_DST)});
+    } while (pd.next_impl());
+    return first;
+  }
+  if (want.empty() || want == pd.impl_info_str()) return pd;
+  Pd first = pd;
+  while (pd.next_impl()) {
+    if (want == pd.impl_info_str()) return pd;
+  }
+  return first;
+}
+
 dnnl::primitive_desc_base create_pd_uncached(const Op& op, const std::vector<Value>& v,
                                              const std::vector<memory::desc>& in, const dnnl::engine& eng,
-                                             const memory::desc* dst) {
+                                             const memory::desc* dst, std::vector<ImplOffer>* all = nullptr) {
   const dnnl::primitive_attr attr = attr_for(op, v);
   const memory::data_type dst_type = op.bf16_dst ? memory::data_type::bf16 : type_of(v, op.out);
   const memory::desc dst_any = dst ? *dst : any_md(dst_dims(op, v), dst_type);
@@ -398,7 +422,7 @@ dnnl::primitive_desc_base create_pd_uncached(const Op& op, const std::vector<Val
                                                           dst_any, s.strides, s.dil, s.pb, s.pe)
                         : dnnl::convolution_forward::desc(fwd, algorithm::convolution_direct, in[0], in[1], dst_any,
                                                           s.strides, s.dil, s.pb, s.pe);
-      return dnnl::convolution_forward::primitive_desc(d, attr, eng);
+      return with_impl(dnnl::convolution_forward::primitive_desc(d, attr, eng), op.impl, all);
     }
     case OpKind::kDeconv: {
       Spatial s = spatial_of(op);
@@ -407,7 +431,7 @@ dnnl::primitive_desc_base create_pd_uncached(const Op& op, const std::vector<Val
                                                             dst_any, s.strides, s.dil, s.pb, s.pe)
                         : dnnl::deconvolution_forward::desc(fwd, algorithm::deconvolution_direct, in[0], in[1],
                                                             dst_any, s.strides, s.dil, s.pb, s.pe);
-      return dnnl::deconvolution_forward::primitive_desc(d, attr, eng);
+      return with_impl(dnnl::deconvolution_forward::primitive_desc(d, attr, eng), op.impl, all);
     }
     case OpKind::kPool: {
       Spatial s = spatial_of(op);
@@ -419,12 +443,12 @@ dnnl::primitive_desc_base create_pd_uncached(const Op& op, const std::vector<Val
       const memory::desc dst = plain_md(dst_dims(op, v), op.bf16_dst ? memory::data_type::bf16 : kF32);
       dnnl::matmul::desc d = op.in[2] >= 0 ? dnnl::matmul::desc(in[0], in[1], in[2], dst)
                                            : dnnl::matmul::desc(in[0], in[1], dst);
-      return dnnl::matmul::primitive_desc(d, attr, eng);
+      return with_impl(dnnl::matmul::primitive_desc(d, attr, eng), op.impl, all);
     }
     case OpKind::kQMatMul:
     case OpKind::kDynMatMul: {
       const dnnl::matmul::desc d(in[0], in[1], plain_md(dst_dims(op, v), type_of(v, op.out)));
-      return dnnl::matmul::primitive_desc(d, attr, eng);
+      return with_impl(dnnl::matmul::primitive_desc(d, attr, eng), op.impl, all);
     }
     case OpKind::kBatchNorm: {
       using nf = dnnl::normalization_flags;
@@ -627,6 +651,8 @@ class PdCache {
     put(k, &x.dtype, sizeof x.dtype);
     put_all(k, x.dims);
   }
+
+ public:
   static std::string key_of(const Op& op, const std::vector<Value>& v, const dnnl::engine& eng) {
     std::string k;
     const dnnl_engine_t e = eng.get();
@@ -635,6 +661,7 @@ class PdCache {
     put(k, &op.alg, sizeof op.alg);
     put(k, &op.bf16, sizeof op.bf16);
     put(k, &op.bf16_dst, sizeof op.bf16_dst);
+    put_all(k, std::vector<char>(op.impl.begin(), op.impl.end()));
     put_all(k, op.ints);
     put_all(k, op.floats);
     for (int32_t id : op.in) put_value(k, v, id);
@@ -649,6 +676,7 @@ class PdCache {
     return k;
   }
 
+ private:
   std::mutex mu_;
   std::list<PdEntry> lru_;  // most recently used first
   std::unordered_map<std::string, std::vector<std::list<PdEntry>::iterator>> map_;
@@ -662,6 +690,34 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, c
   static PdCache cache;
   return cache.get(op, v, in, eng, dst);
 }
+
+namespace {
+
+// The operands' descriptors probe() asks oneDNN about: plain where the op reads them as they are, else what
+// operand_specs offers (any layout for a product's source and weights).
+std::vector<memory::desc> probe_mds(const Op& op, const std::vector<Value>& v) {
+  std::vector<OperandSpec> specs = operand_specs(op, v);
+  std::vector<memory::desc> in;
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const OperandSpec& s = specs[k];
+    switch (s.layout) {
+      case Layout::kAbsent:
+        in.emplace_back();
+        break;
+      case Layout::kAsIs:
+      case Layout::kSameAsFirst:
+        in.push_back(plain_md(v[static_cast<size_t>(op.in[k])].dims, type_of(v, op.in[k])));
+        break;
+      case Layout::kPlain:
+      case Layout::kAny:
+        in.push_back(s.md);
+        break;
+    }
+  }
+  return in;
+}
+
+}  // namespace
 
 std::string probe(const Op& op, const std::vector<Value>& v, const dnnl::engine& eng, std::string* impl) {
   if (op.kind == OpKind::kView || op.kind == OpKind::kResize || own_elementwise(op.kind)) return "";
@@ -685,20 +741,8 @@ std::string probe(const Op& op, const std::vector<Value>& v, const dnnl::engine&
              e.what() + ")";
     }
   }
-  std::vector<OperandSpec> specs = operand_specs(op, v);
-  std::vector<memory::desc> in;
-  for (size_t k = 0; k < specs.size(); ++k) {
-    const OperandSpec& s = specs[k];
-    switch (s.layout) {
-      case Layout::kAbsent: in.emplace_back(); break;
-      case Layout::kAsIs:
-      case Layout::kSameAsFirst: in.push_back(plain_md(v[static_cast<size_t>(op.in[k])].dims, type_of(v, op.in[k]))); break;
-      case Layout::kPlain:
-      case Layout::kAny: in.push_back(s.md); break;
-    }
-  }
   try {
-    dnnl::primitive_desc_base pd = create_pd(op, v, in, eng);
+    dnnl::primitive_desc_base pd = create_pd(op, v, probe_mds(op, v), eng);
     if (impl) *impl = pd.impl_info_str();
     return "";
   } catch (const dnnl::error& e) {
@@ -706,6 +750,93 @@ std::string probe(const Op& op, const std::vector<Value>& v, const dnnl::engine&
     if (!op.post.empty()) what += " with " + std::to_string(op.post.size()) + " post-ops";
     return "oneDNN has no implementation for this " + what + " (" + e.what() + ")";
   }
+}
+
+}  // namespace tessera_dnnl
+
+namespace tessera_dnnl {
+
+namespace {
+
+// Seconds per run of `pd` alone, on buffers of its own (every byte 0x3c: small values of every type): the least of
+// at least three runs after one that warms up, and of up to twenty within 2 ms.
+double time_alone(const dnnl::primitive_desc_base& pd, const Op& op, const dnnl::engine& eng) {
+  std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};
+  for (size_t i = 0; i < op.post.size(); ++i) {
+    args.push_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(first_post_arg(op) + static_cast<int>(i)) | DNNL_ARG_SRC_1);
+  }
+  std::unordered_map<int, memory> mems;
+  for (int a : args) {
+    const memory::desc md = pd.query_md(dnnl::query::exec_arg_md, a);
+    if (md.get_size() == 0) continue;
+    memory m(md, eng);
+    std::memset(m.get_data_handle(), 0x3c, md.get_size());
+    mems.emplace(a, m);
+  }
+  const dnnl::primitive prim(pd.get());
+  dnnl::stream stream(eng);
+  prim.execute(stream, mems);
+  stream.wait();
+  double best = std::numeric_limits<double>::infinity(), spent = 0;
+  for (int r = 0; r < 20 && (r < 3 || spent < 2e-3); ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    prim.execute(stream, mems);
+    stream.wait();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::min(best, dt);
+    spent += dt;
+  }
+  return best;
+}
+
+}  // namespace
+
+std::string choose_impl(Op& op, const std::vector<Value>& v, const dnnl::engine& eng, int threads) {
+  op.impl.clear();
+  if (!impl_choice_kind(op.kind)) return "";
+  threads = std::max(1, threads);
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::string>* chosen = new std::unordered_map<std::string, std::string>();
+  std::string key = PdCache::key_of(op, v, eng);
+  key.append(reinterpret_cast<const char*>(&threads), sizeof threads);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = chosen->find(key); it != chosen->end()) return op.impl = it->second;
+  }
+  const std::vector<memory::desc> in = probe_mds(op, v);
+  std::vector<ImplOffer> offers;
+  try {
+    create_pd_uncached(op, v, in, eng, nullptr, &offers);
+  } catch (const dnnl::error&) {
+    return "";  // nothing to choose from: building it fails as it would have
+  }
+  std::vector<std::string> names;  // oneDNN's first choice first
+  for (const ImplOffer& o : offers) {
+    const bool same_layouts = o.src == offers[0].src && o.dst == offers[0].dst;
+    if (o.name.rfind("ref", 0) == 0 || !same_layouts || std::find(names.begin(), names.end(), o.name) != names.end()) {
+      continue;
+    }
+    names.push_back(o.name);
+  }
+  std::string pick;
+  if (names.size() > 1 && names[0] == offers[0].name) {
+    omp_set_num_threads(threads);
+    std::vector<double> secs;
+    for (const std::string& name : names) {
+      Op o = op;
+      o.impl = name;
+      try {
+        secs.push_back(time_alone(create_pd(o, v, in, eng), o, eng));
+      } catch (const dnnl::error&) {
+        secs.push_back(std::numeric_limits<double>::infinity());
+      }
+    }
+    const size_t best = static_cast<size_t>(std::min_element(secs.begin(), secs.end()) - secs.begin());
+    if (best != 0 && secs[best] < 0.95 * secs[0]) pick = names[best];
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  chosen->emplace(std::move(key), pick);
+  return op.impl = pick;
 }
 
 }  // namespace tessera_dnnl

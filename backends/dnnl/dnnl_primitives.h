@@ -73,6 +73,20 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& valu
                                const std::vector<dnnl::memory::desc>& in, const dnnl::engine& eng,
                                const dnnl::memory::desc* dst = nullptr);
 
+// One implementation oneDNN offers for an op: its name (impl_info_str) and the source and destination layouts it
+// reads and writes.
+struct ImplOffer {
+  std::string name;
+  dnnl::memory::desc src, dst;
+};
+
+// Chooses op.impl (an impl_choice_kind op; dnnl_program.h) by timing: each implementation oneDNN offers for the
+// op's operands as probe() describes them that is not a reference one and reads and writes the layouts of oneDNN's
+// first choice (so that the layouts, and the reorders around the op, stay those of the first choice) runs alone on
+// `threads` threads, and the fastest is kept where it beats the first choice by 5 %; else op.impl stays empty.
+// Each op is timed once per process (the choice is remembered under create_pd's key). Returns what it chose.
+std::string choose_impl(Op& op, const std::vector<Value>& values, const dnnl::engine& eng, int threads);
+
 // Whether create_pd lets the caller fix the destination's layout for `op`
 // (convolution, deconvolution, pooling, binary).
 bool takes_dst_layout(const Op& op);

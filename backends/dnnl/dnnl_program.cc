@@ -3,7 +3,8 @@
 // Blob, little-endian (BlobWriter/BlobReader):
 //   "TSRDNNL\0"  u32 format version
 //   u32 #values  { str name, u32 kind, i32 dtype, u32 rank, i64 dims[rank] }
-//   u32 #ops     { u32 kind, i32 alg, u32 flags (bit 0: bf16, bit 1: bf16 destination), u32 #nodes, str nodes[], u32 #in, i32 in[], i32 out, u32 #ints, i64 ints[],
+//   u32 #ops     { u32 kind, i32 alg, u32 flags (bit 0: bf16, bit 1: bf16 destination), str impl, u32 #nodes, str
+//   nodes[], u32 #in, i32 in[], i32 out, u32 #ints, i64 ints[],
 //                  u32 #floats, f32 floats[], u32 #post, { u32 kind, i32 alg, f32 alpha, f32 beta, i32 operand } }
 //   u32 #inputs  i32[]     u32 #outputs i32[]
 // Bump kBlobVersion on any change so that load refuses old blobs instead of
@@ -28,8 +29,9 @@ using tessera_plugin::fail;
 
 static_assert(std::endian::native == std::endian::little, "the blob format is little-endian");
 constexpr char kMagic[8] = {'T', 'S', 'R', 'D', 'N', 'N', 'L', '\0'};
-constexpr uint32_t kBlobVersion = 7;  // 7: bilinear Resize; 6: Resize; 5: QuantParams, DynConv, DynMatMul; 4: QConv,
-                                      // Lookup, integer values; 3: op flags (bf16); 2: an op names all its nodes
+constexpr uint32_t kBlobVersion =
+    8;  // 8: the implementation chosen; 7: bilinear Resize; 6: Resize; 5: QuantParams, DynConv, DynMatMul; 4: QConv,
+        // Lookup, integer values; 3: op flags (bf16); 2: an op names all its nodes
 
 bool own_eltwise(const Op& op) {
   return op.kind == OpKind::kEltwise && op.post.empty() &&
@@ -755,6 +757,7 @@ std::string serialize(const Program& p) {
     w.u32(static_cast<uint32_t>(op.kind));
     w.i32(op.alg);
     w.u32((op.bf16 ? 1u : 0u) | (op.bf16_dst ? 2u : 0u));
+    w.str(op.impl);
     w.u32(static_cast<uint32_t>(op.nodes.size()));
     for (const std::string& n : op.nodes) w.str(n);
     w.u32(static_cast<uint32_t>(op.in.size()));
@@ -851,6 +854,9 @@ Program deserialize(const void* blob, size_t size) {
     if (op.bf16 && op.kind != OpKind::kConv && op.kind != OpKind::kDeconv && op.kind != OpKind::kMatMul) {
       corrupt("bf16 on an op that is not a convolution or a matmul");
     }
+    op.impl = r.str(256);
+    if (!op.impl.empty() && !impl_choice_kind(op.kind))
+      corrupt("an implementation named for a " + std::string(op_kind_name(op.kind)));
     for (uint32_t k = count(r, 1024, "node names"); k > 0; --k) op.nodes.push_back(r.str(1 << 16));
     for (uint32_t k = count(r, 1024, "operands"); k > 0; --k) op.in.push_back(r.i32());
     op.out = r.i32();

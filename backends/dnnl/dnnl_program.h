@@ -131,6 +131,12 @@ inline bool own_elementwise(OpKind k) {
 }
 const char* op_kind_name(OpKind k);
 
+// The kinds whose oneDNN implementation compile chooses by timing (Op::impl): the products with static attributes.
+inline bool impl_choice_kind(OpKind k) {
+  return k == OpKind::kConv || k == OpKind::kDeconv || k == OpKind::kMatMul || k == OpKind::kQConv ||
+         k == OpKind::kQMatMul;
+}
+
 enum class PostKind : uint8_t { kEltwise, kSum, kBinary };
 
 // A post-op applied to the op's result before it is stored: an eltwise
@@ -159,6 +165,10 @@ struct Op {
   // reader is a bf16 convolution or matmul reading it as its source as it is
   // (no reorder between them), never for a region output.
   bool bf16_dst = false;
+  // oneDNN's implementation to build (its impl_info_str, e.g. "brgemm:avx512_core_vnni"), chosen by timing at
+  // compile (dnnl_impl_choice.h); empty, or one this CPU does not offer: oneDNN's first choice. Only the products
+  // (impl_choice_kind).
+  std::string impl;
   // The ONNX nodes whose work it does, in order: the node it was lowered
   // from, every node fused into it as a post-op, every node of a pattern
   // (dnnl_patterns.h). For messages and run_profiled.

@@ -62,6 +62,11 @@ done
 # of a quantized tensor from ONNX Runtime's, on the model's e2e input.
 qrows=()
 if [[ ${QDQ:-1} == 1 ]]; then
+  log() { echo "bench_precision: $*" >&2; }
+  die() { log "$*"; exit 1; }
+  # shellcheck source=../ort_env.sh
+  source "$repo/bench/ort_env.sh"
+  ort_setup "$repo/bench"
   for m in "${models[@]}"; do
     qdq=$build/bench-models/${m}_qdq.onnx
     # BERT-base (opset 13, its LayerNorms decomposed): quantize_static's default op types would quantize the

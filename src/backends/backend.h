@@ -136,7 +136,9 @@ class Backend : public std::enable_shared_from_this<Backend> {
   // Verdicts for the `num_nodes` nodes of the serialized model. A backend
   // error becomes a refusal of every node with the message as reason.
   Capability capability(std::string_view model, int num_nodes) const;
-  Expected<Blob> compile(std::string_view model, const std::string& options) const;
+  // `threads` > 0 adds "threads=N" to the options: the thread count the engine will run with, for a backend that
+  // times its kernels' variants as it compiles (oneDNN's choose_impl).
+  Expected<Blob> compile(std::string_view model, const std::string& options, int threads = 0) const;
   Expected<std::shared_ptr<const Engine>> load(const Blob& blob,
                                                const std::vector<std::pair<std::string, Tensor>>& constants,
                                                int num_threads, const std::string& region,

@@ -175,7 +175,8 @@ Status Partitioner::run_level(Graph& g, const std::string& label, const Scope* o
         if (opts_.progress) {
           opts_.progress(compiled_ + 1, compiled_ + 1 + (total - done), label + ": compiling " + rname);
         }
-        blob = bytes.ok() ? be.compile(*bytes, opts_.backend_options) : Expected<Blob>(bytes.status());
+        blob =
+            bytes.ok() ? be.compile(*bytes, opts_.backend_options, opts_.num_threads) : Expected<Blob>(bytes.status());
         ++compiled_;
       }
       if (blob.ok()) {

@@ -404,7 +404,7 @@ double MeasureBudget::now() const {
 Expected<Measurement> measure_region(const Backend& b, const Graph& rg, const std::string& model,
                                      const std::string& options, int threads, Blob* blob, const MeasureSpec& spec) {
   Blob compiled;
-  TSR_ASSIGN_OR_RETURN(compiled, b.compile(model, options));
+  TSR_ASSIGN_OR_RETURN(compiled, b.compile(model, options, threads));
   std::vector<std::pair<std::string, Tensor>> consts(rg.constants.begin(), rg.constants.end());
   std::shared_ptr<const Engine> engine;
   TSR_ASSIGN_OR_RETURN(engine, b.load(compiled, consts, threads, "tuning region on " + b.name()));

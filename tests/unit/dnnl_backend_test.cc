@@ -1249,6 +1249,55 @@ TEST_F(DnnlBackend, ConvolutionsAlikeButForOneAttributeEachGetTheirOwnPrimitive)
   }
 }
 
+// The implementation of each product is chosen at compile and named in the blob, which load builds: impl=first
+// keeps oneDNN's first choice, impl=NAME pins an implementation wherever oneDNN offers it, the first choice elsewhere
+// (oneDNN 2.6 offers its im2col convolution, x64:gemm:jit, for a plain image and gemm:jit for a matmul on every x86
+// CPU), an unknown name falls back to the first choice, and
+// the default (timed on the threads option's count) builds the same implementations at every load of its blob.
+TEST_F(DnnlBackend, ProductsBuildTheImplementationTheirBlobNames) {
+  Builder b;
+  b.input("x", {1, 3, 20, 20});
+  b.constant("w", random_tensor({16, 3, 3, 3}, 31, -.3f, .3f)).constant("bias", random_tensor({16}, 32));
+  b.constant("m", random_tensor({400, 24}, 33, -.1f, .1f));
+  set_ints(b.node("conv", "Conv", {"x", "w", "bias"}, "c"), "pads", {1, 1, 1, 1});
+  b.node("relu", "Relu", {"c"}, "r");
+  b.constant("rs", Tensor::FromVector<int64_t>({16, 400}, {2}));
+  b.node("flat", "Reshape", {"r", "rs"}, "f");
+  b.node("mm", "MatMul", {"f", "m"}, "y");
+  const Graph g = b.done({"y"});
+  const std::vector<Tensor> inputs = {random_tensor({1, 3, 20, 20}, 34)};
+  const std::vector<Tensor> ref = native(g, inputs);
+  ASSERT_EQ(ref.size(), 1u);
+  // The implementations the blob compiled with `options` builds, at two loads; the outputs checked against native.
+  auto built = [&](const char* options) {
+    Compiled c = compile(model_bytes(g), options);
+    EXPECT_EQ(c.status, TESSERA_OK) << c.msg;
+    std::vector<std::string> names[2];
+    for (auto& n : names) {
+      Loaded l = load(c.blob, g.constants);
+      EXPECT_EQ(l.status, TESSERA_OK) << l.msg;
+      if (l.status != TESSERA_OK) return std::vector<std::string>{};
+      std::vector<Tensor> out = output_buffers(g);
+      const auto prof = client().run_profiled(l.engine.get(), inputs, out);
+      EXPECT_EQ(prof.status, TESSERA_OK) << prof.msg;
+      for (const auto& st : prof.steps) {
+        if (st.what.rfind("convolution", 0) == 0 || st.what.rfind("matmul", 0) == 0) n.push_back(st.what);
+      }
+      expect_close_rel(out[0], ref[0]);
+    }
+    EXPECT_EQ(names[0], names[1]) << options;
+    EXPECT_EQ(names[0].size(), 2u) << options;
+    return names[0];
+  };
+  const std::vector<std::string> first = built("impl=first");
+  ASSERT_EQ(first.size(), 2u);
+  for (const std::string& n : first) EXPECT_EQ(n.find(" ref"), std::string::npos) << n;
+  EXPECT_EQ(built("impl=x64:gemm:jit"), (std::vector<std::string>{"convolution x64:gemm:jit", first[1]}));
+  EXPECT_EQ(built("impl=gemm:jit"), (std::vector<std::string>{first[0], "matmul gemm:jit"}));
+  EXPECT_EQ(built("impl=no-such-implementation"), first);
+  for (const std::string& n : built("threads=2")) EXPECT_EQ(n.find(" ref"), std::string::npos) << n;
+}
+
 // A residual block: r = relu(conv1(x)), a = relu(conv2(r)),
 // y = relu(conv3(a) + r). The sum post-op writes conv3's result onto r in
 // place when r dies there; with r also leaving the region it is copied first.
