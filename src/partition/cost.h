@@ -30,6 +30,7 @@ struct NodeWork {
   double flops = 0;  // multiply-adds count 2
   double bytes = 0;  // inputs (weights included) + outputs
   double tasks = 1;  // independent pieces a direct kernel can spread over threads (depthwise: images x groups)
+  bool integer = false;  // an 8-bit product (QLinearConv/MatMul, ConvInteger, MatMulInteger)
   // Native kernels that compute more than they move, known by cycles per
   // element: the elements, and the cycles each costs (0: memory-bound).
   double elements = 0;
