@@ -762,8 +762,9 @@ namespace {
 // at least three runs after one that warms up, and of up to twenty within 2 ms.
 double time_alone(const dnnl::primitive_desc_base& pd, const Op& op, const dnnl::engine& eng) {
   std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};
-  for (size_t i = 0; i < op.post.size(); ++i) {
-    args.push_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(first_post_arg(op) + static_cast<int>(i)) | DNNL_ARG_SRC_1);
+  for (size_t i = 0; i < static_cast<size_t>(first_post_arg(op)) + op.post.size();
+       ++i) {  // a dynamic product's scale, then op.post
+    args.push_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1);
   }
   std::unordered_map<int, memory> mems;
   for (int a : args) {
@@ -772,6 +773,11 @@ double time_alone(const dnnl::primitive_desc_base& pd, const Op& op, const dnnl:
     memory m(md, eng);
     std::memset(m.get_data_handle(), 0x3c, md.get_size());
     mems.emplace(a, m);
+  }
+  if (op.kind == OpKind::kDynConv || op.kind == OpKind::kDynMatMul) {  // the source's zero point, given at run time
+    memory zp(memory::desc({1}, memory::data_type::s32, memory::format_tag::a), eng);
+    *static_cast<int32_t*>(zp.get_data_handle()) = 128;
+    mems.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp);
   }
   const dnnl::primitive prim(pd.get());
   dnnl::stream stream(eng);
@@ -793,7 +799,7 @@ double time_alone(const dnnl::primitive_desc_base& pd, const Op& op, const dnnl:
 
 std::string choose_impl(Op& op, const std::vector<Value>& v, const dnnl::engine& eng, int threads) {
   op.impl.clear();
-  if (!impl_choice_kind(op.kind)) return "";
+  if (!impl_choice_kind(op.kind) || dyn_u8(op, v)) return "";  // dyn_u8's product is built by dyn_u8_pd
   threads = std::max(1, threads);
   static std::mutex mu;
   static std::unordered_map<std::string, std::string>* chosen = new std::unordered_map<std::string, std::string>();

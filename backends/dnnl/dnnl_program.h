@@ -131,10 +131,11 @@ inline bool own_elementwise(OpKind k) {
 }
 const char* op_kind_name(OpKind k);
 
-// The kinds whose oneDNN implementation compile chooses by timing (Op::impl): the products with static attributes.
+// The kinds whose oneDNN implementation compile chooses by timing (Op::impl): the products (a kDynConv or kDynMatMul
+// of uint8 weights keeps oneDNN's first choice: dyn_u8_pd builds it).
 inline bool impl_choice_kind(OpKind k) {
   return k == OpKind::kConv || k == OpKind::kDeconv || k == OpKind::kMatMul || k == OpKind::kQConv ||
-         k == OpKind::kQMatMul;
+         k == OpKind::kQMatMul || k == OpKind::kDynConv || k == OpKind::kDynMatMul;
 }
 
 enum class PostKind : uint8_t { kEltwise, kSum, kBinary };

@@ -531,6 +531,62 @@ TEST_F(DnnlBackend, OwnSigmoidHardSwishAndHardSigmoidEqualNativeToTheBit) {
   EXPECT_EQ(own, 4) << "batch normalization, hardswish, linear, logistic: " << steps;
 }
 
+// The own BatchNormalization loop over more elements than one task takes (65536), so that a task starts inside a
+// pixel's channels or a channel's plane: on a plain input (100 000 elements, 10 channels of 100 x 100: task 2 starts
+// inside channel 6 and runs through channel 9) and on a
+// convolution's channels-last result (a dynamically quantized ConvInteger with 24 output channels, 72 000 elements:
+// task 2 starts at channel 16 of a pixel). Every element equals native's.
+TEST_F(DnnlBackend, OwnBatchNormEqualsNativeAcrossTaskBoundariesOnBothLayouts) {
+  auto bn_constants = [](Builder& b, int64_t c, unsigned seed) {
+    b.constant("scale", random_tensor({c}, seed, 0.5f, 2.f)).constant("bias", random_tensor({c}, seed + 1));
+    b.constant("mean", random_tensor({c}, seed + 2)).constant("var", random_tensor({c}, seed + 3, 0.1f, 3.f));
+  };
+  {
+    SCOPED_TRACE("plain");
+    Builder b;
+    b.input("x", {1, 10, 100, 100});
+    bn_constants(b, 10, 60);
+    b.node("bn", "BatchNormalization", {"x", "scale", "bias", "mean", "var"}, "y");
+    b.node("sig", "Sigmoid", {"y"}, "out");
+    Graph g = b.done({"out"});
+    std::vector<Tensor> in{random_tensor({1, 10, 100, 100}, 61, -4.f, 4.f)};
+    plugintest::PluginClient::Profiled prof;
+    std::vector<Tensor> out = run_claimed(g, in, &prof);
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(bytes_differ(out[0], native(g, in)[0]), 0) << "of " << out[0].numel();
+    EXPECT_TRUE(std::any_of(prof.steps.begin(), prof.steps.end(), [](const auto& st) {
+      return st.what.find("batch normalization as ONNX Runtime computes it") != std::string::npos;
+    }));
+  }
+  if (!int8_refusal().empty()) GTEST_SKIP() << "int8 products stay native here: " << int8_refusal();
+  SCOPED_TRACE("channels-last");
+  Builder b;
+  b.input("x", {1, 8, 50, 60});
+  Tensor ws(DType::kFloat32, Dims{});
+  ws.data<float>()[0] = 0.004f;
+  b.constant("w", int8_tensor(DType::kInt8, {24, 8, 3, 3}, 62)).constant("ws", ws);
+  bn_constants(b, 24, 63);
+  b.node("dql", "DynamicQuantizeLinear", {"x"}, "xq").outputs = {"xq", "xs", "xz"};
+  b.node("scales", "Mul", {"xs", "ws"}, "s");
+  set_ints(b.node("conv", "ConvInteger", {"xq", "w", "xz"}, "acc"), "pads", {1, 1, 1, 1});
+  set_int(b.node("cast", "Cast", {"acc"}, "f"), "to", 1);
+  b.node("mul", "Mul", {"f", "s"}, "c");
+  b.node("bn", "BatchNormalization", {"c", "scale", "bias", "mean", "var"}, "y");
+  b.node("dql2", "DynamicQuantizeLinear", {"y"}, "yq").outputs = {"yq", "ys", "yz"};
+  Graph g = b.done({"yq", "y"});
+  std::vector<Tensor> in{random_tensor({1, 8, 50, 60}, 64, -1.f, 2.f)};
+  plugintest::PluginClient::Profiled prof;
+  std::vector<Tensor> out = run_claimed(g, in, &prof);
+  ASSERT_EQ(out.size(), 2u);
+  std::vector<Tensor> ref = native(g, in);
+  ASSERT_EQ(ref.size(), 2u);
+  for (size_t k = 0; k < 2; ++k)
+    EXPECT_EQ(bytes_differ(out[k], ref[k]), 0) << "output " << k << " of " << ref[k].numel();
+  EXPECT_TRUE(std::any_of(prof.steps.begin(), prof.steps.end(), [](const auto& st) {
+    return st.what.find("batch normalization as ONNX Runtime computes it") != std::string::npos;
+  }));
+}
+
 // A random tensor of whole numbers in [lo, hi]: products and sums of them are exact in float.
 Tensor integer_tensor(Dims d, unsigned seed, float lo, float hi) {
   Tensor t = random_tensor(std::move(d), seed, lo, hi);
