@@ -245,7 +245,7 @@ Program lower_region(const ModelView& m, bool fusion, bool bf16, const std::stri
   for (Op& op : p.ops) {
     if (!impl_choice_kind(op.kind) || impl == "first") continue;
     if (impl.empty() || impl == "time") {
-      choose_impl(op, p.values, probe_engine(), threads);
+      if (impl_timed_kind(op.kind)) choose_impl(op, p.values, probe_engine(), threads);
     } else {
       op.impl = impl;
     }

@@ -685,10 +685,30 @@ class PdCache {
 
 }  // namespace
 
+namespace {
+std::vector<memory::desc> probe_mds(const Op& op, const std::vector<Value>& v);
+}  // namespace
+
 dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, const std::vector<memory::desc>& in,
                                     const dnnl::engine& eng, const memory::desc* dst) {
   static PdCache cache;
-  return cache.get(op, v, in, eng, dst);
+  if (op.impl.empty()) return cache.get(op, v, in, eng, dst);
+  // op.impl was chosen (choose_impl) on probe()'s descriptors, where an operand of any layout takes the first
+  // choice's; it is built only where the operands and destination are those (an operand held in another layout, or
+  // a view at an offset, may take another path through the implementation: oneDNN 2.6's gemm:jit matmul read a view
+  // of the first token at the wrong place).
+  Op first = op;
+  first.impl.clear();
+  const std::vector<memory::desc> probe = probe_mds(op, v);
+  const dnnl::primitive_desc_base ref = cache.get(first, v, probe, eng, nullptr);
+  const std::vector<OperandSpec> specs = operand_specs(op, v);
+  bool same = !dst || *dst == ref.query_md(dnnl::query::exec_arg_md, DNNL_ARG_DST);
+  for (size_t k = 0; same && k < specs.size() && k < in.size(); ++k) {
+    if (specs[k].layout == Layout::kAbsent || in[k] == probe[k]) continue;
+    same = probe[k].data.format_kind == dnnl_format_kind_any &&
+           in[k] == ref.query_md(dnnl::query::exec_arg_md, specs[k].arg);
+  }
+  return cache.get(same ? op : first, v, in, eng, dst);
 }
 
 namespace {
@@ -758,31 +778,66 @@ namespace tessera_dnnl {
 
 namespace {
 
-// Seconds per run of `pd` alone, on buffers of its own (every byte 0x3c: small values of every type): the least of
-// at least three runs after one that warms up, and of up to twenty within 2 ms.
-double time_alone(const dnnl::primitive_desc_base& pd, const Op& op, const dnnl::engine& eng) {
-  std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};
-  for (size_t i = 0; i < static_cast<size_t>(first_post_arg(op)) + op.post.size();
-       ++i) {  // a dynamic product's scale, then op.post
-    args.push_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1);
+// `bytes` bytes of values of type `dt` drawn from `seed`: floats in [-1, 1) (bf16: their upper halves), int32 in
+// [-1024, 1024), any byte for 8-bit types.
+void fill_values(void* p, size_t bytes, memory::data_type dt, uint32_t seed) {
+  uint32_t x = seed * 2654435761u + 1;
+  auto next = [&] { return x = x * 1664525u + 1013904223u; };
+  auto unit = [&] { return static_cast<float>(static_cast<int32_t>(next()) >> 8) * (1.f / 8388608.f); };
+  switch (dt) {
+    case memory::data_type::f32:
+      for (size_t i = 0; i < bytes / 4; ++i) static_cast<float*>(p)[i] = unit();
+      break;
+    case memory::data_type::bf16:
+      for (size_t i = 0; i < bytes / 2; ++i) {
+        const float f = unit();
+        uint32_t u;
+        std::memcpy(&u, &f, 4);
+        static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(u >> 16);
+      }
+      break;
+    case memory::data_type::s32:
+      for (size_t i = 0; i < bytes / 4; ++i) static_cast<int32_t*>(p)[i] = static_cast<int32_t>(next() >> 21) - 1024;
+      break;
+    default:
+      for (size_t i = 0; i < bytes; ++i) static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(next() >> 24);
+      break;
   }
+}
+
+// Runs `pd` alone on buffers of its own holding the same values for every implementation of one op (the weights
+// drawn in plain layout and reordered into the implementation's), puts its destination's bytes in `out`, and returns
+// the seconds per run: the least of at least three runs after that one, and of up to twenty within 2 ms.
+double run_alone(const dnnl::primitive_desc_base& pd, const Op& op, const dnnl::engine& eng, std::vector<char>* out) {
+  std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};
+  // A binary post-op's operand (oneDNN 2.6 reads any post-op's entry as a binary one when asked for its operand).
+  for (size_t i = 0; i < op.post.size(); ++i) {
+    if (op.post[i].kind == PostKind::kBinary)
+      args.push_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1);
+  }
+  dnnl::stream stream(eng);
   std::unordered_map<int, memory> mems;
   for (int a : args) {
     const memory::desc md = pd.query_md(dnnl::query::exec_arg_md, a);
     if (md.get_size() == 0) continue;
     memory m(md, eng);
-    std::memset(m.get_data_handle(), 0x3c, md.get_size());
+    if (a == DNNL_ARG_WEIGHTS) {  // in plain layout, then in the implementation's
+      const memory::desc plain = plain_md(Dims(md.data.dims, md.data.dims + md.data.ndims), md.data_type());
+      memory w(plain, eng);
+      fill_values(w.get_data_handle(), plain.get_size(), plain.data_type(), static_cast<uint32_t>(a));
+      dnnl::reorder(w, m).execute(stream, w, m);
+      stream.wait();
+    } else if (a != DNNL_ARG_SCRATCHPAD) {
+      fill_values(m.get_data_handle(), md.get_size(), md.data_type(), static_cast<uint32_t>(a));
+    }
     mems.emplace(a, m);
   }
-  if (op.kind == OpKind::kDynConv || op.kind == OpKind::kDynMatMul) {  // the source's zero point, given at run time
-    memory zp(memory::desc({1}, memory::data_type::s32, memory::format_tag::a), eng);
-    *static_cast<int32_t*>(zp.get_data_handle()) = 128;
-    mems.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp);
-  }
   const dnnl::primitive prim(pd.get());
-  dnnl::stream stream(eng);
   prim.execute(stream, mems);
   stream.wait();
+  const memory& dst = mems.at(DNNL_ARG_DST);
+  const char* d = static_cast<const char*>(dst.get_data_handle());
+  out->assign(d, d + dst.get_desc().get_size());
   double best = std::numeric_limits<double>::infinity(), spent = 0;
   for (int r = 0; r < 20 && (r < 3 || spent < 2e-3); ++r) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -799,7 +854,7 @@ double time_alone(const dnnl::primitive_desc_base& pd, const Op& op, const dnnl:
 
 std::string choose_impl(Op& op, const std::vector<Value>& v, const dnnl::engine& eng, int threads) {
   op.impl.clear();
-  if (!impl_choice_kind(op.kind) || dyn_u8(op, v)) return "";  // dyn_u8's product is built by dyn_u8_pd
+  if (!impl_timed_kind(op.kind)) return "";
   threads = std::max(1, threads);
   static std::mutex mu;
   static std::unordered_map<std::string, std::string>* chosen = new std::unordered_map<std::string, std::string>();
@@ -819,7 +874,9 @@ std::string choose_impl(Op& op, const std::vector<Value>& v, const dnnl::engine&
   std::vector<std::string> names;  // oneDNN's first choice first
   for (const ImplOffer& o : offers) {
     const bool same_layouts = o.src == offers[0].src && o.dst == offers[0].dst;
-    if (o.name.rfind("ref", 0) == 0 || !same_layouts || std::find(names.begin(), names.end(), o.name) != names.end()) {
+    // Not the reference implementations, nor the gemm-based ones (gemm:jit read a view at the wrong place).
+    if (o.name.rfind("ref", 0) == 0 || o.name.find("gemm") != std::string::npos || !same_layouts ||
+        std::find(names.begin(), names.end(), o.name) != names.end()) {
       continue;
     }
     names.push_back(o.name);
@@ -828,14 +885,18 @@ std::string choose_impl(Op& op, const std::vector<Value>& v, const dnnl::engine&
   if (names.size() > 1 && names[0] == offers[0].name) {
     omp_set_num_threads(threads);
     std::vector<double> secs;
+    std::vector<char> first, got;
     for (const std::string& name : names) {
       Op o = op;
       o.impl = name;
+      double t = std::numeric_limits<double>::infinity();
       try {
-        secs.push_back(time_alone(create_pd(o, v, in, eng), o, eng));
+        t = run_alone(create_pd(o, v, in, eng), o, eng, secs.empty() ? &first : &got);
       } catch (const dnnl::error&) {
-        secs.push_back(std::numeric_limits<double>::infinity());
       }
+      // Only an implementation that computes the first choice's bits is a choice: speed alone may change.
+      if (!secs.empty() && got != first) t = std::numeric_limits<double>::infinity();
+      secs.push_back(t);
     }
     const size_t best = static_cast<size_t>(std::min_element(secs.begin(), secs.end()) - secs.begin());
     if (best != 0 && secs[best] < 0.95 * secs[0]) pick = names[best];

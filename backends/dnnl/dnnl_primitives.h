@@ -80,11 +80,14 @@ struct ImplOffer {
   dnnl::memory::desc src, dst;
 };
 
-// Chooses op.impl (an impl_choice_kind op; dnnl_program.h) by timing: each implementation oneDNN offers for the
-// op's operands as probe() describes them that is not a reference one and reads and writes the layouts of oneDNN's
+// Chooses op.impl (an impl_timed_kind op; dnnl_program.h) by timing: each implementation oneDNN offers for the
+// op's operands as probe() describes them that is neither a reference nor a gemm-based one and reads and writes the
+// layouts of oneDNN's
 // first choice (so that the layouts, and the reorders around the op, stay those of the first choice) runs alone on
-// `threads` threads, and the fastest is kept where it beats the first choice by 5 %; else op.impl stays empty.
-// Each op is timed once per process (the choice is remembered under create_pd's key). Returns what it chose.
+// `threads` threads, on the same values for each, and the fastest of those whose destination holds the first
+// choice's bytes is kept where it beats the first choice by 5 %; else op.impl stays empty. The choice changes the
+// speed, never a bit of a result (float products that sum in another order are no choice). Each op is timed once
+// per process (the choice is remembered under create_pd's key). Returns what it chose.
 std::string choose_impl(Op& op, const std::vector<Value>& values, const dnnl::engine& eng, int threads);
 
 // Whether create_pd lets the caller fix the destination's layout for `op`

@@ -131,12 +131,18 @@ inline bool own_elementwise(OpKind k) {
 }
 const char* op_kind_name(OpKind k);
 
-// The kinds whose oneDNN implementation compile chooses by timing (Op::impl): the products (a kDynConv or kDynMatMul
-// of uint8 weights keeps oneDNN's first choice: dyn_u8_pd builds it).
+// The kinds an implementation can be named for (Op::impl; the impl=NAME compile option): the products with constant
+// attributes. Not the dynamically quantized ones (kDynConv, kDynMatMul), whose run-time zero point and scale a timing
+// run would have to supply.
 inline bool impl_choice_kind(OpKind k) {
   return k == OpKind::kConv || k == OpKind::kDeconv || k == OpKind::kMatMul || k == OpKind::kQConv ||
-         k == OpKind::kQMatMul || k == OpKind::kDynConv || k == OpKind::kDynMatMul;
+         k == OpKind::kQMatMul;
 }
+// The kinds compile times implementations of (choose_impl): the int8 products, where oneDNN's first choice on AMX
+// was 2-3x slower than another and every implementation sums in exact integers. The float products keep oneDNN's
+// first choice: timing found no gain on them, and oneDNN 2.6's gemm:jit matmul, which timing took now and then for
+// BERT's pooler (its results equal on the timing run's buffers), gave wrong values in the model.
+inline bool impl_timed_kind(OpKind k) { return k == OpKind::kQConv || k == OpKind::kQMatMul; }
 
 enum class PostKind : uint8_t { kEltwise, kSum, kBinary };
 

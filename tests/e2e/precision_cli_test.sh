@@ -112,9 +112,7 @@ PY
 }
 
 # Each model on oneDNN (every node it takes), then on native alone (its bf16 GEMM: the report's error is not 0).
-# oneDNN keeps its first implementations (impl=first): the timed choice may differ between the compile and the
-# partition run below, and with it the bf16 rounding, while the test compares one's figures with the other's outputs.
-for placement in "dnnl,native --placement priority --backend-options impl=first" "native"; do
+for placement in "dnnl,native --placement priority" "native"; do
   read -r -a where <<<"--backends $placement"
   for m in squeezenet bert_tiny mlp; do
     in="$work/inputs/$m/test_data_set_0"
