@@ -683,36 +683,6 @@ class PdCache {
   size_t bytes_ = 0;
 };
 
-}  // namespace
-
-namespace {
-std::vector<memory::desc> probe_mds(const Op& op, const std::vector<Value>& v);
-}  // namespace
-
-dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, const std::vector<memory::desc>& in,
-                                    const dnnl::engine& eng, const memory::desc* dst) {
-  static PdCache cache;
-  if (op.impl.empty()) return cache.get(op, v, in, eng, dst);
-  // op.impl was chosen (choose_impl) on probe()'s descriptors, where an operand of any layout takes the first
-  // choice's; it is built only where the operands and destination are those (an operand held in another layout, or
-  // a view at an offset, may take another path through the implementation: oneDNN 2.6's gemm:jit matmul read a view
-  // of the first token at the wrong place).
-  Op first = op;
-  first.impl.clear();
-  const std::vector<memory::desc> probe = probe_mds(op, v);
-  const dnnl::primitive_desc_base ref = cache.get(first, v, probe, eng, nullptr);
-  const std::vector<OperandSpec> specs = operand_specs(op, v);
-  bool same = !dst || *dst == ref.query_md(dnnl::query::exec_arg_md, DNNL_ARG_DST);
-  for (size_t k = 0; same && k < specs.size() && k < in.size(); ++k) {
-    if (specs[k].layout == Layout::kAbsent || in[k] == probe[k]) continue;
-    same = probe[k].data.format_kind == dnnl_format_kind_any &&
-           in[k] == ref.query_md(dnnl::query::exec_arg_md, specs[k].arg);
-  }
-  return cache.get(same ? op : first, v, in, eng, dst);
-}
-
-namespace {
-
 // The operands' descriptors probe() asks oneDNN about: plain where the op reads them as they are, else what
 // operand_specs offers (any layout for a product's source and weights).
 std::vector<memory::desc> probe_mds(const Op& op, const std::vector<Value>& v) {
@@ -738,6 +708,28 @@ std::vector<memory::desc> probe_mds(const Op& op, const std::vector<Value>& v) {
 }
 
 }  // namespace
+
+dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, const std::vector<memory::desc>& in,
+                                    const dnnl::engine& eng, const memory::desc* dst) {
+  static PdCache cache;
+  if (op.impl.empty()) return cache.get(op, v, in, eng, dst);
+  // op.impl was chosen (choose_impl) on probe()'s descriptors, where an operand of any layout takes the first
+  // choice's; it is built only where the operands and destination are those (an operand held in another layout, or
+  // a view at an offset, may take another path through the implementation: oneDNN 2.6's gemm:jit matmul read a view
+  // of the first token at the wrong place).
+  Op first = op;
+  first.impl.clear();
+  const std::vector<memory::desc> probe = probe_mds(op, v);
+  const dnnl::primitive_desc_base ref = cache.get(first, v, probe, eng, nullptr);
+  const std::vector<OperandSpec> specs = operand_specs(op, v);
+  bool same = !dst || *dst == ref.query_md(dnnl::query::exec_arg_md, DNNL_ARG_DST);
+  for (size_t k = 0; same && k < specs.size() && k < in.size(); ++k) {
+    if (specs[k].layout == Layout::kAbsent || in[k] == probe[k]) continue;
+    same = probe[k].data.format_kind == dnnl_format_kind_any &&
+           in[k] == ref.query_md(dnnl::query::exec_arg_md, specs[k].arg);
+  }
+  return cache.get(same ? op : first, v, in, eng, dst);
+}
 
 std::string probe(const Op& op, const std::vector<Value>& v, const dnnl::engine& eng, std::string* impl) {
   if (op.kind == OpKind::kView || op.kind == OpKind::kResize || own_elementwise(op.kind)) return "";
@@ -771,10 +763,6 @@ std::string probe(const Op& op, const std::vector<Value>& v, const dnnl::engine&
     return "oneDNN has no implementation for this " + what + " (" + e.what() + ")";
   }
 }
-
-}  // namespace tessera_dnnl
-
-namespace tessera_dnnl {
 
 namespace {
 

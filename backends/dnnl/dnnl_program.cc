@@ -3,8 +3,8 @@
 // Blob, little-endian (BlobWriter/BlobReader):
 //   "TSRDNNL\0"  u32 format version
 //   u32 #values  { str name, u32 kind, i32 dtype, u32 rank, i64 dims[rank] }
-//   u32 #ops     { u32 kind, i32 alg, u32 flags (bit 0: bf16, bit 1: bf16 destination), str impl, u32 #nodes, str
-//   nodes[], u32 #in, i32 in[], i32 out, u32 #ints, i64 ints[],
+//   u32 #ops     { u32 kind, i32 alg, u32 flags (bit 0: bf16, bit 1: bf16 destination), str impl,
+//                  u32 #nodes, str nodes[], u32 #in, i32 in[], i32 out, u32 #ints, i64 ints[],
 //                  u32 #floats, f32 floats[], u32 #post, { u32 kind, i32 alg, f32 alpha, f32 beta, i32 operand } }
 //   u32 #inputs  i32[]     u32 #outputs i32[]
 // Bump kBlobVersion on any change so that load refuses old blobs instead of
@@ -29,9 +29,9 @@ using tessera_plugin::fail;
 
 static_assert(std::endian::native == std::endian::little, "the blob format is little-endian");
 constexpr char kMagic[8] = {'T', 'S', 'R', 'D', 'N', 'N', 'L', '\0'};
-constexpr uint32_t kBlobVersion =
-    8;  // 8: the implementation chosen; 7: bilinear Resize; 6: Resize; 5: QuantParams, DynConv, DynMatMul; 4: QConv,
-        // Lookup, integer values; 3: op flags (bf16); 2: an op names all its nodes
+// 8: the implementation chosen; 7: bilinear Resize; 6: Resize; 5: QuantParams, DynConv, DynMatMul; 4: QConv, Lookup,
+// integer values; 3: op flags (bf16); 2: an op names all its nodes.
+constexpr uint32_t kBlobVersion = 8;
 
 bool own_eltwise(const Op& op) {
   return op.kind == OpKind::kEltwise && op.post.empty() &&

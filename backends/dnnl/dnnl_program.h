@@ -172,9 +172,9 @@ struct Op {
   // reader is a bf16 convolution or matmul reading it as its source as it is
   // (no reorder between them), never for a region output.
   bool bf16_dst = false;
-  // oneDNN's implementation to build (its impl_info_str, e.g. "brgemm:avx512_core_vnni"), chosen by timing at
-  // compile (dnnl_impl_choice.h); empty, or one this CPU does not offer: oneDNN's first choice. Only the products
-  // (impl_choice_kind).
+  // oneDNN's implementation to build (its impl_info_str, e.g. "jit_int8_1x1:avx512_core_vnni"), chosen by timing at
+  // compile (choose_impl, dnnl_primitives.h) or named by the impl option; empty, or one oneDNN does not offer for the
+  // descriptors the choice was made on: oneDNN's first choice. Only the products (impl_choice_kind).
   std::string impl;
   // The ONNX nodes whose work it does, in order: the node it was lowered
   // from, every node fused into it as a post-op, every node of a pattern

@@ -205,7 +205,7 @@ Expected<std::string> options_with_precision(const std::string& options, Precisi
     return InvalidInput("--backend-options precision=" + given + " contradicts --precision " + precision_name(p));
   }
   if (p == Precision::kFp32 || !given.empty()) return options;
-  return options + (options.empty() || options.back() == ';' ? "" : ";") + "precision=" + precision_name(p);
+  return with_backend_option(options, "precision", precision_name(p));
 }
 
 // Runs the program compiled at reduced precision and `reference` (the optimised float32 graph, natively) on the

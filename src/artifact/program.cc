@@ -18,6 +18,10 @@ std::string backend_option(const std::string& options, const std::string& key) {
   return "";
 }
 
+std::string with_backend_option(const std::string& options, const std::string& key, const std::string& value) {
+  return options + (options.empty() || options.back() == ';' ? "" : ";") + key + "=" + value;
+}
+
 Blob Blob::Copy(const void* data, size_t size) {
   Blob b;
   b.size = size;

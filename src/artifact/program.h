@@ -63,6 +63,8 @@ struct BackendRecord {
 
 // The value of `key` in "key=value;key=value" backend options, or "".
 std::string backend_option(const std::string& options, const std::string& key);
+// `options` with "key=value" appended.
+std::string with_backend_option(const std::string& options, const std::string& key, const std::string& value);
 
 struct ProgramMeta {
   std::string producer = "tessera";

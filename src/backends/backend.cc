@@ -307,12 +307,8 @@ Capability Backend::capability(std::string_view model, int num_nodes) const {
 Expected<Blob> Backend::compile(std::string_view model, const std::string& options, int threads) const {
   tessera_buffer_t buf{nullptr, 0};
   char msg[kMsgCap] = {0};
-  std::string with_threads = options;
-  if (threads > 0) {
-    with_threads += (with_threads.empty() || with_threads.back() == ';' ? "" : ";") + std::string("threads=") +
-                    std::to_string(threads);
-  }
-  tessera_status_t s = table_->compile(model.data(), model.size(), with_threads.c_str(), &buf, msg, kMsgCap);
+  const std::string all = threads > 0 ? with_backend_option(options, "threads", std::to_string(threads)) : options;
+  tessera_status_t s = table_->compile(model.data(), model.size(), all.c_str(), &buf, msg, kMsgCap);
   msg[kMsgCap - 1] = 0;
   if (s != TESSERA_OK) {
     table_->free_buffer(&buf);

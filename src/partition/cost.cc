@@ -274,7 +274,7 @@ double native_node_us(const NodeWork& w, const MachineProfile& m) {
   const double t = std::max(1, m.threads);
   double gemm_rate = std::max(1e-6, m.gemm_gflops) * 1e3;  // flops per us per thread
   if (w.integer) {
-    const bool vnni = m.isa.find("avx512_vnni") != std::string::npos || m.isa.find("avx_vnni") != std::string::npos;
+    const bool vnni = has_feature(m.isa, "avx512_vnni") || has_feature(m.isa, "avx_vnni");
     gemm_rate *= vnni ? kNative.int8_vnni : kNative.int8;
   }
   const double peak = std::max(1e-6, m.peak_gflops) * 1e3;

@@ -36,11 +36,6 @@ const char* const kIsaFeatures[] = {"sse4_2",      "avx",         "avx2",       
                                     "avx512_bf16", "avx512_fp16", "avx_vnni",    "amx_tile",    "amx_bf16",
                                     "amx_int8"};
 
-bool has_feature(const std::string& isa, const std::string& f) {
-  std::string padded = "," + isa + ",";
-  return padded.find("," + f + ",") != std::string::npos;
-}
-
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 14695981039346656037ull;
   for (unsigned char c : s) {
@@ -106,6 +101,11 @@ __attribute__((noinline)) float fma_chains_scalar(long iters) {
 volatile float g_sink = 0;
 
 }  // namespace
+
+bool has_feature(const std::string& isa, const std::string& f) {
+  std::string padded = "," + isa + ",";
+  return padded.find("," + f + ",") != std::string::npos;
+}
 
 std::string backend_key(const Backend& b) { return b.name() + "|" + b.version(); }
 

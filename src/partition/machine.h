@@ -53,6 +53,9 @@ struct MachineProfile {
 // "name|version": calibration figures belong to one build of a backend.
 std::string backend_key(const Backend& b);
 
+// Whether `isa` (MachineProfile::isa) names feature `f` ("avx512_vnni").
+bool has_feature(const std::string& isa, const std::string& f);
+
 // This CPU, `threads` threads, with nominal figures (measured = false).
 MachineProfile identify_machine(int threads);
 
