@@ -4,7 +4,7 @@
 //       -lpthread -o /tmp/gemm_bench
 // TESSERA_ISA=avx2 runs the AVX2 kernel on an AVX-512 machine.
 // Usage: gemm_bench [M N K ...]   (defaults to a fixed list; PACKED_B=1: B packed once ahead, as for
-// constant weights)
+// constant weights; with PRODUCTS=bf16 or fp16, packed for those products where the CPU has them)
 // Prints the best of several runs (BENCH_MEDIAN=1: the median).
 #include <algorithm>
 #include <chrono>
@@ -45,7 +45,10 @@ double bench(ThreadPool* pool, const Shape& s, int runs, bool cpu_time = false) 
   const int64_t lda = s.ta ? s.m : s.k;
   const int64_t ldb = s.tb ? s.k : s.n;
   k::PackedMatrix pb;
-  if (s.packed_b) pb = k::PackedMatrix::PackB(b.data(), ldb, s.tb, s.k, s.n);
+  const char* products = std::getenv("PRODUCTS");
+  if (s.packed_b) {
+    pb = k::PackedMatrix::PackConstantB(b.data(), ldb, s.tb, s.k, s.n, k::products_named(products ? products : ""));
+  }
   auto once = [&] {
     if (s.packed_b) {
       k::GemmA ga{a.data(), lda, s.ta, nullptr};

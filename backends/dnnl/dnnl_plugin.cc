@@ -260,8 +260,10 @@ tessera_status_t compile(const void* model, size_t size, const char* options, te
     if (!out_blob) fail(TESSERA_ERROR_INVALID_ARGUMENT, "out_blob is NULL");
     const ModelView m(model, size);
     const std::string precision = option(options, "precision");
-    if (!precision.empty() && precision != "fp32" && precision != "bf16") {
-      fail(TESSERA_ERROR_INVALID_ARGUMENT, "precision=" + precision + ": this backend computes in fp32 or bf16");
+    // precision=fp16: oneDNN 2.6 has no fp16 convolutions or matmuls on x86 (it refuses their descriptors), so its
+    // products stay in float32, as bf16 ones do where it lacks them.
+    if (!precision.empty() && precision != "fp32" && precision != "bf16" && precision != "fp16") {
+      fail(TESSERA_ERROR_INVALID_ARGUMENT, "precision=" + precision + ": this backend computes in fp32, bf16 or fp16");
     }
     const std::string threads = option(options, "threads");
     const Program p = lower_region(m, option(options, "fusion") != "0", precision == "bf16", option(options, "impl"),

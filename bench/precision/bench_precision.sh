@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# --precision bf16 against fp32, both Tessera's default placement, in the same run: latency and each output's error.
+# --precision bf16 (and fp16 where the CPU has AVX512-FP16) against fp32, all at Tessera's default placement, in the
+# same run: latency and each output's error.
 #
 # Usage: bench/precision/bench_precision.sh [BUILD_DIR] [MODELS...]
 #   BUILD_DIR  a Release build holding bin/tessera (default: build)
 #   MODELS     names known to tests/e2e/gen_models.py (default: resnet50 mobilenet_v2 bert_base)
 # Environment: THREADS (default 2), REPEATS (default 3), RUNS (default 20; 8 for bert_base), WARMUP (default 3),
-#              PYTHON (a python with onnx + numpy; default /usr/bin/python3).
+#              PYTHON (a python with onnx + numpy; default /usr/bin/python3), PRECISIONS (default "bf16", plus
+#              "fp16" where the CPU has AVX512-FP16).
 #
-# Per model: `tessera compile` at fp32 and at bf16 (default placement, each from a fresh tune cache, as on a machine
-# it has never seen); the bf16 compile prints every output's max abs/rel error and cosine against fp32 (random
-# inputs). Then `tessera bench` of the two artifacts alternately REPEATS times; the table gives the median of the
-# per-process medians, the speedup fp32 / bf16 and the smallest cosine over the outputs, against the goals of
-# issue 15 (resnet50 and bert_base: >= 1.7x, cosine >= 0.999). Writes the table to BUILD_DIR/bench-precision.md too.
+# Per model: `tessera compile` at fp32 and at each reduced precision (default placement, each from a fresh tune
+# cache, as on a machine it has never seen); a reduced compile prints every output's max abs/rel error and cosine
+# against fp32 (random inputs). Then `tessera bench` of the artifacts in turn REPEATS times; the table gives the
+# median of the per-process medians, the speedup fp32 / reduced and the smallest cosine over the outputs, against
+# the goals of issue 15 (bf16 on resnet50 and bert_base: >= 1.7x, cosine >= 0.999). Writes the table to BUILD_DIR/bench-precision.md too.
 # Then the QDQ int8 twins (QDQ=0 skips them; see below). Needs a CPU with AVX-512 BF16; elsewhere the bf16 compile
 # is refused and the script says so.
 set -euo pipefail
@@ -22,39 +24,46 @@ source "$here/bench_args.sh"
 work=$build/bench-precision
 mkdir -p "$work" "$build/bench-models"
 
+low=(bf16)
+grep -qw avx512_fp16 /proc/cpuinfo && low+=(fp16)
+[[ -n ${PRECISIONS:-} ]] && read -r -a low <<<"$PRECISIONS"
 rows=()
 for m in "${models[@]}"; do
   onnx=$build/bench-models/$m.onnx
   [[ -f $onnx ]] || "$python" "$repo/tests/e2e/gen_models.py" "$build/bench-models" --models "$m" >/dev/null
   runs=${RUNS:-20}; [[ $m == bert_base* ]] && runs=${RUNS:-8}
   warmup=${WARMUP:-3}
-  for p in fp32 bf16; do
+  for p in fp32 "${low[@]}"; do
     rm -f "$work/$m.$p.tune.json"
     if ! TESSERA_TUNE_CACHE=$work/$m.$p.tune.json "$tessera" compile "$onnx" -o "$work/$m.$p.tsr" \
         --threads "$threads" --precision "$p" >"$work/$m.$p.compile.txt" 2>&1; then
       echo "bench_precision: $m at $p: $(tail -1 "$work/$m.$p.compile.txt")" >&2
       exit 1
     fi
+    : >"$work/$m.$p.ms"
   done
-  acc=$(sed -n 's/^accuracy: bf16 against fp32 (random inputs): //p' "$work/$m.bf16.compile.txt")
-  cos=$(grep -o 'cosine [0-9.]*' <<<"$acc" | awk '{print $2}' | sort -g | head -1)
-  : >"$work/$m.fp32.ms"; : >"$work/$m.bf16.ms"
+  all=(fp32 "${low[@]}")
   for ((r = 0; r < repeats; r++)); do
-    order="fp32 bf16"; ((r % 2)) && order="bf16 fp32"
-    for p in $order; do
+    for ((i = 0; i < ${#all[@]}; i++)); do  # each repeat starts with the next one
+      p=${all[$(((i + r) % ${#all[@]}))]}
       "$tessera" bench "$work/$m.$p.tsr" --threads "$threads" --runs "$runs" --warmup "$warmup" --json |
         "$python" -c "import json,sys; print(json.load(sys.stdin)['median_ms'])" >>"$work/$m.$p.ms"
     done
   done
-  f=$(median <"$work/$m.fp32.ms"); b=$(median <"$work/$m.bf16.ms")
-  speed=$(awk -v f="$f" -v b="$b" 'BEGIN {printf "%.2f", f / b}')
-  goal=""
-  case $m in
-    resnet50 | bert_base)
-      ok=$(awk -v s="$speed" -v c="$cos" 'BEGIN {print (s >= 1.7 && c >= 0.999) ? "met" : "MISS"}')
-      goal=" (goal >= 1.7x, cosine >= 0.999: $ok)" ;;
-  esac
-  rows+=("| $m | $(printf %.3f "$f") | $(printf %.3f "$b") | ${speed}x$goal | $cos | $acc |")
+  f=$(median <"$work/$m.fp32.ms")
+  for p in "${low[@]}"; do
+    acc=$(sed -n "s/^accuracy: $p against fp32 (random inputs): //p" "$work/$m.$p.compile.txt")
+    cos=$(grep -o 'cosine [0-9.]*' <<<"$acc" | awk '{print $2}' | sort -g | head -1)
+    b=$(median <"$work/$m.$p.ms")
+    speed=$(awk -v f="$f" -v b="$b" 'BEGIN {printf "%.2f", f / b}')
+    goal=""
+    case $p.$m in
+      bf16.resnet50 | bf16.bert_base)
+        ok=$(awk -v s="$speed" -v c="$cos" 'BEGIN {print (s >= 1.7 && c >= 0.999) ? "met" : "MISS"}')
+        goal=" (goal >= 1.7x, cosine >= 0.999: $ok)" ;;
+    esac
+    rows+=("| $m | $p | $(printf %.3f "$f") | $(printf %.3f "$b") | ${speed}x$goal | $cos | $acc |")
+  done
 done
 # QDQ int8 twins (make_qdq.sh: static, per-channel, calibrated on 4 inputs, quantize_static's default op types),
 # default placement, against Tessera fp32
@@ -97,8 +106,8 @@ if [[ ${QDQ:-1} == 1 ]]; then
   done
 fi
 {
-  echo "| model | fp32 ms | bf16 ms | speedup | min cosine | bf16 against fp32 (random inputs) |"
-  echo "|---|---:|---:|---|---|---|"
+  echo "| model | precision | fp32 ms | ms | speedup | min cosine | against fp32 (random inputs) |"
+  echo "|---|---|---:|---:|---|---|---|"
   printf '%s\n' "${rows[@]}"
   if [[ ${#qrows[@]} -gt 0 ]]; then
     echo

@@ -33,11 +33,9 @@ std::string precision_unavailable(Precision p) {
       return std::string("--precision bf16 needs the AVX-512 BF16 dot products (vdpbf16ps), which this CPU lacks") +
              (cpu::forced_isa() ? " or TESSERA_ISA turns off" : "");
     case Precision::kFp16:
-      if (!cpu::avx512_fp16()) {
-        return std::string("--precision fp16 needs AVX512-FP16 arithmetic, which this CPU lacks") +
-               (cpu::forced_isa() ? " or TESSERA_ISA turns off" : "") + "; bf16 keeps float32's range";
-      }
-      return "--precision fp16: no backend here computes in fp16 yet; use bf16";
+      if (cpu::avx512_fp16()) return "";
+      return std::string("--precision fp16 needs AVX512-FP16 arithmetic (vfmadd231ph), which this CPU lacks") +
+             (cpu::forced_isa() ? " or TESSERA_ISA turns off" : "") + "; bf16 keeps float32's range";
   }
   return "";
 }

@@ -389,12 +389,6 @@ Expected<Program> compile_model(const ModelSource& m, Graph g, const CompileOpti
   if (o.precision != Precision::kFp32) reference = g;
   TSR_ASSIGN_OR_RETURN(program, compile_graph(std::move(g), m.name(), o, report));
   if (o.precision != Precision::kFp32) {
-    if (std::none_of(report->regions.begin(), report->regions.end(),
-                     [](const RegionInfo& r) { return r.backend != "native"; }) &&
-        o.warn) {
-      o.warn(std::string("--precision ") + precision_name(o.precision) +
-             ": every node runs on native, which computes in float32");
-    }
     if (o.progress) o.progress(0, 0, "measuring the accuracy against fp32");
     // A model that cannot run on the inputs made for it (symbolic dims without --shape) still compiles, unless a
     // budget needs the figures.
@@ -660,7 +654,8 @@ Expected<std::unique_ptr<InferenceSession>> open_session(const ModelSource& m, c
     TSR_ASSIGN_OR_RETURN(with_ranges.input_ranges, parse_shapes(co.shapes));
   }
   if (backends.size() == 1 && co.places.empty()) {
-    with_ranges.bf16 = co.precision == Precision::kBf16;  // native alone: its products at the precision asked for
+    // Native alone: its products at the precision asked for.
+    with_ranges.products = kernels::products_named(precision_name(co.precision));
     return InferenceSession::Create(std::move(g), with_ranges);
   }
   OptimizeOptions opt;

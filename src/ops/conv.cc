@@ -119,7 +119,7 @@ class ConvKernel final : public Kernel {
       const int64_t mg = w->dim(0) / group;
       const int64_t kk = w->numel() / w->dim(0);
       k->packed_dims_ = w->dims();
-      k->bf16_ = init.bf16;
+      k->products_ = init.products;
       // A float input of known dims that runs by rows on the wide kernel needs W packed wide only: now, not at its
       // first run (the layout the row kernel and im2col read stays unmade; native resnet50 max RSS 331 -> 317 MB).
       const ValueInfo* xi = init.in_info.empty() ? nullptr : &init.in_info[0];
@@ -131,7 +131,8 @@ class ConvKernel final : public Kernel {
         }
       }
       for (int64_t g = 0; g < group; ++g) {
-        k->packed_.push_back(PackedMatrix::PackConstantA(w->data<float>() + g * mg * kk, kk, false, mg, kk, init.bf16));
+        k->packed_.push_back(
+            PackedMatrix::PackConstantA(w->data<float>() + g * mg * kk, kk, false, mg, kk, init.products));
       }
     }
     return std::unique_ptr<Kernel>(std::move(k));
@@ -335,7 +336,8 @@ class ConvKernel final : public Kernel {
   // rows.
   bool use_wide(int64_t mg, int64_t kdim) const {
     const int64_t rows = kernels::gemm_wide_rows();
-    return rows > 0 && !bf16_ && kdim >= 27 && (mg + rows - 1) / rows * rows * 8 <= mg * 9;
+    return rows > 0 && products_ == kernels::Products::kFp32 && kdim >= 27 &&
+           (mg + rows - 1) / rows * rows * 8 <= mg * 9;
   }
   // W packed wide, per group: packed at the first run that asks (W is the constant packed_ was made from).
   const std::vector<PackedMatrix>& wide_for(const float* w, const ConvSetup& s, int64_t kdim) const {
@@ -352,7 +354,7 @@ class ConvKernel final : public Kernel {
   SpatialAttrs pool_;
   std::vector<PackedMatrix> packed_;  // per group, when W is a constant float32 tensor (unless packed wide only)
   Dims packed_dims_;                  // W's dims when packed, either way
-  bool bf16_ = false;                 // products in bf16 (packed_ holds bf16 pairs where the CPU has them)
+  kernels::Products products_ = kernels::Products::kFp32;  // packed_ holds bf16 or fp16 pairs where the CPU has them
   mutable std::once_flag wide_once_;
   mutable std::vector<PackedMatrix> wide_;
 };
@@ -455,7 +457,7 @@ class ConvTransposeKernel final : public Kernel {
       const int64_t rows = w->numel() / w->dim(0);  // Mg * kernel size
       for (int64_t g = 0; g < group; ++g) {
         k->packed_.push_back(
-            PackedMatrix::PackConstantA(w->data<float>() + g * cg * rows, rows, true, rows, cg, init.bf16));
+            PackedMatrix::PackConstantA(w->data<float>() + g * cg * rows, rows, true, rows, cg, init.products));
       }
       k->packed_dims_ = w->dims();
     }

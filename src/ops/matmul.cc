@@ -66,7 +66,7 @@ class MatMulKernel final : public Kernel {
       const int64_t k = bd[bd.size() - 2], n = bd[bd.size() - 1];
       const int64_t count = numel(Dims(bd.begin(), bd.end() - 2));
       for (int64_t i = 0; i < count; ++i) {
-        packed_.push_back(PackedMatrix::PackConstantB(b->data<float>() + i * k * n, n, false, k, n, init.bf16));
+        packed_.push_back(PackedMatrix::PackConstantB(b->data<float>() + i * k * n, n, false, k, n, init.products));
       }
       packed_dims_ = b->dims();
     }
@@ -235,7 +235,7 @@ class GemmKernel final : public Kernel {
     if (b && b->dtype() == DType::kFloat32 && b->rank() == 2 && (k->trans_b_ ? b->dim(0) : b->dim(1)) > 1) {
       const int64_t kk = k->trans_b_ ? b->dim(1) : b->dim(0);
       const int64_t n = k->trans_b_ ? b->dim(0) : b->dim(1);
-      k->packed_b_ = PackedMatrix::PackConstantB(b->data<float>(), b->dim(1), k->trans_b_, kk, n, init.bf16);
+      k->packed_b_ = PackedMatrix::PackConstantB(b->data<float>(), b->dim(1), k->trans_b_, kk, n, init.products);
       k->packed_dims_ = b->dims();
     }
     return std::unique_ptr<Kernel>(std::move(k));

@@ -20,6 +20,7 @@
 
 #include "ir/graph.h"
 #include "ir/tensor.h"
+#include "ops/kernels/gemm.h"
 #include "util/parallel.h"
 #include "util/status.h"
 
@@ -146,9 +147,9 @@ struct KernelInit {
   int64_t opset;
   std::vector<ValueInfo> in_info;           // compile-time types/shapes of inputs
   std::vector<const Tensor*> const_inputs;  // constant inputs (e.g. weights) or null
-  // Products of constant weights may be computed in bf16 with fp32 sums (--precision bf16; the GEMM decides whether
-  // the CPU can: kernels/gemm.h).
-  bool bf16 = false;
+  // Products of constant weights may be computed in bf16 or fp16 (--precision; the GEMM decides whether the CPU
+  // can: kernels/gemm.h).
+  kernels::Products products = kernels::Products::kFp32;
 };
 
 using KernelFactory = Expected<std::unique_ptr<Kernel>> (*)(const KernelInit&);

@@ -41,9 +41,9 @@ struct PlanOptions {
   // Every step's output shapes inferred as it runs, from its inputs then (no arena). For a plan that serves any
   // input shape: what shape inference says of a value from symbolic input dims need not hold for every size.
   bool shapes_at_run_time = false;
-  // Conv, ConvTranspose, MatMul and Gemm with constant weights multiply in bf16 (products summed in fp32) where the
-  // CPU has AVX-512 BF16 (KernelInit::bf16): a program compiled with --precision bf16.
-  bool bf16 = false;
+  // Conv, ConvTranspose, MatMul and Gemm with constant weights multiply in bf16 or fp16 where the CPU has the
+  // instructions (KernelInit::products): a program compiled with --precision bf16 or fp16.
+  kernels::Products products = kernels::Products::kFp32;
 };
 
 // Shape inference (and, with opts.optimize, the optimisation pipeline), then

@@ -95,7 +95,7 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Graph graph
   s->opts_ = opts;
   s->threads_asked_ = thread_count(opts);
   s->optimize_ = opts.optimize;
-  s->bf16_ = opts.bf16;
+  s->products_ = opts.products;
   return Finish(std::move(s), std::move(graph));
 }
 
@@ -108,7 +108,8 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Program pro
     s->opts_.num_threads = program.meta.threads_best;
   }
   s->optimize_ = false;
-  s->bf16_ = opts.bf16 || program.meta.precision() == "bf16";
+  s->products_ =
+      opts.products != kernels::Products::kFp32 ? opts.products : kernels::products_named(program.meta.precision());
   {
     // The process's thread policy from the engines it will run, with the
     // threading their backends declared when the program was compiled.
@@ -189,7 +190,7 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique
     // One plan for every shape: each step's shapes inferred and its tensors allocated as it runs, fused where no
     // size needs to be known (Conv/MatMul with their activations and biases; elementwise chains need sizes). New
     // shapes run on it while their own plans are built. A model it cannot serve plans each shape in the run's path.
-    PlanOptions po{s->optimize_, s->opts_.fuse, s->opts_.max_memory, /*shapes_at_run_time=*/true, s->bf16_};
+    PlanOptions po{s->optimize_, s->opts_.fuse, s->opts_.max_memory, /*shapes_at_run_time=*/true, s->products_};
     Graph g = s->graph_;
     if (po.fuse && !native_fusion_disabled_by_env() && !fuse_for_native(g).ok()) g = s->graph_;
     auto generic = ExecutionPlan::Build(std::move(g), s->pool_.get(), s->engines_.get(), po);
@@ -487,7 +488,7 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_graph(Grap
     vi.shape = Shape::FromDims(dims[i]);
   }
   // Fusion after partitioning and optimisation, on what native runs only.
-  const PlanOptions po{optimize_, opts_.fuse, opts_.max_memory, /*shapes_at_run_time=*/false, bf16_};
+  const PlanOptions po{optimize_, opts_.fuse, opts_.max_memory, /*shapes_at_run_time=*/false, products_};
   TSR_RETURN_IF_ERROR(prepare_for_plan(g, po));
   std::shared_ptr<ExecutionPlan> plan;
   TSR_ASSIGN_OR_RETURN(plan, ExecutionPlan::Build(std::move(g), pool_.get(), engines ? engines : engines_.get(), po));

@@ -75,9 +75,10 @@ struct SessionOptions {
   // compile serves only the runs after it). < 0: the mean wall time of this session's bucket compiles so far (1 s
   // before the first): a compile is worth its cost once the shape has cost as much. 0: at the first run.
   double bucket_payback_ms = -1;
-  // Native Conv, ConvTranspose, MatMul and Gemm with constant weights multiply in bf16 (fp32 sums) where the CPU has
-  // AVX-512 BF16 (PlanOptions::bf16): --precision bf16. A Program compiled at bf16 sets it whatever this says.
-  bool bf16 = false;
+  // Native Conv, ConvTranspose, MatMul and Gemm with constant weights multiply in bf16 or fp16 where the CPU has the
+  // instructions (PlanOptions::products): --precision bf16 or fp16. A Program compiled at a precision below fp32
+  // sets it whatever this says.
+  kernels::Products products = kernels::Products::kFp32;
   // Per input name, the dims its random inputs take (api::random_inputs): --shape on an artifact, whose shapes are
   // compiled in. Create checks them as it checks a run's inputs (declared dims, compiled ranges).
   std::map<std::string, Dims> sample_dims;
@@ -228,7 +229,7 @@ class InferenceSession {
   Graph graph_;
   SessionOptions opts_;
   bool optimize_ = true;
-  bool bf16_ = false;  // SessionOptions::bf16, or the program was compiled at --precision bf16
+  kernels::Products products_ = kernels::Products::kFp32;  // SessionOptions::products, or the program's precision
   std::shared_ptr<const EngineTable> engines_ = std::make_shared<EngineTable>();
   std::vector<IOInfo> inputs_, outputs_;
   std::unique_ptr<ThreadPool> pool_;

@@ -50,7 +50,9 @@ int64_t l2_cache_bytes();
 
 }  // namespace tessera::cpu
 
-// The regions. The target strings are spelt out because _Pragma takes one string literal.
+// The regions. The target strings are spelt out because _Pragma takes one string literal (which clang-format
+// would split).
+// clang-format off
 #if defined(__clang__)
 #define TSR_AVX512_BEGIN                                                                                     \
   _Pragma("clang attribute push(__attribute__((target(\"avx2,fma,f16c,bmi,bmi2,avx512f,avx512bw,avx512dq,avx512vl\"))), apply_to = function)")
@@ -60,6 +62,8 @@ int64_t l2_cache_bytes();
   _Pragma("clang attribute push(__attribute__((target(\"avx2,fma,f16c,bmi,bmi2,avx512f,avx512bw,avx512dq,avx512vl,avx512vbmi\"))), apply_to = function)")
 #define TSR_AVX512_BF16_BEGIN                                                                                \
   _Pragma("clang attribute push(__attribute__((target(\"avx2,fma,f16c,bmi,bmi2,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16\"))), apply_to = function)")
+#define TSR_AVX512_FP16_BEGIN                                                                                \
+  _Pragma("clang attribute push(__attribute__((target(\"avx2,fma,f16c,bmi,bmi2,avx512f,avx512bw,avx512dq,avx512vl,avx512fp16\"))), apply_to = function)")
 #define TSR_AVX512_END _Pragma("clang attribute pop")
 #else
 // GCC: loops the compiler vectorises inside a region use 512-bit vectors (its generic tuning prefers 256).
@@ -78,5 +82,10 @@ int64_t l2_cache_bytes();
   _Pragma("GCC push_options")  \
   _Pragma(                     \
       "GCC target(\"avx2,fma,f16c,bmi,bmi2,avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,prefer-vector-width=512\")")
+#define TSR_AVX512_FP16_BEGIN \
+  _Pragma("GCC push_options")  \
+  _Pragma(                     \
+      "GCC target(\"avx2,fma,f16c,bmi,bmi2,avx512f,avx512bw,avx512dq,avx512vl,avx512fp16,prefer-vector-width=512\")")
 #define TSR_AVX512_END _Pragma("GCC pop_options")
 #endif
+// clang-format on

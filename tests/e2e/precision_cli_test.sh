@@ -5,9 +5,10 @@
 #    the bf16 artifact's outputs with native fp32 outputs on the same inputs (--input-dir) finds; cosine >= 0.999;
 #    partition --json carries the figures; bench of the ONNX model prints them; a budget the error exceeds fails the
 #    compile with exit 2 naming the output; an fp32 artifact run with --precision bf16 is refused.
-#  - Everywhere: TESSERA_ISA=avx2 (the dispatch switch) refuses bf16 with the reason, fp16 is refused (no backend
-#    computes in it yet), and malformed values exit 2 with one line; float16-stored twins of squeezenet and mlp give
-#    the float32 model's outputs within the float16 rounding of their weights.
+#  - Where the CPU has AVX512-FP16: the same for fp16 on native alone (its fp16 GEMM; oneDNN 2.6 has no fp16 products).
+#  - Everywhere: TESSERA_ISA=avx2 (the dispatch switch) refuses bf16 and fp16 with the reason, a CPU without the
+#    instructions refuses them too, and malformed values exit 2 with one line; float16-stored twins of squeezenet and
+#    mlp give the float32 model's outputs within the float16 rounding of their weights.
 #
 #     tests/e2e/precision_cli_test.sh BUILD_DIR
 set -uo pipefail
@@ -43,8 +44,10 @@ expect_refusal() {
   fi
 }
 
+have() { grep -qw "$1" /proc/cpuinfo; }
 m=squeezenet
-expect_refusal "fp16" "$tessera" compile "$work/$m.onnx" -o "$work/x.tsr" --precision fp16 --no-tune
+have avx512_fp16 || expect_refusal "FP16" "$tessera" compile "$work/$m.onnx" -o "$work/x.tsr" --precision fp16 --no-tune
+expect_refusal "FP16" env TESSERA_ISA=avx2 "$tessera" compile "$work/$m.onnx" -o "$work/x.tsr" --precision fp16 --no-tune
 expect_refusal "expects fp32, bf16 or fp16" "$tessera" compile "$work/$m.onnx" -o "$work/x.tsr" --precision int4
 expect_refusal "accuracy-budget" "$tessera" compile "$work/$m.onnx" -o "$work/x.tsr" --accuracy-budget cos=7
 expect_refusal "BF16" env TESSERA_ISA=avx2 "$tessera" compile "$work/$m.onnx" -o "$work/x.tsr" --precision bf16 --no-tune
@@ -77,24 +80,25 @@ PY
   [[ $verdict == ok ]] && pass || fail "$m float16 twin: $verdict"
 done
 
-if ! grep -qw avx512_bf16 /proc/cpuinfo; then
-  expect_refusal "BF16" "$tessera" compile "$work/$m.onnx" -o "$work/x.tsr" --precision bf16 --no-tune
-  echo "precision_cli_test: this CPU has no AVX-512 BF16: checked the refusals only; $passes passed, $failures failed"
+have avx512_bf16 || expect_refusal "BF16" "$tessera" compile "$work/$m.onnx" -o "$work/x.tsr" --precision bf16 --no-tune
+if ! have avx512_bf16 && ! have avx512_fp16; then
+  echo "precision_cli_test: this CPU has neither AVX-512 BF16 nor FP16: checked the refusals only; $passes passed, $failures failed"
   [[ $failures -eq 0 ]] || exit 1
   exit 0
 fi
 
 # oneDNN takes every node it can (--placement priority): cost placement may rightly leave a model this small to native.
 # The report against an independent comparison on the same inputs.
-compare() {  # REPORT_JSON BF16_OUT_DIR FP32_OUT_DIR -> "ok" or why not
+compare() {  # PRECISION REPORT_JSON LOW_OUT_DIR FP32_OUT_DIR -> "ok" or why not
   "$PYTHON" - "$@" <<'PY'
 import glob, json, os, sys
 import numpy as np
 from onnx import numpy_helper, TensorProto
+precision = sys.argv.pop(1)
 rep = json.load(open(sys.argv[1]))
 acc = rep.get("accuracy", [])
 outs = sorted(glob.glob(os.path.join(sys.argv[2], "output_*.pb")), key=lambda p: int(p.rsplit("_", 1)[1][:-3]))
-if rep.get("precision") != "bf16" or len(acc) != len(outs) or not outs:
+if rep.get("precision") != precision or len(acc) != len(outs) or not outs:
     print("report: precision %s, %d outputs reported, %d written" % (rep.get("precision"), len(acc), len(outs))); sys.exit()
 for i, a in enumerate(acc):
     def load(d):
@@ -111,37 +115,47 @@ print("ok")
 PY
 }
 
-# Each model on oneDNN (every node it takes), then on native alone (its bf16 GEMM: the report's error is not 0).
-for placement in "dnnl,native --placement priority" "native"; do
+# Each model at bf16 on oneDNN (every node it takes), then on native alone (its bf16 GEMM), and at fp16 on native
+# alone (its fp16 GEMM): the report's error is not 0.
+runs=()
+have avx512_bf16 && runs+=("bf16 dnnl,native --placement priority" "bf16 native")
+have avx512_fp16 && runs+=("fp16 native")
+for run in "${runs[@]}"; do
+  read -r p placement <<<"$run"
   read -r -a where <<<"--backends $placement"
   for m in squeezenet bert_tiny mlp; do
     in="$work/inputs/$m/test_data_set_0"
-    if ! "$tessera" compile "$work/$m.onnx" -o "$work/$m.bf16.tsr" --precision bf16 "${where[@]}" \
+    if ! "$tessera" compile "$work/$m.onnx" -o "$work/$m.$p.tsr" --precision "$p" "${where[@]}" \
         --input-dir "$in" >"$work/compile.txt" 2>&1; then
-      fail "$m ($placement): compile --precision bf16: $(tail -2 "$work/compile.txt")"
+      fail "$m ($p, $placement): compile --precision $p: $(tail -2 "$work/compile.txt")"
       continue
     fi
-    grep -q "^accuracy: bf16 against fp32 ($in inputs): " "$work/compile.txt" && pass ||
-      fail "$m ($placement): compile printed no accuracy line: $(cat "$work/compile.txt")"
-    "$tessera" partition "$work/$m.onnx" --precision bf16 "${where[@]}" --input-dir "$in" --json \
-      >"$work/$m.report.json" 2>"$work/err.txt" || fail "$m ($placement): partition --json: $(cat "$work/err.txt")"
+    grep -q "^accuracy: $p against fp32 ($in inputs): " "$work/compile.txt" && pass ||
+      fail "$m ($p, $placement): compile printed no accuracy line: $(cat "$work/compile.txt")"
+    "$tessera" partition "$work/$m.onnx" --precision "$p" "${where[@]}" --input-dir "$in" --json \
+      >"$work/$m.report.json" 2>"$work/err.txt" || fail "$m ($p, $placement): partition --json: $(cat "$work/err.txt")"
     rm -rf "$work/out16" "$work/out32" "$work/out16_onnx"
-    "$tessera" run "$work/$m.bf16.tsr" --input-dir "$in" --output-dir "$work/out16" >/dev/null 2>"$work/err.txt" ||
-      fail "$m ($placement): run bf16: $(cat "$work/err.txt")"
+    "$tessera" run "$work/$m.$p.tsr" --input-dir "$in" --output-dir "$work/out16" >/dev/null 2>"$work/err.txt" ||
+      fail "$m ($p, $placement): run $p: $(cat "$work/err.txt")"
     "$tessera" run "$work/$m.onnx" --backends native --input-dir "$in" --output-dir "$work/out32" >/dev/null 2>"$work/err.txt" ||
-      fail "$m ($placement): run fp32: $(cat "$work/err.txt")"
-    verdict=$(compare "$work/$m.report.json" "$work/out16" "$work/out32")
-    [[ $verdict == ok ]] && pass || fail "$m ($placement): $verdict"
-    if [[ $placement == native ]]; then  # the ONNX model run directly at bf16 computes what its artifact does
-      "$tessera" run "$work/$m.onnx" --precision bf16 "${where[@]}" --input-dir "$in" --output-dir "$work/out16_onnx" \
-        >/dev/null 2>"$work/err.txt" || fail "$m: run of the ONNX model at bf16: $(cat "$work/err.txt")"
+      fail "$m ($p, $placement): run fp32: $(cat "$work/err.txt")"
+    verdict=$(compare "$p" "$work/$m.report.json" "$work/out16" "$work/out32")
+    [[ $verdict == ok ]] && pass || fail "$m ($p, $placement): $verdict"
+    if [[ $placement == native ]]; then  # the ONNX model run directly at the precision computes what its artifact does
+      "$tessera" run "$work/$m.onnx" --precision "$p" "${where[@]}" --input-dir "$in" --output-dir "$work/out16_onnx" \
+        >/dev/null 2>"$work/err.txt" || fail "$m: run of the ONNX model at $p: $(cat "$work/err.txt")"
       for f in "$work"/out16/output_*.pb; do
-        cmp -s "$f" "$work/out16_onnx/$(basename "$f")" || fail "$m: $(basename "$f") of the ONNX model at bf16 differs"
+        cmp -s "$f" "$work/out16_onnx/$(basename "$f")" || fail "$m: $(basename "$f") of the ONNX model at $p differs"
       done
     fi
   done
 done
 
+if ! have avx512_bf16; then
+  echo "precision_cli_test: $passes passed, $failures failed (no AVX-512 BF16: the bf16 bench and budget checks skipped)"
+  [[ $failures -eq 0 ]]
+  exit
+fi
 m=mlp
 "$tessera" bench "$work/$m.onnx" --precision bf16 --backends dnnl,native --placement priority --runs 2 --warmup 0 >"$work/bench.txt" 2>&1 &&
   grep -q "^accuracy: bf16 against fp32 (random inputs): " "$work/bench.txt" && pass ||

@@ -25,9 +25,10 @@ TEST(Precision, ParsesTheThreeNamesAndRefusesOthers) {
   EXPECT_NE(bad.status().message().find("'int8'"), std::string::npos);
 }
 
-// What this CPU has decides: bf16 is available exactly when the BF16 dot products are (and the dispatch switch
-// TESSERA_ISA=avx2 turns them off: the unit_avx2 run of this binary covers the refusal on any CPU).
-TEST(Precision, Bf16IsRefusedWithAReasonWhereTheCpuLacksTheInstructions) {
+// What this CPU has decides: bf16 is available exactly when the BF16 dot products are, fp16 when AVX512-FP16 is
+// (and the dispatch switch TESSERA_ISA=avx2 turns them off: the unit_avx2 run of this binary covers the refusal on
+// any CPU).
+TEST(Precision, ReducedPrecisionIsRefusedWithAReasonWhereTheCpuLacksTheInstructions) {
   EXPECT_EQ(precision_unavailable(Precision::kFp32), "");
   const std::string why = precision_unavailable(Precision::kBf16);
   if (cpu::avx512_bf16()) {
@@ -39,8 +40,15 @@ TEST(Precision, Bf16IsRefusedWithAReasonWhereTheCpuLacksTheInstructions) {
   if (isa && std::string(isa) == "avx2") {
     EXPECT_NE(why.find("TESSERA_ISA"), std::string::npos) << why;
   }
-  // No backend computes in fp16 yet: refused on every CPU, with the reason.
-  EXPECT_NE(precision_unavailable(Precision::kFp16), "");
+  const std::string why16 = precision_unavailable(Precision::kFp16);
+  if (cpu::avx512_fp16()) {
+    EXPECT_EQ(why16, "");
+  } else {
+    EXPECT_NE(why16.find("AVX512-FP16"), std::string::npos) << why16;
+  }
+  if (isa && std::string(isa) == "avx2") {
+    EXPECT_NE(why16.find("TESSERA_ISA"), std::string::npos) << why16;
+  }
 }
 
 TEST(AccuracyBudget, ParsesAnySubsetAndRefusesNonsense) {

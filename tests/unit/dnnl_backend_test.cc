@@ -1506,9 +1506,13 @@ TEST_F(DnnlBackend, Bf16ConvolutionsAndMatMulsStayWithinBf16RoundingOfFloat32) {
   Compiled f32 = compile(model), bf16 = compile(model, "precision=bf16");
   ASSERT_EQ(bf16.status, TESSERA_OK) << bf16.msg;
   EXPECT_NE(f32.blob, bf16.blob);
+  // oneDNN 2.6 has no fp16 products on x86: at precision=fp16 they stay float32, the blob the float32 one.
   Compiled fp16 = compile(model, "precision=fp16");
-  EXPECT_EQ(fp16.status, TESSERA_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(fp16.msg).find("fp16"), std::string::npos) << fp16.msg;
+  ASSERT_EQ(fp16.status, TESSERA_OK) << fp16.msg;
+  EXPECT_EQ(fp16.blob, f32.blob);
+  Compiled fp8 = compile(model, "precision=fp8");
+  EXPECT_EQ(fp8.status, TESSERA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fp8.msg).find("precision=fp8"), std::string::npos) << fp8.msg;
   Loaded l = load(bf16.blob, g.constants);
   ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
   std::vector<Tensor> out = output_buffers(g);

@@ -48,9 +48,9 @@ struct Case {
   Epilogue::Bias bias;
   Activation act;
   int mode;  // 0 raw, 1 packed A, 2 packed B, 3 both packed, 4 B from a source
-  // Packed operands packed as constants for bf16 products (modes 1, 2, 4: A bf16 with B raw or from a source; B
-  // bf16 with A raw); the reference then rounds A and B to bf16.
-  bool bf16 = false;
+  // Packed operands packed as constants for bf16 or fp16 products (modes 1, 2, 4: A in pairs with B raw or from a
+  // source; B in pairs with A raw); the reference then rounds A and B to bf16 or fp16.
+  Products products = Products::kFp32;
 };
 
 // x rounded to bf16 (nearest even), as a float.
@@ -61,6 +61,9 @@ float round_bf16(float x) {
   std::memcpy(&x, &u, 4);
   return x;
 }
+
+// x rounded to fp16 (nearest even), as a float (F16C is in the build's x86-64-v3 baseline).
+float round_fp16(float x) { return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT)); }
 
 class RawSource : public BPackSource {
  public:
@@ -107,7 +110,9 @@ void run_case(const Case& cs, ThreadPool* pool, std::mt19937& rng) {
   ep.hi = 0.75f;
   ep.alpha = 0.1f;
   ep.beta = 0.4f;
-  const auto rounded = [&](float v) { return cs.bf16 ? round_bf16(v) : v; };
+  const auto rounded = [&](float v) {
+    return cs.products == Products::kBf16 ? round_bf16(v) : cs.products == Products::kFp16 ? round_fp16(v) : v;
+  };
   for (int64_t i = 0; i < cs.m; ++i) {
     for (int64_t j = 0; j < cs.n; ++j) {
       double acc = 0;
@@ -125,20 +130,21 @@ void run_case(const Case& cs, ThreadPool* pool, std::mt19937& rng) {
   GemmA ga{a.data(), lda, cs.ta, nullptr};
   GemmB gb{b.data(), ldb, cs.tb, nullptr, nullptr};
   PackedMatrix pa, pb;
-  if (cs.bf16) {
+  const bool narrow = cs.products != Products::kFp32;
+  if (narrow) {
     if (cs.mode == 1 || cs.mode == 4) {
-      pa = PackedMatrix::PackConstantA(a.data(), lda, cs.ta, cs.m, cs.k, /*bf16=*/true);
+      pa = PackedMatrix::PackConstantA(a.data(), lda, cs.ta, cs.m, cs.k, cs.products);
       ga = GemmA{nullptr, 0, false, &pa};
     } else {
-      pb = PackedMatrix::PackConstantB(b.data(), ldb, cs.tb, cs.k, cs.n, /*bf16=*/true);
+      pb = PackedMatrix::PackConstantB(b.data(), ldb, cs.tb, cs.k, cs.n, cs.products);
       gb = GemmB{nullptr, 0, false, &pb, nullptr};
     }
-    EXPECT_TRUE((pa.empty() || pa.bf16()) && (pb.empty() || pb.bf16()));
+    EXPECT_EQ((pa.empty() ? pb : pa).products(), cs.products);
   } else if (cs.mode == 1 || cs.mode == 3) {
     pa = PackedMatrix::PackA(a.data(), lda, cs.ta, cs.m, cs.k);
     ga = GemmA{nullptr, 0, false, &pa};
   }
-  if (!cs.bf16 && (cs.mode == 2 || cs.mode == 3)) {
+  if (!narrow && (cs.mode == 2 || cs.mode == 3)) {
     pb = PackedMatrix::PackB(b.data(), ldb, cs.tb, cs.k, cs.n);
     gb = GemmB{nullptr, 0, false, &pb, nullptr};
   }
@@ -146,7 +152,11 @@ void run_case(const Case& cs, ThreadPool* pool, std::mt19937& rng) {
   if (cs.mode == 4) gb = GemmB{nullptr, 0, false, nullptr, &src};
   gemm(pool, cs.m, cs.n, cs.k, cs.alpha, ga, gb, cs.beta, c.data(), ldc, ep);
 
-  const float tol = 1e-4f * static_cast<float>(std::max<int64_t>(cs.k, 1));
+  // fp16 products sum up to 32 of them per lane in fp16 (gemm.h): each add rounds to 11 bits of a partial sum.
+  const float fp16_sums = cs.products == Products::kFp16
+                              ? 4e-3f * std::sqrt(static_cast<float>(cs.k)) * std::max(1.f, std::fabs(cs.alpha))
+                              : 0.f;
+  const float tol = 1e-4f * static_cast<float>(std::max<int64_t>(cs.k, 1)) + fp16_sums;
   for (int64_t i = 0; i < cs.m; ++i) {
     for (int64_t j = 0; j < ldc; ++j) {
       const size_t idx = static_cast<size_t>(i * ldc + j);
@@ -215,7 +225,7 @@ TEST(Gemm, Bf16PackedConstantsMultiplyRoundedOperandsWithFloatSums) {
   ThreadPool pool1(1), pool2(2);
   for (int it = 0; it < 120; ++it) {
     Case cs = random_case(rng, it, 6, {1, 2, 4});
-    cs.bf16 = true;
+    cs.products = Products::kBf16;
     run_case(cs, it % 2 ? &pool2 : &pool1, rng);
     if (HasFatalFailure()) return;
   }
@@ -223,11 +233,11 @@ TEST(Gemm, Bf16PackedConstantsMultiplyRoundedOperandsWithFloatSums) {
 
 TEST(Gemm, Bf16PackingIsFp32WhereTheCpuLacksIt) {
   std::vector<float> w(64 * 40, 0.3f);
-  const PackedMatrix p = PackedMatrix::PackConstantB(w.data(), 40, false, 64, 40, /*bf16=*/true);
-  EXPECT_EQ(p.bf16(), cpu::avx512_bf16());
+  const PackedMatrix p = PackedMatrix::PackConstantB(w.data(), 40, false, 64, 40, Products::kBf16);
+  EXPECT_EQ(p.pairs(), cpu::avx512_bf16());
   const PackedMatrix q = PackedMatrix::PackConstantB(w.data(), 40, false, 64, 40);
-  EXPECT_FALSE(q.bf16());
-  if (!p.bf16()) {
+  EXPECT_FALSE(q.pairs());
+  if (!p.pairs()) {
     EXPECT_EQ(p.data(), q.data());  // the one fp32 copy, shared
     return;
   }
@@ -235,11 +245,51 @@ TEST(Gemm, Bf16PackingIsFp32WhereTheCpuLacksIt) {
   EXPECT_EQ(p.bytes() * 2, q.bytes());
   // 1 + 2^-10 is no bf16 value: it rounds to 1, so eight products sum to 8 exactly (fp32: 8.0078125).
   std::vector<float> a(8, 1.f + 1.f / 1024.f), b(8 * 40, 1.f), c(40, -1.f);
-  const PackedMatrix pa = PackedMatrix::PackConstantA(a.data(), 8, false, 1, 8, /*bf16=*/true);
+  const PackedMatrix pa = PackedMatrix::PackConstantA(a.data(), 8, false, 1, 8, Products::kBf16);
   GemmA ga{nullptr, 0, false, &pa};
   GemmB gb{b.data(), 40, false, nullptr, nullptr};
   gemm(nullptr, 1, 40, 8, 1.f, ga, gb, 0.f, c.data(), 40);
   for (float v : c) EXPECT_EQ(v, 8.f);
+}
+
+// fp16 products: the operands rounded to fp16, products summed in short fp16 runs added in fp32; the same cases as
+// bf16's, with the tolerance of those runs.
+TEST(Gemm, Fp16PackedConstantsMultiplyRoundedOperandsInShortSums) {
+  if (!cpu::avx512_fp16()) GTEST_SKIP() << "this CPU (or TESSERA_ISA) has no AVX512-FP16; checked: packing stays fp32";
+  std::mt19937 rng(11);
+  ThreadPool pool1(1), pool2(2);
+  for (int it = 0; it < 120; ++it) {
+    Case cs = random_case(rng, it, 6, {1, 2, 4});
+    cs.products = Products::kFp16;
+    run_case(cs, it % 2 ? &pool2 : &pool1, rng);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(Gemm, Fp16OperandsRoundAndSumsAreShortRuns) {
+  std::vector<float> w(64 * 40, 0.3f);
+  const PackedMatrix p = PackedMatrix::PackConstantB(w.data(), 40, false, 64, 40, Products::kFp16);
+  EXPECT_EQ(p.products(), cpu::avx512_fp16() ? Products::kFp16 : Products::kFp32);
+  if (!p.pairs()) GTEST_SKIP() << "this CPU (or TESSERA_ISA) has no AVX512-FP16; checked: packing stays fp32";
+  const PackedMatrix q = PackedMatrix::PackConstantB(w.data(), 40, false, 64, 40, Products::kBf16);
+  EXPECT_NE(p.data(), q.data());  // fp16 and bf16 copies of one constant are kept apart
+  // 1 + 2^-12 is no fp16 value: it rounds to 1, so eight products sum to 8 exactly (fp32: 8.001953125).
+  {
+    std::vector<float> a(8, 1.f + 1.f / 4096.f), b(8 * 40, 1.f), c(40, -1.f);
+    const PackedMatrix pa = PackedMatrix::PackConstantA(a.data(), 8, false, 1, 8, Products::kFp16);
+    GemmA ga{nullptr, 0, false, &pa};
+    GemmB gb{b.data(), 40, false, nullptr, nullptr};
+    gemm(nullptr, 1, 40, 8, 1.f, ga, gb, 0.f, c.data(), 40);
+    for (float v : c) EXPECT_EQ(v, 8.f);
+  }
+  // Products of 1024 (32 x 32), 128 pairs to a lane in one K block of 256: one fp16 sum per lane would pass 65504
+  // and give inf; runs of 32 reach 32768 and give 262144 exactly in fp32.
+  std::vector<float> a(3 * 256, 32.f), b(256 * 50, 32.f), c(150, 0.f);
+  const PackedMatrix pa = PackedMatrix::PackConstantA(a.data(), 256, false, 3, 256, Products::kFp16);
+  GemmA ga{nullptr, 0, false, &pa};
+  GemmB gb{b.data(), 50, false, nullptr, nullptr};
+  gemm(nullptr, 3, 50, 256, 1.f, ga, gb, 0.f, c.data(), 50);
+  for (float v : c) ASSERT_EQ(v, 262144.f);
 }
 
 TEST(Gemm, LargeShapesUseEveryThread) {

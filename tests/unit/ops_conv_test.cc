@@ -32,13 +32,13 @@ Tensor random_tensor(Dims d, std::mt19937& rng) {
 // Runs a node like run_node_once, but lets the test choose whether inputs
 // are seen as constants when the kernel is created.
 Expected<std::vector<Tensor>> run_node(const Node& node, const std::vector<Tensor>& inputs, bool consts,
-                                       ThreadPool* pool, bool bf16 = false) {
+                                       ThreadPool* pool, kernels::Products products = kernels::Products::kFp32) {
   const OpSchema* schema = OpRegistry::instance().find(node.domain, node.op_type);
   if (!schema) return Unsupported("no schema");
   std::vector<ValueInfo> out_info;
   TSR_ASSIGN_OR_RETURN(out_info, infer_node_concrete(node, 13, inputs));
   KernelInit init{node, 13, {}, {}};
-  init.bf16 = bf16;
+  init.products = products;
   init.in_info.resize(inputs.size());
   init.const_inputs.resize(inputs.size(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -288,19 +288,24 @@ TEST(Conv, BandsOfOutputRowsMatchReference) {
       ASSERT_TRUE(res.ok()) << res.status().message();
       expect_close(res->at(0), want, describe(p) + (consts ? " constant weights" : " runtime weights"));
     }
-    // bf16 products (where the CPU has them) read the same rows, packed for the bf16 kernels: each operand
-    // rounded to 8 significant bits, so an output is off by at most 2^-8 of the sum of |x| |w| it adds up.
-    auto res = run_node(node, {x, w, b, z}, true, &pool, /*bf16=*/true);
-    ASSERT_TRUE(res.ok()) << res.status().message();
+    // bf16 and fp16 products (where the CPU has them) read the same rows, packed for the pair kernels. bf16: each
+    // operand rounded to 8 significant bits, so an output is off by at most 2^-8 of the sum of |x| |w| it adds up.
+    // fp16: operands rounded to 11 bits, and runs of up to 32 products summed in fp16 (2^-11 of a partial sum per
+    // add): within 2^-7 of that sum for these random signs.
     Tensor xa = x.clone(), wa = w.clone();
     for (Tensor* t : {&xa, &wa}) {
       for (int64_t j = 0; j < t->numel(); ++j) t->data<float>()[j] = std::abs(t->data<float>()[j]);
     }
     const std::vector<float> mags = ref_conv(p, out, xa, wa, nullptr);
-    for (size_t j = 0; j < want.size(); ++j) {
-      // Sigmoid's slope is at most 1/4.
-      ASSERT_NEAR(res->at(0).data<float>()[j], want[j], 1e-4f + mags[j] / 256.f / (sigmoid ? 4.f : 1.f))
-          << describe(p) << " bf16";
+    for (kernels::Products products : {kernels::Products::kBf16, kernels::Products::kFp16}) {
+      auto res = run_node(node, {x, w, b, z}, true, &pool, products);
+      ASSERT_TRUE(res.ok()) << res.status().message();
+      const float share = products == kernels::Products::kBf16 ? 1.f / 256.f : 1.f / 128.f;
+      for (size_t j = 0; j < want.size(); ++j) {
+        // Sigmoid's slope is at most 1/4.
+        ASSERT_NEAR(res->at(0).data<float>()[j], want[j], 1e-4f + mags[j] * share / (sigmoid ? 4.f : 1.f))
+            << describe(p) << (products == kernels::Products::kBf16 ? " bf16" : " fp16");
+      }
     }
   }
 }

@@ -30,10 +30,11 @@ namespace tessera {
 
 namespace {
 
-// A native blob: a magic, then the region model. The magic says how products are computed: fp32, or bf16 (the
-// region compiled with precision=bf16 in its options; SessionOptions::bf16).
+// A native blob: a magic, then the region model. The magic says how products are computed: fp32, bf16 or fp16 (the
+// region compiled with precision=bf16 or fp16 in its options; SessionOptions::products).
 constexpr char kMagic[8] = {'T', 'N', 'A', 'T', 'I', 'V', 'E', '1'};
 constexpr char kMagicBf16[8] = {'T', 'N', 'A', 'T', 'B', 'F', '1', '6'};
+constexpr char kMagicFp16[8] = {'T', 'N', 'A', 'T', 'F', 'P', '1', '6'};
 
 void set_msg(char* msg, size_t cap, const std::string& m) {
   if (!msg || cap == 0) return;
@@ -149,8 +150,12 @@ tessera_status_t native_compile(const void* model, size_t size, const char* opti
     out->size = sizeof(kMagic) + size;
     out->data = std::malloc(out->size);
     if (!out->data) return TESSERA_ERROR_OUT_OF_MEMORY;
-    const bool bf16 = options && backend_option(options, "precision") == "bf16";
-    std::memcpy(out->data, bf16 ? kMagicBf16 : kMagic, sizeof(kMagic));
+    const kernels::Products p = kernels::products_named(options ? backend_option(options, "precision") : "");
+    std::memcpy(out->data,
+                p == kernels::Products::kBf16   ? kMagicBf16
+                : p == kernels::Products::kFp16 ? kMagicFp16
+                                                : kMagic,
+                sizeof(kMagic));
     std::memcpy(static_cast<char*>(out->data) + sizeof(kMagic), model, size);
     return TESSERA_OK;
   } catch (const std::exception& e) {
@@ -167,8 +172,11 @@ void native_free_buffer(tessera_buffer_t* b) {
 tessera_status_t native_load(const void* blob, size_t size, const tessera_named_tensor_t* constants, size_t n,
                              const tessera_load_options_t* opts, tessera_engine_t** out, char* msg, size_t cap) {
   try {
-    const bool bf16 = size >= sizeof(kMagic) && std::memcmp(blob, kMagicBf16, sizeof(kMagic)) == 0;
-    if (size < sizeof(kMagic) || (!bf16 && std::memcmp(blob, kMagic, sizeof(kMagic)) != 0)) {
+    auto magic_is = [&](const char* m) { return size >= sizeof(kMagic) && std::memcmp(blob, m, sizeof(kMagic)) == 0; };
+    const kernels::Products products = magic_is(kMagicBf16)   ? kernels::Products::kBf16
+                                       : magic_is(kMagicFp16) ? kernels::Products::kFp16
+                                                              : kernels::Products::kFp32;
+    if (products == kernels::Products::kFp32 && !magic_is(kMagic)) {
       set_msg(msg, cap, "not a native-backend blob");
       return TESSERA_ERROR_INCOMPATIBLE_BLOB;
     }
@@ -190,7 +198,7 @@ tessera_status_t native_load(const void* blob, size_t size, const tessera_named_
     SessionOptions so;
     so.num_threads = opts ? std::max(1, opts->num_threads) : 1;
     so.optimize = false;
-    so.bf16 = bf16;
+    so.products = products;
     auto s = InferenceSession::Create(std::move(*g), so);
     if (!s.ok()) return from_status(s.status(), msg, cap);
     auto* e = new NativeEngine{std::move(*s)};

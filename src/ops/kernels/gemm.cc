@@ -27,9 +27,9 @@ int64_t gemm_kc() { return gemm_isa().kc; }
 int gemm_wide_rows() { return gemm_isa().wide_rows; }
 
 PackedMatrix PackedMatrix::Make(Side side, int64_t rows, int64_t cols, int64_t padded, std::shared_ptr<float> data,
-                                bool bf16, bool wide) {
+                                Products products, bool wide) {
   PackedMatrix pm;
-  pm.bf16_ = bf16;
+  pm.products_ = products;
   pm.wide_ = wide;
   pm.side_ = side;
   pm.rows_ = rows;
@@ -41,7 +41,7 @@ PackedMatrix PackedMatrix::Make(Side side, int64_t rows, int64_t cols, int64_t p
 
 size_t PackedMatrix::bytes() const {
   const int64_t k = side_ == Side::kA ? cols_ : rows_;
-  return static_cast<size_t>(padded_) * static_cast<size_t>(bf16_ ? (k + 1) / 2 : k) * sizeof(float);
+  return static_cast<size_t>(padded_) * static_cast<size_t>(pairs() ? (k + 1) / 2 : k) * sizeof(float);
 }
 
 namespace {
@@ -53,10 +53,10 @@ struct PackKey {
   const float* src;
   int64_t ld, rows, cols;  // the source's layout: op(src) is rows x cols
   bool trans;
-  bool bf16;
+  Products products;
   bool wide;
   uint64_t hash;
-  auto tie() const { return std::tie(side, src, ld, rows, cols, trans, bf16, wide, hash); }
+  auto tie() const { return std::tie(side, src, ld, rows, cols, trans, products, wide, hash); }
   bool operator<(const PackKey& o) const { return tie() < o.tie(); }
 };
 
@@ -102,7 +102,8 @@ PackedMatrix pack_shared(PackKey key, int64_t lines, int64_t len, Pack pack) {
     auto it = c.entries.find(key);
     if (it != c.entries.end()) {
       if (std::shared_ptr<float> data = it->second.second.lock()) {
-        return PackedMatrix::Make(key.side, key.rows, key.cols, it->second.first, std::move(data), key.bf16, key.wide);
+        return PackedMatrix::Make(key.side, key.rows, key.cols, it->second.first, std::move(data), key.products,
+                                  key.wide);
       }
     }
   }
@@ -120,28 +121,40 @@ PackedMatrix pack_shared(PackKey key, int64_t lines, int64_t len, Pack pack) {
 
 }  // namespace
 
-namespace {
-// bf16 packing where asked for and the CPU has the dot products (gemm_isa().pack_*_bf16 set: AVX-512).
-bool bf16_packing(bool asked) { return asked && cpu::avx512_bf16() && gemm_isa().pack_a_bf16 != nullptr; }
-}  // namespace
-
-PackedMatrix PackedMatrix::PackConstantA(const float* a, int64_t lda, bool trans, int64_t m, int64_t k, bool bf16) {
-  // op(A) = A is m lines of k; A^T comes from k lines of m.
-  bf16 = bf16_packing(bf16);
-  return pack_shared(PackKey{Side::kA, a, lda, m, k, trans, bf16, false, 0}, trans ? k : m, trans ? m : k,
-                     [&] { return bf16 ? gemm_isa().pack_a_bf16(a, lda, trans, m, k) : PackA(a, lda, trans, m, k); });
+// Pairs where asked for and the CPU has the instructions (gemm_isa().pack_*_pairs set: AVX-512).
+Products products_here(Products asked) {
+  const bool can = gemm_isa().pack_a_pairs != nullptr &&
+                   (asked == Products::kBf16 ? cpu::avx512_bf16() : asked == Products::kFp16 && cpu::avx512_fp16());
+  return can ? asked : Products::kFp32;
 }
 
-PackedMatrix PackedMatrix::PackConstantB(const float* b, int64_t ldb, bool trans, int64_t k, int64_t n, bool bf16) {
+Products products_named(std::string_view precision) {
+  return precision == "bf16" ? Products::kBf16 : precision == "fp16" ? Products::kFp16 : Products::kFp32;
+}
+
+PackedMatrix PackedMatrix::PackConstantA(const float* a, int64_t lda, bool trans, int64_t m, int64_t k,
+                                         Products products) {
+  // op(A) = A is m lines of k; A^T comes from k lines of m.
+  products = products_here(products);
+  return pack_shared(PackKey{Side::kA, a, lda, m, k, trans, products, false, 0}, trans ? k : m, trans ? m : k, [&] {
+    return products != Products::kFp32 ? gemm_isa().pack_a_pairs(products, a, lda, trans, m, k)
+                                       : PackA(a, lda, trans, m, k);
+  });
+}
+
+PackedMatrix PackedMatrix::PackConstantB(const float* b, int64_t ldb, bool trans, int64_t k, int64_t n,
+                                         Products products) {
   // op(B) = B is k lines of n; B^T comes from n lines of k.
-  bf16 = bf16_packing(bf16);
-  return pack_shared(PackKey{Side::kB, b, ldb, k, n, trans, bf16, false, 0}, trans ? n : k, trans ? k : n,
-                     [&] { return bf16 ? gemm_isa().pack_b_bf16(b, ldb, trans, k, n) : PackB(b, ldb, trans, k, n); });
+  products = products_here(products);
+  return pack_shared(PackKey{Side::kB, b, ldb, k, n, trans, products, false, 0}, trans ? n : k, trans ? k : n, [&] {
+    return products != Products::kFp32 ? gemm_isa().pack_b_pairs(products, b, ldb, trans, k, n)
+                                       : PackB(b, ldb, trans, k, n);
+  });
 }
 
 PackedMatrix PackedMatrix::PackConstantAWide(const float* a, int64_t lda, bool trans, int64_t m, int64_t k) {
   if (gemm_isa().pack_a_wide == nullptr) return {};
-  return pack_shared(PackKey{Side::kA, a, lda, m, k, trans, false, true, 0}, trans ? k : m, trans ? m : k,
+  return pack_shared(PackKey{Side::kA, a, lda, m, k, trans, Products::kFp32, true, 0}, trans ? k : m, trans ? m : k,
                      [&] { return gemm_isa().pack_a_wide(a, lda, trans, m, k); });
 }
 

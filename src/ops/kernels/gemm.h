@@ -16,17 +16,26 @@
 // for constant weights), and B can come from a BPackSource that writes packed
 // panels directly (Conv's im2col packs straight into the panel layout).
 //
-// bf16 products: a constant packed with bf16 = true (where the CPU has AVX-512
-// BF16; elsewhere it is packed in fp32 and nothing changes) holds its values
-// rounded to bf16 (nearest even), consecutive k in pairs, one pair per 32-bit
-// slot. A GEMM with such an operand rounds the other one to bf16 too as it
-// packs its blocks, and multiplies pairs with vdpbf16ps into fp32 sums; alpha,
-// beta and the epilogue are applied in fp32 as always.
+// bf16 products: a constant packed for Products::kBf16 (where the CPU has
+// AVX-512 BF16; elsewhere it is packed in fp32 and nothing changes) holds its
+// values rounded to bf16 (nearest even), consecutive k in pairs, one pair per
+// 32-bit slot. A GEMM with such an operand rounds the other one to bf16 too as
+// it packs its blocks, and multiplies pairs with vdpbf16ps into fp32 sums;
+// alpha, beta and the epilogue are applied in fp32 as always.
+//
+// fp16 products: a constant packed for Products::kFp16 (where the CPU has
+// AVX512-FP16) holds fp16 values (nearest even) in the same pair slots, and
+// the other operand is rounded to fp16 as its blocks are packed. AVX512-FP16
+// has no dot product into fp32: a broadcast pair times a slot vector with
+// vfmadd231ph sums even and odd k in separate fp16 lanes, which are widened
+// and added into fp32 sums every kFp16Run pairs, so that each fp16 sum holds
+// at most kFp16Run products (gemm_impl.inc); the pairs are added at the end.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 
 namespace tessera {
 class Parallel;
@@ -61,6 +70,14 @@ struct Epilogue {
   bool empty() const { return bias_kind == Bias::kNone && act == Activation::kNone; }
 };
 
+// What products of a packed constant multiply in (see above): fp32, bf16 pairs into fp32 sums, or fp16 pairs into
+// short fp16 sums added in fp32.
+enum class Products : uint8_t { kFp32, kBf16, kFp16 };
+// The products this CPU computes when `asked` for: kFp32 where it lacks the instructions.
+Products products_here(Products asked);
+// The products a precision's name asks for ("bf16", "fp16"; anything else fp32).
+Products products_named(std::string_view precision);
+
 // Register-tile and block sizes of the micro-kernel this process runs, and its
 // instruction set ("avx512" or "avx2", chosen at run time: gemm_isa.h).
 const char* gemm_isa_name();
@@ -83,9 +100,11 @@ class PackedMatrix {
   static PackedMatrix PackB(const float* b, int64_t ldb, bool trans, int64_t k, int64_t n);
   // The same for a model's constant (weights), shared: every kernel that packs the same values the same way (the
   // plans one session builds for its input shapes) gets one copy, which lives while one of them holds it.
-  // bf16: packed for bf16 products where the CPU can (see above).
-  static PackedMatrix PackConstantA(const float* a, int64_t lda, bool trans, int64_t m, int64_t k, bool bf16 = false);
-  static PackedMatrix PackConstantB(const float* b, int64_t ldb, bool trans, int64_t k, int64_t n, bool bf16 = false);
+  // products: packed for bf16 or fp16 products where the CPU can (see above; products_here), else in fp32.
+  static PackedMatrix PackConstantA(const float* a, int64_t lda, bool trans, int64_t m, int64_t k,
+                                    Products products = Products::kFp32);
+  static PackedMatrix PackConstantB(const float* b, int64_t ldb, bool trans, int64_t k, int64_t n,
+                                    Products products = Products::kFp32);
   // A constant A packed wide, for products with a B read in place (GemmB::offsets: convolutions by rows): panels of
   // gemm_wide_rows() rows, K whole, so that the kernel keeps output channels in its vectors and broadcasts B's
   // values, which it reads without splitting a cache line, and sums all of K before it stores. Empty where
@@ -97,17 +116,18 @@ class PackedMatrix {
   int64_t rows() const { return rows_; }  // M for A, K for B
   int64_t cols() const { return cols_; }  // K for A, N for B
   int64_t padded() const { return padded_; }  // M or N rounded up to whole panels
-  bool bf16() const { return bf16_; }         // bf16 pairs, not floats
+  Products products() const { return products_; }
+  bool pairs() const { return products_ != Products::kFp32; }  // bf16 or fp16 pairs, not floats
   bool wide() const { return wide_; }         // A packed wide (PackConstantAWide)
   const float* data() const { return data_.get(); }
   const std::shared_ptr<float>& shared_data() const { return data_; }
   size_t bytes() const;
   // For the packers of each instruction set (gemm_impl.inc).
   static PackedMatrix Make(Side side, int64_t rows, int64_t cols, int64_t padded, std::shared_ptr<float> data,
-                           bool bf16 = false, bool wide = false);
+                           Products products = Products::kFp32, bool wide = false);
 
  private:
-  bool bf16_ = false;
+  Products products_ = Products::kFp32;
   bool wide_ = false;
   Side side_ = Side::kA;
   int64_t rows_ = 0;

@@ -18,9 +18,9 @@ struct GemmIsa {
   int64_t kc;
   PackedMatrix (*pack_a)(const float* a, int64_t lda, bool trans, int64_t m, int64_t k);
   PackedMatrix (*pack_b)(const float* b, int64_t ldb, bool trans, int64_t k, int64_t n);
-  // The bf16 packers (gemm.h); null where the set has no bf16 products (AVX2).
-  PackedMatrix (*pack_a_bf16)(const float* a, int64_t lda, bool trans, int64_t m, int64_t k);
-  PackedMatrix (*pack_b_bf16)(const float* b, int64_t ldb, bool trans, int64_t k, int64_t n);
+  // The packers of bf16 and fp16 pairs (gemm.h: Products); null where the set has no narrow products (AVX2).
+  PackedMatrix (*pack_a_pairs)(Products p, const float* a, int64_t lda, bool trans, int64_t m, int64_t k);
+  PackedMatrix (*pack_b_pairs)(Products p, const float* b, int64_t ldb, bool trans, int64_t k, int64_t n);
   // The wide packer (gemm.h: PackConstantAWide) and its panels' rows; null and 0 where the set has none (AVX2).
   PackedMatrix (*pack_a_wide)(const float* a, int64_t lda, bool trans, int64_t m, int64_t k);
   int wide_rows;
