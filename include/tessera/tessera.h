@@ -187,7 +187,8 @@ TESSERA_API tessera_error_t* tessera_session_options_set_backend_options(tessera
 
 /* Since 0.5. What Conv, ConvTranspose, MatMul and Gemm compute in where an
  * engine can, as --precision: "fp32" (the default), "bf16" (bfloat16 with
- * float32 accumulation) or "fp16". A precision this CPU lacks the instructions
+ * float32 accumulation) or "fp16" (float16, short float16 sums added in
+ * float32: native, on AVX512-FP16). A precision this CPU lacks the instructions
  * for fails here with TESSERA_CODE_UNSUPPORTED and the reason. Below fp32, a
  * compile runs the model beside the float32 model on the same inputs, and the
  * report gives every output's max absolute and relative error and cosine. */
