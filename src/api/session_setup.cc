@@ -389,6 +389,13 @@ Expected<Program> compile_model(const ModelSource& m, Graph g, const CompileOpti
   if (o.precision != Precision::kFp32) reference = g;
   TSR_ASSIGN_OR_RETURN(program, compile_graph(std::move(g), m.name(), o, report));
   if (o.precision != Precision::kFp32) {
+    const kernels::Products asked = kernels::products_named(precision_name(o.precision));
+    const bool native = std::any_of(report->regions.begin(), report->regions.end(),
+                                    [](const RegionInfo& r) { return r.backend == "native"; });
+    if (native && kernels::products_worth(asked) != asked && o.warn) {
+      o.warn(std::string("--precision ") + precision_name(o.precision) + ": native products stay float32: its " +
+             precision_name(o.precision) + " products measured no faster than float32 ones on this CPU");
+    }
     if (o.progress) o.progress(0, 0, "measuring the accuracy against fp32");
     // A model that cannot run on the inputs made for it (symbolic dims without --shape) still compiles, unless a
     // budget needs the figures.

@@ -153,7 +153,7 @@ Expected<std::shared_ptr<ExecutionPlan>> ExecutionPlan::Build(Graph g, ThreadPoo
     st.shapes_first = st.dynamic && opts.shapes_at_run_time;
     // Kernels are created now, never on the first run.
     KernelInit init{n, graph.opset, {}, {}};
-    init.products = opts.products;
+    init.products = kernels::products_worth(opts.products);
     for (int s : st.in) {
       if (s < 0) {
         init.in_info.emplace_back();

@@ -292,6 +292,26 @@ TEST(Gemm, Fp16OperandsRoundAndSumsAreShortRuns) {
   for (float v : c) ASSERT_EQ(v, 262144.f);
 }
 
+// The products a session computes at a precision: what the CPU has, kept only where it measured faster than fp32
+// here; the same answer at every call (measured once), and fp32 wherever the instructions are missing.
+TEST(Gemm, ProductsWorthComputingAreTheCpusAndMeasuredOnce) {
+  for (Products p : {Products::kFp32, Products::kBf16, Products::kFp16}) {
+    const Products got = products_worth(p);
+    EXPECT_TRUE(got == products_here(p) || got == Products::kFp32) << static_cast<int>(p);
+    EXPECT_EQ(products_worth(p), got);
+  }
+  EXPECT_EQ(products_worth(Products::kFp32), Products::kFp32);
+  if (!cpu::avx512_bf16()) {
+    EXPECT_EQ(products_worth(Products::kBf16), Products::kFp32);
+  }
+  if (!cpu::avx512_fp16()) {
+    EXPECT_EQ(products_worth(Products::kFp16), Products::kFp32);
+  }
+  EXPECT_EQ(products_named("bf16"), Products::kBf16);
+  EXPECT_EQ(products_named("fp16"), Products::kFp16);
+  EXPECT_EQ(products_named(""), Products::kFp32);
+}
+
 TEST(Gemm, LargeShapesUseEveryThread) {
   std::mt19937 rng(7);
   ThreadPool pool2(2);

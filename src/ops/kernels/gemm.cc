@@ -3,12 +3,14 @@
 #include "ops/kernels/gemm.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include "ops/kernels/gemm_isa.h"
 #include "util/cpu_isa.h"
@@ -126,6 +128,50 @@ Products products_here(Products asked) {
   const bool can = gemm_isa().pack_a_pairs != nullptr &&
                    (asked == Products::kBf16 ? cpu::avx512_bf16() : asked == Products::kFp16 && cpu::avx512_fp16());
   return can ? asked : Products::kFp32;
+}
+
+namespace {
+
+// Seconds of the fastest of `runs` products C = A B, B packed as `b`.
+double best_seconds(const PackedMatrix& b, const std::vector<float>& a, std::vector<float>& c, int64_t m, int runs) {
+  double best = 1e30;
+  for (int r = 0; r < runs; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    gemm(nullptr, m, b.cols(), b.rows(), 1.f, GemmA{a.data(), b.rows(), false, nullptr},
+         GemmB{nullptr, 0, false, &b, nullptr}, 0.f, c.data(), b.cols());
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+bool narrow_pays(Products p) {
+  constexpr int64_t m = 64, n = 384, k = 768;
+  std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)), c(static_cast<size_t>(m * n));
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 7) * 0.125f - 0.375f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 5) * 0.25f - 0.5f;
+  const PackedMatrix wide = PackedMatrix::PackB(b.data(), n, false, k, n);
+  const PackedMatrix narrow = gemm_isa().pack_b_pairs(p, b.data(), n, false, k, n);
+  double t32 = 1e30, t16 = 1e30;
+  for (int round = 0; round < 7; ++round) {  // alternately, so that a busy moment of a shared host hits both
+    t32 = std::min(t32, best_seconds(wide, a, c, m, 1));
+    t16 = std::min(t16, best_seconds(narrow, a, c, m, 1));
+  }
+  return t16 < 0.95 * t32;
+}
+
+}  // namespace
+
+Products products_worth(Products asked) {
+  const Products p = products_here(asked);
+  if (p == Products::kBf16) {
+    static const bool pays = narrow_pays(Products::kBf16);
+    return pays ? p : Products::kFp32;
+  }
+  if (p == Products::kFp16) {
+    static const bool pays = narrow_pays(Products::kFp16);
+    return pays ? p : Products::kFp32;
+  }
+  return p;
 }
 
 Products products_named(std::string_view precision) {
