@@ -295,11 +295,16 @@ class ConvKernel final : public Kernel {
     const int64_t threads = pool.in_parallel_region() ? 1 : std::max(pool.num_threads(), 1);
     int64_t slices = 1;
     const int64_t mr = kernels::panel_rows(ga), panels = (m + mr - 1) / mr;
-    if ((s.n * bands) % threads != 0) {
-      // More bands (each at least one pooled row) where that evens the shares, else cut every band by channels.
-      int64_t more = bands;
-      while (more <= poh && (s.n * more) % threads != 0) ++more;
-      if (more <= poh && more <= 2 * bands) {
+    // Equal shares: bands that cut the pooled rows evenly and give every thread as many (of one image: several
+    // images even out bands of unequal rows), where up to twice as many bands do that; else every band cut by
+    // output channels, one slice per thread, and each thread takes its slice of every band. (A CRNN's 6 x 319
+    // convolution pooled to 3 rows ran in 2 bands of 1 and 2 rows: 0.66 of its speed cut by channels.)
+    auto even = [&](int64_t b) { return (s.n * b) % threads == 0 && (s.n > 1 || poh % b == 0); };
+    if (!even(bands)) {
+      int64_t more = bands + 1;
+      const int64_t most = std::min(poh, 2 * bands);
+      while (more <= most && !even(more)) ++more;
+      if (more <= most) {
         bands = more;
       } else {
         slices = std::min<int64_t>(threads, panels);
@@ -313,7 +318,7 @@ class ConvKernel final : public Kernel {
     pool.parallel_for(items, 1, [&](int64_t t0, int64_t t1) {
       thread_local std::vector<float> rows_out;
       for (int64_t t = t0; t < t1; ++t) {
-        const int64_t n = t / (bands * slices), band = t / slices % bands, slice = t % slices;
+        const int64_t slice = t / (s.n * bands), n = t / bands % s.n, band = t % bands;
         const MaxPoolBand& mp = *band_pools[static_cast<size_t>(band)];
         const int64_t pr0 = band * poh / bands, r0 = mp.in_begin(), rows = mp.in_end() - mp.in_begin();
         const int64_t c0 = slice * panels / slices * mr, c1 = std::min(m, (slice + 1) * panels / slices * mr);

@@ -541,6 +541,7 @@ TEST(NativeFusion, ConvThenAMaxPoolIsOneStepEqualToTheBits) {
       {{1, 16, 10, 30}, 24, 1, 1, 0, "Relu", {2, 1}},      // pointwise
       {{1, 6, 33, 65}, 16, 3, 2, 1, "Sigmoid", {1, 2}},    // strided, an activation after the store
       {{1, 40, 7, 60}, 48, 3, 1, 1, "Relu", {2, 1}},       // 3 pooled rows: bands cut by channels
+      {{2, 40, 7, 60}, 48, 3, 1, 1, "Relu", {2, 1}},       // the same in 2 images: each thread a slice of each
       {{3, 8, 12, 40}, 32, 3, 1, 1, "LeakyRelu", {3, 3}},  // 3x3 windows, 3 images
       {{2, 3, 45, 67}, 16, 7, 2, 3, "Relu", {3, 3}, {2, 2}, {1, 1, 1, 1}},     // a ResNet stem
       {{1, 8, 30, 90}, 32, 3, 1, 1, "Relu", {3, 3}, {1, 1}, {1, 1, 1, 1}},     // 3x3 / 1, padded: the same size
