@@ -58,7 +58,9 @@ class MatMulKernel final : public Kernel {
   }
 
   explicit MatMulKernel(const KernelInit& init)
-      : fused_(init.node.op_type == "FusedMatMul"), alpha_(fused_ ? init.node.attr_float("alpha", 1.f) : 1.f) {
+      : fused_(init.node.op_type == "FusedMatMul"),
+        alpha_(fused_ ? init.node.attr_float("alpha", 1.f) : 1.f),
+        products_(init.products) {
     const Tensor* b = init.const_inputs.size() > 1 ? init.const_inputs[1] : nullptr;
     // A single column is a matrix-vector product, which gemm handles unpacked.
     if (b && b->dtype() == DType::kFloat32 && b->rank() >= 2 && b->dims().back() > 1) {
@@ -123,7 +125,7 @@ class MatMulKernel final : public Kernel {
       GemmA ga{a + ai * d.m * d.k, d.k, false, nullptr};
       GemmB gb{b + bi * d.k * d.n, d.n, false, nullptr, nullptr};
       if (use_packed) gb = GemmB{nullptr, 0, false, &packed_[static_cast<size_t>(bi)], nullptr};
-      kernels::gemm(p, d.m, d.n, d.k, alpha_, ga, gb, 0.f, yp, d.n, ep);
+      kernels::gemm(p, d.m, d.n, d.k, alpha_, ga, gb, 0.f, yp, d.n, ep, products_);
     };
     if (d.b_matrices == 1) {
       // Every batch of A meets the same B: one GEMM over all rows of A.
@@ -131,7 +133,7 @@ class MatMulKernel final : public Kernel {
       GemmB gb{b, d.n, false, nullptr, nullptr};
       if (use_packed) gb = GemmB{nullptr, 0, false, &packed_[0], nullptr};
       if (d.a_matrices == d.batch_count) {
-        kernels::gemm(pool, d.m * d.batch_count, d.n, d.k, alpha_, ga, gb, 0.f, y, d.n, ep);
+        kernels::gemm(pool, d.m * d.batch_count, d.n, d.k, alpha_, ga, gb, 0.f, y, d.n, ep, products_);
         return;
       }
     }
@@ -178,6 +180,8 @@ class MatMulKernel final : public Kernel {
 
   bool fused_ = false;  // ai.tessera.FusedMatMul: bias (input 2) and activation in the epilogue
   float alpha_ = 1.f;   // its attribute alpha: the product times alpha, before the bias
+  // What products of two operands computed at run time multiply in (--precision; a packed B decides for itself).
+  kernels::Products products_ = kernels::Products::kFp32;
   Epilogue act_;
   std::vector<PackedMatrix> packed_;
   Dims packed_dims_;  // dims of the constant B, empty when not packed
@@ -225,6 +229,7 @@ class GemmKernel final : public Kernel {
  public:
   static Expected<std::unique_ptr<Kernel>> Create(const KernelInit& init) {
     auto k = std::make_unique<GemmKernel>();
+    k->products_ = init.products;
     const Node& node = init.node;
     k->trans_a_ = node.attr_int("transA", 0) != 0;
     k->trans_b_ = node.attr_int("transB", 0) != 0;
@@ -314,7 +319,7 @@ class GemmKernel final : public Kernel {
     GemmA ga{a.data<float>(), a.dim(1), trans_a_, nullptr};
     GemmB gb{b.data<float>(), b.dim(1), trans_b_, nullptr, nullptr};
     if (use_packed) gb = GemmB{nullptr, 0, false, &packed_b_, nullptr};
-    kernels::gemm(&ctx.pool(), m, n, k, alpha_, ga, gb, beta, yp, n, ep);
+    kernels::gemm(&ctx.pool(), m, n, k, alpha_, ga, gb, beta, yp, n, ep, products_);
     return Status::Ok();
   }
 
@@ -351,6 +356,7 @@ class GemmKernel final : public Kernel {
   float alpha_ = 1.f;
   float beta_ = 1.f;
   Epilogue act_;
+  kernels::Products products_ = kernels::Products::kFp32;  // as MatMulKernel's
   PackedMatrix packed_b_;
   Dims packed_dims_;
 };

@@ -49,7 +49,8 @@ struct Case {
   Activation act;
   int mode;  // 0 raw, 1 packed A, 2 packed B, 3 both packed, 4 B from a source
   // Packed operands packed as constants for bf16 or fp16 products (modes 1, 2, 4: A in pairs with B raw or from a
-  // source; B in pairs with A raw); the reference then rounds A and B to bf16 or fp16.
+  // source; B in pairs with A raw), or (mode 0) both raw with the products asked of gemm; the reference then rounds
+  // A and B to bf16 or fp16.
   Products products = Products::kFp32;
 };
 
@@ -131,7 +132,7 @@ void run_case(const Case& cs, ThreadPool* pool, std::mt19937& rng) {
   GemmB gb{b.data(), ldb, cs.tb, nullptr, nullptr};
   PackedMatrix pa, pb;
   const bool narrow = cs.products != Products::kFp32;
-  if (narrow) {
+  if (narrow && cs.mode != 0) {
     if (cs.mode == 1 || cs.mode == 4) {
       pa = PackedMatrix::PackConstantA(a.data(), lda, cs.ta, cs.m, cs.k, cs.products);
       ga = GemmA{nullptr, 0, false, &pa};
@@ -150,7 +151,7 @@ void run_case(const Case& cs, ThreadPool* pool, std::mt19937& rng) {
   }
   RawSource src(b.data(), ldb, cs.tb);
   if (cs.mode == 4) gb = GemmB{nullptr, 0, false, nullptr, &src};
-  gemm(pool, cs.m, cs.n, cs.k, cs.alpha, ga, gb, cs.beta, c.data(), ldc, ep);
+  gemm(pool, cs.m, cs.n, cs.k, cs.alpha, ga, gb, cs.beta, c.data(), ldc, ep, cs.products);
 
   // fp16 products sum up to 32 of them per lane in fp16 (gemm.h): each add rounds to 11 bits of a partial sum.
   const float fp16_sums = cs.products == Products::kFp16
@@ -224,7 +225,7 @@ TEST(Gemm, Bf16PackedConstantsMultiplyRoundedOperandsWithFloatSums) {
   std::mt19937 rng(7);
   ThreadPool pool1(1), pool2(2);
   for (int it = 0; it < 120; ++it) {
-    Case cs = random_case(rng, it, 6, {1, 2, 4});
+    Case cs = random_case(rng, it, 6, {0, 1, 2, 4});
     cs.products = Products::kBf16;
     run_case(cs, it % 2 ? &pool2 : &pool1, rng);
     if (HasFatalFailure()) return;
@@ -259,7 +260,7 @@ TEST(Gemm, Fp16PackedConstantsMultiplyRoundedOperandsInShortSums) {
   std::mt19937 rng(11);
   ThreadPool pool1(1), pool2(2);
   for (int it = 0; it < 120; ++it) {
-    Case cs = random_case(rng, it, 6, {1, 2, 4});
+    Case cs = random_case(rng, it, 6, {0, 1, 2, 4});
     cs.products = Products::kFp16;
     run_case(cs, it % 2 ? &pool2 : &pool1, rng);
     if (HasFatalFailure()) return;
@@ -273,7 +274,8 @@ TEST(Gemm, Fp16OperandsRoundAndSumsAreShortRuns) {
   if (!p.pairs()) GTEST_SKIP() << "this CPU (or TESSERA_ISA) has no AVX512-FP16; checked: packing stays fp32";
   const PackedMatrix q = PackedMatrix::PackConstantB(w.data(), 40, false, 64, 40, Products::kBf16);
   EXPECT_NE(p.data(), q.data());  // fp16 and bf16 copies of one constant are kept apart
-  // 1 + 2^-12 is no fp16 value: it rounds to 1, so eight products sum to 8 exactly (fp32: 8.001953125).
+  // 1 + 2^-12 is no fp16 value: it rounds to 1, so eight products sum to 8 exactly (fp32: 8.001953125), with A
+  // packed as a constant and with both operands raw (products asked of gemm), down to a single column.
   {
     std::vector<float> a(8, 1.f + 1.f / 4096.f), b(8 * 40, 1.f), c(40, -1.f);
     const PackedMatrix pa = PackedMatrix::PackConstantA(a.data(), 8, false, 1, 8, Products::kFp16);
@@ -281,6 +283,12 @@ TEST(Gemm, Fp16OperandsRoundAndSumsAreShortRuns) {
     GemmB gb{b.data(), 40, false, nullptr, nullptr};
     gemm(nullptr, 1, 40, 8, 1.f, ga, gb, 0.f, c.data(), 40);
     for (float v : c) EXPECT_EQ(v, 8.f);
+    for (int64_t n : {int64_t{40}, int64_t{1}}) {
+      std::fill(c.begin(), c.end(), -1.f);
+      gemm(nullptr, 1, n, 8, 1.f, GemmA{a.data(), 8, false, nullptr}, GemmB{b.data(), n, false, nullptr, nullptr}, 0.f,
+           c.data(), n, {}, Products::kFp16);
+      for (int64_t j = 0; j < n; ++j) EXPECT_EQ(c[static_cast<size_t>(j)], 8.f) << "n=" << n;
+    }
   }
   // Products of 1024 (32 x 32), 128 pairs to a lane in one K block of 256: one fp16 sum per lane would pass 65504
   // and give inf; runs of 32 reach 32768 and give 262144 exactly in fp32.

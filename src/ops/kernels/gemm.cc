@@ -213,8 +213,9 @@ PackedMatrix PackedMatrix::PackB(const float* b, int64_t ldb, bool trans, int64_
 }
 
 void gemm(Parallel* pool, int64_t m, int64_t n, int64_t k, float alpha, const GemmA& a, const GemmB& b, float beta,
-          float* c, int64_t ldc, const Epilogue& ep) {
-  gemm_isa().gemm(pool, m, n, k, alpha, a, b, beta, c, ldc, ep);
+          float* c, int64_t ldc, const Epilogue& ep, Products products) {
+  const bool packed = a.packed != nullptr || b.packed != nullptr;
+  gemm_isa().gemm(pool, m, n, k, alpha, a, b, beta, c, ldc, ep, packed ? Products::kFp32 : products_here(products));
 }
 
 GemmA rows_of(const GemmA& a, int64_t r0) {

@@ -184,9 +184,12 @@ struct GemmB {
 
 // The general entry point. `pool` may be null (single-threaded); inside a
 // parallel region the pool runs inline, so callers may parallelise over
-// batches and call gemm per item.
-void gemm(Parallel* pool, int64_t m, int64_t n, int64_t k, float alpha, const GemmA& a, const GemmB& b,
-          float beta, float* c, int64_t ldc, const Epilogue& ep = {});
+// batches and call gemm per item. `products`: what a product of two operands
+// neither of which is packed multiplies in, where the CPU can (products_here;
+// both are rounded as their blocks are packed); a packed operand decides for
+// itself.
+void gemm(Parallel* pool, int64_t m, int64_t n, int64_t k, float alpha, const GemmA& a, const GemmB& b, float beta,
+          float* c, int64_t ldc, const Epilogue& ep = {}, Products products = Products::kFp32);
 
 // BLAS-like convenience wrapper.
 void sgemm(Parallel* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,

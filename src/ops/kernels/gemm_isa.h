@@ -24,8 +24,8 @@ struct GemmIsa {
   // The wide packer (gemm.h: PackConstantAWide) and its panels' rows; null and 0 where the set has none (AVX2).
   PackedMatrix (*pack_a_wide)(const float* a, int64_t lda, bool trans, int64_t m, int64_t k);
   int wide_rows;
-  void (*gemm)(Parallel* pool, int64_t m, int64_t n, int64_t k, float alpha, const GemmA& a, const GemmB& b,
-               float beta, float* c, int64_t ldc, const Epilogue& ep);
+  void (*gemm)(Parallel* pool, int64_t m, int64_t n, int64_t k, float alpha, const GemmA& a, const GemmB& b, float beta,
+               float* c, int64_t ldc, const Epilogue& ep, Products products);
   void (*apply_activation)(const Epilogue& ep, float* x, int64_t n);
   void (*apply_epilogue)(const Epilogue& ep, int64_t m, int64_t n, float* c, int64_t ldc);
 };
