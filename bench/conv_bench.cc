@@ -1,6 +1,7 @@
 // Micro-benchmark of the native Conv kernel on typical CNN layers: prints
 // GFLOP/s with 1 thread (wall and thread-CPU time, the latter unaffected by
-// other processes on a shared machine) and with 2 threads (wall). Not built
+// other processes on a shared machine) and with 2 threads (wall). PRODUCTS=bf16|fp16: the kernel's products in that
+// precision where the CPU has it. Not built
 // by CMake; after building build-<dir>/libtessera_core.a:
 //   g++ -std=c++20 -O3 -march=native -DONNX_ML=1 -DONNX_NAMESPACE=onnx -Isrc bench/conv_bench.cc
 //       -Wl,--start-group build/libtessera_*.a -Wl,--end-group -lonnx -lonnx_proto -lprotobuf -lpthread
@@ -125,6 +126,8 @@ int main(int argc, char** argv) {
     g.i = l.group;
     node.attrs["group"] = g;
     KernelInit init{node, 13, {}, {nullptr, &w, &b}};
+    const char* products = std::getenv("PRODUCTS");  // bf16 or fp16: packed for those products where the CPU can
+    init.products = kernels::products_named(products ? products : "");
     for (const Tensor* t : {&x, &w, &b}) init.in_info.push_back(ValueInfo{t->dtype(), Shape::FromDims(t->dims())});
     auto kernel = create_kernel(*OpRegistry::instance().find("", "Conv"), init);
     if (!kernel.ok()) {

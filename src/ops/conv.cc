@@ -119,7 +119,13 @@ class ConvKernel final : public Kernel {
       const int64_t mg = w->dim(0) / group;
       const int64_t kk = w->numel() / w->dim(0);
       k->packed_dims_ = w->dims();
-      k->products_ = init.products;
+      // Narrow products where they pay against this convolution's fp32 path (bench/conv_bench.cc, PRODUCTS=fp16,
+      // 2 threads, an Intel Xeon with AVX512-FP16): a kernel wider than 1 runs by rows in fp32, reading its input in
+      // place, where the pair kernels pack and round it for every block: 0.3-0.9x the fp32 speed below 256 output
+      // channels (a U-Net's 16 -> 16 at 256 x 256: 342 -> 109 GFLOP/s), 1.1-1.4x from 256 on. A 1x1 kernel is a
+      // GEMM on the input either way (1.05-1.6x).
+      const bool one_by_one = kk == w->dim(1);
+      k->products_ = one_by_one || mg >= 256 ? init.products : kernels::Products::kFp32;
       // A float input of known dims that runs by rows on the wide kernel needs W packed wide only: now, not at its
       // first run (the layout the row kernel and im2col read stays unmade; native resnet50 max RSS 331 -> 317 MB).
       const ValueInfo* xi = init.in_info.empty() ? nullptr : &init.in_info[0];
@@ -132,7 +138,7 @@ class ConvKernel final : public Kernel {
       }
       for (int64_t g = 0; g < group; ++g) {
         k->packed_.push_back(
-            PackedMatrix::PackConstantA(w->data<float>() + g * mg * kk, kk, false, mg, kk, init.products));
+            PackedMatrix::PackConstantA(w->data<float>() + g * mg * kk, kk, false, mg, kk, k->products_));
       }
     }
     return std::unique_ptr<Kernel>(std::move(k));

@@ -4,14 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "ops/op_registry.h"
 #include "ops/node_runner.h"
-#include "util/thread_pool.h"
+#include "ops/op_registry.h"
 #include "unit/op_test_util.h"
+#include "util/cpu_isa.h"
+#include "util/thread_pool.h"
 
 namespace tessera {
 namespace {
@@ -232,6 +234,34 @@ TEST(Conv, LargeChannelCountsUseSeveralKBlocks) {
     auto res = run_node(conv_node(p, true), {x, w, b}, consts, &pool);
     ASSERT_TRUE(res.ok()) << res.status().message();
     expect_close(res->at(0), ref_conv(p, out, x, w, &b), "large");
+  }
+}
+
+// Narrow products only where they pay against the fp32 path (conv.cc): a 3x3 kernel over fewer than 256 output
+// channels keeps fp32 products at --precision fp16 (the bits of the fp32 run), a 1x1 kernel or 256 output channels
+// takes fp16 ones (other bits, within fp16's rounding).
+TEST(Conv, Fp16ProductsWhereTheyPayAgainstTheFloatPath) {
+  if (!cpu::avx512_fp16()) GTEST_SKIP() << "this CPU (or TESSERA_ISA) has no AVX512-FP16";
+  std::mt19937 rng(9);
+  ThreadPool pool(2);
+  struct Case {
+    int64_t cin, cout, k;
+    bool narrow;
+  };
+  for (const Case& c : {Case{24, 64, 3, false}, Case{24, 64, 1, true}, Case{24, 256, 3, true}}) {
+    const int64_t pad = c.k / 2;
+    ConvParams p{2, 1, 1, c.cin, c.cout, {9, 40}, {c.k, c.k}, {1, 1}, {1, 1}, {pad, pad}, {pad, pad}, "NOTSET"};
+    Tensor x = random_tensor({1, c.cin, 9, 40}, rng), w = random_tensor({c.cout, c.cin, c.k, c.k}, rng),
+           b = random_tensor({c.cout}, rng);
+    auto f32 = run_node(conv_node(p, true), {x, w, b}, true, &pool);
+    auto f16 = run_node(conv_node(p, true), {x, w, b}, true, &pool, kernels::Products::kFp16);
+    ASSERT_TRUE(f32.ok() && f16.ok());
+    const bool same = std::memcmp(f32->at(0).raw(), f16->at(0).raw(), f32->at(0).nbytes()) == 0;
+    EXPECT_EQ(same, !c.narrow) << c.cin << "->" << c.cout << " " << c.k << "x" << c.k;
+    Dims out;
+    conv_out(p, &out);
+    const std::vector<float> want = ref_conv(p, out, x, w, &b);
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(f16->at(0).data<float>()[i], want[i], 0.05f) << i;
   }
 }
 
