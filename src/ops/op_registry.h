@@ -147,8 +147,8 @@ struct KernelInit {
   int64_t opset;
   std::vector<ValueInfo> in_info;           // compile-time types/shapes of inputs
   std::vector<const Tensor*> const_inputs;  // constant inputs (e.g. weights) or null
-  // Products of constant weights may be computed in bf16 or fp16 (--precision; the GEMM decides whether the CPU
-  // can: kernels/gemm.h).
+  // What products of constant weights, and MatMul/Gemm products of two run-time operands, may compute in: bf16 or
+  // fp16 (--precision; the GEMM decides whether the CPU can: kernels/gemm.h).
   kernels::Products products = kernels::Products::kFp32;
 };
 

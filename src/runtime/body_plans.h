@@ -41,8 +41,8 @@ struct PlanOptions {
   // Every step's output shapes inferred as it runs, from its inputs then (no arena). For a plan that serves any
   // input shape: what shape inference says of a value from symbolic input dims need not hold for every size.
   bool shapes_at_run_time = false;
-  // Conv, ConvTranspose, MatMul and Gemm with constant weights multiply in bf16 or fp16 where the CPU has the
-  // instructions (KernelInit::products): a program compiled with --precision bf16 or fp16.
+  // Conv, ConvTranspose, MatMul and Gemm multiply in bf16 or fp16 where the CPU has the instructions and they
+  // measure faster (KernelInit::products, kernels::products_worth): a program compiled with --precision bf16 or fp16.
   kernels::Products products = kernels::Products::kFp32;
 };
 

@@ -75,8 +75,8 @@ struct SessionOptions {
   // compile serves only the runs after it). < 0: the mean wall time of this session's bucket compiles so far (1 s
   // before the first): a compile is worth its cost once the shape has cost as much. 0: at the first run.
   double bucket_payback_ms = -1;
-  // Native Conv, ConvTranspose, MatMul and Gemm with constant weights multiply in bf16 or fp16 where the CPU has the
-  // instructions (PlanOptions::products): --precision bf16 or fp16. A Program compiled at a precision below fp32
+  // Native Conv, ConvTranspose, MatMul and Gemm multiply in bf16 or fp16 where the CPU has the instructions and they
+  // measure faster (PlanOptions::products): --precision bf16 or fp16. A Program compiled at a precision below fp32
   // sets it whatever this says.
   kernels::Products products = kernels::Products::kFp32;
   // Per input name, the dims its random inputs take (api::random_inputs): --shape on an artifact, whose shapes are

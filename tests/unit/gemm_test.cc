@@ -218,18 +218,24 @@ TEST(Gemm, MatchesReferenceOnRandomShapes) {
   }
 }
 
-// bf16 products: the operands rounded to bf16 (nearest even), products summed in fp32, then alpha, beta and the
-// epilogue as in fp32; K blocks of odd length, either side packed, B from a source.
-TEST(Gemm, Bf16PackedConstantsMultiplyRoundedOperandsWithFloatSums) {
-  if (!cpu::avx512_bf16()) GTEST_SKIP() << "this CPU (or TESSERA_ISA) has no AVX-512 BF16; checked: packing stays fp32";
-  std::mt19937 rng(7);
+// 120 random cases of `products` (Case::products): K blocks of odd length, either side packed, B from a source, both
+// operands raw; on 1 and 2 threads.
+void run_narrow_cases(Products products, unsigned seed) {
+  std::mt19937 rng(seed);
   ThreadPool pool1(1), pool2(2);
   for (int it = 0; it < 120; ++it) {
     Case cs = random_case(rng, it, 6, {0, 1, 2, 4});
-    cs.products = Products::kBf16;
+    cs.products = products;
     run_case(cs, it % 2 ? &pool2 : &pool1, rng);
-    if (HasFatalFailure()) return;
+    if (::testing::Test::HasFatalFailure()) return;
   }
+}
+
+// bf16 products: the operands rounded to bf16 (nearest even), products summed in fp32, then alpha, beta and the
+// epilogue as in fp32.
+TEST(Gemm, Bf16PackedConstantsMultiplyRoundedOperandsWithFloatSums) {
+  if (!cpu::avx512_bf16()) GTEST_SKIP() << "this CPU (or TESSERA_ISA) has no AVX-512 BF16; checked: packing stays fp32";
+  run_narrow_cases(Products::kBf16, 7);
 }
 
 TEST(Gemm, Bf16PackingIsFp32WhereTheCpuLacksIt) {
@@ -257,14 +263,7 @@ TEST(Gemm, Bf16PackingIsFp32WhereTheCpuLacksIt) {
 // bf16's, with the tolerance of those runs.
 TEST(Gemm, Fp16PackedConstantsMultiplyRoundedOperandsInShortSums) {
   if (!cpu::avx512_fp16()) GTEST_SKIP() << "this CPU (or TESSERA_ISA) has no AVX512-FP16; checked: packing stays fp32";
-  std::mt19937 rng(11);
-  ThreadPool pool1(1), pool2(2);
-  for (int it = 0; it < 120; ++it) {
-    Case cs = random_case(rng, it, 6, {0, 1, 2, 4});
-    cs.products = Products::kFp16;
-    run_case(cs, it % 2 ? &pool2 : &pool1, rng);
-    if (HasFatalFailure()) return;
-  }
+  run_narrow_cases(Products::kFp16, 11);
 }
 
 TEST(Gemm, Fp16OperandsRoundAndSumsAreShortRuns) {

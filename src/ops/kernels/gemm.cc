@@ -132,16 +132,12 @@ Products products_here(Products asked) {
 
 namespace {
 
-// Seconds of the fastest of `runs` products C = A B, B packed as `b`.
-double best_seconds(const PackedMatrix& b, const std::vector<float>& a, std::vector<float>& c, int64_t m, int runs) {
-  double best = 1e30;
-  for (int r = 0; r < runs; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    gemm(nullptr, m, b.cols(), b.rows(), 1.f, GemmA{a.data(), b.rows(), false, nullptr},
-         GemmB{nullptr, 0, false, &b, nullptr}, 0.f, c.data(), b.cols());
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
+// Seconds of one product C = A B on the calling thread, B packed as `b`.
+double seconds(const PackedMatrix& b, const std::vector<float>& a, std::vector<float>& c, int64_t m) {
+  const auto t0 = std::chrono::steady_clock::now();
+  gemm(nullptr, m, b.cols(), b.rows(), 1.f, GemmA{a.data(), b.rows(), false, nullptr},
+       GemmB{nullptr, 0, false, &b, nullptr}, 0.f, c.data(), b.cols());
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 bool narrow_pays(Products p) {
@@ -149,12 +145,12 @@ bool narrow_pays(Products p) {
   std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)), c(static_cast<size_t>(m * n));
   for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i % 7) * 0.125f - 0.375f;
   for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 5) * 0.25f - 0.5f;
-  const PackedMatrix wide = PackedMatrix::PackB(b.data(), n, false, k, n);
+  const PackedMatrix fp32 = PackedMatrix::PackB(b.data(), n, false, k, n);
   const PackedMatrix narrow = gemm_isa().pack_b_pairs(p, b.data(), n, false, k, n);
   double t32 = 1e30, t16 = 1e30;
   for (int round = 0; round < 7; ++round) {  // alternately, so that a busy moment of a shared host hits both
-    t32 = std::min(t32, best_seconds(wide, a, c, m, 1));
-    t16 = std::min(t16, best_seconds(narrow, a, c, m, 1));
+    t32 = std::min(t32, seconds(fp32, a, c, m));
+    t16 = std::min(t16, seconds(narrow, a, c, m));
   }
   return t16 < 0.95 * t32;
 }
@@ -214,8 +210,7 @@ PackedMatrix PackedMatrix::PackB(const float* b, int64_t ldb, bool trans, int64_
 
 void gemm(Parallel* pool, int64_t m, int64_t n, int64_t k, float alpha, const GemmA& a, const GemmB& b, float beta,
           float* c, int64_t ldc, const Epilogue& ep, Products products) {
-  const bool packed = a.packed != nullptr || b.packed != nullptr;
-  gemm_isa().gemm(pool, m, n, k, alpha, a, b, beta, c, ldc, ep, packed ? Products::kFp32 : products_here(products));
+  gemm_isa().gemm(pool, m, n, k, alpha, a, b, beta, c, ldc, ep, products_here(products));
 }
 
 GemmA rows_of(const GemmA& a, int64_t r0) {
