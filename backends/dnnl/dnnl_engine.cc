@@ -32,6 +32,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 #include <optional>
 
 #include "dnnl_engine.h"
@@ -199,22 +200,52 @@ class Builder {
     add_step(std::move(s));
   }
 
-  // Converts a constant now, into a buffer the engine owns.
-  int convert_constant(int from, const memory::desc& md) {
+  // A constant of layout md the plugin computes now, with fill(buffer), into a buffer the engine owns (a dry run
+  // computes nothing).
+  template <class Fill>
+  int own_constant(const memory::desc& md, Fill fill) {
     if (dry_) return add_mem(md, Storage::kFixed, fixed(nullptr));
     AlignedBuffer buf(md.get_size());
-    const Mem src = plan_.mems[static_cast<size_t>(from)];
-    auto pd = reorder_pd(src.md, md);
-    AlignedBuffer scratch(pd.scratchpad_desc().get_size());
-    memory src_mem(src.md, eng_, plan_.fixed[static_cast<size_t>(src.index)]);
-    memory dst_mem(md, eng_, buf.p);
-    std::unordered_map<int, memory> args{{DNNL_ARG_FROM, src_mem}, {DNNL_ARG_TO, dst_mem}};
-    if (scratch.p) args.emplace(DNNL_ARG_SCRATCHPAD, memory(pd.scratchpad_desc(), eng_, scratch.p));
-    dnnl::reorder(pd).execute(stream_, args);
-    stream_.wait();
+    fill(buf.p);
     const int idx = fixed(buf.p);
     plan_.owned.push_back(std::move(buf));
     return add_mem(md, Storage::kFixed, idx);
+  }
+
+  // Converts a constant now, into a buffer the engine owns.
+  int convert_constant(int from, const memory::desc& md) {
+    return own_constant(md, [&](void* to) {
+      const Mem src = plan_.mems[static_cast<size_t>(from)];
+      auto pd = reorder_pd(src.md, md);
+      AlignedBuffer scratch(pd.scratchpad_desc().get_size());
+      memory src_mem(src.md, eng_, plan_.fixed[static_cast<size_t>(src.index)]);
+      memory dst_mem(md, eng_, to);
+      std::unordered_map<int, memory> args{{DNNL_ARG_FROM, src_mem}, {DNNL_ARG_TO, dst_mem}};
+      if (scratch.p) args.emplace(DNNL_ARG_SCRATCHPAD, memory(pd.scratchpad_desc(), eng_, scratch.p));
+      dnnl::reorder(pd).execute(stream_, args);
+      stream_.wait();
+    });
+  }
+
+  // The bias of a convolution whose source zero point is in its bias (src_zero_point_in_bias): the op's constant
+  // bias (none: 0) less the zero point times each output channel's weight sum, saturated to int32 as oneDNN's own
+  // sums are.
+  int zero_point_bias(const Op& op, const memory::desc& md) {
+    return own_constant(md, [&](void* to) {
+      const Dims& wd = p_.values[static_cast<size_t>(op.in[1])].dims;
+      const int64_t m = wd[0], k = numel(wd) / m;
+      const auto* w = static_cast<const int8_t*>(constant_ptr(static_cast<size_t>(op.in[1])));
+      const auto* b =
+          op.in[2] >= 0 ? static_cast<const int32_t*>(constant_ptr(static_cast<size_t>(op.in[2]))) : nullptr;
+      const auto zp = static_cast<int64_t>(op.floats[0]);
+      for (int64_t j = 0; j < m; ++j) {
+        int64_t sum = 0;
+        for (int64_t i = 0; i < k; ++i) sum += w[j * k + i];
+        const int64_t v = (b ? b[j] : 0) - zp * sum;
+        static_cast<int32_t*>(to)[j] = static_cast<int32_t>(
+            std::clamp<int64_t>(v, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()));
+      }
+    });
   }
 
   // Value v in layout md (same dims as v's), converting once.
@@ -472,7 +503,12 @@ class Builder {
     s.impl = std::string(dnnl_prim_kind2str(static_cast<dnnl_primitive_kind_t>(pd.get_kind()))) + " " +
              pd.impl_info_str();
     for (size_t k = 0; k < specs.size(); ++k) {
-      if (mem[k] >= 0) s.args.emplace_back(specs[k].arg, mem[k]);
+      if (mem[k] >= 0 && !(specs[k].arg == DNNL_ARG_BIAS && src_zero_point_in_bias(op))) {
+        s.args.emplace_back(specs[k].arg, mem[k]);
+      }
+    }
+    if (src_zero_point_in_bias(op)) {
+      s.args.emplace_back(DNNL_ARG_BIAS, zero_point_bias(op, pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_BIAS)));
     }
     int sum_operand = -1;
     for (size_t i = 0; i < op.post.size(); ++i) {
@@ -790,13 +826,9 @@ class Builder {
     Dims wd1 = wd;
     ++wd1[conv ? 0 : 1];
     const memory::desc wmd = plain_md(wd1, memory::data_type::s8);
-    int w8;
-    if (dry_) {
-      w8 = add_mem(wmd, Storage::kFixed, fixed(nullptr));
-    } else {
-      AlignedBuffer buf(wmd.get_size());
+    const int w8 = own_constant(wmd, [&](void* to) {
       const auto* w = static_cast<const uint8_t*>(constant_ptr(static_cast<size_t>(op.in[1])));
-      auto* q = static_cast<int8_t*>(buf.p);
+      auto* q = static_cast<int8_t*>(to);
       auto shifted = [](uint8_t v) { return static_cast<int8_t>(static_cast<int32_t>(v) - 128); };
       if (conv) {  // [M + 1, C, k...]: the last output channel all ones
         for (int64_t i = 0; i < m * k; ++i) q[i] = shifted(w[i]);
@@ -807,10 +839,7 @@ class Builder {
           q[r * (m + 1) + m] = 1;
         }
       }
-      const int idx = fixed(buf.p);
-      plan_.owned.push_back(std::move(buf));
-      w8 = add_mem(wmd, Storage::kFixed, idx);
-    }
+    });
     std::optional<dnnl::primitive_desc_base> pd;
     if (conv) {
       try {  // the source as it is held, else in the layout the convolution prefers

@@ -134,6 +134,17 @@ memory::desc weights_view(const Op& op, const Dims& w, int64_t g, memory::data_t
   return strided_md(dims, strides);
 }
 
+}  // namespace
+
+bool src_zero_point_in_bias(const Op& op) {
+  if (op.kind != OpKind::kQConv || op.floats.empty() || op.floats[0] == 0) return false;
+  const Spatial s = spatial_of(op);
+  return std::all_of(s.pb.begin(), s.pb.end(), [](int64_t p) { return p == 0; }) &&
+         std::all_of(s.pe.begin(), s.pe.end(), [](int64_t p) { return p <= 0; });
+}
+
+namespace {
+
 dnnl::primitive_attr attr_for(const Op& op, const std::vector<Value>& v) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -141,15 +152,20 @@ dnnl::primitive_attr attr_for(const Op& op, const std::vector<Value>& v) {
     // Per output channel (convolution) or per column (matmul): dim 1 of the destination either way.
     const std::vector<float> scales(op.floats.begin() + 2, op.floats.end());
     attr.set_output_scales(scales.size() == 1 ? 0 : 1 << 1, scales);
-    if (op.floats[0] != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {static_cast<int32_t>(op.floats[0])});
-    if (op.floats[1] != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {static_cast<int32_t>(op.floats[1])});
-    // oneDNN adds the destination's zero point before it rounds: rounded first (half to even), the result is
-    // round(v) + zero point, as ONNX Runtime and the native kernel compute it, not round(v + zero point), which
-    // the float sum's own rounding can move across a half.
+    // A zero point no window of the source's padding reads is in the bias instead (src_zero_point_in_bias): with
+    // it, oneDNN 2.6 leaves its AMX brgemm convolutions too.
+    if (op.floats[0] != 0 && !src_zero_point_in_bias(op)) {
+      attr.set_zero_points(DNNL_ARG_SRC, 0, {static_cast<int32_t>(op.floats[0])});
+    }
+    // Rounded first (half to even), the result is round(v) + zero point, as ONNX Runtime and the native kernel
+    // compute it, not round(v + zero point), which the float sum's own rounding can move across a half.
     dnnl::post_ops po;
     po.append_eltwise(1.f, algorithm::eltwise_round, 0.f, 0.f);
     // A clamp table folded into the product (fusion): its clip on round(v), before the zero point is added.
     for (const PostOp& p : op.post) po.append_eltwise(1.f, static_cast<algorithm>(p.alg), p.alpha, p.beta);
+    // The destination's zero point as a last post-op (round(v) + zero point is exact in float), not as oneDNN's
+    // zero point attribute: with that attribute, oneDNN 2.6 leaves its AMX brgemm kernels for others 2-5x slower.
+    if (op.floats[1] != 0) po.append_eltwise(1.f, algorithm::eltwise_linear, 1.f, op.floats[1]);
     attr.set_post_ops(po);
     return attr;
   }
@@ -417,11 +433,13 @@ dnnl::primitive_desc_base create_pd_uncached(const Op& op, const std::vector<Val
     case OpKind::kQConv:
     case OpKind::kDynConv: {
       Spatial s = spatial_of(op);
+      const bool biased = (op.in[2] >= 0 && op.kind != OpKind::kDynConv) || src_zero_point_in_bias(op);
+      const memory::desc bias = op.in[2] >= 0 ? in[2] : plain_md(Dims{dst_dims(op, v)[1]}, memory::data_type::s32);
       dnnl::convolution_forward::desc d =
-          op.in[2] >= 0 && op.kind != OpKind::kDynConv ? dnnl::convolution_forward::desc(fwd, algorithm::convolution_direct, in[0], in[1], in[2],
-                                                          dst_any, s.strides, s.dil, s.pb, s.pe)
-                        : dnnl::convolution_forward::desc(fwd, algorithm::convolution_direct, in[0], in[1], dst_any,
-                                                          s.strides, s.dil, s.pb, s.pe);
+          biased ? dnnl::convolution_forward::desc(fwd, algorithm::convolution_direct, in[0], in[1], bias, dst_any,
+                                                   s.strides, s.dil, s.pb, s.pe)
+                 : dnnl::convolution_forward::desc(fwd, algorithm::convolution_direct, in[0], in[1], dst_any, s.strides,
+                                                   s.dil, s.pb, s.pe);
       return with_impl(dnnl::convolution_forward::primitive_desc(d, attr, eng), op.impl, all);
     }
     case OpKind::kDeconv: {

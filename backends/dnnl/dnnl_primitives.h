@@ -58,6 +58,11 @@ std::vector<OperandSpec> operand_specs(const Op& op, const std::vector<Value>& v
 dnnl::memory::desc post_operand_md(const Op& op, const PostOp& po, const std::vector<Value>& values);
 // kDynConv's and kDynMatMul's run-time output scale, post-op 0: [1, M or 1, 1...] / [1, N or 1].
 dnnl::memory::desc dyn_scale_md(const Op& op, const std::vector<Value>& values);
+// Whether the kQConv `op` reads its source without its zero point, which is subtracted in its bias instead: bias[j]
+// - zero point * (the sum of output channel j's weights). Exact where no window reads the source's padding (no
+// begin pad, no positive end pad); the engine computes that bias at load (oneDNN 2.6 runs int8 convolutions with a
+// source zero point on slower kernels than those without).
+bool src_zero_point_in_bias(const Op& op);
 // The index among the primitive's post-ops of op.post[0] (kDynConv's and kDynMatMul's scale comes first).
 int first_post_arg(const Op& op);
 // The destination's dims as the primitive sees them (MatMul: [batch.., M, N];

@@ -222,7 +222,8 @@ TEST_F(DnnlBackend, ConvVariantsMatchNative) {
 }
 
 // QLinearConv on oneDNN's int8 convolution: every element equal to the native kernel's (which is ONNX Runtime's),
-// across input signedness, zero points, per-tensor and per-channel scales, bias, groups, strides and pads.
+// across input signedness, zero points (the source's in the bias where no window reads padding), per-tensor and
+// per-channel scales, bias, groups, strides and pads.
 TEST_F(DnnlBackend, QLinearConvIsOneDnnInt8AndEqualsNativeToTheBit) {
   SKIP_WITHOUT_INT8_KERNELS();
   struct QCase {
@@ -234,16 +235,88 @@ TEST_F(DnnlBackend, QLinearConvIsOneDnnInt8AndEqualsNativeToTheBit) {
     std::function<void(Node&)> attrs;
   };
   const QCase cases[] = {
-      {"u8_pad1_per_channel", {1, 8, 9, 9}, {16, 8, 3, 3}, DType::kUInt8, DType::kUInt8, 131, 119, true, true,
-       [](Node& n) { set_ints(n, "pads", {1, 1, 1, 1}); }},
-      {"s8_stride2_per_tensor", {2, 6, 8, 7}, {5, 6, 3, 3}, DType::kInt8, DType::kInt8, -3, 7, false, true,
-       [](Node& n) { set_ints(n, "strides", {2, 2}), set_ints(n, "pads", {0, 1, 1, 0}); }},
-      {"u8_to_s8_no_bias_1x1", {1, 32, 5, 5}, {48, 32, 1, 1}, DType::kUInt8, DType::kInt8, 0, 0, true, false,
+      {"u8_pad1_per_channel",
+       {1, 8, 9, 9},
+       {16, 8, 3, 3},
+       DType::kUInt8,
+       DType::kUInt8,
+       131,
+       119,
+       true,
+       true,
+       [](Node& n) {
+         set_ints(n, "pads", {1, 1, 1, 1});
+       }},
+      {"s8_stride2_per_tensor",
+       {2, 6, 8, 7},
+       {5, 6, 3, 3},
+       DType::kInt8,
+       DType::kInt8,
+       -3,
+       7,
+       false,
+       true,
+       [](Node& n) {
+         set_ints(n, "strides", {2, 2}), set_ints(n, "pads", {0, 1, 1, 0});
+       }},
+      {"u8_to_s8_no_bias_1x1",
+       {1, 32, 5, 5},
+       {48, 32, 1, 1},
+       DType::kUInt8,
+       DType::kInt8,
+       0,
+       0,
+       true,
+       false,
        [](Node&) {}},
-      {"depthwise", {1, 16, 10, 10}, {16, 1, 3, 3}, DType::kUInt8, DType::kUInt8, 128, 3, true, true,
-       [](Node& n) { set_int(n, "group", 16), set_ints(n, "pads", {1, 1, 1, 1}); }},
-      {"groups2_dilated", {1, 4, 11, 11}, {6, 2, 3, 3}, DType::kUInt8, DType::kUInt8, 17, 200, false, true,
-       [](Node& n) { set_int(n, "group", 2), set_ints(n, "dilations", {2, 2}); }},
+      {"depthwise",
+       {1, 16, 10, 10},
+       {16, 1, 3, 3},
+       DType::kUInt8,
+       DType::kUInt8,
+       128,
+       3,
+       true,
+       true,
+       [](Node& n) {
+         set_int(n, "group", 16), set_ints(n, "pads", {1, 1, 1, 1});
+       }},
+      {"groups2_dilated",
+       {1, 4, 11, 11},
+       {6, 2, 3, 3},
+       DType::kUInt8,
+       DType::kUInt8,
+       17,
+       200,
+       false,
+       true,
+       [](Node& n) {
+         set_int(n, "group", 2), set_ints(n, "dilations", {2, 2});
+       }},
+      // No window reads padding: the source's zero point goes into a bias the plugin computes (none given here,
+      // then one given, a stride that leaves the last row unread).
+      {"u8_1x1_zero_point_in_new_bias",
+       {1, 32, 5, 5},
+       {48, 32, 1, 1},
+       DType::kUInt8,
+       DType::kUInt8,
+       140,
+       9,
+       true,
+       false,
+       [](Node&) {}},
+      {"s8_1x1_stride2_zero_point_in_bias",
+       {1, 24, 8, 9},
+       {40, 24, 1, 1},
+       DType::kInt8,
+       DType::kUInt8,
+       -5,
+       3,
+       false,
+       true,
+       [](Node& n) {
+         set_ints(n, "strides", {2, 2});
+       }},
   };
   unsigned seed = 400;
   for (const QCase& c : cases) {
