@@ -60,8 +60,9 @@ dnnl::memory::desc post_operand_md(const Op& op, const PostOp& po, const std::ve
 dnnl::memory::desc dyn_scale_md(const Op& op, const std::vector<Value>& values);
 // Whether the kQConv `op` reads its source without its zero point, which is subtracted in its bias instead: bias[j]
 // - zero point * (the sum of output channel j's weights). Exact where no window reads the source's padding (no
-// begin pad, no positive end pad); the engine computes that bias at load (oneDNN 2.6 runs int8 convolutions with a
-// source zero point on slower kernels than those without).
+// begin pad, no positive end pad) and the int32 sums stay within a float's 24 bits, as they must anyway for oneDNN,
+// which adds its bias to the sum converted to float; the engine computes that bias at load (oneDNN 2.6 runs int8
+// convolutions with a source zero point on slower kernels than those without).
 bool src_zero_point_in_bias(const Op& op);
 // The index among the primitive's post-ops of op.post[0] (kDynConv's and kDynMatMul's scale comes first).
 int first_post_arg(const Op& op);
