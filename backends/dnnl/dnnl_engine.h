@@ -53,6 +53,8 @@ struct Step {
   // (flip0: X, flip1: X2). Quantize, Dequantize: scale and zero point; int8
   // says the 8-bit side is signed.
   bool own = false;
+  // Quantize of X plain [N, C, spatial...] into Y channels-last (an image that int8 convolutions alone read).
+  bool to_channels_last = false;
   OpKind kind = OpKind::kView;
   int table = -1;
   uint8_t flip0 = 0, flip1 = 0;

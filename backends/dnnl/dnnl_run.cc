@@ -469,6 +469,35 @@ void run_resize_bilinear(const Step& step, std::unordered_map<int, dnnl::memory>
 // team: a lookup y[i] = table[x[i] ^ flip0] or table[(x[i] ^ flip0) << 8 | (x2[i] ^ flip1)], a quantization (its
 // scale and zero point in `params` when computed at run time) or a dequantization, or DynamicQuantizeLinear's
 // parameters.
+// A Quantize of X plain [N, C, spatial...] into Y channels-last [N, spatial..., C] (Step::to_channels_last): each
+// channel's run of positions quantized as the plain loop quantizes it (the same bytes), then interleaved.
+void quantize_to_channels_last(const Step& step, const dnnl::memory::desc& xmd, const float* x, float scale, int32_t zp,
+                               void* yv) {
+  const int64_t nb = xmd.data.dims[0], c = xmd.data.dims[1];
+  int64_t s = 1;
+  for (int d = 2; d < xmd.data.ndims; ++d) s *= xmd.data.dims[d];
+  constexpr int64_t kRun = 2048;
+  const int64_t runs = (s + kRun - 1) / kRun, tasks = nb * runs;
+  auto* y = static_cast<uint8_t*>(yv);
+#pragma omp parallel for schedule(static) if (tasks > 1)
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t n = t / runs, p0 = t % runs * kRun, len = std::min(kRun, s - p0);
+    thread_local std::vector<uint8_t> q;
+    q.resize(static_cast<size_t>(c * kRun));
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float* xr = x + (n * c + ch) * s + p0;
+      if (step.int8)
+        tessera::dynq::quantize_run(xr, len, scale, zp, reinterpret_cast<int8_t*>(q.data()) + ch * kRun);
+      else
+        tessera::dynq::quantize_run(xr, len, scale, zp, q.data() + ch * kRun);
+    }
+    uint8_t* yr = y + (n * s + p0) * c;
+    for (int64_t i = 0; i < len; ++i) {
+      for (int64_t ch = 0; ch < c; ++ch) yr[i * c + ch] = q[static_cast<size_t>(ch * kRun + i)];
+    }
+  }
+}
+
 void run_own(const Step& step, const void* table, const float* params, std::unordered_map<int, dnnl::memory>& args) {
   if (step.kind == OpKind::kBatchNorm) {
     run_batch_norm(step, args);
@@ -509,6 +538,10 @@ void run_own(const Step& step, const void* table, const float* params, std::unor
   const int32_t zp = run_time_zero_point(params ? params[1] : step.zero_point);
   if (params && scale == 0.f) {  // an all-zero input: zero point 0, every element 0
     std::memset(yv, 0, n);
+    return;
+  }
+  if (step.kind == OpKind::kQuantize && step.to_channels_last) {
+    quantize_to_channels_last(step, xmd, static_cast<const float*>(xv), scale, zp, yv);
     return;
   }
   const void* x2v = args.count(DNNL_ARG_SRC_1) ? args.at(DNNL_ARG_SRC_1).get_data_handle() : nullptr;

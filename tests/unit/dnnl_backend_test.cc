@@ -354,6 +354,55 @@ TEST_F(DnnlBackend, QLinearConvIsOneDnnInt8AndEqualsNativeToTheBit) {
   }
 }
 
+// A float image quantized and read by an int8 convolution alone: the quantizing loop writes it channels-last, as the
+// convolution reads it, so no reorder runs; the same bytes as native for uint8 and int8 images and a batch of 2.
+// Where the quantized image also leaves the region (a graph output), it stays plain and a reorder does the rest.
+TEST_F(DnnlBackend, QuantizedImageIsWrittenChannelsLastForTheInt8Convolution) {
+  SKIP_WITHOUT_INT8_KERNELS();
+  struct ICase {
+    const char* name;
+    Dims x;
+    DType qt;
+    int zp;
+    bool image_out;  // the quantized image is a graph output too
+  };
+  const ICase cases[] = {{"u8", {1, 3, 10, 11}, DType::kUInt8, 128, false},
+                         {"s8_batch2", {2, 3, 9, 8}, DType::kInt8, -4, false},
+                         {"u8_image_also_an_output", {1, 3, 10, 11}, DType::kUInt8, 120, true}};
+  unsigned seed = 560;
+  for (const ICase& c : cases) {
+    SCOPED_TRACE(c.name);
+    Tensor ws(DType::kFloat32, {8});
+    for (int64_t i = 0; i < 8; ++i) ws.data<float>()[i] = 0.002f + 0.0005f * static_cast<float>(i);
+    Tensor wz(DType::kInt8, {8});
+    std::fill_n(wz.data<int8_t>(), 8, int8_t{0});
+    Builder b;
+    b.input("x", c.x)
+        .constant("xs", scalar_tensor(DType::kFloat32, 0.01))
+        .constant("xz", scalar_tensor(c.qt, c.zp))
+        .constant("w", int8_tensor(DType::kInt8, {8, 3, 3, 3}, ++seed))
+        .constant("ws", ws)
+        .constant("wz", wz)
+        .constant("ys", scalar_tensor(DType::kFloat32, 0.05))
+        .constant("yz", scalar_tensor(DType::kUInt8, 7));
+    b.node("q", "QuantizeLinear", {"x", "xs", "xz"}, "xq");
+    set_ints(b.node("qconv", "QLinearConv", {"xq", "xs", "xz", "w", "ws", "wz", "ys", "yz"}, "y"), "pads",
+             {1, 1, 1, 1});
+    Graph g = b.done(c.image_out ? std::vector<std::string>{"y", "xq"} : std::vector<std::string>{"y"});
+    std::vector<Tensor> inputs{random_tensor(c.x, ++seed)};
+    plugintest::PluginClient::Profiled prof;
+    std::vector<Tensor> out = run_claimed(g, inputs, &prof);
+    ASSERT_FALSE(out.empty());
+    std::vector<Tensor> ref = native(g, inputs);
+    ASSERT_EQ(ref.size(), out.size());
+    for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(bytes_differ(out[i], ref[i]), 0) << "output " << i;
+    const bool reorders = std::any_of(prof.steps.begin(), prof.steps.end(), [](const auto& st) {
+      return st.what.find("reorder of 'xq'") != std::string::npos;
+    });
+    EXPECT_EQ(reorders, c.image_out);
+  }
+}
+
 // A dynamically quantized convolution as ONNX Runtime's quantize_dynamic writes it (DynamicQuantizeLinear, ConvInteger,
 // Cast, Mul by x_scale * w_scale, the bias Add), then SiLU: one oneDNN region (int8 convolution, the plugin's own
 // quantization and logistic loops) equal to native to the bit, for int8 weights (zero point 0) and uint8 weights
