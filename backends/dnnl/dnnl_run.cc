@@ -68,6 +68,27 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) size_t lookup_vbmi(const 
   }
   return i;
 }
+
+// Interleaves c (1 to 4) byte runs q[ch * stride ..] into y[i * c + ch] for positions i < n, 16 positions (16 * c
+// bytes) per permute; returns the positions done (a multiple of 16); the caller does the rest.
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) size_t interleave_vbmi(const uint8_t* q, int64_t stride,
+                                                                              int64_t c, size_t n, uint8_t* y) {
+  alignas(64) uint8_t idx[64] = {};
+  for (int64_t j = 0; j < 16 * c; ++j) idx[j] = static_cast<uint8_t>(j % c * 16 + j / c);
+  const __m512i perm = _mm512_load_si512(idx);
+  const __mmask64 out = c == 4 ? ~__mmask64{0} : (__mmask64{1} << (16 * c)) - 1;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512i v = _mm512_setzero_si512();
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const __m512i run =
+          _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + ch * stride + i)));
+      v = _mm512_mask_mov_epi32(v, static_cast<__mmask16>(0xF << (4 * ch)), _mm512_shuffle_i32x4(run, run, 0));
+    }
+    _mm512_mask_storeu_epi8(y + i * static_cast<size_t>(c), out, _mm512_permutexvar_epi8(perm, v));
+  }
+  return i;
+}
 }  // namespace avx512_vbmi
 
 // AVX-512 F, BW, DQ and VL, as Tessera's cpu::avx512(): the softmax rows of ops/kernels/softmax_row.h. TESSERA_ISA=avx2
@@ -492,7 +513,9 @@ void quantize_to_channels_last(const Step& step, const dnnl::memory::desc& xmd, 
         tessera::dynq::quantize_run(xr, len, scale, zp, q.data() + ch * kRun);
     }
     uint8_t* yr = y + (n * s + p0) * c;
-    for (int64_t i = 0; i < len; ++i) {
+    const auto done = static_cast<int64_t>(
+        has_vbmi() ? avx512_vbmi::interleave_vbmi(q.data(), kRun, c, static_cast<size_t>(len), yr) : 0);
+    for (int64_t i = done; i < len; ++i) {
       for (int64_t ch = 0; ch < c; ++ch) yr[i * c + ch] = q[static_cast<size_t>(ch * kRun + i)];
     }
   }
