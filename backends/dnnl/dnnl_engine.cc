@@ -502,12 +502,11 @@ class Builder {
     s.nodes = op.nodes;
     s.impl = std::string(dnnl_prim_kind2str(static_cast<dnnl_primitive_kind_t>(pd.get_kind()))) + " " +
              pd.impl_info_str();
+    const bool zp_bias = src_zero_point_in_bias(op);  // the bias the primitive reads is computed here
     for (size_t k = 0; k < specs.size(); ++k) {
-      if (mem[k] >= 0 && !(specs[k].arg == DNNL_ARG_BIAS && src_zero_point_in_bias(op))) {
-        s.args.emplace_back(specs[k].arg, mem[k]);
-      }
+      if (mem[k] >= 0 && !(zp_bias && specs[k].arg == DNNL_ARG_BIAS)) s.args.emplace_back(specs[k].arg, mem[k]);
     }
-    if (src_zero_point_in_bias(op)) {
+    if (zp_bias) {
       s.args.emplace_back(DNNL_ARG_BIAS, zero_point_bias(op, pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_BIAS)));
     }
     int sum_operand = -1;
@@ -721,9 +720,6 @@ class Builder {
     return md.get_size() == static_cast<size_t>(numel(x.dims)) * tessera_plugin::dtype_size(x.dtype);
   }
 
-  // An op the plugin runs itself, elementwise (a table lookup, a quantization, own_eltwise) over its operands in the
-  // layout the first one is held in (a layout with padding is made plain first: the op would change the zeros oneDNN
-  // keeps there); the result has that layout, in its own data type.
   // Whether the Quantize `op` makes an image (X held plain, 3 to 5 dims, at most kImageChannels channels) that no
   // op but int8 convolutions reads, each as its source, and that does not leave the region.
   bool image_for_int8_convs(const Op& op, const memory::desc& xmd) const {
@@ -744,6 +740,9 @@ class Builder {
     return read;
   }
 
+  // An op the plugin runs itself, elementwise (a table lookup, a quantization, own_eltwise) over its operands in the
+  // layout the first one is held in (a layout with padding is made plain first: the op would change the zeros oneDNN
+  // keeps there); the result has that layout, in its own data type.
   void build_own(const Op& op, const std::string& what) {
     int x = canon(op.in[0]);
     if (!dense(op.in[0], plan_.mems[static_cast<size_t>(x)].md)) x = as_layout(op.in[0], plain(op.in[0]));

@@ -486,10 +486,6 @@ void run_resize_bilinear(const Step& step, std::unordered_map<int, dnnl::memory>
   }
 }
 
-// A step the plugin runs itself (Step::own), over the elements of its operands in chunks across the run's OpenMP
-// team: a lookup y[i] = table[x[i] ^ flip0] or table[(x[i] ^ flip0) << 8 | (x2[i] ^ flip1)], a quantization (its
-// scale and zero point in `params` when computed at run time) or a dequantization, or DynamicQuantizeLinear's
-// parameters.
 // A Quantize of X plain [N, C, spatial...] into Y channels-last [N, spatial..., C] (Step::to_channels_last): each
 // channel's run of positions quantized as the plain loop quantizes it (the same bytes), then interleaved.
 void quantize_to_channels_last(const Step& step, const dnnl::memory::desc& xmd, const float* x, float scale, int32_t zp,
@@ -521,6 +517,10 @@ void quantize_to_channels_last(const Step& step, const dnnl::memory::desc& xmd, 
   }
 }
 
+// A step the plugin runs itself (Step::own), over the elements of its operands in chunks across the run's OpenMP
+// team: a lookup y[i] = table[x[i] ^ flip0] or table[(x[i] ^ flip0) << 8 | (x2[i] ^ flip1)], a quantization (its
+// scale and zero point in `params` when computed at run time) or a dequantization, or DynamicQuantizeLinear's
+// parameters.
 void run_own(const Step& step, const void* table, const float* params, std::unordered_map<int, dnnl::memory>& args) {
   if (step.kind == OpKind::kBatchNorm) {
     run_batch_norm(step, args);
