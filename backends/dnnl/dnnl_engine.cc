@@ -434,6 +434,7 @@ class Builder {
       build_dyn_u8(op, what);
       return;
     }
+    if (op.impl == kOwnDwInt8 && own_dw_int8(op, p_.values) && build_own_dw_int8(op, what)) return;
     std::vector<OperandSpec> specs = operand_specs(op, p_.values);
     std::vector<int> mem(op.in.size(), -1);
     std::vector<memory::desc> md(op.in.size());
@@ -702,6 +703,31 @@ class Builder {
     s.args.emplace_back(DNNL_ARG_DST, dst);
     add_step(std::move(s));
     bind(op.out, dst);
+  }
+
+  // An int8 depthwise convolution the plugin runs itself (choose_impl timed it against oneDNN's; dnnl_dw_int8.h), its
+  // source and destination channels-last, as oneDNN's int8 convolutions around it hold theirs. False where the kernel
+  // refuses the weights (make_dw_int8): oneDNN's then.
+  bool build_own_dw_int8(const Op& op, const std::string& what) {
+    const Value& x = p_.values[static_cast<size_t>(op.in[0])];
+    const Value& y = p_.values[static_cast<size_t>(op.out)];
+    std::shared_ptr<const DwInt8> kernel;
+    if (!dry_) {
+      const auto* w = static_cast<const int8_t*>(constant_ptr(static_cast<size_t>(op.in[1])));
+      const auto* b =
+          op.in[2] >= 0 ? static_cast<const int32_t*>(constant_ptr(static_cast<size_t>(op.in[2]))) : nullptr;
+      kernel = own_dw_int8_kernel(op, p_.values, w, b);
+      if (!kernel || kernel->oh != y.dims[2] || kernel->ow != y.dims[3]) return false;
+    }
+    Step s = own_step(op, what);
+    s.impl = "int8 depthwise convolution (own loop, VNNI)";
+    s.dw = std::move(kernel);
+    s.args.emplace_back(DNNL_ARG_SRC_0, as_layout(op.in[0], channels_last_md(x.dims, data_type_of(x.dtype))));
+    const int dst = new_dst(op.out, channels_last_md(y.dims, data_type_of(y.dtype)));
+    s.args.emplace_back(DNNL_ARG_DST, dst);
+    add_step(std::move(s));
+    bind(op.out, dst);
+    return true;
   }
 
   // A step of `op` the plugin runs itself (Step::own).

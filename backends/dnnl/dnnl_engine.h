@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "dnnl_dw_int8.h"
 #include "dnnl_memory_plan.h"
 #include "dnnl_program.h"
 #include "ops/qlinear_add_math.h"  // header-only, shared with native: the QLinearAdd/Mul forms
@@ -89,6 +90,8 @@ struct Step {
   std::vector<int64_t> resize_index;
   std::vector<float> resize_weights;
   bool plain_dst = false;  // a bilinear Resize: its result plain, whatever the layout of its input
+  // An int8 depthwise convolution (kQConv) the plugin runs itself: its kernel (null in a dry build).
+  std::shared_ptr<const DwInt8> dw;
 };
 
 // Work no primitive does: a view (Reshape, Flatten...) or a Concatenation

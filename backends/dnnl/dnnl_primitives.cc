@@ -143,6 +143,38 @@ bool src_zero_point_in_bias(const Op& op) {
          std::all_of(s.pe.begin(), s.pe.end(), [](int64_t p) { return p <= 0; });
 }
 
+bool own_dw_int8(const Op& op, const std::vector<Value>& v) {
+  if (op.kind != OpKind::kQConv || op.ints.empty() || op.ints[0] != 2 || !dw_int8_cpu()) return false;
+  const Value& x = v[static_cast<size_t>(op.in[0])];
+  const Value& w = v[static_cast<size_t>(op.in[1])];
+  const Spatial s = spatial_of(op);
+  const int64_t dil[2] = {s.dil[0] + 1, s.dil[1] + 1};
+  if (x.dims.size() != 4 || w.dims.size() != 4 || w.dims[1] != 1 || s.group != x.dims[1] || w.dims[0] != x.dims[1] ||
+      !dw_int8_geometry(w.dims[2], w.dims[3], dil) || w.kind != ValueKind::kConstant ||
+      (op.in[2] >= 0 && v[static_cast<size_t>(op.in[2])].kind != ValueKind::kConstant)) {
+    return false;
+  }
+  if (op.post.size() > 1 ||
+      (op.post.size() == 1 && (op.post[0].kind != PostKind::kEltwise || op.post[0].alg != dnnl_eltwise_clip))) {
+    return false;
+  }
+  return std::all_of(s.pb.begin(), s.pb.end(), [](int64_t p) { return p >= 0; }) &&
+         std::all_of(s.pe.begin(), s.pe.end(), [](int64_t p) { return p >= 0; });
+}
+
+std::unique_ptr<DwInt8> own_dw_int8_kernel(const Op& op, const std::vector<Value>& v, const int8_t* w,
+                                           const int32_t* b) {
+  const Dims& xd = v[static_cast<size_t>(op.in[0])].dims;
+  const Spatial s = spatial_of(op);
+  const bool clip = !op.post.empty();
+  return make_dw_int8(xd[1], xd[2], xd[3], v[static_cast<size_t>(op.in[1])].dims[2], s.strides.data(), s.pb.data(),
+                      s.pe.data(), w, b, op.floats.data() + 2, op.floats.size() - 2, static_cast<int32_t>(op.floats[0]),
+                      v[static_cast<size_t>(op.in[0])].dtype == TESSERA_DTYPE_INT8,
+                      v[static_cast<size_t>(op.out)].dtype == TESSERA_DTYPE_INT8, static_cast<int32_t>(op.floats[1]),
+                      clip ? op.post[0].alpha : -std::numeric_limits<float>::infinity(),
+                      clip ? op.post[0].beta : std::numeric_limits<float>::infinity());
+}
+
 namespace {
 
 dnnl::primitive_attr attr_for(const Op& op, const std::vector<Value>& v) {
@@ -811,6 +843,20 @@ void fill_values(void* p, size_t bytes, memory::data_type dt, uint32_t seed) {
   }
 }
 
+// The least time of at least three runs of `run`, and of up to twenty within 2 ms.
+template <class Run>
+double best_seconds(Run run) {
+  double best = std::numeric_limits<double>::infinity(), spent = 0;
+  for (int r = 0; r < 20 && (r < 3 || spent < 2e-3); ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::min(best, dt);
+    spent += dt;
+  }
+  return best;
+}
+
 // Runs `pd` alone on buffers of its own holding the same values for every implementation of one op (the weights
 // drawn in plain layout and reordered into the implementation's), puts its destination's bytes in `out`, and returns
 // the seconds per run: the least of at least three runs after that one, and of up to twenty within 2 ms.
@@ -844,16 +890,32 @@ double run_alone(const dnnl::primitive_desc_base& pd, const Op& op, const dnnl::
   const memory& dst = mems.at(DNNL_ARG_DST);
   const char* d = static_cast<const char*>(dst.get_data_handle());
   out->assign(d, d + dst.get_desc().get_size());
-  double best = std::numeric_limits<double>::infinity(), spent = 0;
-  for (int r = 0; r < 20 && (r < 3 || spent < 2e-3); ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
+  return best_seconds([&] {
     prim.execute(stream, mems);
     stream.wait();
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::min(best, dt);
-    spent += dt;
-  }
-  return best;
+  });
+}
+
+// The plugin's own depthwise kernel (own_dw_int8) timed as run_alone times a primitive, on the values run_alone
+// gives the primitive's operands (source and destination channels-last, as oneDNN's int8 convolutions hold them).
+double run_own_dw_alone(const Op& op, const std::vector<Value>& v, std::vector<char>* out) {
+  const Dims& xd = v[static_cast<size_t>(op.in[0])].dims;
+  const Dims& wd = v[static_cast<size_t>(op.in[1])].dims;
+  std::vector<int8_t> w(static_cast<size_t>(numel(wd)));
+  fill_values(w.data(), w.size(), memory::data_type::s8, static_cast<uint32_t>(DNNL_ARG_WEIGHTS));
+  std::vector<int32_t> b(static_cast<size_t>(wd[0]));
+  fill_values(b.data(), b.size() * 4, memory::data_type::s32, static_cast<uint32_t>(DNNL_ARG_BIAS));
+  // Where the primitive takes the source's zero point in its bias, its random bias stands for that bias.
+  Op o = op;
+  if (src_zero_point_in_bias(op)) o.floats[0] = 0;
+  const bool biased = op.in[2] >= 0 || src_zero_point_in_bias(op);
+  const std::unique_ptr<DwInt8> k = own_dw_int8_kernel(o, v, w.data(), biased ? b.data() : nullptr);
+  if (!k) return std::numeric_limits<double>::infinity();
+  std::vector<uint8_t> x(static_cast<size_t>(numel(xd)));
+  fill_values(x.data(), x.size(), memory::data_type::u8, static_cast<uint32_t>(DNNL_ARG_SRC));
+  out->assign(static_cast<size_t>(numel(v[static_cast<size_t>(op.out)].dims)), 0);
+  run_dw_int8(*k, x.data(), out->data(), xd[0]);
+  return best_seconds([&] { run_dw_int8(*k, x.data(), out->data(), xd[0]); });
 }
 
 }  // namespace
@@ -887,8 +949,15 @@ std::string choose_impl(Op& op, const std::vector<Value>& v, const dnnl::engine&
     }
     names.push_back(o.name);
   }
+  // The own depthwise kernel competes where oneDNN's first choice reads and writes channels-last, so that the
+  // layouts around the op stay the same.
+  const bool own = !offers.empty() && own_dw_int8(op, v) &&
+                   offers[0].src == channels_last_md(v[static_cast<size_t>(op.in[0])].dims,
+                                                     data_type_of(v[static_cast<size_t>(op.in[0])].dtype)) &&
+                   offers[0].dst == channels_last_md(v[static_cast<size_t>(op.out)].dims,
+                                                     data_type_of(v[static_cast<size_t>(op.out)].dtype));
   std::string pick;
-  if (names.size() > 1 && names[0] == offers[0].name) {
+  if ((names.size() > 1 || own) && !names.empty() && names[0] == offers[0].name) {
     omp_set_num_threads(threads);
     std::vector<double> secs;
     std::vector<char> first, got;
@@ -903,6 +972,11 @@ std::string choose_impl(Op& op, const std::vector<Value>& v, const dnnl::engine&
       // Only an implementation that computes the first choice's bits is a choice: speed alone may change.
       if (!secs.empty() && got != first) t = std::numeric_limits<double>::infinity();
       secs.push_back(t);
+    }
+    if (own) {
+      const double t = run_own_dw_alone(op, v, &got);
+      secs.push_back(got == first ? t : std::numeric_limits<double>::infinity());
+      names.emplace_back(kOwnDwInt8);
     }
     const size_t best = static_cast<size_t>(std::min_element(secs.begin(), secs.end()) - secs.begin());
     if (best != 0 && secs[best] < 0.95 * secs[0]) pick = names[best];

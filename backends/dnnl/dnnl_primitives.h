@@ -19,9 +19,11 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "dnnl_dw_int8.h"
 #include "dnnl_program.h"
 
 namespace tessera_dnnl {
@@ -64,6 +66,17 @@ dnnl::memory::desc dyn_scale_md(const Op& op, const std::vector<Value>& values);
 // which adds its bias to the sum converted to float; the engine computes that bias at load (oneDNN 2.6 runs int8
 // convolutions with a source zero point on slower kernels than those without).
 bool src_zero_point_in_bias(const Op& op);
+// The implementation name (Op::impl) of the plugin's own int8 depthwise convolution (dnnl_dw_int8.h), which
+// choose_impl times against oneDNN's.
+inline constexpr const char* kOwnDwInt8 = "own_dw_int8";
+// Whether `op` is a kQConv the own depthwise kernel computes: 2-D, one input channel per group and as many output
+// channels, a 3x3 / 5x5 / 7x7 window without dilation, constant weights and bias, at most a clip fused; on a CPU with
+// AVX-512 VNNI.
+bool own_dw_int8(const Op& op, const std::vector<Value>& values);
+// The own depthwise kernel of such an op over its weights w [C, 1, k, k] and bias b (null: none), or null where
+// make_dw_int8 refuses them.
+std::unique_ptr<DwInt8> own_dw_int8_kernel(const Op& op, const std::vector<Value>& values, const int8_t* w,
+                                           const int32_t* b);
 // The index among the primitive's post-ops of op.post[0] (kDynConv's and kDynMatMul's scale comes first).
 int first_post_arg(const Op& op);
 // The destination's dims as the primitive sees them (MatMul: [batch.., M, N];

@@ -522,6 +522,11 @@ void quantize_to_channels_last(const Step& step, const dnnl::memory::desc& xmd, 
 // scale and zero point in `params` when computed at run time) or a dequantization, or DynamicQuantizeLinear's
 // parameters.
 void run_own(const Step& step, const void* table, const float* params, std::unordered_map<int, dnnl::memory>& args) {
+  if (step.kind == OpKind::kQConv) {  // an int8 depthwise convolution, channels-last
+    const dnnl::memory& x = args.at(DNNL_ARG_SRC_0);
+    run_dw_int8(*step.dw, x.get_data_handle(), args.at(DNNL_ARG_DST).get_data_handle(), x.get_desc().data.dims[0]);
+    return;
+  }
   if (step.kind == OpKind::kBatchNorm) {
     run_batch_norm(step, args);
     return;

@@ -152,12 +152,12 @@ const std::string& int8_refusal() {
 // The whole path for a graph every node of which the plugin must claim: compiled, loaded, run. Fails the test (and
 // returns nothing) on any step; `profiled` also runs it through run_profiled.
 std::vector<Tensor> run_claimed(const Graph& g, const std::vector<Tensor>& inputs,
-                                plugintest::PluginClient::Profiled* profiled = nullptr) {
+                                plugintest::PluginClient::Profiled* profiled = nullptr, const char* options = "") {
   std::string model = model_bytes(g);
   CapabilityReport cap = capability(model);
   EXPECT_EQ(cap.status, TESSERA_OK) << cap.msg;
   if (!cap.refused.empty()) ADD_FAILURE() << "node " << cap.refused.begin()->first << ": " << cap.refused.begin()->second;
-  Compiled c = compile(model);
+  Compiled c = compile(model, options);
   EXPECT_EQ(c.status, TESSERA_OK) << c.msg;
   if (cap.status != TESSERA_OK || !cap.refused.empty() || c.status != TESSERA_OK) return {};
   Loaded l = load(c.blob, g.constants);
@@ -351,6 +351,150 @@ TEST_F(DnnlBackend, QLinearConvIsOneDnnInt8AndEqualsNativeToTheBit) {
     ASSERT_EQ(ref.size(), 1u);
     ASSERT_EQ(out[0].dtype(), c.yt);
     EXPECT_EQ(bytes_differ(out[0], ref[0]), 0) << "of " << ref[0].numel();
+  }
+}
+
+// The plugin's own int8 depthwise convolution (impl=own_dw_int8 names it; compile otherwise times it against oneDNN's):
+// every element equal to native's across 3x3 / 5x5 / 7x7 windows, strides, asymmetric pads, channel counts that fill
+// 64- and 32-channel blocks partly (16, 40, 96, 144), rows wider than a column tile, int8 and uint8 sources and
+// results, zero points, per-tensor and per-channel scales, with and without bias, a batch of 2. Where an accumulator
+// could leave the range the kernel converts exactly (a result scale of 4e4 here), oneDNN's convolution runs instead.
+TEST_F(DnnlBackend, OwnInt8DepthwiseConvolutionEqualsNativeToTheBit) {
+  SKIP_WITHOUT_INT8_KERNELS();
+  struct DwCase {
+    const char* name;
+    Dims x;
+    int64_t k, stride;
+    std::vector<int64_t> pads;
+    DType xt, yt;
+    int x_zp, y_zp;
+    bool per_channel, bias;
+    float y_scale;
+    bool own;  // the own kernel runs where the CPU has it (else its bound refuses the weights)
+  };
+  const DwCase cases[] = {
+      {"u8_3x3_c16",
+       {1, 16, 10, 10},
+       3,
+       1,
+       {1, 1, 1, 1},
+       DType::kUInt8,
+       DType::kUInt8,
+       128,
+       3,
+       true,
+       true,
+       0.37f,
+       true},
+      {"s8_3x3_stride2_c40_batch2",
+       {2, 40, 9, 8},
+       3,
+       2,
+       {0, 1, 1, 0},
+       DType::kInt8,
+       DType::kInt8,
+       -3,
+       7,
+       false,
+       false,
+       0.37f,
+       true},
+      {"u8_to_s8_5x5_c96",
+       {1, 96, 11, 13},
+       5,
+       1,
+       {2, 2, 2, 2},
+       DType::kUInt8,
+       DType::kInt8,
+       0,
+       -2,
+       true,
+       true,
+       0.5f,
+       true},
+      {"u8_7x7_stride2_c144",
+       {1, 144, 15, 15},
+       7,
+       2,
+       {3, 3, 3, 3},
+       DType::kUInt8,
+       DType::kUInt8,
+       17,
+       200,
+       true,
+       true,
+       0.37f,
+       true},
+      {"s8_to_u8_3x3_valid_wide",
+       {1, 64, 6, 70},
+       3,
+       1,
+       {0, 0, 0, 0},
+       DType::kInt8,
+       DType::kUInt8,
+       5,
+       0,
+       true,
+       true,
+       0.2f,
+       true},
+      {"u8_3x3_scale_past_the_bound",
+       {1, 32, 8, 8},
+       3,
+       1,
+       {1, 1, 1, 1},
+       DType::kUInt8,
+       DType::kUInt8,
+       128,
+       3,
+       true,
+       true,
+       1e-9f,
+       false},
+  };
+  // The kernel needs AVX-512 VNNI; TESSERA_ISA=avx2 (the dispatch switch) turns it off, and oneDNN's runs.
+  const char* isa = std::getenv("TESSERA_ISA");
+  const bool kernel = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && !(isa && std::string(isa) == "avx2");
+  unsigned seed = 700;
+  for (const DwCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const int64_t ch = c.x[1];
+    Tensor ws(DType::kFloat32, c.per_channel ? Dims{ch} : Dims{});
+    std::mt19937 rng(++seed);
+    for (int64_t i = 0; i < ws.numel(); ++i) ws.data<float>()[i] = 0.002f + 0.001f * static_cast<float>(rng() % 17);
+    Tensor wz(DType::kInt8, c.per_channel ? Dims{ch} : Dims{});
+    std::fill_n(wz.data<int8_t>(), wz.numel(), int8_t{0});
+    Builder b;
+    b.input("x", c.x, c.xt)
+        .constant("xs", scalar_tensor(DType::kFloat32, 0.02))
+        .constant("xz", scalar_tensor(c.xt, c.x_zp))
+        .constant("w", int8_tensor(DType::kInt8, {ch, 1, c.k, c.k}, ++seed))
+        .constant("ws", ws)
+        .constant("wz", wz)
+        .constant("ys", scalar_tensor(DType::kFloat32, c.y_scale))
+        .constant("yz", scalar_tensor(c.yt, c.y_zp));
+    std::vector<std::string> in{"x", "xs", "xz", "w", "ws", "wz", "ys", "yz"};
+    if (c.bias) {
+      Tensor bias(DType::kInt32, {ch});
+      for (int64_t i = 0; i < ch; ++i) bias.data<int32_t>()[i] = static_cast<int32_t>(rng() % 4001) - 2000;
+      b.constant("b", bias), in.push_back("b");
+    }
+    Node& n = b.node("qconv", "QLinearConv", in, "y");
+    set_int(n, "group", ch), set_ints(n, "pads", c.pads), set_ints(n, "strides", {c.stride, c.stride});
+    Graph g = b.done({"y"});
+    std::vector<Tensor> inputs{int8_tensor(c.xt, c.x, ++seed)};
+    plugintest::PluginClient::Profiled prof;
+    std::vector<Tensor> out = run_claimed(g, inputs, &prof, "impl=own_dw_int8");
+    ASSERT_FALSE(out.empty());
+    std::vector<Tensor> ref = native(g, inputs);
+    ASSERT_EQ(ref.size(), 1u);
+    ASSERT_EQ(out[0].dtype(), c.yt);
+    EXPECT_EQ(bytes_differ(out[0], ref[0]), 0) << "of " << ref[0].numel();
+    const bool own = std::any_of(prof.steps.begin(), prof.steps.end(), [](const auto& st) {
+      return st.what.find("int8 depthwise convolution (own loop") != std::string::npos;
+    });
+    EXPECT_EQ(own, c.own && kernel);
   }
 }
 
