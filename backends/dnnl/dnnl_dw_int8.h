@@ -1,6 +1,6 @@
 // The plugin's own int8 depthwise convolution: ONNX QLinearConv with one input
 // channel per group and as many output channels (M = C = group), 2-D, k x k
-// windows (k = 3, 5 or 7), dilation 1, any stride and padding, on channels-last
+// windows (k = 3, 5 or 7), dilation 1, any stride and non-negative padding, on channels-last
 // uint8/int8 tensors, with AVX-512 VNNI.
 //
 // Why: oneDNN 2.6's int8 depthwise kernels (brdgmm_dw, jit_int8) put one
