@@ -37,6 +37,23 @@ struct Mem {
   size_t offset = 0;  // bytes into the storage: a slice of a concatenation written in place
 };
 
+// An attention the engine runs by chunks of query rows (Builder::build_attention): Y = softmax(op1(Q, K)) x V, where
+// the scores of one chunk (rows of every head) stay in an arena buffer small enough to stay in cache, instead of the
+// whole score matrix going out to memory and back twice.
+struct AttentionChunks {
+  int64_t rows = 0, chunk = 0;   // query rows, and rows per chunk
+  int64_t q_row = 0, y_row = 0;  // elements from one query row to the next in Q's view and in Y
+  int64_t row_len = 0;           // keys: one softmax row
+  int64_t heads = 1;             // softmax rows per query row (the product of the batch dims)
+  struct Part {
+    int64_t rows = 0;
+    dnnl::primitive scores, values;  // Q x K^T (with its post-ops), then P x V
+    dnnl::memory::desc q, s, y, scratch_scores, scratch_values;
+  };
+  std::vector<Part> parts;  // [0] a whole chunk, [1] the last, shorter one where the rows do not divide
+  dnnl::memory::desc k, v;  // K's and V's views, whole
+};
+
 struct Step {
   dnnl::primitive prim;                 // empty in a dry build
   std::vector<std::pair<int, int>> args;  // DNNL_ARG_* -> Mem index
@@ -92,6 +109,9 @@ struct Step {
   bool plain_dst = false;  // a bilinear Resize: its result plain, whatever the layout of its input
   // An int8 depthwise convolution (kQConv) the plugin runs itself: its kernel (null in a dry build).
   std::shared_ptr<const DwInt8> dw;
+  // An attention run by chunks of query rows: its args DNNL_ARG_SRC_0 (Q), _1 (K), _2 (V), DNNL_ARG_WORKSPACE (one
+  // chunk's scores), DNNL_ARG_DST (Y).
+  std::shared_ptr<const AttentionChunks> attention;
 };
 
 // Work no primitive does: a view (Reshape, Flatten...) or a Concatenation

@@ -781,6 +781,11 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, c
   return cache.get(same ? op : first, v, in, eng, dst);
 }
 
+dnnl::matmul::primitive_desc matmul_chunk_pd(const Op& op, const std::vector<Value>& v, const memory::desc& a,
+                                             const memory::desc& b, const memory::desc& dst, const dnnl::engine& eng) {
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, dst), attr_for(op, v), eng);
+}
+
 std::string probe(const Op& op, const std::vector<Value>& v, const dnnl::engine& eng, std::string* impl) {
   if (op.kind == OpKind::kView || op.kind == OpKind::kResize || own_elementwise(op.kind)) return "";
   // oneDNN's int8 products without VNNI (AVX2, AVX-512 before Cascade Lake) multiply byte pairs into int16 sums

@@ -155,6 +155,35 @@ void run_softmax(const Step& step, std::unordered_map<int, dnnl::memory>& args) 
   for (int64_t r = 0; r < rows; ++r) tessera::rowk::avx512::softmax_row(x + r * n, y + r * n, n, log);
 }
 
+// An attention by chunks of query rows (AttentionChunks): per chunk, the scores Q x K into the workspace, the
+// softmax of each of its rows in place (as run_softmax computes them), then P x V into the chunk's rows of Y. Each
+// primitive is waited for before the next reads its result.
+void run_attention(const AttentionChunks& a, std::unordered_map<int, dnnl::memory>& args, dnnl::stream& stream) {
+  const dnnl::engine eng = stream.get_engine();
+  auto* q = static_cast<float*>(args.at(DNNL_ARG_SRC_0).get_data_handle());
+  void* k = args.at(DNNL_ARG_SRC_1).get_data_handle();
+  void* v = args.at(DNNL_ARG_SRC_2).get_data_handle();
+  auto* s = static_cast<float*>(args.at(DNNL_ARG_WORKSPACE).get_data_handle());
+  auto* y = static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle());
+  void* scratch = args.count(DNNL_ARG_SCRATCHPAD) ? args.at(DNNL_ARG_SCRATCHPAD).get_data_handle() : nullptr;
+  const dnnl::memory km(a.k, eng, k), vm(a.v, eng, v);
+  for (int64_t r0 = 0; r0 < a.rows; r0 += a.chunk) {
+    const AttentionChunks::Part& p = a.parts[r0 + a.chunk <= a.rows ? 0 : 1];
+    const dnnl::memory qm(p.q, eng, q + r0 * a.q_row), sm(p.s, eng, s), ym(p.y, eng, y + r0 * a.y_row);
+    std::unordered_map<int, dnnl::memory> sa{{DNNL_ARG_SRC, qm}, {DNNL_ARG_WEIGHTS, km}, {DNNL_ARG_DST, sm}};
+    if (p.scratch_scores.get_size() > 0) sa.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratch_scores, eng, scratch));
+    p.scores.execute(stream, sa);
+    stream.wait();
+    const int64_t rows = a.heads * p.rows, n = a.row_len;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < rows; ++i) tessera::rowk::avx512::softmax_row(s + i * n, s + i * n, n, false);
+    std::unordered_map<int, dnnl::memory> va{{DNNL_ARG_SRC, sm}, {DNNL_ARG_WEIGHTS, vm}, {DNNL_ARG_DST, ym}};
+    if (p.scratch_values.get_size() > 0) va.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratch_values, eng, scratch));
+    p.values.execute(stream, va);
+    stream.wait();
+  }
+}
+
 // An element as float: dequantized, (x - zp) * scale (8-bit), or as it is (float32). DequantizeLinear and the
 // operands of a DqBinary.
 template <class T>
@@ -737,6 +766,11 @@ class RunContext {
     const Step& step = plan.steps[s];
     const float* params =
         step.params >= 0 ? static_cast<const float*>(mems_[static_cast<size_t>(step.params)].get_data_handle()) : nullptr;
+    if (step.attention) {
+      stream_.wait();
+      run_attention(*step.attention, args_[s], stream_);
+      return;
+    }
     if (!step.own) {
       if (params) {  // P was written by an own step, which has finished
         if (step.scale_md.get_size() > 0) {

@@ -1830,6 +1830,44 @@ TEST_F(DnnlBackend, AttentionTransposesFoldIntoTheMatMulsAndMatchNative) {
   expect_matches_native(g, in, "fusion=0");
 }
 
+// An attention whose scores outgrow a chunk (4 heads x 900 x 900 floats: 13 MB, past the engine's 12 MiB chunk) runs
+// as one step by chunks of query rows (873 rows, then the 27 left: both primitive shapes), scaled by a Mul folded into
+// the first MatMul: the same results as native, for batch 1 and for batch 2 (8 score rows per query row).
+TEST_F(DnnlBackend, LongAttentionRunsByChunksOfQueryRowsAndMatchesNative) {
+  // The chunks need the plugin's own softmax rows: AVX-512, not under TESSERA_ISA=avx2.
+  const char* isa = std::getenv("TESSERA_ISA");
+  const bool own_softmax = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                           !(isa && std::string(isa) == "avx2");
+  for (const int64_t batch : {int64_t{1}, int64_t{2}}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    const Dims d{batch, 900, 4, 16};
+    Builder b(41);
+    b.input("q", d).input("k", d).input("v", d).constant("scale", scalar_tensor(DType::kFloat32, 0.25));
+    set_ints(b.node("tq", "Transpose", {"q"}, "qt"), "perm", {0, 2, 1, 3});
+    set_ints(b.node("tk", "Transpose", {"k"}, "kt"), "perm", {0, 2, 3, 1});
+    set_ints(b.node("tv", "Transpose", {"v"}, "vt"), "perm", {0, 2, 1, 3});
+    b.node("qk", "MatMul", {"qt", "kt"}, "s");
+    b.node("mul", "Mul", {"s", "scale"}, "ss");
+    b.node("softmax", "Softmax", {"ss"}, "p");
+    b.node("pv", "MatMul", {"p", "vt"}, "o");
+    set_ints(b.node("to", "Transpose", {"o"}, "y"), "perm", {0, 2, 1, 3});
+    Graph g = b.done({"y"});
+    const std::vector<Tensor> in = {random_tensor(d, 42), random_tensor(d, 43), random_tensor(d, 44)};
+    plugintest::PluginClient::Profiled prof;
+    std::vector<Tensor> out = run_claimed(g, in, &prof);
+    ASSERT_EQ(out.size(), 1u);
+    std::vector<Tensor> ref = native(g, in);
+    ASSERT_EQ(ref.size(), 1u);
+    expect_close_rel(out[0], ref[0]);
+    const int64_t chunk = (int64_t{12} << 20) / (batch * 4 * 900 * 4);
+    const bool chunked = std::any_of(prof.steps.begin(), prof.steps.end(), [&](const auto& st) {
+      return st.what.find("attention by chunks of " + std::to_string(chunk) + " query rows") != std::string::npos;
+    });
+    EXPECT_EQ(chunked, own_softmax && chunk < 900);
+  }
+}
+
 // --- pools and normalizations --------------------------------------------------------
 TEST_F(DnnlBackend, PoolsMatchNative) {
   Builder b;
