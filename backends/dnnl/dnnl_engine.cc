@@ -743,7 +743,8 @@ class Builder {
   }
 
   // Query rows per chunk where ops i, i+1, i+2 are an attention to run by chunks (0: they are not): a float32 MatMul
-  // Q x K (no bias; eltwise post-ops, a scale) whose scores only an own Softmax over their last dim reads, whose
+  // Q x K (no bias; eltwise post-ops, a scale; binary ones whose operand holds one row per query row or one for all, a
+  // mask) whose scores only an own Softmax over their last dim reads, whose
   // probabilities only a MatMul P x V (no bias; eltwise post-ops) reads as its first operand, as they are; K and V
   // computed; the batch dims of Q, the scores and the result alike. A chunk takes as many query rows as keep its
   // scores within kAttentionChunkBytes; fewer than all of them, or no chunks.
@@ -752,17 +753,20 @@ class Builder {
     const Op& o1 = p_.ops[i];
     const Op& o2 = p_.ops[i + 1];
     const Op& o3 = p_.ops[i + 2];
-    auto plain_product = [&](const Op& o) {
+    // Q x K may also add operands (a mask), P x V only apply eltwise post-ops.
+    auto plain_product = [&](const Op& o, bool binary) {
       if (o.kind != OpKind::kMatMul || o.bf16 || o.bf16_dst || (o.in.size() > 2 && o.in[2] >= 0)) return false;
       if (p_.values[static_cast<size_t>(o.in[1])].kind == ValueKind::kConstant) return false;
-      return std::all_of(o.post.begin(), o.post.end(), [](const PostOp& po) { return po.kind == PostKind::kEltwise; });
+      return std::all_of(o.post.begin(), o.post.end(), [&](const PostOp& po) {
+        return po.kind == PostKind::kEltwise || (binary && po.kind == PostKind::kBinary);
+      });
     };
     // Read once, by the next op, inside the region.
     auto passed_on = [&](int32_t v, size_t reader) {
       const auto k = static_cast<size_t>(v);
       return last_use_[k] == static_cast<int>(reader) && first_output_[k] < 0 && slice_of_[k] < 0;
     };
-    if (!plain_product(o1) || !plain_product(o3) || o2.kind != OpKind::kSoftmax || !own_softmax(o2) ||
+    if (!plain_product(o1, true) || !plain_product(o3, false) || o2.kind != OpKind::kSoftmax || !own_softmax(o2) ||
         o2.alg == dnnl_softmax_log || o2.in[0] != o1.out || o3.in[0] != o2.out || !passed_on(o1.out, i + 1) ||
         !passed_on(o2.out, i + 2)) {
       return 0;
@@ -787,13 +791,23 @@ class Builder {
     const int64_t rows = d1[r - 2], keys = d1[r - 1];
     const Dims view(o2.ints.begin() + 1, o2.ints.end() - 1);  // the softmax's view of the scores
     if (m1.read[0][r - 2] != rows || d3[r - 2] != rows || view.empty() || view.back() != keys) return 0;
+    // A mask's rows: one for every query row, or one for all (broadcast), at the scores' rank.
+    for (const PostOp& po : o1.post) {
+      if (po.kind != PostKind::kBinary) continue;
+      const memory::desc md = post_operand_md(o1, po, p_.values);
+      if (p_.values[static_cast<size_t>(po.operand)].dtype != TESSERA_DTYPE_FLOAT32 ||
+          md.data.ndims != static_cast<int>(r) || (md.data.dims[r - 2] != 1 && md.data.dims[r - 2] != rows)) {
+        return 0;
+      }
+    }
     const int64_t heads = numel(d1) / (rows * keys);
     const int64_t chunk = std::max<int64_t>(1, kAttentionChunkBytes / (heads * keys * 4));
     return chunk < rows ? chunk : 0;
   }
 
-  // Attention ops i, i+1, i+2 (attention_chunk) as one step: per chunk of query rows, Q x K into a buffer of that
-  // chunk's scores, the softmax rows in place, then P x V into the chunk's rows of Y (AttentionChunks, run_attention).
+  // Attention ops i, i+1, i+2 (attention_chunk) as one step: per chunk of query rows, Q x K (a mask read at the
+  // chunk's rows) into a buffer of that chunk's scores, the softmax rows in place, then P x V into the chunk's rows of
+  // Y (AttentionChunks, run_attention).
   void build_attention(size_t i, int64_t chunk) {
     const Op& o1 = p_.ops[i];
     const Op& o2 = p_.ops[i + 1];
@@ -811,6 +825,16 @@ class Builder {
     a->y_row = d3[r - 1];
     a->k = kv;
     a->v = vv;
+    std::vector<memory::desc> masks;  // each binary post-op's operand, whole
+    for (size_t j = 0; j < o1.post.size(); ++j) {
+      const PostOp& po = o1.post[j];
+      if (po.kind != PostKind::kBinary) continue;
+      const memory::desc md = post_operand_md(o1, po, p_.values);
+      const bool per_row = md.data.dims[r - 2] == a->rows && a->rows > 1;
+      a->mask_post.push_back(static_cast<int>(j));
+      a->mask_row.push_back(per_row ? md.data.format_desc.blocking.strides[r - 2] : 0);
+      masks.push_back(md);
+    }
     size_t scratch = 0;
     std::string impl;
     for (const int64_t rows : {chunk, a->rows % chunk}) {
@@ -823,8 +847,15 @@ class Builder {
                             Dims(qv.data.format_desc.blocking.strides, qv.data.format_desc.blocking.strides + r));
       part.s = plain_md(sd);
       part.y = memory::desc(yd, memory::data_type::f32, row_major(d3));  // the rows of Y's [.., rows, N]
-      const dnnl::matmul::primitive_desc ps = matmul_chunk_pd(o1, p_.values, part.q, kv, part.s, eng_);
-      const dnnl::matmul::primitive_desc pv = matmul_chunk_pd(o3, p_.values, part.s, vv, part.y, eng_);
+      for (size_t j = 0; j < masks.size(); ++j) {  // the chunk's rows, or the one row every chunk reads
+        Dims md(masks[j].data.dims, masks[j].data.dims + r);
+        if (a->mask_row[j] != 0) md[r - 2] = rows;
+        part.masks.emplace_back(
+            md, memory::data_type::f32,
+            Dims(masks[j].data.format_desc.blocking.strides, masks[j].data.format_desc.blocking.strides + r));
+      }
+      const dnnl::matmul::primitive_desc ps = matmul_chunk_pd(o1, p_.values, part.q, kv, part.s, part.masks, eng_);
+      const dnnl::matmul::primitive_desc pv = matmul_chunk_pd(o3, p_.values, part.s, vv, part.y, {}, eng_);
       if (impl.empty()) impl = ps.impl_info_str();
       part.scratch_scores = ps.scratchpad_desc();
       part.scratch_values = pv.scratchpad_desc();
@@ -843,6 +874,10 @@ class Builder {
     s.args.emplace_back(DNNL_ARG_SRC_1, as_view(o1.in[1], kv));
     s.args.emplace_back(DNNL_ARG_SRC_2, as_view(o3.in[1], vv));
     s.args.emplace_back(DNNL_ARG_WORKSPACE, arena_mem(a->parts[0].s, o1.out));
+    for (size_t j = 0; j < masks.size(); ++j) {
+      const PostOp& po = o1.post[static_cast<size_t>(a->mask_post[j])];
+      s.args.emplace_back(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(j), as_view(po.operand, masks[j]));
+    }
     if (scratch > 0)
       s.scratchpad = memory::desc({static_cast<int64_t>(scratch)}, memory::data_type::u8, memory::format_tag::a);
     const int dst = new_dst(o3.out, plain(o3.out));

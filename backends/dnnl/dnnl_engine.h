@@ -49,7 +49,12 @@ struct AttentionChunks {
     int64_t rows = 0;
     dnnl::primitive scores, values;  // Q x K^T (with its post-ops), then P x V
     dnnl::memory::desc q, s, y, scratch_scores, scratch_values;
+    std::vector<dnnl::memory::desc> masks;  // the chunk's rows of each binary post-op's operand
   };
+  // Q x K's binary post-ops (an additive mask): each one's index among the post-ops, and the elements from one query
+  // row to the next in its operand (0: broadcast over the query rows).
+  std::vector<int> mask_post;
+  std::vector<int64_t> mask_row;
   std::vector<Part> parts;  // [0] a whole chunk, [1] the last, shorter one where the rows do not divide
   dnnl::memory::desc k, v;  // K's and V's views, whole
 };
@@ -110,7 +115,7 @@ struct Step {
   // An int8 depthwise convolution (kQConv) the plugin runs itself: its kernel (null in a dry build).
   std::shared_ptr<const DwInt8> dw;
   // An attention run by chunks of query rows: its args DNNL_ARG_SRC_0 (Q), _1 (K), _2 (V), DNNL_ARG_WORKSPACE (one
-  // chunk's scores), DNNL_ARG_DST (Y).
+  // chunk's scores), DNNL_ARG_DST (Y), DNNL_ARG_MULTIPLE_SRC + j (Q x K's j-th binary post-op's operand, whole).
   std::shared_ptr<const AttentionChunks> attention;
 };
 

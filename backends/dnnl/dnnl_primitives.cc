@@ -177,7 +177,9 @@ std::unique_ptr<DwInt8> own_dw_int8_kernel(const Op& op, const std::vector<Value
 
 namespace {
 
-dnnl::primitive_attr attr_for(const Op& op, const std::vector<Value>& v) {
+// `binary_mds`, when given: the descriptors of op's binary post-ops' operands, in order (else post_operand_md's).
+dnnl::primitive_attr attr_for(const Op& op, const std::vector<Value>& v,
+                              const std::vector<memory::desc>* binary_mds = nullptr) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (op.kind == OpKind::kQConv || op.kind == OpKind::kQMatMul) {  // floats: {x_zero_point, y_zero_point, scale...}
@@ -210,6 +212,7 @@ dnnl::primitive_attr attr_for(const Op& op, const std::vector<Value>& v) {
     po.append_binary(algorithm::binary_mul, dyn_scale_md(op, v));
   }
   if (po.len() == 0 && op.post.empty()) return attr;
+  size_t binary = 0;
   for (const PostOp& p : op.post) {
     switch (p.kind) {
       case PostKind::kEltwise:
@@ -219,7 +222,8 @@ dnnl::primitive_attr attr_for(const Op& op, const std::vector<Value>& v) {
         po.append_sum(1.f);
         break;
       case PostKind::kBinary:
-        po.append_binary(static_cast<algorithm>(p.alg), post_operand_md(op, p, v));
+        po.append_binary(static_cast<algorithm>(p.alg),
+                         binary_mds ? (*binary_mds)[binary++] : post_operand_md(op, p, v));
         break;
     }
   }
@@ -782,8 +786,9 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, c
 }
 
 dnnl::matmul::primitive_desc matmul_chunk_pd(const Op& op, const std::vector<Value>& v, const memory::desc& a,
-                                             const memory::desc& b, const memory::desc& dst, const dnnl::engine& eng) {
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, dst), attr_for(op, v), eng);
+                                             const memory::desc& b, const memory::desc& dst,
+                                             const std::vector<memory::desc>& binary_mds, const dnnl::engine& eng) {
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, dst), attr_for(op, v, &binary_mds), eng);
 }
 
 std::string probe(const Op& op, const std::vector<Value>& v, const dnnl::engine& eng, std::string* impl) {

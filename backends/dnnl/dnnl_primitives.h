@@ -92,11 +92,14 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& valu
                                const std::vector<dnnl::memory::desc>& in, const dnnl::engine& eng,
                                const dnnl::memory::desc* dst = nullptr);
 
-// A matmul of `op` (kMatMul, float32, no bias, eltwise post-ops at most) over the descriptors given, with op's
-// post-ops and a user scratchpad: the query-row chunks of an attention the engine runs by chunks (dnnl_engine.cc).
+// A matmul of `op` (kMatMul, float32, no bias; eltwise and binary post-ops) over the descriptors given, with op's
+// post-ops (its binary ones' operands read through `binary_mds`, in order) and a user scratchpad: the query-row
+// chunks of an attention the engine runs by chunks (dnnl_engine.cc).
 dnnl::matmul::primitive_desc matmul_chunk_pd(const Op& op, const std::vector<Value>& values,
                                              const dnnl::memory::desc& a, const dnnl::memory::desc& b,
-                                             const dnnl::memory::desc& dst, const dnnl::engine& eng);
+                                             const dnnl::memory::desc& dst,
+                                             const std::vector<dnnl::memory::desc>& binary_mds,
+                                             const dnnl::engine& eng);
 // One implementation oneDNN offers for an op: its name (impl_info_str) and the source and destination layouts it
 // reads and writes.
 struct ImplOffer {

@@ -171,6 +171,11 @@ void run_attention(const AttentionChunks& a, std::unordered_map<int, dnnl::memor
     const AttentionChunks::Part& p = a.parts[r0 + a.chunk <= a.rows ? 0 : 1];
     const dnnl::memory qm(p.q, eng, q + r0 * a.q_row), sm(p.s, eng, s), ym(p.y, eng, y + r0 * a.y_row);
     std::unordered_map<int, dnnl::memory> sa{{DNNL_ARG_SRC, qm}, {DNNL_ARG_WEIGHTS, km}, {DNNL_ARG_DST, sm}};
+    for (size_t j = 0; j < a.mask_post.size(); ++j) {  // the chunk's rows of each mask
+      auto* m = static_cast<float*>(args.at(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(j)).get_data_handle());
+      sa.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(a.mask_post[j]) | DNNL_ARG_SRC_1,
+                 dnnl::memory(p.masks[j], eng, m + r0 * a.mask_row[j]));
+    }
     if (p.scratch_scores.get_size() > 0) sa.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratch_scores, eng, scratch));
     p.scores.execute(stream, sa);
     stream.wait();

@@ -1832,15 +1832,22 @@ TEST_F(DnnlBackend, AttentionTransposesFoldIntoTheMatMulsAndMatchNative) {
 
 // An attention whose scores outgrow a chunk (4 heads x 900 x 900 floats: 13 MB, past the engine's 12 MiB chunk) runs
 // as one step by chunks of query rows (873 rows, then the 27 left: both primitive shapes), scaled by a Mul folded into
-// the first MatMul: the same results as native, for batch 1 and for batch 2 (8 score rows per query row).
+// the first MatMul: the same results as native, for batch 1 and 2 (8 score rows per query row), and with a mask added
+// to the scores, one row for all query rows ([B, 1, 1, T]) or one per query row ([1, 1, T, T]: each chunk its rows).
 TEST_F(DnnlBackend, LongAttentionRunsByChunksOfQueryRowsAndMatchesNative) {
   // The chunks need the plugin's own softmax rows: AVX-512, not under TESSERA_ISA=avx2.
   const char* isa = std::getenv("TESSERA_ISA");
   const bool own_softmax = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
                            !(isa && std::string(isa) == "avx2");
-  for (const int64_t batch : {int64_t{1}, int64_t{2}}) {
-    SCOPED_TRACE("batch " + std::to_string(batch));
+  struct MaskCase {
+    int64_t batch;
+    Dims mask;  // empty: none; else added to the scaled scores
+  };
+  const MaskCase cases[] = {{1, {}}, {2, {}}, {2, {2, 1, 1, 900}}, {1, {1, 1, 900, 900}}};
+  for (const MaskCase& c : cases) {
+    const int64_t batch = c.batch;
+    SCOPED_TRACE("batch " + std::to_string(batch) + ", mask " + dims_str(c.mask));
     const Dims d{batch, 900, 4, 16};
     Builder b(41);
     b.input("q", d).input("k", d).input("v", d).constant("scale", scalar_tensor(DType::kFloat32, 0.25));
@@ -1849,11 +1856,13 @@ TEST_F(DnnlBackend, LongAttentionRunsByChunksOfQueryRowsAndMatchesNative) {
     set_ints(b.node("tv", "Transpose", {"v"}, "vt"), "perm", {0, 2, 1, 3});
     b.node("qk", "MatMul", {"qt", "kt"}, "s");
     b.node("mul", "Mul", {"s", "scale"}, "ss");
-    b.node("softmax", "Softmax", {"ss"}, "p");
+    if (!c.mask.empty()) b.input("mask", c.mask).node("add", "Add", {"ss", "mask"}, "sm");
+    b.node("softmax", "Softmax", {c.mask.empty() ? "ss" : "sm"}, "p");
     b.node("pv", "MatMul", {"p", "vt"}, "o");
     set_ints(b.node("to", "Transpose", {"o"}, "y"), "perm", {0, 2, 1, 3});
     Graph g = b.done({"y"});
-    const std::vector<Tensor> in = {random_tensor(d, 42), random_tensor(d, 43), random_tensor(d, 44)};
+    std::vector<Tensor> in = {random_tensor(d, 42), random_tensor(d, 43), random_tensor(d, 44)};
+    if (!c.mask.empty()) in.push_back(random_tensor(c.mask, 45));
     plugintest::PluginClient::Profiled prof;
     std::vector<Tensor> out = run_claimed(g, in, &prof);
     ASSERT_EQ(out.size(), 1u);
