@@ -13,6 +13,7 @@
 #include <limits>
 #include <vector>
 
+#include "ops/kernels/softmax_row.h"  // FlushDenormals
 #include "ops/norm_util.h"
 #include "ops/op_registry.h"
 #include "ops/quantize_ops.h"
@@ -67,6 +68,7 @@ SoftmaxGeometry geometry(const Dims& d, int64_t axis, int64_t opset) {
 // float32, inner == 1: one row per outer index.
 void softmax_rows_f32(SoftmaxKind kind, const float* x, float* y, int64_t rows, int64_t n, Parallel& pool) {
   pool.parallel_for(rows, normk::row_grain(n), [&](int64_t r0, int64_t r1) {
+    const tessera::rowk::FlushDenormals flush;  // masked scores' exponentials
     for (int64_t r = r0; r < r1; ++r) {
       const float* xr = x + r * n;
       float* yr = y + r * n;
@@ -88,6 +90,7 @@ void softmax_strided_f32(SoftmaxKind kind, const float* x, float* y, const Softm
   const int64_t blocks = (inner + kBlock - 1) / kBlock;
   pool.parallel_for(g.outer * blocks, normk::row_grain(n * kBlock), [&](int64_t t0, int64_t t1) {
     float mx[kBlock], sm[kBlock];
+    const tessera::rowk::FlushDenormals flush;  // masked scores' exponentials
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t o = t / blocks, i0 = (t % blocks) * kBlock;
       const int64_t w = std::min(kBlock, inner - i0);

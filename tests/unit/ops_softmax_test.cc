@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -136,6 +138,40 @@ TEST(Softmax, LargeNumbersStayFinite) {
   auto out = run_node_once(make_node("Softmax", -1), 13, {Tensor::FromVector(x, {1, 4})});
   ASSERT_TRUE(out.ok());
   expect_close(out.value()[0], {0.0320586, 0.08714432, 0.23688284, 0.64391428}, 1e-6);
+}
+
+// A masked attention row (scores of -10000 beside ordinary ones), last axis and a middle axis: the masked
+// probabilities are exactly 0, never denormals, and the others match the reference. The rows are computed with
+// denormal results flushed (softmax_row.h: FlushDenormals; the exponentials of masked scores were denormals, each a
+// microcode assist); the caller's floating-point modes must be left as they were, on every thread that ran rows.
+TEST(Softmax, MaskedScoresGiveZeroNotDenormals) {
+  ThreadPool pool(2);
+  std::vector<float> x(4 * 40);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = i % 40 >= 30 ? -10000.f : 0.05f * static_cast<float>(i % 7);
+  const unsigned csr = _mm_getcsr();
+  for (const int64_t axis : {int64_t{-1}, int64_t{1}}) {
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    const Dims dims = axis == -1 ? Dims{4, 40} : Dims{1, 40, 4};
+    std::vector<float> xin = x;
+    if (axis == 1) {  // the same rows laid out [1, 40, 4]: row r's element j at j * 4 + r
+      for (int64_t r = 0; r < 4; ++r) {
+        for (int64_t j = 0; j < 40; ++j) xin[static_cast<size_t>(j * 4 + r)] = x[static_cast<size_t>(r * 40 + j)];
+      }
+    }
+    auto out = run_node_once(make_node("Softmax", axis), 13, {Tensor::FromVector(xin, dims)}, &pool);
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    const Tensor& y = out.value()[0];
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      const float v = y.data<float>()[i];
+      EXPECT_NE(std::fpclassify(v), FP_SUBNORMAL) << "element " << i;
+      const int64_t j = axis == -1 ? i % 40 : i / 4;
+      if (j >= 30) {
+        EXPECT_EQ(v, 0.f) << "element " << i;
+      }
+    }
+    expect_close(y, axis == -1 ? reference(xin, 4, 40, 1, false) : reference(xin, 1, 40, 4, false), 1e-7);
+  }
+  EXPECT_EQ(_mm_getcsr() & ~0x3Fu, csr & ~0x3Fu);  // the modes (the exception flags are sticky: the reference's exp)
 }
 
 TEST(Softmax, DoubleAndHalfInputs) {

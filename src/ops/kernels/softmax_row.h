@@ -19,6 +19,21 @@
 
 namespace tessera::rowk {
 
+// Denormal results flushed to zero, and denormal operands read as zero, on this thread while it lives (MXCSR's FTZ
+// and DAZ; restored after). A masked attention score's exponential, clamped at -103.97 as ONNX Runtime's, is about
+// 7e-46, a denormal, and every denormal result costs a microcode assist: softmax rows of 512 with a fifth of them
+// masked ran 3.4x slower (4.45 against 1.32 ms for 6144 rows, one thread). Such a probability becomes 0 instead.
+class FlushDenormals {
+ public:
+  FlushDenormals() : csr_(_mm_getcsr()) { _mm_setcsr(csr_ | 0x8040u); }
+  ~FlushDenormals() { _mm_setcsr(csr_); }
+  FlushDenormals(const FlushDenormals&) = delete;
+  FlushDenormals& operator=(const FlushDenormals&) = delete;
+
+ private:
+  unsigned csr_;
+};
+
 // The exp polynomial's constants, shared by the AVX-512 and AVX2 versions.
 namespace expc {
 constexpr float kLo = -104.0f, kHi = 88.72f, kLog2e = 1.44269504088896341f;
@@ -123,6 +138,7 @@ inline void row_axpb(const float* x, float a, float b, float* y, int64_t n) {
 // y = softmax(x) over the row, or log-softmax: x - (max + log(sum(exp(x - max)))). y may alias x for softmax only
 // (log-softmax reads x after the exponentials went to y).
 inline void softmax_row(const float* x, float* y, int64_t n, bool log) {
+  const FlushDenormals flush;
   const float m = row_max(x, n);
   const float s = row_exp_shift_sum(x, m, y, n);
   if (log) {
