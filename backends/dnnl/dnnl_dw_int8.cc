@@ -21,7 +21,6 @@
 #include <cstring>
 #include <limits>
 #include <new>
-#include <string>
 
 namespace tessera_dnnl {
 
@@ -273,16 +272,6 @@ void* scratch(size_t bytes) {
 int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 
 }  // namespace
-
-bool dw_int8_cpu() {
-  static const bool yes = [] {
-    const char* isa = std::getenv("TESSERA_ISA");
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-           !(isa && std::string(isa) == "avx2");
-  }();
-  return yes;
-}
 
 bool dw_int8_geometry(int64_t k_h, int64_t k_w, const int64_t* dilations) {
   return k_h == k_w && (k_h == 3 || k_h == 5 || k_h == 7) && dilations[0] == 1 && dilations[1] == 1;

@@ -48,7 +48,8 @@ struct DwInt8 {
   int32_t lo = 0, hi = 255;  // the output bytes' bounds: the type's range, a fused clamp's
 };
 
-// Whether this CPU runs the kernel: AVX-512 F, BW, VL and VNNI (not under TESSERA_ISA=avx2).
+// Whether this CPU runs the kernel: the plugin's AVX-512 loops (own_avx512_loops: F, BW, DQ, VL; not under
+// TESSERA_ISA=avx2) and VNNI. Defined beside them, in dnnl_run.cc.
 bool dw_int8_cpu();
 
 // Whether a convolution of this geometry is one the kernel computes.

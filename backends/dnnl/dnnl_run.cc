@@ -681,6 +681,12 @@ void run_own(const Step& step, const void* table, const float* params, std::unor
 
 bool own_avx512_loops() { return has_avx512(); }
 
+// The own int8 depthwise kernel's VNNI, on top of has_avx512().
+bool dw_int8_cpu() {
+  static const bool yes = has_avx512() && __builtin_cpu_supports("avx512vnni");
+  return yes;
+}
+
 using dnnl::memory;
 using tessera_plugin::fail;
 

@@ -221,6 +221,43 @@ TEST_F(DnnlBackend, ConvVariantsMatchNative) {
   }
 }
 
+// A QLinearConv graph x -> y: x of dims `x` and type `xt` (scale 0.02, zero point x_zp), random int8 weights of dims
+// `w` (zero point 0; scales in [0.002, 0.018], one per output channel or one in all), result scale y_scale and zero
+// point y_zp of type `yt`, a random int32 bias when asked; `attrs` sets the node's attributes. The scales and bias
+// are drawn from ++*seed, the weights from the next seed.
+struct QConvSpec {
+  Dims x, w;
+  DType xt, yt;
+  int x_zp, y_zp;
+  bool per_channel, bias;
+  float y_scale;
+};
+Graph qlinear_conv_graph(const QConvSpec& q, unsigned* seed, const std::function<void(Node&)>& attrs) {
+  const int64_t m = q.w[0];
+  Tensor ws(DType::kFloat32, q.per_channel ? Dims{m} : Dims{});
+  std::mt19937 rng(++*seed);
+  for (int64_t i = 0; i < ws.numel(); ++i) ws.data<float>()[i] = 0.002f + 0.001f * static_cast<float>(rng() % 17);
+  Tensor wz(DType::kInt8, q.per_channel ? Dims{m} : Dims{});
+  std::fill_n(wz.data<int8_t>(), wz.numel(), int8_t{0});
+  Builder b;
+  b.input("x", q.x, q.xt)
+      .constant("xs", scalar_tensor(DType::kFloat32, 0.02))
+      .constant("xz", scalar_tensor(q.xt, q.x_zp))
+      .constant("w", int8_tensor(DType::kInt8, q.w, ++*seed))
+      .constant("ws", ws)
+      .constant("wz", wz)
+      .constant("ys", scalar_tensor(DType::kFloat32, q.y_scale))
+      .constant("yz", scalar_tensor(q.yt, q.y_zp));
+  std::vector<std::string> in{"x", "xs", "xz", "w", "ws", "wz", "ys", "yz"};
+  if (q.bias) {
+    Tensor bias(DType::kInt32, {m});
+    for (int64_t i = 0; i < m; ++i) bias.data<int32_t>()[i] = static_cast<int32_t>(rng() % 4001) - 2000;
+    b.constant("b", bias), in.push_back("b");
+  }
+  attrs(b.node("qconv", "QLinearConv", in, "y"));
+  return b.done({"y"});
+}
+
 // QLinearConv on oneDNN's int8 convolution: every element equal to the native kernel's (which is ONNX Runtime's),
 // across input signedness, zero points (the source's in the bias where no window reads padding), per-tensor and
 // per-channel scales, bias, groups, strides and pads.
@@ -321,29 +358,7 @@ TEST_F(DnnlBackend, QLinearConvIsOneDnnInt8AndEqualsNativeToTheBit) {
   unsigned seed = 400;
   for (const QCase& c : cases) {
     SCOPED_TRACE(c.name);
-    const int64_t m = c.w[0];
-    Tensor ws(DType::kFloat32, c.per_channel ? Dims{m} : Dims{});
-    std::mt19937 rng(++seed);
-    for (int64_t i = 0; i < ws.numel(); ++i) ws.data<float>()[i] = 0.002f + 0.001f * static_cast<float>(rng() % 17);
-    Tensor wz(DType::kInt8, c.per_channel ? Dims{m} : Dims{});
-    std::fill_n(wz.data<int8_t>(), wz.numel(), int8_t{0});
-    Builder b;
-    b.input("x", c.x, c.xt)
-        .constant("xs", scalar_tensor(DType::kFloat32, 0.02))
-        .constant("xz", scalar_tensor(c.xt, c.x_zp))
-        .constant("w", int8_tensor(DType::kInt8, c.w, ++seed))
-        .constant("ws", ws)
-        .constant("wz", wz)
-        .constant("ys", scalar_tensor(DType::kFloat32, 0.37))
-        .constant("yz", scalar_tensor(c.yt, c.y_zp));
-    std::vector<std::string> in{"x", "xs", "xz", "w", "ws", "wz", "ys", "yz"};
-    if (c.bias) {
-      Tensor bias(DType::kInt32, {m});
-      for (int64_t i = 0; i < m; ++i) bias.data<int32_t>()[i] = static_cast<int32_t>(rng() % 4001) - 2000;
-      b.constant("b", bias), in.push_back("b");
-    }
-    c.attrs(b.node("qconv", "QLinearConv", in, "y"));
-    Graph g = b.done({"y"});
+    Graph g = qlinear_conv_graph({c.x, c.w, c.xt, c.yt, c.x_zp, c.y_zp, c.per_channel, c.bias, 0.37f}, &seed, c.attrs);
     std::vector<Tensor> inputs{int8_tensor(c.xt, c.x, ++seed)};
     std::vector<Tensor> out = run_claimed(g, inputs);
     ASSERT_FALSE(out.empty());
@@ -454,35 +469,17 @@ TEST_F(DnnlBackend, OwnInt8DepthwiseConvolutionEqualsNativeToTheBit) {
   };
   // The kernel needs AVX-512 VNNI; TESSERA_ISA=avx2 (the dispatch switch) turns it off, and oneDNN's runs.
   const char* isa = std::getenv("TESSERA_ISA");
-  const bool kernel = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
-                      __builtin_cpu_supports("avx512vl") && !(isa && std::string(isa) == "avx2");
+  const bool kernel = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                      __builtin_cpu_supports("avx512vnni") && !(isa && std::string(isa) == "avx2");
   unsigned seed = 700;
   for (const DwCase& c : cases) {
     SCOPED_TRACE(c.name);
     const int64_t ch = c.x[1];
-    Tensor ws(DType::kFloat32, c.per_channel ? Dims{ch} : Dims{});
-    std::mt19937 rng(++seed);
-    for (int64_t i = 0; i < ws.numel(); ++i) ws.data<float>()[i] = 0.002f + 0.001f * static_cast<float>(rng() % 17);
-    Tensor wz(DType::kInt8, c.per_channel ? Dims{ch} : Dims{});
-    std::fill_n(wz.data<int8_t>(), wz.numel(), int8_t{0});
-    Builder b;
-    b.input("x", c.x, c.xt)
-        .constant("xs", scalar_tensor(DType::kFloat32, 0.02))
-        .constant("xz", scalar_tensor(c.xt, c.x_zp))
-        .constant("w", int8_tensor(DType::kInt8, {ch, 1, c.k, c.k}, ++seed))
-        .constant("ws", ws)
-        .constant("wz", wz)
-        .constant("ys", scalar_tensor(DType::kFloat32, c.y_scale))
-        .constant("yz", scalar_tensor(c.yt, c.y_zp));
-    std::vector<std::string> in{"x", "xs", "xz", "w", "ws", "wz", "ys", "yz"};
-    if (c.bias) {
-      Tensor bias(DType::kInt32, {ch});
-      for (int64_t i = 0; i < ch; ++i) bias.data<int32_t>()[i] = static_cast<int32_t>(rng() % 4001) - 2000;
-      b.constant("b", bias), in.push_back("b");
-    }
-    Node& n = b.node("qconv", "QLinearConv", in, "y");
-    set_int(n, "group", ch), set_ints(n, "pads", c.pads), set_ints(n, "strides", {c.stride, c.stride});
-    Graph g = b.done({"y"});
+    Graph g = qlinear_conv_graph(
+        {c.x, {ch, 1, c.k, c.k}, c.xt, c.yt, c.x_zp, c.y_zp, c.per_channel, c.bias, c.y_scale}, &seed, [&](Node& n) {
+          set_int(n, "group", ch), set_ints(n, "pads", c.pads), set_ints(n, "strides", {c.stride, c.stride});
+        });
     std::vector<Tensor> inputs{int8_tensor(c.xt, c.x, ++seed)};
     plugintest::PluginClient::Profiled prof;
     std::vector<Tensor> out = run_claimed(g, inputs, &prof, "impl=own_dw_int8");
