@@ -19,11 +19,12 @@ it
      sampled shapes (p50, p99, max, and the first request at each shape);
   5. throughput after warm-up: the sampled shapes' requests (all in the second half of the stream), static time /
      stream time;
-  With --repeats N, steps 2 and 3 run N times in turn (the static artifacts compiled once): each replay is followed
-  by the static timings it is compared with, and the repeat with the median throughput is reported, every repeat's
-  throughput and p99 slowdown beside it.
   6. checks the ranged artifact's outputs against ONNX Runtime (tests/e2e/ort_reference.js, CPU, optimisations
      off) at every sampled shape: max |a-b| <= 1e-3 * (1 + |b|).
+  With --repeats N, steps 2 and 3 run N times in turn (the static artifacts compiled once): each replay is followed
+  by the static timings it is compared with, and the repeat with the median throughput is reported, every repeat's
+  throughput and p99 slowdown beside it. A later replay may read engines an earlier one compiled in the
+  background from the engine cache (each repeat's buckets_from_cache says how many).
 Prints one JSON line per stream and a Markdown table row for bench/RESULTS.md.
 """
 import argparse
@@ -200,7 +201,8 @@ def main():
         result.update({"stream": name, "requests": len(stream), "sampled_shapes": len(sampled),
                        "ort_match": ort_ok, "ort_max_abs_diff": max_err, "threads": a.threads,
                        "repeats": [{k: r[k] for k in ("throughput_vs_static_after_warmup", "slowdown_p99", "p50_ms",
-                                                      "p99_ms", "max_rss_mb", "waited_for_a_plan")} for r in reps]})
+                                                      "p99_ms", "max_rss_mb", "waited_for_a_plan",
+                                                      "buckets_compiled", "buckets_from_cache")} for r in reps]})
         print(json.dumps(result), flush=True)
         rows.append(result)
     print()
