@@ -151,8 +151,12 @@ void run_softmax(const Step& step, std::unordered_map<int, dnnl::memory>& args) 
   auto* y = static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle());
   const int64_t n = step.inner, rows = static_cast<int64_t>(xm.get_desc().get_size() / sizeof(float)) / n;
   const bool log = step.alg == dnnl_softmax_log;
-#pragma omp parallel for schedule(static) if (rows * n > 16384)
-  for (int64_t r = 0; r < rows; ++r) tessera::rowk::avx512::softmax_row(x + r * n, y + r * n, n, log);
+#pragma omp parallel if (rows * n > 16384)
+  {
+    const tessera::rowk::FlushDenormals flush;  // masked scores' exponentials; once per thread
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) tessera::rowk::avx512::softmax_row(x + r * n, y + r * n, n, log);
+  }
 }
 
 // An attention by chunks of query rows (AttentionChunks): per chunk, the scores Q x K into the workspace, the
@@ -180,8 +184,12 @@ void run_attention(const AttentionChunks& a, std::unordered_map<int, dnnl::memor
     p.scores.execute(stream, sa);
     stream.wait();
     const int64_t rows = a.heads * p.rows, n = a.row_len;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < rows; ++i) tessera::rowk::avx512::softmax_row(s + i * n, s + i * n, n, false);
+#pragma omp parallel
+    {
+      const tessera::rowk::FlushDenormals flush;  // masked scores' exponentials; once per thread
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < rows; ++i) tessera::rowk::avx512::softmax_row(s + i * n, s + i * n, n, false);
+    }
     std::unordered_map<int, dnnl::memory> va{{DNNL_ARG_SRC, sm}, {DNNL_ARG_WEIGHTS, vm}, {DNNL_ARG_DST, ym}};
     if (p.scratch_values.get_size() > 0) va.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratch_values, eng, scratch));
     p.values.execute(stream, va);
