@@ -195,11 +195,21 @@ dnnl::primitive_attr attr_for(const Op& op, const std::vector<Value>& v,
     // compute it, not round(v + zero point), which the float sum's own rounding can move across a half.
     dnnl::post_ops po;
     po.append_eltwise(1.f, algorithm::eltwise_round, 0.f, 0.f);
-    // A clamp table folded into the product (fusion): its clip on round(v), before the zero point is added.
-    for (const PostOp& p : op.post) po.append_eltwise(1.f, static_cast<algorithm>(p.alg), p.alpha, p.beta);
+    // A clamp table folded into the product (fusion): its clip on round(v), before the zero point is added. A
+    // residual QLinearAdd folded in (absorb_qlinear_adds): that clip, its linear step (the zero point inside) and
+    // the sum of the other operand, scaled.
+    bool sum = false;
+    for (const PostOp& p : op.post) {
+      if (p.kind == PostKind::kSum) {
+        po.append_sum(p.alpha);
+        sum = true;
+      } else {
+        po.append_eltwise(1.f, static_cast<algorithm>(p.alg), p.alpha, p.beta);
+      }
+    }
     // The destination's zero point as a last post-op (round(v) + zero point is exact in float), not as oneDNN's
     // zero point attribute: with that attribute, oneDNN 2.6 leaves its AMX brgemm kernels for others 2-5x slower.
-    if (op.floats[1] != 0) po.append_eltwise(1.f, algorithm::eltwise_linear, 1.f, op.floats[1]);
+    if (op.floats[1] != 0 && !sum) po.append_eltwise(1.f, algorithm::eltwise_linear, 1.f, op.floats[1]);
     attr.set_post_ops(po);
     return attr;
   }

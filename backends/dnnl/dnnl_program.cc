@@ -31,7 +31,7 @@ static_assert(std::endian::native == std::endian::little, "the blob format is li
 constexpr char kMagic[8] = {'T', 'S', 'R', 'D', 'N', 'N', 'L', '\0'};
 // 8: the implementation chosen; 7: bilinear Resize; 6: Resize; 5: QuantParams, DynConv, DynMatMul; 4: QConv, Lookup,
 // integer values; 3: op flags (bf16); 2: an op names all its nodes.
-constexpr uint32_t kBlobVersion = 8;
+constexpr uint32_t kBlobVersion = 9;
 
 bool own_eltwise(const Op& op) {
   return op.kind == OpKind::kEltwise && op.post.empty() &&
@@ -603,6 +603,20 @@ std::string check_kind(const Op& op, const std::vector<Value>& v) {
 
 bool is_8bit(int32_t dtype) { return dtype == TESSERA_DTYPE_UINT8 || dtype == TESSERA_DTYPE_INT8; }
 
+// A residual QLinearAdd folded into a convolution (absorb_qlinear_adds, dnnl_fusion.cc): post-ops {clip of round(v)
+// to whole bounds, linear, sum of a value of the destination's 8-bit type scaled by alpha}.
+bool qlinear_add_posts(const Op& op, const std::vector<Value>& v) {
+  if (op.kind != OpKind::kQConv || op.post.size() != 3) return false;
+  const PostOp& c = op.post[0];
+  const PostOp& l = op.post[1];
+  const PostOp& s = op.post[2];
+  const bool finite = std::isfinite(l.alpha) && std::isfinite(l.beta) && std::isfinite(s.alpha);
+  return c.kind == PostKind::kEltwise && c.alg == dnnl_eltwise_clip && c.operand < 0 &&
+         whole_bounds(c.alpha, c.beta, -383, 383) && l.kind == PostKind::kEltwise && l.alg == dnnl_eltwise_linear &&
+         l.operand < 0 && s.kind == PostKind::kSum && s.operand >= 0 && s.operand < static_cast<int32_t>(v.size()) &&
+         v[static_cast<size_t>(s.operand)].dtype == v[static_cast<size_t>(op.out)].dtype && finite;
+}
+
 // The data types each operand must have: float32 everywhere but the integer
 // operands of kQConv and kLookup; no post-ops on those.
 std::string check_dtypes(const Op& op, const std::vector<Value>& v) {
@@ -654,7 +668,8 @@ std::string check_dtypes(const Op& op, const std::vector<Value>& v) {
     const bool clamp = op.kind != OpKind::kLookup && op.post.size() == 1 && op.post[0].kind == PostKind::kEltwise &&
                        op.post[0].alg == dnnl_eltwise_clip && op.post[0].operand < 0 &&
                        whole_bounds(op.post[0].alpha, op.post[0].beta, -383, 383);
-    if ((!op.post.empty() && !clamp) || op.bf16) return "post-ops or bf16 on an integer op";
+    if ((!op.post.empty() && !clamp && !qlinear_add_posts(op, v)) || op.bf16)
+      return "post-ops or bf16 on an integer op";
     if (op.kind == OpKind::kQMatMul) {
       return is_8bit(dt(op.in[0])) && dt(op.in[1]) == TESSERA_DTYPE_INT8 && is_8bit(dt(op.out))
                  ? ""

@@ -37,6 +37,10 @@ def main(argv):
     ap.add_argument("--shape", action="append", default=[], help="passed to tessera run (NAME=D0,D1,..; repeatable)")
     ap.add_argument("--opt", default="disabled", choices=["disabled", "all"])
     ap.add_argument("--each", action="store_true", help="print every quantized tensor's largest difference, in order")
+    ap.add_argument("--keep-fusions", action="store_true",
+                    help="leave out the Convs' quantized results that an Add reads (Conv -> Q -> DQ -> Add), so that an "
+                         "engine folding the convolution and the Add into one step still does (an exposed tensor is "
+                         "computed apart)")
     a = ap.parse_args(argv)
     m = onnx.load(a.model)
     g = m.graph
@@ -46,6 +50,19 @@ def main(argv):
     # own scale, computed at run time: a step there is one of that tensor's scale on each side).
     quantized = [n.output[0] for n in g.node
                  if n.op_type in ("QuantizeLinear", "DynamicQuantizeLinear") and n.output[0] not in outputs]
+    if a.keep_fusions:
+        readers, producer = {}, {}
+        for n in g.node:
+            for i in n.input:
+                readers.setdefault(i, []).append(n)
+            for o in n.output:
+                producer[o] = n
+        def folded(q):  # a Conv's quantized result read by an Add through its DequantizeLinear
+            p = producer.get(producer[q].input[0])
+            return p is not None and p.op_type == "Conv" and any(
+                d.op_type == "DequantizeLinear" and any(r.op_type == "Add" for r in readers.get(d.output[0], []))
+                for d in readers.get(q, []))
+        quantized = [q for q in quantized if not folded(q)]
     for q in quantized:
         g.output.append(helper.make_empty_tensor_value_info(q))
     # The scale each float output was dequantized with, where a DequantizeLinear produced it.

@@ -369,6 +369,69 @@ TEST_F(DnnlBackend, QLinearConvIsOneDnnInt8AndEqualsNativeToTheBit) {
   }
 }
 
+// A QLinearConv whose result only a QLinearAdd-form table reads (a residual Add between quantized tensors, as the QDQ
+// pass writes it) runs as one convolution step with the Add in its post-ops, the conv's own rounding and saturation
+// kept: uint8 and int8, the conv's result as the Add's first or second operand, a Relu form (the result's zero point
+// at its type's minimum), 1x1 and 3x3, a result scale at which the conv saturates often (the test fails with the
+// clip widened by 100). Against native (ONNX Runtime's arithmetic): at most one step anywhere, and that only where
+// float sums in another order move a value lying next to a half (none here; two in a thousand allowed).
+TEST_F(DnnlBackend, QLinearConvIntoAResidualQLinearAddIsOneStepWithinAStepOfNative) {
+  SKIP_WITHOUT_INT8_KERNELS();
+  unsigned seed = 1200;
+  for (int variant = 0; variant < 8; ++variant) {
+    const DType t = variant & 1 ? DType::kInt8 : DType::kUInt8;
+    const bool second = variant & 2, wide = variant & 4;
+    SCOPED_TRACE(std::string(dtype_name(t)) + (second ? ", conv second" : ", conv first") + (wide ? ", 3x3" : ", 1x1"));
+    const bool s8 = t == DType::kInt8;
+    const Dims x{1, 16, 9, 11}, w{32, 16, wide ? 3 : 1, wide ? 3 : 1};
+    Graph g = qlinear_conv_graph({x, w, t, t, s8 ? -5 : 121, s8 ? 9 : 117, variant % 3 != 0, true, 0.15f}, &seed,
+                                 [&](Node& n) {
+                                   if (wide) set_ints(n, "pads", {1, 1, 1, 1});
+                                 });
+    // Relu form for variants 6 and 7: fixed chosen so the form saturates at the type's minimum as a Relu would.
+    const tessera::qadd::Form f{0.5625f, 0.4375f, variant >= 6 ? (s8 ? -128.f : 0.f) : (s8 ? 3.25f : -41.5f)};
+    Tensor table(t, {65536});
+    tessera::qadd::fill_table(f, s8, table.data<uint8_t>());
+    const Dims y{1, 32, 9, 11};
+    g.inputs.push_back("r");
+    g.values["r"] = ValueInfo{t, Shape::FromDims(y)};
+    g.constants["table"] = table;
+    Node lut;
+    lut.name = "lut";
+    lut.op_type = "QLinearLookup";
+    lut.domain = "ai.tessera";
+    lut.inputs = second ? std::vector<std::string>{"r", "y", "table"} : std::vector<std::string>{"y", "r", "table"};
+    lut.outputs = {"z"};
+    lut.attrs["qlinear_add"] = Attribute::Floats(tessera::qadd::form_floats(f));
+    g.nodes.push_back(lut);
+    g.outputs = {"z"};
+    ASSERT_TRUE(infer_shapes(g).ok());
+    const std::vector<Tensor> inputs{int8_tensor(t, x, ++seed), int8_tensor(t, y, ++seed)};
+    plugintest::PluginClient::Profiled prof;
+    std::vector<Tensor> out = run_claimed(g, inputs, &prof);
+    ASSERT_EQ(out.size(), 1u);
+    const Tensor ref = native(g, inputs)[0];
+    int differ = 0, beyond = 0;
+    for (int64_t i = 0; i < ref.numel(); ++i) {
+      const int a = s8 ? out[0].data<int8_t>()[i] : out[0].data<uint8_t>()[i];
+      const int b = s8 ? ref.data<int8_t>()[i] : ref.data<uint8_t>()[i];
+      differ += a != b;
+      beyond += std::abs(a - b) > 1;
+    }
+    EXPECT_EQ(beyond, 0);
+    EXPECT_LE(differ, ref.numel() / 500) << "of " << ref.numel();
+    std::string steps;
+    int convs = 0;
+    for (const auto& st : prof.steps) {
+      steps += st.what + "; ";
+      convs += st.what.rfind("convolution", 0) == 0;
+    }
+    EXPECT_EQ(convs, 1) << steps;  // beside it, reorders of the region's plain operands only
+    EXPECT_EQ(steps.find("QLinearAdd"), std::string::npos) << steps;
+    EXPECT_EQ(steps.find("lookup"), std::string::npos) << steps;
+  }
+}
+
 // The plugin's own int8 depthwise convolution (impl=own_dw_int8 names it; compile otherwise times it against oneDNN's):
 // every element equal to native's across 3x3 / 5x5 / 7x7 windows, strides, asymmetric pads, channel counts that fill
 // 64- and 32-channel blocks partly (16, 40, 96, 144), rows wider than a column tile, int8 and uint8 sources and
