@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <list>
 #include <memory>
@@ -863,24 +864,30 @@ void fill_values(void* p, size_t bytes, memory::data_type dt, uint32_t seed) {
   }
 }
 
-// The least time of at least three runs of `run`, and of up to twenty within 2 ms.
-template <class Run>
-double best_seconds(Run run) {
-  double best = std::numeric_limits<double>::infinity(), spent = 0;
-  for (int r = 0; r < 20 && (r < 3 || spent < 2e-3); ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    run();
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::min(best, dt);
-    spent += dt;
+// The least time of each candidate's runs, timed in rounds (each candidate once per round, in turn), so that a
+// slow phase of a shared host falls on all of them alike: at least three rounds, and up to twenty while the rounds
+// have taken under 2 ms per candidate. A candidate that is null gets infinity.
+std::vector<double> best_seconds(const std::vector<std::function<void()>>& runs) {
+  std::vector<double> best(runs.size(), std::numeric_limits<double>::infinity());
+  double spent = 0;
+  for (int r = 0; r < 20 && (r < 3 || spent < 2e-3 * static_cast<double>(runs.size())); ++r) {
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (!runs[i]) continue;
+      const auto t0 = std::chrono::steady_clock::now();
+      runs[i]();
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      best[i] = std::min(best[i], dt);
+      spent += dt;
+    }
   }
   return best;
 }
 
-// Runs `pd` alone on buffers of its own holding the same values for every implementation of one op (the weights
-// drawn in plain layout and reordered into the implementation's), puts its destination's bytes in `out`, and returns
-// the seconds per run: the least of at least three runs after that one, and of up to twenty within 2 ms.
-double run_alone(const dnnl::primitive_desc_base& pd, const Op& op, const dnnl::engine& eng, std::vector<char>* out) {
+// `pd` set up to run alone on buffers of its own holding the same values for every implementation of one op (the
+// weights drawn in plain layout and reordered into the implementation's): run once, its destination's bytes put in
+// `out`; the returned function runs it again.
+std::function<void()> prepare_alone(const dnnl::primitive_desc_base& pd, const Op& op, const dnnl::engine& eng,
+                                    std::vector<char>* out) {
   std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};
   // A binary post-op's operand (oneDNN 2.6 reads any post-op's entry as a binary one when asked for its operand).
   for (size_t i = 0; i < op.post.size(); ++i) {
@@ -910,15 +917,16 @@ double run_alone(const dnnl::primitive_desc_base& pd, const Op& op, const dnnl::
   const memory& dst = mems.at(DNNL_ARG_DST);
   const char* d = static_cast<const char*>(dst.get_data_handle());
   out->assign(d, d + dst.get_desc().get_size());
-  return best_seconds([&] {
+  return [prim, stream, mems]() mutable {
     prim.execute(stream, mems);
     stream.wait();
-  });
+  };
 }
 
-// The plugin's own depthwise kernel (own_dw_int8) timed as run_alone times a primitive, on the values run_alone
-// gives the primitive's operands (source and destination channels-last, as oneDNN's int8 convolutions hold them).
-double run_own_dw_alone(const Op& op, const std::vector<Value>& v, std::vector<char>* out) {
+// The plugin's own depthwise kernel (own_dw_int8) set up as prepare_alone sets up a primitive, on the values it gives
+// the primitive's operands (source and destination channels-last, as oneDNN's int8 convolutions hold them); null
+// where the kernel refuses the op.
+std::function<void()> prepare_own_dw_alone(const Op& op, const std::vector<Value>& v, std::vector<char>* out) {
   const Dims& xd = v[static_cast<size_t>(op.in[0])].dims;
   const Dims& wd = v[static_cast<size_t>(op.in[1])].dims;
   std::vector<int8_t> w(static_cast<size_t>(numel(wd)));
@@ -929,13 +937,15 @@ double run_own_dw_alone(const Op& op, const std::vector<Value>& v, std::vector<c
   Op o = op;
   if (src_zero_point_in_bias(op)) o.floats[0] = 0;
   const bool biased = op.in[2] >= 0 || src_zero_point_in_bias(op);
-  const std::unique_ptr<DwInt8> k = own_dw_int8_kernel(o, v, w.data(), biased ? b.data() : nullptr);
-  if (!k) return std::numeric_limits<double>::infinity();
-  std::vector<uint8_t> x(static_cast<size_t>(numel(xd)));
-  fill_values(x.data(), x.size(), memory::data_type::u8, static_cast<uint32_t>(DNNL_ARG_SRC));
+  std::shared_ptr<DwInt8> k = own_dw_int8_kernel(o, v, w.data(), biased ? b.data() : nullptr);
+  if (!k) return nullptr;
+  auto x = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(numel(xd)));
+  fill_values(x->data(), x->size(), memory::data_type::u8, static_cast<uint32_t>(DNNL_ARG_SRC));
   out->assign(static_cast<size_t>(numel(v[static_cast<size_t>(op.out)].dims)), 0);
-  run_dw_int8(*k, x.data(), out->data(), xd[0]);
-  return best_seconds([&] { run_dw_int8(*k, x.data(), out->data(), xd[0]); });
+  run_dw_int8(*k, x->data(), out->data(), xd[0]);
+  auto y = std::make_shared<std::vector<char>>(*out);
+  const int64_t batch = xd[0];
+  return [k, x, y, batch] { run_dw_int8(*k, x->data(), y->data(), batch); };
 }
 
 }  // namespace
@@ -979,28 +989,33 @@ std::string choose_impl(Op& op, const std::vector<Value>& v, const dnnl::engine&
   std::string pick;
   if ((names.size() > 1 || own) && !names.empty() && names[0] == offers[0].name) {
     omp_set_num_threads(threads);
-    std::vector<double> secs;
+    // Every candidate set up first, then timed in turn (best_seconds).
+    std::vector<std::function<void()>> runs;
     std::vector<char> first, got;
     for (const std::string& name : names) {
       Op o = op;
       o.impl = name;
-      double t = std::numeric_limits<double>::infinity();
+      std::function<void()> run;
       try {
-        t = run_alone(create_pd(o, v, in, eng), o, eng, secs.empty() ? &first : &got);
+        run = prepare_alone(create_pd(o, v, in, eng), o, eng, runs.empty() ? &first : &got);
       } catch (const dnnl::error&) {
       }
       // Only an implementation that computes the first choice's bits is a choice: speed alone may change.
-      if (!secs.empty() && got != first) t = std::numeric_limits<double>::infinity();
-      secs.push_back(t);
+      if (!runs.empty() && got != first) run = nullptr;
+      runs.push_back(std::move(run));
     }
+    if (own) {
+      std::function<void()> run = prepare_own_dw_alone(op, v, &got);
+      runs.push_back(got == first ? std::move(run) : nullptr);
+      names.emplace_back(kOwnDwInt8);
+    }
+    std::vector<double> secs = best_seconds(runs);
     if (own) {
       // The own kernel must beat every oneDNN implementation by 10 %: in a model it reads a source the previous
       // primitive spread over the threads' caches its own way (mobilenet_v2's 32-channel one at 112x112, even alone,
       // ran 0.051 ms there against oneDNN's 0.043).
-      const double t = run_own_dw_alone(op, v, &got);
-      const double fastest = *std::min_element(secs.begin(), secs.end());
-      secs.push_back(got == first && t < 0.9 * fastest ? t : std::numeric_limits<double>::infinity());
-      names.emplace_back(kOwnDwInt8);
+      const double fastest = *std::min_element(secs.begin(), secs.end() - 1);
+      if (!(secs.back() < 0.9 * fastest)) secs.back() = std::numeric_limits<double>::infinity();
     }
     const size_t best = static_cast<size_t>(std::min_element(secs.begin(), secs.end()) - secs.begin());
     if (best != 0 && secs[best] < 0.95 * secs[0]) pick = names[best];
