@@ -339,6 +339,7 @@ const tessera_backend_t kTable = {
     .device_free = cuda_device_free,
     .copy = cuda_copy,
     .synchronize = cuda_synchronize,
+    .engine_bytes = nullptr,  // its engines hold device memory, not host memory
 };
 
 }  // namespace

@@ -159,7 +159,7 @@ struct tessera_engine {
   tessera_dnnl::Plan plan;
   // Run contexts (stream, arena, memory objects) not in use. A run takes one
   // or makes one, so concurrent runs never share mutable state.
-  std::mutex mu;
+  mutable std::mutex mu;
   std::vector<std::unique_ptr<tessera_dnnl::RunContext>> idle;
   ~tessera_engine();
 };
@@ -174,6 +174,9 @@ bool own_avx512_loops();
 // `max_memory` (0: none) bounds the buffers one run holds: past it, TESSERA_ERROR_OUT_OF_MEMORY.
 std::unique_ptr<tessera_engine> make_engine(Program p, const tessera_named_tensor_t* constants, size_t count,
                                             int num_threads, uint64_t max_memory = 0);
+// Host memory the engine holds of its own: its reordered weights and, per run context it keeps, the arena and the
+// scratchpad (the ABI's engine_bytes).
+uint64_t engine_bytes(const tessera_engine& e);
 // One inference; fails with TESSERA_ERROR_INVALID_ARGUMENT on descriptors
 // that differ from the region, TESSERA_ERROR_RUNTIME when oneDNN fails.
 void run_engine(tessera_engine& e, const tessera_tensor_t* inputs, size_t num_inputs, tessera_tensor_t* outputs,

@@ -335,6 +335,8 @@ tessera_status_t run_profiled(tessera_engine_t* engine, const tessera_tensor_t* 
 
 void destroy(tessera_engine_t* engine) { delete engine; }
 
+uint64_t engine_bytes(const tessera_engine_t* engine) { return engine ? tessera_dnnl::engine_bytes(*engine) : 0; }
+
 // Both estimates price the fused program compile would build (post-ops cost
 // nothing extra) with dnnl_cost.cc: on the host's measured machine
 // (estimate_region), or on nominal figures for an older host (estimate_cost).
@@ -399,6 +401,7 @@ const tessera_backend_t kTable = {
     .device_free = nullptr,
     .copy = nullptr,
     .synchronize = nullptr,
+    .engine_bytes = engine_bytes,
 };
 
 }  // namespace

@@ -869,6 +869,17 @@ std::unique_ptr<tessera_engine> make_engine(Program p, const tessera_named_tenso
   return e;
 }
 
+uint64_t engine_bytes(const tessera_engine& e) {
+  uint64_t owned = 0;
+  for (const AlignedBuffer& b : e.plan.owned) owned += b.n;
+  size_t contexts = 1;
+  {
+    std::lock_guard<std::mutex> lock(e.mu);
+    contexts = std::max<size_t>(1, e.idle.size());
+  }
+  return owned + contexts * (uint64_t{e.plan.arena_bytes} + e.plan.scratch_bytes);
+}
+
 namespace {
 
 // Checks the descriptors, takes a run context, runs `body` on it and gives it back.

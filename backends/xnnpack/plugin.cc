@@ -283,6 +283,7 @@ const tessera_backend_t kTable = {
     .device_free = nullptr,
     .copy = nullptr,
     .synchronize = nullptr,
+    .engine_bytes = nullptr,  // XNNPACK 2022 says nothing of its packed weights' and workspace's sizes
 };
 
 }  // namespace

@@ -865,6 +865,9 @@ const tessera_backend_t kTable = {
     .device_free = nullptr,
     .copy = nullptr,
     .synchronize = nullptr,
+    // Minor revision 4: the host memory an engine holds of its own (packed weights, buffers kept between runs),
+    // counted against a session's memory limit where the engine belongs to a shape bucket. Optional.
+    .engine_bytes = nullptr,
 };
 
 }  // namespace

@@ -1,4 +1,4 @@
-/* Tessera backend ABI, version 1 (minor revision 3).
+/* Tessera backend ABI, version 1 (minor revision 4).
  *
  * A backend is a shared library that exports one C symbol,
  *
@@ -53,7 +53,9 @@
  * within. Minor revision 3 lets a backend's tensors live on a device
  * (memory, device_id) and gives the host what it needs to keep them there:
  * device buffers, copies between host and device, and a synchronize (see
- * "Device memory" below).
+ * "Device memory" below). Minor revision 4 lets an engine say how much host
+ * memory it holds of its own (engine_bytes), which the host counts against a
+ * session's memory limit.
  */
 #ifndef TESSERA_BACKEND_H_
 #define TESSERA_BACKEND_H_
@@ -69,7 +71,7 @@ extern "C" {
 
 #define TESSERA_BACKEND_ABI_VERSION 1u
 /* The minor revision this header describes (members gated by struct_size). */
-#define TESSERA_BACKEND_ABI_MINOR 3u
+#define TESSERA_BACKEND_ABI_MINOR 4u
 
 /* Name of the symbol every backend library exports. */
 #define TESSERA_BACKEND_QUERY_SYMBOL "tessera_backend_query"
@@ -355,6 +357,17 @@ typedef struct tessera_backend {
   /* Waits for everything the calling thread enqueued (run, copy); reports an
    * error of that work. Thread-safe. */
   tessera_status_t (*synchronize)(char* msg, size_t msg_cap);
+
+  /* --- version 1, minor revision 4: read only when struct_size covers them --- */
+
+  /* Optional (may be NULL: the host counts nothing for the engine). Bytes of
+   * host memory `engine` holds of its own while it is loaded: constants in
+   * its own layouts (reordered or packed weights) and the buffers it keeps
+   * for its runs; not the constants load() was given, which the host holds.
+   * The host counts it against a session's memory limit where the engine
+   * belongs to a shape bucket compiled at run time (the plan cache's LRU).
+   * Thread-safe. */
+  uint64_t (*engine_bytes)(const tessera_engine_t* engine);
 } tessera_backend_t;
 
 /* The size of a version-1.0 table (members up to estimate_cost): the least

@@ -54,7 +54,7 @@ extern "C" {
 #endif
 
 #define TESSERA_API_VERSION_MAJOR 0
-#define TESSERA_API_VERSION_MINOR 8
+#define TESSERA_API_VERSION_MINOR 9
 
 #if defined(__GNUC__)
 #define TESSERA_API __attribute__((visibility("default")))
@@ -328,6 +328,14 @@ TESSERA_API tessera_error_t* tessera_session_bucket_runs(const tessera_session_t
  * bucket count in tessera_session_bucket_runs too. */
 TESSERA_API tessera_error_t* tessera_session_background_buckets(const tessera_session_t* session, uint64_t* compiled,
                                                                 uint64_t* from_cache, uint64_t* failed);
+/* Since 0.9. What the session's plans per input shape hold now, as counted
+ * against its memory limit (tessera_session_options_set_max_memory): `arenas`,
+ * their arenas; `engines`, the host memory the engines of buckets made in the
+ * background hold of their own (reordered weights, run buffers; as far as
+ * their backends say: the backend ABI's engine_bytes). Each pointer may be
+ * NULL. */
+TESSERA_API tessera_error_t* tessera_session_plan_cache_bytes(const tessera_session_t* session, uint64_t* arenas,
+                                                              uint64_t* engines);
 
 /* ---- running ------------------------------------------------------------------ */
 

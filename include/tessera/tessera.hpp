@@ -370,12 +370,16 @@ class Session : public detail::Handle<tessera_session_t, tessera_session_release
     // Buckets the background made, of them read from the engine cache, and failed compiles
     // (tessera_session_background_buckets).
     uint64_t compiled = 0, from_cache = 0, compile_failed = 0;
+    // What the plans hold now against the memory limit: arenas, and buckets' engines
+    // (tessera_session_plan_cache_bytes).
+    uint64_t arena_bytes = 0, engine_bytes = 0;
   };
   PlanCounts Plans() const {
     PlanCounts c;
     detail::check(tessera_session_plan_counts(p_, &c.built, &c.waited, &c.generic));
     detail::check(tessera_session_bucket_runs(p_, &c.bucket));
     detail::check(tessera_session_background_buckets(p_, &c.compiled, &c.from_cache, &c.compile_failed));
+    detail::check(tessera_session_plan_cache_bytes(p_, &c.arena_bytes, &c.engine_bytes));
     return c;
   }
   // Arena bytes of a run on inputs shaped like these (graph order).

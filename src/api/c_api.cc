@@ -759,6 +759,17 @@ tessera_error_t* tessera_session_background_buckets(const tessera_session_t* ses
   });
 }
 
+tessera_error_t* tessera_session_plan_cache_bytes(const tessera_session_t* session, uint64_t* arenas,
+                                                  uint64_t* engines) {
+  return guarded("tessera_session_plan_cache_bytes", [&]() -> tessera_error_t* {
+    if (!session) return invalid("tessera_session_plan_cache_bytes", "session is NULL");
+    const InferenceSession::PlanCacheBytes b = session->session->plan_cache_bytes();
+    if (arenas) *arenas = b.arenas;
+    if (engines) *engines = b.engines;
+    return nullptr;
+  });
+}
+
 // ---- values ----------------------------------------------------------------------------
 
 tessera_error_t* tessera_value_create(int32_t dtype, const int64_t* dims, size_t rank, tessera_value_t** out) {

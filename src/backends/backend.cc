@@ -135,6 +135,16 @@ Status Engine::call_run(const tessera_tensor_t* in, size_t num_in, tessera_tenso
   return Status::Ok();
 }
 
+uint64_t Engine::bytes() const {
+  return backend_ && backend_->engine_bytes_ && handle_ ? backend_->engine_bytes_(handle_) : 0;
+}
+
+uint64_t engine_bytes(const EngineTable& engines) {
+  uint64_t sum = 0;
+  for (const auto& e : engines) sum += e ? e->bytes() : 0;
+  return sum;
+}
+
 Status Engine::run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) const {
   return run_profiled(inputs, outputs, nullptr);
 }
@@ -239,6 +249,7 @@ Expected<std::shared_ptr<Backend>> Backend::FromTable(const tessera_backend_t* t
   if (covers(t->struct_size, TSR_MEMBER_END(color)) && t->color) b->color_ = t->color;
   if (covers(t->struct_size, TSR_MEMBER_END(estimate_region))) b->estimate_region_ = t->estimate_region;
   if (covers(t->struct_size, TSR_MEMBER_END(run_profiled))) b->run_profiled_ = t->run_profiled;
+  if (covers(t->struct_size, TSR_MEMBER_END(engine_bytes))) b->engine_bytes_ = t->engine_bytes;
   // Minor revision 3: device memory.
   if (covers(t->struct_size, TSR_MEMBER_END(synchronize)) && t->memory == TESSERA_MEMORY_DEVICE) {
     if (!t->device_alloc || !t->device_free || !t->copy || !t->synchronize) {

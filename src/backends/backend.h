@@ -65,6 +65,8 @@ class Engine {
                       std::vector<ProfileStep>* steps) const;
   const Backend& backend() const { return *backend_; }
   const std::string& region() const { return region_; }
+  // Host memory the engine holds of its own (its backend's engine_bytes; 0 where the backend does not say).
+  uint64_t bytes() const;
 
   // A device backend's engine (Backend::on_device) reads and writes device
   // memory. run() above takes host tensors for it too: it stages them through
@@ -99,6 +101,8 @@ class Engine {
 };
 
 using EngineTable = std::vector<std::shared_ptr<const Engine>>;
+// The sum of the table's Engine::bytes().
+uint64_t engine_bytes(const EngineTable& engines);
 
 class Backend : public std::enable_shared_from_this<Backend> {
  public:
@@ -157,6 +161,7 @@ class Backend : public std::enable_shared_from_this<Backend> {
   Threading threading_ = Threading::kUnknown;
   decltype(tessera_backend_t::estimate_region) estimate_region_ = nullptr;
   decltype(tessera_backend_t::run_profiled) run_profiled_ = nullptr;
+  decltype(tessera_backend_t::engine_bytes) engine_bytes_ = nullptr;
   bool on_device_ = false;
   int device_id_ = 0;
 };

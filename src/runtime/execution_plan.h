@@ -38,6 +38,8 @@ class ExecutionPlan {
   // Inputs in graph-input order, already checked by the session.
   Expected<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, const RunOptions& ro = {}) const;
   const RunStats& stats() const { return stats_; }
+  // The engine table the plan's regions run from (null: none).
+  const EngineTable* engines() const { return engines_; }
   // Plans built so far for the nested graphs of this plan's nodes (not deeper).
   int num_body_plans() const { return bodies_ ? bodies_->num_plans() : 0; }
 

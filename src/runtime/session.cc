@@ -289,7 +289,9 @@ void InferenceSession::fulfil_locked(PlanSlot& slot, const std::shared_ptr<const
   plans_built_.fetch_add(1, std::memory_order_relaxed);
   slot.built = true;
   slot.bucket = bucket;
-  slot.bytes = plan->stats().arena_bytes;
+  // A bucket's engines are its own (loaded for it alone): what they hold counts with its arena.
+  slot.engine_bytes = bucket && plan->engines() ? engine_bytes(*plan->engines()) : 0;
+  slot.bytes = plan->stats().arena_bytes + slot.engine_bytes;
   evict_plans_locked();
 }
 
@@ -505,6 +507,17 @@ std::vector<std::vector<Dims>> InferenceSession::cached_plan_shapes() const {
   std::vector<std::vector<Dims>> out;
   for (auto& [use, dims] : by_use) out.push_back(std::move(dims));
   return out;
+}
+
+InferenceSession::PlanCacheBytes InferenceSession::plan_cache_bytes() const {
+  PlanCacheBytes b;
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  for (const auto& kv : plans_) {
+    if (!kv.second->built) continue;
+    b.arenas += kv.second->bytes - kv.second->engine_bytes;
+    b.engines += kv.second->engine_bytes;
+  }
+  return b;
 }
 
 std::vector<std::vector<Dims>> InferenceSession::bucket_shapes() const {

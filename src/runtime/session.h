@@ -189,6 +189,12 @@ class InferenceSession {
   void wait_for_background_plans() const;
   // The input dims that have a plan now, most recently used first (bounded: the least recently used are evicted).
   std::vector<std::vector<Dims>> cached_plan_shapes() const;
+  // What the plans built so far hold, as counted against SessionOptions::max_memory: their arenas, and the memory
+  // the engines of buckets compiled at run time hold of their own (Engine::bytes).
+  struct PlanCacheBytes {
+    size_t arenas = 0, engines = 0;
+  };
+  PlanCacheBytes plan_cache_bytes() const;
 
  private:
   InferenceSession() = default;
@@ -235,8 +241,9 @@ class InferenceSession {
   std::unique_ptr<ThreadPool> pool_;
   int threads_asked_ = 1;
   // Plans per set of input dims, least recently used evicted first (kMaxPlans of them, and within
-  // SessionOptions::max_memory of arenas when it is set). A plan is built outside plans_mu_ by the first run that
-  // needs it: runs of other shapes go on meanwhile, and runs of the same shape wait for that one build.
+  // SessionOptions::max_memory of arenas and of buckets' engines when it is set). A plan is built outside plans_mu_ by
+  // the first run that needs it: runs of other shapes go on meanwhile, and runs of the same shape wait for that one
+  // build.
   struct PlanSlot {
     std::promise<Expected<std::shared_ptr<const ExecutionPlan>>> promise;
     std::shared_future<Expected<std::shared_ptr<const ExecutionPlan>>> plan;
@@ -244,7 +251,8 @@ class InferenceSession {
     bool built = false;    // the plan is ready (and `bytes` set)
     bool bucket = false;   // compiled with engines (SessionOptions::compile_bucket)
     bool queued = false;   // built by the background planner (else by the run or caller that made the slot)
-    size_t bytes = 0;      // its arena
+    size_t bytes = 0;      // its arena, and a bucket's engines' own memory (Engine::bytes): engine_bytes of it
+    size_t engine_bytes = 0;
   };
   // Each plan holds its kernels' packed weights: the bound keeps a stream of many shapes from multiplying them.
   static constexpr size_t kMaxPlans = 16;

@@ -388,6 +388,13 @@ TEST(CApi, FilesComparisonsProfilesAndReports) {
   EXPECT_EQ(generic, 0u);
   ASSERT_OK(tessera_session_plan_counts(n.s.s, nullptr, nullptr, nullptr));
   EXPECT_EQ(code_of(tessera_session_plan_counts(nullptr, &built, nullptr, nullptr)), TESSERA_CODE_INVALID_ARGUMENT);
+  // 0.9: what the plans hold against the memory limit: the planned shape's arena; no bucket engines (native).
+  uint64_t plan_arenas = 0, bucket_engines = 7;
+  ASSERT_OK(tessera_session_plan_cache_bytes(n.s.s, &plan_arenas, &bucket_engines));
+  EXPECT_EQ(plan_arenas, arena);
+  EXPECT_EQ(bucket_engines, 0u);
+  ASSERT_OK(tessera_session_plan_cache_bytes(n.s.s, nullptr, nullptr));
+  EXPECT_EQ(code_of(tessera_session_plan_cache_bytes(nullptr, &plan_arenas, nullptr)), TESSERA_CODE_INVALID_ARGUMENT);
   EXPECT_EQ(code_of(tessera_session_options_set_plan_in_background(nullptr, 0)), TESSERA_CODE_INVALID_ARGUMENT);
   size_t engines = 99;
   ASSERT_OK(tessera_session_engine_count(n.s.s, &engines));

@@ -224,6 +224,58 @@ TEST(ShapeBuckets, BucketDimsRunOnTheirEnginesAndOtherWidthsOnTheGlueGraph) {
 // process) reads it back rather than compiling, and a damaged entry is recompiled with a warning.
 // A shape gets a bucket compiled once its runs have taken SessionOptions::bucket_payback_ms (0 here: at once;
 // by default, as long as a bucket compile takes) over two runs at least.
+// The engines of buckets compiled at run time hold memory of their own (reordered weights, run buffers). It counts
+// against the session's memory limit with the plans' arenas: under a limit one byte short of what two buckets hold,
+// the older bucket is evicted (with engines counted as nothing, both stayed).
+TEST(ShapeBuckets, BucketEnginesCountAgainstTheMemoryLimit) {
+  if (!find_backend("dnnl").ok()) GTEST_SKIP() << "the dnnl plugin is not built";
+  auto bytes = export_onnx_bytes(line_conv_graph());
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  const api::ModelSource model{"", *bytes};
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tessera_engine_bytes_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  api::CompileOptions o;
+  o.backends = "dnnl,native";
+  o.policy = PlacementPolicy::kPriority;
+  o.measure = MeasureMode::kOff;
+  o.tune_cache = (dir / "tune.json").string();
+  o.threads = 1;
+  o.shapes = {"x=1,3,16,8..64"};
+  SessionOptions so;
+  so.bucket_payback_ms = 0;
+  const std::vector<Dims> w40{{1, 3, 16, 40}}, w56{{1, 3, 16, 56}};
+  auto buckets_kept = [&](const InferenceSession& s) {
+    int n = 0;
+    for (const auto& d : s.cached_plan_shapes()) n += d == w40 || d == w56;
+    return n;
+  };
+  InferenceSession::PlanCacheBytes held;
+  for (const bool limited : {false, true}) {
+    SCOPED_TRACE(limited ? "limited" : "no limit");
+    if (limited) so.max_memory = held.arenas + held.engines - 1;
+    auto s = api::open_session(model, o, so);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    for (const int64_t w : {40, 56}) {
+      EXPECT_EQ(run_widths(**s, {w}), 0);  // on native; its bucket compiled after it
+      (*s)->wait_for_background_plans();
+      EXPECT_EQ(run_widths(**s, {w}), 1);
+    }
+    EXPECT_EQ((*s)->buckets_compiled(), 2u);
+    if (!limited) {
+      held = (*s)->plan_cache_bytes();
+      // Each bucket's engine holds at least its weights reordered (8 x 3 x 3 x 3 floats).
+      EXPECT_GE(held.engines, 2 * 8 * 27 * sizeof(float));
+      EXPECT_EQ(buckets_kept(**s), 2);
+    } else {
+      EXPECT_EQ(buckets_kept(**s), 1);
+      const auto now = (*s)->plan_cache_bytes();
+      EXPECT_LE(now.arenas + now.engines, so.max_memory);
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(ShapeBuckets, AShapeThatRepaysACompileGetsEnginesFromTheBackgroundAndTheCacheKeepsThem) {
   if (!find_backend("dnnl").ok()) GTEST_SKIP() << "the dnnl plugin is not built";
   auto bytes = export_onnx_bytes(line_conv_graph());

@@ -381,18 +381,25 @@ int bench_shape_stream(const Args& a, Session& s, double load_ms) {
     }
     std::printf(
         "{\"model\": \"%s\", \"requests\": %zu, \"distinct_shapes\": %zu, \"waited_for_a_plan\": %llu, "
-        "\"ran_generic\": %llu, \"ran_on_a_bucket\": %llu, \"plans_built\": %llu, \"buckets_compiled\": %llu, \"buckets_from_cache\": %llu, \"p50_ms\": %.4f, \"p99_ms\": %.4f, \"max_ms\": %.4f, "
-        "\"mean_ms\": %.4f, \"requests_per_s\": %.2f, \"threads\": %d, \"load_ms\": %.3f, \"latency_ms\": [%s]}\n",
-        a.positional[0].c_str(), ms.size(), seen.size(), waited, generic, bucket, built, compiled, from_cache, pct(50), pct(99),
-        sorted.back(), mean,
-        static_cast<double>(ms.size()) / total_s, s.Threads(), load_ms, each.c_str());
+        "\"ran_generic\": %llu, \"ran_on_a_bucket\": %llu, \"plans_built\": %llu, \"buckets_compiled\": %llu, "
+        "\"buckets_from_cache\": %llu, \"p50_ms\": %.4f, \"p99_ms\": %.4f, \"max_ms\": %.4f, "
+        "\"mean_ms\": %.4f, \"requests_per_s\": %.2f, \"threads\": %d, \"load_ms\": %.3f, "
+        "\"plan_cache_arena_bytes\": %llu, \"plan_cache_engine_bytes\": %llu, \"latency_ms\": [%s]}\n",
+        a.positional[0].c_str(), ms.size(), seen.size(), waited, generic, bucket, built, compiled, from_cache, pct(50),
+        pct(99), sorted.back(), mean, static_cast<double>(ms.size()) / total_s, s.Threads(), load_ms,
+        static_cast<unsigned long long>(after.arena_bytes), static_cast<unsigned long long>(after.engine_bytes),
+        each.c_str());
   } else {
-    std::printf("%s: %zu requests over %zu shapes: p50 %.3f ms, p99 %.3f ms, max %.3f ms, mean %.3f ms, %.1f requests/s "
-                "(%d threads, loaded in %.1f ms); %llu waited for a plan of their shape, %llu ran on the shape-generic "
-                "plan, %llu on a bucket's engines, %llu plans built (%llu buckets made in the background, %llu of them read from the engine cache)\n",
-                a.positional[0].c_str(), ms.size(), seen.size(), pct(50), pct(99), sorted.back(), mean,
-                static_cast<double>(ms.size()) / total_s, s.Threads(), load_ms, waited, generic, bucket, built, compiled,
-                from_cache);
+    std::printf(
+        "%s: %zu requests over %zu shapes: p50 %.3f ms, p99 %.3f ms, max %.3f ms, mean %.3f ms, %.1f requests/s "
+        "(%d threads, loaded in %.1f ms); %llu waited for a plan of their shape, %llu ran on the shape-generic "
+        "plan, %llu on a bucket's engines, %llu plans built (%llu buckets made in the background, %llu of them read "
+        "from the engine cache); "
+        "the plans held %.1f MiB at the end (arenas %.1f, buckets' engines %.1f)\n",
+        a.positional[0].c_str(), ms.size(), seen.size(), pct(50), pct(99), sorted.back(), mean,
+        static_cast<double>(ms.size()) / total_s, s.Threads(), load_ms, waited, generic, bucket, built, compiled,
+        from_cache, static_cast<double>(after.arena_bytes + after.engine_bytes) / 1048576.0,
+        static_cast<double>(after.arena_bytes) / 1048576.0, static_cast<double>(after.engine_bytes) / 1048576.0);
   }
   return 0;
 }

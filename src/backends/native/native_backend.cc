@@ -266,6 +266,7 @@ const tessera_backend_t kNativeTable = {
     nullptr,
     nullptr,
     nullptr,
+    nullptr,  // minor revision 4: engine_bytes (the native region's plan is counted as plans are)
 };
 
 }  // namespace
