@@ -212,6 +212,13 @@ Engine::Engine(Program program, const tessera_named_tensor_t* constants, size_t 
     if (program_.steps[i].kind == StepKind::kSegment)
       build_segment(program_.steps[i], static_cast<int>(i) == yield_step_);
   }
+  for (size_t i = 0; i < program_.tensors.size(); ++i) {
+    const TensorDef& t = program_.tensors[i];
+    bytes_ += data_[i].bytes();
+    if (t.kind == TensorKind::kConstant || t.kind == TensorKind::kInternal) {
+      bytes_ += sz(numel(t.dims)) * dtype_bytes(t.dtype);  // XNNPACK's packed copy, or its workspace
+    }
+  }
 }
 
 Engine::~Engine() {

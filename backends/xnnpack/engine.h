@@ -27,6 +27,10 @@ class Engine {
 
   void run(const tessera_tensor_t* inputs, size_t num_inputs, tessera_tensor_t* outputs, size_t num_outputs);
   const Program& program() const { return program_; }
+  // Host memory the engine holds of its own, estimated: its buffers and converted constants (exact), the packed
+  // copies XNNPACK makes of the constants (taken as their size) and XNNPACK's workspace for the values inside its
+  // segments (taken as their sum, an upper bound: XNNPACK 2022 says neither). The ABI's engine_bytes.
+  uint64_t bytes() const { return bytes_; }
 
  private:
   struct Segment {
@@ -49,6 +53,7 @@ class Engine {
   // spinning through the host's next (native) region: the last NHWC export,
   // else the last step. -1: none of that kind.
   int yield_export_ = -1, yield_step_ = -1;
+  uint64_t bytes_ = 0;
 };
 
 }  // namespace tessera_xnn

@@ -227,6 +227,8 @@ tessera_status_t xnnpack_run(tessera_engine_t* engine, const tessera_tensor_t* i
 
 void xnnpack_destroy(tessera_engine_t* engine) { delete engine; }
 
+uint64_t engine_bytes(const tessera_engine_t* engine) { return engine && engine->engine ? engine->engine->bytes() : 0; }
+
 // Both estimates price the lowered program with cost.cc: on the host's
 // measured machine (estimate_region), or on nominal figures for an older host
 // (estimate_cost).
@@ -283,7 +285,7 @@ const tessera_backend_t kTable = {
     .device_free = nullptr,
     .copy = nullptr,
     .synchronize = nullptr,
-    .engine_bytes = nullptr,  // XNNPACK 2022 says nothing of its packed weights' and workspace's sizes
+    .engine_bytes = engine_bytes,
 };
 
 }  // namespace
