@@ -106,6 +106,8 @@ def measure(stream, j, rss_kb, static_ms):
         "first_request_slowdown_max": max(first_slow),
         "throughput_vs_static_after_warmup": (half_static / half_stream) if half_stream else None,
         "first_request_ms": lat[0], "max_rss_mb": rss_kb / 1024.0,
+        # What the plan cache held at the end, as counted against --max-memory (arenas, buckets' engines).
+        "plan_cache_mb": (j.get("plan_cache_arena_bytes", 0) + j.get("plan_cache_engine_bytes", 0)) / 1048576.0,
     }
 
 
@@ -201,7 +203,7 @@ def main():
         result.update({"stream": name, "requests": len(stream), "sampled_shapes": len(sampled),
                        "ort_match": ort_ok, "ort_max_abs_diff": max_err, "threads": a.threads,
                        "repeats": [{k: r[k] for k in ("throughput_vs_static_after_warmup", "slowdown_p99", "p50_ms",
-                                                      "p99_ms", "max_rss_mb", "waited_for_a_plan",
+                                                      "p99_ms", "max_rss_mb", "plan_cache_mb", "waited_for_a_plan",
                                                       "buckets_compiled", "buckets_from_cache")} for r in reps]})
         print(json.dumps(result), flush=True)
         rows.append(result)
