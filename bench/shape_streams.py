@@ -121,6 +121,9 @@ def main():
     ap.add_argument("--requests-scale", type=float, default=1.0)
     ap.add_argument("--repeats", type=int, default=1,
                     help="replay the stream this many times, each followed by the static timings; report the median")
+    ap.add_argument("--max-memory", default=None,
+                    help="passed to the stream's replay (bench --max-memory SIZE: one run's memory, and the plan "
+                         "cache's arenas and buckets' engines)")
     ap.add_argument("--no-background-buckets", action="store_true",
                     help="replay the stream without engines compiled in the background for shapes seen twice")
     a = ap.parse_args()
@@ -186,7 +189,8 @@ def main():
         for _ in range(max(1, a.repeats)):
             p = subprocess.run(["/usr/bin/time", "-f", "maxrss_kb=%M", tessera, "bench", ranged, "--shapes-from",
                                 stream_file, "--json"] + threads +
-                               (["--no-background-buckets"] if a.no_background_buckets else []),
+                               (["--no-background-buckets"] if a.no_background_buckets else []) +
+                               (["--max-memory", a.max_memory] if a.max_memory else []),
                                capture_output=True, text=True)
             if p.returncode != 0:
                 sys.exit("shape_streams: bench --shapes-from failed: " + p.stderr[-800:])

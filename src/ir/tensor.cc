@@ -76,17 +76,23 @@ class BlockCache {
   void give(void* p, size_t bytes, size_t alignment) {
     std::lock_guard<std::mutex> lock(mu_);
     in_use_ -= bytes;
-    if (bytes > bound_) {
+    if (bytes > std::min(bound_, cap_)) {
       std::free(p);
       return;
     }
     blocks_.push_back({p, bytes, alignment});
     cached_ += bytes;
-    while (cached_ > bound_ || blocks_.size() > kMaxBlocks) {
-      std::free(blocks_.front().p);
-      cached_ -= blocks_.front().bytes;
-      blocks_.pop_front();
-    }
+    trim_locked();
+  }
+
+  size_t cap() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cap_;
+  }
+  void set_cap(size_t cap) {
+    std::lock_guard<std::mutex> lock(mu_);
+    cap_ = cap;
+    trim_locked();
   }
 
  private:
@@ -106,11 +112,20 @@ class BlockCache {
     bound_ = std::max(bound_, std::min(in_use_, std::max(most, kMinBoundBytes)));
   }
 
-  std::mutex mu_;
+  void trim_locked() {
+    while (cached_ > std::min(bound_, cap_) || blocks_.size() > kMaxBlocks) {
+      std::free(blocks_.front().p);
+      cached_ -= blocks_.front().bytes;
+      blocks_.pop_front();
+    }
+  }
+
+  mutable std::mutex mu_;
   std::deque<Block> blocks_;
   size_t cached_ = 0;
   size_t in_use_ = 0;  // bytes of blocks handed out and not given back
   size_t bound_ = kMinBoundBytes;
+  size_t cap_ = std::numeric_limits<size_t>::max();  // tensor_block_cache_cap()
 };
 
 constexpr size_t kHugePage = size_t{2} << 20;
@@ -121,6 +136,9 @@ BlockCache& block_cache() {
 }
 
 }  // namespace
+
+size_t tensor_block_cache_cap() { return block_cache().cap(); }
+void set_tensor_block_cache_cap(size_t bytes) { block_cache().set_cap(bytes); }
 
 std::shared_ptr<void> aligned_alloc_shared(size_t bytes, size_t alignment, bool zero) {
   size_t rounded = (bytes + alignment - 1) / alignment * alignment;

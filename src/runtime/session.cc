@@ -136,6 +136,10 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique
   // spin beside them (a oneDNN MLP ran 100x slower with them spinning).
   // Buckets compiled in the background may bring engines too.
   s->pool_->set_spin(s->engines_->empty() && !s->opts_.compile_bucket);
+  // The freed tensor blocks kept for reuse (a shape-generic plan's, mostly) stay within the memory limit too.
+  if (s->opts_.max_memory > 0 && s->opts_.max_memory < tensor_block_cache_cap()) {
+    set_tensor_block_cache_cap(s->opts_.max_memory);
+  }
   TSR_RETURN_IF_ERROR(prepare_for_plan(graph, PlanOptions{s->optimize_, /*fuse=*/false}));
   s->graph_ = std::move(graph);
   for (const auto& name : s->graph_.inputs) {

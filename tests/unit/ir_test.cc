@@ -61,6 +61,30 @@ TEST(Tensor, LargeBlocksComeBackEvenBeyondTheInitialCacheBound) {
   }
 }
 
+// A cap on the block cache (a session's memory limit sets it): freed blocks beyond it are not kept. Three 768 KiB
+// blocks freed under a cap of 1 MiB: at most one comes back; without the cap all three did (the test above).
+TEST(Tensor, TheBlockCacheKeepsWithinItsCap) {
+  constexpr size_t kBlock = 768 * 1024;  // a class size
+  const size_t before = tensor_block_cache_cap();
+  set_tensor_block_cache_cap(1 << 20);
+  EXPECT_EQ(tensor_block_cache_cap(), size_t{1} << 20);
+  {
+    std::vector<std::shared_ptr<void>> run;
+    for (int i = 0; i < 3; ++i) {
+      run.push_back(aligned_alloc_shared(kBlock, 64, /*zero=*/false));
+      *static_cast<uint64_t*>(run.back().get()) = 0x0cab0c0de0000000ull + static_cast<uint64_t>(i);
+    }
+  }
+  std::vector<std::shared_ptr<void>> again;
+  int back = 0;
+  for (int i = 0; i < 3; ++i) {
+    again.push_back(aligned_alloc_shared(kBlock, 64, /*zero=*/false));
+    back += *static_cast<const uint64_t*>(again.back().get()) >> 32 == 0x0cab0c0dull;
+  }
+  EXPECT_LE(back, 1);
+  set_tensor_block_cache_cap(before);
+}
+
 TEST(Graph, VerifierRejectsUseBeforeDefinition) {
   Graph g;
   g.inputs = {"x"};
