@@ -43,6 +43,13 @@ Uses uses_of(const Program& p) {
   return u;
 }
 
+// Appends to `nodes` those of `more` it does not hold yet (a node emitting several ops is named once).
+void add_nodes(std::vector<std::string>& nodes, const std::vector<std::string>& more) {
+  for (const std::string& n : more) {
+    if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
+  }
+}
+
 // `producer` with reader `r` folded in as a post-op, or false.
 bool fold(const Program& p, const Op& producer, const Op& r, Op* fused) {
   const int32_t x = producer.out;
@@ -123,9 +130,7 @@ void absorb_transposes(Program& p, const dnnl::engine& eng) {
         continue;
       }
       std::vector<std::string> nodes = p.ops[t].nodes;
-      for (const std::string& n : m.nodes) {
-        if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
-      }
+      add_nodes(nodes, m.nodes);
       m.nodes = nodes;
       p.ops[i] = std::move(m);
       p.ops.erase(p.ops.begin() + static_cast<std::ptrdiff_t>(t));
@@ -169,9 +174,7 @@ void absorb_dequantizes(Program& p) {
     if (absorbed.empty() || !check_op(d, p.values).empty()) continue;
     std::vector<std::string> nodes;
     for (size_t q : absorbed) nodes.insert(nodes.end(), p.ops[q].nodes.begin(), p.ops[q].nodes.end());
-    for (const std::string& n : b.nodes) {
-      if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
-    }
+    add_nodes(nodes, b.nodes);
     d.nodes = nodes;
     p.ops[i] = std::move(d);
     std::sort(absorbed.rbegin(), absorbed.rend());
@@ -200,9 +203,7 @@ void absorb_lookups(Program& p, const dnnl::engine& eng) {
     const float zp = q.floats[1];
     fused.post = {PostOp{PostKind::kEltwise, dnnl_eltwise_clip, t.floats[0] - zp, t.floats[1] - zp, -1}};
     if (!check_op(fused, p.values).empty() || !probe(fused, p.values, eng).empty()) continue;
-    for (const std::string& n : t.nodes) {
-      if (std::find(fused.nodes.begin(), fused.nodes.end(), n) == fused.nodes.end()) fused.nodes.push_back(n);
-    }
+    add_nodes(fused.nodes, t.nodes);
     p.ops[j] = std::move(fused);
     p.ops.erase(p.ops.begin() + static_cast<std::ptrdiff_t>(i));
     --i;
@@ -246,9 +247,7 @@ void absorb_qlinear_adds(Program& p, const dnnl::engine& eng) {
                     PostOp{PostKind::kEltwise, dnnl_eltwise_linear, r_self, r_self * zp + fixed, -1},
                     PostOp{PostKind::kSum, 0, r_other, 0.f, t.in[1 - k]}};
       if (!check_op(fused, p.values).empty() || !probe(fused, p.values, eng).empty()) continue;
-      for (const std::string& n : t.nodes) {
-        if (std::find(fused.nodes.begin(), fused.nodes.end(), n) == fused.nodes.end()) fused.nodes.push_back(n);
-      }
+      add_nodes(fused.nodes, t.nodes);
       p.ops[j] = std::move(fused);
       p.ops.erase(p.ops.begin() + static_cast<std::ptrdiff_t>(i));
       --j;
@@ -293,9 +292,7 @@ void absorb_swish(Program& p, const dnnl::engine& eng, bool with_post) {
     fused.alg = dnnl_eltwise_swish;
     fused.floats = {1.f, 0.f};
     if (!probe(fused, p.values, eng).empty()) continue;
-    for (const std::string& n : mul.nodes) {
-      if (std::find(fused.nodes.begin(), fused.nodes.end(), n) == fused.nodes.end()) fused.nodes.push_back(n);
-    }
+    add_nodes(fused.nodes, mul.nodes);
     p.ops[m] = std::move(fused);
     p.ops.erase(p.ops.begin() + static_cast<std::ptrdiff_t>(l));
   }
@@ -317,9 +314,7 @@ void fuse(Program& p, const dnnl::engine& eng) {
       Op fused;
       if (j <= i || !fold(p, p.ops[i], p.ops[j], &fused)) break;
       if (!probe(fused, p.values, eng).empty()) break;
-      for (const std::string& n : p.ops[j].nodes) {  // a node emitting several ops is named once
-        if (std::find(fused.nodes.begin(), fused.nodes.end(), n) == fused.nodes.end()) fused.nodes.push_back(n);
-      }
+      add_nodes(fused.nodes, p.ops[j].nodes);
       p.ops[j] = std::move(fused);
       p.ops.erase(p.ops.begin() + static_cast<std::ptrdiff_t>(i));
       i = j - 1;  // the fused op, at the reader's place; try to extend it

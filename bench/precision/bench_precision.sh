@@ -101,12 +101,14 @@ if [[ ${QDQ:-1} == 1 ]]; then
         --warmup "${WARMUP:-3}" | "$python" -c "import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['median_ms'])" >>"$work/$m.ort.ms"
     done
     q=$(median <"$work/$m.qdq.ms"); o=$(median <"$work/$m.ort.ms"); f=$(median <"$work/$m.fp32q.ms")
-    steps=$("$python" "$here/qdq_check.py" "$qdq" "$build/bench-models/inputs/$m/test_data_set_0" --opt all \
-      --tessera "$tessera" | sed -n 's/^quantized tensors: \([0-9]*\), largest difference \([0-9]*\).*/\2 of \1 tensors/p')
+    # "LARGEST of COUNT": qdq_check.py's largest difference in steps over the quantized tensors it compared.
+    largest_step() {
+      "$python" "$here/qdq_check.py" "$qdq" "$build/bench-models/inputs/$m/test_data_set_0" --opt all \
+        --tessera "$tessera" "$@" | sed -n 's/^quantized tensors: \([0-9]*\), largest difference \([0-9]*\).*/\2 of \1/p'
+    }
     # Exposing every quantized tensor stops an engine folding a Conv into the Add that reads it; --keep-fusions
     # leaves those tensors out, so that the path the artifact runs is checked too.
-    steps+="; as run: "$("$python" "$here/qdq_check.py" "$qdq" "$build/bench-models/inputs/$m/test_data_set_0" --opt all \
-      --tessera "$tessera" --keep-fusions | sed -n 's/^quantized tensors: \([0-9]*\), largest difference \([0-9]*\).*/\2 of \1/p')
+    steps="$(largest_step) tensors; as run: $(largest_step --keep-fusions)"
     qrows+=("| $m | $(printf %.3f "$f") | $(printf %.3f "$q") | $(awk -v f="$f" -v q="$q" 'BEGIN {printf "%.2fx", f / q}') | $(printf %.3f "$o") | $(awk -v o="$o" -v q="$q" 'BEGIN {printf "%.2fx", o / q}') | $steps |")
   done
 fi

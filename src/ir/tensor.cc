@@ -89,9 +89,10 @@ class BlockCache {
     std::lock_guard<std::mutex> lock(mu_);
     return cap_;
   }
-  void set_cap(size_t cap) {
+  // The cap set to `cap`, or to the least of it and the present one (`lower`).
+  void set_cap(size_t cap, bool lower) {
     std::lock_guard<std::mutex> lock(mu_);
-    cap_ = cap;
+    cap_ = lower ? std::min(cap_, cap) : cap;
     trim_locked();
   }
 
@@ -138,7 +139,8 @@ BlockCache& block_cache() {
 }  // namespace
 
 size_t tensor_block_cache_cap() { return block_cache().cap(); }
-void set_tensor_block_cache_cap(size_t bytes) { block_cache().set_cap(bytes); }
+void set_tensor_block_cache_cap(size_t bytes) { block_cache().set_cap(bytes, /*lower=*/false); }
+void lower_tensor_block_cache_cap(size_t bytes) { block_cache().set_cap(bytes, /*lower=*/true); }
 
 std::shared_ptr<void> aligned_alloc_shared(size_t bytes, size_t alignment, bool zero) {
   size_t rounded = (bytes + alignment - 1) / alignment * alignment;

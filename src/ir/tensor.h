@@ -79,10 +79,11 @@ bool same_tensor(const Tensor& a, const Tensor& b);
 std::shared_ptr<void> aligned_alloc_shared(size_t bytes, size_t alignment = 64, bool zero = true);
 
 // The most bytes of freed tensor blocks the process keeps for reuse (the block cache behind aligned_alloc_shared),
-// beside its own bound. Unlimited unless set; a session with a memory limit lowers it to that limit
-// (InferenceSession: the smallest limit of the process's sessions), so that the blocks its shape-generic plan frees
-// stay within it too. Setting it trims the cache at once.
+// beside its own bound. Unlimited unless set; a session with a memory limit lowers it to that limit (lower_: the
+// smallest limit of the process's sessions wins, however they race), so that the blocks its shape-generic plan frees
+// stay within it too. Setting or lowering it trims the cache at once; set_ also raises it (a test restoring it).
 size_t tensor_block_cache_cap();
 void set_tensor_block_cache_cap(size_t bytes);
+void lower_tensor_block_cache_cap(size_t bytes);
 
 }  // namespace tessera

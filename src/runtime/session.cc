@@ -137,9 +137,7 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique
   // Buckets compiled in the background may bring engines too.
   s->pool_->set_spin(s->engines_->empty() && !s->opts_.compile_bucket);
   // The freed tensor blocks kept for reuse (a shape-generic plan's, mostly) stay within the memory limit too.
-  if (s->opts_.max_memory > 0 && s->opts_.max_memory < tensor_block_cache_cap()) {
-    set_tensor_block_cache_cap(s->opts_.max_memory);
-  }
+  if (s->opts_.max_memory > 0) lower_tensor_block_cache_cap(s->opts_.max_memory);
   TSR_RETURN_IF_ERROR(prepare_for_plan(graph, PlanOptions{s->optimize_, /*fuse=*/false}));
   s->graph_ = std::move(graph);
   for (const auto& name : s->graph_.inputs) {
@@ -294,8 +292,8 @@ void InferenceSession::fulfil_locked(PlanSlot& slot, const std::shared_ptr<const
   slot.built = true;
   slot.bucket = bucket;
   // A bucket's engines are its own (loaded for it alone): what they hold counts with its arena.
+  slot.arena_bytes = plan->stats().arena_bytes;
   slot.engine_bytes = bucket && plan->engines() ? engine_bytes(*plan->engines()) : 0;
-  slot.bytes = plan->stats().arena_bytes + slot.engine_bytes;
   evict_plans_locked();
 }
 
@@ -476,7 +474,7 @@ void InferenceSession::evict_plans_locked() const {
     auto oldest = plans_.end();
     for (auto it = plans_.begin(); it != plans_.end(); ++it) {
       if (!it->second->built) continue;
-      bytes += it->second->bytes;
+      bytes += it->second->arena_bytes + it->second->engine_bytes;
       if (oldest == plans_.end() || it->second->last_used < oldest->second->last_used) oldest = it;
     }
     const bool over = plans_.size() > kMaxPlans || (opts_.max_memory > 0 && bytes > opts_.max_memory);
@@ -518,7 +516,7 @@ InferenceSession::PlanCacheBytes InferenceSession::plan_cache_bytes() const {
   std::lock_guard<std::mutex> lock(plans_mu_);
   for (const auto& kv : plans_) {
     if (!kv.second->built) continue;
-    b.arenas += kv.second->bytes - kv.second->engine_bytes;
+    b.arenas += kv.second->arena_bytes;
     b.engines += kv.second->engine_bytes;
   }
   return b;

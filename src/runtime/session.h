@@ -248,11 +248,11 @@ class InferenceSession {
     std::promise<Expected<std::shared_ptr<const ExecutionPlan>>> promise;
     std::shared_future<Expected<std::shared_ptr<const ExecutionPlan>>> plan;
     uint64_t last_used = 0;
-    bool built = false;    // the plan is ready (and `bytes` set)
+    bool built = false;    // the plan is ready (and its bytes set)
     bool bucket = false;   // compiled with engines (SessionOptions::compile_bucket)
     bool queued = false;   // built by the background planner (else by the run or caller that made the slot)
-    size_t bytes = 0;      // its arena, and a bucket's engines' own memory (Engine::bytes): engine_bytes of it
-    size_t engine_bytes = 0;
+    size_t arena_bytes = 0;   // its arena
+    size_t engine_bytes = 0;  // a bucket's engines' own memory (Engine::bytes); counted with the arena
   };
   // Each plan holds its kernels' packed weights: the bound keeps a stream of many shapes from multiplying them.
   static constexpr size_t kMaxPlans = 16;

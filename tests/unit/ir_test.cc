@@ -66,7 +66,8 @@ TEST(Tensor, LargeBlocksComeBackEvenBeyondTheInitialCacheBound) {
 TEST(Tensor, TheBlockCacheKeepsWithinItsCap) {
   constexpr size_t kBlock = 768 * 1024;  // a class size
   const size_t before = tensor_block_cache_cap();
-  set_tensor_block_cache_cap(1 << 20);
+  lower_tensor_block_cache_cap(1 << 20);
+  lower_tensor_block_cache_cap(2 << 20);  // a larger limit later leaves the smaller one
   EXPECT_EQ(tensor_block_cache_cap(), size_t{1} << 20);
   {
     std::vector<std::shared_ptr<void>> run;

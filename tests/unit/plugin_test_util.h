@@ -304,6 +304,25 @@ class PluginClient {
     return c;
   }
 
+  // engine_bytes (ABI minor revision 4) of an engine of a 3x3 Conv 16 -> 32 over 8x8: at least its copy of the
+  // weights (reordered or packed), not absurdly more for so small a convolution, and 0 for no engine.
+  void expect_engine_bytes_cover_the_weights() const {
+    ASSERT_NE(table_->engine_bytes, nullptr);
+    Builder b;
+    b.input("x", Dims{1, 16, 8, 8}).constant("w", random_tensor({32, 16, 3, 3}, 77));
+    b.node("conv", "Conv", {"x", "w"}, "y").attrs["pads"] = Attribute::Ints({1, 1, 1, 1});
+    Graph g = b.done({"y"});
+    Compiled c = compile(model_bytes(g));
+    ASSERT_EQ(c.status, TESSERA_OK) << c.msg;
+    Loaded l = load(c.blob, g.constants);
+    ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
+    const uint64_t weights = 32 * 16 * 9 * sizeof(float);
+    const uint64_t held = table_->engine_bytes(l.engine.get());
+    EXPECT_GE(held, weights);
+    EXPECT_LE(held, 64 * weights);
+    EXPECT_EQ(table_->engine_bytes(nullptr), 0u);
+  }
+
  private:
   const tessera_backend_t* table_;
 };

@@ -219,29 +219,35 @@ TEST(ShapeBuckets, BucketDimsRunOnTheirEnginesAndOtherWidthsOnTheGlueGraph) {
   }
 }
 
-// A width with no bucket runs on native at once; seen a second time, it is compiled as a bucket in the background,
-// and later runs at that width use its engines. The bucket is kept in the engine cache: a new session (the next
-// process) reads it back rather than compiling, and a damaged entry is recompiled with a warning.
-// A shape gets a bucket compiled once its runs have taken SessionOptions::bucket_payback_ms (0 here: at once;
-// by default, as long as a bucket compile takes) over two runs at least.
+// The line model and what a ranged compile of it with dnnl first takes (widths 8..64, no measuring, one thread),
+// its tune cache, and so its engine cache, in a fresh temporary directory named by `tag` and the process.
+struct RangedLine {
+  api::ModelSource model;
+  std::filesystem::path dir;
+  api::CompileOptions o;
+};
+RangedLine ranged_line(const std::string& tag) {
+  RangedLine r;
+  auto bytes = export_onnx_bytes(line_conv_graph());
+  EXPECT_TRUE(bytes.ok()) << bytes.status().message();
+  r.model = api::ModelSource{"", bytes.ok() ? *bytes : std::string()};
+  r.dir = std::filesystem::temp_directory_path() / (tag + std::to_string(::getpid()));
+  std::filesystem::remove_all(r.dir);
+  r.o.backends = "dnnl,native";
+  r.o.policy = PlacementPolicy::kPriority;
+  r.o.measure = MeasureMode::kOff;
+  r.o.tune_cache = (r.dir / "tune.json").string();
+  r.o.threads = 1;
+  r.o.shapes = {"x=1,3,16,8..64"};
+  return r;
+}
+
 // The engines of buckets compiled at run time hold memory of their own (reordered weights, run buffers). It counts
 // against the session's memory limit with the plans' arenas: under a limit one byte short of what two buckets hold,
 // the older bucket is evicted (with engines counted as nothing, both stayed).
 TEST(ShapeBuckets, BucketEnginesCountAgainstTheMemoryLimit) {
   if (!find_backend("dnnl").ok()) GTEST_SKIP() << "the dnnl plugin is not built";
-  auto bytes = export_onnx_bytes(line_conv_graph());
-  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
-  const api::ModelSource model{"", *bytes};
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("tessera_engine_bytes_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  api::CompileOptions o;
-  o.backends = "dnnl,native";
-  o.policy = PlacementPolicy::kPriority;
-  o.measure = MeasureMode::kOff;
-  o.tune_cache = (dir / "tune.json").string();
-  o.threads = 1;
-  o.shapes = {"x=1,3,16,8..64"};
+  const RangedLine r = ranged_line("tessera_engine_bytes_");
   SessionOptions so;
   so.bucket_payback_ms = 0;
   const std::vector<Dims> w40{{1, 3, 16, 40}}, w56{{1, 3, 16, 56}};
@@ -254,7 +260,7 @@ TEST(ShapeBuckets, BucketEnginesCountAgainstTheMemoryLimit) {
   for (const bool limited : {false, true}) {
     SCOPED_TRACE(limited ? "limited" : "no limit");
     if (limited) so.max_memory = held.arenas + held.engines - 1;
-    auto s = api::open_session(model, o, so);
+    auto s = api::open_session(r.model, r.o, so);
     ASSERT_TRUE(s.ok()) << s.status().message();
     for (const int64_t w : {40, 56}) {
       EXPECT_EQ(run_widths(**s, {w}), 0);  // on native; its bucket compiled after it
@@ -273,24 +279,20 @@ TEST(ShapeBuckets, BucketEnginesCountAgainstTheMemoryLimit) {
       EXPECT_LE(now.arenas + now.engines, so.max_memory);
     }
   }
-  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(r.dir);
 }
 
+// A width with no bucket runs on native at once; seen a second time, it is compiled as a bucket in the background,
+// and later runs at that width use its engines. The bucket is kept in the engine cache: a new session (the next
+// process) reads it back rather than compiling, and a damaged entry is recompiled with a warning.
+// A shape gets a bucket compiled once its runs have taken SessionOptions::bucket_payback_ms (0 here: at once;
+// by default, as long as a bucket compile takes) over two runs at least.
 TEST(ShapeBuckets, AShapeThatRepaysACompileGetsEnginesFromTheBackgroundAndTheCacheKeepsThem) {
   if (!find_backend("dnnl").ok()) GTEST_SKIP() << "the dnnl plugin is not built";
-  auto bytes = export_onnx_bytes(line_conv_graph());
-  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
-  const api::ModelSource model{"", *bytes};
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("tessera_engine_cache_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  api::CompileOptions o;
-  o.backends = "dnnl,native";
-  o.policy = PlacementPolicy::kPriority;
-  o.measure = MeasureMode::kOff;
-  o.tune_cache = (dir / "tune.json").string();
-  o.threads = 1;
-  o.shapes = {"x=1,3,16,8..64"};
+  RangedLine r = ranged_line("tessera_engine_cache_");
+  const api::ModelSource& model = r.model;
+  const std::filesystem::path& dir = r.dir;
+  api::CompileOptions& o = r.o;
   std::vector<std::string> warnings;
   o.warn = [&](const std::string& w) {
     if (w.find("engine cache") != std::string::npos) warnings.push_back(w);  // not the main compile's notes
