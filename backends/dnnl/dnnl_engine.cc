@@ -438,6 +438,10 @@ class Builder {
       build_own_softmax(op, what);
       return;
     }
+    if (const int k = plane_operand(op, p_.values); k >= 0) {
+      build_plane_binary(op, k, what);
+      return;
+    }
     if (own_elementwise(op.kind) || (own_eltwise(op) && dense(op.in[0], plan_.mems[static_cast<size_t>(canon(op.in[0]))].md))) {
       build_own(op, what);
       return;
@@ -720,6 +724,54 @@ class Builder {
     s.inner = view.back();  // the row length
     s.args.emplace_back(DNNL_ARG_SRC_0, as_layout(op.in[0], plain(op.in[0])));
     const int dst = new_dst(op.out, plain(op.out));
+    s.args.emplace_back(DNNL_ARG_DST, dst);
+    add_step(std::move(s));
+    bind(op.out, dst);
+  }
+
+  // A plane binary (plane_operand): X op P by the plugin's own loop, in X's layout where that is plain, channels-last
+  // or blocked by whole blocks of channels (else X is made plain), into X's buffer where X dies here.
+  void build_plane_binary(const Op& op, int k, const std::string& what) {
+    const int32_t xv = op.in[static_cast<size_t>(1 - k)], pv = op.in[static_cast<size_t>(k)];
+    const Dims& xd = p_.values[static_cast<size_t>(xv)].dims;
+    int x = canon(xv);
+    memory::desc md = plan_.mems[static_cast<size_t>(x)].md;
+    int64_t layout = -1;  // Step::inner: 0 plain, 1 channels-last, 8 or 16 channels blocked by that many
+    if (md == plain(xv)) {
+      layout = 0;
+    } else if (md == channels_last_md(xd)) {
+      layout = 1;
+    } else {
+      using tag = memory::format_tag;
+      for (const int64_t b : {int64_t{8}, int64_t{16}}) {
+        const tag t = xd.size() == 3   ? (b == 16 ? tag::aBc16b : tag::aBc8b)
+                      : xd.size() == 4 ? (b == 16 ? tag::aBcd16b : tag::aBcd8b)
+                                       : (b == 16 ? tag::aBcde16b : tag::aBcde8b);
+        if (xd[1] % b == 0 && md == memory::desc(xd, memory::data_type::f32, t)) layout = b;
+      }
+    }
+    if (layout < 0) {
+      md = plain(xv);
+      x = as_layout(xv, md);
+      layout = 0;
+    }
+    const Dims& pdims = p_.values[static_cast<size_t>(pv)].dims;
+    Dims pd(xd.size() - pdims.size(), 1);
+    pd.insert(pd.end(), pdims.begin(), pdims.end());
+    Step s = own_step(op, what);
+    s.alg = op.alg;
+    s.inner = layout;
+    s.impl = std::string(op.alg == dnnl_binary_mul ? "multiply" : "add") + " by a plane over " +
+             (layout == 0   ? "plain"
+              : layout == 1 ? "channels-last"
+                            : "channel-blocked") +
+             " channels (own loop)";
+    s.args.emplace_back(DNNL_ARG_SRC_0, x);
+    const int pm = as_view(pv, plain_md(pd));
+    s.args.emplace_back(DNNL_ARG_SRC_1, pm);
+    const int dst = first_output_[static_cast<size_t>(op.out)] < 0 && can_alias(xv, x, md, {pm})
+                        ? alias_mem(x, md, op.out)
+                        : new_dst(op.out, md);
     s.args.emplace_back(DNNL_ARG_DST, dst);
     add_step(std::move(s));
     bind(op.out, dst);

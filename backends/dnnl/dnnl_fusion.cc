@@ -55,6 +55,11 @@ bool fold(const Program& p, const Op& producer, const Op& r, Op* fused) {
   const int32_t x = producer.out;
   const Dims& xd = p.values[static_cast<size_t>(x)].dims;
   const Dims dd = dst_dims(producer, p.values);
+  // A plane binary runs as the plugin's own loop, without post-ops, and is a post-op of a MatMul only
+  // (plane_operand).
+  if (plane_operand(producer, p.values) >= 0 || (plane_operand(r, p.values) >= 0 && producer.kind != OpKind::kMatMul)) {
+    return false;
+  }
   *fused = producer;
   fused->out = r.out;
   if (r.kind == OpKind::kEltwise) {

@@ -144,6 +144,28 @@ bool src_zero_point_in_bias(const Op& op) {
          std::all_of(s.pe.begin(), s.pe.end(), [](int64_t p) { return p <= 0; });
 }
 
+int plane_operand(const Op& op, const std::vector<Value>& v) {
+  if (op.kind != OpKind::kBinary || op.in.size() != 2 || !op.post.empty() ||
+      (op.alg != dnnl_binary_mul && op.alg != dnnl_binary_add)) {
+    return -1;
+  }
+  const Dims& y = v[static_cast<size_t>(op.out)].dims;
+  if (y.size() < 3 || y.size() > 5 || y[1] < 2) return -1;
+  for (int k = 0; k < 2; ++k) {
+    const Value& x = v[static_cast<size_t>(op.in[static_cast<size_t>(k)])];
+    const Value& p = v[static_cast<size_t>(op.in[static_cast<size_t>(1 - k)])];
+    if (x.dims != y || x.dtype != TESSERA_DTYPE_FLOAT32 || p.dtype != TESSERA_DTYPE_FLOAT32 ||
+        v[static_cast<size_t>(op.out)].dtype != TESSERA_DTYPE_FLOAT32 || p.dims.size() != y.size()) {
+      continue;
+    }
+    const Dims& pd = p.dims;
+    const bool plane = (pd[0] == 1 || pd[0] == y[0]) && pd[1] == 1 &&
+                       std::equal(pd.begin() + 2, pd.end(), y.begin() + 2) && numel(Dims(pd.begin() + 2, pd.end())) > 1;
+    if (plane) return k == 0 ? 1 : 0;
+  }
+  return -1;
+}
+
 bool own_dw_int8(const Op& op, const std::vector<Value>& v) {
   if (op.kind != OpKind::kQConv || op.ints.empty() || op.ints[0] != 2 || !dw_int8_cpu()) return false;
   const Value& x = v[static_cast<size_t>(op.in[0])];

@@ -77,6 +77,14 @@ bool own_dw_int8(const Op& op, const std::vector<Value>& values);
 // make_dw_int8 refuses them.
 std::unique_ptr<DwInt8> own_dw_int8_kernel(const Op& op, const std::vector<Value>& values, const int8_t* w,
                                            const int32_t* b);
+// Which operand of the kBinary `op` is a plane, where op is a float32 Mul or Add of X [N, C > 1, spatial...] (rank 3
+// to 5) and a plane P of X's spatial dims with one channel ([1 or N, 1, spatial...], X's rank), more than one spatial
+// element, no post-ops; -1 where it is not. oneDNN 2.6 has no
+// broadcast over the channels alone: its binary primitive ran such an op with its reference kernel (a [1, 32, 24,
+// 672] mask multiply: 16.8 ms), and as a convolution's post-op it left its jit kernels for the gemm one. The plugin
+// runs it with its own loop (plane binary), and fuses it into nothing but a MatMul (an attention mask, which the
+// MatMul's kernels take).
+int plane_operand(const Op& op, const std::vector<Value>& values);
 // The index among the primitive's post-ops of op.post[0] (kDynConv's and kDynMatMul's scale comes first).
 int first_post_arg(const Op& op);
 // The destination's dims as the primitive sees them (MatMul: [batch.., M, N];

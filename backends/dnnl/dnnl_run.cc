@@ -307,6 +307,80 @@ void run_dyn_u8(const Step& step, const float* params, const int32_t* acc, size_
   }
 }
 
+// A plane binary (plane_operand): y = x * p or x + p, P [Np, 1, spatial...] (Np 1 or N) broadcast over X's channels,
+// X and Y in one layout (Step::inner: 0 plain, 1 channels-last, B channels blocked by B, whole blocks). In place, a
+// multiply visits only the positions whose plane value is not 1 (x * 1 is x): a padding mask of ones but for a few
+// columns costs those columns. One rounding per element, as native's Mul and Add.
+void run_plane_binary(const Step& step, std::unordered_map<int, dnnl::memory>& args) {
+  const dnnl::memory& xm = args.at(DNNL_ARG_SRC_0);
+  const dnnl::memory::desc xmd = xm.get_desc(), pmd = args.at(DNNL_ARG_SRC_1).get_desc();
+  const float* x = static_cast<const float*>(xm.get_data_handle());
+  const float* p = static_cast<const float*>(args.at(DNNL_ARG_SRC_1).get_data_handle());
+  float* y = static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle());
+  const int64_t n = xmd.data.dims[0], c = xmd.data.dims[1], np = pmd.data.dims[0];
+  int64_t size = 1;
+  for (int d = 2; d < xmd.data.ndims; ++d) size *= xmd.data.dims[d];
+  const bool mul = step.alg == dnnl_binary_mul;
+  // Per plane, the runs of positions [begin, end) to compute.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> runs(static_cast<size_t>(np));
+  for (int64_t b = 0; b < np; ++b) {
+    auto& r = runs[static_cast<size_t>(b)];
+    if (!(mul && x == y)) {
+      r.emplace_back(0, size);
+      continue;
+    }
+    const float* pb = p + b * size;
+    for (int64_t s = 0; s < size;) {
+      while (s < size && pb[s] == 1.f) ++s;
+      const int64_t begin = s;
+      while (s < size && pb[s] != 1.f) ++s;
+      if (s > begin) r.emplace_back(begin, s);
+    }
+  }
+  const int64_t layout = step.inner, block = layout > 1 ? layout : 1;
+  // Work items: (batch entry, channel or block of channels) for plain and blocked X; (batch entry, run) for
+  // channels-last.
+  const int64_t units = layout == 1 ? 0 : c / block;
+  std::vector<std::pair<int64_t, size_t>> cl_items;
+  if (layout == 1) {
+    for (int64_t b = 0; b < n; ++b) {
+      for (size_t i = 0; i < runs[static_cast<size_t>(np == 1 ? 0 : b)].size(); ++i) cl_items.emplace_back(b, i);
+    }
+  }
+  const int64_t items = layout == 1 ? static_cast<int64_t>(cl_items.size()) : n * units;
+#pragma omp parallel for schedule(static) if (items > 1 && n * c * size >= (int64_t{1} << 14))
+  for (int64_t it = 0; it < items; ++it) {
+    if (layout == 1) {
+      const int64_t b = cl_items[static_cast<size_t>(it)].first;
+      const auto [begin, end] = runs[static_cast<size_t>(np == 1 ? 0 : b)][cl_items[static_cast<size_t>(it)].second];
+      const float* pb = p + (np == 1 ? 0 : b) * size;
+      for (int64_t s = begin; s < end; ++s) {
+        const float v = pb[s];
+        const float* xs = x + (b * size + s) * c;
+        float* ys = y + (b * size + s) * c;
+        for (int64_t k = 0; k < c; ++k) ys[k] = mul ? xs[k] * v : xs[k] + v;
+      }
+      continue;
+    }
+    const int64_t b = it / units;
+    const float* pb = p + (np == 1 ? 0 : b) * size;
+    const float* xu = x + it * size * block;  // this channel (plain) or block of channels
+    float* yu = y + it * size * block;
+    for (const auto& [begin, end] : runs[static_cast<size_t>(np == 1 ? 0 : b)]) {
+      if (block == 1) {
+        for (int64_t s = begin; s < end; ++s) yu[s] = mul ? xu[s] * pb[s] : xu[s] + pb[s];
+        continue;
+      }
+      for (int64_t s = begin; s < end; ++s) {
+        const float v = pb[s];
+        for (int64_t k = 0; k < block; ++k) {
+          yu[s * block + k] = mul ? xu[s * block + k] * v : xu[s * block + k] + v;
+        }
+      }
+    }
+  }
+}
+
 // BatchNormalization as native computes it (ONNX Runtime's rounding order; this file is compiled without
 // floating-point contraction): a = (1 / sqrt(var + eps)) * scale, b = bias - mean * a, y = x * a + b, channel c of
 // element i being (i / inner) % C (Step::inner: 1 channels-last, else the spatial size of a plain X).
@@ -571,6 +645,10 @@ void run_own(const Step& step, const void* table, const float* params, std::unor
   }
   if (step.kind == OpKind::kBatchNorm) {
     run_batch_norm(step, args);
+    return;
+  }
+  if (step.kind == OpKind::kBinary) {
+    run_plane_binary(step, args);
     return;
   }
   if (step.kind == OpKind::kResize) {

@@ -1289,6 +1289,87 @@ TEST_F(DnnlBackend, EightBitMaxPoolTransposeAndFlattenEqualNative) {
   }
 }
 
+// A Mul or Add of X [N, C, spatial] and a plane [1 or N, 1, spatial] (an attention gate, a padding mask): oneDNN 2.6
+// ran it with its reference binary kernel, or as a convolution's post-op on the gemm kernel. It is the plugin's own
+// loop in X's layout (channel-blocked after a convolution, plain as a region input), in place where X dies, and a
+// multiply in place visits only the positions whose plane value is not 1: a mask of ones but for its last columns
+// (as a padded shape bucket's) and a random plane give native's bits, never a reference or gemm kernel.
+TEST_F(DnnlBackend, PlaneBinaryIsTheOwnLoopInEveryLayoutAndEqualsNative) {
+  struct PCase {
+    const char* name;
+    const char* op;
+    Dims x, plane;
+    int64_t conv_in;     // > 0: X comes from a convolution of that many input channels (its layout oneDNN's choice)
+    bool x_kept;         // X is also an output: the result cannot take its buffer
+    bool prefix;         // the plane is ones for the first columns of each row and zeros after; else random
+    const char* layout;  // X's layout, as the step names it
+  };
+  const PCase cases[] = {
+      {"blocked_mask_in_place", "Mul", {1, 16, 6, 20}, {1, 1, 6, 20}, 3, false, true, "channel-blocked"},
+      {"blocked_random", "Mul", {1, 16, 6, 20}, {1, 1, 6, 20}, 3, false, false, "channel-blocked"},
+      {"blocked_mask_kept", "Mul", {1, 16, 6, 20}, {1, 1, 6, 20}, 3, true, true, "channel-blocked"},
+      {"blocked_add", "Add", {1, 32, 5, 7}, {1, 1, 5, 7}, 3, false, false, "channel-blocked"},
+      {"channels_last_mask", "Mul", {1, 16, 6, 20}, {1, 1, 6, 20}, 16, false, true, "channels-last"},
+      {"channels_last_add_kept", "Add", {1, 16, 6, 20}, {1, 1, 6, 20}, 16, true, false, "channels-last"},
+      {"plain_mask", "Mul", {1, 3, 6, 20}, {1, 1, 6, 20}, 0, false, true, "plain"},
+      {"plain_batch_planes", "Mul", {2, 5, 4, 9}, {2, 1, 4, 9}, 0, false, false, "plain"},
+      {"plain_1d", "Add", {2, 4, 33}, {1, 1, 33}, 0, true, false, "plain"},
+  };
+  unsigned seed = 1700;
+  for (const PCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    Builder b;
+    const bool conv_first = c.conv_in > 0;
+    Dims in = c.x;
+    if (conv_first) in[1] = c.conv_in;
+    std::vector<Tensor> inputs{random_tensor(in, ++seed)};
+    b.input("x", in).input("m", c.plane);
+    std::string x = "x";
+    if (conv_first) {
+      b.constant("w", random_tensor({c.x[1], c.conv_in, 3, 3}, ++seed, -0.2f, 0.2f));
+      set_ints(b.node("conv", "Conv", {"x", "w"}, "t"), "pads", {1, 1, 1, 1});
+      x = "t";
+    }
+    b.node("op", c.op, {x, "m"}, "z");
+    b.node("relu", "Relu", {"z"}, "y");  // the result stays inside the region: it may take X's buffer
+    std::vector<std::string> outs{"y"};
+    if (c.x_kept) {
+      if (conv_first)
+        outs.push_back("t");
+      else {
+        b.node("neg", "Neg", {"x"}, "xn");
+        outs.push_back("xn");
+      }
+    }
+    Graph g = b.done(outs);
+    Tensor m = random_tensor(c.plane, ++seed);
+    if (c.prefix) {
+      const int64_t w = c.plane.back();
+      for (int64_t i = 0; i < m.numel(); ++i) m.data<float>()[i] = i % w < w - 3 ? 1.f : 0.f;
+    }
+    inputs.push_back(m);
+    plugintest::PluginClient::Profiled prof;
+    std::vector<Tensor> out = run_claimed(g, inputs, &prof);
+    ASSERT_EQ(out.size(), outs.size());
+    std::vector<Tensor> ref = native(g, inputs);
+    ASSERT_EQ(ref.size(), outs.size());
+    if (conv_first) {
+      expect_close_rel(out[0], ref[0]);
+    } else {  // one rounding, as native's: the same values (a product with a zero may be -0 on one side)
+      ASSERT_EQ(out[0].dims(), ref[0].dims());
+      int64_t differ = 0;
+      for (int64_t i = 0; i < ref[0].numel(); ++i) differ += out[0].as_double(i) != ref[0].as_double(i);
+      EXPECT_EQ(differ, 0) << "of " << ref[0].numel();
+    }
+    std::string steps;
+    for (const auto& st : prof.steps) steps += st.what + "; ";
+    EXPECT_NE(steps.find("by a plane"), std::string::npos) << steps;
+    EXPECT_EQ(steps.find("ref:"), std::string::npos) << steps;
+    EXPECT_EQ(steps.find("gemm"), std::string::npos) << steps;
+    EXPECT_NE(steps.find(std::string("over ") + c.layout + " channels"), std::string::npos) << steps;
+  }
+}
+
 TEST_F(DnnlBackend, QLinearConvLookupChainIsOneRegionEqualToNative) {
   SKIP_WITHOUT_INT8_KERNELS();
   Builder b;
