@@ -1,0 +1,205 @@
+// Masked shape buckets (passes/masked_bucket.h): the rewritten graph at the bucket's largest dims gives, at every
+// size up to them, what the model gives at that size; refusals name why.
+#include "passes/masked_bucket.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ops/masked_bucket.h"
+#include "plugin_test_util.h"
+#include "runtime/session.h"
+
+namespace tessera {
+namespace {
+
+using plugintest::Builder;
+using plugintest::random_tensor;
+
+void set_ints(Node& n, const std::string& a, std::vector<int64_t> v) { n.attrs[a] = Attribute::Ints(std::move(v)); }
+
+Shape symbolic(Dims d, const std::vector<std::pair<int, std::string>>& syms) {
+  std::vector<Dim> dims(d.begin(), d.end());
+  for (const auto& [k, s] : syms) dims[static_cast<size_t>(k)] = Dim::Symbol(s);
+  return Shape(dims);
+}
+
+std::vector<Tensor> run(const Graph& g, const std::vector<Tensor>& in) {
+  auto s = InferenceSession::Create(g);
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  if (!s.ok()) return {};
+  auto out = (*s)->run(in);
+  EXPECT_TRUE(out.ok()) << out.status().message();
+  return out.ok() ? *out : std::vector<Tensor>{};
+}
+
+// Differences beyond 1e-5 relative (the kernels may block the work differently at another width).
+int64_t differ(const Tensor& a, const Tensor& b) {
+  if (a.dims() != b.dims()) return -1;
+  int64_t n = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double x = a.as_double(i), y = b.as_double(i);
+    n += !(std::fabs(x - y) <= 1e-5 * std::max(1.0, std::fabs(y)));
+  }
+  return n;
+}
+
+// A text-line recogniser's shape: convolutions with end padding (masks needed after each pool), pools without,
+// BatchNormalization and a residual Add, a 3x1 convolution that folds the height away, then a per-column classifier
+// (Transpose, MatMul, Softmax: sliced back before them). x [1, 3, 8, W].
+Graph recogniser() {
+  Builder b;
+  unsigned seed = 40;
+  b.input("x", symbolic({1, 3, 8, 0}, {{3, "W"}}));
+  b.constant("w1", random_tensor({8, 3, 3, 3}, ++seed, -0.5f, 0.5f));
+  b.constant("b1", random_tensor({8}, ++seed));
+  b.constant("w2", random_tensor({8, 8, 3, 3}, ++seed, -0.3f, 0.3f));
+  b.constant("w3", random_tensor({8, 8, 3, 3}, ++seed, -0.3f, 0.3f));
+  b.constant("w4", random_tensor({6, 8, 4, 1}, ++seed, -0.3f, 0.3f));
+  for (const char* p : {"s", "bb", "mean"}) b.constant(p, random_tensor({8}, ++seed, 0.5f, 1.5f));
+  b.constant("var", random_tensor({8}, ++seed, 0.5f, 1.5f));
+  b.constant("fc", random_tensor({6, 5}, ++seed));
+  set_ints(b.node("c1", "Conv", {"x", "w1", "b1"}, "t1"), "pads", {1, 1, 1, 1});
+  b.node("r1", "Relu", {"t1"}, "t2");
+  Node& p1 = b.node("p1", "MaxPool", {"t2"}, "t3");
+  set_ints(p1, "kernel_shape", {2, 2}), set_ints(p1, "strides", {2, 2});
+  set_ints(b.node("c2", "Conv", {"t3", "w2"}, "t4"), "pads", {1, 1, 1, 1});
+  b.node("bn", "BatchNormalization", {"t4", "s", "bb", "mean", "var"}, "t5");
+  b.node("r2", "Relu", {"t5"}, "t6");
+  Node& c3 = b.node("c3", "Conv", {"t6", "w3"}, "t7");
+  set_ints(c3, "pads", {2, 2, 2, 2}), set_ints(c3, "dilations", {2, 2});
+  b.node("add", "Add", {"t7", "t3"}, "t8");
+  set_ints(b.node("c4", "Conv", {"t8", "w4"}, "t9"), "pads", {0, 0, 0, 0});  // [1, 6, 1, W/2]
+  b.node("sq", "Reshape", {"t9", "shape"}, "t10");
+  Tensor shape(DType::kInt64, Dims{3});
+  shape.data<int64_t>()[0] = 1, shape.data<int64_t>()[1] = 6, shape.data<int64_t>()[2] = -1;
+  b.constant("shape", shape);
+  set_ints(b.node("tr", "Transpose", {"t10"}, "t11"), "perm", {0, 2, 1});
+  b.node("mm", "MatMul", {"t11", "fc"}, "t12");
+  b.node("sm", "Softmax", {"t12"}, "y");
+  return b.done({"y", "t9"});
+}
+
+// Strided convolutions over two varying dims (a detector's backbone): x [1, 3, H, W], output [1, 4, H/4, W/4].
+Graph detector() {
+  Builder b;
+  unsigned seed = 70;
+  b.input("x", symbolic({1, 3, 0, 0}, {{2, "H"}, {3, "W"}}));
+  b.constant("w1", random_tensor({8, 3, 3, 3}, ++seed, -0.5f, 0.5f));
+  b.constant("w2", random_tensor({8, 8, 3, 3}, ++seed, -0.3f, 0.3f));
+  b.constant("w3", random_tensor({4, 8, 1, 1}, ++seed, -0.3f, 0.3f));
+  Node& c1 = b.node("c1", "Conv", {"x", "w1"}, "t1");
+  set_ints(c1, "pads", {1, 1, 1, 1}), set_ints(c1, "strides", {2, 2});
+  b.node("r1", "Relu", {"t1"}, "t2");
+  Node& c2 = b.node("c2", "Conv", {"t2", "w2"}, "t3");
+  set_ints(c2, "pads", {1, 1, 1, 1}), set_ints(c2, "strides", {2, 2});
+  b.node("r2", "Relu", {"t3"}, "t4");
+  b.node("c3", "Conv", {"t4", "w3"}, "t5");
+  b.node("sg", "Sigmoid", {"t5"}, "y");
+  return b.done({"y"});
+}
+
+TEST(MaskedBucket, EverySizeUpToTheBucketGivesTheModelsResults) {
+  const Graph g = recogniser();
+  auto bucket = masked_bucket_graph(g, {{1, 3, 8, 40}});
+  ASSERT_TRUE(bucket.ok()) << bucket.status().message();
+  int masks = 0, slices = 0;
+  for (const Node& n : bucket->nodes) masks += n.op_type == "ValidMask", slices += n.op_type == "SliceValid";
+  // Masks before c2 (after the pool) and c3 (after BatchNormalization's Relu); the Add and c4 (no end padding)
+  // need none. Slices before the Reshape and at the output t9.
+  EXPECT_EQ(masks, 2) << print_graph(*bucket);
+  EXPECT_EQ(slices, 2) << print_graph(*bucket);
+  EXPECT_EQ(bucket->inputs, g.inputs);
+  EXPECT_EQ(bucket->outputs, g.outputs);
+  for (int64_t w = 4; w <= 40; ++w) {
+    SCOPED_TRACE("W = " + std::to_string(w));
+    const std::vector<Tensor> in{random_tensor({1, 3, 8, w}, static_cast<unsigned>(100 + w))};
+    const std::vector<Tensor> want = run(g, in), got = run(*bucket, in);
+    ASSERT_EQ(got.size(), 2u);
+    ASSERT_EQ(want.size(), 2u);
+    EXPECT_EQ(differ(got[0], want[0]), 0);
+    EXPECT_EQ(differ(got[1], want[1]), 0);
+  }
+}
+
+TEST(MaskedBucket, WithoutItsMasksThePaddingReachesTheResult) {
+  // The same bucket with every ValidMask's output all ones: the columns near each request's end differ.
+  const Graph g = recogniser();
+  auto bucket = masked_bucket_graph(g, {{1, 3, 8, 40}});
+  ASSERT_TRUE(bucket.ok()) << bucket.status().message();
+  Graph broken = *bucket;
+  for (Node& n : broken.nodes) {
+    if (n.op_type == "ValidMask") set_ints(n, "steps", std::vector<int64_t>{0});  // valid size = R's dim: all ones
+  }
+  const std::vector<Tensor> in{random_tensor({1, 3, 8, 29}, 7)};
+  const std::vector<Tensor> want = run(g, in), got = run(broken, in);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_GT(differ(got[1], want[1]), 0);
+}
+
+TEST(MaskedBucket, TwoVaryingDimsWithStrides) {
+  const Graph g = detector();
+  auto bucket = masked_bucket_graph(g, {{1, 3, 24, 32}});
+  ASSERT_TRUE(bucket.ok()) << bucket.status().message();
+  for (int64_t h : {5, 13, 24}) {
+    for (int64_t w : {7, 16, 31, 32}) {
+      SCOPED_TRACE(std::to_string(h) + "x" + std::to_string(w));
+      const std::vector<Tensor> in{random_tensor({1, 3, h, w}, static_cast<unsigned>(h * 100 + w))};
+      const std::vector<Tensor> want = run(g, in), got = run(*bucket, in);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_EQ(differ(got[0], want[0]), 0);
+    }
+  }
+}
+
+TEST(MaskedBucket, RefusalsNameTheReason) {
+  {  // a convolution whose padding follows the size, first: nothing reads the padded input on the masked path
+    Builder b;
+    b.input("x", symbolic({1, 3, 8, 0}, {{3, "W"}}));
+    b.constant("w", random_tensor({4, 3, 3, 3}, 1));
+    b.node("c", "Conv", {"x", "w"}, "y").attrs["auto_pad"] = Attribute::String("SAME_UPPER");
+    auto r = masked_bucket_graph(b.done({"y"}), {{1, 3, 8, 16}});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("no convolution reads input 'x'"), std::string::npos) << r.status().message();
+  }
+  {  // the batch varies
+    Builder b;
+    b.input("x", symbolic({0, 3, 8, 8}, {{0, "N"}}));
+    b.constant("w", random_tensor({4, 3, 3, 3}, 1));
+    b.node("c", "Conv", {"x", "w"}, "y");
+    auto r = masked_bucket_graph(b.done({"y"}), {{4, 3, 8, 8}});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("varies outside the spatial dims"), std::string::npos) << r.status().message();
+  }
+  {  // a max pool with end padding (its padding is -inf, which no mask stands for) ends the masked part at once
+    Builder b;
+    b.input("x", symbolic({1, 3, 8, 0}, {{3, "W"}}));
+    Node& p = b.node("p", "MaxPool", {"x"}, "y");
+    set_ints(p, "kernel_shape", {2, 2}), set_ints(p, "pads", {0, 0, 1, 1});
+    auto r = masked_bucket_graph(b.done({"y"}), {{1, 3, 8, 16}});
+    EXPECT_FALSE(r.ok());
+  }
+}
+
+TEST(MaskedBucket, OpsCheckTheirAttributesAndInputs) {
+  Node n;
+  n.name = "m";
+  n.op_type = "ValidMask";
+  n.domain = masked::kDomain;
+  masked::Extent e{3, {{-2, 2}}};
+  masked::set_extent_attrs(n, {{3, e}});
+  auto back = masked::extent_attrs(n, 4);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ASSERT_EQ(back->size(), 1u);
+  EXPECT_EQ((*back)[0].second, e);
+  EXPECT_EQ(masked::valid_size(e, {1, 3, 8, 11}), 5);  // floor((11 - 2) / 2) + 1
+  EXPECT_LE(masked::valid_size(e, {1, 3, 8, 1}), 0);   // too small for the window
+  EXPECT_FALSE(masked::extent_attrs(n, 3).ok());       // axis 3 of a rank-3 tensor
+  n.attrs["steps"] = Attribute::Ints({2, 0, 1});       // two pairs announced, one half given
+  EXPECT_FALSE(masked::extent_attrs(n, 4).ok());
+}
+
+}  // namespace
+}  // namespace tessera
