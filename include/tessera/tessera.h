@@ -54,7 +54,7 @@ extern "C" {
 #endif
 
 #define TESSERA_API_VERSION_MAJOR 0
-#define TESSERA_API_VERSION_MINOR 9
+#define TESSERA_API_VERSION_MINOR 10
 
 #if defined(__GNUC__)
 #define TESSERA_API __attribute__((visibility("default")))
@@ -160,6 +160,14 @@ TESSERA_API tessera_error_t* tessera_session_options_set_background_buckets(tess
  * time of the session's bucket compiles so far (1000 before the first); 0:
  * after its first run. */
 TESSERA_API tessera_error_t* tessera_session_options_set_bucket_payback_ms(tessera_session_options_t* opts, double ms);
+/* Since 0.10. Compiling a model whose one varying input has ranges along its
+ * spatial dims (--shape x=1,3,48,32..2048): masked buckets every `step` along
+ * each ranged dim (default 32), each compiled ahead with engines at its largest
+ * dims and serving every request up to them exactly (the request padded, the
+ * padding masked where a convolution would read it, the results sliced back);
+ * 0: none. None either where more than 64 would be needed, or where the
+ * model's convolutions do not allow it (the compile warns why). */
+TESSERA_API tessera_error_t* tessera_session_options_set_bucket_step(tessera_session_options_t* opts, int64_t step);
 /* Since 0.2. "NAME=D0,D1,..", as --shape (checked when the model is loaded).
  * Since 0.3 a dim may be a range MIN..MAX, and specs of one input span every
  * size they give (before, a later one replaced an earlier); the session then

@@ -156,6 +156,8 @@ class SessionOptions : public detail::Handle<tessera_session_options_t, tessera_
   SessionOptions& BackgroundBuckets(bool on) {
     return apply(tessera_session_options_set_background_buckets(p_, on));
   }
+  // Masked buckets every `step` along a ranged spatial dim, compiled ahead (0: none; default 32).
+  SessionOptions& BucketStep(int64_t step) { return apply(tessera_session_options_set_bucket_step(p_, step)); }
   // The time a shape's runs must take before its bucket is compiled (< 0: as long as a compile; 0: at once).
   SessionOptions& BucketPaybackMs(double ms) {
     return apply(tessera_session_options_set_bucket_payback_ms(p_, ms));

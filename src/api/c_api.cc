@@ -448,6 +448,14 @@ tessera_error_t* tessera_session_options_set_background_buckets(tessera_session_
   });
 }
 
+tessera_error_t* tessera_session_options_set_bucket_step(tessera_session_options_t* opts, int64_t step) {
+  return set_option(__func__, opts, [&](const char* fn) -> tessera_error_t* {
+    if (step < 0) return invalid(fn, "step must be 0 (no masked buckets) or more, got " + std::to_string(step));
+    opts->compile.bucket_step = step;
+    return nullptr;
+  });
+}
+
 tessera_error_t* tessera_session_options_set_bucket_payback_ms(tessera_session_options_t* opts, double ms) {
   return set_option(__func__, opts, [&](const char*) -> tessera_error_t* {
     opts->bucket_payback_ms = ms;

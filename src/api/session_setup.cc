@@ -1,5 +1,7 @@
 #include "api/session_setup.h"
 
+#include "passes/masked_bucket.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -18,6 +20,7 @@
 #include "onnx/onnx_import.h"
 #include "partition/machine.h"
 #include "partition/tune.h"
+#include "passes/masked_bucket.h"
 #include "passes/pipeline.h"
 #include "util/env.h"
 #include "util/human_bytes.h"
@@ -379,6 +382,136 @@ Expected<std::vector<std::vector<std::string>>> bucket_shapes(const std::vector<
   return out;
 }
 
+namespace {
+
+constexpr size_t kMaxMaskedBuckets = 64;
+
+// The sizes one ranged dim's masked buckets go up to: every multiple of `step` from the first one at or above
+// lo, then hi.
+std::vector<int64_t> bucket_uppers(const DimRange& r, int64_t step) {
+  std::vector<int64_t> out;
+  for (int64_t u = (r.lo + step - 1) / step * step; u < r.hi; u += step) out.push_back(u);
+  out.push_back(r.hi);
+  return out;
+}
+
+// Adds masked buckets (passes/masked_bucket.h) to `program` for the ranges o.shapes gives one input along its
+// spatial dims. The largest bucket is compiled as the model is (placed, measured, checked); if it has engines, every
+// other bucket is compiled with those engines' backends first (priority placement, no measuring) and added. Where
+// the model has no masked buckets, a warning says why (ranges over one input's spatial dims only are tried).
+Status add_masked_buckets(const ModelSource& m, const CompileOptions& o, Program& program, PartitionReport* report) {
+  if (o.bucket_step <= 0) return Status::Ok();
+  InputRanges spans;
+  TSR_ASSIGN_OR_RETURN(spans, parse_shapes(o.shapes));
+  bool ranged = false;
+  for (const auto& [name, dims] : spans) {
+    for (const DimRange& r : dims) ranged = ranged || !r.exact();
+  }
+  if (!ranged) return Status::Ok();
+  auto note = [&](const std::string& why) {
+    if (o.warn) o.warn("no masked buckets: " + why);
+    return Status::Ok();
+  };
+  Graph g;
+  TSR_ASSIGN_OR_RETURN(g, load_graph(m, o.shapes, "compile"));
+  // Every bucket's dims: the inputs' known dims, and along each ranged dim of the one input that has ranges, the
+  // product of its steps (masked_bucket_graph refuses more than one varying input).
+  std::vector<std::vector<Dims>> uppers(1), lowers(1);
+  for (const std::string& name : g.inputs) {
+    const ValueInfo* vi = g.info(name);
+    if (!vi || !vi->shape.rank_known) return note("input '" + name + "' has no rank");
+    const auto span = spans.find(name);
+    std::vector<std::vector<Dims>> nu, nl;
+    for (size_t b = 0; b < uppers.size(); ++b) {
+      std::vector<Dims> us{Dims{}}, ls{Dims{}};  // this input's dims so far, per bucket
+      for (int k = 0; k < vi->shape.rank(); ++k) {
+        const bool ranged_dim = span != spans.end() && static_cast<int>(span->second.size()) == vi->shape.rank() &&
+                                !span->second[static_cast<size_t>(k)].exact();
+        if (!ranged_dim && !vi->shape[k].known()) {
+          return note("input '" + name + "' dim " + std::to_string(k) + " has no size or range");
+        }
+        std::vector<Dims> us2, ls2;
+        for (size_t j = 0; j < us.size(); ++j) {
+          const DimRange r =
+              ranged_dim ? span->second[static_cast<size_t>(k)] : DimRange{vi->shape[k].value, vi->shape[k].value};
+          int64_t from = r.lo;
+          for (int64_t u : ranged_dim ? bucket_uppers(r, o.bucket_step) : std::vector<int64_t>{r.hi}) {
+            us2.push_back(us[j]), us2.back().push_back(u);
+            ls2.push_back(ls[j]), ls2.back().push_back(ranged_dim ? from : u);
+            from = u + 1;
+          }
+        }
+        us = std::move(us2), ls = std::move(ls2);
+        if (us.size() * uppers.size() > kMaxMaskedBuckets) {
+          return note("more than " + std::to_string(kMaxMaskedBuckets) + " buckets of " +
+                      std::to_string(o.bucket_step) + " would be needed (give a larger --bucket-step)");
+        }
+      }
+      for (size_t j = 0; j < us.size(); ++j) {
+        nu.push_back(uppers[b]), nu.back().push_back(us[j]);
+        nl.push_back(lowers[b]), nl.back().push_back(ls[j]);
+      }
+    }
+    uppers = std::move(nu), lowers = std::move(nl);
+  }
+  // The largest bucket first: placed as the model is.
+  const size_t largest = uppers.size() - 1;
+  Graph first;
+  {
+    auto r = masked_bucket_graph(g, uppers[largest]);
+    if (!r.ok()) return note(r.status().message());
+    first = std::move(*r);
+  }
+  CompileOptions bo = o;
+  bo.warn = nullptr;
+  if (o.progress) o.progress(0, 0, "compiling masked bucket " + bucket_str(uppers[largest], lowers[largest]));
+  PartitionReport br;
+  Program bp;
+  TSR_ASSIGN_OR_RETURN(bp, compile_graph(std::move(first), m.name(), bo, &br));
+  if (bp.engines.empty()) return note("the largest bucket " + bucket_str(uppers[largest]) + " runs on native alone");
+  std::string engines_first;
+  for (const EngineSpec& e : bp.engines) {
+    if (engines_first.find(e.backend) == std::string::npos) engines_first += e.backend + ",";
+  }
+  std::vector<std::pair<Program, size_t>> compiled;
+  compiled.emplace_back(std::move(bp), largest);
+  std::vector<PartitionReport> reports;
+  reports.push_back(std::move(br));
+  bo.backends = engines_first + "native";
+  bo.policy = PlacementPolicy::kPriority;
+  bo.measure = MeasureMode::kOff;
+  for (size_t b = 0; b < largest; ++b) {
+    if (o.progress)
+      o.progress(static_cast<int>(b + 1), static_cast<int>(uppers.size()),
+                 "compiling masked bucket " + bucket_str(uppers[b], lowers[b]));
+    Graph bg;
+    TSR_ASSIGN_OR_RETURN(bg, masked_bucket_graph(g, uppers[b]));
+    PartitionReport r;
+    TSR_ASSIGN_OR_RETURN(bp, compile_graph(std::move(bg), m.name(), bo, &r));
+    compiled.emplace_back(std::move(bp), b);
+    reports.push_back(std::move(r));
+  }
+  // In order of size: the session serves a request from the first bucket that holds it.
+  std::vector<size_t> order(compiled.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return compiled[a].second < compiled[b].second; });
+  for (size_t i : order) {
+    const size_t b = compiled[i].second;
+    const auto offset = static_cast<int>(program.engines.size());
+    TSR_RETURN_IF_ERROR(add_bucket(program, std::move(compiled[i].first), uppers[b], lowers[b]));
+    if (report) {
+      BucketReport br2{bucket_str(uppers[b], lowers[b]), std::move(reports[i].regions), reports[i].estimated_us};
+      for (RegionInfo& r : br2.regions) {
+        if (r.engine >= 0) r.engine += offset;
+      }
+      report->buckets.push_back(std::move(br2));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Expected<Program> compile_model(const ModelSource& m, Graph g, const CompileOptions& o, PartitionReport* report) {
   std::vector<std::vector<std::string>> buckets;
   TSR_ASSIGN_OR_RETURN(buckets, bucket_shapes(o.shapes));
@@ -439,6 +572,7 @@ Expected<Program> compile_model(const ModelSource& m, Graph g, const CompileOpti
       report->buckets.push_back(std::move(b));
     }
   }
+  TSR_RETURN_IF_ERROR(add_masked_buckets(m, o, program, report));
   return program;
 }
 

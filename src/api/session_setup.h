@@ -48,6 +48,10 @@ struct CompileOptions {
   // (SessionOptions::compile_bucket) and kept in the engine cache on disk (engine_cache_dir). false: such shapes
   // get native plans only.
   bool background_buckets = true;
+  // --bucket-step: a model whose one varying input has --shape ranges along spatial dims gets masked buckets
+  // (passes/masked_bucket.h), one every this many along each ranged dim, compiled ahead with the backends the
+  // largest one is placed on; 0: none. None either where more than kMaxMaskedBuckets would be needed.
+  int64_t bucket_step = 32;
   // Progress while compiling (done, total, what); total 0 when unknown.
   std::function<void(int, int, const std::string&)> progress;
   // One-line warnings (the CLI prints them as "tessera: warning: ...").

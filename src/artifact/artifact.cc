@@ -13,6 +13,7 @@
 // checked before anything is built from it.
 #include "artifact/artifact.h"
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -190,6 +191,7 @@ Status with_artifact_sections(const Program& program, const std::string& path,
     TSR_RETURN_IF_ERROR(glue_section(b.graph, path, store, &bg, &bucket_bytes[i]));
     bj["section"] = 3 + program.engines.size() + i;  // after the engines
     bj["inputs"] = b.inputs;
+    if (!b.lower.empty()) bj["lower"] = b.lower;
     bj["graph"] = std::move(bg);
     buckets.push_back(std::move(bj));
   }
@@ -290,16 +292,25 @@ Status with_artifact_sections(const Program& program, const std::string& path,
 
 }  // namespace
 
+namespace {
+// Format 3 where a bucket is masked (its META "lower" must not be ignored), else what the sections need.
+uint32_t format_for(const Program& program) {
+  const bool masked = std::any_of(program.buckets.begin(), program.buckets.end(),
+                                  [](const ProgramBucket& b) { return !b.lower.empty(); });
+  return masked ? 3 : 1;
+}
+}  // namespace
+
 Status write_artifact(const Program& program, const std::string& path) {
   return with_artifact_sections(program, path, [&](const std::vector<artifact::OutSection>& sections) {
-    return artifact::write_container(path, sections);
+    return artifact::write_container(path, sections, format_for(program));
   });
 }
 
 Expected<std::string> write_artifact_bytes(const Program& program) {
   std::string bytes;
   auto keep = [&](const std::vector<artifact::OutSection>& sections) {
-    auto b = artifact::write_container_bytes(sections);
+    auto b = artifact::write_container_bytes(sections, format_for(program));
     if (!b.ok()) return b.status();
     bytes = std::move(*b);
     return Status::Ok();
@@ -483,6 +494,24 @@ Status read_buckets(const Container& c, const MetaReader& r, const json& meta, P
         return r.fail("field '" + at + "inputs[" + std::to_string(k) + "]' is not a list of sizes of a tensor");
       }
       b.inputs.push_back(std::move(dims));
+    }
+    if (j.contains("lower")) {  // a masked bucket: the least dims it serves, each at most the bucket's own
+      if (c.version < 3)
+        return r.fail(at + "lower: a masked bucket in a format " + std::to_string(c.version) + " artifact");
+      const json* lower = nullptr;
+      TSR_RETURN_IF_ERROR(r.array(j, "lower", at, &lower));
+      bool ok = lower->size() == b.inputs.size();
+      for (size_t k = 0; ok && k < lower->size(); ++k) {
+        const json& d = (*lower)[k];
+        ok = d.is_array() && d.size() == b.inputs[k].size();
+        Dims dims;
+        for (size_t x = 0; ok && x < d.size(); ++x) {
+          ok = d[x].is_number_integer() && d[x].get<int64_t>() >= 0 && d[x].get<int64_t>() <= b.inputs[k][x];
+          if (ok) dims.push_back(d[x].get<int64_t>());
+        }
+        if (ok) b.lower.push_back(std::move(dims));
+      }
+      if (!ok) return r.fail("field '" + at + "lower' is not, per input, sizes at most the bucket's inputs");
     }
     const json* gj = nullptr;
     TSR_RETURN_IF_ERROR(r.object(j, "graph", at, &gj));

@@ -16,8 +16,10 @@
 
 namespace tessera {
 
-// Format 2 adds BUCKET sections; the writer writes 1 for a program without buckets (older readers load it), 2 with.
-constexpr uint32_t kArtifactFormatVersion = 2;
+// Format 2 adds BUCKET sections; format 3 masked buckets (META "lower": sizes a bucket serves below its own, its glue
+// graph padding and slicing). The writer writes the least that holds the program: 1 without buckets (older readers
+// load it), 2 with exact buckets, 3 with a masked one.
+constexpr uint32_t kArtifactFormatVersion = 3;
 constexpr uint32_t kArtifactFormatVersionMin = 1;
 
 Status write_artifact(const Program& program, const std::string& path);

@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -89,6 +90,7 @@ std::string describe_json(const artifact::LoadedArtifact& a) {
   for (const ProgramBucket& b : p.buckets) {
     json x = json::object();
     x["inputs"] = b.inputs;
+    if (!b.lower.empty()) x["lower"] = b.lower;  // a masked bucket: every dims from these to `inputs`
     x["nodes"] = b.graph.nodes.size();
     x["engines"] = engines_used(b.graph);
     buckets.push_back(std::move(x));
@@ -156,10 +158,14 @@ std::string describe_text(const artifact::LoadedArtifact& a) {
   };
   o << "glue graph: " << p.graph.nodes.size() << " nodes; engines " << engine_list(p.graph) << "\n";
   if (!p.buckets.empty()) {
-    o << "buckets: " << p.buckets.size() << " (input dims with engines of their own; other dims run the glue graph)\n";
+    const auto masked =
+        std::count_if(p.buckets.begin(), p.buckets.end(), [](const ProgramBucket& b) { return !b.lower.empty(); });
+    o << "buckets: " << p.buckets.size() << " (input dims with engines of their own; other dims run the glue graph)";
+    if (masked) o << "; " << masked << " masked: each serves a range of dims, padded to its largest";
+    o << "\n";
     for (const ProgramBucket& b : p.buckets) {
-      o << "  " << bucket_str(b.inputs) << ": " << b.graph.nodes.size() << " nodes; engines " << engine_list(b.graph)
-        << "\n";
+      o << "  " << bucket_str(b.inputs, b.lower) << ": " << b.graph.nodes.size() << " nodes; engines "
+        << engine_list(b.graph) << "\n";
     }
   }
   o << "inputs:\n";

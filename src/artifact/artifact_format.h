@@ -83,10 +83,13 @@ struct OutSection {
 };
 
 // Lays the sections out in the given order (table order = file order) and
-// writes the file atomically (a temporary file renamed over `path`).
-Status write_container(const std::string& path, const std::vector<OutSection>& sections);
+// writes the file atomically (a temporary file renamed over `path`). The
+// header's format version is the least that holds the sections (1, or 2 with
+// BUCKET sections), or `min_version` where that is more (a META field older
+// readers must not ignore).
+Status write_container(const std::string& path, const std::vector<OutSection>& sections, uint32_t min_version = 1);
 // The same container as bytes in memory.
-Expected<std::string> write_container_bytes(const std::vector<OutSection>& sections);
+Expected<std::string> write_container_bytes(const std::vector<OutSection>& sections, uint32_t min_version = 1);
 
 struct SectionInfo {
   uint32_t kind = 0;

@@ -120,7 +120,7 @@ struct Layout {
   std::vector<uint64_t> offsets;
 };
 
-Status lay_out(const std::vector<OutSection>& sections, Layout* l) {
+Status lay_out(const std::vector<OutSection>& sections, uint32_t min_version, Layout* l) {
   if (sections.size() > kMaxSections) return InternalError("artifact writer: too many sections");
   const uint64_t table_offset = kHeaderSize;
   uint64_t cursor = table_offset + sections.size() * kEntrySize;
@@ -147,7 +147,7 @@ Status lay_out(const std::vector<OutSection>& sections, Layout* l) {
   std::memcpy(header + kOffMagic, kMagic, sizeof kMagic);
   const bool buckets = std::any_of(sections.begin(), sections.end(),
                                   [](const OutSection& s) { return s.kind == SectionKind::kBucket; });
-  put_u32(header + kOffVersion, buckets ? kArtifactFormatVersion : kArtifactFormatVersionMin);
+  put_u32(header + kOffVersion, std::max<uint32_t>(min_version, buckets ? 2 : kArtifactFormatVersionMin));
   put_u32(header + kOffSectionCount, static_cast<uint32_t>(sections.size()));
   put_u64(header + kOffFileSize, file_size);
   put_u64(header + kOffTableOffset, table_offset);
@@ -193,9 +193,9 @@ Status corrupt(const std::string& path, const std::string& where, const std::str
   return InvalidModel("artifact '" + path + "': " + where + ": " + what);
 }
 
-Status write_container(const std::string& path, const std::vector<OutSection>& sections) {
+Status write_container(const std::string& path, const std::vector<OutSection>& sections, uint32_t min_version) {
   Layout layout;
-  TSR_RETURN_IF_ERROR(lay_out(sections, &layout));
+  TSR_RETURN_IF_ERROR(lay_out(sections, min_version, &layout));
 
   // Written beside the target and renamed over it, so a reader never sees a
   // half-written artifact and a failed write leaves the old file in place.
@@ -220,9 +220,9 @@ Status write_container(const std::string& path, const std::vector<OutSection>& s
   return st;
 }
 
-Expected<std::string> write_container_bytes(const std::vector<OutSection>& sections) {
+Expected<std::string> write_container_bytes(const std::vector<OutSection>& sections, uint32_t min_version) {
   Layout layout;
-  TSR_RETURN_IF_ERROR(lay_out(sections, &layout));
+  TSR_RETURN_IF_ERROR(lay_out(sections, min_version, &layout));
   std::string out;
   StringWriter w(&out);
   TSR_RETURN_IF_ERROR(emit(layout, sections, w));

@@ -56,9 +56,10 @@ void renumber_regions(Graph& g, int64_t offset) {
 
 }  // namespace
 
-Status add_bucket(Program& main, Program bucket, std::vector<Dims> inputs) {
-  if (inputs.size() != main.graph.inputs.size() || bucket.graph.inputs != main.graph.inputs) {
-    return InvalidModel("bucket " + bucket_str(inputs) + ": its inputs are not the program's");
+Status add_bucket(Program& main, Program bucket, std::vector<Dims> inputs, std::vector<Dims> lower) {
+  if (inputs.size() != main.graph.inputs.size() || bucket.graph.inputs != main.graph.inputs ||
+      (!lower.empty() && lower.size() != inputs.size())) {
+    return InvalidModel("bucket " + bucket_str(inputs, lower) + ": its inputs are not the program's");
   }
   const std::string prefix = "bucket" + std::to_string(main.buckets.size() + 1) + "/";
   std::map<std::string, std::string> renamed;
@@ -82,7 +83,7 @@ Status add_bucket(Program& main, Program bucket, std::vector<Dims> inputs) {
     main.engines.push_back(std::move(e));
   }
   renumber_regions(bucket.graph, offset);
-  main.buckets.push_back(ProgramBucket{std::move(inputs), std::move(bucket.graph)});
+  main.buckets.push_back(ProgramBucket{std::move(inputs), std::move(bucket.graph), std::move(lower)});
   return Status::Ok();
 }
 
@@ -107,9 +108,20 @@ std::vector<int64_t> engines_used(const Graph& g) {
   return out;
 }
 
-std::string bucket_str(const std::vector<Dims>& inputs) {
+std::string bucket_str(const std::vector<Dims>& inputs, const std::vector<Dims>& lower) {
   std::string s;
-  for (size_t i = 0; i < inputs.size(); ++i) s += (i ? ", " : "") + dims_str(inputs[i]);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i < lower.size() && lower[i] != inputs[i] && lower[i].size() == inputs[i].size()) {
+      s += i ? ", [" : "[";
+      for (size_t k = 0; k < inputs[i].size(); ++k) {
+        s += (k ? "," : "") + (lower[i][k] == inputs[i][k] ? "" : std::to_string(lower[i][k]) + "..") +
+             std::to_string(inputs[i][k]);
+      }
+      s += "]";
+    } else {
+      s += (i ? ", " : "") + dims_str(inputs[i]);
+    }
+  }
   return s;
 }
 

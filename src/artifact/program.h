@@ -84,10 +84,12 @@ struct ProgramMeta {
   }
 };
 
-// A glue graph specialised for exact input dims.
+// A glue graph specialised for exact input dims, or for every dims from `lower` to `inputs` (a masked bucket,
+// passes/masked_bucket.h: its engines compiled at `inputs`, a request padded to them and its results sliced back).
 struct ProgramBucket {
   std::vector<Dims> inputs;  // per graph input, in order
   Graph graph;
+  std::vector<Dims> lower;  // a masked bucket: per graph input, the least dims it serves; empty: `inputs` alone
 };
 
 struct Program {
@@ -101,12 +103,12 @@ struct Program {
 // Adds `bucket` (a program compiled from the same model at the exact input dims `inputs`) to `main` as a bucket:
 // its engines join main's table (its Region nodes renumbered, regions named "bucketN/region_K"), its constants join
 // main's (a key main holds with other contents is renamed).
-Status add_bucket(Program& main, Program bucket, std::vector<Dims> inputs);
+Status add_bucket(Program& main, Program bucket, std::vector<Dims> inputs, std::vector<Dims> lower = {});
 
 // The engine indices the Region nodes of `g` (bodies included) name, in order, each once.
 std::vector<int64_t> engines_used(const Graph& g);
 
-// "[1,3,48,320], [1,7]": a bucket's input dims.
-std::string bucket_str(const std::vector<Dims>& inputs);
+// "[1,3,48,320], [1,7]": a bucket's input dims; with `lower`, a masked bucket's: "[1,3,48,289..320], [1,7]".
+std::string bucket_str(const std::vector<Dims>& inputs, const std::vector<Dims>& lower = {});
 
 }  // namespace tessera

@@ -172,6 +172,21 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique
   // Buckets: planned now, with the engines compiled for their dims.
   for (ProgramBucket& b : buckets) {
     if (b.inputs.size() != s->inputs_.size()) return InvalidModel("bucket " + bucket_str(b.inputs) + ": wrong input count");
+    if (!b.lower.empty()) {  // one plan for every dims it serves, shaped as each run goes
+      PlanOptions po{s->optimize_, s->opts_.fuse, s->opts_.max_memory, /*shapes_at_run_time=*/true, s->products_};
+      Graph g = std::move(b.graph);
+      TSR_RETURN_IF_ERROR(prepare_for_plan(g, PlanOptions{s->optimize_, /*fuse=*/false}));
+      if (po.fuse && !native_fusion_disabled_by_env()) {
+        Graph fused = g;
+        if (fuse_for_native(fused).ok()) g = std::move(fused);
+      }
+      auto plan = ExecutionPlan::Build(std::move(g), s->pool_.get(), s->engines_.get(), po);
+      if (!plan.ok()) {
+        return Status(plan.status().code(), "bucket " + bucket_str(b.inputs, b.lower) + ": " + plan.status().message());
+      }
+      s->masked_.push_back(MaskedBucket{std::move(b.lower), std::move(b.inputs), std::move(*plan)});
+      continue;
+    }
     auto plan = s->plan_graph(std::move(b.graph), b.inputs);
     if (!plan.ok()) {
       return Status(plan.status().code(), "bucket " + bucket_str(b.inputs) + ": " + plan.status().message());
@@ -220,6 +235,11 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_for(const 
     if (for_run) runs_bucket_.fetch_add(1, std::memory_order_relaxed);
     if (bucket) *bucket = true;
     return b->second;
+  }
+  if (const MaskedBucket* m = masked_for(dims)) {
+    if (for_run) runs_bucket_.fetch_add(1, std::memory_order_relaxed);
+    if (bucket) *bucket = true;
+    return m->plan;
   }
   std::shared_ptr<PlanSlot> slot;
   bool build = false;
@@ -525,7 +545,20 @@ InferenceSession::PlanCacheBytes InferenceSession::plan_cache_bytes() const {
 std::vector<std::vector<Dims>> InferenceSession::bucket_shapes() const {
   std::vector<std::vector<Dims>> out;
   for (const auto& kv : buckets_) out.push_back(kv.first);
+  for (const MaskedBucket& m : masked_) out.push_back(m.upper);
   return out;
+}
+
+const InferenceSession::MaskedBucket* InferenceSession::masked_for(const std::vector<Dims>& dims) const {
+  for (const MaskedBucket& m : masked_) {
+    bool in = m.upper.size() == dims.size();
+    for (size_t i = 0; in && i < dims.size(); ++i) {
+      in = dims[i].size() == m.upper[i].size();
+      for (size_t k = 0; in && k < dims[i].size(); ++k) in = m.lower[i][k] <= dims[i][k] && dims[i][k] <= m.upper[i][k];
+    }
+    if (in) return &m;
+  }
+  return nullptr;
 }
 
 Expected<std::vector<Tensor>> InferenceSession::run(const std::vector<Tensor>& inputs, RunProfile* profile) const {

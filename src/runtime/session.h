@@ -177,7 +177,7 @@ class InferenceSession {
   uint64_t runs_generic() const { return runs_generic_.load(std::memory_order_relaxed); }
   // Runs at the exact dims of one of the program's buckets, on its engines (Program::buckets).
   uint64_t runs_bucket() const { return runs_bucket_.load(std::memory_order_relaxed); }
-  // The input dims of the program's buckets.
+  // The input dims of the program's buckets (a masked bucket's largest).
   std::vector<std::vector<Dims>> bucket_shapes() const;
   // Buckets the background built with SessionOptions::compile_bucket, and compiles that failed (those shapes got
   // native plans).
@@ -263,6 +263,16 @@ class InferenceSession {
   mutable std::atomic<uint64_t> buckets_compiled_{0}, bucket_compile_failures_{0}, buckets_from_cache_{0};
   // The program's buckets: a plan each, built at creation and never evicted (fixed after Finish: read unlocked).
   std::map<std::vector<Dims>, std::shared_ptr<const ExecutionPlan>> buckets_;
+  // The program's masked buckets (ProgramBucket::lower), each serving every dims from `lower` to `upper` on a
+  // shape-generic plan of its glue graph (which pads the input, masks and slices); in order of `upper`, the first
+  // that holds a request serves it. Fixed after Finish.
+  struct MaskedBucket {
+    std::vector<Dims> lower, upper;
+    std::shared_ptr<const ExecutionPlan> plan;
+  };
+  std::vector<MaskedBucket> masked_;
+  // The masked bucket serving `dims`, or null.
+  const MaskedBucket* masked_for(const std::vector<Dims>& dims) const;
   std::shared_ptr<const ExecutionPlan> generic_;  // null unless plan_in_background and some input dim is symbolic
   // Shapes run once on the generic plan without a plan of their own (the last kMaxSeen).
   static constexpr size_t kMaxSeen = 256;

@@ -595,6 +595,9 @@ TEST(CApi, MisuseIsAnErrorNeverACrash) {
   Options opts;
   EXPECT_EQ(code_of(tessera_session_options_set_threads(opts.o, -1)), TESSERA_CODE_INVALID_ARGUMENT);
   EXPECT_EQ(code_of(tessera_session_options_set_placement(opts.o, "fastest")), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_session_options_set_bucket_step(opts.o, -1)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_session_options_set_bucket_step(opts.o, 0)), TESSERA_CODE_OK);
+  EXPECT_EQ(code_of(tessera_session_options_set_bucket_step(nullptr, 32)), TESSERA_CODE_INVALID_ARGUMENT);
   EXPECT_EQ(code_of(tessera_session_options_add_place(opts.o, "no-equals-sign")), TESSERA_CODE_INVALID_ARGUMENT);
   EXPECT_EQ(code_of(tessera_session_options_set_shape(opts.o, "x", nullptr, 2)), TESSERA_CODE_INVALID_ARGUMENT);
   const int64_t huge[] = {int64_t{1} << 40, int64_t{1} << 40};

@@ -116,7 +116,8 @@ expect_error "a stream naming no input" "bad.txt:1: expected NAME=D0,D1,.. namin
 
 # Buckets: the exact width named beside the range gets engines of its own (dnnl, first by priority); inspect and the
 # partition report say which; a request at that width runs on them, and matches the exact compile.
-bucket_args=(--backends dnnl,native --placement priority --shape x=1,3,48,32..2048 --shape x=1,3,48,320)
+bucket_args=(--backends dnnl,native --placement priority --shape x=1,3,48,32..2048 --shape x=1,3,48,320
+  --bucket-step 0)
 "$tessera" compile "$work/line.onnx" -o "$work/bucket.tsr" "${bucket_args[@]}" >"$work/out.txt" 2>&1
 check $? "compile with a bucket: $(tail -1 "$work/out.txt")"
 "$tessera" inspect "$work/bucket.tsr" >"$work/inspect.txt" 2>&1
@@ -177,6 +178,37 @@ expect_error "a range given to an artifact" "an artifact's ranges are compiled i
   "$tessera" bench "$work/line.tsr" --shape x=1,3,48,64..128
 expect_error "an artifact's --shape naming no input" "--shape names 'z', which is not a model input" -- \
   "$tessera" run "$work/line.tsr" --shape z=1,2
+
+# Masked buckets: the range alone, one bucket every 256 columns (8), each with dnnl engines compiled at its largest
+# width; every width in the range runs on one of them (padded, sliced back) and matches the exact compile.
+masked_args=(--backends dnnl,native --placement priority --shape x=1,3,48,32..2048 --bucket-step 256)
+"$tessera" compile "$work/line.onnx" -o "$work/masked.tsr" "${masked_args[@]}" >"$work/out.txt" 2>&1
+check $? "compile with masked buckets: $(tail -1 "$work/out.txt")"
+"$tessera" inspect "$work/masked.tsr" >"$work/inspect.txt" 2>&1
+grep -q "^buckets: 8 .*; 8 masked" "$work/inspect.txt" && grep -q "^  \[1,3,48,32..256\]: .*(dnnl)" "$work/inspect.txt" &&
+  grep -q "^  \[1,3,48,1793..2048\]: .*(dnnl)" "$work/inspect.txt"
+check $? "inspect lists the masked buckets with their ranges: $(grep -A3 '^buckets' "$work/inspect.txt")"
+for width in 32 77 500 2048; do
+  "$tessera" run "$work/masked.tsr" --input-dir "$work/in_$width" --output-dir "$work/out_masked_$width" \
+    >"$work/out.txt" 2>&1
+  check $? "run width $width on the masked buckets: $(tail -1 "$work/out.txt")"
+  "$PYTHON" -c "import sys, numpy as np, onnx; from onnx import numpy_helper as nh
+a, b = (nh.to_array(onnx.load_tensor(p)) for p in sys.argv[1:3])
+sys.exit(0 if a.shape == b.shape and np.allclose(a, b, rtol=1e-4, atol=1e-5) else 1)" \
+    "$work/out_masked_$width/output_0.pb" "$work/out_exact_$width/output_0.pb"
+  check $? "width $width on a masked bucket matches the exact compile"
+done
+"$tessera" bench "$work/masked.tsr" --shapes-from "$work/stream.txt" --json >"$work/out.txt" 2>&1
+"$PYTHON" -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j['ran_on_a_bucket'] == 5 and \
+j['ran_generic'] == 0 and j['waited_for_a_plan'] == 0 else 1)" "$work/out.txt"
+check $? "bench --shapes-from runs every request on a masked bucket: $(cat "$work/out.txt")"
+"$tessera" compile "$work/line.onnx" -o "$work/none.tsr" --backends dnnl,native --placement priority \
+  --shape x=1,3,48,32..2048 --bucket-step 16 >"$work/out.txt" 2>&1 &&
+  grep -qF "no masked buckets: more than 64 buckets of 16 would be needed" "$work/out.txt" &&
+  ! "$tessera" inspect "$work/none.tsr" | grep -q "^buckets"
+check $? "too many masked buckets: none, and the compile says why: $(grep -i bucket "$work/out.txt")"
+expect_error "a negative --bucket-step" "option --bucket-step expects an integer >= 0" -- \
+  "$tessera" compile "$work/line.onnx" -o "$work/none.tsr" --shape x=1,3,48,32..2048 --bucket-step -1
 
 echo "shape_range_test: $passes passed, $failures failed"
 [ "$failures" -eq 0 ]

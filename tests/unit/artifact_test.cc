@@ -182,7 +182,9 @@ void replace_section(const std::string& in, const std::string& out, fmt::Section
     s.pieces.push_back({0, data, static_cast<size_t>(s.size)});
     sections.push_back(std::move(s));
   }
-  ASSERT_TRUE(fmt::write_container(out, sections).ok());
+  // The input's format version kept (a masked bucket's META needs format 3).
+  const uint32_t version = fmt::get_u32(reinterpret_cast<const uint8_t*>(f.data()) + fmt::kOffVersion);
+  ASSERT_TRUE(fmt::write_container(out, sections, version).ok());
 }
 
 json meta_of(const std::string& path) {
@@ -520,7 +522,7 @@ TEST_F(ArtifactTest, BucketsRoundTripWithTheirEnginesAndConstants) {
 
   // A bucket whose inputs are not the program's is refused by the writer.
   Program bad = mlp_program();
-  bad.buckets.push_back(ProgramBucket{{{2, 4}, {1}}, mlp_program().graph});
+  bad.buckets.push_back(ProgramBucket{{{2, 4}, {1}}, mlp_program().graph, {}});
   EXPECT_FALSE(write_artifact(bad, path("bad.tsr")).ok());
   EXPECT_FALSE(add_bucket(bad, mlp_program(), {{2, 4}, {1}}).ok());
 }
@@ -645,12 +647,12 @@ TEST_F(ArtifactCorruptionTest, WrongMagicIsNotAnArtifact) {
 
 TEST_F(ArtifactCorruptionTest, UnknownFormatVersionIsNamed) {
   std::string f = bytes_;
-  fmt::put_u32(reinterpret_cast<uint8_t*>(f.data()) + fmt::kOffVersion, 3);
+  fmt::put_u32(reinterpret_cast<uint8_t*>(f.data()) + fmt::kOffVersion, 4);
   fix_checksums(f);
   Status st = read(f);
   EXPECT_EQ(st.code(), ErrorCode::kUnsupported);
   EXPECT_EQ(st.exit_code(), 2);
-  EXPECT_EQ(st.message(), "artifact '" + last_ + "': format version 3 is not supported (this build reads 1-2)");
+  EXPECT_EQ(st.message(), "artifact '" + last_ + "': format version 4 is not supported (this build reads 1-3)");
 }
 
 TEST_F(ArtifactCorruptionTest, SectionOffsetPastTheEndIsRejected) {
@@ -762,6 +764,45 @@ TEST_F(ArtifactBucketCorruptionTest, DamagedBucketsAreRejectedNamingWhat) {
   fmt::put_u32(reinterpret_cast<uint8_t*>(one.data()) + fmt::kOffVersion, 1);
   fix_checksums(one);
   EXPECT_REJECTED(read(one), "unknown section kind 5 in format 1");
+  // A masked bucket's range needs format 3: in a format-2 file it is refused, not ignored.
+  EXPECT_REJECTED(read_with_meta([](json& m) { m["buckets"][0]["lower"] = json::parse("[[1, 4]]"); }),
+                  "a masked bucket in a format 2 artifact");
+}
+
+// A masked bucket (ProgramBucket::lower: every dims from lower to its inputs) round-trips in a format-3 file, which
+// inspect shows as a range; a range that is not per input, or goes above the bucket's own dims, is refused.
+class ArtifactMaskedBucketTest : public ArtifactCorruptionTest {
+ protected:
+  void SetUp() override {
+    ArtifactTest::SetUp();
+    good_ = path("good.tsr");
+    Program p = bucketed_program();
+    p.buckets[0].lower = {{1, 4}};
+    ASSERT_TRUE(write_artifact(p, good_).ok());
+    bytes_ = read_bytes(good_);
+  }
+};
+
+TEST_F(ArtifactMaskedBucketTest, RangesRoundTripInFormatThreeAndBadOnesAreRejected) {
+  EXPECT_EQ(fmt::get_u32(reinterpret_cast<const uint8_t*>(bytes_.data()) + fmt::kOffVersion), 3u);
+  auto r = read_artifact(good_);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->buckets.size(), 1u);
+  EXPECT_EQ(r->buckets[0].inputs, (std::vector<Dims>{{2, 4}}));
+  EXPECT_EQ(r->buckets[0].lower, (std::vector<Dims>{{1, 4}}));
+  auto text = describe_artifact(good_, false);
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->find("; 1 masked"), std::string::npos) << *text;
+  EXPECT_NE(text->find("  [1..2,4]: 3 nodes"), std::string::npos) << *text;
+  auto j = json::parse(describe_artifact(good_, true).value());
+  EXPECT_EQ(j["buckets"][0]["lower"], json::parse("[[1, 4]]"));
+  EXPECT_REJECTED(read_with_meta([](json& m) { m["buckets"][0]["lower"] = json::parse("[[3, 4]]"); }),
+                  "'buckets[0].lower'");
+  EXPECT_REJECTED(read_with_meta([](json& m) { m["buckets"][0]["lower"] = json::parse("[[1]]"); }),
+                  "'buckets[0].lower'");
+  EXPECT_REJECTED(read_with_meta([](json& m) { m["buckets"][0]["lower"] = json::parse("[[1, 4], [1, 4]]"); }),
+                  "'buckets[0].lower'");
+  EXPECT_REJECTED(read_with_meta([](json& m) { m["buckets"][0]["lower"] = 5; }), "'buckets[0].lower'");
 }
 
 TEST_F(ArtifactCorruptionTest, UnparseableSectionsWithValidChecksumsAreRejected) {

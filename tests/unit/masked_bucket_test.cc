@@ -8,6 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "api/session_setup.h"
+#include "artifact/artifact.h"
+#include "backends/backend.h"
+#include "onnx/onnx_export.h"
 #include "ops/masked_bucket.h"
 #include "plugin_test_util.h"
 #include "runtime/session.h"
@@ -152,6 +156,69 @@ TEST(MaskedBucket, TwoVaryingDimsWithStrides) {
       EXPECT_EQ(differ(got[0], want[0]), 0);
     }
   }
+}
+
+// The whole path: a ranged compile makes masked buckets with oneDNN engines (the masks as the plugin's own plane
+// multiply), they go through an artifact and back, and a session runs every width in the range on them with the
+// model's results; --bucket-step 0 makes none.
+TEST(MaskedBucket, ARangedCompileRunsEveryWidthOnEnginesThroughAnArtifact) {
+  if (!find_backend("dnnl").ok()) GTEST_SKIP() << "the dnnl plugin is not built";
+  const Graph g = recogniser();
+  auto bytes = export_onnx_bytes(g);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  const api::ModelSource model{"", *bytes};
+  api::CompileOptions o;
+  o.backends = "dnnl,native";
+  o.policy = PlacementPolicy::kPriority;
+  o.measure = MeasureMode::kOff;
+  o.tune_cache = "";
+  o.threads = 1;
+  o.shapes = {"x=1,3,8,4..40"};
+  o.bucket_step = 16;
+  auto lg = api::load_graph(model, o.shapes, "compile");
+  ASSERT_TRUE(lg.ok()) << lg.status().message();
+  auto program = api::compile_model(model, std::move(*lg), o, nullptr);
+  ASSERT_TRUE(program.ok()) << program.status().message();
+  ASSERT_EQ(program->buckets.size(), 3u);  // 4..16, 17..32, 33..40
+  EXPECT_EQ(program->buckets[1].lower, (std::vector<Dims>{{1, 3, 8, 17}}));
+  EXPECT_EQ(program->buckets[1].inputs, (std::vector<Dims>{{1, 3, 8, 32}}));
+  for (const ProgramBucket& b : program->buckets) {
+    const auto used = engines_used(b.graph);
+    ASSERT_EQ(used.size(), 1u);
+    EXPECT_EQ(program->engines[static_cast<size_t>(used[0])].backend, "dnnl");
+  }
+  const std::string path = ::testing::TempDir() + "masked_" + std::to_string(::getpid()) + ".tsr";
+  ASSERT_TRUE(write_artifact(*program, path).ok());
+  auto back = read_artifact(path);
+  std::remove(path.c_str());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  SessionOptions so;
+  so.num_threads = 1;
+  auto s = InferenceSession::Create(std::move(*back), so);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  int runs = 0;
+  for (int64_t w = 4; w <= 40; ++w) {
+    SCOPED_TRACE("W = " + std::to_string(w));
+    const std::vector<Tensor> in{random_tensor({1, 3, 8, w}, static_cast<unsigned>(300 + w))};
+    auto got = (*s)->run(in);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    ++runs;
+    const std::vector<Tensor> want = run(g, in);
+    ASSERT_EQ(got->size(), 2u);
+    ASSERT_EQ(want.size(), 2u);
+    EXPECT_EQ(differ((*got)[0], want[0]), 0);
+    EXPECT_EQ(differ((*got)[1], want[1]), 0);
+  }
+  EXPECT_EQ((*s)->runs_bucket(), static_cast<uint64_t>(runs));
+  EXPECT_EQ((*s)->runs_generic(), 0u);
+  EXPECT_EQ((*s)->runs_waited(), 0u);
+  // --bucket-step 0: none.
+  o.bucket_step = 0;
+  auto lg0 = api::load_graph(model, o.shapes, "compile");
+  ASSERT_TRUE(lg0.ok());
+  auto none = api::compile_model(model, std::move(*lg0), o, nullptr);
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_TRUE(none->buckets.empty());
 }
 
 TEST(MaskedBucket, RefusalsNameTheReason) {

@@ -61,7 +61,10 @@ const char* kUsage =
     "bucket runs at once on what is ready (seen twice, it gets a native plan of its own); once its runs in one\n"
     "session have taken as long as a compile, it is compiled as a bucket in the background and swapped in, and\n"
     "kept in the engine cache (\"engines\" beside the tune cache) for the next process; --no-background-buckets\n"
-    "gives such shapes native plans only.\n"
+    "gives such shapes native plans only. A range along the spatial dims of one input also gets masked buckets,\n"
+    "one every --bucket-step (32) along each ranged dim: compiled ahead with engines at the bucket's largest dims,\n"
+    "each serves every size up to them exactly (the input padded, the padding masked where a convolution would\n"
+    "read it, the results sliced back), where the model's convolutions and pools allow it.\n"
     "--precision bf16 computes Conv, ConvTranspose, MatMul and Gemm in bfloat16 with float32 accumulation in the\n"
     "engines that can (oneDNN); the rest stays float32. It is refused where the CPU lacks the instructions. compile\n"
     "and bench then run the model beside its float32 self on the same inputs (--input-dir, else random) and print\n"
@@ -97,6 +100,8 @@ const std::vector<OptionSpec>& compile_option_specs() {
       {"--precision",
        "fp32 (default), bf16 or fp16: what Conv/ConvTranspose/MatMul/Gemm compute in where an engine can"},
       {"--accuracy-budget", "below fp32: cos=MIN,abs=MAX,rel=MAX (any of them) against fp32; a compile past it fails"},
+      {"--bucket-step",
+       "masked buckets every N along a ranged spatial dim, compiled ahead with engines (default 32; 0: none)"},
   };
   return kSpecs;
 }
@@ -306,6 +311,7 @@ SessionOptions session_options(const Args& a, bool progress) {
   if (auto it = a.opts.find("--tune-cache"); it != a.opts.end()) o.TuneCache(it->second);
   if (auto it = a.opts.find("--max-memory"); it != a.opts.end()) o.MaxMemory(byte_size(it->first, it->second));
   if (a.no_background_buckets) o.BackgroundBuckets(false);
+  if (a.opts.count("--bucket-step")) o.BucketStep(int_opt(a, "--bucket-step", 32, 0));
   if (auto it = a.opts.find("--precision"); it != a.opts.end()) o.Precision(it->second);
   if (auto it = a.opts.find("--accuracy-budget"); it != a.opts.end()) o.AccuracyBudget(it->second);
   if (auto it = a.opts.find("--input-dir"); it != a.opts.end()) {
