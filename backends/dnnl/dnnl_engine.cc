@@ -32,8 +32,13 @@
 
 #include <algorithm>
 #include <climits>
+#include <functional>
 #include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <string_view>
 
 #include "dnnl_engine.h"
 #include "dnnl_primitives.h"
@@ -52,6 +57,34 @@ constexpr int64_t kImageChannels = 4;
 // (6 heads, 1500 x 1500 scores), oneDNN's two matmuls took 18.0 ms unchunked and 13.5 / 14.6 / 16.3 / 19.0 ms by 300
 // / 150 / 60 / 30 query rows (10.8 / 5.4 / 2.2 / 1.1 MB of scores).
 constexpr int64_t kAttentionChunkBytes = int64_t{12} << 20;
+
+// Reordered constant weights, shared: engines that reorder the same bytes (the same address, size and contents: a
+// hash of them, since an address may be reused by other values once its owner is gone) from the same layout into the
+// same one get one buffer, held while any of them lives. A ranged model's masked buckets (64 engines of one model,
+// its constants one copy in the artifact) held a copy each: 186 MB for a CRNN.
+std::shared_ptr<const AlignedBuffer> shared_reorder(const memory::desc& from, const void* bytes, const memory::desc& to,
+                                                    const std::function<void(void*)>& fill) {
+  static std::mutex mu;
+  static auto* cache = new std::map<std::string, std::weak_ptr<const AlignedBuffer>>();  // never destroyed
+  const size_t n = from.get_size();
+  std::string key(reinterpret_cast<const char*>(&from.data), sizeof from.data);
+  key.append(reinterpret_cast<const char*>(&to.data), sizeof to.data);
+  const auto addr = reinterpret_cast<uintptr_t>(bytes);
+  const size_t hash = std::hash<std::string_view>()(std::string_view(static_cast<const char*>(bytes), n));
+  key.append(reinterpret_cast<const char*>(&addr), sizeof addr);
+  key.append(reinterpret_cast<const char*>(&hash), sizeof hash);
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache->find(key); it != cache->end()) {
+    if (auto held = it->second.lock()) return held;
+  }
+  for (auto it = cache->begin(); it != cache->end();) {  // forget buffers no engine holds
+    it = it->second.expired() ? cache->erase(it) : std::next(it);
+  }
+  auto buf = std::make_shared<AlignedBuffer>(to.get_size());
+  fill(buf->p);
+  (*cache)[key] = buf;
+  return buf;
+}
 
 class Builder {
  public:
@@ -224,19 +257,25 @@ class Builder {
     return add_mem(md, Storage::kFixed, idx);
   }
 
-  // Converts a constant now, into a buffer the engine owns.
+  // Converts a constant now, into a buffer shared with every engine of the process that converts the same bytes
+  // into the same layout (shared_reorder).
   int convert_constant(int from, const memory::desc& md) {
-    return own_constant(md, [&](void* to) {
-      const Mem src = plan_.mems[static_cast<size_t>(from)];
+    if (dry_) return add_mem(md, Storage::kFixed, fixed(nullptr));
+    const Mem src = plan_.mems[static_cast<size_t>(from)];
+    const void* bytes = plan_.fixed[static_cast<size_t>(src.index)];
+    auto buf = shared_reorder(src.md, bytes, md, [&](void* to) {
       auto pd = reorder_pd(src.md, md);
       AlignedBuffer scratch(pd.scratchpad_desc().get_size());
-      memory src_mem(src.md, eng_, plan_.fixed[static_cast<size_t>(src.index)]);
+      memory src_mem(src.md, eng_, const_cast<void*>(bytes));
       memory dst_mem(md, eng_, to);
       std::unordered_map<int, memory> args{{DNNL_ARG_FROM, src_mem}, {DNNL_ARG_TO, dst_mem}};
       if (scratch.p) args.emplace(DNNL_ARG_SCRATCHPAD, memory(pd.scratchpad_desc(), eng_, scratch.p));
       dnnl::reorder(pd).execute(stream_, args);
       stream_.wait();
     });
+    const int idx = fixed(const_cast<void*>(buf->p));
+    plan_.shared.push_back(std::move(buf));
+    return add_mem(md, Storage::kFixed, idx);
   }
 
   // The bias of a convolution whose source zero point is in its bias (src_zero_point_in_bias): the op's constant

@@ -133,7 +133,10 @@ struct Plan {
   std::vector<Step> steps;
   std::vector<FreeStep> free_steps;       // in order of `before`
   std::vector<void*> fixed;               // pointers of the kFixed storages
-  std::vector<AlignedBuffer> owned;       // reordered weights
+  std::vector<AlignedBuffer> owned;       // constants the engine computed (a zero point's bias)
+  // Reordered weights, shared with every engine of the process that reorders the same bytes into the same layout
+  // (shared_reorder in dnnl_engine.cc).
+  std::vector<std::shared_ptr<const AlignedBuffer>> shared;
   std::vector<ArenaBuffer> buffers;
   size_t arena_bytes = 0, scratch_bytes = 0;
   size_t reorders = 0;                    // layout conversions per run (region boundaries, mostly)
@@ -174,8 +177,9 @@ bool own_avx512_loops();
 // `max_memory` (0: none) bounds the buffers one run holds: past it, TESSERA_ERROR_OUT_OF_MEMORY.
 std::unique_ptr<tessera_engine> make_engine(Program p, const tessera_named_tensor_t* constants, size_t count,
                                             int num_threads, uint64_t max_memory = 0);
-// Host memory the engine holds of its own: its reordered weights and, per run context it keeps, the arena and the
-// scratchpad (the ABI's engine_bytes).
+// Host memory the engine holds, the ABI's engine_bytes: its reordered weights (those it shares with other engines
+// counted whole), and the arena and scratchpad one run of it takes (from the process's pool of run buffers, shared by
+// every engine).
 uint64_t engine_bytes(const tessera_engine& e);
 // One inference; fails with TESSERA_ERROR_INVALID_ARGUMENT on descriptors
 // that differ from the region, TESSERA_ERROR_RUNTIME when oneDNN fails.

@@ -2688,6 +2688,42 @@ TEST_F(DnnlBackend, OneAxisDepthwiseConvolutionIsPricedAsTheCliffItIs) {
 // engine_bytes (ABI minor revision 4): a loaded engine says how much host memory it holds of its own.
 TEST_F(DnnlBackend, EngineBytesCoverTheWeightsItHolds) { client().expect_engine_bytes_cover_the_weights(); }
 
+// Engines that reorder the same weights share one reordered copy (a ranged model's masked buckets: one engine per
+// bucket), and runs take their arenas from the process's pool: two engines alternate on it with native's results.
+// The same address holding other values later is other weights: an engine loaded after the bytes changed computes
+// with the new ones, and the one loaded before keeps the old.
+TEST_F(DnnlBackend, ReorderedWeightsAreSharedOnlyWhileTheBytesAreTheSame) {
+  Builder b;
+  b.input("x", Dims{1, 16, 8, 8}).constant("w", random_tensor({32, 16, 3, 3}, 78));
+  b.node("conv", "Conv", {"x", "w"}, "y").attrs["pads"] = Attribute::Ints({1, 1, 1, 1});
+  Graph g = b.done({"y"});
+  Compiled c = compile(model_bytes(g));
+  ASSERT_EQ(c.status, TESSERA_OK) << c.msg;
+  Loaded first = load(c.blob, g.constants), second = load(c.blob, g.constants);
+  ASSERT_EQ(first.status, TESSERA_OK) << first.msg;
+  ASSERT_EQ(second.status, TESSERA_OK) << second.msg;
+  const std::vector<Tensor> x{random_tensor({1, 16, 8, 8}, 79)};
+  const std::vector<Tensor> old_ref = native(g, x);
+  ASSERT_EQ(old_ref.size(), 1u);
+  std::vector<Tensor> y1 = output_buffers(g), y2 = output_buffers(g);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(run(first.engine.get(), x, y1), TESSERA_OK);
+    ASSERT_EQ(run(second.engine.get(), x, y2), TESSERA_OK);
+    expect_close_rel(y1[0], old_ref[0]);
+    EXPECT_EQ(bytes_differ(y1[0], y2[0]), 0);
+  }
+  Tensor& w = g.constants.at("w");
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = 0.5f - w.data<float>()[i];
+  const std::vector<Tensor> new_ref = native(g, x);
+  Loaded later = load(c.blob, g.constants);
+  ASSERT_EQ(later.status, TESSERA_OK) << later.msg;
+  std::vector<Tensor> y3 = output_buffers(g);
+  ASSERT_EQ(run(later.engine.get(), x, y3), TESSERA_OK);
+  expect_close_rel(y3[0], new_ref[0]);
+  ASSERT_EQ(run(first.engine.get(), x, y1), TESSERA_OK);  // its weights were reordered when it was loaded
+  expect_close_rel(y1[0], old_ref[0]);
+}
+
 }  // namespace
 
 }  // namespace tessera
