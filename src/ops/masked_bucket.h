@@ -28,6 +28,7 @@ struct Extent {
   int64_t source = 0;                              // the dim of R
   std::vector<std::pair<int64_t, int64_t>> steps;  // (a, s): v -> floor((v + a) / s) + 1
   bool operator==(const Extent& o) const { return source == o.source && steps == o.steps; }
+  bool operator<(const Extent& o) const { return source != o.source ? source < o.source : steps < o.steps; }
 };
 
 // The valid size along an extent for a request whose R dims are `r`; <= 0 where the request is too small for the ops.

@@ -112,7 +112,16 @@ Decision decide(const Graph& g, const Node& n, const std::vector<const Masked*>&
       if (!w) return d;
       if (op != "Conv" && w->end > 0) return d;  // a pool's end padding is -inf or excluded: no mask stands for it
       if (w->end > 0) d.needs_clean[0] = true;
-      e.steps.emplace_back(w->begin + w->end - w->extent, w->stride);
+      // v -> floor((v + a) / s) + 1; with s = 1, v + a + 1, which a = -1 leaves as it is, and which the step before,
+      // also of stride 1, can take in (so that tensors of one size have one extent, and share a mask).
+      const int64_t a = w->begin + w->end - w->extent;
+      if (w->stride == 1 && a == -1) continue;
+      if (w->stride == 1 && !e.steps.empty() && e.steps.back().second == 1) {
+        e.steps.back().first += a + 1;
+        if (e.steps.back().first == -1) e.steps.pop_back();
+        continue;
+      }
+      e.steps.emplace_back(a, w->stride);
     }
     return d.ok = true, d;
   }
@@ -126,6 +135,61 @@ Decision decide(const Graph& g, const Node& n, const std::vector<const Masked*>&
     }
     d.out.ext = x->ext;
     d.out.clean = x->clean && kKeepsZero.count(op);
+    return d.ok = true, d;
+  }
+  // Ops that move axes: the masked ones follow. Squeeze and Unsqueeze (axes from the attribute or a constant input),
+  // Transpose; a MatMul by a constant [K, N] (a per-position classifier), a Softmax over another axis.
+  if (op == "Squeeze" || op == "Unsqueeze" || op == "Transpose" || op == "MatMul" || op == "Softmax" ||
+      op == "LogSoftmax") {
+    if (!x) return d;
+    for (size_t k = 1; k < in.size(); ++k) {
+      if (in[k]) return d;
+    }
+    const int64_t rank = rank_of(g, n.inputs[0]), out_rank = rank_of(g, n.outputs[0]);
+    if (rank < 0 || out_rank < 0) return d;
+    std::map<int64_t, int64_t> to;  // input axis -> output axis
+    if (op == "Squeeze" || op == "Unsqueeze") {
+      std::vector<int64_t> axes = n.attr_ints("axes");
+      if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
+        const Tensor* a = g.constant(n.inputs[1]);
+        if (!a || a->dtype() != DType::kInt64) return d;
+        axes.assign(a->data<int64_t>(), a->data<int64_t>() + a->numel());
+      }
+      if (axes.empty()) return d;  // Squeeze of every 1: which ones depends on the sizes
+      const int64_t r = op == "Squeeze" ? rank : out_rank;
+      std::set<int64_t> set;
+      for (int64_t a : axes) set.insert(a < 0 ? a + r : a);
+      for (int64_t i = 0, j = 0; i < rank; ++i) {
+        if (op == "Squeeze") {
+          if (set.count(i)) continue;
+          to[i] = j++;
+        } else {
+          while (set.count(j)) ++j;
+          to[i] = j++;
+        }
+      }
+    } else if (op == "Transpose") {
+      std::vector<int64_t> perm = n.attr_ints("perm");
+      if (perm.empty()) {
+        for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
+      }
+      for (size_t j = 0; j < perm.size(); ++j) to[perm[j]] = static_cast<int64_t>(j);
+    } else if (op == "MatMul") {
+      const Tensor* b = n.inputs.size() > 1 ? g.constant(n.inputs[1]) : nullptr;
+      if (!b || b->rank() != 2 || rank < 2 || x->ext.count(rank - 1)) return d;  // not along K
+      for (int64_t i = 0; i < rank; ++i) to[i] = i;
+    } else {
+      int64_t axis = n.attr_int("axis", g.opset >= 13 ? -1 : 1);
+      if (axis < 0) axis += rank;
+      if (g.opset < 13) return d;  // before 13 it flattens from `axis` on
+      if (x->ext.count(axis)) return d;
+      for (int64_t i = 0; i < rank; ++i) to[i] = i;
+    }
+    for (const auto& [axis, e] : x->ext) {
+      auto it = to.find(axis);
+      if (it == to.end()) return d;
+      d.out.ext[it->second] = e;
+    }
     return d.ok = true, d;
   }
   if (kBinary.count(op) || op == "Concat") {
@@ -220,6 +284,7 @@ Expected<Graph> masked_bucket_graph(const Graph& g, const std::vector<Dims>& upp
     return vi->shape.concrete();
   };
   std::map<std::string, std::string> clean_of, sliced_of;
+  std::map<std::pair<Dims, std::vector<std::pair<int64_t, Extent>>>, std::string> masks;  // one per dims and extents
   auto ext_list = [](const Masked& m) { return std::vector<std::pair<int64_t, Extent>>(m.ext.begin(), m.ext.end()); };
   // t with the positions past its valid sizes multiplied by 0.
   auto cleaned = [&](const std::string& t) -> Expected<std::string> {
@@ -228,24 +293,28 @@ Expected<Graph> masked_bucket_graph(const Graph& g, const std::vector<Dims>& upp
     TSR_ASSIGN_OR_RETURN(td, bucket_dims(t));
     Dims md(td.size(), 1);
     std::copy(td.begin() + 2, td.end(), md.begin() + 2);
-    Node mask;
-    mask.name = out.unique_name("mask_" + t);
-    mask.op_type = "ValidMask";
-    mask.domain = masked::kDomain;
-    mask.inputs = {x};
-    mask.outputs = {out.unique_name(t + "_mask")};
-    mask.attrs["dims"] = Attribute::Ints(md);
-    masked::set_extent_attrs(mask, ext_list(info.at(t)));
+    std::string& m = masks[{md, ext_list(info.at(t))}];
+    if (m.empty()) {
+      Node mask;
+      mask.name = out.unique_name("mask_" + t);
+      mask.op_type = "ValidMask";
+      mask.domain = masked::kDomain;
+      mask.inputs = {x};
+      mask.outputs = {out.unique_name(t + "_mask")};
+      mask.attrs["dims"] = Attribute::Ints(md);
+      masked::set_extent_attrs(mask, ext_list(info.at(t)));
+      m = mask.outputs[0];
+      out.nodes.push_back(std::move(mask));
+    }
     Node mul;
     mul.name = out.unique_name("masked_" + t);
     mul.op_type = "Mul";
-    mul.inputs = {t, mask.outputs[0]};
+    mul.inputs = {t, m};
     mul.outputs = {out.unique_name(t + "_masked")};
     Masked c = info.at(t);
     c.clean = true;
     info[mul.outputs[0]] = c;
     clean_of[t] = mul.outputs[0];
-    out.nodes.push_back(std::move(mask));
     out.nodes.push_back(std::move(mul));
     return clean_of[t];
   };

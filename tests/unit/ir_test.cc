@@ -64,11 +64,14 @@ TEST(Tensor, LargeBlocksComeBackEvenBeyondTheInitialCacheBound) {
 // A cap on the block cache (a session's memory limit sets it): freed blocks beyond it are not kept. Three 768 KiB
 // blocks freed under a cap of 1 MiB: at most one comes back; without the cap all three did (the test above).
 TEST(Tensor, TheBlockCacheKeepsWithinItsCap) {
-  constexpr size_t kBlock = 768 * 1024;  // a class size
+  // Above glibc's largest mmap threshold (32 MiB), so that a block the cache does not keep goes back to the system
+  // and cannot come back with its contents from malloc's free lists (as a 768 KiB one could, once earlier tests had
+  // raised the threshold).
+  constexpr size_t kBlock = size_t{33} << 20;
   const size_t before = tensor_block_cache_cap();
-  lower_tensor_block_cache_cap(1 << 20);
-  lower_tensor_block_cache_cap(2 << 20);  // a larger limit later leaves the smaller one
-  EXPECT_EQ(tensor_block_cache_cap(), size_t{1} << 20);
+  lower_tensor_block_cache_cap(size_t{40} << 20);
+  lower_tensor_block_cache_cap(size_t{80} << 20);  // a larger limit later leaves the smaller one
+  EXPECT_EQ(tensor_block_cache_cap(), size_t{40} << 20);
   {
     std::vector<std::shared_ptr<void>> run;
     for (int i = 0; i < 3; ++i) {

@@ -109,11 +109,15 @@ TEST(MaskedBucket, EverySizeUpToTheBucketGivesTheModelsResults) {
   const Graph g = recogniser();
   auto bucket = masked_bucket_graph(g, {{1, 3, 8, 40}});
   ASSERT_TRUE(bucket.ok()) << bucket.status().message();
-  int masks = 0, slices = 0;
-  for (const Node& n : bucket->nodes) masks += n.op_type == "ValidMask", slices += n.op_type == "SliceValid";
-  // Masks before c2 (after the pool) and c3 (after BatchNormalization's Relu); the Add and c4 (no end padding)
-  // need none. Slices before the Reshape and at the output t9.
-  EXPECT_EQ(masks, 2) << print_graph(*bucket);
+  int masks = 0, multiplies = 0, slices = 0;
+  for (const Node& n : bucket->nodes) {
+    masks += n.op_type == "ValidMask", slices += n.op_type == "SliceValid";
+    multiplies += n.op_type == "Mul" && n.inputs[1].find("_mask") != std::string::npos;
+  }
+  // Masked before c2 (after the pool) and c3 (after BatchNormalization's Relu): one mask, as both are W/2 wide (c2
+  // keeps the size); the Add and c4 (no end padding) need none. Slices before the Reshape and at the output t9.
+  EXPECT_EQ(masks, 1) << print_graph(*bucket);
+  EXPECT_EQ(multiplies, 2) << print_graph(*bucket);
   EXPECT_EQ(slices, 2) << print_graph(*bucket);
   EXPECT_EQ(bucket->inputs, g.inputs);
   EXPECT_EQ(bucket->outputs, g.outputs);
@@ -125,6 +129,40 @@ TEST(MaskedBucket, EverySizeUpToTheBucketGivesTheModelsResults) {
     ASSERT_EQ(want.size(), 2u);
     EXPECT_EQ(differ(got[0], want[0]), 0);
     EXPECT_EQ(differ(got[1], want[1]), 0);
+  }
+}
+
+// A per-column classifier after the convolutions (Squeeze, Transpose, MatMul by a constant, bias, Softmax over the
+// classes) keeps the column axis local: it runs padded too, and only the output is sliced.
+TEST(MaskedBucket, APerColumnClassifierRunsPaddedAndOnlyTheOutputIsSliced) {
+  Builder b;
+  unsigned seed = 90;
+  b.input("x", symbolic({1, 3, 4, 0}, {{3, "W"}}));
+  b.constant("w", random_tensor({6, 3, 4, 3}, ++seed, -0.5f, 0.5f));
+  b.constant("fc", random_tensor({6, 5}, ++seed));
+  b.constant("fb", random_tensor({5}, ++seed));
+  Tensor axes(DType::kInt64, Dims{1});
+  axes.data<int64_t>()[0] = 2;
+  b.constant("axes", axes);
+  set_ints(b.node("c", "Conv", {"x", "w"}, "t1"), "pads", {0, 1, 0, 1});  // [1, 6, 1, W]
+  b.node("sq", "Squeeze", {"t1", "axes"}, "t2");                          // [1, 6, W]
+  set_ints(b.node("tr", "Transpose", {"t2"}, "t3"), "perm", {0, 2, 1});   // [1, W, 6]
+  b.node("mm", "MatMul", {"t3", "fc"}, "t4");
+  b.node("add", "Add", {"t4", "fb"}, "t5");
+  b.node("sm", "Softmax", {"t5"}, "y");  // over the classes
+  const Graph g = b.done({"y"});
+  auto bucket = masked_bucket_graph(g, {{1, 3, 4, 24}});
+  ASSERT_TRUE(bucket.ok()) << bucket.status().message();
+  int slices = 0;
+  for (const Node& n : bucket->nodes) slices += n.op_type == "SliceValid";
+  EXPECT_EQ(slices, 1) << print_graph(*bucket);
+  for (int64_t w = 1; w <= 24; ++w) {
+    SCOPED_TRACE("W = " + std::to_string(w));
+    const std::vector<Tensor> in{random_tensor({1, 3, 4, w}, static_cast<unsigned>(500 + w))};
+    const std::vector<Tensor> want = run(g, in), got = run(*bucket, in);
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(want.size(), 1u);
+    EXPECT_EQ(differ(got[0], want[0]), 0);
   }
 }
 
