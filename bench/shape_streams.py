@@ -124,6 +124,9 @@ def main():
     ap.add_argument("--max-memory", default=None,
                     help="passed to the stream's replay (bench --max-memory SIZE: one run's memory, and the plan "
                          "cache's arenas and buckets' engines)")
+    ap.add_argument("--bucket-step", type=int, default=None,
+                    help="passed to the ranged compile (compile --bucket-step N: masked buckets every N along each "
+                         "ranged dim; 0: none)")
     ap.add_argument("--no-background-buckets", action="store_true",
                     help="replay the stream without engines compiled in the background for shapes seen twice")
     a = ap.parse_args()
@@ -149,7 +152,8 @@ def main():
         with open(stream_file, "w") as f:
             f.write("".join(spec(name, d) + "\n" for d in stream))
         ranged = os.path.join(work, name + ".ranged.tsr")
-        run([tessera, "compile", model, "-o", ranged] + [a for r in range_specs for a in ("--shape", r)] + threads)
+        run([tessera, "compile", model, "-o", ranged] + [a for r in range_specs for a in ("--shape", r)] + threads +
+            (["--bucket-step", str(a.bucket_step)] if a.bucket_step is not None else []))
         # Shapes first seen in the second half of the stream: their first request counts, in a process already
         # warm (the stream's very first requests also pay for the process's first allocations; reported apart).
         sampled, before = [], set(stream[:len(stream) // 2])
