@@ -408,12 +408,35 @@ Status add_masked_buckets(const ModelSource& m, const CompileOptions& o, Program
     for (const DimRange& r : dims) ranged = ranged || !r.exact();
   }
   if (!ranged) return Status::Ok();
-  auto note = [&](const std::string& why) {
+  auto note = [&](std::string why) {
+    const std::string prefix = "masked bucket: ";
+    if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
     if (o.warn) o.warn("no masked buckets: " + why);
     return Status::Ok();
   };
   Graph g;
   TSR_ASSIGN_OR_RETURN(g, load_graph(m, o.shapes, "compile"));
+  // Whether the model has masked buckets at all, at the ranges' largest dims, before counting them.
+  {
+    std::vector<Dims> hi;
+    for (const std::string& name : g.inputs) {
+      const ValueInfo* vi = g.info(name);
+      if (!vi || !vi->shape.rank_known) return note("input '" + name + "' has no rank");
+      const auto span = spans.find(name);
+      Dims d;
+      for (int k = 0; k < vi->shape.rank(); ++k) {
+        if (span != spans.end() && static_cast<int>(span->second.size()) == vi->shape.rank()) {
+          d.push_back(span->second[static_cast<size_t>(k)].hi);
+        } else if (vi->shape[k].known()) {
+          d.push_back(vi->shape[k].value);
+        } else {
+          return note("input '" + name + "' dim " + std::to_string(k) + " has no size or range");
+        }
+      }
+      hi.push_back(std::move(d));
+    }
+    if (auto r = masked_bucket_graph(g, hi); !r.ok()) return note(r.status().message());
+  }
   // Every bucket's dims: the inputs' known dims, and along each ranged dim of the one input that has ranges, the
   // product of its steps (masked_bucket_graph refuses more than one varying input).
   std::vector<std::vector<Dims>> uppers(1), lowers(1);
