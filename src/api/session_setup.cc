@@ -1,7 +1,5 @@
 #include "api/session_setup.h"
 
-#include "passes/masked_bucket.h"
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -416,118 +414,101 @@ Status add_masked_buckets(const ModelSource& m, const CompileOptions& o, Program
   };
   Graph g;
   TSR_ASSIGN_OR_RETURN(g, load_graph(m, o.shapes, "compile"));
-  // Whether the model has masked buckets at all, at the ranges' largest dims, before counting them.
-  {
-    std::vector<Dims> hi;
-    for (const std::string& name : g.inputs) {
-      const ValueInfo* vi = g.info(name);
-      if (!vi || !vi->shape.rank_known) return note("input '" + name + "' has no rank");
-      const auto span = spans.find(name);
-      Dims d;
-      for (int k = 0; k < vi->shape.rank(); ++k) {
-        if (span != spans.end() && static_cast<int>(span->second.size()) == vi->shape.rank()) {
-          d.push_back(span->second[static_cast<size_t>(k)].hi);
-        } else if (vi->shape[k].known()) {
-          d.push_back(vi->shape[k].value);
-        } else {
-          return note("input '" + name + "' dim " + std::to_string(k) + " has no size or range");
-        }
-      }
-      hi.push_back(std::move(d));
-    }
-    if (auto r = masked_bucket_graph(g, hi); !r.ok()) return note(r.status().message());
-  }
-  // Every bucket's dims: the inputs' known dims, and along each ranged dim of the one input that has ranges, the
-  // product of its steps (masked_bucket_graph refuses more than one varying input).
-  std::vector<std::vector<Dims>> uppers(1), lowers(1);
+  // Each input's dims as a range per dim: its --shape span, else its known size.
+  std::vector<std::vector<DimRange>> dims;
   for (const std::string& name : g.inputs) {
     const ValueInfo* vi = g.info(name);
     if (!vi || !vi->shape.rank_known) return note("input '" + name + "' has no rank");
     const auto span = spans.find(name);
-    std::vector<std::vector<Dims>> nu, nl;
-    for (size_t b = 0; b < uppers.size(); ++b) {
-      std::vector<Dims> us{Dims{}}, ls{Dims{}};  // this input's dims so far, per bucket
-      for (int k = 0; k < vi->shape.rank(); ++k) {
-        const bool ranged_dim = span != spans.end() && static_cast<int>(span->second.size()) == vi->shape.rank() &&
-                                !span->second[static_cast<size_t>(k)].exact();
-        if (!ranged_dim && !vi->shape[k].known()) {
-          return note("input '" + name + "' dim " + std::to_string(k) + " has no size or range");
-        }
-        std::vector<Dims> us2, ls2;
-        for (size_t j = 0; j < us.size(); ++j) {
-          const DimRange r =
-              ranged_dim ? span->second[static_cast<size_t>(k)] : DimRange{vi->shape[k].value, vi->shape[k].value};
-          int64_t from = r.lo;
-          for (int64_t u : ranged_dim ? bucket_uppers(r, o.bucket_step) : std::vector<int64_t>{r.hi}) {
-            us2.push_back(us[j]), us2.back().push_back(u);
-            ls2.push_back(ls[j]), ls2.back().push_back(ranged_dim ? from : u);
-            from = u + 1;
-          }
-        }
-        us = std::move(us2), ls = std::move(ls2);
-        if (us.size() * uppers.size() > kMaxMaskedBuckets) {
-          return note("more than " + std::to_string(kMaxMaskedBuckets) + " buckets of " +
-                      std::to_string(o.bucket_step) + " would be needed (give a larger --bucket-step)");
-        }
-      }
-      for (size_t j = 0; j < us.size(); ++j) {
-        nu.push_back(uppers[b]), nu.back().push_back(us[j]);
-        nl.push_back(lowers[b]), nl.back().push_back(ls[j]);
+    const bool spanned = span != spans.end() && static_cast<int>(span->second.size()) == vi->shape.rank();
+    std::vector<DimRange> d;
+    for (int k = 0; k < vi->shape.rank(); ++k) {
+      if (spanned) {
+        d.push_back(span->second[static_cast<size_t>(k)]);
+      } else if (vi->shape[k].known()) {
+        d.push_back(DimRange{vi->shape[k].value, vi->shape[k].value});
+      } else {
+        return note("input '" + name + "' dim " + std::to_string(k) + " has no size or range");
       }
     }
-    uppers = std::move(nu), lowers = std::move(nl);
+    dims.push_back(std::move(d));
   }
-  // The largest bucket first: placed as the model is.
-  const size_t largest = uppers.size() - 1;
-  Graph first;
+  // The largest bucket: whether the model has masked buckets at all, before they are counted.
+  std::vector<Dims> hi;
+  for (const auto& d : dims) {
+    hi.emplace_back();
+    for (const DimRange& r : d) hi.back().push_back(r.hi);
+  }
+  Graph largest_graph;
   {
-    auto r = masked_bucket_graph(g, uppers[largest]);
+    auto r = masked_bucket_graph(g, hi);
     if (!r.ok()) return note(r.status().message());
-    first = std::move(*r);
+    largest_graph = std::move(*r);
   }
+  // Every bucket's dims, the product of each ranged dim's steps (masked_bucket_graph allows one varying input).
+  std::vector<std::vector<Dims>> uppers{hi}, lowers{hi};
+  for (size_t i = 0; i < dims.size(); ++i) {
+    for (size_t k = 0; k < dims[i].size(); ++k) {
+      const DimRange& r = dims[i][k];
+      if (r.exact()) continue;
+      const std::vector<int64_t> steps = bucket_uppers(r, o.bucket_step);
+      if (uppers.size() * steps.size() > kMaxMaskedBuckets) {
+        return note("more than " + std::to_string(kMaxMaskedBuckets) + " buckets of " + std::to_string(o.bucket_step) +
+                    " would be needed (give a larger --bucket-step)");
+      }
+      std::vector<std::vector<Dims>> nu, nl;
+      for (size_t b = 0; b < uppers.size(); ++b) {
+        int64_t from = r.lo;
+        for (int64_t u : steps) {
+          nu.push_back(uppers[b]), nu.back()[i][k] = u;
+          nl.push_back(lowers[b]), nl.back()[i][k] = from;
+          from = u + 1;
+        }
+      }
+      uppers = std::move(nu), lowers = std::move(nl);
+    }
+  }
+  // The largest bucket (the last) is placed as the model is; the others take its engines' backends first.
+  const size_t largest = uppers.size() - 1;
+  std::vector<Program> programs(uppers.size());
+  std::vector<PartitionReport> reports(uppers.size());
   CompileOptions bo = o;
   bo.warn = nullptr;
   if (o.progress) o.progress(0, 0, "compiling masked bucket " + bucket_str(uppers[largest], lowers[largest]));
-  PartitionReport br;
-  Program bp;
-  TSR_ASSIGN_OR_RETURN(bp, compile_graph(std::move(first), m.name(), bo, &br));
-  if (bp.engines.empty()) return note("the largest bucket " + bucket_str(uppers[largest]) + " runs on native alone");
-  std::string engines_first;
-  for (const EngineSpec& e : bp.engines) {
-    if (engines_first.find(e.backend) == std::string::npos) engines_first += e.backend + ",";
+  TSR_ASSIGN_OR_RETURN(programs[largest], compile_graph(std::move(largest_graph), m.name(), bo, &reports[largest]));
+  if (programs[largest].engines.empty()) {
+    return note("the largest bucket " + bucket_str(uppers[largest]) + " runs on native alone");
   }
-  std::vector<std::pair<Program, size_t>> compiled;
-  compiled.emplace_back(std::move(bp), largest);
-  std::vector<PartitionReport> reports;
-  reports.push_back(std::move(br));
-  bo.backends = engines_first + "native";
+  std::vector<std::string> engine_backends;
+  for (const EngineSpec& e : programs[largest].engines) {
+    if (std::find(engine_backends.begin(), engine_backends.end(), e.backend) == engine_backends.end()) {
+      engine_backends.push_back(e.backend);
+    }
+  }
+  bo.backends.clear();
+  for (const std::string& b : engine_backends) bo.backends += b + ",";
+  bo.backends += "native";
   bo.policy = PlacementPolicy::kPriority;
   bo.measure = MeasureMode::kOff;
   for (size_t b = 0; b < largest; ++b) {
-    if (o.progress)
+    if (o.progress) {
       o.progress(static_cast<int>(b + 1), static_cast<int>(uppers.size()),
                  "compiling masked bucket " + bucket_str(uppers[b], lowers[b]));
+    }
     Graph bg;
     TSR_ASSIGN_OR_RETURN(bg, masked_bucket_graph(g, uppers[b]));
-    PartitionReport r;
-    TSR_ASSIGN_OR_RETURN(bp, compile_graph(std::move(bg), m.name(), bo, &r));
-    compiled.emplace_back(std::move(bp), b);
-    reports.push_back(std::move(r));
+    TSR_ASSIGN_OR_RETURN(programs[b], compile_graph(std::move(bg), m.name(), bo, &reports[b]));
   }
-  // In order of size: the session serves a request from the first bucket that holds it.
-  std::vector<size_t> order(compiled.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return compiled[a].second < compiled[b].second; });
-  for (size_t i : order) {
-    const size_t b = compiled[i].second;
+  // In order of size; the session serves a request from the bucket whose range holds it.
+  for (size_t b = 0; b < programs.size(); ++b) {
     const auto offset = static_cast<int>(program.engines.size());
-    TSR_RETURN_IF_ERROR(add_bucket(program, std::move(compiled[i].first), uppers[b], lowers[b]));
+    TSR_RETURN_IF_ERROR(add_bucket(program, std::move(programs[b]), uppers[b], lowers[b]));
     if (report) {
-      BucketReport br2{bucket_str(uppers[b], lowers[b]), std::move(reports[i].regions), reports[i].estimated_us};
-      for (RegionInfo& r : br2.regions) {
-        if (r.engine >= 0) r.engine += offset;
+      BucketReport r{bucket_str(uppers[b], lowers[b]), std::move(reports[b].regions), reports[b].estimated_us};
+      for (RegionInfo& region : r.regions) {
+        if (region.engine >= 0) region.engine += offset;
       }
-      report->buckets.push_back(std::move(br2));
+      report->buckets.push_back(std::move(r));
     }
   }
   return Status::Ok();
