@@ -173,14 +173,9 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique
   for (ProgramBucket& b : buckets) {
     if (b.inputs.size() != s->inputs_.size()) return InvalidModel("bucket " + bucket_str(b.inputs) + ": wrong input count");
     if (!b.lower.empty()) {  // one plan for every dims it serves, shaped as each run goes
-      PlanOptions po{s->optimize_, s->opts_.fuse, s->opts_.max_memory, /*shapes_at_run_time=*/true, s->products_};
       Graph g = std::move(b.graph);
       TSR_RETURN_IF_ERROR(prepare_for_plan(g, PlanOptions{s->optimize_, /*fuse=*/false}));
-      if (po.fuse && !native_fusion_disabled_by_env()) {
-        Graph fused = g;
-        if (fuse_for_native(fused).ok()) g = std::move(fused);
-      }
-      auto plan = ExecutionPlan::Build(std::move(g), s->pool_.get(), s->engines_.get(), po);
+      auto plan = s->generic_plan(std::move(g));
       if (!plan.ok()) {
         return Status(plan.status().code(), "bucket " + bucket_str(b.inputs, b.lower) + ": " + plan.status().message());
       }
@@ -204,14 +199,9 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique
     auto plan = s->plan_for(dims);
     if (!plan.ok()) return plan.status();
   } else if (s->opts_.plan_in_background) {
-    // One plan for every shape: each step's shapes inferred and its tensors allocated as it runs, fused where no
-    // size needs to be known (Conv/MatMul with their activations and biases; elementwise chains need sizes). New
-    // shapes run on it while their own plans are built. A model it cannot serve plans each shape in the run's path.
-    PlanOptions po{s->optimize_, s->opts_.fuse, s->opts_.max_memory, /*shapes_at_run_time=*/true, s->products_};
-    Graph g = s->graph_;
-    if (po.fuse && !native_fusion_disabled_by_env() && !fuse_for_native(g).ok()) g = s->graph_;
-    auto generic = ExecutionPlan::Build(std::move(g), s->pool_.get(), s->engines_.get(), po);
-    if (generic.ok()) s->generic_ = std::move(*generic);
+    // One plan for every shape (generic_plan). New shapes run on it while their own plans are built. A model it
+    // cannot serve plans each shape in the run's path.
+    if (auto generic = s->generic_plan(s->graph_); generic.ok()) s->generic_ = std::move(*generic);
   }
   return s;
 }
@@ -502,6 +492,17 @@ void InferenceSession::evict_plans_locked() const {
     if (!over || oldest == plans_.end() || oldest->second->last_used == plan_clock_) return;
     plans_.erase(oldest);
   }
+}
+
+Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::generic_plan(Graph g) const {
+  const PlanOptions po{optimize_, opts_.fuse, opts_.max_memory, /*shapes_at_run_time=*/true, products_};
+  if (po.fuse && !native_fusion_disabled_by_env()) {
+    Graph fused = g;
+    if (fuse_for_native(fused).ok()) g = std::move(fused);
+  }
+  std::shared_ptr<ExecutionPlan> plan;
+  TSR_ASSIGN_OR_RETURN(plan, ExecutionPlan::Build(std::move(g), pool_.get(), engines_.get(), po));
+  return std::shared_ptr<const ExecutionPlan>(plan);
 }
 
 Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::plan_graph(Graph g, const std::vector<Dims>& dims,

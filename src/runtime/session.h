@@ -203,6 +203,10 @@ class InferenceSession {
   // run counted in runs_waited() when it builds or waits. *bucket (when given): whether the plan is a bucket's.
   Expected<std::shared_ptr<const ExecutionPlan>> plan_for(const std::vector<Dims>& dims, bool for_run = false,
                                                           bool* bucket = nullptr) const;
+  // A shape-generic plan of `g` (prepared for planning): each step's shapes inferred and its tensors allocated as it
+  // runs, fused where no size needs to be known (Conv/MatMul with their activations and biases; elementwise chains
+  // need sizes), unfused where fusion fails. The main graph's for new shapes, and each masked bucket's.
+  Expected<std::shared_ptr<const ExecutionPlan>> generic_plan(Graph g) const;
   // A plan of `g` (the glue graph, or a bucket's) with its inputs pinned to `dims`, its Region nodes run by `engines`
   // (null: the session's).
   Expected<std::shared_ptr<const ExecutionPlan>> plan_graph(Graph g, const std::vector<Dims>& dims,
