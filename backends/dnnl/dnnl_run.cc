@@ -814,6 +814,20 @@ class BufferPool {
   std::multimap<size_t, AlignedBuffer> free_;
 };
 
+// One run's arena and scratchpad, taken from the pool and given back when the run ends.
+struct RunBuffers {
+  explicit RunBuffers(const Plan& plan)
+      : arena(BufferPool::instance().take(plan.arena_bytes)),
+        scratch(BufferPool::instance().take(plan.scratch_bytes)) {}
+  ~RunBuffers() {
+    BufferPool::instance().give(std::move(arena));
+    BufferPool::instance().give(std::move(scratch));
+  }
+  RunBuffers(const RunBuffers&) = delete;
+  RunBuffers& operator=(const RunBuffers&) = delete;
+  AlignedBuffer arena, scratch;
+};
+
 class RunContext {
  public:
   RunContext(const Plan& plan, const dnnl::engine& eng) : stream_(eng) {
@@ -1029,19 +1043,15 @@ void with_context(tessera_engine& e, const tessera_tensor_t* inputs, size_t num_
   }
   if (!ctx) ctx = std::make_unique<RunContext>(e.plan, e.eng);
   omp_set_num_threads(e.num_threads);
-  BufferPool& pool = BufferPool::instance();
-  AlignedBuffer arena = pool.take(e.plan.arena_bytes), scratch = pool.take(e.plan.scratch_bytes);
-  ctx->bind_buffers(arena.p, scratch.p);
-  try {
-    body(*ctx);
-  } catch (const dnnl::error& err) {
-    pool.give(std::move(arena)), pool.give(std::move(scratch));
-    fail(TESSERA_ERROR_RUNTIME, std::string("oneDNN: ") + err.what());
-  } catch (...) {
-    pool.give(std::move(arena)), pool.give(std::move(scratch));
-    throw;
+  {
+    const RunBuffers buffers(e.plan);  // back to the pool however the run ends
+    ctx->bind_buffers(buffers.arena.p, buffers.scratch.p);
+    try {
+      body(*ctx);
+    } catch (const dnnl::error& err) {
+      fail(TESSERA_ERROR_RUNTIME, std::string("oneDNN: ") + err.what());
+    }
   }
-  pool.give(std::move(arena)), pool.give(std::move(scratch));
   std::lock_guard<std::mutex> lock(e.mu);
   e.idle.push_back(std::move(ctx));
 }
