@@ -533,8 +533,12 @@ class ArtifactCorruptionTest : public ArtifactTest {
  protected:
   void SetUp() override {
     ArtifactTest::SetUp();
+    write_good(mlp_program());
+  }
+  // `p` as the artifact the test damages.
+  void write_good(const Program& p) {
     good_ = path("good.tsr");
-    ASSERT_TRUE(write_artifact(mlp_program(), good_).ok());
+    ASSERT_TRUE(write_artifact(p, good_).ok());
     bytes_ = read_bytes(good_);
   }
   // Each variant goes to a fresh file: truncating or renaming over an
@@ -730,9 +734,7 @@ class ArtifactBucketCorruptionTest : public ArtifactCorruptionTest {
  protected:
   void SetUp() override {
     ArtifactTest::SetUp();
-    good_ = path("good.tsr");
-    ASSERT_TRUE(write_artifact(bucketed_program(), good_).ok());
-    bytes_ = read_bytes(good_);
+    write_good(bucketed_program());
   }
 };
 
@@ -775,11 +777,9 @@ class ArtifactMaskedBucketTest : public ArtifactCorruptionTest {
  protected:
   void SetUp() override {
     ArtifactTest::SetUp();
-    good_ = path("good.tsr");
     Program p = bucketed_program();
     p.buckets[0].lower = {{1, 4}};
-    ASSERT_TRUE(write_artifact(p, good_).ok());
-    bytes_ = read_bytes(good_);
+    write_good(p);
   }
 };
 

@@ -34,6 +34,7 @@ using plugintest::Builder;
 using plugintest::CapabilityReport;
 using plugintest::Compiled;
 using plugintest::model_bytes;
+using plugintest::native_outputs;
 using plugintest::output_buffers;
 using plugintest::random_tensor;
 using testutil::set_float;
@@ -203,15 +204,6 @@ TEST_F(CudaBackend, BlobWithAnUnknownConvolutionWayIsRefusedByName) {
 }
 
 // --- with a device: the whole path against the native backend ------------------------------
-
-std::vector<Tensor> native_outputs(const Graph& g, const std::vector<Tensor>& inputs) {
-  auto session = InferenceSession::Create(g);
-  EXPECT_TRUE(session.ok()) << session.status().message();
-  if (!session.ok()) return {};
-  auto ref = (*session)->run(inputs);
-  EXPECT_TRUE(ref.ok()) << ref.status().message();
-  return ref.ok() ? *ref : std::vector<Tensor>{};
-}
 
 // Every node claimed, compiled, loaded through the host (Backend::load) and run with host tensors (Engine::run),
 // twice; |got - want| <= 1e-4 max(1, |want|). Returns the capability report.

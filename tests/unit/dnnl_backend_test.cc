@@ -40,6 +40,7 @@ using plugintest::Compiled;
 using plugintest::int8_tensor;
 using plugintest::Loaded;
 using plugintest::model_bytes;
+using plugintest::native_outputs;
 using plugintest::output_buffers;
 using plugintest::random_tensor;
 using plugintest::scalar_tensor;
@@ -87,15 +88,6 @@ void expect_close_rel(const Tensor& got, const Tensor& want) {
   }
 }
 
-std::vector<Tensor> native(const Graph& g, const std::vector<Tensor>& inputs) {
-  auto session = InferenceSession::Create(g);
-  EXPECT_TRUE(session.ok()) << session.status().message();
-  if (!session.ok()) return {};
-  auto ref = (*session)->run(inputs);
-  EXPECT_TRUE(ref.ok()) << ref.status().message();
-  return ref.ok() ? *ref : std::vector<Tensor>{};
-}
-
 // The whole path: every node claimed, compiled, loaded, run; outputs match native.
 void expect_matches_native(const Graph& g, const std::vector<Tensor>& inputs, const char* options = "") {
   std::string model = model_bytes(g);
@@ -109,7 +101,7 @@ void expect_matches_native(const Graph& g, const std::vector<Tensor>& inputs, co
   std::vector<Tensor> out = output_buffers(g);
   std::string msg;
   ASSERT_EQ(run(l.engine.get(), inputs, out, &msg), TESSERA_OK) << msg;
-  std::vector<Tensor> ref = native(g, inputs);
+  std::vector<Tensor> ref = native_outputs(g, inputs);
   ASSERT_EQ(ref.size(), out.size());
   for (size_t i = 0; i < out.size(); ++i) {
     SCOPED_TRACE("output '" + g.outputs[i] + "'");
@@ -362,7 +354,7 @@ TEST_F(DnnlBackend, QLinearConvIsOneDnnInt8AndEqualsNativeToTheBit) {
     std::vector<Tensor> inputs{int8_tensor(c.xt, c.x, ++seed)};
     std::vector<Tensor> out = run_claimed(g, inputs);
     ASSERT_FALSE(out.empty());
-    std::vector<Tensor> ref = native(g, inputs);
+    std::vector<Tensor> ref = native_outputs(g, inputs);
     ASSERT_EQ(ref.size(), 1u);
     ASSERT_EQ(out[0].dtype(), c.yt);
     EXPECT_EQ(bytes_differ(out[0], ref[0]), 0) << "of " << ref[0].numel();
@@ -410,7 +402,7 @@ TEST_F(DnnlBackend, QLinearConvIntoAResidualQLinearAddIsOneStepWithinAStepOfNati
     plugintest::PluginClient::Profiled prof;
     std::vector<Tensor> out = run_claimed(g, inputs, &prof);
     ASSERT_EQ(out.size(), 1u);
-    const Tensor ref = native(g, inputs)[0];
+    const Tensor ref = native_outputs(g, inputs)[0];
     int differ = 0, beyond = 0;
     for (int64_t i = 0; i < ref.numel(); ++i) {
       const int a = s8 ? out[0].data<int8_t>()[i] : out[0].data<uint8_t>()[i];
@@ -547,7 +539,7 @@ TEST_F(DnnlBackend, OwnInt8DepthwiseConvolutionEqualsNativeToTheBit) {
     plugintest::PluginClient::Profiled prof;
     std::vector<Tensor> out = run_claimed(g, inputs, &prof, "impl=own_dw_int8");
     ASSERT_FALSE(out.empty());
-    std::vector<Tensor> ref = native(g, inputs);
+    std::vector<Tensor> ref = native_outputs(g, inputs);
     ASSERT_EQ(ref.size(), 1u);
     ASSERT_EQ(out[0].dtype(), c.yt);
     EXPECT_EQ(bytes_differ(out[0], ref[0]), 0) << "of " << ref[0].numel();
@@ -597,7 +589,7 @@ TEST_F(DnnlBackend, QuantizedImageIsWrittenChannelsLastForTheInt8Convolution) {
     plugintest::PluginClient::Profiled prof;
     std::vector<Tensor> out = run_claimed(g, inputs, &prof);
     ASSERT_FALSE(out.empty());
-    std::vector<Tensor> ref = native(g, inputs);
+    std::vector<Tensor> ref = native_outputs(g, inputs);
     ASSERT_EQ(ref.size(), out.size());
     for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(bytes_differ(out[i], ref[i]), 0) << "output " << i;
     const bool reorders = std::any_of(prof.steps.begin(), prof.steps.end(), [](const auto& st) {
@@ -675,7 +667,7 @@ TEST_F(DnnlBackend, DynamicConvIntegerIsOneDnnInt8AndEqualsNativeToTheBit) {
     plugintest::PluginClient::Profiled prof;
     std::vector<Tensor> out = run_claimed(g, {x}, &prof);
     ASSERT_EQ(out.size(), 2u);
-    std::vector<Tensor> ref = native(g, {x});
+    std::vector<Tensor> ref = native_outputs(g, {x});
     ASSERT_EQ(ref.size(), 2u);
     for (size_t k = 0; k < 2; ++k) EXPECT_EQ(bytes_differ(out[k], ref[k]), 0) << "output " << k << " of " << ref[k].numel();
     int convs = 0;
@@ -718,7 +710,7 @@ TEST_F(DnnlBackend, DynamicMatMulIntegerIsOneDnnInt8AndEqualsNativeToTheBit) {
       plugintest::PluginClient::Profiled prof;
       std::vector<Tensor> out = run_claimed(g, {x}, &prof);
       ASSERT_EQ(out.size(), 1u);
-      std::vector<Tensor> ref = native(g, {x});
+      std::vector<Tensor> ref = native_outputs(g, {x});
       ASSERT_EQ(ref.size(), 1u);
       EXPECT_EQ(bytes_differ(out[0], ref[0]), 0) << "of " << ref[0].numel();
       int matmuls = 0;
@@ -803,7 +795,7 @@ TEST_F(DnnlBackend, OwnConcatenationsOfPlainAndChannelsLastOperandsMatchNative) 
     plugintest::PluginClient::Profiled prof;
     std::vector<Tensor> out = run_claimed(g, in, &prof);
     ASSERT_EQ(out.size(), 1u);
-    EXPECT_EQ(bytes_differ(out[0], native(g, in)[0]), 0);
+    EXPECT_EQ(bytes_differ(out[0], native_outputs(g, in)[0]), 0);
     EXPECT_TRUE(std::any_of(prof.steps.begin(), prof.steps.end(),
                             [](const auto& st) { return st.what.find("concat of plain operands") != std::string::npos; }));
   }
@@ -824,7 +816,7 @@ TEST_F(DnnlBackend, OwnConcatenationsOfPlainAndChannelsLastOperandsMatchNative) 
   plugintest::PluginClient::Profiled prof;
   std::vector<Tensor> out = run_claimed(g, in, &prof);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(bytes_differ(out[0], native(g, in)[0]), 0);
+  EXPECT_EQ(bytes_differ(out[0], native_outputs(g, in)[0]), 0);
   EXPECT_TRUE(std::any_of(prof.steps.begin(), prof.steps.end(), [](const auto& st) {
     return st.what.find("concat of channels-last operands") != std::string::npos;
   }));
@@ -850,7 +842,7 @@ TEST_F(DnnlBackend, OwnSigmoidHardSwishAndHardSigmoidEqualNativeToTheBit) {
   plugintest::PluginClient::Profiled prof;
   std::vector<Tensor> out = run_claimed(g, in, &prof);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(bytes_differ(out[0], native(g, in)[0]), 0) << "of " << out[0].numel();
+  EXPECT_EQ(bytes_differ(out[0], native_outputs(g, in)[0]), 0) << "of " << out[0].numel();
   int own = 0;
   std::string steps;
   for (const auto& st : prof.steps) own += st.what.find("as ONNX Runtime computes it") != std::string::npos, steps += st.what + "; ";
@@ -879,7 +871,7 @@ TEST_F(DnnlBackend, OwnBatchNormEqualsNativeAcrossTaskBoundariesOnBothLayouts) {
     plugintest::PluginClient::Profiled prof;
     std::vector<Tensor> out = run_claimed(g, in, &prof);
     ASSERT_EQ(out.size(), 1u);
-    EXPECT_EQ(bytes_differ(out[0], native(g, in)[0]), 0) << "of " << out[0].numel();
+    EXPECT_EQ(bytes_differ(out[0], native_outputs(g, in)[0]), 0) << "of " << out[0].numel();
     EXPECT_TRUE(std::any_of(prof.steps.begin(), prof.steps.end(), [](const auto& st) {
       return st.what.find("batch normalization as ONNX Runtime computes it") != std::string::npos;
     }));
@@ -904,7 +896,7 @@ TEST_F(DnnlBackend, OwnBatchNormEqualsNativeAcrossTaskBoundariesOnBothLayouts) {
   plugintest::PluginClient::Profiled prof;
   std::vector<Tensor> out = run_claimed(g, in, &prof);
   ASSERT_EQ(out.size(), 2u);
-  std::vector<Tensor> ref = native(g, in);
+  std::vector<Tensor> ref = native_outputs(g, in);
   ASSERT_EQ(ref.size(), 2u);
   for (size_t k = 0; k < 2; ++k)
     EXPECT_EQ(bytes_differ(out[k], ref[k]), 0) << "output " << k << " of " << ref[k].numel();
@@ -927,7 +919,7 @@ void expect_silu_is_one_own_step(const Graph& g, const std::vector<Tensor>& in) 
   plugintest::PluginClient::Profiled prof;
   std::vector<Tensor> out = run_claimed(g, in, &prof);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(bytes_differ(out[0], native(g, in)[0]), 0) << "of " << out[0].numel();
+  EXPECT_EQ(bytes_differ(out[0], native_outputs(g, in)[0]), 0) << "of " << out[0].numel();
   std::string steps;
   int swish = 0, binary = 0;
   for (const auto& st : prof.steps) {
@@ -1056,7 +1048,7 @@ TEST_F(DnnlBackend, ResizeOwnLoopsEqualNativeInEveryLayout) {
     plugintest::PluginClient::Profiled prof;
     std::vector<Tensor> out = run_claimed(g, inputs, &prof);
     ASSERT_EQ(out.size(), 1u);
-    std::vector<Tensor> ref = native(g, inputs);
+    std::vector<Tensor> ref = native_outputs(g, inputs);
     ASSERT_EQ(out[0].dims(), ref[0].dims());
     EXPECT_EQ(bytes_differ(out[0], ref[0]), 0) << "of " << out[0].numel();
     std::string steps;
@@ -1098,7 +1090,7 @@ TEST_F(DnnlBackend, QuantizedBilinearUpsamplingIsOneRegionEqualToNative) {
   plugintest::PluginClient::Profiled prof;
   std::vector<Tensor> out = run_claimed(g, in, &prof);
   ASSERT_EQ(out.size(), 2u);
-  std::vector<Tensor> ref = native(g, in);
+  std::vector<Tensor> ref = native_outputs(g, in);
   for (size_t o = 0; o < 2; ++o) EXPECT_EQ(bytes_differ(out[o], ref[o]), 0) << "output " << o;
   std::string steps;
   for (const auto& st : prof.steps) steps += st.what + "; ";
@@ -1191,7 +1183,7 @@ TEST_F(DnnlBackend, QLinearLookupTablesEqualNative) {
     if (binary) inputs.push_back(int8_tensor(c.b, c.dims, ++seed));
     std::vector<Tensor> out = run_claimed(g, inputs);
     ASSERT_FALSE(out.empty());
-    std::vector<Tensor> ref = native(g, inputs);
+    std::vector<Tensor> ref = native_outputs(g, inputs);
     ASSERT_EQ(ref.size(), 1u);
     const Tensor& table = g.constants.at("table");
     const auto* tb = table.data<uint8_t>();
@@ -1240,7 +1232,7 @@ TEST_F(DnnlBackend, QLinearAddFormTablesComputeTheFormAndEqualNative) {
       plugintest::PluginClient::Profiled prof;
       std::vector<Tensor> out = run_claimed(g, inputs, &prof);
       ASSERT_EQ(out.size(), 1u);
-      EXPECT_EQ(bytes_differ(out[0], native(g, inputs)[0]), 0) << "of " << out[0].numel();
+      EXPECT_EQ(bytes_differ(out[0], native_outputs(g, inputs)[0]), 0) << "of " << out[0].numel();
       const uint8_t flip = t == DType::kInt8 ? 0x80 : 0;
       int by_hand = 0;
       for (int64_t i = 0; i < out[0].numel(); ++i) {
@@ -1279,7 +1271,7 @@ TEST_F(DnnlBackend, EightBitMaxPoolTransposeAndFlattenEqualNative) {
     plugintest::PluginClient::Profiled prof;
     std::vector<Tensor> out = run_claimed(g, inputs, &prof);
     ASSERT_EQ(out.size(), 1u);
-    EXPECT_EQ(bytes_differ(out[0], native(g, inputs)[0]), 0) << "of " << out[0].numel();
+    EXPECT_EQ(bytes_differ(out[0], native_outputs(g, inputs)[0]), 0) << "of " << out[0].numel();
     // The pool's source is held plain (a region input); oneDNN pools 8-bit NCHW with its reference kernel only (a
     // resnet50 QDQ pool 23 ms against 0.05), so the source is reordered to channels-last first.
     std::string steps;
@@ -1351,7 +1343,7 @@ TEST_F(DnnlBackend, PlaneBinaryIsTheOwnLoopInEveryLayoutAndEqualsNative) {
     plugintest::PluginClient::Profiled prof;
     std::vector<Tensor> out = run_claimed(g, inputs, &prof);
     ASSERT_EQ(out.size(), outs.size());
-    std::vector<Tensor> ref = native(g, inputs);
+    std::vector<Tensor> ref = native_outputs(g, inputs);
     ASSERT_EQ(ref.size(), outs.size());
     if (conv_first) {
       expect_close_rel(out[0], ref[0]);
@@ -1391,7 +1383,7 @@ TEST_F(DnnlBackend, QLinearConvLookupChainIsOneRegionEqualToNative) {
   std::vector<Tensor> inputs{int8_tensor(DType::kUInt8, {1, 16, 12, 12}, 804)};
   std::vector<Tensor> out = run_claimed(g, inputs);
   ASSERT_FALSE(out.empty());
-  std::vector<Tensor> ref = native(g, inputs);
+  std::vector<Tensor> ref = native_outputs(g, inputs);
   ASSERT_EQ(ref.size(), 1u);
   EXPECT_EQ(bytes_differ(out[0], ref[0]), 0) << "of " << ref[0].numel();
 }
@@ -1457,7 +1449,7 @@ TEST_F(DnnlBackend, ClampTablesFoldIntoTheQuantizedConvolutionBeforeThem) {
     plugintest::PluginClient::Profiled prof;
     std::vector<Tensor> out = run_claimed(g, inputs, &prof);
     ASSERT_FALSE(out.empty());
-    std::vector<Tensor> ref = native(g, inputs);
+    std::vector<Tensor> ref = native_outputs(g, inputs);
     ASSERT_EQ(ref.size(), out.size());
     for (size_t k = 0; k < ref.size(); ++k) EXPECT_EQ(bytes_differ(out[k], ref[k]), 0) << "output " << k;
     int folded = 0, lookups = 0;
@@ -1506,7 +1498,7 @@ TEST_F(DnnlBackend, QuantizeAndDequantizeLinearEqualNativeToTheBit) {
     xp[202] = std::numeric_limits<float>::quiet_NaN();
     std::vector<Tensor> out = run_claimed(g, {x});
     ASSERT_FALSE(out.empty());
-    std::vector<Tensor> ref = native(g, {x});
+    std::vector<Tensor> ref = native_outputs(g, {x});
     ASSERT_EQ(ref.size(), 2u);
     for (size_t o = 0; o < 2; ++o) {
       EXPECT_EQ(bytes_differ(out[o], ref[o]), 0) << "output " << o;
@@ -1566,7 +1558,7 @@ TEST_F(DnnlBackend, DequantizedOperandsFoldIntoTheirBinaryAndEqualNativeToTheBit
     plugintest::PluginClient::Profiled prof;
     std::vector<Tensor> out = run_claimed(g, inputs, &prof);
     ASSERT_FALSE(out.empty());
-    std::vector<Tensor> ref = native(g, inputs);
+    std::vector<Tensor> ref = native_outputs(g, inputs);
     ASSERT_EQ(ref.size(), 1u);
     EXPECT_EQ(bytes_differ(out[0], ref[0]), 0);
     ASSERT_EQ(prof.status, TESSERA_OK) << prof.msg;
@@ -1616,7 +1608,7 @@ TEST_F(DnnlBackend, QLinearMatMulIsOneDnnInt8AndEqualsNativeToTheBit) {
     std::vector<Tensor> inputs{int8_tensor(c.at, c.a, ++seed)};
     std::vector<Tensor> out = run_claimed(g, inputs);
     ASSERT_FALSE(out.empty());
-    std::vector<Tensor> ref = native(g, inputs);
+    std::vector<Tensor> ref = native_outputs(g, inputs);
     ASSERT_EQ(ref.size(), 1u);
     EXPECT_EQ(bytes_differ(out[0], ref[0]), 0) << "of " << ref[0].numel();
   }
@@ -1738,7 +1730,7 @@ TEST_F(DnnlBackend, ProductsBuildTheImplementationTheirBlobNames) {
   b.node("mm", "MatMul", {"f", "m"}, "y");
   const Graph g = b.done({"y"});
   const std::vector<Tensor> inputs = {random_tensor({1, 3, 20, 20}, 34)};
-  const std::vector<Tensor> ref = native(g, inputs);
+  const std::vector<Tensor> ref = native_outputs(g, inputs);
   ASSERT_EQ(ref.size(), 1u);
   // The implementations the blob compiled with `options` builds, at two loads; the outputs checked against native.
   auto built = [&](const char* options) {
@@ -1933,7 +1925,7 @@ TEST_F(DnnlBackend, Bf16ConvolutionsAndMatMulsStayWithinBf16RoundingOfFloat32) {
   std::vector<Tensor> out = output_buffers(g);
   std::string msg;
   ASSERT_EQ(run(l.engine.get(), inputs, out, &msg), TESSERA_OK) << msg;
-  const std::vector<Tensor> ref = native(g, inputs);
+  const std::vector<Tensor> ref = native_outputs(g, inputs);
   ASSERT_EQ(ref.size(), out.size());
   __builtin_cpu_init();
   const bool has_bf16 = __builtin_cpu_supports("avx512bf16");
@@ -2015,7 +2007,7 @@ TEST_F(DnnlBackend, LongAttentionRunsByChunksOfQueryRowsAndMatchesNative) {
     plugintest::PluginClient::Profiled prof;
     std::vector<Tensor> out = run_claimed(g, in, &prof);
     ASSERT_EQ(out.size(), 1u);
-    std::vector<Tensor> ref = native(g, in);
+    std::vector<Tensor> ref = native_outputs(g, in);
     ASSERT_EQ(ref.size(), 1u);
     expect_close_rel(out[0], ref[0]);
     const int64_t chunk = (int64_t{12} << 20) / (batch * 4 * 900 * 4);
@@ -2090,7 +2082,7 @@ TEST_F(DnnlBackend, SoftmaxCoercesTo2DBeforeOpset13) {
     Graph g = b.done({"y", "z", "w"});
     Tensor x = random_tensor({2, 3, 4}, 44);
     expect_matches_native(g, {x});
-    outs.push_back(native(g, {x})[0]);
+    outs.push_back(native_outputs(g, {x})[0]);
   }
   ASSERT_EQ(outs.size(), 2u);
   EXPECT_NE(testutil::values(outs[0]), testutil::values(outs[1])) << "opset 11 normalizes over 12 values, 13 over 3";
@@ -2111,7 +2103,7 @@ TEST_F(DnnlBackend, LastAxisSoftmaxIsTheOwnLoopAndEqualsNativeToTheBit) {
     plugintest::PluginClient::Profiled prof;
     std::vector<Tensor> out = run_claimed(g, in, &prof);
     ASSERT_EQ(out.size(), 2u);
-    std::vector<Tensor> ref = native(g, in);
+    std::vector<Tensor> ref = native_outputs(g, in);
     if (!cpu::avx512()) {
       expect_matches_native(g, in);
       continue;  // oneDNN's primitive: the own loop needs AVX-512
@@ -2560,7 +2552,7 @@ TEST_F(DnnlBackend, OneEngineRunsFromSeveralThreadsAtOnce) {
   std::vector<std::vector<Tensor>> inputs, refs;
   for (unsigned t = 0; t < 4; ++t) {
     inputs.push_back({random_tensor({1, 8, 6, 6}, 70 + t), random_tensor({2, 4}, 80 + t)});
-    refs.push_back(native(f.g, inputs.back()));
+    refs.push_back(native_outputs(f.g, inputs.back()));
   }
   std::vector<std::vector<Tensor>> outs(4);
   std::vector<int> failures(4, 0);
@@ -2693,17 +2685,14 @@ TEST_F(DnnlBackend, EngineBytesCoverTheWeightsItHolds) { client().expect_engine_
 // The same address holding other values later is other weights: an engine loaded after the bytes changed computes
 // with the new ones, and the one loaded before keeps the old.
 TEST_F(DnnlBackend, ReorderedWeightsAreSharedOnlyWhileTheBytesAreTheSame) {
-  Builder b;
-  b.input("x", Dims{1, 16, 8, 8}).constant("w", random_tensor({32, 16, 3, 3}, 78));
-  b.node("conv", "Conv", {"x", "w"}, "y").attrs["pads"] = Attribute::Ints({1, 1, 1, 1});
-  Graph g = b.done({"y"});
+  Graph g = plugintest::small_conv_graph(78);
   Compiled c = compile(model_bytes(g));
   ASSERT_EQ(c.status, TESSERA_OK) << c.msg;
   Loaded first = load(c.blob, g.constants), second = load(c.blob, g.constants);
   ASSERT_EQ(first.status, TESSERA_OK) << first.msg;
   ASSERT_EQ(second.status, TESSERA_OK) << second.msg;
   const std::vector<Tensor> x{random_tensor({1, 16, 8, 8}, 79)};
-  const std::vector<Tensor> old_ref = native(g, x);
+  const std::vector<Tensor> old_ref = native_outputs(g, x);
   ASSERT_EQ(old_ref.size(), 1u);
   std::vector<Tensor> y1 = output_buffers(g), y2 = output_buffers(g);
   for (int i = 0; i < 2; ++i) {
@@ -2714,7 +2703,7 @@ TEST_F(DnnlBackend, ReorderedWeightsAreSharedOnlyWhileTheBytesAreTheSame) {
   }
   Tensor& w = g.constants.at("w");
   for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = 0.5f - w.data<float>()[i];
-  const std::vector<Tensor> new_ref = native(g, x);
+  const std::vector<Tensor> new_ref = native_outputs(g, x);
   Loaded later = load(c.blob, g.constants);
   ASSERT_EQ(later.status, TESSERA_OK) << later.msg;
   std::vector<Tensor> y3 = output_buffers(g);

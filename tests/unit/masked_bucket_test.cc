@@ -20,6 +20,7 @@ namespace tessera {
 namespace {
 
 using plugintest::Builder;
+using plugintest::native_outputs;
 using plugintest::random_tensor;
 
 void set_ints(Node& n, const std::string& a, std::vector<int64_t> v) { n.attrs[a] = Attribute::Ints(std::move(v)); }
@@ -28,15 +29,6 @@ Shape symbolic(Dims d, const std::vector<std::pair<int, std::string>>& syms) {
   std::vector<Dim> dims(d.begin(), d.end());
   for (const auto& [k, s] : syms) dims[static_cast<size_t>(k)] = Dim::Symbol(s);
   return Shape(dims);
-}
-
-std::vector<Tensor> run(const Graph& g, const std::vector<Tensor>& in) {
-  auto s = InferenceSession::Create(g);
-  EXPECT_TRUE(s.ok()) << s.status().message();
-  if (!s.ok()) return {};
-  auto out = (*s)->run(in);
-  EXPECT_TRUE(out.ok()) << out.status().message();
-  return out.ok() ? *out : std::vector<Tensor>{};
 }
 
 // Differences beyond 1e-5 relative (the kernels may block the work differently at another width).
@@ -124,7 +116,7 @@ TEST(MaskedBucket, EverySizeUpToTheBucketGivesTheModelsResults) {
   for (int64_t w = 4; w <= 40; ++w) {
     SCOPED_TRACE("W = " + std::to_string(w));
     const std::vector<Tensor> in{random_tensor({1, 3, 8, w}, static_cast<unsigned>(100 + w))};
-    const std::vector<Tensor> want = run(g, in), got = run(*bucket, in);
+    const std::vector<Tensor> want = native_outputs(g, in), got = native_outputs(*bucket, in);
     ASSERT_EQ(got.size(), 2u);
     ASSERT_EQ(want.size(), 2u);
     EXPECT_EQ(differ(got[0], want[0]), 0);
@@ -159,7 +151,7 @@ TEST(MaskedBucket, APerColumnClassifierRunsPaddedAndOnlyTheOutputIsSliced) {
   for (int64_t w = 1; w <= 24; ++w) {
     SCOPED_TRACE("W = " + std::to_string(w));
     const std::vector<Tensor> in{random_tensor({1, 3, 4, w}, static_cast<unsigned>(500 + w))};
-    const std::vector<Tensor> want = run(g, in), got = run(*bucket, in);
+    const std::vector<Tensor> want = native_outputs(g, in), got = native_outputs(*bucket, in);
     ASSERT_EQ(got.size(), 1u);
     ASSERT_EQ(want.size(), 1u);
     EXPECT_EQ(differ(got[0], want[0]), 0);
@@ -176,7 +168,7 @@ TEST(MaskedBucket, WithoutItsMasksThePaddingReachesTheResult) {
     if (n.op_type == "ValidMask") set_ints(n, "steps", std::vector<int64_t>{0});  // valid size = R's dim: all ones
   }
   const std::vector<Tensor> in{random_tensor({1, 3, 8, 29}, 7)};
-  const std::vector<Tensor> want = run(g, in), got = run(broken, in);
+  const std::vector<Tensor> want = native_outputs(g, in), got = native_outputs(broken, in);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_GT(differ(got[1], want[1]), 0);
 }
@@ -189,7 +181,7 @@ TEST(MaskedBucket, TwoVaryingDimsWithStrides) {
     for (int64_t w : {7, 16, 31, 32}) {
       SCOPED_TRACE(std::to_string(h) + "x" + std::to_string(w));
       const std::vector<Tensor> in{random_tensor({1, 3, h, w}, static_cast<unsigned>(h * 100 + w))};
-      const std::vector<Tensor> want = run(g, in), got = run(*bucket, in);
+      const std::vector<Tensor> want = native_outputs(g, in), got = native_outputs(*bucket, in);
       ASSERT_EQ(got.size(), 1u);
       EXPECT_EQ(differ(got[0], want[0]), 0);
     }
@@ -241,7 +233,7 @@ TEST(MaskedBucket, ARangedCompileRunsEveryWidthOnEnginesThroughAnArtifact) {
     auto got = (*s)->run(in);
     ASSERT_TRUE(got.ok()) << got.status().message();
     ++runs;
-    const std::vector<Tensor> want = run(g, in);
+    const std::vector<Tensor> want = native_outputs(g, in);
     ASSERT_EQ(got->size(), 2u);
     ASSERT_EQ(want.size(), 2u);
     EXPECT_EQ(differ((*got)[0], want[0]), 0);

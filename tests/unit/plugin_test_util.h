@@ -21,6 +21,7 @@
 #include "ir/graph.h"
 #include "onnx/onnx_export.h"
 #include "passes/shape_inference.h"
+#include "runtime/session.h"
 #include "tessera/backend.h"
 
 namespace tessera::plugintest {
@@ -67,6 +68,17 @@ struct Builder {
   }
 };
 
+// The native backend's outputs for `g` on `inputs` (the reference the engines are checked against); nothing, with a
+// test failure, where it cannot run them.
+inline std::vector<Tensor> native_outputs(const Graph& g, const std::vector<Tensor>& inputs) {
+  auto session = InferenceSession::Create(g);
+  EXPECT_TRUE(session.ok()) << session.status().message();
+  if (!session.ok()) return {};
+  auto ref = (*session)->run(inputs);
+  EXPECT_TRUE(ref.ok()) << ref.status().message();
+  return ref.ok() ? *ref : std::vector<Tensor>{};
+}
+
 inline std::string model_bytes(const Graph& g) {
   auto bytes = export_onnx_bytes(g);
   EXPECT_TRUE(bytes.ok()) << bytes.status().message();
@@ -79,6 +91,14 @@ inline Tensor random_tensor(Dims d, unsigned seed, float lo = -2.f, float hi = 2
   Tensor t(DType::kFloat32, std::move(d));
   for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
   return t;
+}
+
+// A 3x3 convolution of x [1, 16, 8, 8] by constant weights w [32, 16, 3, 3] (drawn from `seed`), padded: y.
+inline Graph small_conv_graph(unsigned seed) {
+  Builder b;
+  b.input("x", Dims{1, 16, 8, 8}).constant("w", random_tensor({32, 16, 3, 3}, seed));
+  b.node("conv", "Conv", {"x", "w"}, "y").attrs["pads"] = Attribute::Ints({1, 1, 1, 1});
+  return b.done({"y"});
 }
 
 // Random uint8 or int8 elements over their whole range.
@@ -308,10 +328,7 @@ class PluginClient {
   // weights (reordered or packed), not absurdly more for so small a convolution, and 0 for no engine.
   void expect_engine_bytes_cover_the_weights() const {
     ASSERT_NE(table_->engine_bytes, nullptr);
-    Builder b;
-    b.input("x", Dims{1, 16, 8, 8}).constant("w", random_tensor({32, 16, 3, 3}, 77));
-    b.node("conv", "Conv", {"x", "w"}, "y").attrs["pads"] = Attribute::Ints({1, 1, 1, 1});
-    Graph g = b.done({"y"});
+    Graph g = small_conv_graph(77);
     Compiled c = compile(model_bytes(g));
     ASSERT_EQ(c.status, TESSERA_OK) << c.msg;
     Loaded l = load(c.blob, g.constants);

@@ -39,6 +39,7 @@ using plugintest::Compiled;
 using plugintest::int8_tensor;
 using plugintest::Loaded;
 using plugintest::model_bytes;
+using plugintest::native_outputs;
 using plugintest::output_buffers;
 using plugintest::random_tensor;
 using plugintest::scalar_tensor;
@@ -84,15 +85,6 @@ void expect_close_rel(const Tensor& got, const Tensor& want) {
     if (!ok && bad++ < 5) ADD_FAILURE() << "at " << i << ": " << a << " vs native " << b;
   }
   EXPECT_EQ(bad, 0);
-}
-
-std::vector<Tensor> native_outputs(const Graph& g, const std::vector<Tensor>& inputs) {
-  auto session = InferenceSession::Create(g);
-  EXPECT_TRUE(session.ok()) << session.status().message();
-  if (!session.ok()) return {};
-  auto ref = (*session)->run(inputs);
-  EXPECT_TRUE(ref.ok()) << ref.status().message();
-  return ref.ok() ? *ref : std::vector<Tensor>{};
 }
 
 // The whole path, checked against the native backend: every node claimed,
