@@ -473,6 +473,10 @@ class Builder {
       build_own_batch_norm(op, what);
       return;
     }
+    if (op.kind == OpKind::kPool && !op.floats.empty()) {
+      build_own_dequantizing_pool(op, what);
+      return;
+    }
     if (op.kind == OpKind::kSoftmax && own_softmax(op)) {
       build_own_softmax(op, what);
       return;
@@ -723,6 +727,32 @@ class Builder {
   // BatchNormalization (inference) as the plugin's own loop, y = x * a[c] + b[c] with a = scale / sqrt(var + eps)
   // and b = bias - mean * a each rounded in ONNX Runtime's order, as native computes it (oneDNN's normalization
   // differs in the last bit, which a requantization after it turns into steps), over X held channels-last or plain.
+  // A dequantizing global average pool (kPool with floats): its 8-bit source read channels-last or plain (held in
+  // another layout, reordered plain first), its float result plain.
+  void build_own_dequantizing_pool(const Op& op, const std::string& what) {
+    const Value& xv = p_.values[static_cast<size_t>(op.in[0])];
+    int x = canon(op.in[0]);
+    const memory::desc held = plan_.mems[static_cast<size_t>(x)].md;
+    int64_t inner = numel(Dims(xv.dims.begin() + 2, xv.dims.end()));
+    if (held == channels_last_md(xv.dims, data_type_of(xv.dtype))) {
+      inner = 1;
+    } else if (held != plain(op.in[0])) {
+      x = as_layout(op.in[0], plain(op.in[0]));
+    }
+    Step s = own_step(op, what);
+    s.impl =
+        std::string("dequantizing global average pool, ") + (inner == 1 ? "channels-last" : "plain") + " (own loop)";
+    s.inner = inner;
+    s.scale = op.floats[0];
+    s.zero_point = op.floats[1];
+    s.int8 = xv.dtype == TESSERA_DTYPE_INT8;
+    s.args.emplace_back(DNNL_ARG_SRC_0, x);
+    const int dst = new_dst(op.out, plain(op.out));
+    s.args.emplace_back(DNNL_ARG_DST, dst);
+    add_step(std::move(s));
+    bind(op.out, dst);
+  }
+
   void build_own_batch_norm(const Op& op, const std::string& what) {
     const Dims& xd = p_.values[static_cast<size_t>(op.in[0])].dims;
     int x = canon(op.in[0]);

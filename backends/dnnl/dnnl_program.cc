@@ -31,7 +31,7 @@ static_assert(std::endian::native == std::endian::little, "the blob format is li
 constexpr char kMagic[8] = {'T', 'S', 'R', 'D', 'N', 'N', 'L', '\0'};
 // 8: the implementation chosen; 7: bilinear Resize; 6: Resize; 5: QuantParams, DynConv, DynMatMul; 4: QConv, Lookup,
 // integer values; 3: op flags (bf16); 2: an op names all its nodes.
-constexpr uint32_t kBlobVersion = 9;
+constexpr uint32_t kBlobVersion = 10;
 
 bool own_eltwise(const Op& op) {
   return op.kind == OpKind::kEltwise && op.post.empty() &&
@@ -264,6 +264,9 @@ std::string check_conv(const Op& op, const std::vector<Value>& v, bool deconv) {
 std::string check_pool(const Op& op, const std::vector<Value>& v) {
   Spatial s;
   if (std::string e = read_spatial(op, true, &s); !e.empty()) return e;
+  if (!op.floats.empty() && (op.floats.size() != 2 || !global_average_pool(op, v))) {
+    return "a dequantizing pool that is not a global average";
+  }
   if (op.alg != dnnl_pooling_max && op.alg != dnnl_pooling_avg_include_padding &&
       op.alg != dnnl_pooling_avg_exclude_padding) {
     return "bad pooling algorithm";
@@ -283,6 +286,20 @@ std::string check_pool(const Op& op, const std::vector<Value>& v) {
 }
 
 }  // namespace
+
+bool global_average_pool(const Op& op, const std::vector<Value>& v) {
+  Spatial s;
+  if (op.kind != OpKind::kPool || op.alg == dnnl_pooling_max || op.in.size() != 1 || op.in[0] < 0 ||
+      !read_spatial(op, true, &s).empty()) {
+    return false;
+  }
+  const Dims& x = v[static_cast<size_t>(op.in[0])].dims;
+  if (x.size() != static_cast<size_t>(s.r) + 2) return false;
+  for (size_t i = 0; i < static_cast<size_t>(s.r); ++i) {
+    if (s.kernel[i] != x[i + 2] || s.strides[i] != 1 || s.dil[i] != 1 || s.pb[i] != 0 || s.pe[i] != 0) return false;
+  }
+  return true;
+}
 
 bool matmul_operands(const Op& op, MatMulOperands* out) {
   if (op.ints.empty() || op.ints[0] < 2 || op.ints[0] > static_cast<int64_t>(kMaxRank)) return false;
@@ -648,6 +665,13 @@ std::string check_dtypes(const Op& op, const std::vector<Value>& v) {
       if (po.operand >= 0 && dt(po.operand) != TESSERA_DTYPE_FLOAT32) return "a value that is not float32";
     }
     return "";
+  }
+  if (op.kind == OpKind::kPool && !op.floats.empty()) {
+    if (!op.post.empty() || op.bf16) return "post-ops or bf16 on a dequantizing pool";
+    const int32_t in = dt(op.in[0]);
+    if (!is_8bit(in) || dt(op.out) != TESSERA_DTYPE_FLOAT32) return "a dequantizing pool is not uint8/int8 to float32";
+    const float lo = in == TESSERA_DTYPE_INT8 ? -128.f : 0.f;
+    return op.floats[1] >= lo && op.floats[1] <= lo + 255 ? "" : "zero point out of the 8-bit type's range";
   }
   if (op.kind == OpKind::kQuantize || op.kind == OpKind::kDequantize) {
     if (!op.post.empty() || op.bf16) return "post-ops or bf16 on a quantization";

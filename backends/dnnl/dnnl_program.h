@@ -31,6 +31,11 @@ constexpr int64_t kMaxElements = int64_t{1} << 40;  // per value; bounds what a 
 //   kConv, kDeconv  in {X, W, B?}   ints {r, strides[r], dilations[r], pad_begin[r], pad_end[r], group}
 //   kPool           in {X}          ints {r, kernel[r], strides[r], dilations[r], pad_begin[r], pad_end[r]}
 //                                   alg: pooling_max / pooling_avg_include_padding / pooling_avg_exclude_padding
+//                                   floats {scale, zero_point}: a dequantizing global average pool (X uint8/int8,
+//                                   Y float32; the window the whole plane, no pads): Y[n, c] = scale * (sum of
+//                                   X[n, c, :] - positions * zero_point) / positions, rounded once. The fusion of a
+//                                   Dequantize into the global average pool that alone reads it; the plugin's own
+//                                   loop, no oneDNN primitive (oneDNN 2.6 pools 8-bit only into 8-bit)
 //   kMatMul         in {A, B, Bias?} ints {rank, trans_a, trans_b, a_dims[rank], b_dims[rank], bias_dims[rank]
 //                   [, a_perm[rank], b_perm[rank]]}
 //                   (a_dims/b_dims: the operands viewed at `rank` dims, stored row-major; an operand is read with
@@ -229,6 +234,10 @@ bool post_operand_view(const Dims& operand, const Dims& value, const Dims& dst, 
 // The post-ops the own loop after a product of uint8 weights applies (kDynConv above): a bias added per
 // output channel (column), then a relu, each optional.
 bool dyn_u8_post_ops(const Op& op, const std::vector<Value>& v);
+
+// Whether the pool `op` averages each whole plane of its input: an average pool whose window is the input's spatial
+// dims, strides and dilations 1, no pads.
+bool global_average_pool(const Op& op, const std::vector<Value>& v);
 
 // A MatMul's operands as oneDNN reads them: operand k (0: A, 1: B) is stored
 // row-major with dims stored[k] and read as logical dims

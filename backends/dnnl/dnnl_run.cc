@@ -425,6 +425,59 @@ void run_batch_norm(const Step& step, std::unordered_map<int, dnnl::memory>& arg
   }
 }
 
+// A dequantizing global average pool (kPool with floats): per image and channel, the exact sum of the 8-bit source
+// less the zero point at every position, times the scale over the positions, rounded once. Channels-last (inner 1):
+// blocks of channels summed down the positions, each block a task; plain: each channel's positions in a row.
+template <typename T>
+void dequantizing_pool(const Step& step, const T* x, int64_t images, int64_t c, int64_t positions, float* y) {
+  const double k = static_cast<double>(step.scale) / static_cast<double>(positions);
+  const int64_t offset = positions * static_cast<int64_t>(step.zero_point);
+  auto finish = [&](int64_t sum) { return static_cast<float>(static_cast<double>(sum - offset) * k); };
+  const bool parallel = images * c * positions > static_cast<int64_t>(kLookupChunk);
+  if (step.inner == 1) {
+    constexpr int64_t kBlock = 256;
+    const int64_t blocks = (c + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t t = 0; t < images * blocks; ++t) {
+      const int64_t b = t / blocks, c0 = t % blocks * kBlock, cn = std::min(kBlock, c - c0);
+      int64_t sums[kBlock] = {};
+      // int32 partial sums over at most 2^23 positions (255 * 2^23 < 2^31), vectorized, added up in int64.
+      for (int64_t p0 = 0; p0 < positions; p0 += int64_t{1} << 23) {
+        int32_t part[kBlock] = {};
+        const int64_t p1 = std::min(positions, p0 + (int64_t{1} << 23));
+        for (int64_t p = p0; p < p1; ++p) {
+          const T* row = x + (b * positions + p) * c + c0;
+          for (int64_t j = 0; j < cn; ++j) part[j] += row[j];
+        }
+        for (int64_t j = 0; j < cn; ++j) sums[j] += part[j];
+      }
+      for (int64_t j = 0; j < cn; ++j) y[b * c + c0 + j] = finish(sums[j]);
+    }
+  } else {
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t t = 0; t < images * c; ++t) {
+      const T* row = x + t * positions;
+      int64_t sum = 0;
+      for (int64_t p = 0; p < positions; ++p) sum += row[p];
+      y[t] = finish(sum);
+    }
+  }
+}
+
+void run_dequantizing_pool(const Step& step, std::unordered_map<int, dnnl::memory>& args) {
+  const dnnl::memory& xm = args.at(DNNL_ARG_SRC_0);
+  const dnnl::memory::desc xmd = xm.get_desc();
+  int64_t positions = 1;
+  for (int d = 2; d < xmd.data.ndims; ++d) positions *= xmd.data.dims[d];
+  const int64_t images = xmd.data.dims[0], c = xmd.data.dims[1];
+  auto* y = static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle());
+  if (step.int8) {
+    dequantizing_pool(step, static_cast<const int8_t*>(xm.get_data_handle()), images, c, positions, y);
+  } else {
+    dequantizing_pool(step, static_cast<const uint8_t*>(xm.get_data_handle()), images, c, positions, y);
+  }
+}
+
 // A Concat of plain operands (DNNL_ARG_MULTIPLE_SRC + k) along `axis` into a plain destination: per outer index
 // (the dims before the axis), each operand's block in turn.
 void run_concat_plain(std::unordered_map<int, dnnl::memory>& args, int axis) {
@@ -647,6 +700,10 @@ void run_own(const Step& step, const void* table, const float* params, std::unor
   }
   if (step.kind == OpKind::kBatchNorm) {
     run_batch_norm(step, args);
+    return;
+  }
+  if (step.kind == OpKind::kPool) {
+    run_dequantizing_pool(step, args);
     return;
   }
   if (step.kind == OpKind::kBinary) {

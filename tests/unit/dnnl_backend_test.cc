@@ -224,7 +224,9 @@ struct QConvSpec {
   bool per_channel, bias;
   float y_scale;
 };
-Graph qlinear_conv_graph(const QConvSpec& q, unsigned* seed, const std::function<void(Node&)>& attrs) {
+// `then`, when given, adds nodes after the convolution (whose result is "y") and names the graph's output.
+Graph qlinear_conv_graph(const QConvSpec& q, unsigned* seed, const std::function<void(Node&)>& attrs,
+                         const std::function<std::string(Builder&)>& then = {}) {
   const int64_t m = q.w[0];
   Tensor ws(DType::kFloat32, q.per_channel ? Dims{m} : Dims{});
   std::mt19937 rng(++*seed);
@@ -247,7 +249,7 @@ Graph qlinear_conv_graph(const QConvSpec& q, unsigned* seed, const std::function
     b.constant("b", bias), in.push_back("b");
   }
   attrs(b.node("qconv", "QLinearConv", in, "y"));
-  return b.done({"y"});
+  return b.done({then ? then(b) : std::string("y")});
 }
 
 // QLinearConv on oneDNN's int8 convolution: every element equal to the native kernel's (which is ONNX Runtime's),
@@ -1565,6 +1567,86 @@ TEST_F(DnnlBackend, DequantizedOperandsFoldIntoTheirBinaryAndEqualNativeToTheBit
     ASSERT_EQ(prof.steps.size(), 1u) << "dequantize, binary and relu in one step";
     EXPECT_EQ(prof.steps[0].what, "dequantize and binary (own loop)");
     EXPECT_EQ(prof.steps[0].nodes.size(), g.nodes.size());
+  }
+}
+
+// A DequantizeLinear read only by a GlobalAveragePool (a quantized classifier's head) is one own step that averages
+// the 8-bit tensor itself: the float tensor is never written. uint8 and int8; the source plain (a region input) or
+// channels-last (an int8 convolution's result); more channels than one block of the loop; 1-D and 2-D planes. Against
+// native (each element dequantized, then averaged in float): within a few float roundings. With the Dequantize read
+// by a second op too, it is not absorbed, and the results are still native's.
+TEST_F(DnnlBackend, DequantizeIntoGlobalAveragePoolIsOneOwnStepAndEqualsNative) {
+  struct PCase {
+    const char* name;
+    Dims x;
+    DType t;
+    int64_t conv_out;  // > 0: the Dequantize reads a 1x1 QLinearConv's result of that many channels
+    bool shared;       // the Dequantize's result is also an output
+    const char* layout;
+  };
+  const PCase cases[] = {
+      {"plain_u8", {2, 300, 7, 9}, DType::kUInt8, 0, false, "plain"},
+      {"plain_s8_1d", {1, 40, 50}, DType::kInt8, 0, false, "plain"},
+      {"conv_u8_many_channels", {1, 16, 7, 7}, DType::kUInt8, 300, false, "channels-last"},
+      {"conv_s8_two_images", {2, 8, 6, 5}, DType::kInt8, 20, false, "channels-last"},
+      {"shared_u8", {1, 24, 5, 6}, DType::kUInt8, 0, true, ""},
+  };
+  unsigned seed = 1700;
+  for (const PCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    if (c.conv_out > 0 && !int8_refusal().empty()) continue;  // the convolution would stay native
+    auto head = [&](Builder& b, const std::string& q) {
+      b.constant("hs", scalar_tensor(DType::kFloat32, 0.047))
+          .constant("hz", scalar_tensor(c.t, c.t == DType::kUInt8 ? 119 : -7));
+      b.node("dq", "DequantizeLinear", {q, "hs", "hz"}, "f");
+      b.node("gap", "GlobalAveragePool", {"f"}, "p");
+    };
+    Graph g;
+    if (c.conv_out > 0) {
+      const QConvSpec q{c.x,
+                        {c.conv_out, c.x[1], 1, 1},
+                        c.t,
+                        c.t,
+                        c.t == DType::kUInt8 ? 128 : 0,
+                        c.t == DType::kUInt8 ? 100 : -20,
+                        true,
+                        true,
+                        0.37f};
+      g = qlinear_conv_graph(
+          q, &seed, [](Node&) {},
+          [&](Builder& b) {
+            head(b, "y");
+            return std::string("p");
+          });
+    } else {
+      Builder b;
+      b.input("x", c.x, c.t);
+      head(b, "x");
+      g = c.shared ? b.done({"p", "f"}) : b.done({"p"});
+    }
+    std::vector<Tensor> inputs{int8_tensor(c.t, c.x, ++seed)};
+    plugintest::PluginClient::Profiled prof;
+    std::vector<Tensor> out = run_claimed(g, inputs, &prof);
+    ASSERT_FALSE(out.empty());
+    ASSERT_EQ(prof.status, TESSERA_OK) << prof.msg;
+    std::vector<Tensor> ref = native_outputs(g, inputs);
+    ASSERT_EQ(ref.size(), out.size());
+    for (size_t k = 0; k < out.size(); ++k) {
+      ASSERT_EQ(out[k].numel(), ref[k].numel());
+      for (int64_t i = 0; i < ref[k].numel(); ++i) {
+        const float want = ref[k].data<float>()[i];
+        EXPECT_NEAR(out[k].data<float>()[i], want, 1e-5 * std::max(1.f, std::fabs(want)))
+            << "output " << k << " at " << i;
+      }
+    }
+    std::string steps;
+    for (const auto& st : prof.steps) steps += st.what + "; ";
+    const bool absorbed = steps.find("dequantizing global average pool") != std::string::npos;
+    EXPECT_EQ(absorbed, !c.shared) << steps;
+    if (!c.shared) {
+      EXPECT_NE(steps.find(std::string("dequantizing global average pool, ") + c.layout), std::string::npos) << steps;
+      EXPECT_EQ(steps.find("dequantize (own loop)"), std::string::npos) << steps;
+    }
   }
 }
 
