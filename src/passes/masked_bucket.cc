@@ -13,10 +13,13 @@ namespace {
 
 using masked::Extent;
 
-// A tensor at the bucket's dims: its valid size per varying axis, and whether the positions past them hold zeros.
+// A tensor at the bucket's dims: its valid size per varying axis, whether the positions past them hold zeros, and
+// whether no element is negative (then zeros past the valid sizes are as good as a max pool's -inf padding: every
+// window of a valid output holds a valid element, which is at least 0).
 struct Masked {
   std::map<int64_t, Extent> ext;
   bool clean = false;
+  bool nonneg = false;
 };
 
 // Pointwise ops that map finite values to finite values (a mask multiplies what they leave past the valid sizes by
@@ -25,6 +28,9 @@ const std::set<std::string> kPointwise = {
     "Relu",    "LeakyRelu", "Sigmoid", "Tanh",     "Clip", "HardSigmoid", "HardSwish", "Elu",   "Selu", "Identity",
     "Dropout", "Abs",       "Neg",     "Softsign", "Erf",  "Floor",       "Ceil",      "Round", "Sign"};
 const std::set<std::string> kKeepsZero = {"Relu", "Identity", "Dropout", "Abs", "Neg", "LeakyRelu"};
+// Pointwise ops whose results are never negative, and those that keep a tensor's sign.
+const std::set<std::string> kNonNegative = {"Relu", "Sigmoid", "HardSigmoid", "Abs"};
+const std::set<std::string> kKeepsSign = {"Identity", "Dropout"};
 const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Max", "Min"};
 
 struct Window {
@@ -81,6 +87,13 @@ bool flat_along(const Graph& g, const std::string& v, int64_t rank, const std::m
   return true;
 }
 
+// Whether Clip node n's lower bound (the attribute `min` before opset 11, else a constant second input) is at least 0.
+bool clip_nonneg(const Graph& g, const Node& n) {
+  if (n.inputs.size() < 2 || n.inputs[1].empty()) return n.attrs.count("min") && n.attr_float("min", -1.f) >= 0.f;
+  const Tensor* lo = g.constant(n.inputs[1]);
+  return lo && lo->numel() == 1 && lo->as_double(0) >= 0.0;
+}
+
 struct Decision {
   bool ok = false;
   std::vector<bool> needs_clean;  // per input: the positions past its valid sizes must read as zeros
@@ -110,7 +123,12 @@ Decision decide(const Graph& g, const Node& n, const std::vector<const Masked*>&
       if (axis < 2) return d;
       const auto w = window_of(g, n, rank, axis);
       if (!w) return d;
-      if (op != "Conv" && w->end > 0) return d;  // a pool's end padding is -inf or excluded: no mask stands for it
+      // A pool's end padding is -inf (max) or left out of the count (average, unless count_include_pad): zeros
+      // stand for it only in a max pool of a tensor without negative elements, or an average that counts the pads.
+      if (op != "Conv" && w->end > 0 && !(op == "MaxPool" && x->nonneg) &&
+          !(op == "AveragePool" && n.attr_int("count_include_pad", 0) != 0)) {
+        return d;
+      }
       if (w->end > 0) d.needs_clean[0] = true;
       // v -> floor((v + a) / s) + 1; with s = 1, v + a + 1, which a = -1 leaves as it is, and which the step before,
       // also of stride 1, can take in (so that tensors of one size have one extent, and share a mask).
@@ -123,6 +141,7 @@ Decision decide(const Graph& g, const Node& n, const std::vector<const Masked*>&
       }
       e.steps.emplace_back(a, w->stride);
     }
+    d.out.nonneg = op != "Conv" && op != "LpPool" && x->nonneg;
     return d.ok = true, d;
   }
   if (kPointwise.count(op) || op == "BatchNormalization" || op == "PRelu") {
@@ -135,6 +154,7 @@ Decision decide(const Graph& g, const Node& n, const std::vector<const Masked*>&
     }
     d.out.ext = x->ext;
     d.out.clean = x->clean && kKeepsZero.count(op);
+    d.out.nonneg = kNonNegative.count(op) || (kKeepsSign.count(op) && x->nonneg) || (op == "Clip" && clip_nonneg(g, n));
     return d.ok = true, d;
   }
   // Ops that move axes: the masked ones follow. Squeeze and Unsqueeze (axes from the attribute or a constant input),
@@ -212,6 +232,10 @@ Decision decide(const Graph& g, const Node& n, const std::vector<const Masked*>&
       if (first->ext.count(axis)) return d;
     }
     d.out.ext = first->ext;
+    // Sums, maxima, products and concatenations of tensors without negative elements have none (constants count as
+    // possibly negative).
+    d.out.nonneg =
+        op != "Sub" && op != "Min" && std::all_of(in.begin(), in.end(), [](const Masked* m) { return m && m->nonneg; });
     return d.ok = true, d;
   }
   return d;

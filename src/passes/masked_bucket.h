@@ -5,15 +5,17 @@
 // along the model's varying (symbolic) dims, with ONNX's results at the request's own dims:
 //
 //   - the varying input is zero-padded at the end of its varying dims to U (ai.tessera PadTo);
-//   - the ops after it that only look at neighbouring positions along those dims (convolutions and pools without
-//     end padding along them or with explicit pads, pointwise ops, BatchNormalization, binary ops with constants
+//   - the ops after it that only look at neighbouring positions along those dims (convolutions with explicit pads,
+//     pools without end padding along them, max pools with end padding over tensors without negative elements (a
+//     Relu's), average pools that count their pads, pointwise ops, BatchNormalization, binary ops with constants
 //     that do not vary along them, Concat across other axes) run at U; each tensor keeps a valid size per varying
 //     axis, the request's size transformed by each convolution and pool on the way (ops/masked_bucket.h);
 //   - before a convolution whose end padding would read past a tensor's valid size, the positions past it are
 //     multiplied by 0 (ValidMask, Mul): they read as the zero padding they stand for. (The padded input is zero
-//     there already; a Relu keeps it so.) A convolution reads no further than its end padding past the valid size,
-//     and a pool without end padding reads nothing past it, so every position within the valid sizes is what ONNX
-//     computes at the request's dims;
+//     there already; a Relu keeps it so.) The same zeros stand for a max pool's -inf padding where no element is
+//     negative (each window of a valid output holds a valid element, at least 0), and for an average pool's padding
+//     where the pads are counted. A convolution or pool reads no further than its end padding past the valid size,
+//     so every position within the valid sizes is what ONNX computes at the request's dims;
 //   - where a tensor reaches an op of another kind (a reduction, a reshape, a MatMul over the axis, anything not
 //     listed) or a graph output, it is sliced back to its valid size (SliceValid) and the rest of the graph runs as
 //     it was, at the request's dims.

@@ -22,6 +22,7 @@ namespace {
 using plugintest::Builder;
 using plugintest::native_outputs;
 using plugintest::random_tensor;
+using plugintest::scalar_tensor;
 
 void set_ints(Node& n, const std::string& a, std::vector<int64_t> v) { n.attrs[a] = Attribute::Ints(std::move(v)); }
 
@@ -155,6 +156,59 @@ TEST(MaskedBucket, APerColumnClassifierRunsPaddedAndOnlyTheOutputIsSliced) {
     ASSERT_EQ(got.size(), 1u);
     ASSERT_EQ(want.size(), 1u);
     EXPECT_EQ(differ(got[0], want[0]), 0);
+  }
+}
+
+// Max pools with end padding after a Relu (a ResNet stem's 3x3 / 2 pool with pads 1, a text recogniser's 2x2 pool
+// of strides (2, 1) with end pads 1 along the width) and an average pool that counts its pads run padded: zeros past
+// the valid sizes stand for their padding, as no element is negative or the pads are counted. Without the Relu, the
+// max pool's input is sliced back first (its -inf padding has no stand-in), and the results are still the model's.
+TEST(MaskedBucket, PoolsWithEndPaddingRunPaddedWhereZerosStandForIt) {
+  for (bool relu : {true, false}) {
+    SCOPED_TRACE(relu ? "after a Relu" : "without one");
+    Builder b;
+    unsigned seed = 140;
+    b.input("x", symbolic({1, 3, 12, 0}, {{3, "W"}}));
+    b.constant("w1", random_tensor({6, 3, 3, 3}, ++seed, -0.5f, 0.5f));
+    b.constant("w2", random_tensor({6, 6, 3, 3}, ++seed, -0.3f, 0.3f));
+    b.constant("w3", random_tensor({4, 6, 1, 1}, ++seed, -0.3f, 0.3f));
+    b.constant("lo", scalar_tensor(DType::kFloat32, 0.0));
+    b.constant("hi", scalar_tensor(DType::kFloat32, 6.0));
+    set_ints(b.node("c1", "Conv", {"x", "w1"}, "t1"), "pads", {1, 1, 1, 1});
+    if (relu) b.node("r1", "Relu", {"t1"}, "t2");
+    Node& p1 = b.node("p1", "MaxPool", {relu ? "t2" : "t1"}, "t3");
+    set_ints(p1, "kernel_shape", {3, 3}), set_ints(p1, "strides", {2, 2}), set_ints(p1, "pads", {1, 1, 1, 1});
+    set_ints(b.node("c2", "Conv", {"t3", "w2"}, "t4"), "pads", {1, 1, 1, 1});
+    b.node("r2", "Clip", {"t4", "lo", "hi"}, "t5");  // a Relu6
+    Node& p2 = b.node("p2", "MaxPool", {"t5"}, "t6");
+    set_ints(p2, "kernel_shape", {2, 2}), set_ints(p2, "strides", {2, 1}), set_ints(p2, "pads", {0, 1, 0, 1});
+    Node& p3 = b.node("p3", "AveragePool", {"t6"}, "t7");
+    set_ints(p3, "kernel_shape", {1, 3}), set_ints(p3, "pads", {0, 1, 0, 1});
+    p3.attrs["count_include_pad"] = Attribute::Int(1);
+    b.node("c3", "Conv", {"t7", "w3"}, "y");
+    const Graph g = b.done({"y"});
+    auto bucket = masked_bucket_graph(g, {{1, 3, 12, 40}});
+    ASSERT_TRUE(bucket.ok()) << bucket.status().message();
+    int slices = 0;
+    std::string sliced_into;
+    for (const Node& n : bucket->nodes) {
+      if (n.op_type == "SliceValid") ++slices;
+      for (const std::string& v : n.inputs) {
+        if (v.find("_valid") != std::string::npos) sliced_into += n.name + " ";
+      }
+    }
+    // After the Relu only the output is sliced; without it, the first pool's input instead (and the rest runs at the
+    // request's size).
+    EXPECT_EQ(slices, 1) << print_graph(*bucket);
+    EXPECT_EQ(sliced_into, relu ? "" : "p1 ") << print_graph(*bucket);
+    for (int64_t w = 4; w <= 40; ++w) {
+      SCOPED_TRACE("W = " + std::to_string(w));
+      const std::vector<Tensor> in{random_tensor({1, 3, 12, w}, static_cast<unsigned>(900 + w))};
+      const std::vector<Tensor> want = native_outputs(g, in), got = native_outputs(*bucket, in);
+      ASSERT_EQ(got.size(), 1u);
+      ASSERT_EQ(want.size(), 1u);
+      EXPECT_EQ(differ(got[0], want[0]), 0);
+    }
   }
 }
 
