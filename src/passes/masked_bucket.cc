@@ -87,11 +87,21 @@ bool flat_along(const Graph& g, const std::string& v, int64_t rank, const std::m
   return true;
 }
 
-// Whether Clip node n's lower bound (the attribute `min` before opset 11, else a constant second input) is at least 0.
+// Whether Clip node n's bounds (attributes `min`, `max` before opset 11, else constant inputs 1 and 2) are both at
+// least 0, the upper one where given (a bound below the lower one is what the result takes).
 bool clip_nonneg(const Graph& g, const Node& n) {
-  if (n.inputs.size() < 2 || n.inputs[1].empty()) return n.attrs.count("min") && n.attr_float("min", -1.f) >= 0.f;
-  const Tensor* lo = g.constant(n.inputs[1]);
-  return lo && lo->numel() == 1 && lo->as_double(0) >= 0.0;
+  auto bound = [&](size_t k, const char* attr) -> std::optional<double> {
+    if (n.inputs.size() > k && !n.inputs[k].empty()) {
+      const Tensor* t = g.constant(n.inputs[k]);
+      if (!t || t->numel() != 1) return std::nullopt;
+      return t->as_double(0);
+    }
+    if (n.attrs.count(attr)) return static_cast<double>(n.attr_float(attr, 0.f));
+    return std::nullopt;
+  };
+  const std::optional<double> lo = bound(1, "min"), hi = bound(2, "max");
+  const bool hi_given = (n.inputs.size() > 2 && !n.inputs[2].empty()) || n.attrs.count("max");
+  return lo && *lo >= 0.0 && (!hi_given || (hi && *hi >= 0.0));
 }
 
 struct Decision {

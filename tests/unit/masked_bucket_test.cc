@@ -212,6 +212,32 @@ TEST(MaskedBucket, PoolsWithEndPaddingRunPaddedWhereZerosStandForIt) {
   }
 }
 
+// A Clip whose upper bound lies below 0 gives negative elements whatever its lower bound: a max pool with end padding
+// after it is not run padded (zeros would win its windows), and the results stay the model's.
+TEST(MaskedBucket, AClipWithANegativeUpperBoundIsNotTakenAsNonNegative) {
+  Builder b;
+  b.input("x", symbolic({1, 2, 4, 0}, {{3, "W"}}));
+  b.constant("w", random_tensor({3, 2, 3, 3}, 11, -0.5f, 0.5f));
+  b.constant("lo", scalar_tensor(DType::kFloat32, 0.0));
+  b.constant("hi", scalar_tensor(DType::kFloat32, -1.0));
+  set_ints(b.node("c", "Conv", {"x", "w"}, "t1"), "pads", {1, 1, 1, 1});
+  b.node("clip", "Clip", {"t1", "lo", "hi"}, "t2");  // every element -1
+  Node& p = b.node("p", "MaxPool", {"t2"}, "t3");
+  set_ints(p, "kernel_shape", {2, 2}), set_ints(p, "pads", {0, 0, 1, 1});
+  b.constant("w2", random_tensor({3, 3, 3, 3}, 12, -0.5f, 0.5f));
+  set_ints(b.node("c2", "Conv", {"t3", "w2"}, "y"), "pads", {1, 1, 1, 1});
+  const Graph g = b.done({"y"});
+  auto bucket = masked_bucket_graph(g, {{1, 2, 4, 16}});
+  ASSERT_TRUE(bucket.ok()) << bucket.status().message();
+  for (int64_t w : {3, 9, 16}) {
+    SCOPED_TRACE("W = " + std::to_string(w));
+    const std::vector<Tensor> in{random_tensor({1, 2, 4, w}, static_cast<unsigned>(w))};
+    const std::vector<Tensor> want = native_outputs(g, in), got = native_outputs(*bucket, in);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(differ(got[0], want[0]), 0);
+  }
+}
+
 TEST(MaskedBucket, WithoutItsMasksThePaddingReachesTheResult) {
   // The same bucket with every ValidMask's output all ones: the columns near each request's end differ.
   const Graph g = recogniser();
