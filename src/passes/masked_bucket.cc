@@ -34,7 +34,7 @@ const std::set<std::string> kKeepsSign = {"Identity", "Dropout"};
 const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Max", "Min"};
 
 struct Window {
-  int64_t begin = 0, end = 0, extent = 1, stride = 1;  // pads, dilated kernel extent, stride along one axis
+  int64_t begin = 0, end = 0, extent = 1, stride = 1, dilation = 1;  // pads, dilated kernel extent, stride, dilation
 };
 
 // The window of a Conv or pool along spatial axis `axis` (>= 2) of its input, or nothing where the node's padding
@@ -64,6 +64,7 @@ std::optional<Window> window_of(const Graph& g, const Node& n, int64_t rank, int
   w.end = pads[i + nsp];
   w.extent = dil[i] * (kernel[i] - 1) + 1;
   w.stride = strides[i];
+  w.dilation = dil[i];
   if (w.stride <= 0 || w.extent <= 0 || w.begin < 0 || w.end < 0) return std::nullopt;
   return w;
 }
@@ -135,7 +136,11 @@ Decision decide(const Graph& g, const Node& n, const std::vector<const Masked*>&
       if (!w) return d;
       // A pool's end padding is -inf (max) or left out of the count (average, unless count_include_pad): zeros
       // stand for it only in a max pool of a tensor without negative elements, or an average that counts the pads.
-      if (op != "Conv" && w->end > 0 && !(op == "MaxPool" && x->nonneg) &&
+      // (A max pool's windows must each hold an input element, as contiguous windows with pads below their
+      // extent do: ONNX's maximum of a window of padding alone is -inf, not the zeros'.)
+      const bool max_pads_read_as_zeros =
+          op == "MaxPool" && x->nonneg && w->dilation == 1 && w->begin < w->extent && w->end < w->extent;
+      if (op != "Conv" && w->end > 0 && !max_pads_read_as_zeros &&
           !(op == "AveragePool" && n.attr_int("count_include_pad", 0) != 0)) {
         return d;
       }
