@@ -724,9 +724,6 @@ class Builder {
     bind(op.out, dst);
   }
 
-  // BatchNormalization (inference) as the plugin's own loop, y = x * a[c] + b[c] with a = scale / sqrt(var + eps)
-  // and b = bias - mean * a each rounded in ONNX Runtime's order, as native computes it (oneDNN's normalization
-  // differs in the last bit, which a requantization after it turns into steps), over X held channels-last or plain.
   // A dequantizing global average pool (kPool with floats): its 8-bit source read channels-last or plain (held in
   // another layout, reordered plain first), its float result plain.
   void build_own_dequantizing_pool(const Op& op, const std::string& what) {
@@ -753,6 +750,9 @@ class Builder {
     bind(op.out, dst);
   }
 
+  // BatchNormalization (inference) as the plugin's own loop, y = x * a[c] + b[c] with a = scale / sqrt(var + eps)
+  // and b = bias - mean * a each rounded in ONNX Runtime's order, as native computes it (oneDNN's normalization
+  // differs in the last bit, which a requantization after it turns into steps), over X held channels-last or plain.
   void build_own_batch_norm(const Op& op, const std::string& what) {
     const Dims& xd = p_.values[static_cast<size_t>(op.in[0])].dims;
     int x = canon(op.in[0]);

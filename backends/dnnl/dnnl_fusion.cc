@@ -50,6 +50,26 @@ void add_nodes(std::vector<std::string>& nodes, const std::vector<std::string>& 
   }
 }
 
+// The index of the op computing value v where its one reader may take it in (v is read once and is no output of the
+// program); p.ops.size() otherwise.
+size_t sole_producer(const Program& p, const Uses& u, int32_t v) {
+  if (v < 0 || u.is_output[static_cast<size_t>(v)] || u.readers[static_cast<size_t>(v)].size() != 1)
+    return p.ops.size();
+  return static_cast<size_t>(std::find_if(p.ops.begin(), p.ops.end(), [&](const Op& o) { return o.out == v; }) -
+                             p.ops.begin());
+}
+
+// `m` takes the place of op *i, having taken in op t's work: its nodes are t's, then its own; t goes, and *i follows
+// the ops that move.
+void replace_absorbing(Program& p, size_t t, size_t* i, Op m) {
+  std::vector<std::string> nodes = p.ops[t].nodes;
+  add_nodes(nodes, m.nodes);
+  m.nodes = std::move(nodes);
+  p.ops[*i] = std::move(m);
+  p.ops.erase(p.ops.begin() + static_cast<std::ptrdiff_t>(t));
+  if (t < *i) --*i;
+}
+
 // `producer` with reader `r` folded in as a post-op, or false.
 bool fold(const Program& p, const Op& producer, const Op& r, Op* fused) {
   const int32_t x = producer.out;
@@ -106,11 +126,8 @@ void absorb_transposes(Program& p, const dnnl::engine& eng) {
     if (p.ops[i].kind != OpKind::kMatMul) continue;
     bool absorbed = false;
     for (size_t k = 0; k < 2 && !absorbed; ++k) {
-      const Uses u = uses_of(p);
       const int32_t v = p.ops[i].in[k];
-      if (v < 0 || u.is_output[static_cast<size_t>(v)] || u.readers[static_cast<size_t>(v)].size() != 1) continue;
-      const auto t = static_cast<size_t>(std::find_if(p.ops.begin(), p.ops.end(), [&](const Op& o) { return o.out == v; }) -
-                                         p.ops.begin());
+      const size_t t = sole_producer(p, uses_of(p), v);
       if (t >= p.ops.size() || p.ops[t].kind != OpKind::kTranspose || !p.ops[t].post.empty()) continue;
       MatMulOperands mo;
       if (!matmul_operands(p.ops[i], &mo)) continue;
@@ -134,12 +151,7 @@ void absorb_transposes(Program& p, const dnnl::engine& eng) {
           impl.find("ref") != std::string::npos) {
         continue;
       }
-      std::vector<std::string> nodes = p.ops[t].nodes;
-      add_nodes(nodes, m.nodes);
-      m.nodes = nodes;
-      p.ops[i] = std::move(m);
-      p.ops.erase(p.ops.begin() + static_cast<std::ptrdiff_t>(t));
-      if (t < i) --i;
+      replace_absorbing(p, t, &i, std::move(m));
       absorbed = true;
     }
   }
@@ -166,10 +178,7 @@ void absorb_dequantizes(Program& p) {
     d.floats = {0.f, 0.f, 0.f, 0.f};
     std::vector<size_t> absorbed;
     for (size_t k = 0; k < 2; ++k) {
-      const auto v = static_cast<size_t>(b.in[k]);
-      if (u.is_output[v] || u.readers[v].size() != 1) continue;
-      const auto q = static_cast<size_t>(
-          std::find_if(p.ops.begin(), p.ops.end(), [&](const Op& o) { return o.out == b.in[k]; }) - p.ops.begin());
+      const size_t q = sole_producer(p, u, b.in[k]);
       if (q >= p.ops.size() || p.ops[q].kind != OpKind::kDequantize) continue;
       d.in[k] = p.ops[q].in[0];
       d.floats[2 * k] = p.ops[q].floats[0];
@@ -201,22 +210,12 @@ void absorb_dequantizes_into_pools(Program& p) {
         !global_average_pool(pool, p.values)) {
       continue;
     }
-    const Uses u = uses_of(p);
-    const auto v = static_cast<size_t>(pool.in[0]);
-    if (u.is_output[v] || u.readers[v].size() != 1) continue;
-    const auto q = static_cast<size_t>(
-        std::find_if(p.ops.begin(), p.ops.end(), [&](const Op& o) { return o.out == pool.in[0]; }) - p.ops.begin());
+    const size_t q = sole_producer(p, uses_of(p), pool.in[0]);
     if (q >= p.ops.size() || p.ops[q].kind != OpKind::kDequantize || p.ops[q].in.size() != 1) continue;
     Op d = pool;
     d.in[0] = p.ops[q].in[0];
     d.floats = {p.ops[q].floats[0], p.ops[q].floats[1]};
-    if (!check_op(d, p.values).empty()) continue;
-    std::vector<std::string> nodes = p.ops[q].nodes;
-    add_nodes(nodes, d.nodes);
-    d.nodes = nodes;
-    p.ops[i] = std::move(d);
-    p.ops.erase(p.ops.begin() + static_cast<std::ptrdiff_t>(q));
-    if (q < i) --i;
+    if (check_op(d, p.values).empty()) replace_absorbing(p, q, &i, std::move(d));
   }
 }
 
@@ -263,9 +262,7 @@ void absorb_qlinear_adds(Program& p, const dnnl::engine& eng) {
     const Uses u = uses_of(p);
     for (size_t k = 0; k < 2; ++k) {
       const int32_t a = t.in[k];
-      if (u.is_output[static_cast<size_t>(a)] || u.readers[static_cast<size_t>(a)].size() != 1) continue;
-      const auto i = static_cast<size_t>(
-          std::find_if(p.ops.begin(), p.ops.end(), [&](const Op& o) { return o.out == a; }) - p.ops.begin());
+      const size_t i = sole_producer(p, u, a);
       if (i >= j || p.ops[i].kind != OpKind::kQConv || p.ops[i].post.size() > 1) continue;
       const Op& q = p.ops[i];
       const float zp = q.floats[1];

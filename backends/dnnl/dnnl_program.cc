@@ -636,6 +636,12 @@ bool qlinear_add_posts(const Op& op, const std::vector<Value>& v) {
 
 // The data types each operand must have: float32 everywhere but the integer
 // operands of kQConv and kLookup; no post-ops on those.
+// Whether zero point zp lies in the range of the 8-bit type `dtype`.
+bool zero_point_fits(int32_t dtype, float zp) {
+  const float lo = dtype == TESSERA_DTYPE_INT8 ? -128.f : 0.f;
+  return zp >= lo && zp <= lo + 255;
+}
+
 std::string check_dtypes(const Op& op, const std::vector<Value>& v) {
   auto dt = [&](int32_t id) { return v[static_cast<size_t>(id)].dtype; };
   if (op.kind == OpKind::kDqBinary) {
@@ -670,8 +676,7 @@ std::string check_dtypes(const Op& op, const std::vector<Value>& v) {
     if (!op.post.empty() || op.bf16) return "post-ops or bf16 on a dequantizing pool";
     const int32_t in = dt(op.in[0]);
     if (!is_8bit(in) || dt(op.out) != TESSERA_DTYPE_FLOAT32) return "a dequantizing pool is not uint8/int8 to float32";
-    const float lo = in == TESSERA_DTYPE_INT8 ? -128.f : 0.f;
-    return op.floats[1] >= lo && op.floats[1] <= lo + 255 ? "" : "zero point out of the 8-bit type's range";
+    return zero_point_fits(in, op.floats[1]) ? "" : "zero point out of the 8-bit type's range";
   }
   if (op.kind == OpKind::kQuantize || op.kind == OpKind::kDequantize) {
     if (!op.post.empty() || op.bf16) return "post-ops or bf16 on a quantization";
@@ -683,8 +688,7 @@ std::string check_dtypes(const Op& op, const std::vector<Value>& v) {
     if (op.in.size() == 2) {  // DynamicQuantizeLinear's Y
       return out == TESSERA_DTYPE_UINT8 && dt(op.in[1]) == TESSERA_DTYPE_FLOAT32 ? "" : "dynamic Quantize is not to uint8";
     }
-    const float lo = is_8bit(q ? out : in) && (q ? out : in) == TESSERA_DTYPE_INT8 ? -128.f : 0.f;
-    return op.floats[1] >= lo && op.floats[1] <= lo + 255 ? "" : "zero point out of the 8-bit type's range";
+    return zero_point_fits(q ? out : in, op.floats[1]) ? "" : "zero point out of the 8-bit type's range";
   }
   if (op.kind == OpKind::kQConv || op.kind == OpKind::kQMatMul || op.kind == OpKind::kLookup) {
     // A quantized product may end in one clip of its rounded result: a clamp table folded into it (fusion), its

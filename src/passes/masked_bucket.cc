@@ -1,6 +1,8 @@
 #include "passes/masked_bucket.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -91,18 +93,16 @@ bool flat_along(const Graph& g, const std::string& v, int64_t rank, const std::m
 // Whether Clip node n's bounds (attributes `min`, `max` before opset 11, else constant inputs 1 and 2) are both at
 // least 0, the upper one where given (a bound below the lower one is what the result takes).
 bool clip_nonneg(const Graph& g, const Node& n) {
-  auto bound = [&](size_t k, const char* attr) -> std::optional<double> {
+  // Bound k: `absent` where none is given, NaN (never >= 0) where it is not a constant scalar.
+  auto bound = [&](size_t k, const char* attr, double absent) {
     if (n.inputs.size() > k && !n.inputs[k].empty()) {
       const Tensor* t = g.constant(n.inputs[k]);
-      if (!t || t->numel() != 1) return std::nullopt;
-      return t->as_double(0);
+      return t && t->numel() == 1 ? t->as_double(0) : std::nan("");
     }
-    if (n.attrs.count(attr)) return static_cast<double>(n.attr_float(attr, 0.f));
-    return std::nullopt;
+    return n.attrs.count(attr) ? static_cast<double>(n.attr_float(attr, 0.f)) : absent;
   };
-  const std::optional<double> lo = bound(1, "min"), hi = bound(2, "max");
-  const bool hi_given = (n.inputs.size() > 2 && !n.inputs[2].empty()) || n.attrs.count("max");
-  return lo && *lo >= 0.0 && (!hi_given || (hi && *hi >= 0.0));
+  const double inf = std::numeric_limits<double>::infinity();
+  return bound(1, "min", -inf) >= 0.0 && bound(2, "max", inf) >= 0.0;
 }
 
 struct Decision {
