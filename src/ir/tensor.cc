@@ -62,8 +62,8 @@ class BlockCache {
     *bytes_io = best->bytes;
     *alignment_io = best->alignment;
     cached_ -= best->bytes;
-    lent(best->bytes);
     blocks_.erase(best);
+    lent(*bytes_io);  // after the erase: lent() trims the cache
     return p;
   }
 
@@ -76,7 +76,7 @@ class BlockCache {
   void give(void* p, size_t bytes, size_t alignment) {
     std::lock_guard<std::mutex> lock(mu_);
     in_use_ -= bytes;
-    if (bytes > std::min(bound_, cap_)) {
+    if (bytes > keep_locked()) {
       std::free(p);
       return;
     }
@@ -89,6 +89,16 @@ class BlockCache {
     std::lock_guard<std::mutex> lock(mu_);
     return cap_;
   }
+  void reserve(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    reserved_ += bytes;
+    trim_locked();
+  }
+  void unreserve(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    reserved_ -= std::min(reserved_, bytes);
+  }
+
   // The cap set to `cap`, or to the least of it and the present one (`lower`).
   void set_cap(size_t cap, bool lower) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -111,10 +121,20 @@ class BlockCache {
       return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 2 : kMinBoundBytes;
     }();
     bound_ = std::max(bound_, std::min(in_use_, std::max(most, kMinBoundBytes)));
+    trim_locked();
+  }
+
+  // The most bytes of blocks kept now: within the bound, and with a cap (a session's memory limit), within what the
+  // blocks in use leave of it. The cache gives way to the tensors that are live: a run at a large shape takes the
+  // memory that an earlier run's freed blocks held, rather than adding to it.
+  size_t keep_locked() const {
+    const size_t held = in_use_ + reserved_;
+    const size_t room = cap_ == std::numeric_limits<size_t>::max() ? cap_ : cap_ > held ? cap_ - held : 0;
+    return std::min(bound_, room);
   }
 
   void trim_locked() {
-    while (cached_ > std::min(bound_, cap_) || blocks_.size() > kMaxBlocks) {
+    while (!blocks_.empty() && (cached_ > keep_locked() || blocks_.size() > kMaxBlocks)) {
       std::free(blocks_.front().p);
       cached_ -= blocks_.front().bytes;
       blocks_.pop_front();
@@ -125,6 +145,7 @@ class BlockCache {
   std::deque<Block> blocks_;
   size_t cached_ = 0;
   size_t in_use_ = 0;  // bytes of blocks handed out and not given back
+  size_t reserved_ = 0;  // TensorMemoryReservation: memory held outside tensors that the cap counts
   size_t bound_ = kMinBoundBytes;
   size_t cap_ = std::numeric_limits<size_t>::max();  // tensor_block_cache_cap()
 };
@@ -141,6 +162,9 @@ BlockCache& block_cache() {
 size_t tensor_block_cache_cap() { return block_cache().cap(); }
 void set_tensor_block_cache_cap(size_t bytes) { block_cache().set_cap(bytes, /*lower=*/false); }
 void lower_tensor_block_cache_cap(size_t bytes) { block_cache().set_cap(bytes, /*lower=*/true); }
+
+TensorMemoryReservation::TensorMemoryReservation(size_t bytes) : bytes_(bytes) { block_cache().reserve(bytes); }
+TensorMemoryReservation::~TensorMemoryReservation() { block_cache().unreserve(bytes_); }
 
 std::shared_ptr<void> aligned_alloc_shared(size_t bytes, size_t alignment, bool zero) {
   size_t rounded = (bytes + alignment - 1) / alignment * alignment;

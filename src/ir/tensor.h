@@ -82,8 +82,22 @@ std::shared_ptr<void> aligned_alloc_shared(size_t bytes, size_t alignment = 64, 
 // beside its own bound. Unlimited unless set; a session with a memory limit lowers it to that limit (lower_: the
 // smallest limit of the process's sessions wins, however they race), so that the blocks its shape-generic plan frees
 // stay within it too. Setting or lowering it trims the cache at once; set_ also raises it (a test restoring it).
+// With a cap, the cache keeps only what the blocks in use and the reservations below leave of it.
 size_t tensor_block_cache_cap();
 void set_tensor_block_cache_cap(size_t bytes);
 void lower_tensor_block_cache_cap(size_t bytes);
+
+// Memory held outside tensors that counts against the block cache's cap for as long as this lives (the engines of a
+// shape bucket compiled at run time): the cache keeps that much less.
+class TensorMemoryReservation {
+ public:
+  explicit TensorMemoryReservation(size_t bytes);
+  ~TensorMemoryReservation();
+  TensorMemoryReservation(const TensorMemoryReservation&) = delete;
+  TensorMemoryReservation& operator=(const TensorMemoryReservation&) = delete;
+
+ private:
+  size_t bytes_;
+};
 
 }  // namespace tessera

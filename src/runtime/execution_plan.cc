@@ -382,6 +382,9 @@ std::shared_ptr<void> ExecutionPlan::acquire_arena() const {
 }
 
 void ExecutionPlan::release_arena(std::shared_ptr<void> a) const {
+  // Under a memory limit the arena goes back to the block cache, which keeps it for the next run only while the
+  // tensors in use leave room for it: idle plans then hold no memory that a run at a larger shape needs.
+  if (max_memory_ > 0) return;
   std::lock_guard<std::mutex> lock(arena_mu_);
   free_arenas_.push_back(std::move(a));
 }

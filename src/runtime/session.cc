@@ -304,6 +304,8 @@ void InferenceSession::fulfil_locked(PlanSlot& slot, const std::shared_ptr<const
   // A bucket's engines are its own (loaded for it alone): what they hold counts with its arena.
   slot.arena_bytes = plan->stats().arena_bytes;
   slot.engine_bytes = bucket && plan->engines() ? engine_bytes(*plan->engines()) : 0;
+  if (slot.engine_bytes > 0 && opts_.max_memory > 0)
+    slot.engines_held = std::make_unique<TensorMemoryReservation>(slot.engine_bytes);
   evict_plans_locked();
 }
 

@@ -257,6 +257,7 @@ class InferenceSession {
     bool queued = false;   // built by the background planner (else by the run or caller that made the slot)
     size_t arena_bytes = 0;   // its arena
     size_t engine_bytes = 0;  // a bucket's engines' own memory (Engine::bytes); counted with the arena
+    std::unique_ptr<TensorMemoryReservation> engines_held;  // engine_bytes, against the block cache's cap
   };
   // Each plan holds its kernels' packed weights: the bound keeps a stream of many shapes from multiplying them.
   static constexpr size_t kMaxPlans = 16;

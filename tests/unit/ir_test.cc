@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -86,6 +87,42 @@ TEST(Tensor, TheBlockCacheKeepsWithinItsCap) {
     back += *static_cast<const uint64_t*>(again.back().get()) >> 32 == 0x0cab0c0dull;
   }
   EXPECT_LE(back, 1);
+  set_tensor_block_cache_cap(before);
+}
+
+// Under a cap, freed blocks are kept only in the room that the blocks in use and the reservations (engines held
+// outside tensors) leave of it: a run at a larger shape takes the memory that an earlier run's freed blocks held.
+TEST(Tensor, TheBlockCacheGivesWayToTensorsInUseAndToReservations) {
+  constexpr size_t kBlock = size_t{33} << 20, kLarge = size_t{48} << 20;  // kLarge: a class no kBlock block serves
+  const size_t before = tensor_block_cache_cap();
+  lower_tensor_block_cache_cap(size_t{80} << 20);
+  // Two marked blocks freed (66 MiB cached, within the cap), then `hold` while they are cached; how many come back.
+  auto marked_back_after = [&](const std::function<void()>& hold) {
+    {
+      std::vector<std::shared_ptr<void>> run;
+      for (int i = 0; i < 2; ++i) {
+        run.push_back(aligned_alloc_shared(kBlock, 64, /*zero=*/false));
+        *static_cast<uint64_t*>(run.back().get()) = 0x0cab0c0de0000000ull + static_cast<uint64_t>(i);
+      }
+    }
+    hold();
+    std::vector<std::shared_ptr<void>> again;
+    int back = 0;
+    for (int i = 0; i < 2; ++i) {
+      again.push_back(aligned_alloc_shared(kBlock, 64, /*zero=*/false));
+      back += *static_cast<const uint64_t*>(again.back().get()) >> 32 == 0x0cab0c0dull;
+      *static_cast<uint64_t*>(again.back().get()) = 0;
+    }
+    return back;
+  };
+  EXPECT_EQ(marked_back_after([] {}), 2);  // nothing in use: both kept
+  std::shared_ptr<void> live;
+  EXPECT_EQ(marked_back_after([&] { live = aligned_alloc_shared(kLarge, 64, /*zero=*/false); }), 0);
+  live.reset();
+  std::unique_ptr<TensorMemoryReservation> engines;
+  EXPECT_EQ(marked_back_after([&] { engines = std::make_unique<TensorMemoryReservation>(kLarge); }), 0);
+  engines.reset();
+  EXPECT_EQ(marked_back_after([] {}), 2);  // the reservation gone, the room is back
   set_tensor_block_cache_cap(before);
 }
 

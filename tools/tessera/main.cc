@@ -267,6 +267,17 @@ int cmd_check(const Args& a) {
 // first kMaxTraceRuns of them.
 constexpr size_t kMaxTraceRuns = 20;
 
+// A field of /proc/self/status in MiB (VmRSS: resident now, VmHWM: the most resident so far); -1 where the system
+// has no such file.
+double proc_status_mib(const char* field) {
+  std::ifstream f("/proc/self/status");
+  const size_t n = std::strlen(field);
+  for (std::string line; std::getline(f, line);)
+    if (line.compare(0, n, field) == 0 && line.size() > n && line[n] == ':')
+      return std::atof(line.c_str() + n + 1) / 1024.0;
+  return -1;
+}
+
 // One request of a --shapes-from stream: per input, the dims given (empty: the shape random inputs take).
 struct ShapeRequest {
   std::vector<std::vector<int64_t>> dims;
@@ -315,6 +326,7 @@ std::vector<ShapeRequest> read_shape_stream(const std::string& path, const std::
 int bench_shape_stream(const Args& a, Session& s, double load_ms) {
   const std::vector<IoInfo> ins = s.Inputs();
   const std::vector<ShapeRequest> stream = read_shape_stream(a.opts.at("--shapes-from"), ins);
+  const double loaded_mib = proc_status_mib("VmRSS");  // the libraries, the weights, the engines compiled ahead
   const std::vector<Value> random = s.RandomInputs(42);
   uint32_t state = 12345;
   // The request's inputs: `made` holds those of the sizes it names; the others are the random inputs, shared.
@@ -372,6 +384,7 @@ int bench_shape_stream(const Args& a, Session& s, double load_ms) {
     return sorted[std::min(sorted.size() - 1, static_cast<size_t>(p / 100.0 * static_cast<double>(sorted.size())))];
   };
   const double mean = total_s * 1e3 / static_cast<double>(ms.size());
+  const double peak_mib = proc_status_mib("VmHWM");
   if (a.json) {
     std::string each;  // every request's latency, in stream order
     for (size_t i = 0; i < ms.size(); ++i) {
@@ -384,22 +397,25 @@ int bench_shape_stream(const Args& a, Session& s, double load_ms) {
         "\"ran_generic\": %llu, \"ran_on_a_bucket\": %llu, \"plans_built\": %llu, \"buckets_compiled\": %llu, "
         "\"buckets_from_cache\": %llu, \"p50_ms\": %.4f, \"p99_ms\": %.4f, \"max_ms\": %.4f, "
         "\"mean_ms\": %.4f, \"requests_per_s\": %.2f, \"threads\": %d, \"load_ms\": %.3f, "
-        "\"plan_cache_arena_bytes\": %llu, \"plan_cache_engine_bytes\": %llu, \"latency_ms\": [%s]}\n",
+        "\"plan_cache_arena_bytes\": %llu, \"plan_cache_engine_bytes\": %llu, \"rss_loaded_mib\": %.1f, "
+        "\"rss_peak_mib\": %.1f, \"latency_ms\": [%s]}\n",
         a.positional[0].c_str(), ms.size(), seen.size(), waited, generic, bucket, built, compiled, from_cache, pct(50),
         pct(99), sorted.back(), mean, static_cast<double>(ms.size()) / total_s, s.Threads(), load_ms,
         static_cast<unsigned long long>(after.arena_bytes), static_cast<unsigned long long>(after.engine_bytes),
-        each.c_str());
+        loaded_mib, peak_mib, each.c_str());
   } else {
     std::printf(
         "%s: %zu requests over %zu shapes: p50 %.3f ms, p99 %.3f ms, max %.3f ms, mean %.3f ms, %.1f requests/s "
         "(%d threads, loaded in %.1f ms); %llu waited for a plan of their shape, %llu ran on the shape-generic "
         "plan, %llu on a bucket's engines, %llu plans built (%llu buckets made in the background, %llu of them read "
         "from the engine cache); "
-        "the plans held %.1f MiB at the end (arenas %.1f, buckets' engines %.1f)\n",
+        "the plans held %.1f MiB at the end (arenas %.1f, buckets' engines %.1f); resident %.1f MiB once loaded, "
+        "%.1f MiB at most\n",
         a.positional[0].c_str(), ms.size(), seen.size(), pct(50), pct(99), sorted.back(), mean,
         static_cast<double>(ms.size()) / total_s, s.Threads(), load_ms, waited, generic, bucket, built, compiled,
         from_cache, static_cast<double>(after.arena_bytes + after.engine_bytes) / 1048576.0,
-        static_cast<double>(after.arena_bytes) / 1048576.0, static_cast<double>(after.engine_bytes) / 1048576.0);
+        static_cast<double>(after.arena_bytes) / 1048576.0, static_cast<double>(after.engine_bytes) / 1048576.0,
+        loaded_mib, peak_mib);
   }
   return 0;
 }
