@@ -157,8 +157,8 @@ TESSERA_API tessera_error_t* tessera_session_options_set_background_buckets(tess
 /* Since 0.6. With background buckets: the time in ms a shape's runs must have
  * taken without a bucket before one is compiled for it, over two runs at least
  * (a compile serves only the runs after it). < 0 (the default): the mean wall
- * time of the session's bucket compiles so far (1000 before the first); 0:
- * after its first run. */
+ * time of the session's bucket compiles so far (before the first, 1000 or 20
+ * of the shape's runs, whichever is more); 0: after its first run. */
 TESSERA_API tessera_error_t* tessera_session_options_set_bucket_payback_ms(tessera_session_options_t* opts, double ms);
 /* Since 0.10. Compiling a model whose one varying input has ranges along its
  * spatial dims (--shape x=1,3,48,32..2048): masked buckets every `step` along

@@ -323,9 +323,16 @@ void InferenceSession::note_run_without_bucket(const std::vector<Dims>& dims, do
     }
     it->second.ms += ms;
     ++it->second.runs;
+    // Before this session has timed a compile: 1 s, or kRunsPerCompile runs of this shape where that is more. A
+    // compile runs the model at the shape many times itself (its end-to-end check times up to four plans: BERT-base
+    // at 5x253 spent 37.5 s of its 48 s compile there, some 60 runs), so a model whose runs take half a second cannot
+    // repay one after two of them. (BERT-base's stream compiled one after two runs of 0.6 s, beside the runs on two
+    // cores, and its throughput fell from 0.90 of static artifacts to 0.77; the bucket came out native-only.)
+    constexpr double kRunsPerCompile = 20;
     const double payback = opts_.bucket_payback_ms >= 0 ? opts_.bucket_payback_ms
-                           : bucket_compiles_timed_ > 0 ? bucket_compile_ms_ / bucket_compiles_timed_
-                                                        : 1000.0;
+                           : bucket_compiles_timed_ > 0
+                               ? bucket_compile_ms_ / bucket_compiles_timed_
+                               : std::max(1000.0, kRunsPerCompile * it->second.ms / it->second.runs);
     // A compile serves only the shape's later runs: one run, however long, is no sign that it comes back. (BERT-base
     // over 200 random shapes compiled 4 buckets beside the runs, each after one run of more than a second, for 1
     // request on them.) A payback of 0 asks for a compile at once.

@@ -72,8 +72,9 @@ struct SessionOptions {
   // ready; a compile that fails leaves that shape its native plan. Called on the planner's thread only.
   std::function<Expected<Program>(const std::vector<Dims>& dims, bool cached_only)> compile_bucket;
   // The time a shape's runs must take without a bucket before one is compiled for it, over two runs at least (a
-  // compile serves only the runs after it). < 0: the mean wall time of this session's bucket compiles so far (1 s
-  // before the first): a compile is worth its cost once the shape has cost as much. 0: at the first run.
+  // compile serves only the runs after it). < 0: the mean wall time of this session's bucket compiles so far (before
+  // the first, 1 s or 20 of the shape's runs, whichever is more: a compile runs the model at the shape tens of times
+  // itself): a compile is worth its cost once the shape has cost as much. 0: at the first run.
   double bucket_payback_ms = -1;
   // Native Conv, ConvTranspose, MatMul and Gemm multiply in bf16 or fp16 where the CPU has the instructions and they
   // measure faster (PlanOptions::products): --precision bf16 or fp16. A Program compiled at a precision below fp32
