@@ -256,7 +256,10 @@ class InferenceSession {
     bool built = false;    // the plan is ready (and its bytes set)
     bool bucket = false;   // compiled with engines (SessionOptions::compile_bucket)
     bool queued = false;   // built by the background planner (else by the run or caller that made the slot)
-    size_t arena_bytes = 0;   // its arena
+    // Its arena. Without a limit the plan holds it between runs; under SessionOptions::max_memory it goes back to
+    // the block cache between runs (ExecutionPlan::release_arena) and is still counted here, so the LRU errs towards
+    // evicting.
+    size_t arena_bytes = 0;
     size_t engine_bytes = 0;  // a bucket's engines' own memory (Engine::bytes); counted with the arena
     std::unique_ptr<TensorMemoryReservation> engines_held;  // engine_bytes, against the block cache's cap
   };
