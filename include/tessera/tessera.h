@@ -54,7 +54,7 @@ extern "C" {
 #endif
 
 #define TESSERA_API_VERSION_MAJOR 0
-#define TESSERA_API_VERSION_MINOR 10
+#define TESSERA_API_VERSION_MINOR 11
 
 #if defined(__GNUC__)
 #define TESSERA_API __attribute__((visibility("default")))
@@ -160,6 +160,12 @@ TESSERA_API tessera_error_t* tessera_session_options_set_background_buckets(tess
  * time of the session's bucket compiles so far (before the first, 1000 or 20
  * of the shape's runs, whichever is more); 0: after its first run. */
 TESSERA_API tessera_error_t* tessera_session_options_set_bucket_payback_ms(tessera_session_options_t* opts, double ms);
+/* Since 0.11. With background buckets: whether their compiles measure the
+ * candidates on this machine as a compile does (1), or take estimates and the
+ * tune cache's measurements (0, the default: measuring beside the session's
+ * runs would mislead). For a caller that waits for its buckets with no runs
+ * going on (tessera_session_wait_background). */
+TESSERA_API tessera_error_t* tessera_session_options_set_measure_buckets(tessera_session_options_t* opts, int on);
 /* Since 0.10. Compiling a model whose one varying input has ranges along its
  * spatial dims (--shape x=1,3,48,32..2048): masked buckets every `step` along
  * each ranged dim (default 32), each compiled ahead with engines at its largest
@@ -344,6 +350,13 @@ TESSERA_API tessera_error_t* tessera_session_background_buckets(const tessera_se
  * NULL. */
 TESSERA_API tessera_error_t* tessera_session_plan_cache_bytes(const tessera_session_t* session, uint64_t* arenas,
                                                               uint64_t* engines);
+/* Since 0.11. Returns once the plans and bucket compiles the session has
+ * queued in the background are done (at once when none is). A warm-up that
+ * calls it after a run at each shape it will serve leaves the later runs on
+ * what those shapes end up with; with
+ * tessera_session_options_set_bucket_payback_ms(0), that is a bucket compiled
+ * for each, engines included. */
+TESSERA_API tessera_error_t* tessera_session_wait_background(const tessera_session_t* session);
 
 /* ---- running ------------------------------------------------------------------ */
 

@@ -163,6 +163,8 @@ class SessionOptions : public detail::Handle<tessera_session_options_t, tessera_
     return apply(tessera_session_options_set_bucket_payback_ms(p_, ms));
   }
   // "NAME=D0,D1,..", as --shape.
+  // Background buckets measure their candidates as a compile does (default off: estimates and the tune cache).
+  SessionOptions& MeasureBuckets(bool on) { return apply(tessera_session_options_set_measure_buckets(p_, on)); }
   SessionOptions& AddShape(const std::string& spec) {
     return apply(tessera_session_options_add_shape(p_, spec.c_str()));
   }
@@ -384,6 +386,9 @@ class Session : public detail::Handle<tessera_session_t, tessera_session_release
     detail::check(tessera_session_plan_cache_bytes(p_, &c.arena_bytes, &c.engine_bytes));
     return c;
   }
+  // Returns once the plans and bucket compiles queued in the background are done
+  // (tessera_session_wait_background).
+  void WaitBackground() const { detail::check(tessera_session_wait_background(p_)); }
   // Arena bytes of a run on inputs shaped like these (graph order).
   size_t ArenaBytes(const std::vector<Value>& inputs) const {
     std::vector<const tessera_value_t*> raw;

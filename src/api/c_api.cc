@@ -463,6 +463,13 @@ tessera_error_t* tessera_session_options_set_bucket_payback_ms(tessera_session_o
   });
 }
 
+tessera_error_t* tessera_session_options_set_measure_buckets(tessera_session_options_t* opts, int on) {
+  return set_option(__func__, opts, [&](const char*) -> tessera_error_t* {
+    opts->compile.measure_buckets = on != 0;
+    return nullptr;
+  });
+}
+
 tessera_error_t* tessera_session_options_add_shape(tessera_session_options_t* opts, const char* spec) {
   return set_option(__func__, opts, [&](const char* kFn) -> tessera_error_t* {
     if (!spec) return invalid(kFn, "spec is NULL");
@@ -763,6 +770,14 @@ tessera_error_t* tessera_session_background_buckets(const tessera_session_t* ses
     if (compiled) *compiled = session->session->buckets_compiled();
     if (from_cache) *from_cache = session->session->buckets_from_cache();
     if (failed) *failed = session->session->bucket_compile_failures();
+    return nullptr;
+  });
+}
+
+tessera_error_t* tessera_session_wait_background(const tessera_session_t* session) {
+  return guarded("tessera_session_wait_background", [&]() -> tessera_error_t* {
+    if (!session) return invalid("tessera_session_wait_background", "session is NULL");
+    session->session->wait_for_background_plans();
     return nullptr;
   });
 }

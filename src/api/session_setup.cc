@@ -632,7 +632,8 @@ Expected<std::string> engine_cache_key(const ModelSource& m, const CompileOption
                     partition::identify_machine(o.threads > 0 ? o.threads : 0).key() + "\npolicy " +
                     std::to_string(static_cast<int>(o.policy)) + "\nmin_region_nodes " +
                     std::to_string(o.min_region_nodes) + "\noptions " + o.backend_options + "\nthreads " +
-                    std::to_string(o.threads) + "\nmax_memory " + std::to_string(o.max_memory) + "\n";
+                    std::to_string(o.threads) + "\nmax_memory " + std::to_string(o.max_memory) + "\n" +
+                    (o.measure_buckets && o.measure != MeasureMode::kOff ? "measured\n" : "");
   for (const auto& b : backends) key += "backend " + b->name() + " " + b->version() + "\n";
   for (const auto& p : o.places) key += "place " + p + "\n";
   return key;
@@ -645,7 +646,7 @@ Expected<Program> compile_bucket_at(BucketSource& src, const std::vector<Dims>& 
   for (size_t i = 0; i < dims.size(); ++i) specs.push_back(shape_spec(g0.inputs[i], dims[i]));
   CompileOptions o = src.options;
   o.shapes = specs;
-  o.measure = MeasureMode::kOff;  // estimates and cached measurements: measuring beside the runs would mislead
+  if (!o.measure_buckets) o.measure = MeasureMode::kOff;  // estimates and cached measurements (see measure_buckets)
   o.progress = nullptr;
   o.warn = nullptr;
   // The engine cache: one .tsr per model, dims, backends (with versions), options and machine.

@@ -48,6 +48,10 @@ struct CompileOptions {
   // (SessionOptions::compile_bucket) and kept in the engine cache on disk (engine_cache_dir). false: such shapes
   // get native plans only.
   bool background_buckets = true;
+  // Background buckets measure their candidates as `measure` says, as a compile does. false (the default): estimates
+  // and the tune cache's measurements only, since measuring beside the session's runs would mislead; true for a
+  // caller that waits for them with no runs going on (bench's warm-up). Kept apart in the engine cache.
+  bool measure_buckets = false;
   // --bucket-step: a model whose one varying input has --shape ranges along spatial dims gets masked buckets
   // (passes/masked_bucket.h), one every this many along each ranged dim, compiled ahead with the backends the
   // largest one is placed on; 0: none. None either where more than kMaxMaskedBuckets would be needed.

@@ -133,9 +133,12 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique
                                                                      Graph graph, std::vector<ProgramBucket> buckets) {
   s->pool_ = std::make_unique<ThreadPool>(thread_count(s->opts_));
   // Engines bring their own threads (OpenMP, pthreadpool): native's must not
-  // spin beside them (a oneDNN MLP ran 100x slower with them spinning).
-  // Buckets compiled in the background may bring engines too.
-  s->pool_->set_spin(s->engines_->empty() && !s->opts_.compile_bucket);
+  // spin beside them (a oneDNN MLP ran 100x slower with them spinning). Buckets
+  // compiled in the background may bring engines too: update_spin_locked turns
+  // spinning off while one that holds any is cached. Until then a session of a
+  // model with symbolic dims runs natively and spins (off from the start, a
+  // conformer at 1x77 ran 35 % slower there than its static native twin).
+  s->pool_->set_spin(s->engines_->empty());
   // The freed tensor blocks kept for reuse (a shape-generic plan's, mostly) stay within the memory limit too.
   if (s->opts_.max_memory > 0) lower_tensor_block_cache_cap(s->opts_.max_memory);
   TSR_RETURN_IF_ERROR(prepare_for_plan(graph, PlanOptions{s->optimize_, /*fuse=*/false}));
@@ -307,6 +310,19 @@ void InferenceSession::fulfil_locked(PlanSlot& slot, const std::shared_ptr<const
   if (slot.engine_bytes > 0 && opts_.max_memory > 0)
     slot.engines_held = std::make_unique<TensorMemoryReservation>(slot.engine_bytes);
   evict_plans_locked();
+  update_spin_locked();
+}
+
+bool InferenceSession::native_pool_spins() const { return pool_->spins(); }
+
+void InferenceSession::update_spin_locked() const {
+  bool engines = !engines_->empty();
+  for (const auto& [dims, slot] : plans_) {
+    if (engines || !slot->built || !slot->bucket) continue;
+    Expected<std::shared_ptr<const ExecutionPlan>> plan = slot->plan.get();  // ready: built
+    engines = plan.ok() && (*plan)->engines() && !(*plan)->engines()->empty();
+  }
+  pool_->set_spin(!engines);
 }
 
 void InferenceSession::note_run_without_bucket(const std::vector<Dims>& dims, double ms) const {
@@ -421,7 +437,14 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::compile_bucket(
     std::shared_ptr<const ExecutionPlan> plan;
   };
   auto held = std::make_shared<Held>();
-  TSR_ASSIGN_OR_RETURN(held->engines, load_engines(program, opts_));
+  // Its engines bring their own threads: as many as asked for, unless the bucket's compile measured fewer faster. The
+  // session's own count may be lower, measured on the native plan at the low end of the ranges (kws, a keyword
+  // spotter, on one thread at batch 1 natively, while its bucket's XNNPACK engine ran faster on two).
+  SessionOptions engine_opts = opts_;
+  engine_opts.num_threads = program.meta.threads_best > 0 && threads_asked_ == program.meta.threads_measured
+                                ? program.meta.threads_best
+                                : threads_asked_;
+  TSR_ASSIGN_OR_RETURN(held->engines, load_engines(program, engine_opts));
   TSR_ASSIGN_OR_RETURN(held->plan, plan_graph(std::move(program.graph), dims, held->engines.get()));
   const ExecutionPlan* plan = held->plan.get();
   return std::shared_ptr<const ExecutionPlan>(std::move(held), plan);

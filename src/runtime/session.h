@@ -176,6 +176,8 @@ class InferenceSession {
   // meanwhile (SessionOptions::plan_in_background).
   uint64_t runs_waited() const { return runs_waited_.load(std::memory_order_relaxed); }
   uint64_t runs_generic() const { return runs_generic_.load(std::memory_order_relaxed); }
+  // Whether the native pool's idle threads spin now: unless an engine (the session's, or a cached bucket's) may run.
+  bool native_pool_spins() const;
   // Runs at the exact dims of one of the program's buckets, on its engines (Program::buckets).
   uint64_t runs_bucket() const { return runs_bucket_.load(std::memory_order_relaxed); }
   // The input dims of the program's buckets (a masked bucket's largest).
@@ -221,6 +223,8 @@ class InferenceSession {
   // Builds `slot`'s plan and fulfils it (rethrowing an exception from building when `rethrow`).
   void finish_plan(const std::shared_ptr<PlanSlot>& slot, const std::vector<Dims>& dims, bool rethrow) const;
   void evict_plans_locked() const;
+  // Under plans_mu_: the native pool spins unless the session's engines, or a cached bucket's, may run beside it.
+  void update_spin_locked() const;
   // false when the queue is full. kProbe: only look for a cached bucket (probe_cached_bucket); kBucket: compile one.
   enum class BgTask : uint8_t { kProbe, kPlan, kBucket };
   bool queue_background_plan(const std::vector<Dims>& dims, BgTask task = BgTask::kPlan) const;

@@ -395,6 +395,10 @@ TEST(CApi, FilesComparisonsProfilesAndReports) {
   EXPECT_EQ(bucket_engines, 0u);
   ASSERT_OK(tessera_session_plan_cache_bytes(n.s.s, nullptr, nullptr));
   EXPECT_EQ(code_of(tessera_session_plan_cache_bytes(nullptr, &plan_arenas, nullptr)), TESSERA_CODE_INVALID_ARGUMENT);
+  // 0.11: nothing queued in the background: waiting returns at once; measuring buckets is an option like the others.
+  ASSERT_OK(tessera_session_wait_background(n.s.s));
+  EXPECT_EQ(code_of(tessera_session_wait_background(nullptr)), TESSERA_CODE_INVALID_ARGUMENT);
+  EXPECT_EQ(code_of(tessera_session_options_set_measure_buckets(nullptr, 1)), TESSERA_CODE_INVALID_ARGUMENT);
   EXPECT_EQ(code_of(tessera_session_options_set_plan_in_background(nullptr, 0)), TESSERA_CODE_INVALID_ARGUMENT);
   size_t engines = 99;
   ASSERT_OK(tessera_session_engine_count(n.s.s, &engines));

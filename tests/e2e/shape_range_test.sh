@@ -144,6 +144,18 @@ check $? "the bucket's answer matches the exact compile"
 "$PYTHON" -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j['ran_on_a_bucket'] == 1 and \
 j['waited_for_a_plan'] == 0 else 1)" "$work/out.txt"
 check $? "bench --shapes-from counts the request on the bucket: $(cat "$work/out.txt")"
+# bench at a width with no bucket of its own: the warm-up compiles one for it (the convolution on dnnl) and waits for
+# it, so the timed runs are on its engines; the next bench reads it from the engine cache; without background buckets
+# the width runs natively.
+timed_bucket() {
+  "$tessera" bench "$work/bucket.tsr" --shape x=1,3,48,500 --runs 2 --profile --json --tune-cache "$work/tune.json" \
+    --placement priority \
+    "$@" 2>/dev/null | "$PYTHON" -c "import json,sys; j=json.load(sys.stdin)
+print(j['bucket_in_warmup'], j['bucket_from_cache'], any(i['backend'] == 'dnnl' for i in j['profile']['items']))"
+}
+first=$(timed_bucket) again=$(timed_bucket) off=$(timed_bucket --no-background-buckets)
+[ "$first" = "True False True" ] && [ "$again" = "True True True" ] && [ "$off" = "False False False" ]
+check $? "bench's warm-up compiles the timed width's bucket, then reads it from the cache ('$first', '$again', '$off')"
 
 # Real inputs size an ONNX model's symbolic dims: run and bench with --input-dir compile engines for them (the
 # convolution goes to dnnl, first by priority; left symbolic, it would stay native).

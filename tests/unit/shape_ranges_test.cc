@@ -316,11 +316,13 @@ TEST(ShapeBuckets, AShapeThatRepaysACompileGetsEnginesFromTheBackgroundAndTheCac
   {
     auto s = open();
     ASSERT_TRUE(s);
+    EXPECT_TRUE(s->native_pool_spins()) << "no engine loaded: native runs alone";
     EXPECT_EQ(run_widths(*s, {40}), 0);  // on native; a bucket queued after it
     s->wait_for_background_plans();
     EXPECT_EQ(s->buckets_compiled(), 1u);
     EXPECT_EQ(s->buckets_from_cache(), 0u);
     EXPECT_EQ(s->bucket_compile_failures(), 0u);
+    EXPECT_FALSE(s->native_pool_spins()) << "the bucket's oneDNN threads run beside the native pool now";
     EXPECT_EQ(run_widths(*s, {40, 40}), 2);  // on its bucket's engines now
     EXPECT_EQ(s->runs_bucket(), 2u);
   }

@@ -33,6 +33,8 @@ const char* kUsage =
     "  bench MODEL [--backends LIST] [--threads N] [--runs R] [--warmup W] [--shape NAME=D0,..] [--json] [--profile]\n"
     "          [--trace FILE] [--shapes-from FILE] [--input-dir DIR]\n"
     "      times inference and prints the median, on input_<i>.pb from --input-dir (as run) or random inputs;\n"
+    "      a model with symbolic dims: the warm-up compiles the timed shape's bucket (or reads it from the engine\n"
+    "      cache) and waits for it, so the runs timed are those of the shape once warm;\n"
     "      --profile adds time per op type and the slowest nodes, inside\n"
     "      engine regions too (under \"profile\" with --json); --trace writes the profiled runs (at most 20) as a\n"
     "      Chrome trace (docs/profiling.md); --shapes-from replays a stream of requests (a line each: NAME=D0,D1,..\n"
