@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "api/plan_check.h"
 #include "artifact/artifact.h"
@@ -639,6 +640,38 @@ Expected<std::string> engine_cache_key(const ModelSource& m, const CompileOption
   return key;
 }
 
+// The engine cache's bound (CompileOptions::engine_cache_max_bytes): past it, the entries used longest ago go (a
+// session that reads an entry marks it used); `keep`, the one just written, stays whatever its size. Each entry holds
+// its model's weights: a BERT-base bucket is 440 MB, and every shape a stream or `bench` compiles adds one.
+void prune_engine_cache(const fs::path& dir, const fs::path& keep, uint64_t max_bytes) {
+  if (max_bytes == 0) {
+    uint64_t mb = 4096;
+    if (const char* v = std::getenv("TESSERA_ENGINE_CACHE_MAX_MB"); v && *v) {
+      char* end = nullptr;
+      const unsigned long long n = std::strtoull(v, &end, 10);
+      if (end && *end == 0) mb = n;
+    }
+    max_bytes = mb << 20;
+  }
+  std::vector<std::tuple<fs::file_time_type, uintmax_t, fs::path>> entries;
+  uintmax_t total = 0;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().extension() != ".tsr" || !e.is_regular_file(ec)) continue;
+    const uintmax_t size = e.file_size(ec);
+    if (ec) continue;
+    const fs::file_time_type used = e.last_write_time(ec);
+    if (ec) continue;
+    entries.emplace_back(used, size, e.path());
+    total += size;
+  }
+  std::sort(entries.begin(), entries.end());  // used longest ago first
+  for (const auto& [used, size, path] : entries) {
+    if (total <= max_bytes) break;
+    if (path != keep && fs::remove(path, ec)) total -= size;
+  }
+}
+
 Expected<Program> compile_bucket_at(BucketSource& src, const std::vector<Dims>& dims, bool cached_only) {
   const Graph& g0 = src.graph;
   if (dims.size() != g0.inputs.size()) return InvalidInput("bucket " + bucket_str(dims) + ": wrong input count");
@@ -670,7 +703,10 @@ Expected<Program> compile_bucket_at(BucketSource& src, const std::vector<Dims>& 
           const ValueInfo* vi = cached->graph.info(cached->graph.inputs[i]);
           same = vi && vi->shape.fully_known() && vi->shape.concrete() == dims[i];
         }
-        if (same) return cached;
+        if (same) {
+          fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // used now: the bound evicts it last
+          return cached;
+        }
         problem = "it was compiled for other inputs";
       }
       if (src.options.warn) src.options.warn("engine cache entry '" + path + "' is unusable (" + problem + "); recompiling it");
@@ -689,6 +725,7 @@ Expected<Program> compile_bucket_at(BucketSource& src, const std::vector<Dims>& 
     if (Status st = write_artifact(program, path); !st.ok() && src.options.warn) {
       src.options.warn("engine cache: " + st.message());
     }
+    prune_engine_cache(fs::path(path).parent_path(), path, src.options.engine_cache_max_bytes);
   }
   return program;
 }

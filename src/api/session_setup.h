@@ -52,6 +52,9 @@ struct CompileOptions {
   // and the tune cache's measurements only, since measuring beside the session's runs would mislead; true for a
   // caller that waits for them with no runs going on (bench's warm-up). Kept apart in the engine cache.
   bool measure_buckets = false;
+  // The engine cache's bound in bytes: past it, the entries used longest ago are removed. 0: the environment's
+  // TESSERA_ENGINE_CACHE_MAX_MB megabytes, else 4096.
+  uint64_t engine_cache_max_bytes = 0;
   // --bucket-step: a model whose one varying input has --shape ranges along spatial dims gets masked buckets
   // (passes/masked_bucket.h), one every this many along each ranged dim, compiled ahead with the backends the
   // largest one is placed on; 0: none. None either where more than kMaxMaskedBuckets would be needed.

@@ -3,8 +3,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <thread>
 
 #include "api/session_setup.h"
 #include "artifact/artifact.h"
@@ -392,6 +395,44 @@ TEST(ShapeBuckets, AShapeThatRepaysACompileGetsEnginesFromTheBackgroundAndTheCac
     EXPECT_EQ(s->plans_built(), 1u);
   }
   std::filesystem::remove_all(dir);
+}
+
+// The engine cache stays within its bound (CompileOptions::engine_cache_max_bytes): past it, the entry used longest
+// ago goes. Reading an entry counts as using it: the entry compiled first but read since outlives the one compiled
+// after it (dropping the oldest written instead fails this).
+TEST(ShapeBuckets, TheEngineCacheDropsTheEntryUsedLongestAgoPastItsBound) {
+  if (!find_backend("dnnl").ok()) GTEST_SKIP() << "the dnnl plugin is not built";
+  RangedLine r = ranged_line("tessera_engine_cache_bound_");
+  SessionOptions so;
+  so.bucket_payback_ms = 0;
+  std::set<std::filesystem::path> known;
+  // Runs `width` in a new session (a bucket compiled for it, or read from the cache) and gives the entry it added.
+  auto bucket_at = [&](int64_t width) {
+    auto s = api::open_session(r.model, r.o, so);
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    if (!s.ok()) return std::filesystem::path();
+    EXPECT_EQ(run_widths(**s, {width}), 0);
+    (*s)->wait_for_background_plans();
+    EXPECT_EQ(run_widths(**s, {width}), 1);
+    std::filesystem::path added;
+    for (const auto& e : std::filesystem::directory_iterator(r.dir / "engines")) {
+      if (known.insert(e.path()).second) added = e.path();
+    }
+    return added;
+  };
+  const std::filesystem::path e40 = bucket_at(40), e48 = bucket_at(48);
+  ASSERT_FALSE(e40.empty());
+  ASSERT_FALSE(e48.empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // file times apart beyond any coarse clock
+  EXPECT_TRUE(bucket_at(40).empty());                          // read back, not compiled: used now
+  const auto size = [](const std::filesystem::path& p) { return std::filesystem::file_size(p); };
+  r.o.engine_cache_max_bytes = size(e40) + size(e48) + size(e48) / 2;  // two entries fit, three do not
+  const std::filesystem::path e56 = bucket_at(56);
+  ASSERT_FALSE(e56.empty());
+  EXPECT_TRUE(std::filesystem::exists(e40)) << "read since: kept";
+  EXPECT_FALSE(std::filesystem::exists(e48)) << "used longest ago: dropped";
+  EXPECT_TRUE(std::filesystem::exists(e56)) << "just written: kept";
+  std::filesystem::remove_all(r.dir);
 }
 
 }  // namespace
