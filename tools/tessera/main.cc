@@ -458,6 +458,12 @@ int cmd_bench(const Args& a) {
   const Session::PlanCounts warm = s.Plans();
   const bool bucket_made = warm.compiled > 0;  // for this shape (the only one run), compiled or read from the cache
   const double warm_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - first_start).count();
+  if (bucket_made && !a.json) {  // before the times: their line stays the last
+    std::printf(
+        "the warm-up %s this shape's bucket (the model compiled for it) in the background: %.2f s with the "
+        "first run\n",
+        warm.from_cache > 0 ? "read" : "compiled", warm_s);
+  }
   for (int64_t i = 0; i < warmup; ++i) s.Run(args);
   std::vector<double> ms;
   for (int64_t i = 0; i < runs; ++i) {
@@ -525,12 +531,6 @@ int cmd_bench(const Args& a) {
         a.positional[0].c_str(), median, sorted.front(), mean, sorted.back(), static_cast<long long>(runs),
         open_dims ? " at " : "", open_dims ? shapes.c_str() : "", s.Threads(), threads_note.c_str(), backends.c_str(),
         static_cast<double>(arena) / (1 << 20), engines, load_ms);
-    if (bucket_made) {
-      std::printf(
-          "the warm-up %s this shape's bucket (the model compiled for it) in the background: %.2f s with "
-          "the first run\n",
-          warm.from_cache > 0 ? "read" : "compiled", warm_s);
-    }
     if (!accuracy.empty()) std::printf("accuracy: %s\n", accuracy.c_str());
   }
   return 0;
