@@ -159,12 +159,10 @@ class SessionOptions : public detail::Handle<tessera_session_options_t, tessera_
   // Masked buckets every `step` along a ranged spatial dim, compiled ahead (0: none; default 32).
   SessionOptions& BucketStep(int64_t step) { return apply(tessera_session_options_set_bucket_step(p_, step)); }
   // The time a shape's runs must take before its bucket is compiled (< 0: as long as a compile; 0: at once).
-  SessionOptions& BucketPaybackMs(double ms) {
-    return apply(tessera_session_options_set_bucket_payback_ms(p_, ms));
-  }
-  // "NAME=D0,D1,..", as --shape.
+  SessionOptions& BucketPaybackMs(double ms) { return apply(tessera_session_options_set_bucket_payback_ms(p_, ms)); }
   // Background buckets measure their candidates as a compile does (default off: estimates and the tune cache).
   SessionOptions& MeasureBuckets(bool on) { return apply(tessera_session_options_set_measure_buckets(p_, on)); }
+  // "NAME=D0,D1,..", as --shape.
   SessionOptions& AddShape(const std::string& spec) {
     return apply(tessera_session_options_add_shape(p_, spec.c_str()));
   }

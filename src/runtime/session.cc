@@ -62,6 +62,12 @@ InferenceSession::~InferenceSession() {
 namespace {
 int thread_count(const SessionOptions& opts) { return threads_asked_for(opts.num_threads); }
 
+// The threads a program runs on when `asked` are asked for: fewer where its compile measured it faster on them at
+// that count (ProgramMeta::threads_best).
+int threads_for(const ProgramMeta& meta, int asked) {
+  return meta.threads_best > 0 && asked == meta.threads_measured ? meta.threads_best : asked;
+}
+
 // Every engine of `program`, loaded from its blob with the constants it names.
 Expected<std::shared_ptr<const EngineTable>> load_engines(const Program& program, const SessionOptions& opts) {
   auto engines = std::make_shared<EngineTable>();
@@ -103,10 +109,7 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Program pro
   std::unique_ptr<InferenceSession> s(new InferenceSession());
   s->opts_ = opts;
   s->threads_asked_ = thread_count(opts);
-  // The compile measured this program faster on fewer threads than asked for (ProgramMeta::threads_best).
-  if (program.meta.threads_best > 0 && s->threads_asked_ == program.meta.threads_measured) {
-    s->opts_.num_threads = program.meta.threads_best;
-  }
+  s->opts_.num_threads = threads_for(program.meta, s->threads_asked_);
   s->optimize_ = false;
   s->products_ =
       opts.products != kernels::Products::kFp32 ? opts.products : kernels::products_named(program.meta.precision());
@@ -317,9 +320,9 @@ bool InferenceSession::native_pool_spins() const { return pool_->spins(); }
 
 void InferenceSession::update_spin_locked() const {
   bool engines = !engines_->empty();
-  for (const auto& [dims, slot] : plans_) {
-    if (engines || !slot->built || !slot->bucket) continue;
-    Expected<std::shared_ptr<const ExecutionPlan>> plan = slot->plan.get();  // ready: built
+  for (auto it = plans_.begin(); !engines && it != plans_.end(); ++it) {
+    if (!it->second->built || !it->second->bucket) continue;
+    Expected<std::shared_ptr<const ExecutionPlan>> plan = it->second->plan.get();  // ready: built
     engines = plan.ok() && (*plan)->engines() && !(*plan)->engines()->empty();
   }
   pool_->set_spin(!engines);
@@ -441,9 +444,7 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::compile_bucket(
   // session's own count may be lower, measured on the native plan at the low end of the ranges (kws, a keyword
   // spotter, on one thread at batch 1 natively, while its bucket's XNNPACK engine ran faster on two).
   SessionOptions engine_opts = opts_;
-  engine_opts.num_threads = program.meta.threads_best > 0 && threads_asked_ == program.meta.threads_measured
-                                ? program.meta.threads_best
-                                : threads_asked_;
+  engine_opts.num_threads = threads_for(program.meta, threads_asked_);
   TSR_ASSIGN_OR_RETURN(held->engines, load_engines(program, engine_opts));
   TSR_ASSIGN_OR_RETURN(held->plan, plan_graph(std::move(program.graph), dims, held->engines.get()));
   const ExecutionPlan* plan = held->plan.get();
