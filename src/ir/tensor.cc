@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -143,6 +144,12 @@ class BlockCache {
     reserved_ -= std::min(reserved_, bytes);
   }
 
+  // Bytes of blocks lent out or kept: those the process holds through this cache.
+  size_t held() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return in_use_ + cached_;
+  }
+
   // The cap set to `cap`, or to the least of it and the present one (`lower`).
   void set_cap(size_t cap, bool lower) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -206,6 +213,24 @@ BlockCache& block_cache() {
 size_t tensor_block_cache_cap() { return block_cache().cap(); }
 void set_tensor_block_cache_cap(size_t bytes) { block_cache().set_cap(bytes, /*lower=*/false); }
 void lower_tensor_block_cache_cap(size_t bytes) { block_cache().set_cap(bytes, /*lower=*/true); }
+
+void lower_tensor_block_cache_cap_within_process(size_t limit) {
+  // Resident pages: the second field of /proc/self/statm.
+  size_t resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    unsigned long long size_pages = 0, resident_pages = 0;
+    if (std::fscanf(f, "%llu %llu", &size_pages, &resident_pages) == 2)
+      resident = static_cast<size_t>(resident_pages) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    std::fclose(f);
+  }
+  if (resident == 0) {  // no /proc: the cap alone
+    lower_tensor_block_cache_cap(limit);
+    return;
+  }
+  const size_t held = block_cache().held();
+  const size_t outside = resident > held ? resident - held : 0;
+  lower_tensor_block_cache_cap(limit > outside ? limit - outside : 0);
+}
 
 TensorMemoryReservation::TensorMemoryReservation(size_t bytes) : bytes_(bytes) { block_cache().reserve(bytes); }
 TensorMemoryReservation::~TensorMemoryReservation() { block_cache().unreserve(bytes_); }

@@ -142,8 +142,10 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Finish(std::unique
   // model with symbolic dims runs natively and spins (off from the start, a
   // conformer at 1x77 ran 35 % slower there than its static native twin).
   s->pool_->set_spin(s->engines_->empty());
-  // The freed tensor blocks kept for reuse (a shape-generic plan's, mostly) stay within the memory limit too.
-  if (s->opts_.max_memory > 0) lower_tensor_block_cache_cap(s->opts_.max_memory);
+  // The freed tensor blocks kept for reuse (a shape-generic plan's, mostly) stay within what the rest of the process
+  // leaves of the memory limit (the detector stream under 128M: 133 MiB resident at most with the cap at the limit,
+  // 17 of them libraries, weights and the heap).
+  if (s->opts_.max_memory > 0) lower_tensor_block_cache_cap_within_process(s->opts_.max_memory);
   TSR_RETURN_IF_ERROR(prepare_for_plan(graph, PlanOptions{s->optimize_, /*fuse=*/false}));
   s->graph_ = std::move(graph);
   for (const auto& name : s->graph_.inputs) {
@@ -314,6 +316,7 @@ void InferenceSession::fulfil_locked(PlanSlot& slot, const std::shared_ptr<const
     slot.engines_held = std::make_unique<TensorMemoryReservation>(slot.engine_bytes);
   evict_plans_locked();
   update_spin_locked();
+  if (opts_.max_memory > 0) lower_tensor_block_cache_cap_within_process(opts_.max_memory);  // the plan's heap
 }
 
 bool InferenceSession::native_pool_spins() const { return pool_->spins(); }

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -123,6 +124,21 @@ TEST(Tensor, TheBlockCacheGivesWayToTensorsInUseAndToReservations) {
   EXPECT_EQ(marked_back_after([&] { engines = std::make_unique<TensorMemoryReservation>(kLarge); }), 0);
   engines.reset();
   EXPECT_EQ(marked_back_after([] {}), 2);  // the reservation gone, the room is back
+  set_tensor_block_cache_cap(before);
+}
+
+// Under a session's memory limit the cache keeps what the rest of the process leaves of it, not the limit itself:
+// memory resident outside its blocks (here 64 MiB on the heap, touched) comes off the cap. Without that the cache
+// filled up to the limit on top of the process (the detector stream under 128M: 133 MiB resident at most).
+TEST(Tensor, TheBlockCacheLeavesRoomForTheRestOfTheProcess) {
+  constexpr size_t kOutside = size_t{64} << 20, kLimit = size_t{4} << 30;
+  const size_t before = tensor_block_cache_cap();
+  std::vector<char> heap(kOutside);
+  std::memset(heap.data(), 1, heap.size());
+  lower_tensor_block_cache_cap_within_process(kLimit);
+  EXPECT_LE(tensor_block_cache_cap(), kLimit - kOutside);
+  EXPECT_GT(tensor_block_cache_cap(), 0u);
+  EXPECT_EQ(heap[kOutside / 2], 1);
   set_tensor_block_cache_cap(before);
 }
 
