@@ -52,6 +52,11 @@ struct CompileOptions {
   // and the tune cache's measurements only, since measuring beside the session's runs would mislead; true for a
   // caller that waits for them with no runs going on (bench's warm-up). Kept apart in the engine cache.
   bool measure_buckets = false;
+  // Set by the session's bucket compiler (not a user option): the compile places a bucket for the process that runs
+  // it, whose OpenMP policy is one for the whole process. It takes a single engine's policy (a bounded spin, as a
+  // compile does) and no backend set that would need OpenMP to wait passively (PartitionOptions::openmp_spins). Kept
+  // apart in the engine cache.
+  bool openmp_spins = false;
   // The engine cache's bound in bytes: past it, the entries used longest ago are removed. 0: the environment's
   // TESSERA_ENGINE_CACHE_MAX_MB megabytes, else 4096.
   uint64_t engine_cache_max_bytes = 0;

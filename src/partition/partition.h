@@ -86,6 +86,10 @@ struct PartitionOptions {
     bool cliffs_to_native = false;  // with engine_first: the variant that leaves the engine's cliffs to native
   };
   std::optional<ForcedPlan> force;
+  // The process's OpenMP engines spin between primitives, whatever this placement picks (a bucket compiled at run
+  // time, in the process that runs it, after libgomp read its policy or in its stead): backend sets that need OpenMP
+  // to wait passively beside another pooled engine are not candidates, since they would run beside spinning workers.
+  bool openmp_spins = false;
 };
 
 // One backend a region could have gone to, with its cost there.

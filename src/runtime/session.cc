@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
+#include <functional>
+#include <optional>
 #include <thread>
 #include <tuple>
 
@@ -124,7 +127,9 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Program pro
       }
       engines.emplace_back(e.backend, t);
     }
-    expect_engines(engines, /*alone=*/false);
+    // A program without engines whose buckets the session compiles takes a single engine's policy, as those compiles
+    // do (SessionOptions::compile_bucket: they place no backend set that needs another).
+    expect_engines(engines, /*alone=*/engines.empty() && opts.compile_bucket);
   }
   std::shared_ptr<const EngineTable> engines;
   TSR_ASSIGN_OR_RETURN(engines, load_engines(program, s->opts_));
@@ -432,10 +437,38 @@ void InferenceSession::probe_cached_bucket(const std::vector<Dims>& dims) const 
   fulfil_locked(*slot, *plan, /*bucket=*/true);
 }
 
+namespace {
+
+// f() on a thread of its own that ends with it (its exceptions rethrown here), `nice` added to its priority (Linux
+// nice is per thread; the threads it starts inherit it). libgomp gives each thread that starts a parallel region a
+// team of its own for as long as it lives: a long-lived planner thread that compiled or loaded a oneDNN bucket kept
+// one, libgomp then counted more OpenMP threads than CPUs and cut every worker's spin to a few hundred rounds, and
+// the session's runs woke a sleeping worker at every primitive (kws's bucket at batch 5: 15 context switches a run,
+// 1.19-1.25 ms against 1.02-1.03 with the team gone).
+template <class T>
+T on_thread_of_its_own(int nice, const std::function<T()>& f) {
+  std::optional<T> out;
+  std::exception_ptr failure;
+  std::thread([&] {
+    if (nice > 0) (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), nice);
+    try {
+      out.emplace(f());
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }).join();
+  if (failure) std::rethrow_exception(failure);
+  return std::move(*out);
+}
+
+}  // namespace
+
 Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::compile_bucket(const std::vector<Dims>& dims,
                                                                                bool cached_only) const {
+  // The compile runs below the runs: what it builds serves later requests, and the cores belong to the runs now.
   Program program;
-  TSR_ASSIGN_OR_RETURN(program, opts_.compile_bucket(dims, cached_only));
+  TSR_ASSIGN_OR_RETURN(
+      program, on_thread_of_its_own<Expected<Program>>(10, [&] { return opts_.compile_bucket(dims, cached_only); }));
   if (!program.buckets.empty()) return InternalError("a compiled bucket has buckets of its own");
   // The plan holds a raw pointer to its engine table: one allocation keeps both, the plan destroyed first.
   struct Held {
@@ -448,7 +481,9 @@ Expected<std::shared_ptr<const ExecutionPlan>> InferenceSession::compile_bucket(
   // spotter, on one thread at batch 1 natively, while its bucket's XNNPACK engine ran faster on two).
   SessionOptions engine_opts = opts_;
   engine_opts.num_threads = threads_for(program.meta, threads_asked_);
-  TSR_ASSIGN_OR_RETURN(held->engines, load_engines(program, engine_opts));
+  // Loaded at the runs' priority, as the engines' pools it may start (XNNPACK's) serve them.
+  TSR_ASSIGN_OR_RETURN(held->engines, on_thread_of_its_own<Expected<std::shared_ptr<const EngineTable>>>(
+                                          0, [&] { return load_engines(program, engine_opts); }));
   TSR_ASSIGN_OR_RETURN(held->plan, plan_graph(std::move(program.graph), dims, held->engines.get()));
   const ExecutionPlan* plan = held->plan.get();
   return std::shared_ptr<const ExecutionPlan>(std::move(held), plan);
@@ -475,9 +510,7 @@ bool InferenceSession::queue_background_plan(const std::vector<Dims>& dims, BgTa
 }
 
 void InferenceSession::background_planner() const {
-  // Below the runs: what it builds serves later requests, and the cores belong to the ones running now. (Linux nice
-  // is per thread; threads this one starts, an engine's OpenMP team for compiling, inherit it.)
-  if (opts_.compile_bucket) (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 10);
+  // At the runs' priority: threads it starts inherit it (compile_bucket lowers its compiles' own).
   for (;;) {
     std::vector<Dims> dims;
     BgTask task = BgTask::kPlan;
