@@ -769,7 +769,7 @@ void give_bucket_compiler(const Graph& g, const ModelSource& m, const CompileOpt
   CompileOptions bo = o;
   // A bucket runs in this process beside the others: see CompileOptions::openmp_spins. (Before, the artifact's
   // backends, given as a list, made the first bucket compile set OpenMP to wait passively for the whole process:
-  // every oneDNN primitive of a keyword spotter's bucket at batch 5 then woke a sleeping worker, 1.0 ms against 0.84
+  // every oneDNN primitive of a keyword spotter's bucket at batch 5 then woke a sleeping worker, 1.20 ms against 0.99
   // for its static compile.)
   bo.openmp_spins = true;
   auto src = std::make_shared<BucketSource>(BucketSource{g, m, bo, ""});  // the key is made on first use
