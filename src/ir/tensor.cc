@@ -228,8 +228,11 @@ void lower_tensor_block_cache_cap_within_process(size_t limit) {
     return;
   }
   const size_t held = block_cache().held();
-  const size_t outside = resident > held ? resident - held : 0;
-  lower_tensor_block_cache_cap(limit > outside ? limit - outside : 0);
+  // At most half the limit comes off: in a process that holds much more than the session's limit outside it (a large
+  // application embedding a session), the limit cannot hold the process anyway, and a cache of nothing would make
+  // every run map and page-fault its tensors afresh.
+  const size_t outside = std::min(resident > held ? resident - held : 0, limit / 2);
+  lower_tensor_block_cache_cap(limit - outside);
 }
 
 TensorMemoryReservation::TensorMemoryReservation(size_t bytes) : bytes_(bytes) { block_cache().reserve(bytes); }

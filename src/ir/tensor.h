@@ -87,8 +87,9 @@ size_t tensor_block_cache_cap();
 void set_tensor_block_cache_cap(size_t bytes);
 void lower_tensor_block_cache_cap(size_t bytes);
 // lower_tensor_block_cache_cap to what the process's resident memory outside the cache's blocks (libraries, threads'
-// stacks, small tensors and plans on the heap), as it stands now, leaves of `limit`: so that the cache does not take
-// the whole process past a memory limit. Called again as that memory grows (a new plan, a bucket's engines).
+// stacks, small tensors and plans on the heap), as it stands now, leaves of `limit`, but to half the limit at least:
+// so that the cache does not take the whole process past a memory limit. Called again as that memory grows (a new
+// plan, a bucket's engines).
 void lower_tensor_block_cache_cap_within_process(size_t limit);
 
 // Memory held outside tensors that counts against the block cache's cap for as long as this lives (the engines of a
