@@ -262,7 +262,7 @@ void Partitioner::choose_backend_set(Level& lv, std::vector<std::vector<char>>& 
   std::vector<std::vector<char>> plan_sets;  // the set of each priced plan
   for (size_t k = 0; k < sets.size(); ++k) {
     const std::vector<char>& set = sets[k];
-    if (opts_.openmp_spins && !opts_.force && k > 0 && passive(set)) continue;  // the first set has no engine
+    if (opts_.openmp_spins && !opts_.force && passive(set)) continue;
     auto trial = allowed;
     for (auto& row : trial) {
       for (size_t b = 0; b < nb; ++b) row[b] = row[b] && set[b];

@@ -127,9 +127,7 @@ Expected<std::unique_ptr<InferenceSession>> InferenceSession::Create(Program pro
       }
       engines.emplace_back(e.backend, t);
     }
-    // A program without engines whose buckets the session compiles takes a single engine's policy, as those compiles
-    // do (SessionOptions::compile_bucket: they place no backend set that needs another).
-    expect_engines(engines, /*alone=*/engines.empty() && opts.compile_bucket);
+    expect_engines(engines, /*alone=*/false);
   }
   std::shared_ptr<const EngineTable> engines;
   TSR_ASSIGN_OR_RETURN(engines, load_engines(program, s->opts_));
