@@ -210,6 +210,21 @@ TS_DW_TARGET void compute_row(const DwInt8& d, const DwInt8::Block& blk, int64_t
   }
 }
 
+// Asks for the block's bytes of input rows [i0, i1), at the columns output columns [o0, o1) read, to be brought into
+// L1 while the current output row computes: the source was just written, often by the other core, and each new
+// row's loads otherwise stall the interleaving.
+TS_DW_INLINE void prefetch_rows(const DwInt8& d, const DwInt8::Block& blk, const uint8_t* x, int64_t i0, int64_t i1,
+                                int64_t o0, int64_t o1) {
+  const int64_t c0 = std::max<int64_t>(0, o0 * d.sw - d.pl), c1 = std::min(d.w, (o1 - 1) * d.sw - d.pl + d.k);
+  for (int64_t ih = std::max<int64_t>(0, i0); ih < std::min(d.h, i1); ++ih) {
+    const char* row = reinterpret_cast<const char*>(x + (ih * d.w) * d.c + blk.first);
+    for (int64_t col = c0; col < c1; ++col) {
+      _mm_prefetch(row + col * d.c, _MM_HINT_T0);
+      _mm_prefetch(row + col * d.c + blk.count - 1, _MM_HINT_T0);
+    }
+  }
+}
+
 // Output rows [r0, r1) of block `blk` of one image, with `ring` (k interleaved rows of a tile).
 template <class V, int K>
 TS_DW_TARGET void block_rows(const DwInt8& d, const DwInt8::Block& blk, const uint8_t* x, uint8_t* y, int64_t r0,
@@ -235,6 +250,7 @@ TS_DW_TARGET void block_rows(const DwInt8& d, const DwInt8::Block& blk, const ui
         }
         rows[r] = t;
       }
+      if (oh + 1 < r1) prefetch_rows(d, blk, x, oh * d.sh - d.pt + K, (oh + 1) * d.sh - d.pt + K, o0, o1);
       compute_row<V, K>(d, blk, o0, o1, rows, y + oh * d.ow * d.c);
     }
   }
@@ -337,6 +353,13 @@ std::unique_ptr<DwInt8> make_dw_int8(int64_t c, int64_t h, int64_t w, int64_t k,
     }
   }
   return d;
+}
+
+void run_dw_int8_rows(const DwInt8& d, const void* x, void* y, int64_t r0, int64_t r1) {
+  void* ring = scratch(static_cast<size_t>(d.k * d.taps_groups * kTile * 4 * 64));
+  for (const DwInt8::Block& blk : d.blocks) {
+    block_rows_for(blk.width, d.k)(d, blk, static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), r0, r1, ring);
+  }
 }
 
 void run_dw_int8(const DwInt8& d, const void* xv, void* yv, int64_t n) {

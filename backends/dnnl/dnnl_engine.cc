@@ -31,6 +31,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <functional>
 #include <limits>
@@ -51,6 +52,9 @@ using tessera_plugin::fail;
 
 namespace {
 
+// The most extra multiply-adds (float ones count 4) that one thread of a step split by rows may do beyond an even
+// share of the work (Builder::split_by_rows).
+constexpr double kRowImbalanceMacs = 4.0 * (1 << 20);
 // Channels up to which a plain convolution source is read as it is.
 constexpr int64_t kImageChannels = 4;
 // The scores of one chunk of an attention run by chunks (Builder::attention_chunk): 12 MiB. On whisper-tiny's encoder
@@ -88,8 +92,9 @@ std::shared_ptr<const AlignedBuffer> shared_reorder(const memory::desc& from, co
 
 class Builder {
  public:
-  Builder(const Program& p, const dnnl::engine& eng, const std::map<std::string, const tessera_tensor_t*>* constants)
-      : p_(p), eng_(eng), consts_(constants), dry_(constants == nullptr) {}
+  Builder(const Program& p, const dnnl::engine& eng, const std::map<std::string, const tessera_tensor_t*>* constants,
+          int threads)
+      : p_(p), eng_(eng), consts_(constants), dry_(constants == nullptr), threads_(threads) {}
 
   Plan build() {
     const size_t nv = p_.values.size();
@@ -140,6 +145,7 @@ class Builder {
       reorder_step(m, add_mem(want, Storage::kOutput, static_cast<int>(j)), "output '" + p_.values[static_cast<size_t>(v)].name + "'");
     }
     plan_.arena_bytes = plan_arena(plan_.buffers);
+    plan_chains();
     return std::move(plan_);
   }
 
@@ -614,6 +620,7 @@ class Builder {
     s.args.emplace_back(DNNL_ARG_DST, dst);
     s.scratchpad = pd.scratchpad_desc();
     if (!dry_) s.prim = dnnl::primitive(pd.get());
+    split_by_rows(s, op, &pd);
     add_step(std::move(s));
     // A MatMul, Softmax or LayerNorm writes its value through other (plain) dims.
     const Dims dd(dst_md.data.dims, dst_md.data.dims + dst_md.data.ndims);
@@ -866,9 +873,161 @@ class Builder {
     s.args.emplace_back(DNNL_ARG_SRC_0, as_layout(op.in[0], channels_last_md(x.dims, data_type_of(x.dtype))));
     const int dst = new_dst(op.out, channels_last_md(y.dims, data_type_of(y.dtype)));
     s.args.emplace_back(DNNL_ARG_DST, dst);
+    split_by_rows(s, op, nullptr);
     add_step(std::move(s));
     bind(op.out, dst);
     return true;
+  }
+
+  // Builds step `s`, the convolution `op` by oneDNN's primitive `pd` (null: by the own depthwise kernel), also as
+  // one slice of its output rows per thread (Step::slices) where that keeps to the rows: one image (batch 1, 2-D),
+  // its source and destination held channels-last (so that a slice's rows are one run of bytes), each binary
+  // post-op's operand one value per channel, a row or more for each thread, and oneDNN has a kernel for every slice
+  // (those of the same rows and padding share one).
+  void split_by_rows(Step& s, const Op& op, const dnnl::primitive_desc_base* pd) {
+    if (threads_ < 2 || (op.kind != OpKind::kConv && op.kind != OpKind::kQConv) || op.bf16 || op.bf16_dst ||
+        op.ints.empty() || op.ints[0] != 2) {
+      return;
+    }
+    const Value& x = p_.values[static_cast<size_t>(op.in[0])];
+    const Value& y = p_.values[static_cast<size_t>(op.out)];
+    if (x.dims.size() != 4 || x.dims[0] != 1 || y.dims[2] < threads_) return;
+    // Rows that do not divide among the threads leave one thread the extra rows' work while the others wait: only
+    // where that is small against what a chain saves per step (a fork and join, and reading what another core
+    // wrote). mobilenet_v2's QDQ twin ran faster with its 7-row steps split (at most 2.1M extra multiply-adds),
+    // resnet50's slower (7.3M and more).
+    const Dims& wd = p_.values[static_cast<size_t>(op.in[1])].dims;
+    const int64_t per_thread = (y.dims[2] + threads_ - 1) / threads_;
+    const double macs = static_cast<double>(numel(y.dims)) * static_cast<double>(numel(wd) / wd[0]);
+    const double extra = macs * (static_cast<double>(per_thread * threads_) / static_cast<double>(y.dims[2]) - 1.0);
+    if (extra * (op.kind == OpKind::kQConv ? 1.0 : 4.0) > kRowImbalanceMacs) return;
+    for (const PostOp& po : op.post) {
+      if (po.kind != PostKind::kBinary) continue;
+      const Dims& d = p_.values[static_cast<size_t>(po.operand)].dims;
+      if (numel(d) != 1 && !(d.size() == 4 && d[0] == 1 && d[2] == 1 && d[3] == 1)) return;
+    }
+    const int src_arg = pd ? DNNL_ARG_SRC : DNNL_ARG_SRC_0;
+    const memory::data_type xt = data_type_of(x.dtype), yt = data_type_of(y.dtype);
+    auto held_as = [&](int arg, const memory::desc& want) {
+      return std::any_of(s.args.begin(), s.args.end(), [&](const std::pair<int, int>& a) {
+        return a.first == arg && plan_.mems[static_cast<size_t>(a.second)].md == want;
+      });
+    };
+    if (!held_as(src_arg, channels_last_md(x.dims, xt)) || !held_as(DNNL_ARG_DST, channels_last_md(y.dims, yt))) return;
+    const memory::desc weights = pd ? pd->query_md(dnnl::query::exec_arg_md, DNNL_ARG_WEIGHTS) : memory::desc();
+    const memory::desc bias = pd ? pd->query_md(dnnl::query::exec_arg_md, DNNL_ARG_BIAS) : memory::desc();
+    const int64_t oh = y.dims[2];
+    const size_t x_row = channels_last_md(x.dims, xt).get_size() / static_cast<size_t>(x.dims[2]);
+    const size_t y_row = channels_last_md(y.dims, yt).get_size() / static_cast<size_t>(oh);
+    struct Made {
+      dnnl::primitive prim;
+      memory::desc scratchpad;
+      std::string impl;
+    };
+    std::map<std::array<int64_t, 4>, Made> made;
+    std::vector<Slice> slices;
+    for (int t = 0; t < threads_; ++t) {
+      Slice sl;
+      sl.r0 = oh * t / threads_;
+      sl.r1 = oh * (t + 1) / threads_;
+      const RowSlice r = row_slice(op, p_.values, sl.r0, sl.r1);
+      if (pd) {
+        const std::array<int64_t, 4> key{r.in1 - r.in0, sl.r1 - sl.r0, r.pad_top, r.pad_bottom};
+        auto it = made.find(key);
+        if (it == made.end()) {
+          try {
+            const dnnl::primitive_desc_base sp = create_row_slice_pd(op, p_.values, sl.r0, sl.r1, weights, bias, eng_);
+            // Not oneDNN's reference or gemm-based kernels (svtr's 1x1 over one row of its 2-row map fell to ref:any:
+            // 487 ms, against 0.2 whole).
+            const std::string impl = sp.impl_info_str();
+            if (impl.rfind("ref", 0) == 0 || impl.find("gemm") != std::string::npos) return;
+            if (sp.query_md(dnnl::query::exec_arg_md, DNNL_ARG_WEIGHTS) != weights) return;
+            it = made.emplace(key,
+                              Made{dry_ ? dnnl::primitive() : dnnl::primitive(sp.get()), sp.scratchpad_desc(), impl})
+                     .first;
+          } catch (const dnnl::error&) {
+            return;
+          }
+        }
+        sl.prim = it->second.prim;
+        sl.scratchpad = it->second.scratchpad;
+        sl.impl = it->second.impl;
+      }
+      for (const auto& [arg, m] : s.args) {
+        Slice::Arg a{arg, m, 0, plan_.mems[static_cast<size_t>(m)].md};
+        if (arg == src_arg) {
+          a.offset = static_cast<size_t>(r.in0) * x_row;
+          a.md = channels_last_md(Dims{1, x.dims[1], r.in1 - r.in0, x.dims[3]}, xt);
+        } else if (arg == DNNL_ARG_DST) {
+          a.offset = static_cast<size_t>(sl.r0) * y_row;
+          a.md = channels_last_md(Dims{1, y.dims[1], sl.r1 - sl.r0, y.dims[3]}, yt);
+        }
+        sl.args.push_back(std::move(a));
+      }
+      slices.push_back(std::move(sl));
+    }
+    s.slices = std::move(slices);
+  }
+
+  // Groups consecutive steps built with slices into chains of two or more (Step::chain, chained) and places the
+  // barriers inside them (Step::barrier) from the bytes each slice reads and writes: in the arena (its offsets
+  // planned: buffers whose steps do not overlap may share bytes, and the threads of a chain run apart), the region's
+  // inputs and outputs. Constants are only read. Sizes the scratchpads of the slices, one per thread.
+  void plan_chains() {
+    struct Touch {
+      Storage storage;
+      int index;
+      size_t lo, hi;
+      bool write;
+      size_t slice;
+    };
+    auto touches = [&](const Step& st) {
+      std::vector<Touch> out;
+      for (size_t t = 0; t < st.slices.size(); ++t) {
+        for (const Slice::Arg& a : st.slices[t].args) {
+          const Mem& m = plan_.mems[static_cast<size_t>(a.mem)];
+          if (m.storage == Storage::kFixed) continue;
+          size_t lo = m.offset + a.offset;
+          if (m.storage == Storage::kArena) lo += plan_.buffers[static_cast<size_t>(m.index)].offset;
+          out.push_back(Touch{m.storage, m.storage == Storage::kArena ? 0 : m.index, lo, lo + a.md.get_size(),
+                              a.arg == DNNL_ARG_DST, t});
+        }
+      }
+      return out;
+    };
+    auto clash = [](const Touch& a, const Touch& b) {
+      return a.slice != b.slice && a.storage == b.storage && a.index == b.index && a.lo < b.hi && b.lo < a.hi &&
+             (a.write || b.write);
+    };
+    std::vector<Step>& steps = plan_.steps;
+    for (size_t i = 0; i < steps.size();) {
+      size_t j = i;
+      while (j < steps.size() && !steps[j].slices.empty()) ++j;
+      if (j - i >= 2) {
+        steps[i].chain = j - i;
+        std::vector<Touch> since;  // since the chain's start or its last barrier
+        for (size_t k = i; k < j; ++k) {
+          steps[k].chained = true;
+          // What the profile shows: the slices' kernel where oneDNN runs them.
+          const std::string& slice_impl = steps[k].slices[0].impl;
+          steps[k].impl += slice_impl.empty() ? ", by rows" : ", by rows: " + slice_impl;
+          const std::vector<Touch> mine = touches(steps[k]);
+          const bool wait = std::any_of(mine.begin(), mine.end(), [&](const Touch& a) {
+            return std::any_of(since.begin(), since.end(), [&](const Touch& b) { return clash(a, b); });
+          });
+          if (wait) {
+            steps[k].barrier = true;
+            since.clear();
+          }
+          since.insert(since.end(), mine.begin(), mine.end());
+          for (const Slice& sl : steps[k].slices)
+            plan_.slice_scratch = std::max(plan_.slice_scratch, sl.scratchpad.get_size());
+        }
+      }
+      i = std::max(j, i + 1);
+    }
+    plan_.slice_scratch = (plan_.slice_scratch + 4095) / 4096 * 4096;
+    plan_.scratch_bytes = std::max(plan_.scratch_bytes, plan_.slice_scratch * static_cast<size_t>(threads_));
   }
 
   // Query rows per chunk where ops i, i+1, i+2 are an attention to run by chunks (0: they are not): a float32 MatMul
@@ -1236,6 +1395,7 @@ class Builder {
   const dnnl::engine& eng_;
   const std::map<std::string, const tessera_tensor_t*>* consts_;
   const bool dry_;
+  const int threads_;
   dnnl::stream stream_;
   Plan plan_;
   std::vector<std::vector<int>> variants_;
@@ -1255,7 +1415,7 @@ Plan build_plan(const Program& p, const dnnl::engine& eng,
                 const std::map<std::string, const tessera_tensor_t*>* constants, int num_threads) {
   // Kernels are generated for the thread count they will run with.
   omp_set_num_threads(std::max(1, num_threads));
-  return Builder(p, eng, constants).build();
+  return Builder(p, eng, constants, std::max(1, num_threads)).build();
 }
 
 }  // namespace tessera_dnnl

@@ -59,6 +59,24 @@ struct AttentionChunks {
   dnnl::memory::desc k, v;  // K's and V's views, whole
 };
 
+// One thread's share of a step split by rows (Step::slices): its output rows [r0, r1) of a batch-1 image held
+// channels-last, and a primitive over them (none for the own depthwise kernel, which takes the rows). Its args: each
+// Mem it reads or writes, the bytes into it where the slice starts and the slice's descriptor (a whole operand for
+// weights, bias and per-channel operands).
+struct Slice {
+  dnnl::primitive prim;
+  struct Arg {
+    int arg = 0;  // DNNL_ARG_*
+    int mem = -1;
+    size_t offset = 0;
+    dnnl::memory::desc md;
+  };
+  std::vector<Arg> args;
+  dnnl::memory::desc scratchpad;
+  std::string impl;  // what oneDNN runs for it
+  int64_t r0 = 0, r1 = 0;
+};
+
 struct Step {
   dnnl::primitive prim;                 // empty in a dry build
   std::vector<std::pair<int, int>> args;  // DNNL_ARG_* -> Mem index
@@ -117,6 +135,15 @@ struct Step {
   // An attention run by chunks of query rows: its args DNNL_ARG_SRC_0 (Q), _1 (K), _2 (V), DNNL_ARG_WORKSPACE (one
   // chunk's scores), DNNL_ARG_DST (Y), DNNL_ARG_MULTIPLE_SRC + j (Q x K's j-th binary post-op's operand, whole).
   std::shared_ptr<const AttentionChunks> attention;
+  // A convolution of a batch-1 image, channels-last in and out, is also built as one slice of its output rows per
+  // thread. Consecutive such steps form a chain, run in one parallel region where each thread keeps to its rows
+  // (Builder::plan_chains): no fork and join per step, and each thread reads mostly what it wrote itself. `chain`:
+  // the number of steps of the chain that starts here (0: none starts here); `chained`: the step is in a chain, where
+  // its slices run instead of `prim`; `barrier`: the threads wait for each other before it (a slice of it touches
+  // bytes another thread's slice touched since the chain's start or its last barrier, one of them writing).
+  std::vector<Slice> slices;
+  size_t chain = 0;
+  bool chained = false, barrier = false;
 };
 
 // Work no primitive does: a view (Reshape, Flatten...) or a Concatenation
@@ -139,6 +166,7 @@ struct Plan {
   std::vector<std::shared_ptr<const AlignedBuffer>> shared;
   std::vector<ArenaBuffer> buffers;
   size_t arena_bytes = 0, scratch_bytes = 0;
+  size_t slice_scratch = 0;               // per thread, in a chain: thread t's scratchpad is at t * slice_scratch
   size_t reorders = 0;                    // layout conversions per run (region boundaries, mostly)
 };
 

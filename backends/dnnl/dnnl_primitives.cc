@@ -818,6 +818,53 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& v, c
   return cache.get(same ? op : first, v, in, eng, dst);
 }
 
+RowSlice row_slice(const Op& op, const std::vector<Value>& v, int64_t r0, int64_t r1) {
+  const Spatial s = spatial_of(op);
+  const int64_t kh = v[static_cast<size_t>(op.in[1])].dims[2], h = v[static_cast<size_t>(op.in[0])].dims[2];
+  const int64_t lo = r0 * s.strides[0] - s.pb[0],
+                hi = (r1 - 1) * s.strides[0] - s.pb[0] + (kh - 1) * (s.dil[0] + 1) + 1;
+  RowSlice r;
+  r.in0 = std::max<int64_t>(0, lo);
+  r.in1 = std::min(h, hi);
+  r.pad_top = r.in0 - lo;
+  r.pad_bottom = hi - r.in1;
+  return r;
+}
+
+dnnl::primitive_desc_base create_row_slice_pd(const Op& op, const std::vector<Value>& v, int64_t r0, int64_t r1,
+                                              const memory::desc& weights, const memory::desc& bias,
+                                              const dnnl::engine& eng) {
+  const RowSlice r = row_slice(op, v, r0, r1);
+  Op o = op;
+  o.impl.clear();
+  const auto rank = static_cast<size_t>(op.ints[0]);
+  o.ints[1 + 2 * rank] = r.pad_top;  // ints: rank, strides, dilations, pads begin, pads end, group
+  o.ints[1 + 3 * rank] = r.pad_bottom;
+  // The source's zero point taken where the whole op takes it (the bias its step binds, or the attribute).
+  if (src_zero_point_in_bias(o) != src_zero_point_in_bias(op)) {
+    throw dnnl::error(dnnl_unimplemented, "a slice would take the zero point elsewhere");
+  }
+  std::vector<Value> w = v;
+  Value& x = w[static_cast<size_t>(op.in[0])];
+  Value& y = w[static_cast<size_t>(op.out)];
+  x.dims[2] = r.in1 - r.in0;
+  y.dims[2] = r1 - r0;
+  std::vector<memory::desc> in{channels_last_md(x.dims, data_type_of(x.dtype)), weights};
+  if (op.in.size() > 2) in.push_back(bias);
+  const memory::desc dst = channels_last_md(y.dims, data_type_of(y.dtype));
+  // Kernels are generated for the one thread a slice runs on.
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  try {
+    dnnl::primitive_desc_base pd = create_pd_uncached(o, w, in, eng, &dst);
+    omp_set_num_threads(threads);
+    return pd;
+  } catch (...) {
+    omp_set_num_threads(threads);
+    throw;
+  }
+}
+
 dnnl::matmul::primitive_desc matmul_chunk_pd(const Op& op, const std::vector<Value>& v, const memory::desc& a,
                                              const memory::desc& b, const memory::desc& dst,
                                              const std::vector<memory::desc>& binary_mds, const dnnl::engine& eng) {

@@ -100,6 +100,21 @@ dnnl::primitive_desc_base create_pd(const Op& op, const std::vector<Value>& valu
                                const std::vector<dnnl::memory::desc>& in, const dnnl::engine& eng,
                                const dnnl::memory::desc* dst = nullptr);
 
+// The source rows a 2-D convolution's output rows [r0, r1) read, [in0, in1), and the padding rows above and below
+// them (those of the image's top and bottom only).
+struct RowSlice {
+  int64_t in0 = 0, in1 = 0, pad_top = 0, pad_bottom = 0;
+};
+RowSlice row_slice(const Op& op, const std::vector<Value>& values, int64_t r0, int64_t r1);
+
+// The convolution `op` (kConv or kQConv, 2-D, batch 1) restricted to its output rows [r0, r1): source and
+// destination channels-last over those rows alone (row_slice), the weights and bias in the layouts the whole op's
+// primitive reads, kernels generated for one thread (a slice runs on one) and not cached. Throws dnnl::error where
+// oneDNN has no kernel for it.
+dnnl::primitive_desc_base create_row_slice_pd(const Op& op, const std::vector<Value>& values, int64_t r0, int64_t r1,
+                                              const dnnl::memory::desc& weights, const dnnl::memory::desc& bias,
+                                              const dnnl::engine& eng);
+
 // A matmul of `op` (kMatMul, float32, no bias; eltwise and binary post-ops) over the descriptors given, with op's
 // post-ops (its binary ones' operands read through `binary_mds`, in order) and a user scratchpad: the query-row
 // chunks of an attention the engine runs by chunks (dnnl_engine.cc).

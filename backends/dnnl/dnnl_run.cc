@@ -32,6 +32,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -924,6 +925,38 @@ class RunContext {
         }
       }
     }
+    // The slices of chained steps: a memory of its own for each operand a slice reads or writes in part (its handle
+    // follows the whole operand's, `offset` bytes in), the whole operand's memory for the others; a stream and a
+    // scratchpad per thread.
+    slices_.resize(plan.steps.size());
+    size_t threads = 0;
+    for (size_t s = 0; s < plan.steps.size(); ++s) {
+      const Step& step = plan.steps[s];
+      if (!step.chained) continue;
+      threads = std::max(threads, step.slices.size());
+      for (size_t t = 0; t < step.slices.size(); ++t) {
+        const Slice& sl = step.slices[t];
+        SliceMems sm;
+        for (const Slice::Arg& a : sl.args) {
+          const auto m = static_cast<size_t>(a.mem);
+          if (a.offset == 0 && a.md == plan.mems[m].md) {
+            sm.args.emplace(a.arg, mems_[m]);
+            continue;
+          }
+          memory part(a.md, eng, nullptr);
+          sm.args.emplace(a.arg, part);
+          sm.moved.push_back(SliceMems::Moved{part, m, a.offset, nullptr});
+        }
+        if (sl.scratchpad.get_size() > 0) {
+          memory scratch(sl.scratchpad, eng, nullptr);
+          sm.args.emplace(DNNL_ARG_SCRATCHPAD, scratch);
+          slice_scratch_.emplace_back(scratch, t);
+        }
+        slices_[s].push_back(std::move(sm));
+      }
+    }
+    for (size_t t = 0; t < threads; ++t) streams_.emplace_back(eng);
+    slice_scratch_bytes_ = plan.slice_scratch;
   }
 
   // Points the arena's and scratchpad's memories into `arena` and `scratch` (a run's buffers from the pool), where
@@ -935,13 +968,22 @@ class RunContext {
     }
     if (scratch != bound_scratch_) {
       for (dnnl::memory& m : scratch_mems_) m.set_data_handle(scratch);
+      for (auto& [m, t] : slice_scratch_) m.set_data_handle(static_cast<char*>(scratch) + t * slice_scratch_bytes_);
       bound_scratch_ = scratch;
     }
   }
 
   void run(const Plan& plan, const tessera_tensor_t* inputs, tessera_tensor_t* outputs) {
     bind_io(plan, inputs, outputs);
-    for (size_t s = 0; s < plan.steps.size(); ++s) execute(plan, s);
+    for (size_t s = 0; s < plan.steps.size();) {
+      const size_t chain = plan.steps[s].chain;
+      if (chain > 0) {
+        run_chain(plan, s, chain);
+        s += chain;
+      } else {
+        execute(plan, s++);
+      }
+    }
     stream_.wait();
   }
 
@@ -969,7 +1011,11 @@ class RunContext {
     for (size_t s = 0; s < plan.steps.size(); ++s) {
       report_free(s);
       const clock::time_point t0 = clock::now();
-      execute(plan, s);
+      if (plan.steps[s].chained) {
+        run_chain(plan, s, 1);
+      } else {
+        execute(plan, s);
+      }
       stream_.wait();
       const clock::time_point t1 = clock::now();
       report(plan.steps[s].nodes, plan.steps[s].impl, us(t0),
@@ -979,6 +1025,52 @@ class RunContext {
   }
 
  private:
+  // Steps [first, first + count) of a chain, in one parallel region: each thread runs its slice of each step (its
+  // slices, where the team has fewer threads than the steps have slices), waiting for the others where a step asks.
+  void run_chain(const Plan& plan, size_t first, size_t count) {
+    stream_.wait();
+    const auto parts = static_cast<int>(plan.steps[first].slices.size());
+    std::exception_ptr error;
+    std::mutex error_mu;
+#pragma omp parallel num_threads(parts)
+    {
+      const int nt = omp_get_num_threads(), tid = omp_get_thread_num();
+      for (size_t s = first; s < first + count; ++s) {
+        if (s > first && plan.steps[s].barrier) {
+#pragma omp barrier
+        }
+        for (int t = tid; t < parts; t += nt) {
+          try {
+            run_slice(plan, s, static_cast<size_t>(t));
+          } catch (...) {
+            std::lock_guard<std::mutex> lock(error_mu);
+            if (!error) error = std::current_exception();
+          }
+        }
+      }
+    }
+    if (error) std::rethrow_exception(error);
+  }
+
+  void run_slice(const Plan& plan, size_t s, size_t t) {
+    const Step& step = plan.steps[s];
+    const Slice& sl = step.slices[t];
+    SliceMems& sm = slices_[s][t];
+    if (step.own) {  // the own depthwise kernel: the whole operands, and the rows
+      const memory& x = args_[s].at(DNNL_ARG_SRC_0);
+      run_dw_int8_rows(*step.dw, x.get_data_handle(), args_[s].at(DNNL_ARG_DST).get_data_handle(), sl.r0, sl.r1);
+      return;
+    }
+    for (SliceMems::Moved& mv : sm.moved) {
+      void* at = static_cast<char*>(mems_[mv.base].get_data_handle()) + mv.offset;
+      if (at != mv.at) {
+        mv.part.set_data_handle(at);
+        mv.at = at;
+      }
+    }
+    sl.prim.execute(streams_[t], sm.args);
+  }
+
   // Step s: its primitive, or a table lookup (the CPU stream runs primitives in order as they are submitted, so the
   // lookup's operands are ready).
   void execute(const Plan& plan, size_t s) {
@@ -1025,6 +1117,20 @@ class RunContext {
     memory scale, zero_point;  // owned by the memory objects
   };
   std::vector<DynArgs> dyn_;  // per step
+  struct SliceMems {
+    std::unordered_map<int, memory> args;
+    struct Moved {  // a memory over part of Mem `base`, `offset` bytes into it (`at`: where it points now)
+      memory part;
+      size_t base;
+      size_t offset;
+      void* at;
+    };
+    std::vector<Moved> moved;
+  };
+  std::vector<std::vector<SliceMems>> slices_;            // per step, per slice (chained steps)
+  std::vector<std::pair<memory, size_t>> slice_scratch_;  // a slice's scratchpad, its thread
+  size_t slice_scratch_bytes_ = 0;
+  std::vector<dnnl::stream> streams_;  // per thread of a chain
 };
 
 namespace {
