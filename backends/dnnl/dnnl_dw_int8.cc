@@ -355,10 +355,12 @@ std::unique_ptr<DwInt8> make_dw_int8(int64_t c, int64_t h, int64_t w, int64_t k,
   return d;
 }
 
-void run_dw_int8_rows(const DwInt8& d, const void* x, void* y, int64_t r0, int64_t r1) {
+void run_dw_int8_part(const DwInt8& d, const void* x, void* y, int64_t n0, int64_t n1, int64_t r0, int64_t r1) {
   void* ring = scratch(static_cast<size_t>(d.k * d.taps_groups * kTile * 4 * 64));
-  for (const DwInt8::Block& blk : d.blocks) {
-    block_rows_for(blk.width, d.k)(d, blk, static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), r0, r1, ring);
+  for (int64_t img = n0; img < n1; ++img) {
+    const uint8_t* xi = static_cast<const uint8_t*>(x) + img * d.h * d.w * d.c;
+    uint8_t* yi = static_cast<uint8_t*>(y) + img * d.oh * d.ow * d.c;
+    for (const DwInt8::Block& blk : d.blocks) block_rows_for(blk.width, d.k)(d, blk, xi, yi, r0, r1, ring);
   }
 }
 

@@ -66,7 +66,8 @@ std::unique_ptr<DwInt8> make_dw_int8(int64_t c, int64_t h, int64_t w, int64_t k,
 
 // Y [n, OH, OW, C] from X [n, H, W, C], both channels-last 8-bit, on the calling OpenMP team's threads.
 void run_dw_int8(const DwInt8& d, const void* x, void* y, int64_t n);
-// Output rows [r0, r1) of one image's Y, on the calling thread alone (one slice of a step split by rows).
-void run_dw_int8_rows(const DwInt8& d, const void* x, void* y, int64_t r0, int64_t r1);
+// Output rows [r0, r1) of images [n0, n1) of Y, on the calling thread alone (one slice of a step split by rows or
+// images).
+void run_dw_int8_part(const DwInt8& d, const void* x, void* y, int64_t n0, int64_t n1, int64_t r0, int64_t r1);
 
 }  // namespace tessera_dnnl

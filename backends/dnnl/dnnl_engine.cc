@@ -880,10 +880,10 @@ class Builder {
   }
 
   // Builds step `s`, the convolution `op` by oneDNN's primitive `pd` (null: by the own depthwise kernel), also as
-  // one slice of its output rows per thread (Step::slices) where that keeps to the rows: one image (batch 1, 2-D),
-  // its source and destination held channels-last (so that a slice's rows are one run of bytes), each binary
-  // post-op's operand one value per channel, a row or more for each thread, and oneDNN has a kernel for every slice
-  // (those of the same rows and padding share one).
+  // one slice per thread (Step::slices) where each thread can keep to its part: of the output rows of one image, or
+  // of the images of a batch (2-D), the source and destination held channels-last (so that a slice is one run of
+  // bytes), each binary post-op's operand one value per channel, a row or image or more for each thread, and oneDNN
+  // has a kernel for every slice (those of the same shape and padding share one).
   void split_by_rows(Step& s, const Op& op, const dnnl::primitive_desc_base* pd) {
     if (threads_ < 2 || (op.kind != OpKind::kConv && op.kind != OpKind::kQConv) || op.bf16 || op.bf16_dst ||
         op.ints.empty() || op.ints[0] != 2) {
@@ -891,15 +891,18 @@ class Builder {
     }
     const Value& x = p_.values[static_cast<size_t>(op.in[0])];
     const Value& y = p_.values[static_cast<size_t>(op.out)];
-    if (x.dims.size() != 4 || x.dims[0] != 1 || y.dims[2] < threads_) return;
-    // Rows that do not divide among the threads leave one thread the extra rows' work while the others wait: only
+    if (x.dims.size() != 4) return;
+    const bool by_images = x.dims[0] > 1;
+    const int64_t units = by_images ? x.dims[0] : y.dims[2];  // images or output rows, shared out
+    if (units < threads_) return;
+    // Units that do not divide among the threads leave one thread the extra units' work while the others wait: only
     // where that is small against what a chain saves per step (a fork and join, and reading what another core
     // wrote). mobilenet_v2's QDQ twin ran faster with its 7-row steps split (at most 2.1M extra multiply-adds),
     // resnet50's slower (7.3M and more).
     const Dims& wd = p_.values[static_cast<size_t>(op.in[1])].dims;
-    const int64_t per_thread = (y.dims[2] + threads_ - 1) / threads_;
+    const int64_t per_thread = (units + threads_ - 1) / threads_;
     const double macs = static_cast<double>(numel(y.dims)) * static_cast<double>(numel(wd) / wd[0]);
-    const double extra = macs * (static_cast<double>(per_thread * threads_) / static_cast<double>(y.dims[2]) - 1.0);
+    const double extra = macs * (static_cast<double>(per_thread * threads_) / static_cast<double>(units) - 1.0);
     if (extra * (op.kind == OpKind::kQConv ? 1.0 : 4.0) > kRowImbalanceMacs) return;
     for (const PostOp& po : op.post) {
       if (po.kind != PostKind::kBinary) continue;
@@ -917,26 +920,31 @@ class Builder {
     const memory::desc weights = pd ? pd->query_md(dnnl::query::exec_arg_md, DNNL_ARG_WEIGHTS) : memory::desc();
     const memory::desc bias = pd ? pd->query_md(dnnl::query::exec_arg_md, DNNL_ARG_BIAS) : memory::desc();
     const int64_t oh = y.dims[2];
-    const size_t x_row = channels_last_md(x.dims, xt).get_size() / static_cast<size_t>(x.dims[2]);
-    const size_t y_row = channels_last_md(y.dims, yt).get_size() / static_cast<size_t>(oh);
+    const size_t x_row = channels_last_md(x.dims, xt).get_size() / static_cast<size_t>(x.dims[0] * x.dims[2]);
+    const size_t y_row = channels_last_md(y.dims, yt).get_size() / static_cast<size_t>(y.dims[0] * oh);
     struct Made {
       dnnl::primitive prim;
       memory::desc scratchpad;
       std::string impl;
     };
-    std::map<std::array<int64_t, 4>, Made> made;
+    std::map<std::array<int64_t, 5>, Made> made;
     std::vector<Slice> slices;
     for (int t = 0; t < threads_; ++t) {
       Slice sl;
-      sl.r0 = oh * t / threads_;
-      sl.r1 = oh * (t + 1) / threads_;
+      const int64_t u0 = units * t / threads_, u1 = units * (t + 1) / threads_;
+      sl.n0 = by_images ? u0 : 0;
+      sl.n1 = by_images ? u1 : 1;
+      sl.r0 = by_images ? 0 : u0;
+      sl.r1 = by_images ? oh : u1;
+      const int64_t images = sl.n1 - sl.n0;
       const RowSlice r = row_slice(op, p_.values, sl.r0, sl.r1);
       if (pd) {
-        const std::array<int64_t, 4> key{r.in1 - r.in0, sl.r1 - sl.r0, r.pad_top, r.pad_bottom};
+        const std::array<int64_t, 5> key{images, r.in1 - r.in0, sl.r1 - sl.r0, r.pad_top, r.pad_bottom};
         auto it = made.find(key);
         if (it == made.end()) {
           try {
-            const dnnl::primitive_desc_base sp = create_row_slice_pd(op, p_.values, sl.r0, sl.r1, weights, bias, eng_);
+            const dnnl::primitive_desc_base sp =
+                create_row_slice_pd(op, p_.values, images, sl.r0, sl.r1, weights, bias, eng_);
             // Not oneDNN's reference or gemm-based kernels (svtr's 1x1 over one row of its 2-row map fell to ref:any:
             // 487 ms, against 0.2 whole).
             const std::string impl = sp.impl_info_str();
@@ -956,11 +964,11 @@ class Builder {
       for (const auto& [arg, m] : s.args) {
         Slice::Arg a{arg, m, 0, plan_.mems[static_cast<size_t>(m)].md};
         if (arg == src_arg) {
-          a.offset = static_cast<size_t>(r.in0) * x_row;
-          a.md = channels_last_md(Dims{1, x.dims[1], r.in1 - r.in0, x.dims[3]}, xt);
+          a.offset = static_cast<size_t>(sl.n0 * x.dims[2] + r.in0) * x_row;
+          a.md = channels_last_md(Dims{images, x.dims[1], r.in1 - r.in0, x.dims[3]}, xt);
         } else if (arg == DNNL_ARG_DST) {
-          a.offset = static_cast<size_t>(sl.r0) * y_row;
-          a.md = channels_last_md(Dims{1, y.dims[1], sl.r1 - sl.r0, y.dims[3]}, yt);
+          a.offset = static_cast<size_t>(sl.n0 * oh + sl.r0) * y_row;
+          a.md = channels_last_md(Dims{images, y.dims[1], sl.r1 - sl.r0, y.dims[3]}, yt);
         }
         sl.args.push_back(std::move(a));
       }
@@ -1008,9 +1016,10 @@ class Builder {
         std::vector<Touch> since;  // since the chain's start or its last barrier
         for (size_t k = i; k < j; ++k) {
           steps[k].chained = true;
-          // What the profile shows: the slices' kernel where oneDNN runs them.
+          // What the profile shows: how the step is shared out, and the slices' kernel where oneDNN runs them.
           const std::string& slice_impl = steps[k].slices[0].impl;
-          steps[k].impl += slice_impl.empty() ? ", by rows" : ", by rows: " + slice_impl;
+          const char* by = steps[k].slices.back().n0 > 0 ? ", by images" : ", by rows";
+          steps[k].impl += slice_impl.empty() ? by : by + (": " + slice_impl);
           const std::vector<Touch> mine = touches(steps[k]);
           const bool wait = std::any_of(mine.begin(), mine.end(), [&](const Touch& a) {
             return std::any_of(since.begin(), since.end(), [&](const Touch& b) { return clash(a, b); });

@@ -59,10 +59,10 @@ struct AttentionChunks {
   dnnl::memory::desc k, v;  // K's and V's views, whole
 };
 
-// One thread's share of a step split by rows (Step::slices): its output rows [r0, r1) of a batch-1 image held
-// channels-last, and a primitive over them (none for the own depthwise kernel, which takes the rows). Its args: each
-// Mem it reads or writes, the bytes into it where the slice starts and the slice's descriptor (a whole operand for
-// weights, bias and per-channel operands).
+// One thread's share of a step split by rows or images (Step::slices): output rows [r0, r1) of images [n0, n1) held
+// channels-last (one image's rows, or whole images), and a primitive over them (none for the own depthwise kernel,
+// which takes the images and rows). Its args: each Mem it reads or writes, the bytes into it where the slice starts
+// and the slice's descriptor (a whole operand for weights, bias and per-channel operands).
 struct Slice {
   dnnl::primitive prim;
   struct Arg {
@@ -74,7 +74,7 @@ struct Slice {
   std::vector<Arg> args;
   dnnl::memory::desc scratchpad;
   std::string impl;  // what oneDNN runs for it
-  int64_t r0 = 0, r1 = 0;
+  int64_t n0 = 0, n1 = 1, r0 = 0, r1 = 0;
 };
 
 struct Step {
@@ -135,12 +135,13 @@ struct Step {
   // An attention run by chunks of query rows: its args DNNL_ARG_SRC_0 (Q), _1 (K), _2 (V), DNNL_ARG_WORKSPACE (one
   // chunk's scores), DNNL_ARG_DST (Y), DNNL_ARG_MULTIPLE_SRC + j (Q x K's j-th binary post-op's operand, whole).
   std::shared_ptr<const AttentionChunks> attention;
-  // A convolution of a batch-1 image, channels-last in and out, is also built as one slice of its output rows per
-  // thread. Consecutive such steps form a chain, run in one parallel region where each thread keeps to its rows
-  // (Builder::plan_chains): no fork and join per step, and each thread reads mostly what it wrote itself. `chain`:
-  // the number of steps of the chain that starts here (0: none starts here); `chained`: the step is in a chain, where
-  // its slices run instead of `prim`; `barrier`: the threads wait for each other before it (a slice of it touches
-  // bytes another thread's slice touched since the chain's start or its last barrier, one of them writing).
+  // A convolution held channels-last in and out is also built as one slice per thread: of its output rows (one
+  // image) or of its images (a batch of as many as the threads, or a multiple). Consecutive such steps form a chain,
+  // run in one parallel region where each thread keeps to its rows (Builder::plan_chains): no fork and join per step,
+  // and each thread reads mostly what it wrote itself. `chain`: the number of steps of the chain that starts here (0:
+  // none starts here); `chained`: the step is in a chain, where its slices run instead of `prim`; `barrier`: the
+  // threads wait for each other before it (a slice of it touches bytes another thread's slice touched since the chain's
+  // start or its last barrier, one of them writing).
   std::vector<Slice> slices;
   size_t chain = 0;
   bool chained = false, barrier = false;

@@ -831,8 +831,8 @@ RowSlice row_slice(const Op& op, const std::vector<Value>& v, int64_t r0, int64_
   return r;
 }
 
-dnnl::primitive_desc_base create_row_slice_pd(const Op& op, const std::vector<Value>& v, int64_t r0, int64_t r1,
-                                              const memory::desc& weights, const memory::desc& bias,
+dnnl::primitive_desc_base create_row_slice_pd(const Op& op, const std::vector<Value>& v, int64_t images, int64_t r0,
+                                              int64_t r1, const memory::desc& weights, const memory::desc& bias,
                                               const dnnl::engine& eng) {
   const RowSlice r = row_slice(op, v, r0, r1);
   Op o = op;
@@ -847,6 +847,7 @@ dnnl::primitive_desc_base create_row_slice_pd(const Op& op, const std::vector<Va
   std::vector<Value> w = v;
   Value& x = w[static_cast<size_t>(op.in[0])];
   Value& y = w[static_cast<size_t>(op.out)];
+  x.dims[0] = y.dims[0] = images;
   x.dims[2] = r.in1 - r.in0;
   y.dims[2] = r1 - r0;
   std::vector<memory::desc> in{channels_last_md(x.dims, data_type_of(x.dtype)), weights};

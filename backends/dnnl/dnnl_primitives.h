@@ -107,13 +107,13 @@ struct RowSlice {
 };
 RowSlice row_slice(const Op& op, const std::vector<Value>& values, int64_t r0, int64_t r1);
 
-// The convolution `op` (kConv or kQConv, 2-D, batch 1) restricted to its output rows [r0, r1): source and
-// destination channels-last over those rows alone (row_slice), the weights and bias in the layouts the whole op's
-// primitive reads, kernels generated for one thread (a slice runs on one) and not cached. Throws dnnl::error where
-// oneDNN has no kernel for it.
-dnnl::primitive_desc_base create_row_slice_pd(const Op& op, const std::vector<Value>& values, int64_t r0, int64_t r1,
-                                              const dnnl::memory::desc& weights, const dnnl::memory::desc& bias,
-                                              const dnnl::engine& eng);
+// The convolution `op` (kConv or kQConv, 2-D) over `images` images and restricted to its output rows [r0, r1):
+// source and destination channels-last over those rows alone (row_slice), the weights and bias in the layouts the
+// whole op's primitive reads, kernels generated for one thread (a slice runs on one) and not cached. Throws
+// dnnl::error where oneDNN has no kernel for it.
+dnnl::primitive_desc_base create_row_slice_pd(const Op& op, const std::vector<Value>& values, int64_t images,
+                                              int64_t r0, int64_t r1, const dnnl::memory::desc& weights,
+                                              const dnnl::memory::desc& bias, const dnnl::engine& eng);
 
 // A matmul of `op` (kMatMul, float32, no bias; eltwise and binary post-ops) over the descriptors given, with op's
 // post-ops (its binary ones' operands read through `binary_mds`, in order) and a user scratchpad: the query-row

@@ -1056,9 +1056,10 @@ class RunContext {
     const Step& step = plan.steps[s];
     const Slice& sl = step.slices[t];
     SliceMems& sm = slices_[s][t];
-    if (step.own) {  // the own depthwise kernel: the whole operands, and the rows
+    if (step.own) {  // the own depthwise kernel: the whole operands, and the images and rows
       const memory& x = args_[s].at(DNNL_ARG_SRC_0);
-      run_dw_int8_rows(*step.dw, x.get_data_handle(), args_[s].at(DNNL_ARG_DST).get_data_handle(), sl.r0, sl.r1);
+      run_dw_int8_part(*step.dw, x.get_data_handle(), args_[s].at(DNNL_ARG_DST).get_data_handle(), sl.n0, sl.n1, sl.r0,
+                       sl.r1);
       return;
     }
     for (SliceMems::Moved& mv : sm.moved) {

@@ -426,75 +426,80 @@ TEST_F(DnnlBackend, QLinearConvIntoAResidualQLinearAddIsOneStepWithinAStepOfNati
   }
 }
 
-// Loaded on several threads, a run of convolutions over one channels-last image (int8: an inverted residual block, a
+// Loaded on several threads, a run of convolutions over channels-last images (int8: an inverted residual block, a
 // 1x1 expansion, a 3x3 depthwise, a 1x1 projection with the residual QLinearAdd in it, then a 3x3 stride-2
-// convolution) runs as one chain, each thread on its slice of output rows: the same bytes as on one thread and as
-// native, with oneDNN's depthwise convolution and with the plugin's own, at 2 and 3 threads (30 rows: 15 / 10 each,
-// then 15 rows: 8 + 7 and 5 each).
+// convolution) runs as one chain, each thread on its slice: of the output rows of one image (30 rows: 15 / 10 each,
+// then 15 rows: 8 + 7 and 5 each, at 2 and 3 threads), or of the images of a batch of 2 at 2 threads. The same
+// bytes as on one thread and as native, with oneDNN's depthwise convolution and with the plugin's own.
 TEST_F(DnnlBackend, ConvolutionChainsRunByRowsGiveTheWholeConvolutionsBytes) {
   SKIP_WITHOUT_INT8_KERNELS();
   const DType t = DType::kUInt8;
-  const Dims x{1, 24, 30, 28};
-  unsigned seed = 2300;
-  std::mt19937 rng(seed);
-  Builder b;
-  b.input("x", x, t).constant("s", scalar_tensor(DType::kFloat32, 0.02)).constant("z", scalar_tensor(t, 121));
-  // A QLinearConv from `in` to `out` (scale 0.02, zero point 121 on both sides) with random weights and bias.
-  auto qconv = [&](const std::string& name, const std::string& in, const std::string& out, const Dims& w, int64_t group,
-                   int64_t stride, int64_t pad) {
-    Tensor ws(DType::kFloat32, {w[0]});
-    for (int64_t i = 0; i < w[0]; ++i) ws.data<float>()[i] = 0.002f + 0.001f * static_cast<float>(rng() % 17);
-    Tensor wz(DType::kInt8, {w[0]});
-    std::fill_n(wz.data<int8_t>(), w[0], int8_t{0});
-    Tensor bias(DType::kInt32, {w[0]});
-    for (int64_t i = 0; i < w[0]; ++i) bias.data<int32_t>()[i] = static_cast<int32_t>(rng() % 4001) - 2000;
-    b.constant(name + "_w", int8_tensor(DType::kInt8, w, ++seed))
-        .constant(name + "_ws", ws)
-        .constant(name + "_wz", wz)
-        .constant(name + "_b", bias);
-    Node& n = b.node(name, "QLinearConv",
-                     {in, "s", "z", name + "_w", name + "_ws", name + "_wz", "s", "z", name + "_b"}, out);
-    set_int(n, "group", group), set_ints(n, "strides", {stride, stride}), set_ints(n, "pads", {pad, pad, pad, pad});
-  };
-  qconv("expand", "x", "e", {96, 24, 1, 1}, 1, 1, 0);
-  qconv("dw", "e", "d", {96, 1, 3, 3}, 96, 1, 1);
-  qconv("project", "d", "p", {24, 96, 1, 1}, 1, 1, 0);
-  const tessera::qadd::Form f{0.5625f, 0.4375f, -41.5f};
-  Tensor table(t, {65536});
-  tessera::qadd::fill_table(f, false, table.data<uint8_t>());
-  b.constant("table", table);
-  Node& lut = b.node("residual", "QLinearLookup", {"p", "x", "table"}, "r");
-  lut.domain = "ai.tessera";
-  lut.attrs["qlinear_add"] = Attribute::Floats(tessera::qadd::form_floats(f));
-  qconv("down", "r", "y", {32, 24, 3, 3}, 1, 2, 1);
-  const Graph g = b.done({"y"});
-  const std::vector<Tensor> inputs{int8_tensor(t, x, ++seed)};
-  const Tensor ref = native_outputs(g, inputs)[0];
-  const std::string model = model_bytes(g);
-  for (const char* options : {"", "impl=own_dw_int8"}) {
-    SCOPED_TRACE(options);
-    Compiled c = compile(model, options);
-    ASSERT_EQ(c.status, TESSERA_OK) << c.msg;
-    for (int threads : {1, 2, 3}) {
-      SCOPED_TRACE(threads);
-      Loaded l = load(c.blob, g.constants, threads);
-      ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
-      std::vector<Tensor> out = output_buffers(g);
-      std::string msg;
-      ASSERT_EQ(run(l.engine.get(), inputs, out, &msg), TESSERA_OK) << msg;
-      EXPECT_EQ(bytes_differ(out[0], ref), 0) << "of " << ref.numel();
-      std::vector<Tensor> again = output_buffers(g);
-      const auto prof = client().run_profiled(l.engine.get(), inputs, again);
-      EXPECT_EQ(bytes_differ(again[0], ref), 0) << "profiled";
-      int by_rows = 0, convs = 0;
-      std::string steps;
-      for (const auto& st : prof.steps) {
-        steps += st.what + "; ";
-        convs += st.what.find("convolution") != std::string::npos;
-        by_rows += st.what.find(", by rows") != std::string::npos;
+  for (int64_t batch : {1, 2}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    const Dims x{batch, 24, 30, 28};
+    unsigned seed = 2300;
+    std::mt19937 rng(seed);
+    Builder b;
+    b.input("x", x, t).constant("s", scalar_tensor(DType::kFloat32, 0.02)).constant("z", scalar_tensor(t, 121));
+    // A QLinearConv from `in` to `out` (scale 0.02, zero point 121 on both sides) with random weights and bias.
+    auto qconv = [&](const std::string& name, const std::string& in, const std::string& out, const Dims& w,
+                     int64_t group, int64_t stride, int64_t pad) {
+      Tensor ws(DType::kFloat32, {w[0]});
+      for (int64_t i = 0; i < w[0]; ++i) ws.data<float>()[i] = 0.002f + 0.001f * static_cast<float>(rng() % 17);
+      Tensor wz(DType::kInt8, {w[0]});
+      std::fill_n(wz.data<int8_t>(), w[0], int8_t{0});
+      Tensor bias(DType::kInt32, {w[0]});
+      for (int64_t i = 0; i < w[0]; ++i) bias.data<int32_t>()[i] = static_cast<int32_t>(rng() % 4001) - 2000;
+      b.constant(name + "_w", int8_tensor(DType::kInt8, w, ++seed))
+          .constant(name + "_ws", ws)
+          .constant(name + "_wz", wz)
+          .constant(name + "_b", bias);
+      Node& n = b.node(name, "QLinearConv",
+                       {in, "s", "z", name + "_w", name + "_ws", name + "_wz", "s", "z", name + "_b"}, out);
+      set_int(n, "group", group), set_ints(n, "strides", {stride, stride}), set_ints(n, "pads", {pad, pad, pad, pad});
+    };
+    qconv("expand", "x", "e", {96, 24, 1, 1}, 1, 1, 0);
+    qconv("dw", "e", "d", {96, 1, 3, 3}, 96, 1, 1);
+    qconv("project", "d", "p", {24, 96, 1, 1}, 1, 1, 0);
+    const tessera::qadd::Form f{0.5625f, 0.4375f, -41.5f};
+    Tensor table(t, {65536});
+    tessera::qadd::fill_table(f, false, table.data<uint8_t>());
+    b.constant("table", table);
+    Node& lut = b.node("residual", "QLinearLookup", {"p", "x", "table"}, "r");
+    lut.domain = "ai.tessera";
+    lut.attrs["qlinear_add"] = Attribute::Floats(tessera::qadd::form_floats(f));
+    qconv("down", "r", "y", {32, 24, 3, 3}, 1, 2, 1);
+    const Graph g = b.done({"y"});
+    const std::vector<Tensor> inputs{int8_tensor(t, x, ++seed)};
+    const Tensor ref = native_outputs(g, inputs)[0];
+    const std::string model = model_bytes(g);
+    for (const char* options : {"", "impl=own_dw_int8"}) {
+      SCOPED_TRACE(options);
+      Compiled c = compile(model, options);
+      ASSERT_EQ(c.status, TESSERA_OK) << c.msg;
+      for (int threads : {1, 2, 3}) {
+        SCOPED_TRACE(threads);
+        Loaded l = load(c.blob, g.constants, threads);
+        ASSERT_EQ(l.status, TESSERA_OK) << l.msg;
+        std::vector<Tensor> out = output_buffers(g);
+        std::string msg;
+        ASSERT_EQ(run(l.engine.get(), inputs, out, &msg), TESSERA_OK) << msg;
+        EXPECT_EQ(bytes_differ(out[0], ref), 0) << "of " << ref.numel();
+        std::vector<Tensor> again = output_buffers(g);
+        const auto prof = client().run_profiled(l.engine.get(), inputs, again);
+        EXPECT_EQ(bytes_differ(again[0], ref), 0) << "profiled";
+        int by_rows = 0, by_images = 0, convs = 0;
+        std::string steps;
+        for (const auto& st : prof.steps) {
+          steps += st.what + "; ";
+          convs += st.what.find("convolution") != std::string::npos;
+          by_rows += st.what.find(", by rows") != std::string::npos;
+          by_images += st.what.find(", by images") != std::string::npos;
+        }
+        EXPECT_EQ(convs, 4) << steps;  // the residual inside the projection
+        EXPECT_EQ(by_rows, batch == 1 && threads > 1 ? 4 : 0) << steps;
+        EXPECT_EQ(by_images, batch == 2 && threads == 2 ? 4 : 0) << steps;
       }
-      EXPECT_EQ(convs, 4) << steps;  // the residual inside the projection
-      EXPECT_EQ(by_rows, threads > 1 ? 4 : 0) << steps;
     }
   }
 }
